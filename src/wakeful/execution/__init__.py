@@ -1,0 +1,1 @@
+"""Coordinator, claims and leases, interruption, recovery, workers."""

@@ -1,0 +1,1 @@
+"""Admission and promotion of inputs (steer and queue)."""

@@ -1,0 +1,1 @@
+"""Instruction sources and value deltas."""

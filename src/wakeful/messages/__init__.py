@@ -1,0 +1,73 @@
+"""Provider-neutral messages: blocks, the JSON codec, converters and wire-only pairing repair.
+
+Pure: nothing in this package does I/O. Persisted history is never rewritten by anything here;
+`to_wire` builds a repaired *copy* for one request.
+"""
+
+from ._blocks import (
+    REASONING_TYPES,
+    AudioBlock,
+    Block,
+    CompactSummaryBlock,
+    DocumentBlock,
+    ImageBlock,
+    Message,
+    ProviderReasoningBlock,
+    RedactedThinkingBlock,
+    Role,
+    ServerToolResultBlock,
+    ServerToolUseBlock,
+    TextBlock,
+    TextOrigin,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    ToolResultPart,
+    VideoBlock,
+    assistant,
+    new_message_id,
+    system,
+    tool_result_text,
+    user,
+)
+from ._codec import (
+    block_from_dict,
+    dump_message,
+    dump_messages,
+    load_message,
+    load_messages,
+    message_from_dict,
+)
+
+__all__ = [
+    "REASONING_TYPES",
+    "AudioBlock",
+    "Block",
+    "CompactSummaryBlock",
+    "DocumentBlock",
+    "ImageBlock",
+    "Message",
+    "ProviderReasoningBlock",
+    "RedactedThinkingBlock",
+    "Role",
+    "ServerToolResultBlock",
+    "ServerToolUseBlock",
+    "TextBlock",
+    "TextOrigin",
+    "ThinkingBlock",
+    "ToolCallBlock",
+    "ToolResultBlock",
+    "ToolResultPart",
+    "VideoBlock",
+    "assistant",
+    "block_from_dict",
+    "dump_message",
+    "dump_messages",
+    "load_message",
+    "load_messages",
+    "message_from_dict",
+    "new_message_id",
+    "system",
+    "tool_result_text",
+    "user",
+]

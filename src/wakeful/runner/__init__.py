@@ -1,0 +1,1 @@
+"""One turn: steps, prompt assembly and receipts, tools, durable retry, compaction."""

@@ -1,0 +1,1 @@
+"""Store protocol and the SQLite and PostgreSQL backends, migrations and blobs."""
