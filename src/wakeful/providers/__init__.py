@@ -1,4 +1,50 @@
 """Provider protocol and adapters: anthropic, openai, openai-compatible, local, scripted.
 
-Imports only `wakeful.messages`.
+Imports only `wakeful.messages`, `wakeful.errors` and `wakeful.clock` (an import-linter contract).
+`make_provider("anthropic:MODEL")` builds a provider from a model spec; every provider streams
+`StreamEvent`s ending in one `Finish`, and fails only with the typed errors of `wakeful.errors`.
 """
+
+from ._base import (
+    Finish,
+    FinishReason,
+    ModelRequest,
+    Provider,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+    UsageReport,
+    estimate_request_tokens,
+    estimate_text_tokens,
+)
+from ._scripted import (
+    Script,
+    ScriptedProvider,
+    load_script,
+    parse_script,
+    scripted_call_id,
+)
+
+__all__ = [
+    "Finish",
+    "FinishReason",
+    "ModelRequest",
+    "Provider",
+    "ReasoningDelta",
+    "Script",
+    "ScriptedProvider",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolSpec",
+    "Usage",
+    "UsageReport",
+    "estimate_request_tokens",
+    "estimate_text_tokens",
+    "load_script",
+    "parse_script",
+    "scripted_call_id",
+]

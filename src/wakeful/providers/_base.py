@@ -1,0 +1,198 @@
+"""The provider seam: requests, stream events, usage and the `Provider` protocol.
+
+A provider turns one `ModelRequest` into a stream of events. Invariant: every *successful* stream
+ends with exactly one `Finish`, which carries the whole assistant `Message` assembled from what was
+streamed; a stream that cannot produce its `Finish` raises one of the typed `ProviderError` kinds
+of `wakeful.errors` instead (never a bare SDK or transport exception).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypeAlias, assert_never, runtime_checkable
+
+from pydantic import JsonValue
+
+from ..messages import (
+    AudioBlock,
+    Block,
+    CompactSummaryBlock,
+    DocumentBlock,
+    ImageBlock,
+    Message,
+    ProviderReasoningBlock,
+    RedactedThinkingBlock,
+    ServerToolResultBlock,
+    ServerToolUseBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    VideoBlock,
+)
+
+FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter"]
+
+# A media block counts as this many characters (about 1,000 tokens) in local size estimates:
+# its base64 bytes say nothing useful about what the provider will charge for it.
+MEDIA_ESTIMATE_CHARS = 4096
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool the model may call: its name, what it does and the JSON Schema of its input."""
+
+    name: str
+    description: str
+    input_schema: dict[str, JsonValue]
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One physical model request.
+
+    `messages` may hold system messages (chronological instruction changes); `system` is the
+    assembled system prompt sent first. `attempt` counts the physical attempts of the same step,
+    starting at 1; the runner sets it from the durable retry state, so it survives restarts.
+    """
+
+    model: str
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one request, as the provider reported them (or estimated, when it did not)."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of assistant text, live only."""
+
+    text: str
+    type: Literal["text_delta"] = field(default="text_delta", init=False)
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of reasoning (thinking) text, live only."""
+
+    text: str
+    type: Literal["reasoning_delta"] = field(default="reasoning_delta", init=False)
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A fragment of a tool call's JSON input; the first delta of a call may carry `""`."""
+
+    call_id: str
+    name: str
+    input_json_fragment: str
+    type: Literal["tool_call_delta"] = field(default="tool_call_delta", init=False)
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """Usage so far (cumulative: a later report replaces an earlier one)."""
+
+    usage: Usage
+    type: Literal["usage"] = field(default="usage", init=False)
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The last event of every successful stream: why it stopped, the whole message, the usage."""
+
+    reason: FinishReason
+    message: Message
+    usage: Usage
+    type: Literal["finish"] = field(default="finish", init=False)
+
+
+StreamEvent: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta | UsageReport | Finish
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model behind one wire protocol.
+
+    `wire_request` is pure and returns exactly the JSON body `stream` will send for the same
+    request, so the caller can persist and digest it before anything leaves the process.
+    `stream` raises only `wakeful.errors.ProviderError` kinds; `aclose` releases connections.
+    """
+
+    name: str
+    model: str
+    context_window: int
+    max_output_tokens: int
+
+    def wire_request(self, request: ModelRequest) -> dict[str, JsonValue]:
+        """Return the exact JSON body this provider sends for `request`."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Send `request` and yield its events; the last one is a `Finish`."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the provider's clients and connections; idempotent."""
+        ...
+
+
+def _json_len(value: object) -> int:
+    return len(json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")))
+
+
+def block_chars(block: Block) -> int:
+    """Return how many characters `block` counts for in a local size estimate."""
+    if isinstance(block, TextBlock | ThinkingBlock):
+        return len(block.text)
+    if isinstance(block, ImageBlock | AudioBlock | VideoBlock | DocumentBlock):
+        return MEDIA_ESTIMATE_CHARS
+    if isinstance(block, ToolCallBlock | ServerToolUseBlock):
+        return len(block.name) + _json_len(block.input)
+    if isinstance(block, ToolResultBlock):
+        if isinstance(block.output, str):
+            return len(block.output)
+        return sum(block_chars(part) for part in block.output)
+    if isinstance(block, RedactedThinkingBlock):
+        return len(block.data)
+    if isinstance(block, ProviderReasoningBlock):
+        return _json_len(block.data)
+    if isinstance(block, ServerToolResultBlock):
+        return _json_len(block.content)
+    if isinstance(block, CompactSummaryBlock):
+        return len(block.summary)
+    assert_never(block)
+
+
+def estimate_request_tokens(request: ModelRequest) -> int:
+    """Estimate the input tokens of `request` as characters / 4, rounded up.
+
+    Counts the system prompt, every block's content (media as a fixed allowance) and the tool
+    specs. Deterministic: the same request always gives the same number.
+    """
+    chars = len(request.system)
+    for message in request.messages:
+        chars += sum(block_chars(block) for block in message.blocks)
+    for tool in request.tools:
+        chars += len(tool.name) + len(tool.description) + _json_len(tool.input_schema)
+    return math.ceil(chars / 4)
+
+
+def estimate_text_tokens(text: str) -> int:
+    """Estimate the tokens of `text` as characters / 4, rounded up."""
+    return math.ceil(len(text) / 4)
