@@ -1,1 +1,41 @@
-"""Store protocol and the SQLite and PostgreSQL backends, migrations and blobs."""
+"""The durable store: sessions, the event log and its projections, inbox, blobs, claims.
+
+SQLite (the embedded default) and PostgreSQL sit behind one `SqlStore`; open either with
+`open_store(url)`. Every change is events plus projection rows in one transaction.
+"""
+
+from ._append import ClaimToken
+from ._claims import fence
+from ._open import default_db_path, open_store, resolve_db_url
+from ._records import (
+    Admission,
+    Claim,
+    Delivered,
+    InboxItem,
+    Page,
+    PruneCounts,
+    SessionRow,
+    SyncMarker,
+)
+from ._store import SqlStore, new_session_id
+
+Store = SqlStore
+
+__all__ = [
+    "Admission",
+    "Claim",
+    "ClaimToken",
+    "Delivered",
+    "InboxItem",
+    "Page",
+    "PruneCounts",
+    "SessionRow",
+    "SqlStore",
+    "Store",
+    "SyncMarker",
+    "default_db_path",
+    "fence",
+    "new_session_id",
+    "open_store",
+    "resolve_db_url",
+]

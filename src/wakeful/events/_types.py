@@ -1,0 +1,198 @@
+"""Durable event types: the facts of a session's log.
+
+Each event is a frozen pydantic model discriminated by `type` and carries a schema `v`ersion.
+An event is the only way a session changes; projections are derived from events in the same
+transaction (see `wakeful.store`). Live-only deltas (streamed text) are never events.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from ..messages import Message
+
+Delivery: TypeAlias = Literal["steer", "queue"]
+InputKind: TypeAlias = Literal["user", "synthetic", "subagent_report", "compaction", "move"]
+CONTROL_KINDS: frozenset[str] = frozenset({"compaction", "move"})
+Outcome: TypeAlias = Literal["completed", "interrupted", "failed", "paused", "blocked"]
+ToolStatus: TypeAlias = Literal["completed", "failed"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    v: int = 1
+
+
+class SessionCreated(_Event):
+    type: Literal["session.created"] = "session.created"
+    title: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    parent_id: str | None = None
+    root_id: str | None = None
+    forked_from: str | None = None
+    fork_seq: int | None = None
+    metadata: dict[str, JsonValue] | None = None
+
+
+class SessionUpdated(_Event):
+    """Title, agent, model or archive marker changed (absent fields are unchanged)."""
+
+    type: Literal["session.updated"] = "session.updated"
+    title: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    archived: bool | None = None
+
+
+class InputEnqueued(_Event):
+    type: Literal["inbox.enqueued"] = "inbox.enqueued"
+    input_id: str
+    kind: InputKind
+    delivery: Delivery = "steer"
+    payload: dict[str, JsonValue]
+
+
+class InputDelivered(_Event):
+    """An inbox item left the inbox; `message` is the transcript message it became, if any."""
+
+    type: Literal["inbox.delivered"] = "inbox.delivered"
+    input_id: str
+    message: Message | None = None
+
+
+class InputRejected(_Event):
+    """A malformed inbox item was settled without delivery (invariant 4)."""
+
+    type: Literal["inbox.rejected"] = "inbox.rejected"
+    input_id: str
+    reason: str
+
+
+class MessageAdded(_Event):
+    type: Literal["message.added"] = "message.added"
+    message: Message
+    turn_id: str | None = None
+
+
+class TurnStarted(_Event):
+    type: Literal["turn.started"] = "turn.started"
+    turn_id: str
+    input_ids: tuple[str, ...] = ()
+
+
+class TurnEnded(_Event):
+    type: Literal["turn.ended"] = "turn.ended"
+    turn_id: str
+    outcome: Outcome
+    error: str | None = None
+    error_kind: str | None = None
+
+
+class ToolCallStarted(_Event):
+    """Written before a tool's side effects begin (invariant 6)."""
+
+    type: Literal["tool.started"] = "tool.started"
+    call_id: str
+    message_id: str
+    name: str
+    input: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class ToolCallEnded(_Event):
+    type: Literal["tool.ended"] = "tool.ended"
+    call_id: str
+    message_id: str
+    status: ToolStatus
+    partial: bool = False
+
+
+class ReceiptRecorded(_Event):
+    """The exact prompt of one physical attempt, persisted before the request (invariant 7)."""
+
+    type: Literal["receipt.recorded"] = "receipt.recorded"
+    receipt_id: str
+    turn_id: str | None
+    step: int
+    attempt: int
+    model: str
+    request_digest: str
+    sections: tuple[tuple[str, str, str], ...] = ()
+    message_ids: tuple[str, ...] = ()
+
+
+class UsageRecorded(_Event):
+    type: Literal["usage.recorded"] = "usage.recorded"
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class RetryScheduled(_Event):
+    """A durable retry deadline (invariant 9)."""
+
+    type: Literal["retry.scheduled"] = "retry.scheduled"
+    turn_id: str | None
+    step: int
+    attempt: int
+    deadline_ms: int
+    error_kind: str
+    error: str
+
+
+class RetryCleared(_Event):
+    type: Literal["retry.cleared"] = "retry.cleared"
+
+
+class SessionError(_Event):
+    type: Literal["session.error"] = "session.error"
+    error: str
+    input_id: str | None = None
+
+
+class CompactionEnded(_Event):
+    type: Literal["compaction.ended"] = "compaction.ended"
+    summary_message_id: str
+    through_seq: int
+    reason: Literal["auto", "manual", "overflow"] = "auto"
+
+
+class InstructionsUpdated(_Event):
+    """Instruction value delta: source key -> SHA-256 digest, or "removed"."""
+
+    type: Literal["instructions.updated"] = "instructions.updated"
+    delta: dict[str, str]
+    text: str | None = None
+
+
+class WorkStateUpdated(_Event):
+    """A goal, plan or todo list set by a tool; each replaces the previous value of its kind."""
+
+    type: Literal["work_state.updated"] = "work_state.updated"
+    kind: Literal["goal", "plan", "todos", "jobs"]
+    value: JsonValue
+
+
+SessionEvent: TypeAlias = Annotated[
+    SessionCreated
+    | SessionUpdated
+    | InputEnqueued
+    | InputDelivered
+    | InputRejected
+    | MessageAdded
+    | TurnStarted
+    | TurnEnded
+    | ToolCallStarted
+    | ToolCallEnded
+    | ReceiptRecorded
+    | UsageRecorded
+    | RetryScheduled
+    | RetryCleared
+    | SessionError
+    | CompactionEnded
+    | InstructionsUpdated
+    | WorkStateUpdated,
+    Field(discriminator="type"),
+]

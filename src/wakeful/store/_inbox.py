@@ -1,0 +1,197 @@
+"""Admission and promotion of inbox items, each one transaction.
+
+Invariants held here: an admitted input is delivered exactly once or still pending (1); steers
+deliver in enqueue order, stop at a control item, and a queued item delivers only at an idle
+boundary, one at a time (2); an input id reused with the same content returns the original and
+with different content raises `ConflictError` (3); a malformed item is rejected with a session
+error and never strands later items (4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import JsonValue, ValidationError
+
+from ..errors import ConflictError, InvalidMessageError
+from ..events import (
+    CONTROL_KINDS,
+    Delivery,
+    InputDelivered,
+    InputEnqueued,
+    InputKind,
+    InputRejected,
+    SessionError,
+    SessionEvent,
+    load_event,
+)
+from ..messages import Message, TextBlock, TextOrigin, block_from_dict
+from ._append import ClaimToken, append_events
+from ._backend import Tx
+from ._records import Delivered, InboxItem
+
+_ITEM_COLS = "i.input_id, i.seq, i.kind, i.delivery, i.status, i.message_id, e.data"
+
+
+def content_digest(kind: str, payload: dict[str, JsonValue], delivery: str) -> str:
+    """SHA-256 over the canonical JSON of what makes two admissions the same input."""
+    canon = json.dumps([kind, payload, delivery], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def _item(session_id: str, row: Sequence[Any]) -> InboxItem:
+    event = load_event(row[6])
+    assert isinstance(event, InputEnqueued)
+    return InboxItem(session_id, row[0], int(row[1]), row[2], row[3], event.payload, row[4], row[5])
+
+
+def get_item(tx: Tx, session_id: str, input_id: str) -> InboxItem | None:
+    """Read one inbox item (any status)."""
+    row = tx.one(
+        f"SELECT {_ITEM_COLS} FROM inbox i JOIN events e ON e.session_id = i.session_id "
+        "AND e.seq = i.seq WHERE i.session_id = ? AND i.input_id = ?",
+        (session_id, input_id),
+    )
+    return None if row is None else _item(session_id, row)
+
+
+def pending_items(tx: Tx, session_id: str) -> list[InboxItem]:
+    """Every pending item of a session, in enqueue order."""
+    rows = tx.all(
+        f"SELECT {_ITEM_COLS} FROM inbox i JOIN events e ON e.session_id = i.session_id "
+        "AND e.seq = i.seq WHERE i.session_id = ? AND i.status = 'pending' ORDER BY i.seq",
+        (session_id,),
+    )
+    return [_item(session_id, r) for r in rows]
+
+
+def admit_in(
+    tx: Tx,
+    session_id: str,
+    input_id: str,
+    kind: InputKind,
+    payload: dict[str, JsonValue],
+    delivery: Delivery,
+    now_ms: int,
+) -> tuple[InboxItem, bool]:
+    """Admit one input inside `tx` (the session must exist); return (item, created)."""
+    digest = content_digest(kind, payload, delivery)
+    tx.lock_session(session_id)
+    existing = tx.one(
+        "SELECT digest FROM inbox WHERE session_id = ? AND input_id = ?", (session_id, input_id)
+    )
+    if existing is not None:
+        if existing[0] != digest:
+            raise ConflictError(
+                f"input id {input_id!r} was already admitted to {session_id} with different content"
+            )
+        item = get_item(tx, session_id, input_id)
+        assert item is not None
+        return item, False
+    event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
+    [stored] = append_events(tx, session_id, [event], now_ms)
+    tx.run(
+        "INSERT INTO inbox (session_id, input_id, seq, kind, delivery, digest, status) "
+        "VALUES (?, ?, ?, ?, ?, ?, 'pending')",
+        (session_id, input_id, stored.seq, kind, delivery, digest),
+    )
+    return InboxItem(session_id, input_id, stored.seq, kind, delivery, payload, "pending"), True
+
+
+def input_message(item: InboxItem) -> Message:
+    """Build the transcript message of a user-like input; raise InvalidMessageError if malformed.
+
+    Payload: ``{"text": str}`` or ``{"blocks": [...]}``, optional ``origin`` and ``metadata``.
+    The message id is derived from the input id, so a redelivery could never mint a second one.
+    """
+    payload = item.payload
+    try:
+        if isinstance(payload.get("text"), str):
+            origin = payload.get("origin")
+            blocks: tuple[Any, ...] = (
+                TextBlock(
+                    text=str(payload["text"]),
+                    origin=None if origin is None else TextOrigin.model_validate(origin),
+                ),
+            )
+        elif isinstance(payload.get("blocks"), list):
+            blocks = tuple(block_from_dict(b) for b in payload["blocks"])  # type: ignore[union-attr]
+        else:
+            raise InvalidMessageError("needs `text` (string) or `blocks` (list)", field="payload")
+        if not blocks:
+            raise InvalidMessageError("is empty", field="payload.blocks")
+        metadata = payload.get("metadata")
+        return Message(
+            id=f"msg_in_{hashlib.sha256(f'{item.session_id}/{item.input_id}'.encode()).hexdigest()[:24]}",
+            role="user",
+            blocks=blocks,
+            metadata={"input_id": item.input_id, "kind": item.kind}
+            | (metadata if isinstance(metadata, dict) else {}),
+        )
+    except ValidationError as err:
+        raise InvalidMessageError(err.errors()[0]["msg"], field="payload") from None
+
+
+def _select(pending: list[InboxItem], idle: bool, input_id: str | None) -> list[InboxItem]:
+    if input_id is not None:
+        return [i for i in pending if i.input_id == input_id]
+    steers: list[InboxItem] = []
+    for item in pending:
+        if item.kind in CONTROL_KINDS:
+            # A control item is a boundary: it goes alone, and only when nothing precedes it.
+            return steers or [item]
+        if item.delivery == "steer":
+            steers.append(item)
+    if steers:
+        return steers
+    if idle:
+        queued = [i for i in pending if i.delivery == "queue"]
+        return queued[:1]
+    return []
+
+
+def promote_in(
+    tx: Tx,
+    session_id: str,
+    now_ms: int,
+    *,
+    idle: bool,
+    input_id: str | None = None,
+    claim: ClaimToken | None = None,
+) -> list[Delivered]:
+    """Deliver the next items by the steer/queue rules, inside `tx`; return what was delivered.
+
+    Malformed items are settled as rejected (with a `session.error`) and skipped.
+    """
+    tx.lock_session(session_id)
+    pending = pending_items(tx, session_id)
+    events: list[SessionEvent] = []
+    delivered: list[Delivered] = []
+    while not delivered:
+        chosen = _select(pending, idle, input_id)
+        if not chosen:
+            break
+        for item in chosen:
+            pending.remove(item)
+            if item.kind in CONTROL_KINDS:
+                events.append(InputDelivered(input_id=item.input_id))
+                delivered.append(Delivered(item, None))
+                continue
+            try:
+                message = input_message(item)
+            except InvalidMessageError as err:
+                events.append(InputRejected(input_id=item.input_id, reason=str(err)))
+                events.append(
+                    SessionError(
+                        error=f"input {item.input_id} rejected: {err}", input_id=item.input_id
+                    )
+                )
+                continue
+            events.append(InputDelivered(input_id=item.input_id, message=message))
+            delivered.append(Delivered(item, message))
+    if events:
+        append_events(tx, session_id, events, now_ms, claim)
+    return delivered

@@ -1,0 +1,34 @@
+"""Opening a store from a URL: a path means SQLite, `postgresql://` means PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+from ..clock import Clock
+from ._store import SqlStore
+
+
+def default_db_path() -> Path:
+    """The default SQLite file: `sessions.db` in the user data directory."""
+    return Path(platformdirs.user_data_dir("wakeful")) / "sessions.db"
+
+
+def resolve_db_url(url: str | None = None) -> str:
+    """`url`, else `$WAKEFUL_DB`, else the default SQLite path."""
+    return url or os.environ.get("WAKEFUL_DB") or str(default_db_path())
+
+
+def open_store(url: str | None = None, *, clock: Clock | None = None) -> SqlStore:
+    """Open (and migrate) the store at `url` (see `resolve_db_url`)."""
+    target = resolve_db_url(url)
+    if target.startswith(("postgresql://", "postgres://")):
+        from ._postgres import PostgresBackend
+
+        return SqlStore(PostgresBackend(target), clock)
+    from ._sqlite import SqliteBackend
+
+    path = target.removeprefix("sqlite:///").removeprefix("sqlite://")
+    return SqlStore(SqliteBackend(path), clock)

@@ -1,0 +1,134 @@
+"""The PostgreSQL backend: a connection pool, row locks for per-session order, LISTEN/NOTIFY.
+
+Invariant: every write transaction that appends events takes a transaction-scoped advisory lock
+before it allocates global event ids, so ids become visible in id order and a cross-session
+follower reading `id > last` never skips an event committed late with a smaller id.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from ..errors import MigrationError, StoreBusyError, StoreError
+from ._backend import Params, Row
+from ._migrations import MIGRATIONS, statements
+
+CHANNEL = "wakeful_events"
+_APPEND_LOCK = 0x57414B45  # "WAKE"
+_MIGRATE_LOCK = 0x57414B46
+
+
+def _sql(sql: str) -> str:
+    return sql.replace("?", "%s")
+
+
+class _PgTx:
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+        self._appending = False
+
+    def one(self, sql: str, params: Params = ()) -> Row | None:
+        row: Row | None = self._conn.execute(_sql(sql), params).fetchone()
+        return row
+
+    def all(self, sql: str, params: Params = ()) -> list[Row]:
+        return self._conn.execute(_sql(sql), params).fetchall()
+
+    def run(self, sql: str, params: Params = ()) -> int:
+        return self._conn.execute(_sql(sql), params).rowcount
+
+    def lock_session(self, session_id: str) -> Row | None:
+        if not self._appending:
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_APPEND_LOCK,))
+            self._appending = True
+        return self.one(
+            "SELECT last_seq, root_id FROM sessions WHERE id = ? FOR UPDATE", (session_id,)
+        )
+
+    def notify(self, session_id: str) -> None:
+        self._conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, session_id))
+
+
+class PostgresBackend:
+    """A PostgreSQL database reached by URL (`postgresql://user@host:port/db`)."""
+
+    kind = "postgres"
+
+    def __init__(self, url: str, *, max_size: int = 8, connect_timeout_s: float = 5.0) -> None:
+        self.url = url
+        self._listen: psycopg.Connection[Any] | None = None
+        self._listen_lock = threading.Lock()
+        try:
+            probe = psycopg.connect(url, connect_timeout=int(connect_timeout_s), autocommit=True)
+            probe.close()
+        except psycopg.Error as err:
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise StoreError(f"cannot reach PostgreSQL at {url}: {reason}") from None
+        self._pool = ConnectionPool(
+            url, min_size=1, max_size=max_size, open=True, kwargs={"autocommit": True}
+        )
+        self._migrate()
+
+    @contextmanager
+    def transaction(self, *, write: bool) -> Iterator[_PgTx]:
+        """Open a transaction; serialization failures and lock timeouts become StoreBusyError."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield _PgTx(conn)
+        except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as err:
+            raise StoreBusyError(f"PostgreSQL write conflict; retry ({err.sqlstate})") from None
+        except psycopg.errors.LockNotAvailable as err:
+            raise StoreBusyError(f"PostgreSQL lock timeout; retry ({err.sqlstate})") from None
+        except psycopg.OperationalError as err:
+            raise StoreError(f"PostgreSQL at {self.url} failed: {err}") from None
+
+    def wait_for_change(self, timeout_s: float) -> None:
+        """Block on LISTEN until a NOTIFY arrives or the timeout passes."""
+        with self._listen_lock:
+            if self._listen is None:
+                self._listen = psycopg.connect(self.url, autocommit=True)
+                self._listen.execute(f"LISTEN {CHANNEL}")
+            for _ in self._listen.notifies(timeout=max(timeout_s, 0.001), stop_after=1):
+                break
+            # Drain what else is queued so one burst wakes us once.
+            for _ in self._listen.notifies(timeout=0.001):
+                pass
+
+    def close(self) -> None:
+        """Close the pool and the listening connection."""
+        self._pool.close()
+        with self._listen_lock:
+            if self._listen is not None:
+                self._listen.close()
+                self._listen = None
+
+    def _migrate(self) -> None:
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_LOCK,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_ms BIGINT NOT NULL)"
+            )
+            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            newest = max(done, default=0)
+            if newest > MIGRATIONS[-1][0]:
+                raise MigrationError(
+                    f"database has schema version {newest}; this wakeful knows up to "
+                    f"{MIGRATIONS[-1][0]}. Upgrade wakeful; the database was not touched."
+                )
+            for number, name, _sqlite, sql in MIGRATIONS:
+                if number in done:
+                    continue
+                for stmt in statements(sql):
+                    conn.execute(stmt)  # type: ignore[call-overload]
+                conn.execute(
+                    "INSERT INTO schema_migrations VALUES (%s, %s, %s)",
+                    (number, name, time.time_ns() // 1_000_000),
+                )

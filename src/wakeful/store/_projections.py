@@ -1,0 +1,196 @@
+"""Projections: the rows each event implies, written in the event's own transaction.
+
+Invariant: a projection is a pure function of the event and the rows before it; nothing else
+writes these tables. Message bodies are not copied: `messages` points at the event that holds
+the message, so storage grows once per message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ..events import (
+    CompactionEnded,
+    InputDelivered,
+    InputRejected,
+    InstructionsUpdated,
+    MessageAdded,
+    ReceiptRecorded,
+    RetryCleared,
+    RetryScheduled,
+    SessionEvent,
+    SessionUpdated,
+    ToolCallEnded,
+    ToolCallStarted,
+    TurnEnded,
+    TurnStarted,
+    UsageRecorded,
+    WorkStateUpdated,
+)
+from ._backend import Tx
+
+Projection = Callable[[Tx, str, int, Any], None]
+
+
+def _message_added(tx: Tx, sid: str, seq: int, ev: MessageAdded) -> None:
+    tx.run(
+        "INSERT INTO messages (session_id, seq, message_id, role, turn_id) VALUES (?, ?, ?, ?, ?)",
+        (sid, seq, ev.message.id, ev.message.role, ev.turn_id),
+    )
+
+
+def _delivered(tx: Tx, sid: str, seq: int, ev: InputDelivered) -> None:
+    message_id = ev.message.id if ev.message is not None else None
+    tx.run(
+        "UPDATE inbox SET status = 'delivered', settled_seq = ?, message_id = ? "
+        "WHERE session_id = ? AND input_id = ?",
+        (seq, message_id, sid, ev.input_id),
+    )
+    if ev.message is not None:
+        tx.run(
+            "INSERT INTO messages (session_id, seq, message_id, role) VALUES (?, ?, ?, ?)",
+            (sid, seq, ev.message.id, ev.message.role),
+        )
+
+
+def _rejected(tx: Tx, sid: str, seq: int, ev: InputRejected) -> None:
+    tx.run(
+        "UPDATE inbox SET status = 'rejected', settled_seq = ? WHERE session_id = ? AND input_id = ?",
+        (seq, sid, ev.input_id),
+    )
+
+
+def _updated(tx: Tx, sid: str, seq: int, ev: SessionUpdated) -> None:
+    for column in ("title", "agent", "model"):
+        value = getattr(ev, column)
+        if value is not None:
+            tx.run(f"UPDATE sessions SET {column} = ? WHERE id = ?", (value, sid))
+    if ev.archived is not None:
+        tx.run(
+            "UPDATE sessions SET archived_ms = CASE WHEN ? THEN updated_ms ELSE NULL END WHERE id = ?",
+            (ev.archived, sid),
+        )
+
+
+def _turn_started(tx: Tx, sid: str, seq: int, ev: TurnStarted) -> None:
+    tx.run(
+        "INSERT INTO turns (session_id, turn_id, status, started_seq) VALUES (?, ?, 'running', ?)",
+        (sid, ev.turn_id, seq),
+    )
+    tx.run("UPDATE sessions SET status = 'running' WHERE id = ?", (sid,))
+
+
+def _turn_ended(tx: Tx, sid: str, seq: int, ev: TurnEnded) -> None:
+    tx.run(
+        "UPDATE turns SET status = ?, ended_seq = ?, error = ? WHERE session_id = ? AND turn_id = ?",
+        (ev.outcome, seq, ev.error, sid, ev.turn_id),
+    )
+    status = "idle" if ev.outcome in ("completed", "interrupted") else ev.outcome
+    tx.run("UPDATE sessions SET status = ? WHERE id = ?", (status, sid))
+    tx.run("DELETE FROM retry_state WHERE session_id = ?", (sid,))
+
+
+def _tool_started(tx: Tx, sid: str, seq: int, ev: ToolCallStarted) -> None:
+    tx.run(
+        "INSERT INTO tool_calls (session_id, message_id, call_id, name, status, started_seq) "
+        "VALUES (?, ?, ?, ?, 'running', ?)",
+        (sid, ev.message_id, ev.call_id, ev.name, seq),
+    )
+
+
+def _tool_ended(tx: Tx, sid: str, seq: int, ev: ToolCallEnded) -> None:
+    tx.run(
+        "UPDATE tool_calls SET status = ?, ended_seq = ? "
+        "WHERE session_id = ? AND message_id = ? AND call_id = ?",
+        (ev.status, seq, sid, ev.message_id, ev.call_id),
+    )
+
+
+def _receipt(tx: Tx, sid: str, seq: int, ev: ReceiptRecorded) -> None:
+    tx.run(
+        "INSERT INTO receipts (session_id, receipt_id, turn_id, step, attempt, request_digest, seq) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (sid, ev.receipt_id, ev.turn_id, ev.step, ev.attempt, ev.request_digest, seq),
+    )
+    for _section, _source, digest in ev.sections:
+        _ref_blob(tx, sid, digest)
+    _ref_blob(tx, sid, ev.request_digest)
+
+
+def _ref_blob(tx: Tx, sid: str, digest: str) -> None:
+    tx.run(
+        "INSERT INTO blob_refs (session_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (sid, digest),
+    )
+
+
+def _usage(tx: Tx, sid: str, seq: int, ev: UsageRecorded) -> None:
+    tx.run(
+        "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+        "cost_usd = cost_usd + ? WHERE id = ?",
+        (ev.input_tokens, ev.output_tokens, ev.cost_usd, sid),
+    )
+
+
+def _retry(tx: Tx, sid: str, seq: int, ev: RetryScheduled) -> None:
+    tx.run("DELETE FROM retry_state WHERE session_id = ?", (sid,))
+    tx.run(
+        "INSERT INTO retry_state (session_id, turn_id, step, attempt, deadline_ms, error_kind, error) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (sid, ev.turn_id, ev.step, ev.attempt, ev.deadline_ms, ev.error_kind, ev.error),
+    )
+
+
+def _retry_cleared(tx: Tx, sid: str, seq: int, ev: RetryCleared) -> None:
+    tx.run("DELETE FROM retry_state WHERE session_id = ?", (sid,))
+
+
+def _work_state(tx: Tx, sid: str, seq: int, ev: WorkStateUpdated) -> None:
+    tx.run("DELETE FROM work_state WHERE session_id = ? AND kind = ?", (sid, ev.kind))
+    tx.run(
+        "INSERT INTO work_state (session_id, kind, value, seq) VALUES (?, ?, ?, ?)",
+        (sid, ev.kind, json.dumps(ev.value), seq),
+    )
+
+
+def _instructions(tx: Tx, sid: str, seq: int, ev: InstructionsUpdated) -> None:
+    for key, digest in ev.delta.items():
+        tx.run("DELETE FROM instruction_state WHERE session_id = ? AND source_key = ?", (sid, key))
+        if digest != "removed":
+            tx.run(
+                "INSERT INTO instruction_state (session_id, source_key, digest, seq) VALUES (?, ?, ?, ?)",
+                (sid, key, digest, seq),
+            )
+            _ref_blob(tx, sid, digest)
+
+
+def _compaction(tx: Tx, sid: str, seq: int, ev: CompactionEnded) -> None:
+    """The summary message is its own `message.added`; the boundary is read from the log."""
+
+
+PROJECTIONS: dict[str, Projection] = {
+    "message.added": _message_added,
+    "inbox.delivered": _delivered,
+    "inbox.rejected": _rejected,
+    "session.updated": _updated,
+    "turn.started": _turn_started,
+    "turn.ended": _turn_ended,
+    "tool.started": _tool_started,
+    "tool.ended": _tool_ended,
+    "receipt.recorded": _receipt,
+    "usage.recorded": _usage,
+    "retry.scheduled": _retry,
+    "retry.cleared": _retry_cleared,
+    "work_state.updated": _work_state,
+    "instructions.updated": _instructions,
+    "compaction.ended": _compaction,
+}
+
+
+def project(tx: Tx, session_id: str, seq: int, event: SessionEvent) -> None:
+    """Write the projection rows of one event (events without a projection write none)."""
+    fn = PROJECTIONS.get(event.type)
+    if fn is not None:
+        fn(tx, session_id, seq, event)

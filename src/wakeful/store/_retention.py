@@ -1,0 +1,156 @@
+"""Listing, forking, archiving, pruning and deleting sessions.
+
+Invariant: listing reads only the sessions index (never a transcript); a prune preview counts
+exactly the rows its delete would remove; a delete takes a whole tree from every table in one
+transaction, with the blobs nothing references any more.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NotFoundError, UsageError
+from ..events import MessageAdded, SessionCreated, SessionEvent, SessionUpdated
+from ._append import append_events
+from ._backend import Tx
+from ._records import Page, PruneCounts
+
+if TYPE_CHECKING:
+    from ._store import SqlStore
+
+_TABLES = (
+    "messages", "inbox", "tool_calls", "turns", "receipts", "claims", "retry_state",
+    "work_state", "instruction_state", "events",
+)  # fmt: skip
+
+
+def list_page(
+    tx: Tx, roots_only: bool, archived: bool | None, limit: int, cursor: str | None
+) -> Page:
+    """One page, newest first, keyset-paged by (updated_ms, id)."""
+    from ._store import SESSION_COLS, session_row
+
+    if limit < 1:
+        raise UsageError("limit must be at least 1")
+    where: list[str] = []
+    params: list[Any] = []
+    if roots_only:
+        where.append("parent_id IS NULL")
+    if archived is not None:
+        where.append("archived_ms IS NOT NULL" if archived else "archived_ms IS NULL")
+    if cursor:
+        try:
+            at, sid = cursor.split(":", 1)
+            at_ms = int(at)
+        except ValueError:
+            raise UsageError(f"bad cursor {cursor!r}") from None
+        where.append("(updated_ms < ? OR (updated_ms = ? AND id < ?))")
+        params += [at_ms, at_ms, sid]
+    sql = f"SELECT {SESSION_COLS} FROM sessions"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY updated_ms DESC, id DESC LIMIT ?"
+    rows = tx.all(sql, [*params, limit + 1])
+    sessions = [session_row(r) for r in rows[:limit]]
+    more = len(rows) > limit
+    return Page(sessions, f"{sessions[-1].updated_ms}:{sessions[-1].id}" if more else None)
+
+
+def fork_in(
+    store: SqlStore, tx: Tx, session_id: str, through: int | None, fields: dict[str, Any]
+) -> str:
+    """Create a fork of `session_id` copying its messages through `through` (default: all)."""
+    from ._store import new_session_id
+
+    parent = store._get(tx, session_id)
+    if parent is None:
+        raise NotFoundError(f"no session {session_id}")
+    upto = parent.last_seq if through is None else through
+    if upto < 0 or upto > parent.last_seq:
+        raise UsageError(f"fork point {upto} is outside 0..{parent.last_seq}")
+    sid = fields.pop("session_id", None) or new_session_id()
+    created = SessionCreated(
+        title=fields.pop("title", parent.title), agent=fields.pop("agent", parent.agent),
+        model=fields.pop("model", parent.model), forked_from=session_id, fork_seq=upto, **fields,
+    )  # fmt: skip
+    store._insert_session(tx, sid, created)
+    rows = tx.all(
+        "SELECT e.data FROM messages m JOIN events e ON e.session_id = m.session_id "
+        "AND e.seq = m.seq WHERE m.session_id = ? AND m.seq <= ? ORDER BY m.seq",
+        (session_id, upto),
+    )
+    from ..events import load_event
+
+    copies: list[SessionEvent] = []
+    for (data,) in rows:
+        message = getattr(load_event(data), "message", None)
+        if message is not None:
+            copies.append(MessageAdded(message=message))
+    if copies:
+        append_events(tx, sid, copies, store.clock.now_ms())
+    return sid
+
+
+def _tree_ids(tx: Tx, roots: list[str]) -> list[str]:
+    ids: list[str] = []
+    frontier = list(roots)
+    while frontier:
+        ids += frontier
+        marks = ", ".join("?" for _ in frontier)
+        frontier = [
+            r[0] for r in tx.all(f"SELECT id FROM sessions WHERE parent_id IN ({marks})", frontier)
+        ]
+    return ids
+
+
+def _count(tx: Tx, ids: list[str]) -> PruneCounts:
+    if not ids:
+        return PruneCounts()
+    marks = ", ".join("?" for _ in ids)
+    events = tx.one(f"SELECT COUNT(*) FROM events WHERE session_id IN ({marks})", ids)
+    messages = tx.one(f"SELECT COUNT(*) FROM messages WHERE session_id IN ({marks})", ids)
+    return PruneCounts(
+        len(ids), int(events[0]) if events else 0, int(messages[0]) if messages else 0, ids
+    )
+
+
+def delete_trees(tx: Tx, roots: list[str]) -> PruneCounts:
+    """Delete the given sessions with their descendants everywhere; return what went."""
+    ids = _tree_ids(tx, roots)
+    counts = _count(tx, ids)
+    if not ids:
+        return counts
+    marks = ", ".join("?" for _ in ids)
+    digests = [
+        r[0]
+        for r in tx.all(f"SELECT DISTINCT digest FROM blob_refs WHERE session_id IN ({marks})", ids)
+    ]
+    for table in (*_TABLES, "blob_refs"):
+        tx.run(f"DELETE FROM {table} WHERE session_id IN ({marks})", ids)
+    tx.run(f"DELETE FROM sessions WHERE id IN ({marks})", ids)
+    for digest in digests:
+        tx.run(
+            "DELETE FROM blobs WHERE digest = ? AND NOT EXISTS "
+            "(SELECT 1 FROM blob_refs WHERE blob_refs.digest = blobs.digest)",
+            (digest,),
+        )
+    return counts
+
+
+def prune_in(store: SqlStore, tx: Tx, older_than_ms: int, action: str) -> PruneCounts:
+    """Preview, archive or delete root sessions not updated since `older_than_ms`."""
+    roots = [
+        r[0]
+        for r in tx.all(
+            "SELECT id FROM sessions WHERE parent_id IS NULL AND updated_ms < ? ORDER BY id",
+            (older_than_ms,),
+        )
+    ]
+    if action == "delete":
+        return delete_trees(tx, roots)
+    counts = _count(tx, _tree_ids(tx, roots))
+    if action == "archive":
+        now = store.clock.now_ms()
+        for sid in roots:
+            append_events(tx, sid, [SessionUpdated(archived=True)], now)
+    return counts

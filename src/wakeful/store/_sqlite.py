@@ -1,0 +1,154 @@
+"""The SQLite backend: one file, WAL, busy timeout, immediate write transactions.
+
+A locked database surfaces as `StoreBusyError` (retryable), never as a crash. Followers in other
+processes see new events by polling (`wait_for_change` sleeps a poll interval).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import MigrationError, StoreBusyError, StoreError
+from ._backend import Params, Row
+from ._migrations import MIGRATIONS, statements
+
+_BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+
+
+def _translate(err: sqlite3.Error, path: str) -> Exception:
+    code = getattr(err, "sqlite_errorcode", None)
+    if code is not None and (code & 0xFF) in _BUSY:
+        return StoreBusyError(f"database {path} is busy (locked by another writer); retry")
+    if isinstance(err, sqlite3.DatabaseError) and "not a database" in str(err):
+        return StoreError(f"{path} is not a wakeful SQLite database (corrupt or foreign file)")
+    return StoreError(f"sqlite error on {path}: {err}")
+
+
+class _SqliteTx:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def one(self, sql: str, params: Params = ()) -> Row | None:
+        row: Row | None = self._conn.execute(sql, params).fetchone()
+        return row
+
+    def all(self, sql: str, params: Params = ()) -> list[Row]:
+        return self._conn.execute(sql, params).fetchall()
+
+    def run(self, sql: str, params: Params = ()) -> int:
+        return self._conn.execute(sql, params).rowcount
+
+    def lock_session(self, session_id: str) -> Row | None:
+        # BEGIN IMMEDIATE already holds the database write lock.
+        return self.one("SELECT last_seq, root_id FROM sessions WHERE id = ?", (session_id,))
+
+    def notify(self, session_id: str) -> None:
+        """Followers poll; nothing to send."""
+
+
+class SqliteBackend:
+    """A SQLite database file (created on first use)."""
+
+    kind = "sqlite"
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000, poll_ms: int = 50) -> None:
+        self.path = str(path)
+        self.url = self.path
+        self.poll_s = poll_ms / 1000
+        self._lock = threading.RLock()
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=busy_timeout_ms / 1000,
+            )
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = FULL")
+            self._conn.execute("PRAGMA foreign_keys = OFF")
+            self._migrate()
+        except sqlite3.Error as err:
+            raise _translate(err, self.path) from None
+
+    @contextmanager
+    def transaction(self, *, write: bool) -> Iterator[_SqliteTx]:
+        """Open a transaction (BEGIN IMMEDIATE for writes); commit on success."""
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as err:
+                raise _translate(err, self.path) from None
+            try:
+                yield _SqliteTx(self._conn)
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as err:
+                self._rollback()
+                raise _translate(err, self.path) from None
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+    def wait_for_change(self, timeout_s: float) -> None:
+        """Sleep one poll interval (bounded by the timeout)."""
+        time.sleep(min(self.poll_s, max(timeout_s, 0.0)))
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()
+
+    def _migrate(self) -> None:
+        tables = {
+            r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        if tables and "schema_migrations" not in tables:
+            raise StoreError(f"{self.path} is a SQLite database, but not a wakeful one")
+        done: set[int] = set()
+        if tables:
+            done = {r[0] for r in self._conn.execute("SELECT version FROM schema_migrations")}
+        newest = max(done, default=0)
+        if newest > MIGRATIONS[-1][0]:
+            raise MigrationError(
+                f"{self.path} has schema version {newest}; this wakeful knows up to "
+                f"{MIGRATIONS[-1][0]}. Upgrade wakeful; the database was not touched."
+            )
+        todo = [m for m in MIGRATIONS if m[0] not in done]
+        if not todo:
+            return
+        if done and self.path != ":memory:":
+            backup = f"{self.path}.v{newest}.bak"
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            shutil.copyfile(self.path, backup)
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_ms INTEGER NOT NULL)"
+            )
+            done = {r[0] for r in self._conn.execute("SELECT version FROM schema_migrations")}
+            for number, name, sql, _pg in todo:
+                if number in done:  # another process migrated while we waited
+                    continue
+                for stmt in statements(sql):
+                    self._conn.execute(stmt)
+                self._conn.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                    (number, name, time.time_ns() // 1_000_000),
+                )
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise

@@ -1,0 +1,383 @@
+"""`SqlStore`: the durable store over a SQLite or PostgreSQL backend.
+
+Every change is events plus their projection rows in one transaction (`_append`). Reads come
+from projections and the log. The store is synchronous; async callers run it in a thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from pydantic import JsonValue
+
+from ..clock import Clock, SystemClock
+from ..errors import NotFoundError, UsageError
+from ..events import (
+    Delivery,
+    InputKind,
+    MessageAdded,
+    SessionCreated,
+    SessionEvent,
+    SessionUpdated,
+    StoredEvent,
+    load_event,
+)
+from ..messages import Message
+from . import _inbox, _retention
+from ._append import ClaimToken, append_events
+from ._backend import Backend, Tx
+from ._claims import ClaimsMixin
+from ._records import Admission, Delivered, InboxItem, Page, PruneCounts, SessionRow, SyncMarker
+
+SESSION_COLS = (
+    "id, parent_id, root_id, forked_from, fork_seq, title, agent, model, status, archived_ms, "
+    "created_ms, updated_ms, last_seq, input_tokens, output_tokens, cost_usd"
+)
+
+
+def new_session_id() -> str:
+    """A fresh session id: ``ses_`` + 24 hex characters."""
+    return f"ses_{secrets.token_hex(12)}"
+
+
+def session_row(row: Sequence[Any]) -> SessionRow:
+    """Build a `SessionRow` from a row selected with `SESSION_COLS`."""
+    return SessionRow(
+        row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+        row[9] is not None, int(row[10]), int(row[11]), int(row[12]), int(row[13]),
+        int(row[14]), float(row[15]),
+    )  # fmt: skip
+
+
+class SqlStore(ClaimsMixin):
+    """The store. Open one with `wakeful.store.open_store(url)`."""
+
+    def __init__(self, backend: Backend, clock: Clock | None = None) -> None:
+        self.backend = backend
+        self.clock: Clock = clock or SystemClock()
+
+    @property
+    def url(self) -> str:
+        """Where the data lives (a path or a PostgreSQL URL)."""
+        return self.backend.url
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.backend.close()
+
+    # -- sessions -------------------------------------------------------------------------
+
+    def create_session(self, session_id: str | None = None, **fields: Any) -> SessionRow:
+        """Insert a session row and its `session.created` event; return the row."""
+        sid = session_id or new_session_id()
+        with self.backend.transaction(write=True) as tx:
+            self._insert_session(tx, sid, SessionCreated(**fields))
+            row = self._get(tx, sid)
+        assert row is not None
+        return row
+
+    def _insert_session(self, tx: Tx, sid: str, created: SessionCreated) -> None:
+        now = self.clock.now_ms()
+        root = created.root_id or sid
+        if created.parent_id is not None and created.root_id is None:
+            parent = tx.one("SELECT root_id FROM sessions WHERE id = ?", (created.parent_id,))
+            if parent is None:
+                raise NotFoundError(f"no parent session {created.parent_id}")
+            root = parent[0]
+        inserted = tx.run(
+            "INSERT INTO sessions (id, parent_id, root_id, forked_from, fork_seq, title, agent, "
+            "model, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (sid, created.parent_id, root, created.forked_from, created.fork_seq, created.title,
+             created.agent, created.model, now, now),
+        )  # fmt: skip
+        if inserted != 1:
+            raise UsageError(f"session {sid} already exists")
+        append_events(tx, sid, [created.model_copy(update={"root_id": root})], now)
+
+    def get_session(self, session_id: str) -> SessionRow:
+        """Return the session's row; `NotFoundError` if there is none."""
+        with self.backend.transaction(write=False) as tx:
+            row = self._get(tx, session_id)
+        if row is None:
+            raise NotFoundError(f"no session {session_id}")
+        return row
+
+    def find_session(self, session_id: str) -> SessionRow | None:
+        """Return the session's row, or None."""
+        with self.backend.transaction(write=False) as tx:
+            return self._get(tx, session_id)
+
+    def _get(self, tx: Tx, session_id: str) -> SessionRow | None:
+        row = tx.one(f"SELECT {SESSION_COLS} FROM sessions WHERE id = ?", (session_id,))
+        return None if row is None else session_row(row)
+
+    def update_session(
+        self, session_id: str, claim: ClaimToken | None = None, **fields: Any
+    ) -> None:
+        """Change title, agent, model or the archive marker through a `session.updated` event."""
+        self.append(session_id, [SessionUpdated(**fields)], claim)
+
+    def latest_session(self) -> SessionRow | None:
+        """The most recently updated root session that is not archived, or None."""
+        page = self.list_sessions(limit=1)
+        return page.sessions[0] if page.sessions else None
+
+    # -- events -----------------------------------------------------------------------------
+
+    def append(
+        self, session_id: str, events: Sequence[SessionEvent], claim: ClaimToken | None = None
+    ) -> list[StoredEvent]:
+        """Append events (and their projections) in one transaction; with `claim`, fenced."""
+        with self.backend.transaction(write=True) as tx:
+            return append_events(tx, session_id, events, self.clock.now_ms(), claim)
+
+    def add_message(
+        self, session_id: str, message: Message, *, turn_id: str | None = None,
+        claim: ClaimToken | None = None,
+    ) -> StoredEvent:  # fmt: skip
+        """Append one transcript message."""
+        return self.append(session_id, [MessageAdded(message=message, turn_id=turn_id)], claim)[0]
+
+    def events(
+        self, session_id: str, after: int = 0, limit: int | None = None, types: Sequence[str] = ()
+    ) -> list[StoredEvent]:
+        """Durable events of a session with `seq > after`, in order (optionally of some types)."""
+        sql = "SELECT id, seq, at_ms, data FROM events WHERE session_id = ? AND seq > ?"
+        params: list[Any] = [session_id, after]
+        if types:
+            sql += f" AND type IN ({', '.join('?' for _ in types)})"
+            params += list(types)
+        sql += " ORDER BY seq" + (f" LIMIT {int(limit)}" if limit else "")
+        with self.backend.transaction(write=False) as tx:
+            if after == 0 and self._get(tx, session_id) is None:
+                raise NotFoundError(f"no session {session_id}")
+            rows = tx.all(sql, params)
+        return [
+            StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3])) for r in rows
+        ]
+
+    def events_since(self, after_id: int = 0, limit: int = 1000) -> list[StoredEvent]:
+        """Durable events of every session with global `id > after_id`, in id order."""
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all(
+                "SELECT id, session_id, seq, at_ms, data FROM events WHERE id > ? ORDER BY id LIMIT ?",
+                (after_id, limit),
+            )
+        return [StoredEvent(int(r[0]), r[1], int(r[2]), int(r[3]), load_event(r[4])) for r in rows]
+
+    def high_water(self, session_id: str) -> int:
+        """The session's newest `seq` (its change counter); `NotFoundError` if unknown."""
+        return self.get_session(session_id).last_seq
+
+    def log(
+        self, session_id: str, after: int = 0, *, follow: bool = False,
+        idle_timeout_s: float | None = None, stop: Callable[[], bool] | None = None,
+    ) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
+        """Yield durable events after `after`; with `follow`, a `SyncMarker` then live events.
+
+        Following subscribes before replay (the watermark is captured after subscribing), so no
+        event is missed or repeated, also when written by another process. It ends when `stop()`
+        is true or nothing arrives for `idle_timeout_s`.
+        """
+        if follow:
+            self.backend.wait_for_change(0)  # subscribe (LISTEN) before capturing the watermark
+        watermark = self.high_water(session_id)
+        last = after
+        while last < watermark:
+            batch = self.events(session_id, last, limit=1000)
+            for ev in batch:
+                if ev.seq > watermark:
+                    break
+                yield ev
+                last = ev.seq
+            if not batch:
+                break
+        if not follow:
+            return
+        last = max(last, watermark)
+        yield SyncMarker(last)
+        yield from self._follow(
+            lambda after: self.events(session_id, after, limit=1000),
+            last, lambda ev: ev.seq, idle_timeout_s, stop,
+        )  # fmt: skip
+
+    def log_all(
+        self, after_id: int = 0, *, follow: bool = False, idle_timeout_s: float | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
+        """Instance-wide log over every session by global id; same follow contract as `log`."""
+        if follow:
+            self.backend.wait_for_change(0)
+        last = after_id
+        while batch := self.events_since(last):
+            yield from batch
+            last = batch[-1].id
+        if not follow:
+            return
+        yield SyncMarker(last)
+        yield from self._follow(self.events_since, last, lambda ev: ev.id, idle_timeout_s, stop)
+
+    def _follow(
+        self, fetch: Callable[[int], list[StoredEvent]], start: int,
+        key: Callable[[StoredEvent], int], idle_timeout_s: float | None,
+        stop: Callable[[], bool] | None,
+    ) -> Iterator[StoredEvent]:  # fmt: skip
+        last = start
+        idle_since = time.monotonic()
+        while not (stop and stop()):
+            batch = fetch(last)
+            if batch:
+                idle_since = time.monotonic()
+                yield from batch
+                last = key(batch[-1])
+                continue
+            if idle_timeout_s is not None and time.monotonic() - idle_since >= idle_timeout_s:
+                return
+            self.backend.wait_for_change(
+                0.5 if idle_timeout_s is None else min(0.5, idle_timeout_s)
+            )
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def messages(self, session_id: str, after_seq: int = 0) -> list[Message]:
+        """The transcript: every message (delivered inputs included) in log order."""
+        return [m for _seq, m in self.messages_with_seq(session_id, after_seq)]
+
+    def messages_with_seq(self, session_id: str, after_seq: int = 0) -> list[tuple[int, Message]]:
+        """The transcript with each message's `seq`."""
+        with self.backend.transaction(write=False) as tx:
+            if self._get(tx, session_id) is None:
+                raise NotFoundError(f"no session {session_id}")
+            rows = tx.all(
+                "SELECT e.seq, e.data FROM messages m JOIN events e ON e.session_id = m.session_id "
+                "AND e.seq = m.seq WHERE m.session_id = ? AND m.seq > ? ORDER BY m.seq",
+                (session_id, after_seq),
+            )
+        out: list[tuple[int, Message]] = []
+        for seq, data in rows:
+            event = load_event(data)
+            message = getattr(event, "message", None)
+            assert isinstance(message, Message)
+            out.append((int(seq), message))
+        return out
+
+    # -- inbox ------------------------------------------------------------------------------
+
+    def admit(
+        self, session_id: str, input_id: str | None, kind: InputKind,
+        payload: dict[str, JsonValue], delivery: Delivery = "steer",
+        *, create: SessionCreated | None = None,
+    ) -> Admission:  # fmt: skip
+        """Admit one input durably, before any execution (invariants 1 and 3).
+
+        With `create`, a session that does not exist yet is inserted in the same transaction
+        (lazy materialization); without it, an unknown session raises `NotFoundError`.
+        """
+        if delivery not in ("steer", "queue"):
+            raise UsageError(f"delivery must be 'steer' or 'queue', not {delivery!r}")
+        iid = input_id or f"in_{secrets.token_hex(12)}"
+        with self.backend.transaction(write=True) as tx:
+            made = False
+            if tx.lock_session(session_id) is None:
+                if create is None:
+                    raise NotFoundError(f"no session {session_id}")
+                self._insert_session(tx, session_id, create)
+                made = True
+            item, created = _inbox.admit_in(
+                tx, session_id, iid, kind, payload, delivery, self.clock.now_ms()
+            )
+        return Admission(item, created, made)
+
+    def promote(
+        self, session_id: str, *, idle: bool, input_id: str | None = None,
+        claim: ClaimToken | None = None,
+    ) -> list[Delivered]:  # fmt: skip
+        """Deliver the next inbox items (steers FIFO; one queued item when idle) atomically."""
+        with self.backend.transaction(write=True) as tx:
+            return _inbox.promote_in(
+                tx, session_id, self.clock.now_ms(), idle=idle, input_id=input_id, claim=claim
+            )
+
+    def pending(self, session_id: str) -> list[InboxItem]:
+        """Pending inbox items in enqueue order."""
+        with self.backend.transaction(write=False) as tx:
+            return _inbox.pending_items(tx, session_id)
+
+    def input(self, session_id: str, input_id: str) -> InboxItem:
+        """One inbox item by id; `NotFoundError` if unknown."""
+        with self.backend.transaction(write=False) as tx:
+            item = _inbox.get_item(tx, session_id, input_id)
+        if item is None:
+            raise NotFoundError(f"no input {input_id} in session {session_id}")
+        return item
+
+    # -- blobs ------------------------------------------------------------------------------
+
+    def put_blob(self, data: bytes, session_id: str | None = None) -> str:
+        """Store bytes once by SHA-256 and return the hex digest; with a session, reference it."""
+        digest = hashlib.sha256(data).hexdigest()
+        with self.backend.transaction(write=True) as tx:
+            tx.run(
+                "INSERT INTO blobs (digest, size, data, created_ms) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                (digest, len(data), data, self.clock.now_ms()),
+            )
+            if session_id is not None:
+                tx.run(
+                    "INSERT INTO blob_refs (session_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                    (session_id, digest),
+                )
+        return digest
+
+    def get_blob(self, digest: str) -> bytes:
+        """The bytes of a blob; `NotFoundError` if absent."""
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one("SELECT data FROM blobs WHERE digest = ?", (digest,))
+        if row is None:
+            raise NotFoundError(f"no blob {digest}")
+        return bytes(row[0])
+
+    # -- listing and retention ----------------------------------------------------------------
+
+    def list_sessions(
+        self, *, roots_only: bool = True, archived: bool | None = False, limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:  # fmt: skip
+        """A page of sessions, newest first, answered from the sessions index alone."""
+        with self.backend.transaction(write=False) as tx:
+            return _retention.list_page(tx, roots_only, archived, limit, cursor)
+
+    def fork(self, session_id: str, through_seq: int | None = None, **fields: Any) -> SessionRow:
+        """Copy a session's messages through `through_seq` into a new session; parent untouched."""
+        with self.backend.transaction(write=True) as tx:
+            sid = _retention.fork_in(self, tx, session_id, through_seq, fields)
+            row = self._get(tx, sid)
+        assert row is not None
+        return row
+
+    def set_archived(self, session_id: str, archived: bool = True) -> None:
+        """Set or clear the reversible archive marker."""
+        self.update_session(session_id, archived=archived)
+
+    def prune(self, older_than_ms: int, action: str = "preview") -> PruneCounts:
+        """Root sessions idle since before `older_than_ms` (and their children).
+
+        `action` is ``preview`` (writes nothing), ``archive`` or ``delete``; the preview's counts
+        equal what the delete removes.
+        """
+        if action not in ("preview", "archive", "delete"):
+            raise UsageError(f"prune action must be preview, archive or delete, not {action!r}")
+        with self.backend.transaction(write=action != "preview") as tx:
+            return _retention.prune_in(self, tx, older_than_ms, action)
+
+    def delete(self, session_id: str) -> PruneCounts:
+        """Delete a session and its descendants from every table, and blobs no longer used."""
+        with self.backend.transaction(write=True) as tx:
+            if self._get(tx, session_id) is None:
+                raise NotFoundError(f"no session {session_id}")
+            return _retention.delete_trees(tx, [session_id])

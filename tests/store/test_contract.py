@@ -1,0 +1,238 @@
+"""The store contract: one suite, run unchanged against SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from wakeful.errors import ClaimLostError, ConflictError, NotFoundError, UsageError
+from wakeful.events import MessageAdded, SessionCreated, SessionUpdated, TurnStarted
+from wakeful.messages import assistant
+from wakeful.store import SqlStore, SyncMarker, fence
+
+NEW = SessionCreated(title="t")
+
+
+def texts(store: SqlStore, sid: str) -> list[str]:
+    return [m.text() for m in store.messages(sid)]
+
+
+def test_admission_materializes_session_lazily(store: SqlStore):
+    assert store.find_session("ses_a") is None
+    with pytest.raises(NotFoundError):
+        store.admit("ses_a", "i1", "user", {"text": "hi"})
+    assert store.find_session("ses_a") is None
+    adm = store.admit("ses_a", "i1", "user", {"text": "hi"}, create=NEW)
+    assert adm.created and adm.session_created
+    row = store.get_session("ses_a")
+    assert row.title == "t" and row.last_seq == 2
+    assert [e.type for e in store.events("ses_a")] == ["session.created", "inbox.enqueued"]
+
+
+def test_input_id_reuse_is_idempotent_or_conflict(store: SqlStore):
+    first = store.admit("ses_a", "i1", "user", {"text": "hi"}, create=NEW)
+    again = store.admit("ses_a", "i1", "user", {"text": "hi"}, create=NEW)
+    assert not again.created and again.item == first.item
+    with pytest.raises(ConflictError, match="i1"):
+        store.admit("ses_a", "i1", "user", {"text": "other"})
+    with pytest.raises(ConflictError):
+        store.admit("ses_a", "i1", "user", {"text": "hi"}, delivery="queue")
+    store.promote("ses_a", idle=True)
+    after = store.admit("ses_a", "i1", "user", {"text": "hi"})
+    assert not after.created and after.item.status == "delivered"
+    assert texts(store, "ses_a") == ["hi"]
+
+
+def test_steers_deliver_fifo_and_stop_at_control(store: SqlStore):
+    for i, kind in enumerate(["user", "user", "compaction", "user"]):
+        payload = {"text": f"m{i}"} if kind == "user" else {}
+        store.admit("ses_a", f"i{i}", kind, payload, create=NEW)
+    first = store.promote("ses_a", idle=False)
+    assert [d.item.input_id for d in first] == ["i0", "i1"]
+    control = store.promote("ses_a", idle=False)
+    assert [(d.item.input_id, d.message) for d in control] == [("i2", None)]
+    assert [d.item.input_id for d in store.promote("ses_a", idle=False)] == ["i3"]
+    assert store.promote("ses_a", idle=True) == []
+    assert texts(store, "ses_a") == ["m0", "m1", "m3"]
+
+
+def test_queue_delivers_one_at_idle_and_steers_pass_it(store: SqlStore):
+    store.admit("ses_a", "q1", "user", {"text": "q1"}, "queue", create=NEW)
+    store.admit("ses_a", "q2", "user", {"text": "q2"}, "queue")
+    store.admit("ses_a", "s1", "user", {"text": "s1"})
+    assert [d.item.input_id for d in store.promote("ses_a", idle=False)] == ["s1"]
+    assert store.promote("ses_a", idle=False) == []
+    assert [d.item.input_id for d in store.promote("ses_a", idle=True)] == ["q1"]
+    assert [d.item.input_id for d in store.promote("ses_a", idle=True)] == ["q2"]
+    assert [i.input_id for i in store.pending("ses_a")] == []
+
+
+def test_targeted_promotion(store: SqlStore):
+    store.admit("ses_a", "a", "user", {"text": "a"}, "queue", create=NEW)
+    store.admit("ses_a", "b", "user", {"text": "b"}, "queue")
+    assert [d.item.input_id for d in store.promote("ses_a", idle=False, input_id="b")] == ["b"]
+    assert [i.input_id for i in store.pending("ses_a")] == ["a"]
+
+
+def test_malformed_input_is_settled_and_does_not_strand(store: SqlStore):
+    store.admit("ses_a", "bad", "user", {"nope": 1}, create=NEW)
+    store.admit("ses_a", "good", "user", {"text": "fine"})
+    delivered = store.promote("ses_a", idle=True)
+    assert [d.item.input_id for d in delivered] == ["good"]
+    assert store.input("ses_a", "bad").status == "rejected"
+    errors = store.events("ses_a", types=["session.error"])
+    assert len(errors) == 1 and "bad" in errors[0].event.error  # type: ignore[union-attr]
+    assert store.pending("ses_a") == []
+
+
+def test_seq_is_gap_free_and_global_ids_grow(store: SqlStore):
+    store.create_session("ses_a")
+    store.create_session("ses_b")
+    for i in range(5):
+        store.add_message("ses_a" if i % 2 else "ses_b", assistant(f"x{i}"))
+    for sid in ("ses_a", "ses_b"):
+        seqs = [e.seq for e in store.events(sid)]
+        assert seqs == list(range(1, len(seqs) + 1))
+    ids = [e.id for e in store.events_since(0)]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids) == 7
+
+
+def test_unknown_session_is_typed(store: SqlStore):
+    with pytest.raises(NotFoundError):
+        store.get_session("ses_nope")
+    with pytest.raises(NotFoundError):
+        store.add_message("ses_nope", assistant("x"))
+    with pytest.raises(NotFoundError):
+        store.messages("ses_nope")
+    with pytest.raises(NotFoundError):
+        store.delete("ses_nope")
+
+
+def test_claims_fence_every_write(store: SqlStore, clock):
+    store.create_session("ses_a")
+    first = store.acquire_claim("ses_a", "host:1", lease_ms=1000)
+    assert first is not None and first.epoch == 1
+    assert store.acquire_claim("ses_a", "host:2", lease_ms=1000) is None
+    store.add_message("ses_a", assistant("ok"), claim=fence(first))
+    clock.advance(1001)
+    second = store.acquire_claim("ses_a", "host:2", lease_ms=1000)
+    assert second is not None and second.taken_over and second.epoch == 2 and second.attempts == 1
+    with pytest.raises(ClaimLostError):
+        store.add_message("ses_a", assistant("stale"), claim=fence(first))
+    with pytest.raises(ClaimLostError):
+        store.renew_claim(first, 1000)
+    assert texts(store, "ses_a") == ["ok"]
+    assert store.release_claim(second)
+    assert store.current_claim("ses_a") is None
+    third = store.acquire_claim("ses_a", "host:3", lease_ms=1000)
+    assert third is not None and not third.taken_over and third.epoch == 3
+
+
+def test_dead_owner_is_taken_over_before_lease_ends(store: SqlStore):
+    store.create_session("ses_a")
+    store.acquire_claim("ses_a", "dead", lease_ms=60_000)
+    taken = store.acquire_claim("ses_a", "me", lease_ms=1000, is_dead=lambda o: o == "dead")
+    assert taken is not None and taken.taken_over
+
+
+def test_log_replays_after_exclusive_seq(store: SqlStore):
+    store.create_session("ses_a")
+    store.add_message("ses_a", assistant("one"))
+    store.add_message("ses_a", assistant("two"))
+    assert [e.seq for e in store.log("ses_a", after=1)] == [2, 3]
+
+
+def test_log_follow_emits_sync_marker_then_live_events(store: SqlStore):
+    store.create_session("ses_a")
+    store.add_message("ses_a", assistant("one"))
+    seen: list[object] = []
+    it = store.log("ses_a", follow=True, idle_timeout_s=0.05)
+    for item in it:
+        seen.append(item)
+        if isinstance(item, SyncMarker):
+            store.add_message("ses_a", assistant("two"))
+    kinds = [("sync", s.watermark) if isinstance(s, SyncMarker) else s.seq for s in seen]
+    assert kinds == [1, 2, ("sync", 2), 3]
+
+
+def test_blobs_are_content_addressed_once(store: SqlStore):
+    store.create_session("ses_a")
+    d1 = store.put_blob(b"hello", "ses_a")
+    d2 = store.put_blob(b"hello", "ses_a")
+    assert d1 == d2 and store.get_blob(d1) == b"hello"
+    with pytest.raises(NotFoundError):
+        store.get_blob("0" * 64)
+
+
+def test_fork_copies_messages_and_leaves_parent(store: SqlStore):
+    store.create_session("ses_a", title="parent")
+    store.add_message("ses_a", assistant("one"))
+    cut = store.add_message("ses_a", assistant("two")).seq
+    store.add_message("ses_a", assistant("three"))
+    child = store.fork("ses_a", through_seq=cut)
+    assert child.forked_from == "ses_a" and child.fork_seq == cut and child.title == "parent"
+    assert texts(store, child.id) == ["one", "two"]
+    assert texts(store, "ses_a") == ["one", "two", "three"]
+    with pytest.raises(UsageError):
+        store.fork("ses_a", through_seq=999)
+
+
+def test_list_newest_first_roots_only_paged(store: SqlStore, clock):
+    for i in range(5):
+        clock.advance(10)
+        store.create_session(f"ses_{i}")
+    store.create_session("ses_child", parent_id="ses_0")
+    page = store.list_sessions(limit=2)
+    assert [s.id for s in page.sessions] == ["ses_4", "ses_3"]
+    rest = store.list_sessions(limit=10, cursor=page.next_cursor)
+    assert [s.id for s in rest.sessions] == ["ses_2", "ses_1", "ses_0"] and rest.next_cursor is None
+    every = store.list_sessions(roots_only=False, limit=10)
+    assert "ses_child" in [s.id for s in every.sessions]
+    assert store.get_session("ses_child").root_id == "ses_0"
+    store.set_archived("ses_4")
+    assert "ses_4" not in [s.id for s in store.list_sessions(limit=10).sessions]
+    assert [s.id for s in store.list_sessions(archived=True).sessions] == ["ses_4"]
+    store.set_archived("ses_4", False)
+    assert store.list_sessions(limit=1).sessions[0].id == "ses_4"
+
+
+def test_prune_preview_matches_delete(store: SqlStore, clock):
+    store.create_session("ses_old")
+    store.create_session("ses_kid", parent_id="ses_old")
+    store.add_message("ses_kid", assistant("x"))
+    store.put_blob(b"only-old", "ses_old")
+    shared = store.put_blob(b"shared", "ses_old")
+    clock.advance(100_000)
+    store.create_session("ses_new")
+    store.put_blob(b"shared", "ses_new")
+    cutoff = clock.now_ms() - 50_000
+    preview = store.prune(cutoff)
+    assert preview.sessions == 2 and preview.messages == 1
+    assert store.find_session("ses_old") is not None
+    gone = store.prune(cutoff, "delete")
+    assert gone.to_json() == preview.to_json()
+    assert store.find_session("ses_old") is None and store.find_session("ses_kid") is None
+    assert store.get_blob(shared) == b"shared"
+    assert store.events_since(0)[0].session_id == "ses_new"
+
+
+def test_prune_archive_is_reversible(store: SqlStore, clock):
+    store.create_session("ses_old")
+    clock.advance(10_000)
+    counts = store.prune(clock.now_ms() - 5_000, "archive")
+    assert counts.sessions == 1 and store.get_session("ses_old").archived
+    store.set_archived("ses_old", False)
+    assert not store.get_session("ses_old").archived
+
+
+def test_turn_and_session_update_projections(store: SqlStore):
+    store.create_session("ses_a")
+    store.append("ses_a", [TurnStarted(turn_id="t1"), SessionUpdated(title="new")])
+    row = store.get_session("ses_a")
+    assert row.status == "running" and row.title == "new"
+
+
+def test_message_events_read_back_typed(store: SqlStore):
+    store.create_session("ses_a")
+    store.add_message("ses_a", assistant("typed"), turn_id="t1")
+    [ev] = store.events("ses_a", types=["message.added"])
+    assert isinstance(ev.event, MessageAdded) and ev.event.turn_id == "t1"
