@@ -146,6 +146,13 @@ class RetryCleared(_Event):
     type: Literal["retry.cleared"] = "retry.cleared"
 
 
+class InterruptRequested(_Event):
+    """Someone asked the session's driver, wherever it runs, to stop the current turn."""
+
+    type: Literal["session.interrupt_requested"] = "session.interrupt_requested"
+    reason: str = "user"
+
+
 class SessionError(_Event):
     type: Literal["session.error"] = "session.error"
     error: str
@@ -191,6 +198,7 @@ SessionEvent: TypeAlias = Annotated[
     | RetryScheduled
     | RetryCleared
     | SessionError
+    | InterruptRequested
     | CompactionEnded
     | InstructionsUpdated
     | WorkStateUpdated,

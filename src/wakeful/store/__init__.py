@@ -7,6 +7,7 @@ SQLite (the embedded default) and PostgreSQL sit behind one `SqlStore`; open eit
 from ._append import ClaimToken
 from ._claims import fence
 from ._open import default_db_path, open_store, resolve_db_url
+from ._reads import RetryState, ToolCallRow, TurnRow
 from ._records import (
     Admission,
     Claim,
@@ -29,10 +30,13 @@ __all__ = [
     "InboxItem",
     "Page",
     "PruneCounts",
+    "RetryState",
     "SessionRow",
     "SqlStore",
     "Store",
     "SyncMarker",
+    "ToolCallRow",
+    "TurnRow",
     "default_db_path",
     "fence",
     "new_session_id",

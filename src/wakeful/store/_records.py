@@ -115,10 +115,22 @@ class PruneCounts:
     events: int = 0
     messages: int = 0
     session_ids: list[str] = field(default_factory=list)
+    roots: int = 0
+
+    @property
+    def children(self) -> int:
+        """Child sessions counted with their roots."""
+        return self.sessions - self.roots
 
     def to_json(self) -> dict[str, object]:
         """JSON-ready counts."""
-        return {"sessions": self.sessions, "events": self.events, "messages": self.messages}
+        return {
+            "sessions": self.sessions,
+            "roots": self.roots,
+            "children": self.children,
+            "events": self.events,
+            "messages": self.messages,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,7 +103,7 @@ def _tree_ids(tx: Tx, roots: list[str]) -> list[str]:
     return ids
 
 
-def _count(tx: Tx, ids: list[str]) -> PruneCounts:
+def _count(tx: Tx, ids: list[str], roots: int) -> PruneCounts:
     if not ids:
         return PruneCounts()
     marks = ", ".join("?" for _ in ids)
@@ -117,7 +117,7 @@ def _count(tx: Tx, ids: list[str]) -> PruneCounts:
 def delete_trees(tx: Tx, roots: list[str]) -> PruneCounts:
     """Delete the given sessions with their descendants everywhere; return what went."""
     ids = _tree_ids(tx, roots)
-    counts = _count(tx, ids)
+    counts = _count(tx, ids, len(roots))
     if not ids:
         return counts
     marks = ", ".join("?" for _ in ids)
@@ -148,7 +148,7 @@ def prune_in(store: SqlStore, tx: Tx, older_than_ms: int, action: str) -> PruneC
     ]
     if action == "delete":
         return delete_trees(tx, roots)
-    counts = _count(tx, _tree_ids(tx, roots))
+    counts = _count(tx, _tree_ids(tx, roots), len(roots))
     if action == "archive":
         now = store.clock.now_ms()
         for sid in roots:

@@ -7,6 +7,7 @@ from projections and the log. The store is synchronous; async callers run it in 
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +32,7 @@ from . import _inbox, _retention
 from ._append import ClaimToken, append_events
 from ._backend import Backend, Tx
 from ._claims import ClaimsMixin
+from ._reads import ReadsMixin
 from ._records import Admission, Delivered, InboxItem, Page, PruneCounts, SessionRow, SyncMarker
 
 SESSION_COLS = (
@@ -53,7 +55,7 @@ def session_row(row: Sequence[Any]) -> SessionRow:
     )  # fmt: skip
 
 
-class SqlStore(ClaimsMixin):
+class SqlStore(ClaimsMixin, ReadsMixin):
     """The store. Open one with `wakeful.store.open_store(url)`."""
 
     def __init__(self, backend: Backend, clock: Clock | None = None) -> None:
@@ -90,10 +92,11 @@ class SqlStore(ClaimsMixin):
             root = parent[0]
         inserted = tx.run(
             "INSERT INTO sessions (id, parent_id, root_id, forked_from, fork_seq, title, agent, "
-            "model, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "model, created_ms, updated_ms, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT DO NOTHING",
             (sid, created.parent_id, root, created.forked_from, created.fork_seq, created.title,
-             created.agent, created.model, now, now),
+             created.agent, created.model, now, now,
+             None if created.metadata is None else json.dumps(created.metadata)),
         )  # fmt: skip
         if inserted != 1:
             raise UsageError(f"session {sid} already exists")
@@ -122,19 +125,47 @@ class SqlStore(ClaimsMixin):
         """Change title, agent, model or the archive marker through a `session.updated` event."""
         self.append(session_id, [SessionUpdated(**fields)], claim)
 
-    def latest_session(self) -> SessionRow | None:
-        """The most recently updated root session that is not archived, or None."""
-        page = self.list_sessions(limit=1)
-        return page.sessions[0] if page.sessions else None
+    def latest_session(self, workspace: str | None = None) -> SessionRow | None:
+        """The most recently updated root session not archived (of `workspace`, when given)."""
+        with self.backend.transaction(write=False) as tx:
+            sql = (
+                "SELECT id, metadata FROM sessions WHERE parent_id IS NULL AND archived_ms IS NULL"
+            )
+            for sid, meta in tx.all(sql + " ORDER BY updated_ms DESC, id DESC LIMIT 500"):
+                if workspace is None or json.loads(meta or "{}").get("workspace") == workspace:
+                    return self._get(tx, sid)
+        return None
+
+    def interrupt_requested(self, session_id: str, after_seq: int) -> bool:
+        """Whether an interrupt was requested in the session's log after `after_seq`."""
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one(
+                "SELECT 1 FROM events WHERE session_id = ? AND seq > ? "
+                "AND type = 'session.interrupt_requested' LIMIT 1",
+                (session_id, after_seq),
+            )
+        return row is not None
 
     # -- events -----------------------------------------------------------------------------
 
     def append(
-        self, session_id: str, events: Sequence[SessionEvent], claim: ClaimToken | None = None
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        claim: ClaimToken | None = None,
+        *,
+        blobs: Sequence[bytes] = (),
     ) -> list[StoredEvent]:
-        """Append events (and their projections) in one transaction; with `claim`, fenced."""
+        """Append events (and their projections) in one transaction; with `claim`, fenced.
+
+        `blobs` are stored (once, by digest) and referenced by the session in the same
+        transaction, so an event never points at a blob that is not there.
+        """
         with self.backend.transaction(write=True) as tx:
-            return append_events(tx, session_id, events, self.clock.now_ms(), claim)
+            stored = append_events(tx, session_id, events, self.clock.now_ms(), claim)
+            for data in blobs:
+                self._put_blob(tx, data, session_id)
+            return stored
 
     def add_message(
         self, session_id: str, message: Message, *, turn_id: str | None = None,
@@ -320,18 +351,21 @@ class SqlStore(ClaimsMixin):
 
     def put_blob(self, data: bytes, session_id: str | None = None) -> str:
         """Store bytes once by SHA-256 and return the hex digest; with a session, reference it."""
-        digest = hashlib.sha256(data).hexdigest()
         with self.backend.transaction(write=True) as tx:
+            return self._put_blob(tx, data, session_id)
+
+    def _put_blob(self, tx: Tx, data: bytes, session_id: str | None) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        tx.run(
+            "INSERT INTO blobs (digest, size, data, created_ms) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (digest, len(data), data, self.clock.now_ms()),
+        )
+        if session_id is not None:
             tx.run(
-                "INSERT INTO blobs (digest, size, data, created_ms) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING",
-                (digest, len(data), data, self.clock.now_ms()),
+                "INSERT INTO blob_refs (session_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                (session_id, digest),
             )
-            if session_id is not None:
-                tx.run(
-                    "INSERT INTO blob_refs (session_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                    (session_id, digest),
-                )
         return digest
 
     def get_blob(self, digest: str) -> bytes:
