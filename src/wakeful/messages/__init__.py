@@ -1,9 +1,13 @@
 """Provider-neutral messages: blocks, the JSON codec, converters and wire-only pairing repair.
 
 Pure: nothing in this package does I/O. Persisted history is never rewritten by anything here;
-`to_wire` builds a repaired *copy* for one request.
+`to_wire` builds a repaired *copy* for one request, and `drop_invalid_pairings` is the only heal
+that may be written back (it only deletes). Converters (`to_*`/`from_*`, `auto_detect`) map
+between these blocks and each provider's wire shape; decisions are in `docs/messages.md`.
 """
 
+from ._anthropic import AnthropicPayload, from_anthropic, to_anthropic
+from ._autodetect import auto_detect
 from ._blocks import (
     REASONING_TYPES,
     AudioBlock,
@@ -38,17 +42,36 @@ from ._codec import (
     load_messages,
     message_from_dict,
 )
+from ._openai_chat import from_openai_chat, to_openai_chat
+from ._openai_responses import from_openai_responses, to_openai_responses
+from ._pairing import PairingDrop, PairingDropKind, drop_invalid_pairings
+from ._repair import (
+    DEFAULT_USER_TAIL_DIRECTIVE,
+    SYNTHETIC_TOOL_RESULT,
+    Repair,
+    RepairKind,
+    is_wire_valid,
+    to_wire,
+)
+from ._wire import WireMessage
 
 __all__ = [
+    "DEFAULT_USER_TAIL_DIRECTIVE",
     "REASONING_TYPES",
+    "SYNTHETIC_TOOL_RESULT",
+    "AnthropicPayload",
     "AudioBlock",
     "Block",
     "CompactSummaryBlock",
     "DocumentBlock",
     "ImageBlock",
     "Message",
+    "PairingDrop",
+    "PairingDropKind",
     "ProviderReasoningBlock",
     "RedactedThinkingBlock",
+    "Repair",
+    "RepairKind",
     "Role",
     "ServerToolResultBlock",
     "ServerToolUseBlock",
@@ -59,15 +82,26 @@ __all__ = [
     "ToolResultBlock",
     "ToolResultPart",
     "VideoBlock",
+    "WireMessage",
     "assistant",
+    "auto_detect",
     "block_from_dict",
+    "drop_invalid_pairings",
     "dump_message",
     "dump_messages",
+    "from_anthropic",
+    "from_openai_chat",
+    "from_openai_responses",
+    "is_wire_valid",
     "load_message",
     "load_messages",
     "message_from_dict",
     "new_message_id",
     "system",
+    "to_anthropic",
+    "to_openai_chat",
+    "to_openai_responses",
+    "to_wire",
     "tool_result_text",
     "user",
 ]
