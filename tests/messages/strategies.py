@@ -12,6 +12,7 @@ be anywhere (repair is what fixes them). With `refs=False` media always carry in
 from __future__ import annotations
 
 import base64
+import os
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -305,5 +306,9 @@ def placed_conversations(refs: bool = False) -> st.SearchStrategy[list[Message]]
     return st.one_of(well_formed(refs), soup(True, refs))
 
 
-PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=int(os.environ.get("WAKEFUL_EXAMPLES", "35")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 """Settings for the property tests: enough examples to hit corruptions, no per-example deadline."""

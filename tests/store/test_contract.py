@@ -206,7 +206,8 @@ def test_prune_preview_matches_delete(store: SqlStore, clock):
     store.put_blob(b"shared", "ses_new")
     cutoff = clock.now_ms() - 50_000
     preview = store.prune(cutoff)
-    assert preview.sessions == 2 and preview.messages == 1
+    assert preview.sessions == 2 and preview.roots == 1 and preview.children == 1
+    assert preview.messages == 1
     assert store.find_session("ses_old") is not None
     gone = store.prune(cutoff, "delete")
     assert gone.to_json() == preview.to_json()

@@ -8,6 +8,7 @@ import click
 
 from .. import __version__
 from ..errors import WakefulError
+from ._common import USAGE_EXIT
 
 
 @click.group()
@@ -16,8 +17,21 @@ def cli() -> None:
     """wakeful: durable sessions for LLM agents."""
 
 
+def _register() -> None:
+    from ._config_cmd import config
+    from ._log import debug, log
+    from ._run import interrupt, run, send, worker
+    from ._session import session
+
+    for command in (run, send, interrupt, worker, session, log, debug, config):
+        cli.add_command(command)
+
+
+_register()
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; a wakeful error prints one line on stderr and exits 2, never a traceback."""
+    """Run the CLI; a wakeful error prints one line on stderr and exits non-zero, no traceback."""
     try:
         cli.main(args=argv, standalone_mode=False)
     except click.exceptions.Abort:
@@ -28,6 +42,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(err.exit_code)
     except WakefulError as err:
         click.echo(f"error: {err}", err=True)
-        sys.exit(2)
+        sys.exit(USAGE_EXIT)
     except click.exceptions.Exit as err:
         sys.exit(err.exit_code)

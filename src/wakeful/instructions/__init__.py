@@ -1,1 +1,14 @@
-"""Instruction sources and value deltas."""
+"""Instruction sources and value deltas: read once per attempt, hashed, admitted as one delta."""
+
+from ._sources import BUILTIN, Source, workspace_sources
+from ._sync import REMOVED, Baseline, baseline, sync_instructions
+
+__all__ = [
+    "BUILTIN",
+    "REMOVED",
+    "Baseline",
+    "Source",
+    "baseline",
+    "sync_instructions",
+    "workspace_sources",
+]

@@ -5,6 +5,7 @@ Imports only `wakeful.messages`, `wakeful.errors` and `wakeful.clock` (an import
 `StreamEvent`s ending in one `Finish`, and fails only with the typed errors of `wakeful.errors`.
 """
 
+from ._anthropic import AnthropicProvider
 from ._base import (
     Finish,
     FinishReason,
@@ -20,6 +21,9 @@ from ._base import (
     estimate_request_tokens,
     estimate_text_tokens,
 )
+from ._errors import retry_after_ms
+from ._local import LocalProvider
+from ._openai import OpenAIProvider
 from ._scripted import (
     Script,
     ScriptedProvider,
@@ -27,11 +31,16 @@ from ._scripted import (
     parse_script,
     scripted_call_id,
 )
+from ._spec import ModelSpec, default_limits, make_provider, parse_model_spec
 
 __all__ = [
+    "AnthropicProvider",
     "Finish",
     "FinishReason",
+    "LocalProvider",
     "ModelRequest",
+    "ModelSpec",
+    "OpenAIProvider",
     "Provider",
     "ReasoningDelta",
     "Script",
@@ -42,9 +51,13 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "UsageReport",
+    "default_limits",
     "estimate_request_tokens",
     "estimate_text_tokens",
     "load_script",
+    "make_provider",
+    "parse_model_spec",
     "parse_script",
+    "retry_after_ms",
     "scripted_call_id",
 ]

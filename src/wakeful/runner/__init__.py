@@ -1,1 +1,31 @@
-"""One turn: steps, prompt assembly and receipts, tools, durable retry, compaction."""
+"""One turn: steps, prompt assembly and receipts, tools, durable retry, usage and cost."""
+
+from ._agents import BUILTIN_AGENTS, Agent, resolve_agent
+from ._live import LiveEvent, LiveListener
+from ._pricing import cost_usd, known_price
+from ._prompt import Section, rebuild_request, request_digest, verify_receipt
+from ._turn import RunContext, TurnResult, TurnRunner
+from .tools import PermissionPolicy, Tool, ToolContext, ToolOutcome, builtin_tools, run_tool_call
+
+__all__ = [
+    "BUILTIN_AGENTS",
+    "Agent",
+    "LiveEvent",
+    "LiveListener",
+    "PermissionPolicy",
+    "RunContext",
+    "Section",
+    "Tool",
+    "ToolContext",
+    "ToolOutcome",
+    "TurnResult",
+    "TurnRunner",
+    "builtin_tools",
+    "cost_usd",
+    "known_price",
+    "rebuild_request",
+    "request_digest",
+    "resolve_agent",
+    "run_tool_call",
+    "verify_receipt",
+]

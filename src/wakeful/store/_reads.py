@@ -119,3 +119,12 @@ class ReadsMixin:
                 (limit,),
             )
         return [r[0] for r in rows]
+
+    def instruction_values(self, session_id: str) -> dict[str, str]:
+        """Current instruction digests by source key."""
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all(
+                "SELECT source_key, digest FROM instruction_state WHERE session_id = ?",
+                (session_id,),
+            )
+        return dict(rows)

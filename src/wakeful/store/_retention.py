@@ -110,7 +110,7 @@ def _count(tx: Tx, ids: list[str], roots: int) -> PruneCounts:
     events = tx.one(f"SELECT COUNT(*) FROM events WHERE session_id IN ({marks})", ids)
     messages = tx.one(f"SELECT COUNT(*) FROM messages WHERE session_id IN ({marks})", ids)
     return PruneCounts(
-        len(ids), int(events[0]) if events else 0, int(messages[0]) if messages else 0, ids
+        len(ids), int(events[0]) if events else 0, int(messages[0]) if messages else 0, ids, roots
     )
 
 

@@ -1,0 +1,169 @@
+"""Mapping HTTP failures to the typed `ProviderError` kinds, shared by the SDK adapters.
+
+Invariant: classification reads the status code, the structured error `type`/`code` and the
+transport exception type. Free text is read in exactly one place, `overflow_in_message`, for
+servers that report a context overflow with no structured code (see docs/providers.md).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import httpx2
+
+from ..clock import Clock, SystemClock
+from ..errors import (
+    AuthenticationError,
+    ContentFilterError,
+    ContextOverflowError,
+    IncompleteStreamError,
+    InvalidRequestError,
+    OverloadedError,
+    ProviderError,
+    RateLimitError,
+    TransportError,
+)
+
+# Structured codes and types that mean "the prompt does not fit the context window".
+OVERFLOW_CODES = frozenset(
+    {
+        "context_length_exceeded",  # OpenAI error.code
+        "prompt_too_long",  # Anthropic, should it ever send a structured code
+        "exceed_context_size_error",  # llama.cpp server error.type
+        "model_context_window_exceeded",
+    }
+)
+CONTENT_FILTER_CODES = frozenset({"content_filter", "content_policy_violation"})
+# OpenAI's 429 for an exhausted balance: waiting will not help, the user must act.
+NEEDS_USER_CODES = frozenset({"insufficient_quota", "billing_error", "billing_hard_limit_reached"})
+RATE_LIMIT_TYPES = frozenset({"rate_limit_error", "rate_limit_exceeded", "requests", "tokens"})
+OVERLOADED_TYPES = frozenset({"overloaded_error", "api_error", "server_error"})
+AUTH_TYPES = frozenset({"authentication_error", "permission_error", "billing_error"})
+
+_OVERFLOW_TEXT = re.compile(
+    r"prompt is too long|context length|context window|maximum context|"
+    r"too many tokens|exceeds? the (?:available )?context",
+    re.IGNORECASE,
+)
+
+
+def overflow_in_message(message: str | None) -> bool:
+    """Whether an error's free text says the prompt overflowed the context window.
+
+    Used only for 400s that carry no structured code: Anthropic's `invalid_request_error`
+    ("prompt is too long: N tokens > M maximum") and Chat Completions servers such as vLLM.
+    """
+    return bool(message) and _OVERFLOW_TEXT.search(message or "") is not None
+
+
+def retry_after_ms(headers: Mapping[str, str], clock: Clock | None = None) -> int | None:
+    """Read `retry-after-ms` (milliseconds) or `retry-after` (seconds or an HTTP date).
+
+    Returns whole milliseconds, never negative, or None when no usable header is present.
+    """
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            value = float(raw_ms)
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value) and value >= 0:
+            return math.ceil(value)
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            return None
+        now_ms = (clock or SystemClock()).now_ms()
+        return max(0, int(when.timestamp() * 1000) - now_ms)
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return math.ceil(seconds * 1000)
+
+
+@dataclass(frozen=True)
+class HttpFailure:
+    """What an adapter knows about one failed response, in provider-neutral terms."""
+
+    status: int | None
+    error_type: str | None
+    error_code: str | None
+    message: str
+    headers: Mapping[str, str]
+    text_overflow: bool = False  # the provider has no structured overflow code: read the text
+
+
+def classify_http(failure: HttpFailure, clock: Clock | None = None) -> ProviderError:
+    """Map a failed response (an error status, or an error event inside a stream) to its kind."""
+    tags = {failure.error_type, failure.error_code} - {None}
+    status = failure.status or 0
+    retry = retry_after_ms(failure.headers, clock)
+    message = failure.message
+    if tags & NEEDS_USER_CODES:
+        return AuthenticationError(message)
+    if status == 429 or tags & RATE_LIMIT_TYPES:
+        return RateLimitError(message, retry_after_ms=retry)
+    if status >= 500 or tags & OVERLOADED_TYPES:
+        return OverloadedError(message, retry_after_ms=retry)
+    if status in (401, 402, 403) or tags & AUTH_TYPES:
+        return AuthenticationError(message)
+    if status == 408:
+        return TransportError(message, delivered=None, retry_after_ms=retry)
+    if tags & OVERFLOW_CODES or status == 413:
+        return ContextOverflowError(message)
+    if tags & CONTENT_FILTER_CODES:
+        return ContentFilterError(message)
+    if status == 400 and failure.text_overflow and overflow_in_message(message):
+        return ContextOverflowError(message)
+    if status == 200 and not tags:
+        # An error event in an accepted stream that names no kind: the output is cut short.
+        return IncompleteStreamError(message)
+    return InvalidRequestError(message)
+
+
+def _causes(err: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = err
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def classify_connection(err: BaseException) -> TransportError:
+    """Map a failure to reach the server before any response to `TransportError`.
+
+    `delivered` is False when the connection was never made (refused, DNS, connect timeout,
+    no free pooled connection), else None: the request may have reached the server.
+    """
+    unsent = (
+        httpx2.ConnectError,
+        httpx2.ConnectTimeout,
+        httpx2.PoolTimeout,
+        httpx2.UnsupportedProtocol,
+    )
+    never_sent = any(isinstance(cause, unsent) for cause in _causes(err))
+    details = dict.fromkeys(f"{type(c).__name__}: {c}" for c in _causes(err)[1:])
+    detail = "; ".join(details) or str(err)
+    return TransportError(
+        f"transport failure ({'unsent' if never_sent else 'delivery unknown'}): {detail}",
+        delivered=False if never_sent else None,
+    )
+
+
+def incomplete(reason: str, err: BaseException | None = None) -> IncompleteStreamError:
+    """An `IncompleteStreamError` saying why the stream stopped before its terminal event."""
+    if err is None:
+        return IncompleteStreamError(f"stream ended before its terminal event: {reason}")
+    return IncompleteStreamError(f"stream cut before its terminal event ({reason}): {err!r}")

@@ -1,0 +1,145 @@
+"""Prompt assembly and prompt receipts (invariant 7).
+
+A prompt is built from sections with stable ids, each with its exact source and the SHA-256
+digest of its content; section contents are blobs (stored once, shared by every attempt that
+uses them). A receipt lists the sections, the ids of the persisted messages the request was
+built from, and the digest of the exact request body. It never copies the transcript: a
+receipt can be verified by rebuilding the request from the blobs and the stored messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import JsonValue
+
+from ..events import ReceiptRecorded
+from ..messages import Message, to_wire
+from ..providers import ModelRequest, Provider, ToolSpec
+from ..store import SqlStore
+
+SYSTEM_PREFIX = "system."
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One prompt section: stable id, exact source, content."""
+
+    id: str
+    source: str
+    content: str
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 hex digest of the content."""
+        return hashlib.sha256(self.content.encode()).hexdigest()
+
+
+def canonical_json(value: object) -> str:
+    """The one canonical JSON encoding used for digests."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def request_digest(provider: Provider, request: ModelRequest) -> str:
+    """SHA-256 of the exact JSON body `provider` sends for `request`."""
+    return hashlib.sha256(canonical_json(provider.wire_request(request)).encode()).hexdigest()
+
+
+def tools_section(tools: Sequence[ToolSpec], source: str) -> Section:
+    """The tool specs as a section (canonical JSON)."""
+    specs = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in tools
+    ]
+    return Section("tools", source, canonical_json(specs))
+
+
+def params_section(model: str, max_output_tokens: int | None, attempt: int) -> Section:
+    """Request parameters as a section."""
+    return Section(
+        "params",
+        "runtime",
+        canonical_json(
+            {"model": model, "max_output_tokens": max_output_tokens, "attempt": attempt}
+        ),
+    )
+
+
+def build_request(
+    sections: Sequence[Section], history: Sequence[Message], provider_name: str
+) -> ModelRequest:
+    """Build the request from sections and persisted history (`to_wire` repairs a copy)."""
+    system = "\n\n".join(s.content for s in sections if s.id.startswith(SYSTEM_PREFIX))
+    tools: tuple[ToolSpec, ...] = ()
+    params: dict[str, JsonValue] = {}
+    for s in sections:
+        if s.id == "tools":
+            tools = tuple(
+                ToolSpec(t["name"], t["description"], t["input_schema"])
+                for t in json.loads(s.content)
+            )
+        elif s.id == "params":
+            params = json.loads(s.content)
+    max_out = params.get("max_output_tokens")
+    attempt = params.get("attempt", 1)
+    return ModelRequest(
+        model=str(params.get("model", "")),
+        system=system,
+        messages=tuple(to_wire(history, provider_name)),
+        tools=tools,
+        max_output_tokens=max_out if isinstance(max_out, int) else None,
+        attempt=attempt if isinstance(attempt, int) else 1,
+    )
+
+
+def section_blobs(sections: Sequence[Section]) -> list[bytes]:
+    """The blob bytes of each section (stored in the receipt's own transaction)."""
+    return [s.content.encode() for s in sections]
+
+
+def make_receipt(
+    sections: Sequence[Section],
+    history: Sequence[Message],
+    digest: str,
+    *,
+    receipt_id: str,
+    turn_id: str | None,
+    step: int,
+    attempt: int,
+    model: str,
+) -> ReceiptRecorded:
+    """Build the receipt event; the caller appends it with `section_blobs(sections)`, fenced."""
+    return ReceiptRecorded(
+        receipt_id=receipt_id,
+        turn_id=turn_id,
+        step=step,
+        attempt=attempt,
+        model=model,
+        request_digest=digest,
+        sections=tuple((s.id, s.source, s.digest) for s in sections),
+        message_ids=tuple(m.id for m in history),
+    )
+
+
+def rebuild_request(
+    store: SqlStore, session_id: str, receipt: ReceiptRecorded, provider_name: str
+) -> ModelRequest:
+    """Rebuild the exact request of a receipt from its blobs and the stored messages."""
+    sections = [
+        Section(sid, source, store.get_blob(digest).decode())
+        for sid, source, digest in receipt.sections
+    ]
+    by_id = {m.id: m for m in store.messages(session_id)}
+    history = [by_id[mid] for mid in receipt.message_ids]
+    return build_request(sections, history, provider_name)
+
+
+def verify_receipt(
+    store: SqlStore, session_id: str, receipt: ReceiptRecorded, provider: Provider
+) -> bool:
+    """True when rebuilding the receipt's request gives exactly the recorded digest."""
+    request = rebuild_request(store, session_id, receipt, provider.name)
+    return request_digest(provider, request) == receipt.request_digest

@@ -1,0 +1,91 @@
+"""Running one assistant message's tool calls: durable before side effects, outcomes in order.
+
+Invariant 6: every call's `tool.started` is committed before any tool runs. Calls run
+concurrently; their outcomes are published together, in call order, with the tool-result
+message. An interrupt cancels unfinished calls, which end `failed` with a result saying they
+may have partially run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+from ..events import MessageAdded, SessionEvent, ToolCallEnded, ToolCallStarted, WorkStateUpdated
+from ..messages import Message, ToolCallBlock, ToolResultBlock
+from .tools import PermissionPolicy, Tool, ToolContext, ToolOutcome, run_tool_call
+
+INTERRUPTED_RESULT = (
+    "The tool call was interrupted before it finished; it may have partially run. "
+    "Check its effects before relying on them."
+)
+
+
+async def run_tools(
+    message: Message,
+    *,
+    tools: Mapping[str, Tool],
+    tool_context: ToolContext,
+    policy: PermissionPolicy,
+    ask: Callable[[str, dict[str, object]], Awaitable[bool]] | None,
+    append: Callable[[Sequence[SessionEvent]], None],
+    live: Callable[..., None],
+    interrupt: asyncio.Event,
+    turn_id: str,
+) -> list[ToolResultBlock]:
+    """Persist, run and publish the tool calls of `message`; return their results in order."""
+    calls = message.tool_calls()
+    append([
+        ToolCallStarted(call_id=c.id, message_id=message.id, name=c.name, input=c.input) for c in calls
+    ])  # fmt: skip
+    tasks = [asyncio.ensure_future(_one(tools, c, tool_context, policy, ask, live)) for c in calls]
+    waiter = asyncio.ensure_future(interrupt.wait())
+    try:
+        await asyncio.wait({*tasks, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        while not waiter.done() and not all(t.done() for t in tasks):
+            await asyncio.wait({*tasks, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    results: list[ToolResultBlock] = []
+    events: list[SessionEvent] = []
+    for call, task in zip(calls, tasks, strict=True):
+        if task.cancelled():
+            result, outcome = _interrupted(call), None
+        else:
+            result, outcome = task.result()
+        results.append(result)
+        status = "failed" if result.is_error else "completed"
+        events.append(
+            ToolCallEnded(
+                call_id=call.id, message_id=message.id, status=status, partial=task.cancelled()
+            )
+        )
+        if outcome is not None and outcome.work_state is not None:
+            kind, value = outcome.work_state
+            events.append(WorkStateUpdated(kind=kind, value=value))  # type: ignore[arg-type]
+    reply = Message(role="user", blocks=tuple(results), metadata={"tool_results_for": message.id})
+    events.append(MessageAdded(message=reply, turn_id=turn_id))
+    append(events)
+    return results
+
+
+async def _one(
+    tools: Mapping[str, Tool],
+    call: ToolCallBlock,
+    ctx: ToolContext,
+    policy: PermissionPolicy,
+    ask: Callable[[str, dict[str, object]], Awaitable[bool]] | None,
+    live: Callable[..., None],
+) -> tuple[ToolResultBlock, ToolOutcome]:
+    live("tool_start", call_id=call.id, name=call.name)
+    result, outcome = await run_tool_call(tools, call, ctx, policy, ask)  # type: ignore[arg-type]
+    live("tool_end", call_id=call.id, name=call.name, is_error=result.is_error)
+    return result, outcome
+
+
+def _interrupted(call: ToolCallBlock) -> ToolResultBlock:
+    return ToolResultBlock(call_id=call.id, output=INTERRUPTED_RESULT, is_error=True)

@@ -1,0 +1,39 @@
+"""Built-in tools behind the `Tool` protocol, permissions, and running one call safely."""
+
+from ._base import (
+    PermissionPolicy,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolOutcome,
+    run_tool_call,
+    tool_spec,
+)
+from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile, confine
+from ._shell import Shell
+from ._work import GoalSet, PlanWrite, TodoWrite
+
+READ_ONLY_TOOLS = ("read_file", "list_files", "grep", "todo_write", "plan_write", "goal_set")
+
+
+def builtin_tools() -> dict[str, Tool]:
+    """A fresh name -> tool map of every built-in tool."""
+    tools: list[Tool] = [
+        ReadFile(), WriteFile(), EditFile(), ListFiles(), Grep(), Shell(),
+        TodoWrite(), PlanWrite(), GoalSet(),
+    ]  # fmt: skip
+    return {t.name: t for t in tools}
+
+
+__all__ = [
+    "READ_ONLY_TOOLS",
+    "PermissionPolicy",
+    "Tool",
+    "ToolContext",
+    "ToolFailure",
+    "ToolOutcome",
+    "builtin_tools",
+    "confine",
+    "run_tool_call",
+    "tool_spec",
+]
