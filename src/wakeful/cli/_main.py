@@ -45,3 +45,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(USAGE_EXIT)
     except click.exceptions.Exit as err:
         sys.exit(err.exit_code)
+    except OSError as err:  # a path the user gave that cannot be read or written
+        click.echo(f"error: {err.strerror or err}: {err.filename or ''}".rstrip(": "), err=True)
+        sys.exit(1)

@@ -63,7 +63,12 @@ class SqliteBackend:
         self.poll_s = poll_ms / 1000
         self._lock = threading.RLock()
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise StoreError(
+                    f"cannot create the database at {self.path}: {err.strerror}"
+                ) from None
         try:
             self._conn = sqlite3.connect(
                 self.path,
