@@ -181,12 +181,19 @@ class Message(_Frozen):
     only have to be unique within one lane. `aborted` marks output a process death cut off.
     """
 
-    id: str = Field(default_factory=new_message_id, min_length=1)
+    id: str = ""  # filled by `_fill_id`; a plain default keeps `exclude_defaults` dumps cheap
     role: Role
     blocks: tuple[Block, ...]
     metadata: dict[str, JsonValue] | None = None
     lane: str | None = None
     aborted: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_id(cls, data: object) -> object:
+        if isinstance(data, dict) and not data.get("id"):
+            return {**data, "id": new_message_id()}
+        return data
 
     def text(self) -> str:
         """Return the concatenated text of the message's text blocks."""

@@ -102,6 +102,8 @@ class TurnRunner:
         self.sid = session_id
         self._usage = Usage(0, 0)
         self._final_text = ""
+        self._seen: list[tuple[int, Message]] = []
+        self._stored_sections: set[str] = set()  # section blobs this runner already stored
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -205,14 +207,16 @@ class TurnRunner:
     ) -> Message:
         ctx = self.ctx
         sections = self._sections(attempt)  # syncs instructions first: a change lands in history
-        history = ctx.store.messages(self.sid)
+        history = self._history()
         request = build_request(sections, history, ctx.provider.name)
         digest = request_digest(ctx.provider, request)
         receipt = make_receipt(
             sections, history, digest, receipt_id=f"rcp_{secrets.token_hex(8)}", turn_id=tid,
             step=step, attempt=attempt, model=ctx.model_spec or ctx.provider.model,
         )  # fmt: skip
-        self._append([receipt], section_blobs(sections))
+        fresh = [s for s in sections if s.digest not in self._stored_sections]
+        self._append([receipt], section_blobs(fresh))
+        self._stored_sections.update(s.digest for s in fresh)
         self._live("step", step=step, attempt=attempt)
         finish = await self._stream(request, partial)
         message = finish.message.model_copy(
@@ -226,6 +230,12 @@ class TurnRunner:
         if finish.reason == "content_filter":
             raise ContentFilterError("the provider stopped the reply with a content filter")
         return message
+
+    def _history(self) -> list[Message]:
+        """The transcript, read incrementally: the log only grows, so fetch what is new."""
+        last = self._seen[-1][0] if self._seen else 0
+        self._seen += self.ctx.store.messages_with_seq(self.sid, last)
+        return [m for _seq, m in self._seen]
 
     def _sections(self, attempt: int) -> list[Section]:
         ctx = self.ctx

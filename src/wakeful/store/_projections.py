@@ -116,7 +116,6 @@ def _receipt(tx: Tx, sid: str, seq: int, ev: ReceiptRecorded) -> None:
     )
     for _section, _source, digest in ev.sections:
         _ref_blob(tx, sid, digest)
-    _ref_blob(tx, sid, ev.request_digest)
 
 
 def _ref_blob(tx: Tx, sid: str, digest: str) -> None:

@@ -7,6 +7,7 @@ cancellation propagates.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,9 +58,14 @@ class ToolFailure(Exception):
     """Raised inside a tool for a failure the model should see as an error result."""
 
 
+@functools.cache
+def _schema(model: type[BaseModel]) -> dict[str, JsonValue]:
+    return model.model_json_schema()
+
+
 def tool_spec(tool: Tool) -> ToolSpec:
-    """The provider-facing spec of a tool (JSON Schema from its input model)."""
-    return ToolSpec(tool.name, tool.description, tool.input_model.model_json_schema())
+    """The provider-facing spec of a tool (JSON Schema from its input model, computed once)."""
+    return ToolSpec(tool.name, tool.description, _schema(tool.input_model))
 
 
 @dataclass(frozen=True)
