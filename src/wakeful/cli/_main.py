@@ -18,12 +18,13 @@ def cli() -> None:
 
 
 def _register() -> None:
+    from ._chat import chat
     from ._config_cmd import config
     from ._log import debug, log
     from ._run import interrupt, run, send, worker
     from ._session import session
 
-    for command in (run, send, interrupt, worker, session, log, debug, config):
+    for command in (run, send, interrupt, worker, chat, session, log, debug, config):
         cli.add_command(command)
 
 
