@@ -5,7 +5,6 @@ Imports only `wakeful.messages`, `wakeful.errors` and `wakeful.clock` (an import
 `StreamEvent`s ending in one `Finish`, and fails only with the typed errors of `wakeful.errors`.
 """
 
-from ._anthropic import AnthropicProvider
 from ._base import (
     Finish,
     FinishReason,
@@ -21,9 +20,6 @@ from ._base import (
     estimate_request_tokens,
     estimate_text_tokens,
 )
-from ._errors import retry_after_ms
-from ._local import LocalProvider
-from ._openai import OpenAIProvider
 from ._scripted import (
     Script,
     ScriptedProvider,
@@ -32,6 +28,25 @@ from ._scripted import (
     scripted_call_id,
 )
 from ._spec import ModelSpec, default_limits, make_provider, parse_model_spec
+
+_LAZY = {
+    "AnthropicProvider": "._anthropic",
+    "LocalProvider": "._local",
+    "OpenAIProvider": "._openai",
+    "retry_after_ms": "._errors",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Load the SDK adapters on first use (importing the SDKs is slow)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AnthropicProvider",

@@ -12,10 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from ..errors import UsageError
-from ._anthropic import AnthropicProvider
 from ._base import Provider
-from ._local import LocalProvider
-from ._openai import OpenAIProvider
 from ._scripted import ScriptedProvider
 
 Family: TypeAlias = Literal["anthropic", "openai", "openai-compatible", "local", "scripted"]
@@ -139,12 +136,19 @@ def make_provider(spec: str, **options: Any) -> Provider:
     window, output = default_limits(parsed)
     options.setdefault("context_window", window)
     options.setdefault("max_output_tokens", output)
+    # The SDK adapters load on first use: importing both SDKs costs about a second of start-up.
     if parsed.family == "anthropic":
+        from ._anthropic import AnthropicProvider
+
         return AnthropicProvider(parsed.model, **options)
     if parsed.family == "local":
+        from ._local import LocalProvider
+
         return LocalProvider(**options)
     if parsed.family == "openai-compatible":
         options["base_url"] = parsed.base_url
+    from ._openai import OpenAIProvider
+
     return OpenAIProvider(parsed.model, flavor=parsed.family, **options)
 
 
