@@ -12,6 +12,7 @@ import click
 from ..errors import UsageError
 from ..events import MessageAdded
 from ..messages import dump_message, load_message
+from ..runner._runs import run_records
 from ..store import SessionRow
 from ._common import db_option, format_option, iso, print_json, store_for
 
@@ -60,11 +61,13 @@ def show(session_id: str, fmt: str, db: str | None) -> None:
                 if r.parent_id == session_id]  # fmt: skip
     pending = store.pending(session_id)
     work = store.work_state(session_id)
+    runs = run_records(store, session_id)
     store.close()
     if fmt == "json":
         print_json(_row_json(row) | {
             "messages": [json.loads(dump_message(m)) for m in messages],
             "children": children, "pending": [p.input_id for p in pending], "work_state": work,
+            "runs": [r.to_json() for r in runs],
         })  # fmt: skip
         return
     click.echo(
@@ -76,6 +79,9 @@ def show(session_id: str, fmt: str, db: str | None) -> None:
         click.echo(f"\n[{m.role}] {body}")
     if pending:
         click.echo(f"\npending inputs: {', '.join(p.input_id for p in pending)}")
+    for r in runs:
+        click.echo(f"run {r.id}: {r.outcome or r.status}, {r.steps} steps, "
+                   f"{r.tokens_in} in / {r.tokens_out} out, {len(r.retries)} retries")  # fmt: skip
 
 
 @session.command()

@@ -1,0 +1,88 @@
+"""Run records (the spec's `SessionRun`): one per turn, derived from the durable log.
+
+Nothing new is stored: a record is folded from `turn.started`, `usage.recorded`,
+`receipt.recorded`, `retry.scheduled` and `turn.ended` events between a turn's start and end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import (
+    ReceiptRecorded,
+    RetryScheduled,
+    StoredEvent,
+    TurnEnded,
+    TurnStarted,
+    UsageRecorded,
+)
+from ..store import SqlStore
+
+STATUS = {"completed": "completed", "interrupted": "aborted", "failed": "error", "blocked": "error",
+          "paused": "error"}  # fmt: skip
+
+
+@dataclass
+class RunRecord:
+    """One turn as a run: status, times, usage, cost, steps and the retries it took."""
+
+    id: str
+    input_ids: tuple[str, ...]
+    started_ms: int
+    status: str = "running"
+    outcome: str | None = None
+    ended_ms: int | None = None
+    error: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    steps: int = 0
+    retries: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON (the CLI and API contract)."""
+        return {
+            "id": self.id, "input_ids": list(self.input_ids), "status": self.status,
+            "outcome": self.outcome, "started_ms": self.started_ms, "ended_ms": self.ended_ms,
+            "error": self.error, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
+            "cost_usd": self.cost_usd, "steps": self.steps, "retries": self.retries,
+        }  # fmt: skip
+
+
+def _fold(run: RunRecord, ev: StoredEvent) -> None:
+    event = ev.event
+    if isinstance(event, UsageRecorded):
+        run.tokens_in += event.input_tokens
+        run.tokens_out += event.output_tokens
+        run.cost_usd += event.cost_usd
+    elif isinstance(event, ReceiptRecorded):
+        run.steps = max(run.steps, event.step)
+    elif isinstance(event, RetryScheduled):
+        run.retries.append({"attempt": event.attempt, "error_kind": event.error_kind,
+                            "deadline_ms": event.deadline_ms})  # fmt: skip
+    elif isinstance(event, TurnEnded):
+        run.status = STATUS[event.outcome]
+        run.outcome = event.outcome
+        run.ended_ms = ev.at_ms
+        run.error = event.error
+
+
+def run_records(store: SqlStore, session_id: str) -> list[RunRecord]:
+    """Every turn of the session as a run record, oldest first.
+
+    A turn still `running` whose session has no live claim is reported as `aborted`, as the spec
+    shows a run whose process died.
+    """
+    kinds = ["turn.started", "turn.ended", "usage.recorded", "receipt.recorded", "retry.scheduled"]
+    runs: list[RunRecord] = []
+    current: RunRecord | None = None
+    for ev in store.events(session_id, types=kinds):
+        if isinstance(ev.event, TurnStarted):
+            current = RunRecord(ev.event.turn_id, ev.event.input_ids, ev.at_ms)
+            runs.append(current)
+        elif current is not None:
+            _fold(current, ev)
+    if runs and runs[-1].status == "running" and store.current_claim(session_id) is None:
+        runs[-1].status = "aborted"
+    return runs
