@@ -14,6 +14,8 @@ Callers decide what to do by the *type* of an error, never by its message::
     │   ├── ContentFilterError      terminal
     │   ├── AuthenticationError     pauses the turn (needs the user)
     │   └── InvalidRequestError     terminal (blocked)
+    ├── CompactionError             compaction could not make room (the turn fails)
+    │   └── CompactionPromptTooLongError  the summary request stayed too long after shrinking
     └── StoreError                  a store fault
         ├── NotFoundError           no such session / input / blob
         ├── ConflictError           an id reused with different content, a stale write
@@ -96,6 +98,14 @@ class InvalidRequestError(ProviderError):
     kind = "invalid_request"
 
 
+class CompactionError(WakefulError):
+    """Compaction failed too many times in a row, or could not make room for the request."""
+
+
+class CompactionPromptTooLongError(CompactionError):
+    """The summary request was still too long for the model after its bounded shrinking."""
+
+
 class StoreError(WakefulError):
     """A store fault."""
 
@@ -123,6 +133,8 @@ class MigrationError(StoreError):
 __all__ = [
     "AuthenticationError",
     "ClaimLostError",
+    "CompactionError",
+    "CompactionPromptTooLongError",
     "ConflictError",
     "ContentFilterError",
     "ContextOverflowError",

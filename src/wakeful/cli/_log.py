@@ -78,7 +78,7 @@ def prompt(
     receipts = [
         r
         for r in store.receipts(session)
-        if r.step == step and (attempt is None or r.attempt == attempt)
+        if r.purpose == "step" and r.step == step and (attempt is None or r.attempt == attempt)
     ]
     if not receipts:
         raise NotFoundError(f"no receipt for step {step} in {session}")

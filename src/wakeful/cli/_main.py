@@ -19,12 +19,13 @@ def cli() -> None:
 
 def _register() -> None:
     from ._chat import chat
+    from ._compact import compact
     from ._config_cmd import config
     from ._log import debug, log
     from ._run import interrupt, run, send, worker
     from ._session import session
 
-    for command in (run, send, interrupt, worker, chat, session, log, debug, config):
+    for command in (run, send, interrupt, compact, worker, chat, session, log, debug, config):
         cli.add_command(command)
 
 

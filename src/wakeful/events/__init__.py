@@ -8,6 +8,9 @@ from ._codec import StoredEvent, dump_event, load_event
 from ._types import (
     CONTROL_KINDS,
     CompactionEnded,
+    CompactionFailed,
+    CompactionSkipped,
+    CompactionTrigger,
     Delivery,
     InputDelivered,
     InputEnqueued,
@@ -36,6 +39,9 @@ from ._types import (
 __all__ = [
     "CONTROL_KINDS",
     "CompactionEnded",
+    "CompactionFailed",
+    "CompactionSkipped",
+    "CompactionTrigger",
     "Delivery",
     "InputDelivered",
     "InputEnqueued",

@@ -114,13 +114,14 @@ class ReceiptRecorded(_Event):
 
     type: Literal["receipt.recorded"] = "receipt.recorded"
     receipt_id: str
-    turn_id: str | None
+    turn_id: str | None = None  # None: a request outside any turn (a manual compaction)
     step: int
     attempt: int
     model: str
     request_digest: str
     sections: tuple[tuple[str, str, str], ...] = ()
     message_ids: tuple[str, ...] = ()
+    purpose: Literal["step", "compaction"] = "step"
 
 
 class UsageRecorded(_Event):
@@ -159,11 +160,51 @@ class SessionError(_Event):
     input_id: str | None = None
 
 
+CompactionTrigger: TypeAlias = Literal["auto", "manual", "overflow"]
+
+
 class CompactionEnded(_Event):
+    """A compaction boundary: the summary message stands in for history through `through_seq`.
+
+    Active history is the summary, then the retained tail from `first_kept_id` on (none: no
+    tail), then everything after the summary. `instructions` snapshots the current instruction
+    values (source key -> digest): the new epoch's initial values (None when the session had
+    no delta yet). `input_id` names the manual compaction request it answers.
+    """
+
     type: Literal["compaction.ended"] = "compaction.ended"
     summary_message_id: str
     through_seq: int
-    reason: Literal["auto", "manual", "overflow"] = "auto"
+    reason: CompactionTrigger = "auto"
+    first_kept_id: str | None = None
+    replaced: int = 0
+    dropped: int = 0
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    effective_tokens: int = 0
+    receipt_id: str | None = None
+    input_id: str | None = None
+    instructions: dict[str, str] | None = None  # None: recorded before the first delta
+
+
+class CompactionSkipped(_Event):
+    """A compaction that did not run: nothing older than the tail, or an interrupt aborted it."""
+
+    type: Literal["compaction.skipped"] = "compaction.skipped"
+    reason: CompactionTrigger
+    why: Literal["nothing-to-compact", "aborted"]
+    input_id: str | None = None
+
+
+class CompactionFailed(_Event):
+    """A compaction that failed (the summary request failed, or came back empty)."""
+
+    type: Literal["compaction.failed"] = "compaction.failed"
+    reason: CompactionTrigger
+    error: str
+    error_kind: str
+    input_id: str | None = None
 
 
 class InstructionsUpdated(_Event):
@@ -200,6 +241,8 @@ SessionEvent: TypeAlias = Annotated[
     | SessionError
     | InterruptRequested
     | CompactionEnded
+    | CompactionSkipped
+    | CompactionFailed
     | InstructionsUpdated
     | WorkStateUpdated,
     Field(discriminator="type"),

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import ClaimLostError
-from ..runner import RunContext, TurnResult, TurnRunner
+from ..runner import Compactor, RunContext, TurnResult, TurnRunner
 from ..store import Claim, ClaimToken, SqlStore, fence
 from ._owner import current_owner, owner_is_dead
 from ._recovery import continue_or_fail, heal_running_tools, open_turn
@@ -103,8 +103,13 @@ async def _turns(store: SqlStore, sid: str, ctx: RunContext, result: DrainResult
         if not delivered:
             return
         inputs = [d.item.input_id for d in delivered if d.message is not None]
-        if not inputs:
-            continue  # control items: compaction runs inside the next turn's boundary
+        if not inputs:  # a control item is delivered alone; a compaction runs here, idle
+            for d in delivered:
+                if d.item.kind == "compaction":
+                    await Compactor(ctx, sid).control(d.item, in_turn=False)
+            if ctx.interrupt.is_set():
+                return
+            continue
         turn = await TurnRunner(ctx, sid).run(inputs)
         result.turns.append(turn)
         if turn.outcome in STOP_OUTCOMES:

@@ -101,6 +101,7 @@ class Runtime:
             tool_context=ToolContext(workspace=self.workspace, session_id=session_id),
             policy=PermissionPolicy(self.config.permissions),
             retry=self.config.retry,
+            compaction=self.config.compaction,
             model_spec=spec,
             claim=claim,
             listener=self.listener,

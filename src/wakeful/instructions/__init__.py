@@ -1,7 +1,7 @@
 """Instruction sources and value deltas: read once per attempt, hashed, admitted as one delta."""
 
 from ._sources import BUILTIN, Source, workspace_sources
-from ._sync import REMOVED, Baseline, baseline, sync_instructions
+from ._sync import REMOVED, Baseline, baseline, epoch_snapshot, sync_instructions
 
 __all__ = [
     "BUILTIN",
@@ -9,6 +9,7 @@ __all__ = [
     "Baseline",
     "Source",
     "baseline",
+    "epoch_snapshot",
     "sync_instructions",
     "workspace_sources",
 ]

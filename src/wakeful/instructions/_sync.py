@@ -3,6 +3,10 @@
 Invariant: the first delta of a session is complete and carries no text; a later change appears
 exactly once, as an `instructions.updated` with its rendered text and a chronological system
 message; unchanged sources produce nothing. Values are blobs stored once by digest.
+
+Epochs: the system prompt renders the epoch's initial values. The first epoch starts at the first
+delta; a `compaction.ended` starts a new one from the values it snapshots (no source is read and
+no instruction event is written). A fork's first delta adopts its parent's newest values.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..events import InstructionsUpdated, MessageAdded, SessionEvent
+from ..events import CompactionEnded, InstructionsUpdated, MessageAdded, SessionEvent
 from ..messages import Message, TextBlock
 from ..store import ClaimToken, SqlStore
 from ._sources import Source
@@ -46,6 +50,9 @@ def sync_instructions(
     """Read sources, admit one delta if anything changed, and return the baseline to render."""
     current = store.instruction_values(session_id)
     first = not store.events(session_id, types=["instructions.updated"], limit=1)
+    if first and _adopt_parent(store, session_id, claim):
+        current = store.instruction_values(session_id)
+        first = False
     read = _read_all(sources)
     delta: dict[str, str] = {}
     blobs: list[bytes] = []
@@ -82,16 +89,47 @@ def _render_change(delta: dict[str, str], read: dict[str, str | None | OSError])
     return "\n".join(parts)
 
 
-def baseline(store: SqlStore, session_id: str) -> Baseline:
-    """The epoch's initial values: the first delta (later changes live in the transcript)."""
+def _adopt_parent(store: SqlStore, session_id: str, claim: ClaimToken | None) -> bool:
+    """Start a fork from its parent's newest values (a complete first delta without text)."""
+    forked_from = store.get_session(session_id).forked_from
+    if forked_from is None or store.find_session(forked_from) is None:
+        return False
+    values = epoch_snapshot(store, forked_from)
+    if not values:
+        return False
+    store.append(session_id, [InstructionsUpdated(delta=values)], claim)
+    return True
+
+
+def _epoch_digests(store: SqlStore, session_id: str) -> dict[str, str]:
+    """The current epoch's initial values by key: the latest compaction's, else the first delta."""
+    for stored in reversed(store.events(session_id, types=["compaction.ended"])):
+        event = stored.event
+        if isinstance(event, CompactionEnded) and event.instructions is not None:
+            return dict(event.instructions)
     first = store.events(session_id, types=["instructions.updated"], limit=1)
     if not first:
-        return Baseline([])
-    event = first[0].event
-    assert isinstance(event, InstructionsUpdated)
-    values = [
-        (key, store.get_blob(digest).decode())
-        for key, digest in event.delta.items()
-        if digest != REMOVED
-    ]
-    return Baseline(values)
+        return {}
+    delta = first[0].event
+    assert isinstance(delta, InstructionsUpdated)
+    return {key: digest for key, digest in delta.delta.items() if digest != REMOVED}
+
+
+def epoch_snapshot(store: SqlStore, session_id: str) -> dict[str, str] | None:
+    """The current values (key -> digest) that a new epoch starts from, in a stable order.
+
+    Keys keep the current epoch's order; keys that appeared since follow, sorted. None before
+    the session's first delta: the epoch then still starts at that first delta.
+    """
+    current = store.instruction_values(session_id)
+    if not current and not store.events(session_id, types=["instructions.updated"], limit=1):
+        return None
+    order = [key for key in _epoch_digests(store, session_id) if key in current]
+    order += sorted(key for key in current if key not in order)
+    return {key: current[key] for key in order}
+
+
+def baseline(store: SqlStore, session_id: str) -> Baseline:
+    """The epoch's initial values (later changes of the epoch live in the transcript)."""
+    digests = _epoch_digests(store, session_id)
+    return Baseline([(key, store.get_blob(digest).decode()) for key, digest in digests.items()])

@@ -1,6 +1,13 @@
 """One turn: steps, prompt assembly and receipts, tools, durable retry, usage and cost."""
 
 from ._agents import BUILTIN_AGENTS, Agent, resolve_agent
+from ._compaction import (
+    Budget,
+    CompactionResult,
+    Compactor,
+    compaction_result,
+    should_compact,
+)
 from ._live import LiveEvent, LiveListener
 from ._pricing import cost_usd, known_price
 from ._prompt import Section, rebuild_request, request_digest, verify_receipt
@@ -10,6 +17,9 @@ from .tools import PermissionPolicy, Tool, ToolContext, ToolOutcome, builtin_too
 __all__ = [
     "BUILTIN_AGENTS",
     "Agent",
+    "Budget",
+    "CompactionResult",
+    "Compactor",
     "LiveEvent",
     "LiveListener",
     "PermissionPolicy",
@@ -21,11 +31,13 @@ __all__ = [
     "TurnResult",
     "TurnRunner",
     "builtin_tools",
+    "compaction_result",
     "cost_usd",
     "known_price",
     "rebuild_request",
     "request_digest",
     "resolve_agent",
     "run_tool_call",
+    "should_compact",
     "verify_receipt",
 ]

@@ -9,7 +9,15 @@ from typing import Literal, TypeAlias
 from pydantic import JsonValue
 
 LiveKind: TypeAlias = Literal[
-    "step", "text", "reasoning", "tool_input", "tool_start", "tool_end", "retry", "turn_end"
+    "step",
+    "text",
+    "reasoning",
+    "tool_input",
+    "tool_start",
+    "tool_end",
+    "retry",
+    "turn_end",
+    "compaction",
 ]
 
 

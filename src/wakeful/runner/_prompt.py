@@ -13,15 +13,19 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import JsonValue
 
 from ..events import ReceiptRecorded
-from ..messages import Message, to_wire
+from ..messages import Message, TextBlock, to_wire
 from ..providers import ModelRequest, Provider, ToolSpec
 from ..store import SqlStore
 
 SYSTEM_PREFIX = "system."
+# A section whose id starts with this is a request-only user message, sent after the history
+# (the summary request of a compaction): it is never a transcript message, so it lives in a blob.
+INPUT_PREFIX = "input."
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,13 @@ class Section:
     def digest(self) -> str:
         """SHA-256 hex digest of the content."""
         return hashlib.sha256(self.content.encode()).hexdigest()
+
+
+def input_message(section: Section) -> Message:
+    """The user message an `input.` section stands for (its id derives from the content)."""
+    return Message(
+        id=f"msg_sec_{section.digest[:32]}", role="user", blocks=(TextBlock(text=section.content),)
+    )
 
 
 def canonical_json(value: object) -> str:
@@ -83,6 +94,9 @@ def build_request(
             )
         elif s.id == "params":
             params = json.loads(s.content)
+    extra = [input_message(s) for s in sections if s.id.startswith(INPUT_PREFIX)]
+    if extra:
+        history = [*history, *extra]
     max_out = params.get("max_output_tokens")
     attempt = params.get("attempt", 1)
     return ModelRequest(
@@ -110,9 +124,11 @@ def make_receipt(
     step: int,
     attempt: int,
     model: str,
+    purpose: Literal["step", "compaction"] = "step",
 ) -> ReceiptRecorded:
     """Build the receipt event; the caller appends it with `section_blobs(sections)`, fenced."""
     return ReceiptRecorded(
+        purpose=purpose,
         receipt_id=receipt_id,
         turn_id=turn_id,
         step=step,

@@ -16,8 +16,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..clock import Clock, SystemClock
-from ..config import RetryConfig
-from ..errors import ClaimLostError, ContentFilterError, ProviderError, UsageError, WakefulError
+from ..config import CompactionConfig, RetryConfig
+from ..errors import (
+    ClaimLostError,
+    ContentFilterError,
+    ContextOverflowError,
+    ProviderError,
+    UsageError,
+    WakefulError,
+)
 from ..events import (
     MessageAdded,
     Outcome,
@@ -33,6 +40,7 @@ from ..messages import Message, TextBlock, TextOrigin, new_message_id
 from ..providers import Finish, Provider, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 from ..store import ClaimToken, SqlStore
 from ._agents import Agent
+from ._compaction import Compactor
 from ._live import LiveEvent, LiveListener
 from ._pricing import cost_usd
 from ._prompt import (
@@ -79,6 +87,7 @@ class RunContext:
     ask: Callable[[str, dict[str, object]], Awaitable[bool]] | None = None
     instruction_sources: Sequence[Source] = ()
     rng: random.Random = field(default_factory=random.Random)
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +111,7 @@ class TurnRunner:
         self.sid = session_id
         self._usage = Usage(0, 0)
         self._final_text = ""
-        self._seen: list[tuple[int, Message]] = []
+        self._compaction = Compactor(ctx, session_id)  # owns the active-history view
         self._stored_sections: set[str] = set()  # section blobs this runner already stored
 
     # -- plumbing -------------------------------------------------------------------------
@@ -153,7 +162,7 @@ class TurnRunner:
         step = 0
         while True:
             self._check_interrupt()
-            if step > 0 and self._promote_steers():
+            if step > 0 and await self._promote_steers():
                 allowance = self.ctx.agent.max_steps
             if allowance <= 0:
                 raise UsageError(
@@ -165,13 +174,17 @@ class TurnRunner:
             if message.tool_calls():
                 await self._tools(tid, message)
                 continue
-            if self._promote_steers():
+            if await self._promote_steers():
                 allowance = self.ctx.agent.max_steps
                 continue
             return step
 
-    def _promote_steers(self) -> bool:
+    async def _promote_steers(self) -> bool:
         delivered = self.ctx.store.promote(self.sid, idle=False, claim=self.ctx.claim)
+        for d in delivered:  # a manual compaction request runs at this step boundary
+            if d.message is None and d.item.kind == "compaction":
+                await self._compaction.control(d.item, in_turn=True)
+                self._check_interrupt()
         return any(d.message is not None for d in delivered)
 
     # -- one step, several physical attempts -----------------------------------------------
@@ -183,6 +196,7 @@ class TurnRunner:
             attempt = state.attempt
             await self._wait_until(state.deadline_ms)
         message_id = new_message_id()
+        overflowed = False  # one overflow compaction per step; a second overflow is terminal
         while True:
             self._check_interrupt()
             partial: list[str] = []
@@ -192,6 +206,11 @@ class TurnRunner:
                 if isinstance(err, ContentFilterError):
                     self._keep_partial(tid, message_id, partial, err)
                     raise
+                if isinstance(err, ContextOverflowError) and not partial and not overflowed:
+                    overflowed = True
+                    await self._compaction.recover_overflow(tid, step, err)
+                    attempt += 1  # rebuild the same step from the compacted history
+                    continue
                 if not is_retryable(err) or attempt > self.ctx.retry.max_retries:
                     raise
                 if partial:
@@ -208,6 +227,10 @@ class TurnRunner:
         ctx = self.ctx
         sections = self._sections(attempt)  # syncs instructions first: a change lands in history
         history = self._history()
+        if await self._compaction.before_request(tid, step, sections):
+            sections = self._sections(attempt)  # the boundary started a new instruction epoch
+            history = self._history()
+        self._check_interrupt()
         request = build_request(sections, history, ctx.provider.name)
         digest = request_digest(ctx.provider, request)
         receipt = make_receipt(
@@ -227,15 +250,14 @@ class TurnRunner:
         )
         self._final_text = message.text()
         self._record(tid, message, finish.usage)
+        self._compaction.observe(finish.usage.input_tokens, sections)
         if finish.reason == "content_filter":
             raise ContentFilterError("the provider stopped the reply with a content filter")
         return message
 
     def _history(self) -> list[Message]:
-        """The transcript, read incrementally: the log only grows, so fetch what is new."""
-        last = self._seen[-1][0] if self._seen else 0
-        self._seen += self.ctx.store.messages_with_seq(self.sid, last)
-        return [m for _seq, m in self._seen]
+        """Active history (after the newest compaction boundary), read incrementally."""
+        return self._compaction.messages()
 
     def _sections(self, attempt: int) -> list[Section]:
         ctx = self.ctx

@@ -1,0 +1,65 @@
+"""`wakeful compact`: request a manual compaction (an inbox control item) and drive it."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import click
+from pydantic import JsonValue
+
+from ..execution import Runtime
+from ..runner import CompactionResult, compaction_result
+from ._common import db_option, format_option, print_json
+
+
+async def _drive(rt: Runtime, session_id: str, input_id: str) -> CompactionResult | None:
+    try:
+        await rt.resume(session_id)
+        return compaction_result(rt.store, session_id, input_id)
+    finally:
+        await rt.aclose()
+
+
+def _text(result: CompactionResult) -> str:
+    if not result.compacted:
+        extra = f": {result.error}" if result.error else ""
+        return f"not compacted ({result.reason}){extra}"
+    usage = result.usage
+    spent = f"{usage.input_tokens} in / {usage.output_tokens} out" if usage else "no usage"
+    return (
+        f"compacted: {result.replaced} messages replaced by summary {result.summary_id} "
+        f"({result.dropped} left out of the summary request)\n"
+        f"model {result.model}  {spent}  next request ~{result.effective_tokens} tokens"
+    )
+
+
+@click.command()
+@click.option("--session", "session", metavar="ID", required=True, help="Session to compact.")
+@click.option(
+    "--tail-turns", type=click.IntRange(min=0), default=None,
+    help="Recent turns kept word for word (default: [compaction] tail_turns).",
+)  # fmt: skip
+@format_option("text", "json")
+@db_option
+def compact(session: str, tail_turns: int | None, fmt: str, db: str | None) -> None:
+    """Summarize older history of a session now (the full transcript stays stored)."""
+    rt = Runtime(db)
+    rt.store.get_session(session)
+    payload: dict[str, JsonValue] = {"reason": "manual"}
+    if tail_turns is not None:
+        payload["tail_turns"] = tail_turns
+    sent = rt.send(session_id=session, kind="compaction", payload=payload, resume=False)
+    result = asyncio.run(_drive(rt, session, sent.input_id))
+    if result is None:  # another process drives the session; it runs the request
+        out: dict[str, object] = {"session_id": session, "input_id": sent.input_id}
+        if fmt == "json":
+            print_json(out | {"pending": True})
+        else:
+            click.echo(f"compaction {sent.input_id} admitted; the session's driver will run it")
+        return
+    if fmt == "json":
+        print_json({"session_id": session, "input_id": sent.input_id} | result.to_json())
+    else:
+        click.echo(_text(result))
+    sys.exit(1 if result.reason == "failed" else 0)

@@ -1,0 +1,514 @@
+"""Compaction: keep a long session inside the model's window without losing anything.
+
+Owns the decision, the summary call and the boundary it writes:
+
+- **Decision** (before each step, when `auto`): the request estimate is the last
+  provider-reported input tokens plus a local estimate of what came after (characters / 4);
+  without a report yet, the whole active request is estimated locally. Compaction starts when
+  the estimate reaches `threshold_percent` of the usable window (`context_window` minus the
+  output allowance minus `reserved`) and, after an earlier compaction, once new content fills
+  `min_new_share_percent` of it (so a compaction that could not shrink enough never loops).
+- **Summary call**: a structured prompt over a text rendering of the replaced history (media as
+  labels, see `_summary`), with its own prompt receipt; when it is too long it is shrunk (oldest
+  entries first) a bounded number of times, then fails with `CompactionPromptTooLongError`.
+- **Boundary**: one transaction appends the summary (a user message holding a
+  `CompactSummaryBlock`), `compaction.ended` (with the new instruction epoch's values) and the
+  summary call's usage. Active history becomes the summary plus the retained tail (`_active`).
+
+Invariant: nothing is deleted or rewritten; the full transcript, inbox, event log and receipts
+stay in the store. Failures are bounded: `max_failures` failed compactions in a row end the turn
+with a `CompactionError`; a manual compaction reports its failure instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..config import CompactionConfig
+from ..errors import (
+    CompactionError,
+    CompactionPromptTooLongError,
+    ContextOverflowError,
+    ProviderError,
+    UsageError,
+)
+from ..events import (
+    CompactionEnded,
+    CompactionFailed,
+    CompactionSkipped,
+    CompactionTrigger,
+    MessageAdded,
+    SessionEvent,
+    UsageRecorded,
+)
+from ..instructions import epoch_snapshot
+from ..messages import CompactSummaryBlock, Message
+from ..providers import (
+    Finish,
+    ModelRequest,
+    Provider,
+    Usage,
+    estimate_request_tokens,
+    make_provider,
+)
+from ..store import InboxItem, SqlStore
+from ._active import ActiveHistory, Split, message_tokens
+from ._live import LiveEvent
+from ._pricing import cost_usd
+from ._prompt import Section, build_request, make_receipt, request_digest, section_blobs
+from ._retry import error_kind
+from ._summary import render_messages, summary_sections
+from ._work_state import render_work_state
+
+if TYPE_CHECKING:
+    from ._turn import RunContext
+
+LOOKBACK_EVENTS = 64  # how far back a new runner looks for the last provider-reported usage
+MAX_SHRINK_RETRIES = 3  # summary requests resent smaller after a provider overflow
+SUMMARY_MAX_OUTPUT = 8_000
+RESULT_TYPES = ("compaction.ended", "compaction.skipped", "compaction.failed")
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The window arithmetic of one model under one compaction configuration."""
+
+    context_window: int
+    max_output_tokens: int
+    reserved: int
+    threshold_percent: int
+    min_new_share_percent: int
+
+    @classmethod
+    def of(cls, provider: Provider, config: CompactionConfig) -> Budget:
+        """The budget of `provider`'s model under `config`."""
+        return cls(
+            provider.context_window,
+            provider.max_output_tokens,
+            config.reserved,
+            config.threshold_percent,
+            config.min_new_share_percent,
+        )
+
+    @property
+    def usable(self) -> int:
+        """Window minus output allowance minus reserve; neither takes more than half of what
+        is left, so a small model under the default reserve still has a usable window."""
+        after_output = self.context_window - min(self.max_output_tokens, self.context_window // 2)
+        return after_output - min(self.reserved, after_output // 2)
+
+    @property
+    def trigger(self) -> int:
+        """The estimate at which proactive compaction starts."""
+        return self.usable * self.threshold_percent // 100
+
+    @property
+    def min_growth(self) -> int:
+        """The new content needed before another proactive compaction."""
+        return self.usable * self.min_new_share_percent // 100
+
+
+def should_compact(estimate: int, new_tokens: int, compacted_before: bool, budget: Budget) -> bool:
+    """The proactive decision: over the threshold, and enough new content since the last one."""
+    if estimate < budget.trigger:
+        return False
+    return not compacted_before or new_tokens >= budget.min_growth
+
+
+def sections_tokens(sections: Sequence[Section], provider_name: str) -> int:
+    """The estimated tokens of a request's system prompt and tools (no messages)."""
+    return estimate_request_tokens(build_request(sections, [], provider_name))
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What a compaction did (the zidane result): `compacted`, or why not in `reason`.
+
+    `reason` is ``nothing-to-compact``, ``aborted`` or ``failed`` (with `error`). `replaced`
+    counts the messages the summary stands in for; `dropped` those of them the summary request
+    left out to fit; `effective_tokens` estimates the next request's history.
+    """
+
+    compacted: bool
+    trigger: CompactionTrigger
+    reason: str | None = None
+    error: str | None = None
+    summary_id: str | None = None
+    replaced: int = 0
+    dropped: int = 0
+    model: str | None = None
+    usage: Usage | None = None
+    effective_tokens: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        """The result as JSON (the CLI contract)."""
+        out: dict[str, object] = {"compacted": self.compacted, "trigger": self.trigger}
+        if not self.compacted:
+            return out | {"reason": self.reason} | ({"error": self.error} if self.error else {})
+        usage = self.usage or Usage(0, 0)
+        return out | {
+            "summary_id": self.summary_id,
+            "replaced": self.replaced,
+            "dropped": self.dropped,
+            "model": self.model,
+            "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+            "effective_tokens": self.effective_tokens,
+        }
+
+
+def result_of(event: SessionEvent) -> CompactionResult | None:
+    """The result a compaction event records (None for other events)."""
+    if isinstance(event, CompactionEnded):
+        return CompactionResult(
+            True, event.reason, summary_id=event.summary_message_id, replaced=event.replaced,
+            dropped=event.dropped, model=event.model,
+            usage=Usage(event.input_tokens, event.output_tokens),
+            effective_tokens=event.effective_tokens,
+        )  # fmt: skip
+    if isinstance(event, CompactionSkipped):
+        return CompactionResult(False, event.reason, reason=event.why)
+    if isinstance(event, CompactionFailed):
+        return CompactionResult(False, event.reason, reason="failed", error=event.error)
+    return None
+
+
+def compaction_result(
+    store: SqlStore, session_id: str, input_id: str, after: int = 0
+) -> CompactionResult | None:
+    """The result of the manual compaction requested as `input_id`, once it has run."""
+    for stored in store.events(session_id, after=after, types=RESULT_TYPES):
+        if getattr(stored.event, "input_id", None) == input_id:
+            return result_of(stored.event)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Anchor:
+    """A provider-reported request size and which active history it measured."""
+
+    tokens: int
+    after_seq: int  # the request held every active message up to this seq
+    sections: int | None  # its sections' estimate (None: unknown, taken as unchanged)
+    boundary: int | None  # the summary seq its active history started from
+
+
+@dataclass(frozen=True, slots=True)
+class _Summary:
+    text: str
+    usage: Usage
+    dropped: int
+    receipt_id: str
+    model: str
+
+
+class Compactor:
+    """Compaction for one session under one `RunContext`; owns the active-history view."""
+
+    def __init__(self, ctx: RunContext, session_id: str) -> None:
+        self.ctx = ctx
+        self.sid = session_id
+        self.history = ActiveHistory(ctx.store, session_id)
+        self.failures = 0  # failed compactions in a row (this runner)
+        self._anchor: _Anchor | None = None
+        self._anchor_loaded = False
+        self._sections: int | None = None  # estimate of the last request's sections
+
+    @property
+    def config(self) -> CompactionConfig:
+        """The compaction configuration in force."""
+        return self.ctx.compaction
+
+    def messages(self) -> list[Message]:
+        """The active history, refreshed from the store."""
+        self.history.refresh()
+        return self.history.messages()
+
+    # -- the estimate -----------------------------------------------------------------------
+
+    def observe(self, input_tokens: int, sections: Sequence[Section]) -> None:
+        """Anchor later estimates on the input tokens the provider reported for the request
+        just built from `sections` and the active history as last read (a provider that
+        reported nothing leaves the estimate local)."""
+        if input_tokens <= 0:
+            return
+        tokens = sections_tokens(sections, self.ctx.provider.name)
+        self._anchor = _Anchor(
+            input_tokens, self.history.last_seq, tokens, self.history.summary_seq
+        )
+        self._anchor_loaded = True
+
+    def estimate(self, sections: Sequence[Section]) -> int:
+        """The estimated input tokens of a request from `sections` and the active history."""
+        now = sections_tokens(sections, self.ctx.provider.name)
+        self._sections = now
+        anchor = self._current_anchor()
+        if anchor is None:
+            return now + self.history.total_tokens()
+        drift = 0 if anchor.sections is None else now - anchor.sections
+        return anchor.tokens + self.history.tokens_after(anchor.after_seq) + drift
+
+    def _current_anchor(self) -> _Anchor | None:
+        if not self._anchor_loaded:
+            self._anchor_loaded = True
+            self._anchor = self._stored_anchor()
+        anchor = self._anchor
+        if anchor is None or anchor.boundary != self.history.summary_seq:
+            return None
+        return anchor
+
+    def _stored_anchor(self) -> _Anchor | None:
+        """The newest usage a step recorded (right after its assistant message), if recent."""
+        store = self.ctx.store
+        after = max(0, store.high_water(self.sid) - LOOKBACK_EVENTS)
+        boundary = self.history.summary_seq
+        for stored in reversed(store.events(self.sid, after=after, types=["usage.recorded"])):
+            if boundary is not None and stored.seq < boundary:
+                return None
+            message = self.history.message_at(stored.seq - 1)
+            event = stored.event
+            if message is not None and message.role == "assistant":
+                assert isinstance(event, UsageRecorded)
+                if event.input_tokens <= 0:
+                    return None
+                return _Anchor(event.input_tokens, stored.seq - 2, None, boundary)
+        return None
+
+    # -- entry points -----------------------------------------------------------------------
+
+    async def before_request(self, turn_id: str, step: int, sections: Sequence[Section]) -> bool:
+        """Proactive compaction before a step's request; True when the request must be rebuilt."""
+        self.history.refresh()
+        estimate = self.estimate(sections)
+        if not self.config.auto:
+            return False
+        budget = Budget.of(self.ctx.provider, self.config)
+        compacted_before = self.history.summary_seq is not None
+        if not should_compact(estimate, self.history.new_tokens(), compacted_before, budget):
+            return False
+        result = await self.run("auto", turn_id=turn_id, step=step, in_turn=True)
+        return result.compacted
+
+    async def recover_overflow(self, turn_id: str, step: int, err: ContextOverflowError) -> bool:
+        """The one compaction a provider-confirmed overflow allows; False when interrupted.
+
+        Raises the overflow again when nothing can be compacted, `CompactionError` when the
+        compaction failed.
+        """
+        result = await self.run("overflow", turn_id=turn_id, step=step, in_turn=True)
+        if result.compacted:
+            return True
+        if result.reason == "nothing-to-compact":
+            raise ContextOverflowError(
+                f"{err}; compaction cannot make room: nothing is older than the current turn"
+            ) from err
+        if result.reason == "failed":
+            raise CompactionError(f"{err}; the overflow compaction failed: {result.error}") from err
+        return False
+
+    async def control(self, item: InboxItem, *, in_turn: bool) -> CompactionResult:
+        """Run the manual compaction an inbox control item asks for (payload: `tail_turns`)."""
+        tail = item.payload.get("tail_turns")
+        tail_turns = tail if isinstance(tail, int) and not isinstance(tail, bool) else None
+        return await self.run(
+            "manual", input_id=item.input_id, tail_turns=tail_turns, in_turn=in_turn
+        )
+
+    async def run(
+        self,
+        trigger: CompactionTrigger,
+        *,
+        turn_id: str | None = None,
+        step: int = 0,
+        input_id: str | None = None,
+        tail_turns: int | None = None,
+        in_turn: bool = False,
+    ) -> CompactionResult:
+        """Compact now. Inside a turn its newest turn always stays word for word."""
+        self.history.refresh()
+        budget = Budget.of(self.ctx.provider, self.config)
+        keep = max(0, self.config.tail_turns if tail_turns is None else tail_turns)
+        split = self.history.split(keep, 1 if in_turn else 0, budget.trigger // 2)
+        if split is None:
+            if trigger == "manual":
+                self._append([CompactionSkipped(reason=trigger, why="nothing-to-compact", input_id=input_id)])  # fmt: skip
+            return CompactionResult(False, trigger, reason="nothing-to-compact")
+        self._live(phase="start", trigger=trigger, replaced=len(split.replaced))
+        try:
+            summary = await self._summarize(split, turn_id, step)
+        except (ProviderError, CompactionError, UsageError) as err:  # UsageError: a bad `model`
+            return self._failed(trigger, err, input_id)
+        if summary is None:
+            self._append([CompactionSkipped(reason=trigger, why="aborted", input_id=input_id)])
+            self._live(phase="aborted", trigger=trigger)
+            return CompactionResult(False, trigger, reason="aborted")
+        result = self._write(split, summary, trigger, turn_id, input_id)
+        self.failures = 0
+        self._live(phase="end", trigger=trigger, summary_id=result.summary_id)
+        return result
+
+    # -- the summary call -------------------------------------------------------------------
+
+    def _summary_provider(self) -> tuple[Provider, str, bool]:
+        """The provider that writes summaries, its model spec, and whether we must close it."""
+        spec = self.ctx.model_spec or self.ctx.provider.model
+        configured = self.config.model
+        if configured and configured != spec:
+            return make_provider(configured), configured, True
+        return self.ctx.provider, spec, False
+
+    async def _summarize(self, split: Split, turn_id: str | None, step: int) -> _Summary | None:
+        provider, spec, owned = self._summary_provider()
+        try:
+            return await self._summary_call(provider, spec, split, turn_id, step)
+        finally:
+            if owned:
+                await provider.aclose()
+
+    async def _summary_call(
+        self, provider: Provider, spec: str, split: Split, turn_id: str | None, step: int
+    ) -> _Summary | None:
+        entries = render_messages([r.message for r in split.replaced])
+        previous = _summary_text(split.previous)
+        work = render_work_state(self.ctx.store.work_state(self.sid))
+        max_out = min(provider.max_output_tokens, SUMMARY_MAX_OUTPUT)
+        limit = provider.context_window - max_out
+
+        def request(drop: int, attempt: int) -> tuple[list[Section], ModelRequest]:
+            prompt = summary_sections(
+                previous, entries, work, drop=drop, model=provider.model,
+                max_output_tokens=max_out, attempt=attempt,
+            )  # fmt: skip
+            return prompt.sections, build_request(prompt.sections, [], provider.name)
+
+        drop = 0
+        while estimate_request_tokens(request(drop, 1)[1]) > limit:
+            if drop >= len(entries) - 1:
+                raise CompactionPromptTooLongError(
+                    f"the summary request does not fit the {provider.context_window}-token "
+                    "window even with all but the newest message left out"
+                )
+            drop += max(1, (len(entries) - drop) // 8)
+        for attempt in range(1, MAX_SHRINK_RETRIES + 2):
+            sections, req = request(drop, attempt)
+            rid = f"rcp_{secrets.token_hex(8)}"
+            receipt = make_receipt(
+                sections, [], request_digest(provider, req), receipt_id=rid, turn_id=turn_id,
+                step=step, attempt=attempt, model=spec, purpose="compaction",
+            )  # fmt: skip
+            self._append([receipt], section_blobs(sections))
+            try:
+                finish = await self._stream(provider, req)
+            except ContextOverflowError as err:
+                left = len(entries) - drop
+                if attempt > MAX_SHRINK_RETRIES or left <= 1:
+                    raise CompactionPromptTooLongError(
+                        f"the summary request was still too long after {attempt - 1} "
+                        f"shrinking retries: {err}"
+                    ) from err
+                drop += max(1, left // 4)
+                continue
+            if finish is None:
+                return None
+            text = finish.message.text().strip()
+            if not text:
+                raise CompactionError("the summary reply held no text")
+            return _Summary(text, finish.usage, drop, rid, spec)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _stream(self, provider: Provider, request: ModelRequest) -> Finish | None:
+        """Run the summary request to its finish; None when an interrupt stops it."""
+        if self.ctx.interrupt.is_set():
+            return None
+        task = asyncio.ensure_future(_finish(provider, request))
+        stop = asyncio.ensure_future(self.ctx.interrupt.wait())
+        try:
+            done, _ = await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if task not in done:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return None
+        return task.result()
+
+    # -- writing the outcome ----------------------------------------------------------------
+
+    def _write(
+        self,
+        split: Split,
+        summary: _Summary,
+        trigger: CompactionTrigger,
+        turn_id: str | None,
+        input_id: str | None,
+    ) -> CompactionResult:
+        block = CompactSummaryBlock(summary=summary.text, through_seq=split.through_seq)
+        meta = {"first_kept_id": split.first_kept_id, "reason": trigger}
+        message = Message(role="user", blocks=(block,), metadata={"compaction": meta})
+        kept = sum(r.tokens for r in split.kept)
+        effective = message_tokens(message) + kept + (self._sections or 0)
+        usage = summary.usage
+        ended = CompactionEnded(
+            summary_message_id=message.id, through_seq=split.through_seq, reason=trigger,
+            first_kept_id=split.first_kept_id, replaced=len(split.replaced),
+            dropped=summary.dropped, model=summary.model, input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens, effective_tokens=effective,
+            receipt_id=summary.receipt_id, input_id=input_id,
+            instructions=epoch_snapshot(self.ctx.store, self.sid),
+        )  # fmt: skip
+        cost = cost_usd(summary.model, usage.input_tokens, usage.output_tokens)
+        self._append([
+            MessageAdded(message=message, turn_id=turn_id),
+            ended,
+            UsageRecorded(
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost_usd=cost
+            ),
+        ])  # fmt: skip
+        self.history.refresh()
+        return CompactionResult(
+            True, trigger, summary_id=message.id, replaced=len(split.replaced),
+            dropped=summary.dropped, model=summary.model, usage=usage, effective_tokens=effective,
+        )  # fmt: skip
+
+    def _failed(
+        self, trigger: CompactionTrigger, err: Exception, input_id: str | None
+    ) -> CompactionResult:
+        if trigger != "manual":  # a manual failure is reported, not counted
+            self.failures += 1
+        self._append([
+            CompactionFailed(
+                reason=trigger, error=str(err), error_kind=error_kind(err), input_id=input_id
+            )
+        ])  # fmt: skip
+        self._live(phase="failed", trigger=trigger, error=str(err))
+        limit = self.config.max_failures
+        if trigger != "manual" and self.failures >= limit:
+            raise CompactionError(
+                f"compaction failed {self.failures} times in a row (max_failures = {limit}); "
+                f"last error: {err}"
+            ) from err
+        return CompactionResult(False, trigger, reason="failed", error=str(err))
+
+    def _append(self, events: Sequence[SessionEvent], blobs: Sequence[bytes] = ()) -> None:
+        self.ctx.store.append(self.sid, events, self.ctx.claim, blobs=blobs)
+
+    def _live(self, **data: str | int | None) -> None:
+        if self.ctx.listener is not None:
+            self.ctx.listener(LiveEvent(self.sid, "compaction", dict(data)))
+
+
+def _summary_text(message: Message | None) -> str | None:
+    if message is None:
+        return None
+    texts = [b.summary for b in message.blocks if isinstance(b, CompactSummaryBlock)]
+    return "\n".join(texts) or None
+
+
+async def _finish(provider: Provider, request: ModelRequest) -> Finish:
+    async for event in provider.stream(request):
+        if isinstance(event, Finish):
+            return event
+    raise CompactionError("the summary stream ended without a finish")

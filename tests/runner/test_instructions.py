@@ -1,0 +1,156 @@
+"""Instruction value deltas through real turns: one delta per change, epochs, forks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from wakeful.config import CompactionConfig, Config
+from wakeful.events import InstructionsUpdated, ReceiptRecorded
+from wakeful.execution import Runtime
+from wakeful.instructions import REMOVED
+from wakeful.providers import make_provider
+from wakeful.runner import verify_receipt
+
+SUMMARY_RULE = {"match": "^Summarize the conversation below", "replies": [{"text": "## Objective\n- go on"}]}  # fmt: skip
+CALL = {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}
+
+
+def runtime(tmp_path: Path, rules: list[dict], **top: object) -> tuple[Runtime, str]:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"rules": [SUMMARY_RULE, *rules], **top}))
+    model = f"scripted:{path}"
+    config = Config(compaction=CompactionConfig(reserved=500))
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    return Runtime(str(tmp_path / "s.db"), model=model, workspace=workspace, config=config), model
+
+
+def deltas(rt: Runtime, sid: str) -> list[InstructionsUpdated]:
+    out = [e.event for e in rt.store.events(sid, types=["instructions.updated"])]
+    return [e for e in out if isinstance(e, InstructionsUpdated)]
+
+
+def section_text(rt: Runtime, receipt: ReceiptRecorded, section_id: str) -> str | None:
+    found = [d for s, _src, d in receipt.sections if s == section_id]
+    return rt.store.get_blob(found[0]).decode() if found else None
+
+
+async def test_changing_agents_md_between_two_steps_gives_one_delta_and_one_system_message(
+    tmp_path: Path,
+):
+    rt, model = runtime(tmp_path, [{"match": ".", "replies": [CALL, CALL, {"text": "done"}]}])
+    agents = rt.workspace / "AGENTS.md"
+    agents.write_text("Use tabs.")
+
+    def listener(ev):
+        if ev.kind == "tool_start" and agents.read_text() == "Use tabs.":
+            agents.write_text("Use spaces.")  # between step 1 and step 2
+
+    rt.listener = listener
+    [turn] = await rt.run("go")
+    assert turn.outcome == "completed" and turn.steps == 3
+    sid = rt.store.list_sessions().sessions[0].id
+
+    first, change = deltas(rt, sid)  # exactly one change after the complete first delta
+    assert first.text is None and set(first.delta) == {"builtin", "AGENTS.md"}
+    assert list(change.delta) == ["AGENTS.md"] and change.text and "Use spaces." in change.text
+    system = [m for m in rt.store.messages(sid) if m.role == "system"]
+    assert len(system) == 1 and "Use spaces." in system[0].text()
+
+    r1, r2, r3 = rt.store.receipts(sid)
+    assert system[0].id not in r1.message_ids
+    assert system[0].id in r2.message_ids and system[0].id in r3.message_ids
+    # The system prompt keeps the epoch's initial value; the change is chronological.
+    for receipt in (r1, r2, r3):
+        assert section_text(rt, receipt, "system.instructions.AGENTS.md") == "Use tabs."
+    provider = make_provider(model)
+    assert all(verify_receipt(rt.store, sid, r, provider) for r in (r1, r2, r3))
+
+    # Unchanged sources: another turn adds no delta and no system message.
+    await rt.run("again", session_id=sid)
+    assert len(deltas(rt, sid)) == 2
+    assert sum(m.role == "system" for m in rt.store.messages(sid)) == 1
+    await rt.aclose()
+
+
+async def test_a_vanished_source_is_recorded_as_removed(tmp_path: Path):
+    rt, _ = runtime(tmp_path, [{"match": ".", "replies": [{"text": "ok"}]}])
+    agents = rt.workspace / "AGENTS.md"
+    agents.write_text("Be brief.")
+    [turn] = await rt.run("one")
+    sid = rt.store.list_sessions().sessions[0].id
+    agents.unlink()
+    await rt.run("two", session_id=sid)
+    assert deltas(rt, sid)[-1].delta == {"AGENTS.md": REMOVED}
+    assert rt.store.instruction_values(sid).keys() == {"builtin"}
+    await rt.aclose()
+
+
+async def test_a_compaction_starts_a_new_epoch_without_reading_sources(tmp_path: Path):
+    rt, model = runtime(tmp_path, [{"match": ".", "replies": [{"text": "ok"}]}])
+    agents = rt.workspace / "AGENTS.md"
+    agents.write_text("Use tabs.")
+    sid = (await rt.run("one"))[0] and rt.store.list_sessions().sessions[0].id
+    agents.write_text("Use spaces.")
+    for text in ("two", "three", "four"):
+        await rt.run(text, session_id=sid)
+    before = rt.store.receipts(sid)[-1]
+    assert section_text(rt, before, "system.instructions.AGENTS.md") == "Use tabs."
+
+    rt.send(session_id=sid, kind="compaction", payload={}, input_id="c1", resume=False)
+    await rt.resume(sid)
+    [ended] = [e.event for e in rt.store.events(sid, types=["compaction.ended"])]
+    assert ended.instructions == rt.store.instruction_values(sid)  # type: ignore[union-attr]
+    assert len(deltas(rt, sid)) == 2  # the compaction authored no instruction event
+
+    await rt.run("five", session_id=sid)
+    after = rt.store.receipts(sid)[-1]
+    assert section_text(rt, after, "system.instructions.AGENTS.md") == "Use spaces."
+    assert len(deltas(rt, sid)) == 2
+    assert verify_receipt(rt.store, sid, after, make_provider(model))
+    await rt.aclose()
+
+
+async def test_a_fork_adopts_the_parents_newest_values(tmp_path: Path):
+    rt, _ = runtime(tmp_path, [{"match": ".", "replies": [{"text": "ok"}]}])
+    agents = rt.workspace / "AGENTS.md"
+    agents.write_text("Use tabs.")
+    [turn] = await rt.run("one")
+    parent = rt.store.list_sessions().sessions[0].id
+    agents.write_text("Use spaces.")
+    await rt.run("two", session_id=parent)
+    fork = rt.store.fork(parent).id
+
+    await rt.run("three", session_id=fork)
+    [adopted] = deltas(rt, fork)  # the parent's newest values, complete, and nothing changed
+    assert adopted.text is None
+    assert adopted.delta == rt.store.instruction_values(parent)
+    receipt = rt.store.receipts(fork)[-1]
+    assert section_text(rt, receipt, "system.instructions.AGENTS.md") == "Use spaces."
+    # The only system message is the one copied from the parent's history.
+    assert sum(m.role == "system" for m in rt.store.messages(fork)) == 1
+
+    agents.write_text("Use both.")  # a later change in the fork is a chronological update
+    await rt.run("four", session_id=fork)
+    assert list(deltas(rt, fork)[-1].delta) == ["AGENTS.md"]
+    assert sum(m.role == "system" for m in rt.store.messages(fork)) == 2
+    await rt.aclose()
+
+
+async def test_a_fork_compacted_before_its_first_turn_keeps_the_adopted_values(tmp_path: Path):
+    rt, _ = runtime(tmp_path, [{"match": ".", "replies": [{"text": "ok"}]}])
+    (rt.workspace / "AGENTS.md").write_text("Use tabs.")
+    parent = (await rt.run("one"))[0] and rt.store.list_sessions().sessions[0].id
+    for text in ("two", "three", "four"):
+        await rt.run(text, session_id=parent)
+    fork = rt.store.fork(parent).id
+    rt.send(session_id=fork, kind="compaction", payload={}, input_id="c1", resume=False)
+    await rt.resume(fork)
+    [ended] = [e.event for e in rt.store.events(fork, types=["compaction.ended"])]
+    assert ended.instructions is None  # type: ignore[union-attr]  # no delta yet: no new epoch
+    await rt.run("five", session_id=fork)
+    receipt = rt.store.receipts(fork)[-1]
+    assert receipt.message_ids[0] == ended.summary_message_id  # type: ignore[union-attr]
+    assert section_text(rt, receipt, "system.instructions.AGENTS.md") == "Use tabs."
+    await rt.aclose()
