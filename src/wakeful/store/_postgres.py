@@ -7,6 +7,7 @@ follower reading `id > last` never skips an event committed late with a smaller 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +28,11 @@ _MIGRATE_LOCK = 0x57414B46
 
 def _sql(sql: str) -> str:
     return sql.replace("?", "%s")
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for error messages."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
 class _PgTx:
@@ -70,11 +76,17 @@ class PostgresBackend:
             probe.close()
         except psycopg.Error as err:
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise StoreError(f"cannot reach PostgreSQL at {url}: {reason}") from None
+            raise StoreError(f"cannot reach PostgreSQL at {_redact(url)}: {reason}") from None
         self._pool = ConnectionPool(
             url, min_size=1, max_size=max_size, open=True, kwargs={"autocommit": True}
         )
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException as err:
+            self._pool.close()  # a refused database leaves no pool threads behind
+            if isinstance(err, psycopg.Error):
+                raise MigrationError(f"cannot migrate {_redact(url)}: {err}") from None
+            raise
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[_PgTx]:
@@ -87,7 +99,7 @@ class PostgresBackend:
         except psycopg.errors.LockNotAvailable as err:
             raise StoreBusyError(f"PostgreSQL lock timeout; retry ({err.sqlstate})") from None
         except psycopg.OperationalError as err:
-            raise StoreError(f"PostgreSQL at {self.url} failed: {err}") from None
+            raise StoreError(f"PostgreSQL at {_redact(self.url)} failed: {err}") from None
 
     def wait_for_change(self, timeout_s: float) -> None:
         """Block on LISTEN until a NOTIFY arrives or the timeout passes."""
@@ -117,10 +129,12 @@ class PostgresBackend:
                 "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_ms BIGINT NOT NULL)"
             )
             done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            if not all(isinstance(v, int) for v in done):
+                raise StoreError(f"{_redact(self.url)} has a schema_migrations table not wakeful's")
             newest = max(done, default=0)
             if newest > MIGRATIONS[-1][0]:
                 raise MigrationError(
-                    f"database has schema version {newest}; this wakeful knows up to "
+                    f"{_redact(self.url)} has schema version {newest}; this wakeful knows up to "
                     f"{MIGRATIONS[-1][0]}. Upgrade wakeful; the database was not touched."
                 )
             for number, name, _sqlite, sql in MIGRATIONS:

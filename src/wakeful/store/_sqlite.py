@@ -76,13 +76,22 @@ class SqliteBackend:
                 check_same_thread=False,
                 timeout=busy_timeout_ms / 1000,
             )
+        except sqlite3.Error as err:
+            raise _translate(err, self.path) from None
+        try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            # Refuse a foreign or newer file before anything writes to it: switching to WAL
+            # rewrites the file header.
+            done = self._applied()
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.execute("PRAGMA foreign_keys = OFF")
-            self._migrate()
-        except sqlite3.Error as err:
-            raise _translate(err, self.path) from None
+            self._migrate(done)
+        except BaseException as err:
+            self._conn.close()
+            if isinstance(err, sqlite3.Error):
+                raise _translate(err, self.path) from None
+            raise
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[_SqliteTx]:
@@ -115,21 +124,28 @@ class SqliteBackend:
         with self._lock:
             self._conn.close()
 
-    def _migrate(self) -> None:
+    def _applied(self) -> set[int]:
+        """The recorded migrations; refuse a foreign file or a newer schema (reads only)."""
         tables = {
             r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
-        if tables and "schema_migrations" not in tables:
-            raise StoreError(f"{self.path} is a SQLite database, but not a wakeful one")
+        if not tables:
+            return set()
+        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(schema_migrations)")}
         done: set[int] = set()
-        if tables:
+        if {"version", "name", "applied_ms"} <= columns:
             done = {r[0] for r in self._conn.execute("SELECT version FROM schema_migrations")}
-        newest = max(done, default=0)
-        if newest > MIGRATIONS[-1][0]:
+        if not done or not all(isinstance(v, int) for v in done):
+            raise StoreError(f"{self.path} is a SQLite database, but not a wakeful one")
+        if max(done) > MIGRATIONS[-1][0]:
             raise MigrationError(
-                f"{self.path} has schema version {newest}; this wakeful knows up to "
+                f"{self.path} has schema version {max(done)}; this wakeful knows up to "
                 f"{MIGRATIONS[-1][0]}. Upgrade wakeful; the database was not touched."
             )
+        return done
+
+    def _migrate(self, done: set[int]) -> None:
+        newest = max(done, default=0)
         todo = [m for m in MIGRATIONS if m[0] not in done]
         if not todo:
             return

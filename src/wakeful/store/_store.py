@@ -352,6 +352,8 @@ class SqlStore(ClaimsMixin, ReadsMixin):
     def put_blob(self, data: bytes, session_id: str | None = None) -> str:
         """Store bytes once by SHA-256 and return the hex digest; with a session, reference it."""
         with self.backend.transaction(write=True) as tx:
+            if session_id is not None and self._get(tx, session_id) is None:
+                raise NotFoundError(f"no session {session_id}")  # an orphan ref would pin it
             return self._put_blob(tx, data, session_id)
 
     def _put_blob(self, tx: Tx, data: bytes, session_id: str | None) -> str:

@@ -1,0 +1,229 @@
+"""Schema migrations: the frozen schema-1 file upgrades and reads back; newer files are refused.
+
+`tests/fixtures/schema_v1.db` was written by the first store (see `make_schema_v1.py` beside it)
+and never changes. Each test opens a copy. While the code's newest migration is 1 the upgrade is
+a no-op; once migration 2 exists the same tests check the backup and the upgrade itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.pg import fresh_database
+from wakeful.errors import MigrationError
+from wakeful.events import ReceiptRecorded, SessionCreated
+from wakeful.store import SqlStore, open_store
+from wakeful.store._migrations import LATEST, MIGRATIONS
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "schema_v1.db"
+ALPHA = "ses_v1_alpha"
+SECTION = "e38b4492f8e35aeceb955a7d7724156464f50c5bfdafd6786697aaf9e5c133fc"
+
+
+@pytest.fixture
+def v1_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "sessions.db"
+    shutil.copyfile(FIXTURE, copy)
+    return copy
+
+
+def versions(path: Path) -> list[tuple[int, str]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(
+            "SELECT version, name FROM schema_migrations ORDER BY version"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def check_v1_data(store: SqlStore) -> None:
+    """Everything `make_schema_v1.py` wrote, read back through today's store."""
+    every = store.list_sessions(roots_only=False, archived=None).sessions
+    fork = next(s for s in every if s.forked_from == ALPHA)
+    assert [s.id for s in every] == ["ses_v1_beta", fork.id, "ses_v1_child", ALPHA]
+    assert [s.id for s in store.list_sessions().sessions] == [fork.id, ALPHA]
+    assert [s.id for s in store.list_sessions(archived=True).sessions] == ["ses_v1_beta"]
+    alpha = store.get_session(ALPHA)
+    assert (alpha.title, alpha.agent, alpha.model, alpha.status) == (
+        "alpha", "build", "scripted:fixture.json", "idle",
+    )  # fmt: skip
+    assert (alpha.last_seq, alpha.input_tokens, alpha.output_tokens, alpha.cost_usd) == (
+        21, 120, 30, 0.25,
+    )  # fmt: skip
+    assert store.get_session("ses_v1_child").root_id == ALPHA
+    assert (fork.fork_seq, fork.title) == (17, "fork")
+    # Transcripts, including the delivered input and a tool call and its result.
+    messages = store.messages(ALPHA)
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert messages[0].text() == "hello" and messages[-1].text() == "hi there"
+    assert messages[1].tool_calls()[0].input == {"path": "README.md"}
+    assert messages[2].tool_results()[0].output == "# README"
+    assert [m.id for m in store.messages(fork.id)] == [m.id for m in messages]
+    assert [m.text() for m in store.messages("ses_v1_beta")] == ["question", "answer"]
+    assert [m.text() for m in store.messages("ses_v1_child")] == ["child report"]
+    # The inbox: delivered, rejected, and two still pending (a queued input, a control item).
+    assert store.input(ALPHA, "in_1").status == "delivered"
+    assert store.input(ALPHA, "in_bad").status == "rejected"
+    assert [(i.input_id, i.delivery, i.kind) for i in store.pending(ALPHA)] == [
+        ("in_2", "queue", "user"), ("in_3", "steer", "compaction"),
+    ]  # fmt: skip
+    # Every event of every session decodes with today's types; seqs are gap-free.
+    for row in every:
+        events = store.events(row.id)
+        assert [e.seq for e in events] == list(range(1, row.last_seq + 1))
+        assert isinstance(events[0].event, SessionCreated)
+    # Projections.
+    [turn] = store.turns(ALPHA)
+    assert (turn.turn_id, turn.status, turn.started_seq, turn.ended_seq) == (
+        "turn_1",
+        "completed",
+        8,
+        20,
+    )
+    assert [(c.call_id, c.name, c.status) for c in store.tool_calls(ALPHA)] == [
+        ("call_1", "read", "completed")
+    ]
+    [receipt] = store.receipts(ALPHA)
+    assert isinstance(receipt, ReceiptRecorded) and receipt.sections == (
+        ("system", "builtin", SECTION),
+    )
+    assert store.get_blob(SECTION) == b"You are a helpful fixture."
+    assert store.work_state(ALPHA) == {"goal": "say hello"}
+    assert store.instruction_values(ALPHA) == {"builtin:system": SECTION}
+    assert store.retry_state(ALPHA) is None
+    assert store.current_claim(ALPHA) is None  # released
+
+
+def test_fixture_is_schema_version_1(v1_copy: Path):
+    assert versions(v1_copy) == [(1, "initial")]
+
+
+def test_v1_file_opens_and_reads_back(v1_copy: Path):
+    store = open_store(str(v1_copy))
+    try:
+        check_v1_data(store)
+    finally:
+        store.close()
+    assert versions(v1_copy) == [(n, name) for n, name, _s, _p in MIGRATIONS]
+
+
+def open_check_close(path: Path) -> dict[str, bytes]:
+    store = open_store(str(path))
+    try:
+        check_v1_data(store)
+    finally:
+        store.close()
+    return snapshot(path.parent)
+
+
+def test_upgrade_is_idempotent(v1_copy: Path):
+    after_first = open_check_close(v1_copy)
+    assert open_check_close(v1_copy) == after_first  # the second open changed no byte
+    assert versions(v1_copy) == [(n, name) for n, name, _s, _p in MIGRATIONS]
+
+
+def test_upgrade_backs_up_the_file_before_migrating(v1_copy: Path):
+    original = v1_copy.read_bytes()
+    open_store(str(v1_copy)).close()
+    backups = {p.name: p.read_bytes() for p in v1_copy.parent.glob("*.bak")}
+    if LATEST > 1:
+        assert backups == {"sessions.db.v1.bak": original}
+    else:  # nothing to migrate, so nothing to back up
+        assert backups == {}
+
+
+def test_upgraded_file_takes_new_writes(v1_copy: Path):
+    store = open_store(str(v1_copy))
+    try:
+        # The pending control item is a delivery boundary ahead of the queued input.
+        assert [d.item.input_id for d in store.promote(ALPHA, idle=False)] == ["in_3"]
+        assert [d.item.input_id for d in store.promote(ALPHA, idle=True)] == ["in_2"]
+        store.admit(ALPHA, "in_4", "user", {"text": "after the upgrade"})
+        store.promote(ALPHA, idle=True)
+        assert [m.text() for m in store.messages(ALPHA)][-2:] == [
+            "later, please",
+            "after the upgrade",
+        ]
+        seqs = [e.seq for e in store.events(ALPHA)]
+        assert seqs == list(range(1, 26))
+    finally:
+        store.close()
+
+
+def test_fresh_file_is_migrated_without_a_backup(tmp_path: Path):
+    path = tmp_path / "sessions.db"
+    open_store(str(path)).close()
+    assert [p.name for p in tmp_path.iterdir()] == ["sessions.db"]
+    assert versions(path) == [(n, name) for n, name, _s, _p in MIGRATIONS]
+
+
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_newer_schema_is_refused_and_left_untouched(v1_copy: Path, journal: str):
+    conn = sqlite3.connect(v1_copy)
+    conn.execute(f"PRAGMA journal_mode = {journal}")
+    conn.execute("INSERT INTO schema_migrations VALUES (999, 'from the future', 0)")
+    conn.commit()
+    conn.close()
+    before = snapshot(v1_copy.parent)
+    with pytest.raises(MigrationError, match=r"schema version 999.*not touched") as err:
+        open_store(str(v1_copy))
+    assert str(v1_copy) in str(err.value)
+    assert snapshot(v1_copy.parent) == before  # same bytes, no backup, no -wal/-shm left
+
+
+@pytest.mark.postgres
+def test_newer_schema_is_refused_on_postgres():
+    with fresh_database() as url:
+        store = open_store(url)
+        store.create_session("ses_a")
+        store.close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("INSERT INTO schema_migrations VALUES (999, 'from the future', 0)")
+        with pytest.raises(MigrationError, match=r"schema version 999.*not touched"):
+            open_store(url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            rows = conn.execute("SELECT version FROM schema_migrations ORDER BY 1").fetchall()
+            assert [r[0] for r in rows] == [*(n for n, *_ in MIGRATIONS), 999]
+            assert conn.execute("SELECT id FROM sessions").fetchall() == [("ses_a",)]
+
+
+def test_concurrent_first_opens_migrate_once(db_url: str):
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def open_and_close() -> None:
+        barrier.wait()
+        try:
+            open_store(db_url).close()
+        except BaseException as err:  # collected, re-raised by the assertion below
+            errors.append(err)
+
+    threads = [threading.Thread(target=open_and_close) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == []
+    store = open_store(db_url)
+    try:
+        store.create_session("ses_a")  # the schema is complete
+        assert store.get_session("ses_a").last_seq == 1
+    finally:
+        store.close()
+    if db_url.startswith("postgresql://"):
+        with psycopg.connect(db_url) as conn:
+            recorded = conn.execute("SELECT version, name FROM schema_migrations ORDER BY 1")
+            assert recorded.fetchall() == [(n, name) for n, name, _s, _p in MIGRATIONS]
+    else:
+        assert versions(Path(db_url)) == [(n, name) for n, name, _s, _p in MIGRATIONS]
