@@ -46,6 +46,14 @@ class RetryConfig(_Section):
     max_retries: int = Field(4, ge=0)
 
 
+class ExecutionConfig(_Section):
+    """Claims and drains: lease length, recovery bound, how often the store is polled."""
+
+    lease_ms: int = Field(30_000, ge=100)
+    max_recovery_attempts: int = Field(3, ge=0)
+    poll_interval_ms: int = Field(250, gt=0)
+
+
 class ProvidersConfig(_Section):
     """The default model spec and per-model context-window overrides."""
 
@@ -68,6 +76,7 @@ class Config(_Section):
 
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     permissions: dict[str, Permission] = Field(default_factory=dict)

@@ -204,7 +204,8 @@ def worker(once: bool, concurrency: int, fmt: str, db: str | None) -> None:
         finally:
             await rt.aclose()
         if fmt == "json":
-            print_json({"drains": stats.drains, "turns": stats.turns, "busy": stats.busy})
+            print_json({"drains": stats.drains, "turns": stats.turns, "busy": stats.busy,
+                        "claims_lost": stats.lost})  # fmt: skip
         else:
             click.echo(f"worker done: {stats.turns} turns in {stats.drains} drains", err=True)
 

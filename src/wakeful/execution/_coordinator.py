@@ -2,8 +2,16 @@
 
 Explicit resumes join the active drain; wakes during a drain coalesce into one follow-up drain;
 different sessions run concurrently as asyncio tasks; an interrupt stops local execution and
-deletes no pending input. An interrupt that arrives between two turns of a drain is not lost:
-the event stays set, so the next turn ends at once as `interrupted` without a provider request.
+deletes no pending input.
+
+Interrupts are linearizable across the turn handoff: an interrupt stops the turn running when
+it arrives; one that arrives after a turn ended and before the next one started arms that next
+turn, which ends at once as `interrupted` without a provider request. Either way it is consumed
+by exactly one turn. Interrupts requested through the store by any process reach local drains
+through one watcher per coordinator (one cheap query per poll interval for every session).
+
+A drain that ends normally looks at the inbox once more after releasing its claim: an input
+admitted by another process whose wake found the claim still held is driven, never stranded.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from dataclasses import dataclass, field
 from ..errors import NotFoundError
 from ..runner import RunContext
 from ..store import ClaimToken, SqlStore
-from ._drain import DrainOptions, DrainResult, drain
+from ._drain import STOP_OUTCOMES, DrainOptions, DrainResult, drain
 
 
 class SessionNotFoundError(NotFoundError):
@@ -27,6 +35,7 @@ class _Active:
     task: asyncio.Task[list[DrainResult]]
     interrupt: asyncio.Event = field(default_factory=asyncio.Event)
     again: bool = False
+    seen_request: int = 0  # newest durable interrupt request already applied here
 
 
 class Coordinator:
@@ -42,6 +51,7 @@ class Coordinator:
         self._make_context = make_context
         self.options = options or DrainOptions()
         self._active: dict[str, _Active] = {}
+        self._watcher: asyncio.Future[None] | None = None
 
     def active(self) -> list[str]:
         """Session ids this process is driving right now."""
@@ -56,37 +66,73 @@ class Coordinator:
         entry = _Active(task=None)  # type: ignore[arg-type]
         entry.task = asyncio.ensure_future(self._run(session_id, entry))
         self._active[session_id] = entry
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.ensure_future(self._watch(self.store.last_event_id()))
         return entry.task
 
     async def resume(self, session_id: str) -> list[DrainResult]:
-        """Drive the session now, joining the active drain if there is one; wait for it."""
-        return await self.wake(session_id)
+        """Drive the session now, joining the active drain if there is one; wait for it.
 
-    def interrupt(self, session_id: str) -> bool:
+        Cancelling the caller does not cancel the drain: a drain stops by interrupt only, so it
+        always leaves its turn and claim consistent.
+        """
+        return await asyncio.shield(self.wake(session_id))
+
+    def interrupt(self, session_id: str, request_id: int | None = None) -> bool:
         """Hard-interrupt local execution; return whether something was running.
 
         Unknown session: `SessionNotFoundError`. Idle or driven elsewhere: a no-op (False).
+        `request_id` is the global id of the durable request this call applies, so the store
+        watcher does not apply it a second time to a later turn.
         """
         if self.store.find_session(session_id) is None:
             raise SessionNotFoundError(f"no session {session_id}")
         current = self._active.get(session_id)
         if current is None or current.task.done():
             return False
+        current.seen_request = max(current.seen_request, request_id or 0)
         current.interrupt.set()
         return True
 
     async def _run(self, session_id: str, entry: _Active) -> list[DrainResult]:
         results: list[DrainResult] = []
+        idle_rechecks = 0
         try:
             while True:
                 entry.again = False
                 ctx_factory = lambda token: self._make_context(session_id, token, entry.interrupt)  # noqa: E731
-                results.append(await drain(self.store, session_id, ctx_factory, self.options))
-                if not entry.again or entry.interrupt.is_set():
+                result = await drain(self.store, session_id, ctx_factory, self.options)
+                results.append(result)
+                if result.busy or result.claim_lost or result.shutdown:
+                    return results
+                if entry.again:
+                    idle_rechecks = 0
+                    continue
+                if not await self._input_arrived(session_id, result):
+                    return results
+                idle_rechecks = idle_rechecks + 1 if not result.turns else 0
+                if idle_rechecks > 1:  # nothing deliverable twice in a row: do not spin
                     return results
         finally:
             if self._active.get(session_id) is entry:
                 del self._active[session_id]
+
+    async def _input_arrived(self, session_id: str, result: DrainResult) -> bool:
+        """Whether input is pending after a drain that ended by running out of input."""
+        if result.turns and result.turns[-1].outcome in STOP_OUTCOMES:
+            return False
+        return bool(await asyncio.to_thread(self.store.pending, session_id))
+
+    async def _watch(self, after_id: int) -> None:
+        """Apply interrupts requested through the store to the drains of this process."""
+        while self._active:
+            await asyncio.sleep(self.options.poll_interval_ms / 1000)
+            after_id, requests = await asyncio.to_thread(self.store.interrupts_after, after_id)
+            for request_id, session_id in requests:
+                entry = self._active.get(session_id)
+                if entry is not None and request_id > entry.seen_request:
+                    entry.seen_request = request_id
+                    entry.interrupt.set()
 
     async def wait_idle(self) -> None:
         """Wait until every local drain has finished."""

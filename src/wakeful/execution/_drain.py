@@ -9,14 +9,15 @@ shutdown interrupt and a crash leave it for recovery.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import ClaimLostError
-from ..runner import Compactor, RunContext, TurnResult, TurnRunner
+from ..runner import Compactor, Interrupted, RunContext, TurnResult, TurnRunner, crash_point
 from ..store import Claim, ClaimToken, SqlStore, fence
 from ._owner import current_owner, owner_is_dead
-from ._recovery import continue_or_fail, heal_running_tools, open_turn
+from ._recovery import heal_running_tools, heal_unstarted_calls, open_turn, plan_recovery
 
 STOP_OUTCOMES = frozenset({"paused", "blocked", "interrupted"})
 
@@ -39,6 +40,7 @@ class DrainResult:
     turns: list[TurnResult] = field(default_factory=list)
     busy: bool = False
     claim_lost: bool = False
+    shutdown: bool = False
 
 
 async def drain(
@@ -54,25 +56,25 @@ async def drain(
     if claim is None:
         result.busy = True
         return result
-    token = fence(claim)
-    start_seq = store.high_water(session_id)
-    beat = asyncio.ensure_future(_heartbeat(store, claim, opts.lease_ms))
-    release = True
-    watch: asyncio.Future[None] | None = None
+    crash_point("drain.claimed")
+    beat: asyncio.Future[None] | None = None
+    # Only a drain that ran to its end releases; a shutdown, a lost claim, a cancellation or an
+    # unexpected error keeps the claim, so the session is recovered like after a crash.
+    release = False
     try:
-        ctx = make_context(token)
-        watch = asyncio.ensure_future(_watch_interrupts(store, session_id, start_seq, ctx, opts))
+        ctx = make_context(fence(claim))
+        beat = asyncio.ensure_future(_heartbeat(store, claim, opts.lease_ms, ctx))
         await _recover(store, session_id, claim, ctx, opts, result)
         await _turns(store, session_id, ctx, result)
-        release = not (ctx.interrupt.is_set() and opts.shutdown.is_set())
+        release = True
+    except Interrupted:  # a shutdown interrupt: the open turn stays for the next driver
+        result.shutdown = True
     except ClaimLostError:
         result.claim_lost = True
-        release = False
     finally:
-        for task in (beat, watch):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        if beat is not None:
+            beat.cancel()
+            await asyncio.gather(beat, return_exceptions=True)
         if release:
             store.release_claim(claim)
     return result
@@ -87,19 +89,31 @@ async def _recover(
     result: DrainResult,
 ) -> None:
     token = fence(claim)
-    heal_running_tools(store, sid, token)
-    turn_id = open_turn(store, sid)
-    if turn_id is None:
+    if claim.taken_over:  # only an unclean end leaves calls running or unanswered
+        heal_running_tools(store, sid, token)
+        heal_unstarted_calls(store, sid, token)
+        crash_point("drain.healed")
+    turn = open_turn(store, sid)
+    if turn is None:
         return
-    if continue_or_fail(store, sid, turn_id, token, claim.attempts, opts.max_recovery_attempts):
-        result.turns.append(await TurnRunner(ctx, sid).run(turn_id=turn_id))
+    runner = TurnRunner(ctx, sid)
+    plan = plan_recovery(store, sid, turn, token, opts.max_recovery_attempts)
+    if plan.end is not None:  # settled without another model request
+        result.turns.append(
+            runner.settle(turn.turn_id, plan.end, plan.final_text, plan.error, plan.error_kind)
+        )
+    else:
+        result.turns.append(await runner.run(turn_id=turn.turn_id))
 
 
 async def _turns(store: SqlStore, sid: str, ctx: RunContext, result: DrainResult) -> None:
     if result.turns and result.turns[-1].outcome in STOP_OUTCOMES:
         return
     while True:
-        delivered = store.promote(sid, idle=True, claim=ctx.claim)
+        if ctx.shutdown is not None and ctx.shutdown.is_set():
+            return  # leave pending input for the next driver rather than start a turn
+        tid = f"turn_{secrets.token_hex(8)}"
+        delivered = store.promote(sid, idle=True, claim=ctx.claim, start_turn=tid)
         if not delivered:
             return
         inputs = [d.item.input_id for d in delivered if d.message is not None]
@@ -110,24 +124,21 @@ async def _turns(store: SqlStore, sid: str, ctx: RunContext, result: DrainResult
             if ctx.interrupt.is_set():
                 return
             continue
-        turn = await TurnRunner(ctx, sid).run(inputs)
+        turn = await TurnRunner(ctx, sid).run(inputs, turn_id=tid)
         result.turns.append(turn)
+        if turn.outcome == "interrupted":
+            ctx.interrupt.clear()  # an interrupt stops one turn; the next one starts clean
         if turn.outcome in STOP_OUTCOMES:
             return
 
 
-async def _heartbeat(store: SqlStore, claim: Claim, lease_ms: int) -> None:
+async def _heartbeat(store: SqlStore, claim: Claim, lease_ms: int, ctx: RunContext) -> None:
+    """Renew the lease every third of it; a lost claim stops the turn (its writes would fail)."""
     period = max(lease_ms / 3000, 0.05)
     while True:
         await asyncio.sleep(period)
-        claim = await asyncio.to_thread(store.renew_claim, claim, lease_ms)
-
-
-async def _watch_interrupts(
-    store: SqlStore, sid: str, after_seq: int, ctx: RunContext, opts: DrainOptions
-) -> None:
-    """Turn an interrupt requested through the store (by any process) into the local event."""
-    while not ctx.interrupt.is_set():
-        await asyncio.sleep(opts.poll_interval_ms / 1000)
-        if await asyncio.to_thread(store.interrupt_requested, sid, after_seq):
+        try:
+            claim = await asyncio.to_thread(store.renew_claim, claim, lease_ms)
+        except ClaimLostError:
             ctx.interrupt.set()
+            return

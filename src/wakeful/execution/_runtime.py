@@ -30,6 +30,7 @@ from ..runner import (
     resolve_agent,
 )
 from ..store import Admission, ClaimToken, SqlStore, new_session_id, open_store
+from ._children import Children, delegation_of
 from ._coordinator import Coordinator, SessionNotFoundError
 from ._drain import DrainOptions, DrainResult
 
@@ -81,8 +82,20 @@ class Runtime:
         self.agent_name = agent or self.config.default_agent
         self.listener = listener
         self._providers: dict[str, Provider] = {}
+        if options is None:
+            ex = self.config.execution
+            options = DrainOptions(
+                lease_ms=ex.lease_ms,
+                max_recovery_attempts=ex.max_recovery_attempts,
+                poll_interval_ms=ex.poll_interval_ms,
+            )
         self.coordinator = Coordinator(self.store, self._context, options)
         resolve_agent(self.agent_name, self.config)  # fail early on an unknown agent
+        self.children = Children(
+            self.store, self.coordinator, default_agent=self.agent_name,
+            check_agent=lambda name: resolve_agent(name, self.config),
+            workspace=str(self.workspace),
+        )  # fmt: skip
 
     def _provider(self, spec: str) -> Provider:
         if spec not in self._providers:
@@ -93,12 +106,22 @@ class Runtime:
         row = self.store.get_session(session_id)
         agent: Agent = resolve_agent(row.agent or self.agent_name, self.config)
         spec = row.model or agent.model or self.model
+        top = row.parent_id is None  # delegation is one level deep: only top-level sessions
+        settle = None
+        if not top and delegation_of(self.store, session_id) == "background":
+            settle = self.children.settler(session_id, row.parent_id or "", row.agent, claim)
         return RunContext(
             store=self.store,
             provider=self._provider(spec),
             agent=agent,
-            tools={n: t for n, t in builtin_tools().items() if n in agent.tools},
-            tool_context=ToolContext(workspace=self.workspace, session_id=session_id),
+            tools={n: t for n, t in builtin_tools(delegation=top).items() if n in agent.tools},
+            tool_context=ToolContext(
+                workspace=self.workspace,
+                session_id=session_id,
+                delegate=self.children if top else None,
+            ),  # fmt: skip
+            shutdown=self.coordinator.options.shutdown,
+            settle=settle,
             policy=PermissionPolicy(self.config.permissions),
             retry=self.config.retry,
             compaction=self.config.compaction,
@@ -169,8 +192,8 @@ class Runtime:
         """
         if self.store.find_session(session_id) is None:
             raise SessionNotFoundError(f"no session {session_id}")
-        self.store.append(session_id, [InterruptRequested()])
-        return self.coordinator.interrupt(session_id)
+        [request] = self.store.append(session_id, [InterruptRequested()])
+        return self.coordinator.interrupt(session_id, request.id)
 
     async def aclose(self) -> None:
         """Wait for local drains, close providers and the store."""

@@ -8,10 +8,11 @@ from ._compaction import (
     compaction_result,
     should_compact,
 )
+from ._crashpoints import crash_point
 from ._live import LiveEvent, LiveListener
 from ._pricing import cost_usd, known_price
 from ._prompt import Section, rebuild_request, request_digest, verify_receipt
-from ._turn import RunContext, TurnResult, TurnRunner
+from ._turn import Interrupted, RunContext, TurnResult, TurnRunner
 from .tools import PermissionPolicy, Tool, ToolContext, ToolOutcome, builtin_tools, run_tool_call
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "Budget",
     "CompactionResult",
     "Compactor",
+    "Interrupted",
     "LiveEvent",
     "LiveListener",
     "PermissionPolicy",
@@ -32,6 +34,7 @@ __all__ = [
     "TurnRunner",
     "builtin_tools",
     "compaction_result",
+    "crash_point",
     "cost_usd",
     "known_price",
     "rebuild_request",

@@ -13,7 +13,7 @@ from ..errors import UsageError
 
 ALL_TOOLS = (
     "read_file", "write_file", "edit_file", "list_files", "grep", "shell",
-    "todo_write", "plan_write", "goal_set",
+    "todo_write", "plan_write", "goal_set", "task",
 )  # fmt: skip
 PLAN_TOOLS = ("read_file", "list_files", "grep", "todo_write", "plan_write", "goal_set")
 

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from ..events import MessageAdded, SessionEvent, ToolCallEnded, ToolCallStarted, WorkStateUpdated
 from ..messages import Message, ToolCallBlock, ToolResultBlock
+from ._crashpoints import crash_point
 from .tools import PermissionPolicy, Tool, ToolContext, ToolOutcome, run_tool_call
 
 INTERRUPTED_RESULT = (
@@ -38,6 +39,7 @@ async def run_tools(
     append([
         ToolCallStarted(call_id=c.id, message_id=message.id, name=c.name, input=c.input) for c in calls
     ])  # fmt: skip
+    crash_point("tool.started")
     tasks = [asyncio.ensure_future(_one(tools, c, tool_context, policy, ask, live)) for c in calls]
     waiter = asyncio.ensure_future(interrupt.wait())
     try:
@@ -50,6 +52,7 @@ async def run_tools(
         if not task.done():
             task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    crash_point("tool.done")
     results: list[ToolResultBlock] = []
     events: list[SessionEvent] = []
     for call, task in zip(calls, tasks, strict=True):

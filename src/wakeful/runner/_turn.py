@@ -41,6 +41,7 @@ from ..providers import Finish, Provider, ReasoningDelta, TextDelta, ToolCallDel
 from ..store import ClaimToken, SqlStore
 from ._agents import Agent
 from ._compaction import Compactor
+from ._crashpoints import crash_point
 from ._live import LiveEvent, LiveListener
 from ._pricing import cost_usd
 from ._prompt import (
@@ -88,6 +89,12 @@ class RunContext:
     instruction_sources: Sequence[Source] = ()
     rng: random.Random = field(default_factory=random.Random)
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
+    # Set when an interrupt means "this process is shutting down": the turn then stays open
+    # (no `turn.ended`) and `Interrupted` propagates, so the next driver resumes it.
+    shutdown: asyncio.Event | None = None
+    # Writes a turn's `turn.ended` together with what must commit with it (a background
+    # child's report to its parent); None appends the event alone.
+    settle: Callable[[TurnEnded, TurnResult], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,13 +144,28 @@ class TurnRunner:
         steps = 0
         try:
             steps = await self._steps(tid)
+            crash_point("turn.ending")
             return self._end(tid, "completed", steps)
         except Interrupted:
+            if self.ctx.shutdown is not None and self.ctx.shutdown.is_set():
+                raise
             return self._end(tid, "interrupted", steps, "interrupted by the user")
         except ClaimLostError:
             raise
         except WakefulError as err:
             return self._end(tid, terminal_outcome(err), steps, str(err), error_kind(err))
+
+    def settle(
+        self,
+        turn_id: str,
+        outcome: Outcome,
+        final_text: str = "",
+        error: str | None = None,
+        kind: str | None = None,
+    ) -> TurnResult:
+        """End an open turn without another step (recovery found it finished, or gave up)."""
+        self._final_text = final_text
+        return self._end(turn_id, outcome, 0, error, kind)
 
     def _end(
         self,
@@ -153,9 +175,14 @@ class TurnRunner:
         error: str | None = None,
         kind: str | None = None,
     ) -> TurnResult:
-        self._append([TurnEnded(turn_id=tid, outcome=outcome, error=error, error_kind=kind)])
+        end = TurnEnded(turn_id=tid, outcome=outcome, error=error, error_kind=kind)
+        result = TurnResult(tid, outcome, steps, self._usage, error, kind, self._final_text)
+        if self.ctx.settle is not None:
+            self.ctx.settle(end, result)
+        else:
+            self._append([end])
         self._live("turn_end", outcome=outcome, error=error)
-        return TurnResult(tid, outcome, steps, self._usage, error, kind, self._final_text)
+        return result
 
     async def _steps(self, tid: str) -> int:
         allowance = self.ctx.agent.max_steps
@@ -238,7 +265,9 @@ class TurnRunner:
             step=step, attempt=attempt, model=ctx.model_spec or ctx.provider.model,
         )  # fmt: skip
         fresh = [s for s in sections if s.digest not in self._stored_sections]
+        crash_point("receipt.before")
         self._append([receipt], section_blobs(fresh))
+        crash_point("receipt.after")
         self._stored_sections.update(s.digest for s in fresh)
         self._live("step", step=step, attempt=attempt)
         finish = await self._stream(request, partial)
@@ -250,6 +279,7 @@ class TurnRunner:
         )
         self._final_text = message.text()
         self._record(tid, message, finish.usage)
+        crash_point("reply.saved")
         self._compaction.observe(finish.usage.input_tokens, sections)
         if finish.reason == "content_filter":
             raise ContentFilterError("the provider stopped the reply with a content filter")
@@ -308,6 +338,7 @@ class TurnRunner:
     async def _consume(self, request: object, partial: list[str]) -> Finish:
         async for event in self.ctx.provider.stream(request):  # type: ignore[arg-type]
             if isinstance(event, TextDelta):
+                crash_point("stream.delta")
                 partial.append(event.text)
                 self._live("text", text=event.text)
             elif isinstance(event, ReasoningDelta):
@@ -359,6 +390,7 @@ class TurnRunner:
             )
         ])  # fmt: skip
         self._live("retry", attempt=attempt, delay_ms=delay, error_kind=err.kind)
+        crash_point("retry.wait")
         await self._wait_until(deadline)
 
     async def _wait_until(self, deadline_ms: int) -> None:

@@ -48,8 +48,9 @@ def append_events(
     for event in events:
         seq += 1
         row = tx.one(
-            "INSERT INTO events (session_id, seq, type, at_ms, data) VALUES (?, ?, ?, ?, ?) RETURNING id",
-            (session_id, seq, event.type, now_ms, dump_event(event)),
+            "INSERT INTO events (session_id, seq, type, at_ms, data, epoch) VALUES (?, ?, ?, ?, ?, ?) "
+            "RETURNING id",
+            (session_id, seq, event.type, now_ms, dump_event(event), claim and claim.epoch),
         )
         assert row is not None
         project(tx, session_id, seq, event)

@@ -26,6 +26,7 @@ from ..events import (
     InputRejected,
     SessionError,
     SessionEvent,
+    TurnStarted,
     load_event,
 )
 from ..messages import Message, TextBlock, TextOrigin, block_from_dict
@@ -164,10 +165,13 @@ def promote_in(
     idle: bool,
     input_id: str | None = None,
     claim: ClaimToken | None = None,
+    start_turn: str | None = None,
 ) -> list[Delivered]:
     """Deliver the next items by the steer/queue rules, inside `tx`; return what was delivered.
 
-    Malformed items are settled as rejected (with a `session.error`) and skipped.
+    Malformed items are settled as rejected (with a `session.error`) and skipped. With
+    `start_turn`, a delivery that produced messages also starts that turn in the same
+    transaction, so no crash can leave delivered input without a turn to answer it.
     """
     if tx.lock_session(session_id) is None:
         raise NotFoundError(f"no session {session_id}")
@@ -196,6 +200,9 @@ def promote_in(
                 continue
             events.append(InputDelivered(input_id=item.input_id, message=message))
             delivered.append(Delivered(item, message))
+    inputs = tuple(d.item.input_id for d in delivered if d.message is not None)
+    if start_turn is not None and inputs:
+        events.append(TurnStarted(turn_id=start_turn, input_ids=inputs))
     if events:
         append_events(tx, session_id, events, now_ms, claim)
     return delivered

@@ -141,6 +141,14 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         _TABLES.format(ID="INTEGER PRIMARY KEY AUTOINCREMENT", BLOB="BLOB"),
         _TABLES.format(ID="BIGSERIAL PRIMARY KEY", BLOB="BYTEA"),
     ),
+    (
+        # The fencing epoch of the claim a fenced write was made under (NULL when unfenced):
+        # in `seq` order a session's epochs never decrease, which the concurrency tests check.
+        2,
+        "event_epochs",
+        "ALTER TABLE events ADD COLUMN epoch BIGINT",
+        "ALTER TABLE events ADD COLUMN epoch BIGINT",
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

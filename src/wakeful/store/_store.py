@@ -146,6 +146,48 @@ class SqlStore(ClaimsMixin, ReadsMixin):
             )
         return row is not None
 
+    def last_event_id(self) -> int:
+        """The newest global event id (0 for an empty store)."""
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one("SELECT MAX(id) FROM events")
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def interrupts_after(self, after_id: int) -> tuple[int, list[tuple[int, str]]]:
+        """Interrupt requests with global id > `after_id` as (id, session), and the newest id.
+
+        One cheap query per poll serves every session a process drives: it reads only the
+        events committed since the previous poll.
+        """
+        with self.backend.transaction(write=False) as tx:
+            newest = tx.one("SELECT MAX(id) FROM events")
+            top = int(newest[0]) if newest and newest[0] is not None else after_id
+            rows = tx.all(
+                "SELECT id, session_id FROM events WHERE id > ? AND id <= ? "
+                "AND type = 'session.interrupt_requested' ORDER BY id",
+                (after_id, top),
+            )
+        return top, [(int(r[0]), r[1]) for r in rows]
+
+    def append_and_admit(
+        self, session_id: str, events: Sequence[SessionEvent], claim: ClaimToken | None,
+        *, target_id: str, input_id: str, kind: InputKind, payload: dict[str, JsonValue],
+        delivery: Delivery = "steer",
+    ) -> Admission:  # fmt: skip
+        """Append `events` to one session and admit an input to another, in one transaction.
+
+        A background child settles this way: its `turn.ended` and its report in the parent's
+        inbox commit together, so no crash can lose the report. Admission is idempotent by
+        `input_id` as usual.
+        """
+        with self.backend.transaction(write=True) as tx:
+            append_events(tx, session_id, events, self.clock.now_ms(), claim)
+            if tx.lock_session(target_id) is None:
+                raise NotFoundError(f"no session {target_id}")
+            item, created = _inbox.admit_in(
+                tx, target_id, input_id, kind, payload, delivery, self.clock.now_ms()
+            )
+        return Admission(item, created)
+
     # -- events -----------------------------------------------------------------------------
 
     def append(
@@ -326,13 +368,17 @@ class SqlStore(ClaimsMixin, ReadsMixin):
 
     def promote(
         self, session_id: str, *, idle: bool, input_id: str | None = None,
-        claim: ClaimToken | None = None,
+        claim: ClaimToken | None = None, start_turn: str | None = None,
     ) -> list[Delivered]:  # fmt: skip
-        """Deliver the next inbox items (steers FIFO; one queued item when idle) atomically."""
+        """Deliver the next inbox items (steers FIFO; one queued item when idle) atomically.
+
+        With `start_turn`, delivered messages also start that turn in the same transaction.
+        """
         with self.backend.transaction(write=True) as tx:
             return _inbox.promote_in(
-                tx, session_id, self.clock.now_ms(), idle=idle, input_id=input_id, claim=claim
-            )
+                tx, session_id, self.clock.now_ms(), idle=idle, input_id=input_id, claim=claim,
+                start_turn=start_turn,
+            )  # fmt: skip
 
     def pending(self, session_id: str) -> list[InboxItem]:
         """Pending inbox items in enqueue order."""

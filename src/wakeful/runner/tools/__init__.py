@@ -11,22 +11,31 @@ from ._base import (
 )
 from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile, confine
 from ._shell import Shell
+from ._task import Delegation, Delegator, Task
 from ._work import GoalSet, PlanWrite, TodoWrite
 
 READ_ONLY_TOOLS = ("read_file", "list_files", "grep", "todo_write", "plan_write", "goal_set")
 
 
-def builtin_tools() -> dict[str, Tool]:
-    """A fresh name -> tool map of every built-in tool."""
+def builtin_tools(*, delegation: bool = False) -> dict[str, Tool]:
+    """A fresh name -> tool map of every built-in tool.
+
+    `task` is included only with `delegation`: it needs a `ToolContext.delegate`, which only a
+    runtime with a coordinator provides.
+    """
     tools: list[Tool] = [
         ReadFile(), WriteFile(), EditFile(), ListFiles(), Grep(), Shell(),
         TodoWrite(), PlanWrite(), GoalSet(),
     ]  # fmt: skip
+    if delegation:
+        tools.append(Task())
     return {t.name: t for t in tools}
 
 
 __all__ = [
     "READ_ONLY_TOOLS",
+    "Delegation",
+    "Delegator",
     "PermissionPolicy",
     "Tool",
     "ToolContext",

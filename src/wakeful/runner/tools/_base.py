@@ -11,12 +11,15 @@ import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, JsonValue, ValidationError
 
 from ...messages import ToolCallBlock, ToolResultBlock, ToolResultPart
 from ...providers import ToolSpec
+
+if TYPE_CHECKING:
+    from ._task import Delegator
 
 Permission = Literal["allow", "ask", "deny"]
 Ask = Callable[[str, dict[str, object]], Awaitable[bool]]
@@ -24,11 +27,15 @@ Ask = Callable[[str, dict[str, object]], Awaitable[bool]]
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Where tools work: the workspace root file tools are confined to, and the session."""
+    """Where tools work: the workspace root file tools are confined to, and the session.
+
+    `delegate` creates child sessions for the `task` tool; None where no coordinator runs.
+    """
 
     workspace: Path
     session_id: str
     env: dict[str, str] | None = None
+    delegate: Delegator | None = None
 
 
 @dataclass(frozen=True)

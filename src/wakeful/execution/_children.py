@@ -1,0 +1,119 @@
+"""Child sessions: what the `task` tool delegates to, in the foreground or the background.
+
+A child is a real session (`parent_id`, `root_id`, its own events and usage) whose
+`session.created` metadata says how it was delegated (`"delegation": "foreground"` or
+`"background"`). A foreground child is driven inside the parent's tool call, and its final text
+is the call's result. A background child runs on its own; when a turn of it settles, its report
+is admitted to the parent's inbox (kind `subagent_report`) in the same transaction as the
+child's `turn.ended`, and then the parent is woken. That order is what makes the report
+impossible to lose: a crash before the commit leaves the child's turn open (it is recovered and
+settles later), a crash after it leaves the report pending in the parent's inbox, which every
+driver of the parent promotes.
+
+Delegation is one level deep: children are not offered the `task` tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..events import SessionCreated, TurnEnded
+from ..runner import TurnResult, crash_point
+from ..runner.tools import Delegation
+from ..store import ClaimToken, SqlStore, new_session_id
+
+if TYPE_CHECKING:
+    from ._coordinator import Coordinator
+
+REPORT_KIND = "subagent_report"
+
+
+def delegation_of(store: SqlStore, session_id: str) -> str | None:
+    """`"foreground"` or `"background"` for a child session, None for any other session."""
+    row = store.find_session(session_id)
+    if row is None or row.parent_id is None:
+        return None
+    [first] = store.events(session_id, limit=1)
+    meta = first.event.metadata if isinstance(first.event, SessionCreated) else None
+    value = (meta or {}).get("delegation")
+    return value if isinstance(value, str) else None
+
+
+def report_text(child_id: str, agent: str | None, end: TurnEnded, result: TurnResult) -> str:
+    """The text of a background child's report, as the parent's model reads it."""
+    body = result.final_text or end.error or "(no final message)"
+    return (
+        f"Report from child session {child_id} (agent {agent or 'default'}, {end.outcome}):\n{body}"
+    )
+
+
+class Children:
+    """The `Delegator` a `Runtime` gives its top-level sessions' tools."""
+
+    def __init__(
+        self,
+        store: SqlStore,
+        coordinator: Coordinator,
+        *,
+        default_agent: str,
+        check_agent: Callable[[str], object],
+        workspace: str,
+    ) -> None:
+        self.store = store
+        self.coordinator = coordinator
+        self.default_agent = default_agent
+        self._check_agent = check_agent
+        self._workspace = workspace
+
+    async def delegate(
+        self, parent_id: str, prompt: str, agent: str | None, background: bool
+    ) -> Delegation:
+        """Create a child of `parent_id` with `prompt` admitted; drive it (see the module doc)."""
+        name = agent or self.default_agent
+        self._check_agent(name)  # an unknown agent is the model's error, before anything exists
+        parent = self.store.get_session(parent_id)
+        child_id = new_session_id()
+        created = SessionCreated(
+            title=prompt[:80], agent=name, model=parent.model, parent_id=parent_id,
+            metadata={"workspace": self._workspace,
+                      "delegation": "background" if background else "foreground"},
+        )  # fmt: skip
+        self.store.admit(child_id, None, "user", {"text": prompt}, create=created)
+        drive = self.coordinator.wake(child_id)
+        if background:
+            return Delegation(child_id)
+        try:
+            results = await asyncio.shield(drive)
+        except asyncio.CancelledError:  # the parent's call was interrupted: stop the child too
+            if not drive.done():
+                self.coordinator.interrupt(child_id)
+            await asyncio.gather(drive, return_exceptions=True)
+            raise
+        turns = [t for r in results for t in r.turns]
+        if not turns:
+            return Delegation(child_id, "failed", "the child session did not run")
+        last = turns[-1]
+        return Delegation(child_id, last.outcome, last.final_text or last.error or "")
+
+    def settler(
+        self, child_id: str, parent_id: str, agent: str | None, claim: ClaimToken
+    ) -> Callable[[TurnEnded, TurnResult], None]:
+        """The `RunContext.settle` of a background child: end the turn, report, wake the parent."""
+
+        def settle(end: TurnEnded, result: TurnResult) -> None:
+            payload = {
+                "text": report_text(child_id, agent, end, result),
+                "origin": {"kind": "event", "source": "subagent", "sender": child_id},
+                "metadata": {"child_session_id": child_id, "outcome": end.outcome},
+            }
+            self.store.append_and_admit(
+                child_id, [end], claim, target_id=parent_id,
+                input_id=f"report_{child_id}_{end.turn_id}", kind=REPORT_KIND,
+                payload=payload,  # type: ignore[arg-type]
+            )  # fmt: skip
+            crash_point("child.reported")
+            self.coordinator.wake(parent_id)
+
+        return settle

@@ -1,0 +1,44 @@
+"""Named crash points for the crash tests: `crash_point(label)` kills this process with SIGKILL.
+
+A no-op unless the environment variable `WAKEFUL_CRASH_AT` names the label. The value is
+``LABEL`` (crash at the first hit) or ``LABEL@N`` (crash at the N-th hit in this process). The
+crash tests start a real `wakeful` process with the variable set, let it die at that exact point,
+and check what a new process recovers from the store. Nothing else may depend on it: production
+processes never set the variable, and an unset variable costs one dictionary lookup per call.
+
+Labels (where they sit):
+
+- ``drain.claimed``: a drain took its claim and has written nothing else.
+- ``drain.healed``: recovery failed the calls an earlier process left running.
+- ``receipt.before`` / ``receipt.after``: around persisting a physical attempt's receipt.
+- ``stream.delta``: each streamed text chunk (use ``@N`` to die mid-stream).
+- ``reply.saved``: the assistant message is durable, its tool calls have not started.
+- ``retry.wait``: a retry deadline was persisted, before the wait.
+- ``tool.started``: the calls' `tool.started` events are durable, no tool has run.
+- ``tool.done``: every tool finished its side effect, results not yet persisted.
+- ``turn.ending``: the final reply is durable, `turn.ended` is not.
+- ``child.reported``: a background child settled and its report is in the parent's inbox;
+  the parent was not woken yet.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "WAKEFUL_CRASH_AT"
+
+_hits: dict[str, int] = {}
+
+
+def crash_point(label: str) -> None:
+    """Die here with SIGKILL when `WAKEFUL_CRASH_AT` selects `label` (see the module docstring)."""
+    spec = os.environ.get(ENV)
+    if not spec:
+        return
+    name, _, nth = spec.partition("@")
+    if name != label:
+        return
+    _hits[label] = _hits.get(label, 0) + 1
+    if _hits[label] >= int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)

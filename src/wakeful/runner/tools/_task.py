@@ -1,0 +1,71 @@
+"""The `task` tool: delegate a piece of work to a child session.
+
+The runner knows nothing about coordinators, so the tool talks to a `Delegator` the execution
+layer puts in `ToolContext.delegate`; without one the tool is not offered (see `builtin_tools`).
+In the foreground the call returns the child's final text; in the background it returns at once
+and the child's report reaches the parent's inbox when the child settles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+from ._base import ToolContext, ToolFailure, ToolOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class Delegation:
+    """What a delegation did: the child session, and (foreground only) how its turn ended."""
+
+    child_id: str
+    outcome: str | None = None
+    text: str = ""
+
+
+class Delegator(Protocol):
+    """Creates and drives child sessions on behalf of a parent's tool call."""
+
+    async def delegate(
+        self, parent_id: str, prompt: str, agent: str | None, background: bool
+    ) -> Delegation:
+        """Start a child of `parent_id` on `prompt`; in the foreground, drive it to its end."""
+        ...
+
+
+class TaskInput(BaseModel):
+    prompt: str = Field(min_length=1, description="The complete instructions for the child.")
+    agent: str | None = Field(None, description="Agent profile for the child (default: build).")
+    background: bool = Field(
+        False, description="Return at once; the child's report arrives later as a message."
+    )
+
+
+class Task:
+    name = "task"
+    description = (
+        "Delegate a self-contained piece of work to a child agent session. In the foreground "
+        "(default) this returns the child's final answer; with background=true it returns at "
+        "once and the child's report arrives as a message when it finishes."
+    )
+    input_model = TaskInput
+    read_only = False
+
+    async def run(self, args: TaskInput, ctx: ToolContext) -> ToolOutcome:  # type: ignore[override]
+        if ctx.delegate is None:
+            raise ToolFailure("task: delegation is not available in this session")
+        done = await ctx.delegate.delegate(ctx.session_id, args.prompt, args.agent, args.background)
+        if args.background:
+            return ToolOutcome(
+                f"Started child session {done.child_id} in the background. Its report will "
+                "arrive as a message when it finishes; continue with other work meanwhile.",
+                metadata={"child_session_id": done.child_id, "background": True},
+            )
+        text = done.text or "(the child ended without a final message)"
+        return ToolOutcome(
+            text if done.outcome == "completed" else f"[child {done.outcome}] {text}",
+            is_error=done.outcome != "completed",
+            metadata={"child_session_id": done.child_id, "outcome": done.outcome},
+        )

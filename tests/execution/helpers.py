@@ -1,0 +1,195 @@
+"""Shared pieces of the execution tests: real `wakeful` processes, scripts, invariant checks.
+
+`check_session` is the after-the-fact check of DESIGN.md's invariants on what the store holds;
+the crash and concurrency suites run it on every session they touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from wakeful.events import InputDelivered, InputEnqueued, InputRejected, SessionCreated
+from wakeful.messages import drop_invalid_pairings, is_wire_valid, to_wire
+from wakeful.store import SqlStore
+
+WAKEFUL = str(Path(sys.executable).with_name("wakeful"))
+SCRIPTS = Path(__file__).with_name("scripts")
+LEDGER = "ledger.txt"
+
+
+def cli_env(db: str, home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a `wakeful` subprocess: its store, a private HOME, no API keys."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.pop("WAKEFUL_CRASH_AT", None)
+    env |= {"WAKEFUL_DB": db, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_DATA_HOME": str(home / ".local")}  # fmt: skip
+    return env | extra
+
+
+def make_workspace(root: Path, *, lease_ms: int = 30_000, poll_ms: int = 20) -> Path:
+    """A workspace with fast retry and polling in its `wakeful.toml` (stops config discovery)."""
+    work = root / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / ".git").mkdir(exist_ok=True)
+    (work / "wakeful.toml").write_text(
+        "[retry]\ninitial_delay_ms = 40\nmax_delay_ms = 400\npoll_interval_ms = 10\n"
+        f"[execution]\nlease_ms = {lease_ms}\npoll_interval_ms = {poll_ms}\n"
+    )
+    return work
+
+
+def write_script(path: Path, rules: list[dict[str, object]], **top: object) -> str:
+    """Write a scripted-provider script; return its model spec."""
+    path.write_text(json.dumps({"rules": rules, **top}))
+    return f"scripted:{path}"
+
+
+def shell(command: str) -> dict[str, object]:
+    """A scripted `shell` tool call."""
+    return {"name": "shell", "input": {"command": command}}
+
+
+def job_rule(tag: str) -> dict[str, object]:
+    """Replies for the prompt `job TAG`: four steps of ledger-writing tool calls, a durable
+    retry wait, a tool whose side effect can be cut in the middle, and a streamed answer."""
+    during = (
+        f"echo {tag}.2a >> {LEDGER}; "
+        f'if [ "$WAKEFUL_CRASH_AT" = tool.during ]; then kill -9 $PPID; exit 1; fi; '
+        f"echo {tag}.2b >> {LEDGER}"
+    )
+    return {
+        "match": f"^job {re.escape(tag)}$",
+        "replies": [
+            {"tool_calls": [shell(f"echo {tag}.1a >> {LEDGER}"), shell(f"echo {tag}.1b >> {LEDGER}")]},
+            {"text": "checking", "tool_calls": [shell(during)]},
+            {"tool_calls": [shell(f"echo {tag}.3 >> {LEDGER}")],
+             "error": {"kind": "rate_limit", "times": 1, "retry_after_ms": 150}},
+            {"text": f"job {tag} finished: " + "all ledger lines are written. " * 4},
+        ],
+    }  # fmt: skip
+
+
+def job_script(path: Path, tags: Iterable[str], *, chunk_delay_ms: int = 3) -> str:
+    """A script answering `job TAG` for every tag (see `job_rule`)."""
+    return write_script(path, [job_rule(t) for t in tags], chunk_delay_ms=chunk_delay_ms)
+
+
+def create_session(
+    store: SqlStore, sid: str, model: str, prompts: Sequence[str], *, delivery: str = "queue",
+    workspace: Path | None = None,
+) -> None:  # fmt: skip
+    """Create `sid` on `model` and admit `prompts` (queued: one turn each)."""
+    meta = {"workspace": str(workspace)} if workspace else None
+    created = SessionCreated(title=sid, agent="build", model=model, metadata=meta)
+    for prompt in prompts:
+        store.admit(sid, None, "user", {"text": prompt}, delivery, create=created)  # type: ignore[arg-type]
+
+
+def wakeful(
+    args: Sequence[str], env: dict[str, str], cwd: Path, **popen: object
+) -> subprocess.Popen[str]:
+    """Start the installed `wakeful` command."""
+    return subprocess.Popen(  # type: ignore[call-overload]
+        [WAKEFUL, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, **popen,
+    )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, str]:
+    """Wait for a process; return (returncode, stdout, stderr)."""
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def kill_after(proc: subprocess.Popen[str], seconds: float) -> bool:
+    """SIGKILL `proc` after `seconds` unless it exited first; return whether it was killed."""
+    try:
+        proc.wait(timeout=seconds)
+        return False
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        return True
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 30, every: float = 0.02) -> None:
+    """Poll observable state until `predicate()` holds; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+        time.sleep(every)
+
+
+def epochs(store: SqlStore, sid: str) -> list[tuple[int, int | None]]:
+    """(seq, fencing epoch) of every event of a session, in seq order."""
+    with store.backend.transaction(write=False) as tx:
+        rows = tx.all("SELECT seq, epoch FROM events WHERE session_id = ? ORDER BY seq", (sid,))
+    return [(int(s), None if e is None else int(e)) for s, e in rows]
+
+
+def ledger_lines(workdir: Path) -> Counter[str]:
+    """How often each line occurs in the ledger."""
+    path = workdir / LEDGER
+    return Counter(path.read_text().split()) if path.exists() else Counter()
+
+
+def check_session(store: SqlStore, sid: str, ledger: Counter[str] | None = None) -> dict[str, int]:
+    """Assert DESIGN.md's invariants on one session as stored; return a few counts.
+
+    Inputs delivered exactly once (or rejected), nothing pending; turns terminal; no tool call
+    running; the transcript valid as persisted (and `drop_invalid_pairings` finds nothing);
+    `seq` gap-free; fencing epochs never decrease; with a ledger, no side effect twice and
+    every completed call's side effects present.
+    """
+    events = store.events(sid)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1)), "event seq gap"
+    assert store.get_session(sid).last_seq == len(events)
+    fenced = [e for _s, e in epochs(store, sid) if e is not None]
+    assert fenced == sorted(fenced), f"{sid}: a write under an older epoch followed a newer one"
+
+    enqueued = [e.event.input_id for e in events if isinstance(e.event, InputEnqueued)]
+    settled = Counter(
+        e.event.input_id for e in events if isinstance(e.event, InputDelivered | InputRejected)
+    )
+    assert len(enqueued) == len(set(enqueued))
+    assert all(settled[i] == 1 for i in enqueued), f"{sid}: input not delivered exactly once"
+    assert set(settled) == set(enqueued)
+    assert store.pending(sid) == []
+
+    messages = store.messages(sid)
+    assert len({m.id for m in messages}) == len(messages), f"{sid}: a message stored twice"
+    in_transcript = Counter((m.metadata or {}).get("input_id") for m in messages)
+    delivered = [e.event for e in events if isinstance(e.event, InputDelivered)]
+    assert all(in_transcript[d.input_id] == (d.message is not None) for d in delivered)
+    assert is_wire_valid(to_wire(messages))
+    assert is_wire_valid(messages), f"{sid}: the persisted transcript is not wire-valid"
+    assert drop_invalid_pairings(messages) == messages
+
+    turns = store.turns(sid)
+    assert all(t.status != "running" for t in turns), f"{sid}: a turn is not terminal"
+    calls = store.tool_calls(sid)
+    assert all(c.status != "running" for c in calls), f"{sid}: a tool call is still running"
+    if ledger is not None:
+        _check_ledger(store, sid, ledger)
+    return {"turns": len(turns), "completed": sum(t.status == "completed" for t in turns),
+            "calls": len(calls), "events": len(events)}  # fmt: skip
+
+
+def _check_ledger(store: SqlStore, sid: str, ledger: Counter[str]) -> None:
+    status = {c.call_id: c.status for c in store.tool_calls(sid)}
+    for ev in store.events(sid, types=["tool.started"]):
+        command = str(ev.event.input.get("command", ""))  # type: ignore[union-attr]
+        lines = re.findall(r"echo (\S+) >>", command)
+        if status[ev.event.call_id] == "completed":  # type: ignore[union-attr]
+            assert all(ledger[line] == 1 for line in lines), (sid, command, ledger)
+    assert all(n == 1 for n in ledger.values()), f"a side effect ran twice: {ledger}"

@@ -1,0 +1,226 @@
+"""Crash tests: a real `wakeful` process is killed with SIGKILL, a new one recovers.
+
+Chosen points use the test-only hook `WAKEFUL_CRASH_AT` (see `wakeful.runner._crashpoints`);
+random points kill the process after a random delay. Afterwards `check_session` asserts the
+invariants on what the store holds, and the ledger the tools append to shows that no completed
+side effect ran twice. `WAKEFUL_CRASH_RANDOM` lowers the number of random kills locally (50 by
+default); `WAKEFUL_CRASH_SEED` replays a run.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.pg import fresh_database
+from wakeful.execution._recovery import NOT_RUN_RESULT, PARTIAL_RESULT
+from wakeful.store import SqlStore, open_store
+
+from .helpers import (
+    check_session,
+    cli_env,
+    create_session,
+    finish,
+    job_script,
+    kill_after,
+    ledger_lines,
+    make_workspace,
+    wakeful,
+)
+
+pytestmark = pytest.mark.slow
+
+SID = "ses_crash"
+
+
+class Scenario:
+    """One session with two queued jobs, driven by `wakeful run --session`."""
+
+    def __init__(self, root: Path, db: str | None = None) -> None:
+        self.root = root
+        self.work = make_workspace(root)
+        self.db = db or str(root / "sessions.db")
+        self.store: SqlStore = open_store(self.db)
+        model = job_script(root / "script.json", ["A", "B"])
+        create_session(self.store, SID, model, ["job A", "job B"], workspace=self.work)
+
+    def run(self, crash_at: str | None = None) -> int:
+        extra = {"WAKEFUL_CRASH_AT": crash_at} if crash_at else {}
+        env = cli_env(self.db, self.root, **extra)
+        code, _out, err = finish(wakeful(["run", "--session", SID], env, self.work))
+        assert code in (0, -9), err
+        return code
+
+    def results_of(self, tag: str) -> Iterator[str]:
+        """Tool-result texts answering calls whose command writes `tag`."""
+        calls = {
+            e.event.call_id  # type: ignore[union-attr]
+            for e in self.store.events(SID, types=["tool.started"])
+            if f"echo {tag}" in str(e.event.input)  # type: ignore[union-attr]
+        }
+        for message in self.store.messages(SID):
+            for block in message.blocks:
+                if getattr(block, "call_id", None) in calls:
+                    yield str(block.output)  # type: ignore[misc]
+
+
+def unanswered_reply(scn: Scenario) -> list[str]:
+    """Results of calls the store never saw start (answered by recovery as not run)."""
+    started = {c.call_id for c in scn.store.tool_calls(SID)}
+    return [
+        str(r.output)
+        for m in scn.store.messages(SID)
+        for r in m.tool_results()
+        if r.call_id not in started
+    ]
+
+
+@pytest.fixture
+def scn(tmp_path: Path) -> Scenario:
+    s = Scenario(tmp_path)
+    yield s
+    s.store.close()
+
+
+@pytest.mark.parametrize(
+    "point", ["drain.claimed", "receipt.before", "receipt.after", "receipt.after@4"]
+)
+def test_crash_around_the_receipt_recovers_every_job(scn: Scenario, point: str):
+    assert scn.run(point) == -9
+    assert scn.run() == 0
+    counts = check_session(scn.store, SID, ledger_lines(scn.work))
+    assert counts["completed"] == 2
+    assert len(ledger_lines(scn.work)) == 10  # nothing was lost: every side effect ran once
+
+
+def test_crash_mid_stream_keeps_nothing_of_the_cut_reply(scn: Scenario):
+    assert scn.run("stream.delta@8") == -9  # inside job A's final streamed answer
+    assert scn.run() == 0
+    check_session(scn.store, SID, ledger_lines(scn.work))
+    finals = [m.text() for m in scn.store.messages(SID) if m.text().startswith("job A finished")]
+    assert len(finals) == 1  # the cut stream was live-only; the recovered one is stored once
+
+
+def test_crash_after_calls_persisted_before_side_effects(scn: Scenario):
+    assert scn.run("tool.started") == -9
+    assert scn.store.tool_calls(SID)[0].status == "running"
+    assert scn.run() == 0
+    ledger = ledger_lines(scn.work)
+    check_session(scn.store, SID, ledger)
+    assert "A.1a" not in ledger and "A.1b" not in ledger  # never replayed
+    assert list(scn.results_of("A.1")) == [PARTIAL_RESULT] * 2
+    assert [c.status for c in scn.store.tool_calls(SID)][:2] == ["failed", "failed"]
+
+
+def test_crash_during_a_side_effect(scn: Scenario):
+    assert scn.run("tool.during") == -9
+    assert scn.run() == 0
+    ledger = ledger_lines(scn.work)
+    check_session(scn.store, SID, ledger)
+    assert ledger["A.2a"] == 1 and "A.2b" not in ledger  # the half that ran, once
+    assert list(scn.results_of("A.2")) == [PARTIAL_RESULT]
+
+
+def test_crash_after_side_effects_before_their_results(scn: Scenario):
+    assert scn.run("tool.done") == -9
+    assert scn.run() == 0
+    ledger = ledger_lines(scn.work)
+    check_session(scn.store, SID, ledger)
+    assert ledger["A.1a"] == 1 and ledger["A.1b"] == 1  # ran once, not replayed
+    assert list(scn.results_of("A.1")) == [PARTIAL_RESULT] * 2
+
+
+def test_crash_after_the_reply_before_its_calls_started(scn: Scenario):
+    assert scn.run("reply.saved") == -9
+    assert scn.store.tool_calls(SID) == []
+    assert scn.run() == 0
+    ledger = ledger_lines(scn.work)
+    check_session(scn.store, SID, ledger)
+    assert "A.1a" not in ledger
+    assert unanswered_reply(scn) == [NOT_RUN_RESULT] * 2
+
+
+def test_crash_during_a_retry_wait_keeps_the_durable_deadline(scn: Scenario):
+    assert scn.run("retry.wait") == -9
+    state = scn.store.retry_state(SID)
+    assert state is not None and state.attempt == 2
+    assert scn.run() == 0
+    check_session(scn.store, SID, ledger_lines(scn.work))
+    retried = [e for e in scn.store.events(SID, types=["receipt.recorded"])
+               if e.event.attempt == 2]  # type: ignore[union-attr]  # fmt: skip
+    assert retried and retried[0].at_ms >= state.deadline_ms  # waited for the stored deadline
+
+
+def test_crash_before_the_turn_ended_completes_without_a_request(scn: Scenario):
+    assert scn.run("turn.ending") == -9
+    receipts = len(scn.store.receipts(SID))
+    assert scn.run() == 0
+    check_session(scn.store, SID, ledger_lines(scn.work))
+    turns = scn.store.turns(SID)
+    assert [t.status for t in turns] == ["completed", "completed"]
+    job_a = [r for r in scn.store.receipts(SID) if r.turn_id == turns[0].turn_id]
+    assert len(job_a) == receipts  # no request for job A after the crash
+
+
+def test_crash_during_recovery_then_recover_again(scn: Scenario):
+    assert scn.run("tool.started") == -9
+    assert scn.run("drain.healed") == -9  # the second process dies right after healing
+    assert scn.run() == 0
+    check_session(scn.store, SID, ledger_lines(scn.work))
+
+
+def test_repeated_crashes_of_one_turn_are_bounded(scn: Scenario):
+    for _ in range(4):  # receipt.after of step 1, every time: the turn never gets further
+        assert scn.run("receipt.after") == -9
+    assert scn.run() == 0
+    check_session(scn.store, SID, ledger_lines(scn.work))
+    first = scn.store.turns(SID)[0]
+    assert first.status == "failed" and "recovery gave up after 3 attempts" in (first.error or "")
+    assert scn.store.turns(SID)[1].status == "completed"  # the next input is not stranded
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("point", ["tool.during", "retry.wait"])
+def test_crash_points_on_postgres(tmp_path: Path, point: str):
+    with fresh_database() as url:
+        scn = Scenario(tmp_path, url)
+        try:
+            assert scn.run(point) == -9
+            assert scn.run() == 0
+            counts = check_session(scn.store, SID, ledger_lines(scn.work))
+            assert counts["completed"] == 2
+        finally:
+            scn.store.close()
+
+
+def test_random_kills(tmp_path: Path):
+    kills_wanted = int(os.environ.get("WAKEFUL_CRASH_RANDOM", "50"))
+    seed = int(os.environ.get("WAKEFUL_CRASH_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    work = make_workspace(tmp_path)
+    db = str(tmp_path / "sessions.db")
+    store = open_store(db)
+    tags = [f"R{i}" for i in range(5 * kills_wanted + 8)]
+    model = job_script(tmp_path / "script.json", tags)
+    env = cli_env(db, tmp_path)
+    fresh = iter(tags)
+    create_session(store, SID, model, [f"job {next(fresh)}" for _ in range(3)], workspace=work)
+    kills = runs = 0
+    while kills < kills_wanted:
+        top_up = 4 - len(store.pending(SID))  # enough work that most kills land inside it
+        create_session(store, SID, model, [f"job {next(fresh)}" for _ in range(top_up)])
+        args = ["run", "--session", SID] if rng.random() < 0.7 else ["worker", "--once"]
+        proc = wakeful(args, env, work)
+        kills += kill_after(proc, rng.uniform(0.3, 1.5))
+        proc.communicate()
+        runs += 1
+    code, _out, err = finish(wakeful(["run", "--session", SID], env, work))
+    assert code in (0, 1), err  # 1: the last turn may have exhausted its recovery attempts
+    counts = check_session(store, SID, ledger_lines(work))
+    assert counts["completed"] > 0, f"seed {seed}: no turn completed in {runs} runs"
+    print(f"seed {seed}: {kills} kills in {runs} runs; {counts}")
+    store.close()
