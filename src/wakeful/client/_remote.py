@@ -1,0 +1,239 @@
+"""`RemoteStore`: a server's sessions through the store's own read and admission methods.
+
+It answers with the store's records (`SessionRow`, `Page`, `StoredEvent`, `SyncMarker`,
+`InboxItem`, `Message`, `ReceiptRecorded`, `PruneCounts`, `Claim`), so code written against
+`SqlStore` for listing, showing, following and admitting works against a server unchanged.
+Writes that only a driver makes (claims, appends, promotion) are not offered: the server's own
+coordinator drives its sessions. What the server redacts stays redacted here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from pydantic import JsonValue
+
+from ..errors import NotFoundError, UsageError
+from ..events import ReceiptRecorded, StoredEvent, load_event
+from ..messages import Message, message_from_dict
+from ..store import Admission, Claim, InboxItem, Page, PruneCounts, SessionRow, SyncMarker
+from ._sync import Client
+
+
+def session_row(data: dict[str, Any]) -> SessionRow:
+    """A `SessionRow` from the API's session JSON."""
+    usage = data["usage"]
+    return SessionRow(
+        data["id"], data["parent_id"], data["root_id"], data["forked_from"], data["fork_seq"],
+        data["title"], data["agent"], data["model"], data["status"], bool(data["archived"]),
+        int(data["created_ms"]), int(data["updated_ms"]), int(data["last_seq"]),
+        int(usage["input_tokens"]), int(usage["output_tokens"]), float(usage["cost_usd"]),
+    )  # fmt: skip
+
+
+def stored_event(data: dict[str, Any]) -> StoredEvent:
+    """A `StoredEvent` from the API's event JSON."""
+    return StoredEvent(int(data["id"]), data["session_id"], int(data["seq"]), int(data["at_ms"]),
+                       load_event(json.dumps(data["data"])))  # fmt: skip
+
+
+def _item(session_id: str, data: dict[str, Any]) -> InboxItem:
+    return InboxItem(session_id, data["input_id"], int(data["seq"]), data["kind"],
+                     data["delivery"], data["payload"], data["status"])  # fmt: skip
+
+
+class RemoteStore:
+    """The store of a server at `url` (`http://HOST:PORT`); `token` as for `Client`."""
+
+    def __init__(self, url: str, token: str | None = None, *, client: Client | None = None) -> None:
+        self.client = client or Client(url, token)
+        self._url = url
+
+    @property
+    def url(self) -> str:
+        """The server's base URL."""
+        return self._url
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self.client.close()
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def list_sessions(self, *, roots_only: bool = True, archived: bool | None = False,
+                      limit: int = 50, cursor: str | None = None) -> Page:  # fmt: skip
+        """A page of sessions, newest first (the API caps a page at 500)."""
+        rows: list[SessionRow] = []
+        while True:
+            page = self.client.list_sessions(roots=roots_only, archived=archived,
+                                             limit=min(limit - len(rows), 500), cursor=cursor)  # fmt: skip
+            rows += [session_row(s) for s in page["sessions"]]
+            cursor = page["next_cursor"]
+            if cursor is None or len(rows) >= limit:
+                return Page(rows, cursor)
+
+    def get_session(self, session_id: str) -> SessionRow:
+        """The session's row; `NotFoundError` if there is none."""
+        return session_row(self.client.get_session(session_id))
+
+    def find_session(self, session_id: str) -> SessionRow | None:
+        """The session's row, or None."""
+        try:
+            return self.get_session(session_id)
+        except NotFoundError:
+            return None
+
+    def high_water(self, session_id: str) -> int:
+        """The session's newest `seq`."""
+        return self.get_session(session_id).last_seq
+
+    def work_state(self, session_id: str) -> dict[str, JsonValue]:
+        """Goal, plan, todos and jobs by kind."""
+        value: dict[str, JsonValue] = self.client.get_session(session_id)["work_state"]
+        return value
+
+    def current_claim(self, session_id: str) -> Claim | None:
+        """The session's unreleased claim as the server reports it (no token: it is not yours)."""
+        claim = self.client.get_session(session_id)["claim"]
+        if claim is None:
+            return None
+        return Claim(session_id, claim["owner"], "", int(claim["epoch"]),
+                     int(claim["lease_until_ms"]), int(claim["attempts"]))  # fmt: skip
+
+    def fork(self, session_id: str, through_seq: int | None = None, **fields: Any) -> SessionRow:
+        """Fork through `through_seq`; only `title` may be set."""
+        extra = set(fields) - {"title"}
+        if extra:
+            raise UsageError(f"a remote fork sets only title, not {', '.join(sorted(extra))}")
+        return session_row(self.client.fork(session_id, through_seq, title=fields.get("title")))
+
+    def set_archived(self, session_id: str, archived: bool = True) -> None:
+        """Set or clear the archive marker."""
+        self.client.archive(session_id, archived)
+
+    def delete(self, session_id: str) -> PruneCounts:
+        """Delete a session and its children."""
+        c = self.client.delete(session_id)
+        return PruneCounts(sessions=c["sessions"], events=c["events"], messages=c["messages"],
+                           roots=c["roots"])  # fmt: skip
+
+    # -- transcript, inbox, receipts ---------------------------------------------------------
+
+    def messages_with_seq(self, session_id: str, after_seq: int = 0) -> list[tuple[int, Message]]:
+        """The transcript with each message's `seq`."""
+        data = self.client.messages(session_id, after_seq)
+        return [(int(m["seq"]), message_from_dict(m["message"])) for m in data["messages"]]
+
+    def messages(self, session_id: str, after_seq: int = 0) -> list[Message]:
+        """The transcript in log order."""
+        return [m for _, m in self.messages_with_seq(session_id, after_seq)]
+
+    def pending(self, session_id: str) -> list[InboxItem]:
+        """Pending inbox items in enqueue order."""
+        return [_item(session_id, i) for i in self.client.pending(session_id)["items"]]
+
+    def admit(self, session_id: str, input_id: str | None, kind: str,
+              payload: dict[str, JsonValue], delivery: str = "steer", *,
+              resume: bool = False) -> Admission:  # fmt: skip
+        """Admit a user input (`payload`: text or blocks); with `resume`, the server drives it."""
+        if kind != "user":
+            raise UsageError("a remote store admits user inputs only (compaction: Client.compact)")
+        text, blocks = payload.get("text"), payload.get("blocks")
+        meta = payload.get("metadata")
+        out = self.client.prompt(
+            session_id, text if isinstance(text, str) else None,
+            blocks=blocks if isinstance(blocks, list) else None,  # type: ignore[arg-type]
+            input_id=input_id, delivery=delivery, resume=resume,
+            metadata=meta if isinstance(meta, dict) else None,
+        )  # fmt: skip
+        item = InboxItem(session_id, out["input_id"], 0, "user", delivery, payload,  # type: ignore[arg-type]
+                         out["status"])  # fmt: skip
+        return Admission(item, bool(out["created"]))
+
+    def receipts(self, session_id: str) -> list[ReceiptRecorded]:
+        """Prompt receipts (sections as digests)."""
+        out = []
+        for r in self.client.receipts(session_id)["receipts"]:
+            out.append(ReceiptRecorded(
+                receipt_id=r["receipt_id"], turn_id=r["turn_id"], step=r["step"],
+                attempt=r["attempt"], model=r["model"], request_digest=r["request_digest"],
+                sections=tuple((s["id"], s["source"], s["digest"]) for s in r["sections"]),
+                message_ids=tuple(r["message_ids"]), purpose=r["purpose"],
+            ))  # fmt: skip
+        return out
+
+    # -- what only a local store does --------------------------------------------------------
+
+    def _local_only(self, what: str) -> UsageError:
+        return UsageError(f"{what} is not available through a server ({self._url}); "
+                          "run it where the database is")  # fmt: skip
+
+    def create_session(self, *args: Any, **kw: Any) -> SessionRow:
+        """Not offered remotely (create through `Client.create_session`)."""
+        raise self._local_only("creating a session with its own id and fields")
+
+    def append(self, *args: Any, **kw: Any) -> list[StoredEvent]:
+        """Not offered remotely: only a session's driver appends."""
+        raise self._local_only("appending events")
+
+    def prune(self, *args: Any, **kw: Any) -> PruneCounts:
+        """Not offered remotely."""
+        raise self._local_only("pruning")
+
+    def get_blob(self, digest: str) -> bytes:
+        """Not offered remotely (media: `GET /sessions/{id}/media/{digest}`)."""
+        raise self._local_only("reading blobs")
+
+    # -- the log -----------------------------------------------------------------------------
+
+    def events(self, session_id: str, after: int = 0, limit: int | None = None,
+               types: Sequence[str] = ()) -> list[StoredEvent]:  # fmt: skip
+        """Durable events with `seq > after`, in order (optionally of some types)."""
+        if after == 0:
+            self.get_session(session_id)  # an unknown session is an error, as in SqlStore
+        out: list[StoredEvent] = []
+        while limit is None or len(out) < limit:
+            page = self.client.events(session_id, after, limit=1000)
+            for data in page["events"]:
+                ev = stored_event(data)
+                if not types or ev.type in types:
+                    out.append(ev)
+            if not page["events"]:
+                break
+            after = int(page["next_after"])
+        return out if limit is None else out[:limit]
+
+    def log(self, session_id: str, after: int = 0, *, follow: bool = False,
+            idle_timeout_s: float | None = None,
+            stop: Callable[[], bool] | None = None) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
+        """Durable events after `after`; with `follow`, a `SyncMarker` then live events."""
+        self.get_session(session_id)
+        stream = self.client.log(session_id, after, follow=follow, idle_timeout=idle_timeout_s,
+                                 pings=True)  # fmt: skip
+        yield from self._convert(stream, "seq", stop)
+
+    def log_all(self, after_id: int = 0, *, follow: bool = False,
+                idle_timeout_s: float | None = None,
+                stop: Callable[[], bool] | None = None) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
+        """The instance-wide log by global id; same contract as `log`."""
+        stream = self.client.events_stream(after_id, follow=follow, idle_timeout=idle_timeout_s,
+                                           pings=True)  # fmt: skip
+        yield from self._convert(stream, "id", stop)
+
+    @staticmethod
+    def _convert(stream: Iterator[Any], field: str,
+                 stop: Callable[[], bool] | None) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
+        try:
+            for ev in stream:
+                if stop is not None and stop():
+                    return
+                if ev.event == "message":
+                    yield stored_event(ev.data)
+                elif ev.event == "sync":
+                    yield SyncMarker(int(ev.data[field]))
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()

@@ -1,0 +1,189 @@
+"""What the sync and async clients share: request specs, error mapping, the SSE parser.
+
+Errors keep wakeful's tree: a 404 raises an `ApiError` that is also a `NotFoundError`, a 409
+also a `ConflictError`, 400/413/422 also a `UsageError`, 503 also a `StoreBusyError`; callers
+catch the same types as with a local store. Every `ApiError` has `status`, `error` and `reason`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ..errors import ConflictError, NotFoundError, StoreBusyError, StoreError, UsageError
+
+
+class ApiError(StoreError):
+    """The server answered with an error status (see the module docstring for the subtypes)."""
+
+    def __init__(self, status: int, error: str, reason: str) -> None:
+        super().__init__(f"{reason} (HTTP {status})")
+        self.status = status
+        self.error = error
+        self.reason = reason
+
+
+class RemoteNotFoundError(ApiError, NotFoundError):
+    """404: no such session, input or route."""
+
+
+class RemoteConflictError(ApiError, ConflictError):
+    """409: an input id reused with other content, or the session is busy here."""
+
+
+class RemoteUsageError(ApiError, UsageError):
+    """400, 413 or 422: the request was malformed, too large or invalid."""
+
+
+class RemoteBusyError(ApiError, StoreBusyError):
+    """503: the server's store stayed busy; retry."""
+
+
+class UnauthorizedError(ApiError):
+    """401 or 403: no valid token, or a scope the token lacks."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: RemoteUsageError, 401: UnauthorizedError, 403: UnauthorizedError,
+    404: RemoteNotFoundError, 409: RemoteConflictError, 413: RemoteUsageError,
+    422: RemoteUsageError, 503: RemoteBusyError,
+}  # fmt: skip
+
+
+def raise_for(response: httpx.Response) -> None:
+    """Raise the mapped `ApiError` for an error response (the body must have been read)."""
+    if response.status_code < 400:
+        return
+    try:
+        body = response.json()
+        error, reason = str(body["error"]), str(body["reason"])
+    except (ValueError, KeyError, TypeError):
+        error, reason = "http_error", response.text[:200] or response.reason_phrase
+    raise _BY_STATUS.get(response.status_code, ApiError)(response.status_code, error, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Req:
+    """One API call: method, path, query parameters and JSON body."""
+
+    method: str
+    path: str
+    params: dict[str, Any] = field(default_factory=dict)
+    body: Any = None
+
+
+def _q(**params: Any) -> dict[str, Any]:
+    """Query parameters without the unset ones, booleans as `true`/`false`."""
+    return {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in params.items()
+            if v is not None}  # fmt: skip
+
+
+def _body(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def sessions_req(roots: bool, archived: bool | None, limit: int, cursor: str | None,
+                 q: str | None) -> Req:  # fmt: skip
+    """GET /sessions."""
+    flag = "all" if archived is None else str(archived).lower()
+    return Req("GET", "/sessions", _q(roots=roots, archived=flag, limit=limit, cursor=cursor, q=q))
+
+
+def prompt_body(text: str | None, blocks: list[dict[str, Any]] | None, input_id: str | None,
+                delivery: str, resume: bool, wait: bool,
+                metadata: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+    """The body of a prompt."""
+    return _body(text=text, blocks=blocks, input_id=input_id, delivery=delivery, resume=resume,
+                 wait=wait, metadata=metadata)  # fmt: skip
+
+
+def create_req(title: str | None, agent: str | None, model: str | None,
+               metadata: dict[str, Any] | None, prompt: dict[str, Any] | None) -> Req:  # fmt: skip
+    """POST /sessions."""
+    return Req("POST", "/sessions", body=_body(title=title, agent=agent, model=model,
+                                               metadata=metadata, prompt=prompt))  # fmt: skip
+
+
+def session_req(method: str, session_id: str, tail: str = "", body: Any = None, **params: Any) -> Req:  # fmt: skip
+    """A call on one session: `/sessions/{id}{tail}`."""
+    return Req(method, f"/sessions/{session_id}{tail}", _q(**params), body)
+
+
+def log_params(after: int, follow: bool, live: bool, idle_timeout: float | None,
+               sensitive: bool) -> dict[str, Any]:  # fmt: skip
+    """Query parameters of a log stream."""
+    return _q(after=after, follow=follow, live=live, idle_timeout=idle_timeout,
+              sensitive=sensitive or None)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ServerEvent:
+    """One Server-Sent Event: `event` is message (a durable event), sync, live or ping."""
+
+    event: str
+    id: str | None
+    data: Any
+
+
+class SseParser:
+    """Turns SSE lines into events, one line at a time (keep-alive comments become `ping`)."""
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+        self._event = ""
+        self._id: str | None = None  # this event's own id field (live deltas have none)
+
+    def line(self, line: str) -> ServerEvent | None:
+        """Feed one line; return the event it completes, if any."""
+        if not line:
+            if not self._data:
+                self._event, self._id = "", None
+                return None
+            text = "\n".join(self._data)
+            try:
+                payload: Any = json.loads(text)
+            except ValueError:
+                payload = text
+            event = ServerEvent(self._event or "message", self._id, payload)
+            self._data, self._event, self._id = [], "", None
+            return event
+        if line.startswith(":"):
+            return ServerEvent("ping", None, None)
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            self._id = value
+        return None
+
+
+def parse_sse(lines: Iterable[str]) -> Iterator[ServerEvent]:
+    """Parse SSE lines into events."""
+    parser = SseParser()
+    for line in lines:
+        if (event := parser.line(line)) is not None:
+            yield event
+
+
+async def aparse_sse(lines: AsyncIterable[str]) -> AsyncIterator[ServerEvent]:
+    """Parse async SSE lines into events."""
+    parser = SseParser()
+    async for line in lines:
+        if (event := parser.line(line)) is not None:
+            yield event
+
+
+RETRYABLE = (httpx.TransportError,)
+MAX_RECONNECTS = 8
+
+
+def backoff_s(failures: int) -> float:
+    """Delay before reconnect number `failures` (50 ms doubling, capped at 2 s)."""
+    return float(min(0.05 * 2 ** (failures - 1), 2.0))

@@ -1,0 +1,196 @@
+"""A small declarative layer over Starlette: one `Op` per endpoint, validated at the boundary.
+
+Each `Op` names its path, query and body models and its responses; `endpoint()` turns it into a
+Starlette route that validates input (bad JSON -> 400, invalid fields -> 422), calls the handler
+and maps the error tree to statuses (`NotFoundError` 404, `ConflictError` 409, `UsageError` 422,
+`StoreBusyError` 503). The same `Op` list renders the OpenAPI document, so the two cannot drift.
+Invariant: bad input is always a 4xx JSON `ErrorOut` with a reason, never a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..errors import ClaimLostError, ConflictError, NotFoundError, StoreBusyError, UsageError
+from ._auth import BodyTooLargeError
+from ._models import ErrorOut
+
+Q = TypeVar("Q", bound=BaseModel)
+B = TypeVar("B", bound=BaseModel)
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
+SESSION_ID_SCHEMA = {"type": "string", "pattern": SESSION_ID.pattern}
+DIGEST_SCHEMA = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+
+
+class ApiError(Exception):
+    """An HTTP error with a stable code and a reason, raised by handlers and validation."""
+
+    def __init__(self, status: int, error: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.error = error
+        self.reason = reason
+
+
+def error_response(status: int, error: str, reason: str, **headers: str) -> JSONResponse:
+    """The JSON body of every error."""
+    body = ErrorOut(error=error, reason=reason).model_dump()
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+@dataclass
+class Call(Generic[Q, B]):
+    """What a handler gets: the request, its validated parts and the server state."""
+
+    request: Request
+    path: dict[str, str]
+    query: Q
+    body: B
+
+    @property
+    def state(self) -> Any:
+        """The `ServerState` of the app."""
+        return self.request.app.state.wakeful
+
+    @property
+    def sensitive_scope(self) -> bool:
+        """Whether the caller's token carries the sensitive scope."""
+        principal = self.request.scope.get("wakeful.principal")
+        return bool(principal and principal.sensitive)
+
+    def want_sensitive(self) -> bool:
+        """`sensitive=true` was asked: allowed only with the scope (else 403)."""
+        if not getattr(self.query, "sensitive", False):
+            return False
+        if not self.sensitive_scope:
+            raise ApiError(
+                403, "forbidden", "sensitive=true needs a token with the sensitive scope"
+            )
+        return True
+
+
+Handler = Callable[[Call[Any, Any]], Awaitable[Response | BaseModel]]
+
+
+@dataclass
+class Op:
+    """One endpoint: how it is called, what it answers, and its handler."""
+
+    method: str
+    path: str
+    op_id: str
+    summary: str
+    tag: str
+    handler: Handler
+    query: type[BaseModel] | None = None
+    body: type[BaseModel] | None = None
+    status: int = 200
+    response: type[BaseModel] | None = None
+    also: dict[int, tuple[str, type[BaseModel] | None]] = field(default_factory=dict)
+    errors: tuple[int, ...] = (401, 404, 422)
+    stream: bool = False
+    raw: str | None = None  # a non-JSON success media type (e.g. a media blob)
+    path_schemas: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+class Registry:
+    """Ops collected by the route modules, in declaration order."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+
+    def op(self, method: str, path: str, **kw: Any) -> Callable[[Handler], Handler]:
+        """Decorate a handler as the endpoint `method path`."""
+
+        def wrap(fn: Handler) -> Handler:
+            doc = (fn.__doc__ or "").strip().splitlines()
+            self.ops.append(
+                Op(method, path, op_id=fn.__name__.strip("_"), summary=doc[0] if doc else "",
+                   handler=fn, **kw)
+            )  # fmt: skip
+            return fn
+
+        return wrap
+
+
+def _validation_reason(err: ValidationError, where: str) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    extra = f" ({len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    return f"{where}{'.' + loc if loc else ''}: {first['msg']}{extra}"
+
+
+async def _parse(op: Op, request: Request) -> Call[Any, Any]:
+    path = dict(request.path_params)
+    for name, value in path.items():
+        if name == "session_id" and not SESSION_ID.match(value):
+            raise ApiError(404, "not_found", "no such session (malformed id)")
+    query: Any = None
+    if op.query is not None:
+        params = dict(request.query_params.multi_items())
+        try:
+            query = op.query.model_validate(params)
+        except ValidationError as err:
+            raise ApiError(422, "invalid", _validation_reason(err, "query")) from None
+    body: Any = None
+    if op.body is not None:
+        raw = await request.body()
+        try:
+            data = json.loads(raw) if raw.strip() else {}
+        except (ValueError, UnicodeDecodeError):
+            raise ApiError(400, "bad_json", "the request body is not valid JSON") from None
+        try:
+            body = op.body.model_validate(data)
+        except ValidationError as err:
+            raise ApiError(422, "invalid", _validation_reason(err, "body")) from None
+    return Call(request, path, query, body)
+
+
+def _mapped(err: Exception) -> JSONResponse | None:
+    if isinstance(err, ApiError):
+        return error_response(err.status, err.error, err.reason)
+    if isinstance(err, BodyTooLargeError):
+        return error_response(413, "too_large", "the request body is over the size limit")
+    if isinstance(err, NotFoundError):
+        return error_response(404, "not_found", str(err))
+    if isinstance(err, ConflictError | ClaimLostError):
+        return error_response(409, "conflict", str(err))
+    if isinstance(err, StoreBusyError):
+        return error_response(503, "busy", str(err), **{"Retry-After": "1"})
+    if isinstance(err, UsageError):
+        return error_response(422, "invalid", str(err))
+    return None
+
+
+def respond(model: BaseModel, status: int = 200) -> JSONResponse:
+    """A JSON response from a response model."""
+    return JSONResponse(model.model_dump(mode="json"), status_code=status)
+
+
+def endpoint(op: Op) -> Route:
+    """The Starlette route of `op`."""
+
+    async def handle(request: Request) -> Response:
+        try:
+            call = await _parse(op, request)
+            result = await op.handler(call)
+        except Exception as err:
+            mapped = _mapped(err)
+            if mapped is None:
+                raise
+            return mapped
+        if isinstance(result, Response):
+            return result
+        return respond(result, op.status)
+
+    return Route(op.path, handle, methods=[op.method], name=op.op_id)

@@ -1,0 +1,145 @@
+"""The ASGI app: routes, middleware (security headers, auth, body limit) and the lifespan.
+
+The app drives sessions with the coordinator of the `Runtime` it is given; its lifespan starts
+the hub and hooks the runtime's live listener into it. When the app owns the runtime, shutting
+down interrupts local drains as a shutdown (their claims stay for the next driver) and closes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import __version__
+from ..execution import Runtime
+from ..runner import LiveEvent, LiveListener
+from . import _inspector, _routes_inputs, _routes_reads, _routes_sessions, _sse
+from ._api import Op, endpoint, error_response
+from ._auth import AuthMiddleware, BodyLimitMiddleware, Tokens
+from ._hub import Hub
+from ._models import HealthOut
+from ._openapi import openapi_document
+from ._state import ServerState, Settings, db
+
+log = logging.getLogger("wakeful.server")
+OPS: list[Op] = [
+    *_routes_sessions.ops.ops, *_routes_inputs.ops.ops, *_routes_reads.ops.ops, *_sse.ops.ops,
+]  # fmt: skip
+
+
+class SecurityHeaders:
+    """Headers every response carries (a response's own CSP, e.g. a media sandbox, wins)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.extra = [
+            (b"x-content-type-options", b"nosniff"),
+            (b"referrer-policy", b"no-referrer"),
+            (b"x-frame-options", b"DENY"),
+        ]
+        self.csp = (b"content-security-policy", _inspector.CSP.encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                names = {k.lower() for k, _ in headers}
+                headers += [h for h in self.extra if h[0] not in names]
+                if self.csp[0] not in names:
+                    headers.append(self.csp)
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+async def _health(request: Request) -> Response:
+    return JSONResponse(HealthOut(status="ok", version=__version__).model_dump())
+
+
+async def _openapi(request: Request) -> Response:
+    return JSONResponse(request.app.state.openapi)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    reason = f"no route {request.method} {request.url.path}" if exc.status_code == 404 else str(exc.detail)  # fmt: skip
+    return error_response(exc.status_code, code, reason, **(exc.headers or {}))
+
+
+def _chain(first: LiveListener | None, second: LiveListener) -> LiveListener:
+    if first is None:
+        return second
+
+    def both(ev: LiveEvent) -> None:
+        first(ev)
+        second(ev)
+
+    return both
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    tokens: Tokens,
+    settings: Settings | None = None,
+    own_runtime: bool = False,
+) -> Starlette:
+    """The server app over `runtime` (see the module docstring)."""
+    settings = settings or Settings()
+    hub = Hub(runtime.store, poll_s=settings.poll_ms / 1000)
+    state = ServerState(runtime, tokens, settings, hub, own_runtime)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        previous = runtime.listener
+        runtime.listener = _chain(previous, hub.on_live)
+        await hub.start()
+        if settings.recover:
+            for sid in await db(runtime.store.sessions_with_work):
+                state.wake(sid)
+        try:
+            yield
+        finally:
+            await hub.stop()
+            if own_runtime:
+                runtime.coordinator.options.shutdown.set()
+                for sid in runtime.coordinator.active():
+                    runtime.coordinator.interrupt(sid)
+                await runtime.aclose()
+            runtime.listener = previous
+
+    routes: list[Any] = [
+        Route("/health", _health, methods=["GET"], include_in_schema=False),
+        Route("/openapi.json", _openapi, methods=["GET"], include_in_schema=False),
+        *(endpoint(op) for op in OPS),
+        *_inspector.routes,
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(SecurityHeaders),
+            Middleware(AuthMiddleware, tokens=tokens, login_page=_inspector.login_page),
+            Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+        ],
+        exception_handlers={HTTPException: _http_error},
+        lifespan=lifespan,
+    )
+    app.state.wakeful = state
+    app.state.openapi = openapi_document(OPS)
+    return app

@@ -1,0 +1,231 @@
+"""Bearer-token authentication, the inspector's login cookie, and the request size limit.
+
+Invariant: every request except `GET /health` and the login page carries a valid credential
+before any handler runs. Tokens are compared in constant time (SHA-256 of both sides through
+`hmac.compare_digest`, against every configured token without stopping early). The inspector's
+cookie is an HMAC derived from a token, never the token itself; a cookie-authenticated request
+that changes state must also send `X-Wakeful-CSRF: 1`, a header no cross-site form can set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
+from pathlib import Path
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..errors import UsageError
+
+COOKIE = "wakeful_session"
+CSRF_HEADER = b"x-wakeful-csrf"
+OPEN_ROUTES = {("GET", "/health"), ("HEAD", "/health"), ("GET", "/ui/login"), ("POST", "/ui/login")}
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+_COOKIE_KEY = b"wakeful-inspector-cookie-v1"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: whether the token has the sensitive scope, and how it was presented."""
+
+    sensitive: bool
+    via: str  # "bearer" or "cookie"
+
+
+def _h(value: str) -> bytes:
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
+
+
+class Tokens:
+    """The configured tokens: standard ones, and those with the `sensitive` scope."""
+
+    def __init__(self, standard: list[str], sensitive: list[str] | None = None) -> None:
+        tokens = [*standard, *(sensitive or [])]
+        if not tokens:
+            raise UsageError("the server needs at least one token")
+        for token in tokens:
+            if len(token) < 8 or any(c.isspace() for c in token):
+                raise UsageError("a server token needs 8 or more characters and no spaces")
+        self._entries = [(_h(t), False) for t in standard] + [
+            (_h(t), True) for t in sensitive or []
+        ]
+        self._cookies = [(self._cookie_digest(t), s) for t, s in self._entries]
+
+    @staticmethod
+    def _cookie_digest(token_hash: bytes) -> bytes:
+        return hmac.new(token_hash, _COOKIE_KEY, hashlib.sha256).digest()
+
+    @staticmethod
+    def _match(presented: bytes, entries: list[tuple[bytes, bool]]) -> bool | None:
+        found: bool | None = None
+        for digest, sensitive in entries:  # no early exit: the time does not depend on which
+            if hmac.compare_digest(presented, digest):
+                found = sensitive if found is None else (found or sensitive)
+        return found
+
+    def check(self, token: str) -> Principal | None:
+        """The principal of a bearer token, or None when it matches no configured token."""
+        sensitive = self._match(_h(token), self._entries)
+        return None if sensitive is None else Principal(sensitive, "bearer")
+
+    def cookie_for(self, token: str) -> str | None:
+        """The inspector cookie value for a valid token (None for an invalid one)."""
+        if self.check(token) is None:
+            return None
+        return self._cookie_digest(_h(token)).hex()
+
+    def check_cookie(self, value: str) -> Principal | None:
+        """The principal of an inspector cookie value."""
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            return None
+        sensitive = self._match(raw, self._cookies)
+        return None if sensitive is None else Principal(sensitive, "cookie")
+
+
+def new_token() -> str:
+    """A fresh random token (URL-safe, 256 bits)."""
+    return secrets.token_urlsafe(32)
+
+
+def load_or_create_token(path: Path) -> tuple[str, bool]:
+    """The token stored at `path`, or a new one written there (mode 0600); and whether it is new."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+        if token:
+            return token, False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = new_token()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    return token, True
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+async def _send_json(send: Send, status: int, error: str, reason: str, extra: list[tuple[bytes, bytes]]) -> None:  # fmt: skip
+    body = json.dumps({"error": error, "reason": reason}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers + extra})
+    await send({"type": "http.response.body", "body": body})
+
+
+class AuthMiddleware:
+    """Reject unauthenticated requests (401) before routing; record the principal in the scope."""
+
+    def __init__(self, app: ASGIApp, tokens: Tokens, login_page: Callable[[], bytes]) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.login_page = login_page
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or (scope["method"], scope["path"]) in OPEN_ROUTES:
+            await self.app(scope, receive, send)
+            return
+        principal = self._principal(scope)
+        if principal is None:
+            await self._unauthorized(scope, send)
+            return
+        if (
+            principal.via == "cookie"
+            and scope["method"] not in SAFE_METHODS
+            and _header(scope, CSRF_HEADER) != "1"
+        ):
+            await _send_json(send, 403, "forbidden", "cookie requests that change state need X-Wakeful-CSRF: 1", [])  # fmt: skip
+            return
+        scope["wakeful.principal"] = principal
+        await self.app(scope, receive, send)
+
+    def _principal(self, scope: Scope) -> Principal | None:
+        auth = _header(scope, b"authorization")
+        if auth is not None:
+            scheme, _, token = auth.partition(" ")
+            return self.tokens.check(token.strip()) if scheme.lower() == "bearer" else None
+        cookie = _header(scope, b"cookie")
+        if cookie:
+            jar: SimpleCookie = SimpleCookie()
+            try:
+                jar.load(cookie)
+            except Exception:  # a malformed Cookie header is no credential
+                return None
+            if COOKIE in jar:
+                return self.tokens.check_cookie(jar[COOKIE].value)
+        return None
+
+    async def _unauthorized(self, scope: Scope, send: Send) -> None:
+        if scope["method"] == "GET" and (scope["path"] == "/" or scope["path"].startswith("/ui/")):
+            body = self.login_page()
+            headers = [(b"content-type", b"text/html; charset=utf-8"),
+                       (b"content-length", str(len(body)).encode())]  # fmt: skip
+            await send({"type": "http.response.start", "status": 401, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        reason = "a valid bearer token is required (Authorization: Bearer TOKEN)"
+        await _send_json(send, 401, "unauthorized", reason, [(b"www-authenticate", b'Bearer realm="wakeful"')])  # fmt: skip
+
+
+class BodyTooLargeError(Exception):
+    """The request body is over the configured limit."""
+
+
+class BodyLimitMiddleware:
+    """Answer 413 to a request whose body is over `max_bytes` (declared or actually sent)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _header(scope, b"content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                await _send_json(send, 400, "bad_request", "malformed Content-Length", [])
+                return
+            if int(declared) > self.max_bytes:
+                await self._too_large(send)
+                return
+        seen = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise BodyTooLargeError
+            return message
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except BodyTooLargeError:
+            if started:
+                raise
+            await self._too_large(send)
+
+    async def _too_large(self, send: Send) -> None:
+        reason = f"the request body is over the limit of {self.max_bytes} bytes"
+        await _send_json(send, 413, "too_large", reason, [(b"connection", b"close")])

@@ -1,0 +1,133 @@
+"""Projection reads: messages, pending inbox, turns (run records), usage, receipts, media.
+
+Everything instruction-derived is redacted unless the caller asks with `sensitive=true` and its
+token carries the sensitive scope (see `_redact`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from starlette.responses import Response
+
+from ..errors import NotFoundError
+from ..messages import Message
+from ..runner._runs import run_records
+from ._api import DIGEST_SCHEMA, ApiError, Call, Registry
+from ._models import (
+    InboxItemOut,
+    MessageOut,
+    MessagesOut,
+    MessagesQuery,
+    PendingOut,
+    ReceiptOut,
+    ReceiptsOut,
+    RunOut,
+    SensitiveQuery,
+    SessionUsageOut,
+    TurnsOut,
+    UsageOut,
+)
+from ._redact import receipt_json, redact_message
+from ._state import ServerState, db
+
+ops = Registry()
+# Media types served inline; anything else (HTML, SVG, ...) is a download, never a page.
+_INLINE = re.compile(r"^(image/(png|jpeg|gif|webp)|audio/[a-z0-9.+\-]+|video/[a-z0-9.+\-]+)$")
+
+
+@ops.op("GET", "/sessions/{session_id}/messages", tag="reads", query=MessagesQuery,
+        response=MessagesOut, errors=(401, 403, 404, 422))  # fmt: skip
+async def messages(call: Call[MessagesQuery, Any]) -> MessagesOut:
+    """The transcript in log order (delivered inputs included), after `after_seq`."""
+    state: ServerState = call.state
+    sensitive = call.want_sensitive()
+    rows = await db(state.store.messages_with_seq, call.path["session_id"], call.query.after_seq)
+    out = [MessageOut(seq=seq, message=m if sensitive else redact_message(m)) for seq, m in rows]
+    return MessagesOut(messages=out, redacted=not sensitive)
+
+
+@ops.op("GET", "/sessions/{session_id}/pending", tag="reads", response=PendingOut,
+        errors=(401, 404))  # fmt: skip
+async def pending(call: Call[Any, Any]) -> PendingOut:
+    """Admitted inputs not delivered yet, in enqueue order."""
+    state: ServerState = call.state
+    sid = call.path["session_id"]
+    await db(state.store.get_session, sid)
+    items = await db(state.store.pending, sid)
+    return PendingOut(items=[
+        InboxItemOut(input_id=i.input_id, seq=i.seq, kind=i.kind, delivery=i.delivery,
+                     status=i.status, payload=i.payload)
+        for i in items
+    ])  # fmt: skip
+
+
+@ops.op("GET", "/sessions/{session_id}/turns", tag="reads", response=TurnsOut, errors=(401, 404))
+async def turns(call: Call[Any, Any]) -> TurnsOut:
+    """Turns as run records: outcome, times, usage, steps and retries."""
+    state: ServerState = call.state
+    sid = call.path["session_id"]
+    await db(state.store.get_session, sid)
+    records = await db(run_records, state.store, sid)
+    return TurnsOut(turns=[RunOut.model_validate(r.to_json()) for r in records])
+
+
+@ops.op("GET", "/sessions/{session_id}/usage", tag="reads", response=SessionUsageOut,
+        errors=(401, 404))  # fmt: skip
+async def usage(call: Call[Any, Any]) -> SessionUsageOut:
+    """Token usage and cost of the session, in total and per turn."""
+    state: ServerState = call.state
+    sid = call.path["session_id"]
+    row = await db(state.store.get_session, sid)
+    records = await db(run_records, state.store, sid)
+    return SessionUsageOut(
+        input_tokens=row.input_tokens, output_tokens=row.output_tokens, cost_usd=row.cost_usd,
+        turns=[UsageOut(input_tokens=r.tokens_in, output_tokens=r.tokens_out, cost_usd=r.cost_usd)
+               for r in records],
+    )  # fmt: skip
+
+
+@ops.op("GET", "/sessions/{session_id}/receipts", tag="reads", query=SensitiveQuery,
+        response=ReceiptsOut, errors=(401, 403, 404, 422))  # fmt: skip
+async def receipts(call: Call[SensitiveQuery, Any]) -> ReceiptsOut:
+    """Prompt receipts: sections with digests and sizes; instruction text only when sensitive."""
+    state: ServerState = call.state
+    sensitive = call.want_sensitive()
+    sid = call.path["session_id"]
+    await db(state.store.get_session, sid)
+
+    def build() -> list[dict[str, object]]:
+        return [receipt_json(state.store, r, sensitive=sensitive) for r in state.store.receipts(sid)]  # fmt: skip
+
+    rows = await db(build)
+    return ReceiptsOut(receipts=[ReceiptOut.model_validate(r) for r in rows],
+                       redacted=not sensitive)  # fmt: skip
+
+
+def _media_type(messages: list[Message], digest: str) -> str | None:
+    for m in messages:
+        for block in m.blocks:
+            if getattr(block, "ref", None) == digest:
+                return str(getattr(block, "media_type", "application/octet-stream"))
+    return None
+
+
+@ops.op("GET", "/sessions/{session_id}/media/{digest}", tag="reads", raw="application/octet-stream",
+        errors=(401, 404), path_schemas={"digest": DIGEST_SCHEMA})  # fmt: skip
+async def media(call: Call[Any, Any]) -> Response:
+    """A media blob referenced by a message of the session (and only such a blob)."""
+    state: ServerState = call.state
+    sid, digest = call.path["session_id"], call.path["digest"]
+    media_type = _media_type(await db(state.store.messages, sid), digest)
+    if media_type is None:
+        raise ApiError(404, "not_found", f"no media {digest} in session {sid}")
+    try:
+        data = await db(state.store.get_blob, digest)
+    except NotFoundError:
+        raise ApiError(404, "not_found", f"media {digest} is no longer stored") from None
+    inline = bool(_INLINE.match(media_type))
+    return Response(data, media_type=media_type if inline else "application/octet-stream",
+                    headers={"Cache-Control": "private, max-age=86400",
+                             "Content-Security-Policy": "sandbox",
+                             "Content-Disposition": "inline" if inline else "attachment"})  # fmt: skip

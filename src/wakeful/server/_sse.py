@@ -1,0 +1,178 @@
+"""The durable log over HTTP: JSON pages, and Server-Sent Events that follow it live.
+
+`GET /sessions/{id}/log` (SSE ids are the session's `seq`) and `GET /events` (the instance-wide
+stream; ids are global event ids). Following subscribes to the hub *before* capturing the
+watermark, replays up to it, sends one `sync` event, then streams; `Last-Event-ID` resumes after
+the last id a client saw, so a reconnect loses and repeats nothing. Durable events are unnamed
+SSE messages; `event: sync` marks the watermark; `event: live` carries live-only deltas (no id,
+no replay). Keep-alive comments go out every `keepalive_s` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from ..errors import NotFoundError
+from ..events import StoredEvent
+from ._api import ApiError, Call, Registry
+from ._hub import Live, Subscription
+from ._models import EventOut, EventsOut, LogQuery
+from ._redact import event_json
+from ._state import ServerState, db
+
+ops = Registry()
+_LAST_ID = re.compile(r"^\s*[0-9]{1,16}\s*$")
+_STREAM = {"text/event-stream": "Server-Sent Events (with `follow=true` or that Accept header)"}
+
+
+@dataclass(frozen=True)
+class _Source:
+    """How to read one log: a batch after a position, the key of an event, the watermark."""
+
+    fetch: Callable[[int], list[StoredEvent]]
+    key: Callable[[StoredEvent], int]
+    watermark: Callable[[], int]
+    sync_field: str
+    gap_free: bool  # per-session seq has no gaps: a jump means the queue missed something
+
+
+def _start(call: Call[LogQuery, Any]) -> int:
+    after = call.query.after
+    header = call.request.headers.get("last-event-id")
+    if header is not None and header.strip():
+        if not _LAST_ID.match(header):
+            raise ApiError(422, "invalid", "Last-Event-ID must be a non-negative integer")
+        after = max(after, int(header))
+    return after
+
+
+def _wants_stream(call: Call[LogQuery, Any]) -> bool:
+    return call.query.follow or "text/event-stream" in call.request.headers.get("accept", "")
+
+
+def _event(key: int, data: str) -> ServerSentEvent:
+    return ServerSentEvent(data=data, id=str(key))
+
+
+def _durable(ev: StoredEvent, key: int, sensitive: bool) -> ServerSentEvent:
+    return _event(key, json.dumps(event_json(ev, sensitive=sensitive)))
+
+
+async def _drain_queue(sub: Subscription) -> None:
+    while not sub.queue.empty():
+        sub.queue.get_nowait()
+
+
+async def _stream(
+    state: ServerState, src: _Source, sub: Subscription | None, after: int, query: LogQuery,
+    sensitive: bool,
+) -> AsyncIterator[ServerSentEvent]:  # fmt: skip
+    """Replay, then (with a subscription) the sync marker and live events; see the docstring."""
+    try:
+        watermark = await db(src.watermark)
+    except NotFoundError:  # deleted between the check and the stream
+        if sub is not None:
+            state.hub.unsubscribe(sub)
+        return
+    try:
+        last = after
+        while last < watermark:
+            batch = [e for e in await db(src.fetch, last) if src.key(e) <= watermark]
+            for ev in batch:
+                last = src.key(ev)
+                yield _durable(ev, last, sensitive)
+            if not batch:
+                break
+        if sub is None:
+            return
+        last = max(last, watermark)
+        yield ServerSentEvent(data=json.dumps({src.sync_field: last}), event="sync", id=str(last))
+        while True:
+            if sub.lagged:  # the queue overflowed: re-read the store from where we are
+                sub.lagged = False
+                await _drain_queue(sub)
+                while batch := await db(src.fetch, last):
+                    for ev in batch:
+                        last = src.key(ev)
+                        yield _durable(ev, last, sensitive)
+            try:
+                item = await asyncio.wait_for(sub.queue.get(), query.idle_timeout)
+            except TimeoutError:
+                return
+            if isinstance(item, Live):
+                yield ServerSentEvent(data=item.data, event="live")
+                continue
+            key = src.key(item.event)
+            if key <= last:
+                continue
+            if src.gap_free and key > last + 1:  # fill from the store, never skip
+                for ev in await db(src.fetch, last):
+                    if src.key(ev) >= key:
+                        break
+                    last = src.key(ev)
+                    yield _durable(ev, last, sensitive)
+            last = key
+            yield _event(key, item.data(sensitive))
+    finally:
+        if sub is not None:
+            state.hub.unsubscribe(sub)
+
+
+async def _response(
+    state: ServerState, src: _Source, session_id: str | None, call: Call[LogQuery, Any]
+) -> Any:
+    sensitive = call.want_sensitive()
+    after = _start(call)
+    if not _wants_stream(call):
+        batch = await db(src.fetch, after)
+        batch = batch[: call.query.limit]
+        nxt = src.key(batch[-1]) if batch else after
+        return EventsOut(
+            events=[EventOut.model_validate(event_json(e, sensitive=sensitive)) for e in batch],
+            next_after=nxt, redacted=not sensitive,
+        )  # fmt: skip
+    sub = None
+    if call.query.follow:
+        sub = await state.hub.subscribe(session_id, live=call.query.live)
+    stream = _stream(state, src, sub, after, call.query, sensitive)
+    return EventSourceResponse(
+        stream, ping=state.settings.keepalive_s, send_timeout=state.settings.send_timeout_s,
+        headers={"Cache-Control": "no-store"},
+    )  # fmt: skip
+
+
+@ops.op("GET", "/sessions/{session_id}/log", tag="log", query=LogQuery, response=EventsOut,
+        stream=True, errors=(401, 403, 404, 422))  # fmt: skip
+async def session_log(call: Call[LogQuery, Any]) -> Any:
+    """A session's durable events after `after` (exclusive): JSON, or SSE that follows."""
+    state: ServerState = call.state
+    sid = call.path["session_id"]
+    await db(state.store.get_session, sid)
+    limit = call.query.limit
+    src = _Source(
+        fetch=lambda after: state.store.events(sid, after, limit=limit),
+        key=lambda ev: ev.seq, watermark=lambda: state.store.high_water(sid),
+        sync_field="seq", gap_free=True,
+    )  # fmt: skip
+    return await _response(state, src, sid, call)
+
+
+@ops.op("GET", "/events", tag="log", query=LogQuery, response=EventsOut, stream=True,
+        errors=(401, 403, 422))  # fmt: skip
+async def instance_log(call: Call[LogQuery, Any]) -> Any:
+    """Every session's durable events by global id: JSON, or SSE that follows (instance-wide)."""
+    state: ServerState = call.state
+    limit = call.query.limit
+    src = _Source(
+        fetch=lambda after: state.store.events_since(after, limit),
+        key=lambda ev: ev.id, watermark=state.store.last_event_id, sync_field="id",
+        gap_free=False,
+    )  # fmt: skip
+    return await _response(state, src, None, call)

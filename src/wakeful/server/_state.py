@@ -1,0 +1,72 @@
+"""The server's state: its runtime (whose coordinator drives sessions), the hub, the settings.
+
+The store is synchronous; handlers call it through `db()` so a slow query never stalls the
+event loop that also runs drains and streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..execution import Runtime
+from ..store import SessionRow, SqlStore
+from ._auth import Tokens
+from ._hub import Hub
+from ._models import SessionOut, UsageOut
+
+T = TypeVar("T")
+
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Tunables of one server."""
+
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    keepalive_s: float = 15.0
+    poll_ms: int = 20
+    recover: bool = False  # drive sessions with pending work or an orphaned claim at start-up
+    send_timeout_s: float = 30.0
+
+
+@dataclass
+class ServerState:
+    """Everything a handler needs; one per app."""
+
+    runtime: Runtime
+    tokens: Tokens
+    settings: Settings
+    hub: Hub
+    own_runtime: bool = False
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    @property
+    def store(self) -> SqlStore:
+        """The runtime's store."""
+        return self.runtime.store
+
+    def is_active(self, session_id: str) -> bool:
+        """Whether this process drives the session now."""
+        return session_id in self.runtime.coordinator.active()
+
+    def session_out(self, row: SessionRow, active: set[str] | None = None) -> SessionOut:
+        """The API shape of a session row."""
+        data = row.to_json()
+        data["usage"] = UsageOut.model_validate(data["usage"])
+        live = active if active is not None else set(self.runtime.coordinator.active())
+        return SessionOut(**data, active=row.id in live)  # type: ignore[arg-type]
+
+    def wake(self, session_id: str) -> None:
+        """Wake the session's drain (coalesced by the coordinator) and look for its events."""
+        self.runtime.coordinator.wake(session_id)
+        self.hub.nudge()
+
+
+async def db(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+    """Run a blocking store call in a worker thread."""
+    return await asyncio.to_thread(functools.partial(fn, *args, **kw))
