@@ -30,6 +30,7 @@ from .helpers import (
     ledger_lines,
     make_workspace,
     wakeful,
+    write_script,
 )
 
 pytestmark = pytest.mark.slow
@@ -223,4 +224,30 @@ def test_random_kills(tmp_path: Path):
     counts = check_session(store, SID, ledger_lines(work))
     assert counts["completed"] > 0, f"seed {seed}: no turn completed in {runs} runs"
     print(f"seed {seed}: {kills} kills in {runs} runs; {counts}")
+    store.close()
+
+
+def test_crash_during_compaction(tmp_path: Path):
+    work = make_workspace(tmp_path)
+    with (work / "wakeful.toml").open("a") as f:
+        f.write("[compaction]\nreserved = 500\n")
+    db = str(tmp_path / "sessions.db")
+    store = open_store(db)
+    pad = "lorem ipsum dolor sit amet " * 100  # ~700 tokens a reply: compaction on turn 6
+    model = write_script(tmp_path / "script.json", [
+        {"match": "^Summarize the conversation below", "replies": [{"text": "## Objective\n- go on"}]},
+        {"match": "^talk", "replies": [{"text": "reply " + pad}]},
+    ], context_window=6000, max_output_tokens=500)  # fmt: skip
+    create_session(store, SID, model, [f"talk {n}" for n in range(7)], workspace=work)
+    crash = cli_env(db, tmp_path, WAKEFUL_CRASH_AT="compaction.summarizing")
+    code, _out, err = finish(wakeful(["run", "--session", SID], crash, work))
+    assert code == -9, err
+    assert store.events(SID, types=["compaction.ended"]) == []
+    code, _out, err = finish(wakeful(["run", "--session", SID], cli_env(db, tmp_path), work))
+    assert code == 0, err
+    counts = check_session(store, SID)
+    assert counts["completed"] == 7
+    assert len(store.events(SID, types=["compaction.ended"])) == 1
+    summaries = [r for r in store.receipts(SID) if r.purpose == "compaction"]
+    assert len(summaries) == 2  # the one the crash cut short, and the one that finished
     store.close()

@@ -57,6 +57,7 @@ from ..providers import (
 )
 from ..store import InboxItem, SqlStore
 from ._active import ActiveHistory, Split, message_tokens
+from ._crashpoints import crash_point
 from ._live import LiveEvent
 from ._pricing import cost_usd
 from ._prompt import Section, build_request, make_receipt, request_digest, section_blobs
@@ -400,6 +401,7 @@ class Compactor:
                 step=step, attempt=attempt, model=spec, purpose="compaction",
             )  # fmt: skip
             self._append([receipt], section_blobs(sections))
+            crash_point("compaction.summarizing")
             try:
                 finish = await self._stream(provider, req)
             except ContextOverflowError as err:

@@ -16,6 +16,7 @@ Labels (where they sit):
 - ``retry.wait``: a retry deadline was persisted, before the wait.
 - ``tool.started``: the calls' `tool.started` events are durable, no tool has run.
 - ``tool.done``: every tool finished its side effect, results not yet persisted.
+- ``compaction.summarizing``: a compaction's summary receipt is durable, its request not sent.
 - ``turn.ending``: the final reply is durable, `turn.ended` is not.
 - ``child.reported``: a background child settled and its report is in the parent's inbox;
   the parent was not woken yet.

@@ -1,0 +1,139 @@
+"""Execution benchmarks: crash recovery by one worker, and many sessions driven by one process.
+
+1. Recovery: N sessions are left as a crashed driver leaves them (an open turn whose newest
+   reply has a tool call still `running`, and a claim held by a dead process on this host).
+   One `wakeful worker --once` process recovers them all: it takes each claim over, fails the
+   running call, appends the continuation, runs one more step and releases. Reported: wall
+   time of the worker process (start-up included) and sessions recovered per second.
+2. Concurrency: M sessions, each with one input answered in three steps (two work-state tool
+   calls and a final text), driven by one process. Reported for one session at a time and for
+   all at once, without and with a simulated provider latency (`chunk_delay_ms` per chunk).
+
+    python bench/bench_execution.py [--orphans 1000] [--sessions 200] [--db URL]
+
+Without `--db` a fresh SQLite file in a temporary directory is used; a `postgresql://` URL
+should name an empty database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from wakeful.config import Config, ExecutionConfig
+from wakeful.events import MessageAdded, SessionCreated, ToolCallStarted
+from wakeful.execution import Runtime
+from wakeful.execution._owner import host_id
+from wakeful.messages import Message, ToolCallBlock
+from wakeful.store import fence, open_store
+
+WAKEFUL = str(Path(sys.executable).with_name("wakeful"))
+
+
+def write_script(path: Path, *, delay_ms: int) -> str:
+    """Three steps per input: two goal_set calls, then a short answer."""
+    call = {"tool_calls": [{"name": "goal_set", "input": {"goal": "bench"}}]}
+    rules = [{"match": ".", "replies": [call, call, {"text": "done and recovered"}]}]
+    path.write_text(json.dumps({"rules": rules, "chunk_delay_ms": delay_ms, "chunk_chars": 8}))
+    return f"scripted:{path}"
+
+
+def orphan(db: str, model: str, workspace: Path, count: int) -> list[str]:
+    """Leave `count` sessions as a SIGKILLed driver would; return their ids."""
+    store = open_store(db)
+    dead = f"{host_id()}/{os.getpid()}/not-this-process"
+    sids = [f"ses_orphan_{n:05d}" for n in range(count)]
+    created = SessionCreated(agent="build", model=model, metadata={"workspace": str(workspace)})
+    for sid in sids:
+        store.admit(sid, None, "user", {"text": "work"}, create=created)
+        claim = store.acquire_claim(sid, dead, lease_ms=3_600_000)
+        assert claim is not None
+        token = fence(claim)
+        store.promote(sid, idle=True, claim=token, start_turn=f"turn_{sid}")
+        call = ToolCallBlock(id="call_0", name="goal_set", input={"goal": "bench"})
+        reply = Message(id=f"msg_{sid}", role="assistant", blocks=(call,))
+        store.append(sid, [
+            MessageAdded(message=reply, turn_id=f"turn_{sid}"),
+            ToolCallStarted(call_id="call_0", message_id=reply.id, name="goal_set", input={}),
+        ], token)  # fmt: skip
+    store.close()
+    return sids
+
+
+def recovery(db: str, folder: Path, count: int) -> dict[str, float]:
+    """Time one `wakeful worker --once` recovering `count` orphaned sessions."""
+    work = folder / "work"
+    work.mkdir()
+    (work / ".git").mkdir()
+    model = write_script(folder / "recovery.json", delay_ms=0)
+    start = time.perf_counter()
+    sids = orphan(db, model, work, count)
+    setup = time.perf_counter() - start
+    env = os.environ | {"WAKEFUL_DB": db, "HOME": str(folder), "XDG_CONFIG_HOME": str(folder)}
+    start = time.perf_counter()
+    done = subprocess.run(
+        [WAKEFUL, "worker", "--once", "--concurrency", "32", "--format", "json"],
+        cwd=work, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    elapsed = time.perf_counter() - start
+    stats = json.loads(done.stdout)
+    store = open_store(db)
+    ended = sum(store.turns(s)[0].status == "completed" for s in sids)
+    held = len(store.claimed_sessions())
+    store.close()
+    assert ended == count and held == 0, (ended, held, stats)
+    return {"sessions": count, "setup_s": setup, "worker_s": elapsed, "per_s": count / elapsed}
+
+
+async def drive(db: str, folder: Path, count: int, delay_ms: int, together: bool) -> float:
+    """Drive `count` fresh sessions (one input each); return the wall time."""
+    model = write_script(folder / f"drive_{delay_ms}.json", delay_ms=delay_ms)
+    config = Config(execution=ExecutionConfig(poll_interval_ms=250))
+    rt = Runtime(db, model=model, workspace=folder, config=config)
+    sids = [rt.send("work", resume=False).session_id for _ in range(count)]
+    start = time.perf_counter()
+    if together:
+        results = await asyncio.gather(*(rt.resume(s) for s in sids))
+    else:
+        results = [await rt.resume(s) for s in sids]
+    elapsed = time.perf_counter() - start
+    assert all(len(r) == 1 and r[0].outcome == "completed" for r in results)
+    await rt.aclose()
+    return elapsed
+
+
+def main() -> None:
+    """Run both benchmarks and print their figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--orphans", type=int, default=1000)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--db", default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        db = args.db or str(folder / "bench.db")
+        r = recovery(db, folder, args.orphans)
+        print(
+            f"recovery: {r['sessions']} orphaned sessions by one `wakeful worker --once`: "
+            f"{r['worker_s']:.2f} s ({r['per_s']:.0f} sessions/s; setup {r['setup_s']:.1f} s)"
+        )
+        n = args.sessions
+        for delay in (0, 20):
+            one = asyncio.run(drive(db, folder, n, delay, together=False))
+            all_ = asyncio.run(drive(db, folder, n, delay, together=True))
+            print(
+                f"drive {n} sessions x 3 steps, chunk delay {delay} ms: one at a time "
+                f"{one:.2f} s ({3 * n / one:.0f} steps/s); all at once {all_:.2f} s "
+                f"({3 * n / all_:.0f} steps/s, x{one / all_:.1f})"
+            )
+
+
+if __name__ == "__main__":
+    main()
