@@ -170,7 +170,9 @@ def check_session(store: SqlStore, sid: str, ledger: Counter[str] | None = None)
     assert len({m.id for m in messages}) == len(messages), f"{sid}: a message stored twice"
     in_transcript = Counter((m.metadata or {}).get("input_id") for m in messages)
     delivered = [e.event for e in events if isinstance(e.event, InputDelivered)]
-    assert all(in_transcript[d.input_id] == (d.message is not None) for d in delivered)
+    for d in delivered:  # a control item becomes no message; any other input exactly one
+        became = d.message is not None or getattr(d, "message_id", None) is not None
+        assert in_transcript[d.input_id] == int(became), f"{sid}: {d.input_id} in the transcript"
     assert is_wire_valid(to_wire(messages))
     assert is_wire_valid(messages), f"{sid}: the persisted transcript is not wire-valid"
     assert drop_invalid_pairings(messages) == messages

@@ -127,6 +127,8 @@ class Coordinator:
         """Apply interrupts requested through the store to the drains of this process."""
         while self._active:
             await asyncio.sleep(self.options.poll_interval_ms / 1000)
+            if not self._active:
+                return
             after_id, requests = await asyncio.to_thread(self.store.interrupts_after, after_id)
             for request_id, session_id in requests:
                 entry = self._active.get(session_id)
@@ -135,6 +137,10 @@ class Coordinator:
                     entry.interrupt.set()
 
     async def wait_idle(self) -> None:
-        """Wait until every local drain has finished."""
+        """Wait until every local drain has finished (and the store watcher with them)."""
         while tasks := [a.task for a in self._active.values() if not a.task.done()]:
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.gather(self._watcher, return_exceptions=True)
+            self._watcher = None

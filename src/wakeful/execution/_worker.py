@@ -8,11 +8,14 @@ their claims kept for the next worker. `once=True` returns when nothing is left 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 
 from ..store import SqlStore
 from ._owner import owner_is_dead
 from ._runtime import Runtime
+
+log = logging.getLogger("wakeful.worker")
 
 
 @dataclass
@@ -64,7 +67,12 @@ async def run_worker(
             if stop.is_set():
                 return
             progressed = False
-            for result in await rt.coordinator.resume(sid):
+            try:
+                results = await rt.coordinator.resume(sid)
+            except Exception as err:  # a store fault: the claim is kept, retry after a lease
+                log.warning("session %s: drain failed: %s: %s", sid, type(err).__name__, err)
+                results = []
+            for result in results:
                 stats.drains += 1
                 stats.turns += len(result.turns)
                 stats.busy += int(result.busy)

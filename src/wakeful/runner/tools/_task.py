@@ -36,6 +36,8 @@ class Delegator(Protocol):
 
 
 class TaskInput(BaseModel):
+    """Input of the `task` tool."""
+
     prompt: str = Field(min_length=1, description="The complete instructions for the child.")
     agent: str | None = Field(None, description="Agent profile for the child (default: build).")
     background: bool = Field(
@@ -44,6 +46,8 @@ class TaskInput(BaseModel):
 
 
 class Task:
+    """The `task` tool (see the module docstring)."""
+
     name = "task"
     description = (
         "Delegate a self-contained piece of work to a child agent session. In the foreground "
@@ -54,6 +58,7 @@ class Task:
     read_only = False
 
     async def run(self, args: TaskInput, ctx: ToolContext) -> ToolOutcome:  # type: ignore[override]
+        """Delegate `args.prompt` to a child session; see the class docstring."""
         if ctx.delegate is None:
             raise ToolFailure("task: delegation is not available in this session")
         done = await ctx.delegate.delegate(ctx.session_id, args.prompt, args.agent, args.background)

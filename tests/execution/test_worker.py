@@ -1,0 +1,104 @@
+"""`run_worker` in one process: draining everything, surviving a store fault, stopping cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+
+from wakeful.config import Config, ExecutionConfig, RetryConfig
+from wakeful.errors import StoreBusyError
+from wakeful.execution import Runtime, run_worker
+from wakeful.execution._worker import candidates
+
+from .helpers import check_session, write_script
+
+CONFIG = Config(
+    retry=RetryConfig(initial_delay_ms=5, max_delay_ms=50, poll_interval_ms=5),
+    execution=ExecutionConfig(poll_interval_ms=10, lease_ms=300),
+)
+
+
+def runtime(db: str, tmp_path: Path, *, delay_ms: int = 0) -> Runtime:
+    model = write_script(tmp_path / "script.json", [
+        {"match": "slow", "replies": [{"text": "s l o w " * 50}]},
+        {"match": ".", "replies": [
+            {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}, {"text": "done"},
+        ]},
+    ], chunk_delay_ms=delay_ms, chunk_chars=4)  # fmt: skip
+    return Runtime(db, model=model, workspace=tmp_path, config=CONFIG)
+
+
+async def test_once_drives_every_session_with_work(db_url: str, tmp_path: Path):
+    rt = runtime(db_url, tmp_path)
+    sids = [rt.send(f"task {n}", resume=False).session_id for n in range(12)]
+    rt.send("more", session_id=sids[0], delivery="queue", resume=False)
+    stats = await run_worker(rt, once=True, concurrency=4)
+    assert stats.turns == 13 and stats.lost == 0
+    for sid in sids:
+        check_session(rt.store, sid)
+        assert rt.store.current_claim(sid) is None
+    assert candidates(rt.store) == []
+    await rt.aclose()
+
+
+async def test_a_live_claim_is_not_a_candidate(db_url: str, tmp_path: Path):
+    rt = runtime(db_url, tmp_path)
+    sid = rt.send("task", resume=False).session_id
+    assert candidates(rt.store) == [sid]
+    rt.store.acquire_claim(sid, "another-host/1/1", lease_ms=60_000)
+    assert candidates(rt.store) == []  # its live driver delivers the input itself
+    await rt.aclose()
+
+
+async def test_a_store_fault_is_logged_and_the_session_retried_later(
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    rt = runtime(db_url, tmp_path)
+    sid = rt.send("task", resume=False).session_id
+    promote = rt.store.promote
+    failures = [1]
+
+    def flaky(*args: object, **kw: object) -> object:
+        if failures:
+            failures.pop()
+            raise StoreBusyError("database is busy")
+        return promote(*args, **kw)  # type: ignore[arg-type]
+
+    rt.store.promote = flaky  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING, logger="wakeful.worker"):
+        stats = await run_worker(rt, once=True)
+    assert "drain failed: StoreBusyError" in caplog.text and stats.turns == 0
+    assert rt.store.current_claim(sid) is not None  # kept, like after a crash
+    await asyncio.sleep(CONFIG.execution.lease_ms / 1000 + 0.1)
+    stats = await run_worker(rt, once=True)
+    assert stats.turns == 1
+    check_session(rt.store, sid)
+    await rt.aclose()
+
+
+async def test_stop_is_a_shutdown_that_keeps_claim_and_turn(db_url: str, tmp_path: Path):
+    rt = runtime(db_url, tmp_path, delay_ms=5)
+    sid = rt.send("slow one", resume=False).session_id
+    rt.send("queued after", session_id=sid, delivery="queue", resume=False)
+    stop = asyncio.Event()
+
+    def listener(ev: object) -> None:
+        if getattr(ev, "kind", None) == "text":
+            stop.set()
+
+    rt.listener = listener
+    await run_worker(rt, stop=stop)
+    [turn] = rt.store.turns(sid)
+    assert turn.status == "running" and rt.store.current_claim(sid) is not None
+    assert len(rt.store.pending(sid)) == 1  # nothing more was promoted
+    await rt.aclose()
+    successor = runtime(db_url, tmp_path)
+    await asyncio.sleep(CONFIG.execution.lease_ms / 1000 + 0.1)
+    stats = await run_worker(successor, once=True)
+    assert stats.turns == 2
+    check_session(successor.store, sid)
+    assert [t.status for t in successor.store.turns(sid)] == ["completed", "completed"]
+    await successor.aclose()
