@@ -5,7 +5,9 @@ from ._base import (
     Tool,
     ToolContext,
     ToolFailure,
+    ToolInput,
     ToolOutcome,
+    input_errors,
     run_tool_call,
     tool_spec,
 )
@@ -14,7 +16,9 @@ from ._shell import Shell
 from ._task import Delegation, Delegator, Task
 from ._work import GoalSet, PlanWrite, TodoWrite
 
-READ_ONLY_TOOLS = ("read_file", "list_files", "grep", "todo_write", "plan_write", "goal_set")
+WORK_STATE_TOOLS = ("todo_write", "plan_write", "goal_set")
+# Tools that leave the workspace unchanged: the file readers and the work-state tools.
+READ_ONLY_TOOLS = ("read_file", "list_files", "grep", *WORK_STATE_TOOLS)
 
 
 def builtin_tools(*, delegation: bool = False) -> dict[str, Tool]:
@@ -34,15 +38,18 @@ def builtin_tools(*, delegation: bool = False) -> dict[str, Tool]:
 
 __all__ = [
     "READ_ONLY_TOOLS",
+    "WORK_STATE_TOOLS",
     "Delegation",
     "Delegator",
     "PermissionPolicy",
     "Tool",
     "ToolContext",
     "ToolFailure",
+    "ToolInput",
     "ToolOutcome",
     "builtin_tools",
     "confine",
+    "input_errors",
     "run_tool_call",
     "tool_spec",
 ]

@@ -1,8 +1,8 @@
 """The tool seam: `Tool` protocol, context, outcome, permissions, and running one call safely.
 
-Invariant: running a call never raises for a tool's own failure (bad input, denied permission,
-an exception inside the tool): it becomes an `is_error` result the model sees. Only
-cancellation propagates.
+Invariant: running a call never raises for a tool's own failure (an unknown tool, bad input, a
+denied permission, an exception inside the tool): it becomes an `is_error` result the model
+sees. Only cancellation propagates.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from ...messages import ToolCallBlock, ToolResultBlock, ToolResultPart
 from ...providers import ToolSpec
@@ -24,12 +24,15 @@ if TYPE_CHECKING:
 Permission = Literal["allow", "ask", "deny"]
 Ask = Callable[[str, dict[str, object]], Awaitable[bool]]
 
+MAX_INPUT_ERRORS = 5
+
 
 @dataclass(frozen=True)
 class ToolContext:
     """Where tools work: the workspace root file tools are confined to, and the session.
 
-    `delegate` creates child sessions for the `task` tool; None where no coordinator runs.
+    `env` is added to the process environment of `shell`. `delegate` creates child sessions
+    for the `task` tool; None where no coordinator runs.
     """
 
     workspace: Path
@@ -40,7 +43,11 @@ class ToolContext:
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    """What a tool returns; `work_state` is (kind, value) for the work-state tools."""
+    """What a tool returns.
+
+    `work_state` is `(kind, value)` with kind `goal`, `plan` or `todos`; the runner persists it
+    as the new value of that kind.
+    """
 
     output: str | tuple[ToolResultPart, ...]
     is_error: bool = False
@@ -49,16 +56,30 @@ class ToolOutcome:
 
 
 class Tool(Protocol):
-    """A tool the model may call."""
+    """A tool the model may call. `read_only` tools do not change the workspace.
+
+    `run` receives an instance of `input_model` (validated by `run_tool_call`); it is typed
+    `Any` so that each tool can name its own input class.
+    """
 
     name: str
     description: str
-    input_model: type[BaseModel]
     read_only: bool
 
-    async def run(self, args: BaseModel, ctx: ToolContext) -> ToolOutcome:
+    @property
+    def input_model(self) -> type[BaseModel]:
+        """The pydantic model of the tool's input; its JSON Schema is what the model sees."""
+        ...
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolOutcome:
         """Do the work; report failures the model should see as `is_error` outcomes."""
         ...
+
+
+class ToolInput(BaseModel):
+    """Base of the built-in tools' inputs: unknown fields are an error the model sees."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class ToolFailure(Exception):
@@ -77,19 +98,51 @@ def tool_spec(tool: Tool) -> ToolSpec:
 
 @dataclass(frozen=True)
 class PermissionPolicy:
-    """Per-tool permission: allow, ask or deny; `default` for unlisted tools."""
+    """Per-tool permission: allow, ask or deny.
+
+    A tool without a rule of its own gets the `"*"` rule when there is one, else `default`.
+    """
 
     rules: Mapping[str, Permission] = field(default_factory=dict)
     default: Permission = "allow"
 
     def decide(self, tool_name: str) -> Permission:
         """The permission for `tool_name`."""
-        return self.rules.get(tool_name, self.default)
+        return self.rules.get(tool_name, self.rules.get("*", self.default))
 
 
 def _error(call: ToolCallBlock, text: str) -> tuple[ToolResultBlock, ToolOutcome]:
     outcome = ToolOutcome(text, is_error=True)
     return ToolResultBlock(call_id=call.id, output=text, is_error=True), outcome
+
+
+def input_errors(tool_name: str, err: ValidationError) -> str:
+    """One line per schema violation (at most five), each naming the offending field."""
+    lines = []
+    for item in err.errors()[:MAX_INPUT_ERRORS]:
+        where = ".".join(str(p) for p in item["loc"]) or "input"
+        msg = "unexpected field" if item["type"] == "extra_forbidden" else item["msg"]
+        lines.append(f"{where}: {msg}")
+    more = err.error_count() - MAX_INPUT_ERRORS
+    if more > 0:
+        lines.append(f"({more} more)")
+    return f"invalid input for {tool_name}: " + "; ".join(lines)
+
+
+async def _authorize(call: ToolCallBlock, policy: PermissionPolicy, ask: Ask | None) -> str | None:
+    """None when the call may run, else the denial the model sees."""
+    permission = policy.decide(call.name)
+    if permission == "allow":
+        return None
+    if permission == "deny":
+        return f"permission denied: {call.name} is not allowed here"
+    if ask is None:
+        return f"permission denied: {call.name} needs approval and nobody can approve it"
+    try:
+        approved = await ask(call.name, dict(call.input))
+    except Exception as err:  # a broken approval channel denies; it must not crash the turn
+        return f"permission denied: asking for approval of {call.name} failed ({err})"
+    return None if approved else f"permission denied: the user declined {call.name}"
 
 
 async def run_tool_call(
@@ -99,26 +152,23 @@ async def run_tool_call(
     policy: PermissionPolicy,
     ask: Ask | None = None,
 ) -> tuple[ToolResultBlock, ToolOutcome]:
-    """Validate, authorize and run one call; every failure becomes an error result."""
+    """Validate, authorize and run one call; the result always has `call_id == call.id`.
+
+    An unknown tool, input that fails the schema, a denied (or unapprovable) permission and an
+    exception raised by the tool each become an `is_error` result naming the problem; only
+    `asyncio.CancelledError` (and other `BaseException`s) propagate.
+    """
     tool = tools.get(call.name)
     if tool is None:
-        return _error(call, f"unknown tool {call.name!r}; available: {', '.join(sorted(tools))}")
+        available = ", ".join(sorted(tools)) or "none"
+        return _error(call, f"unknown tool {call.name!r}; available tools: {available}")
     try:
         args = tool.input_model.model_validate(call.input)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "input"
-        return _error(call, f"invalid input for {call.name}: {where}: {first['msg']}")
-    permission = policy.decide(call.name)
-    if permission == "deny":
-        return _error(call, f"permission denied: {call.name} is not allowed here")
-    if permission == "ask":
-        if ask is None:
-            return _error(
-                call, f"permission denied: {call.name} needs approval and nobody can approve it"
-            )
-        if not await ask(call.name, dict(call.input)):
-            return _error(call, f"permission denied: the user declined {call.name}")
+        return _error(call, input_errors(call.name, err))
+    denial = await _authorize(call, policy, ask)
+    if denial is not None:
+        return _error(call, denial)
     try:
         outcome = await tool.run(args, ctx)
     except ToolFailure as err:

@@ -1,168 +1,289 @@
 """File tools confined to the workspace root: read, write, edit, list, grep.
 
 Invariant: a path that resolves outside the workspace (absolute elsewhere, `..`, a symlink
-that escapes) is a tool error, never a read or write.
+that escapes) is a tool error, never a read or write. The blocking file work of every tool
+runs in a worker thread, so a large read or search never stalls the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from ._base import ToolContext, ToolFailure, ToolOutcome
+from ._base import ToolContext, ToolFailure, ToolInput, ToolOutcome
 
-MAX_READ_BYTES = 256 * 1024
+MAX_READ_BYTES = 64 * 1024
+MAX_READ_LINES = 2000
 MAX_LIST = 1000
 MAX_MATCHES = 200
-SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__"}
+MAX_MATCH_CHARS = 300
+MAX_GREP_FILE_BYTES = 8 * 1024 * 1024
+BINARY_SNIFF = 8192
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "node_modules", "__pycache__"})
 
 
 def confine(ctx: ToolContext, path: str) -> Path:
-    """Resolve `path` inside the workspace or raise `ToolFailure`."""
+    """Resolve `path` (relative to the workspace, or absolute) inside the workspace.
+
+    Symlinks are resolved first, so a link pointing out of the workspace is refused too.
+    Raises `ToolFailure` for a path outside the workspace or one that cannot be resolved.
+    """
     root = ctx.workspace.resolve()
-    target = (root / path).resolve()
-    if target != root and root not in target.parents:
-        raise ToolFailure(f"path {path!r} is outside the workspace")
+    try:
+        target = (root / path).resolve()
+    except (OSError, ValueError, RuntimeError) as err:  # NUL bytes, symlink loops
+        raise ToolFailure(f"bad path {path!r}: {err}") from None
+    if not target.is_relative_to(root):
+        raise ToolFailure(f"path {path!r} is outside the workspace {root}; use a path inside it")
     return target
 
 
-class ReadFileInput(BaseModel):
-    path: str = Field(description="File path relative to the workspace.")
+@contextlib.contextmanager
+def _os_errors(action: str, path: str) -> Iterator[None]:
+    """Turn an `OSError` into a `ToolFailure` the model can act on."""
+    try:
+        yield
+    except OSError as err:
+        raise ToolFailure(f"cannot {action} {path}: {err.strerror or err}") from None
 
 
-class WriteFileInput(BaseModel):
-    path: str
-    content: str
+def _is_binary(head: bytes) -> bool:
+    return b"\0" in head[:BINARY_SNIFF]
 
 
-class EditFileInput(BaseModel):
-    path: str
-    old: str = Field(min_length=1, description="Exact text to replace; must occur exactly once.")
-    new: str
-
-
-class ListFilesInput(BaseModel):
-    path: str = "."
-
-
-class GrepInput(BaseModel):
-    pattern: str = Field(description="Python regular expression.")
-    path: str = "."
+class ReadFileInput(ToolInput):
+    path: str = Field(description="File path, relative to the workspace root.")
+    offset: int | None = Field(None, ge=1, description="First line to read (1-based).")
+    limit: int | None = Field(
+        None, ge=1, description=f"Most lines to read (default {MAX_READ_LINES})."
+    )
 
 
 class ReadFile:
     name = "read_file"
-    description = "Read a text file of the workspace."
+    description = (
+        f"Read a text file of the workspace. Returns at most {MAX_READ_LINES} lines or "
+        f"{MAX_READ_BYTES // 1024} KiB; use offset and limit to read a long file in parts."
+    )
     input_model = ReadFileInput
     read_only = True
 
-    async def run(self, args: ReadFileInput, ctx: ToolContext) -> ToolOutcome:  # type: ignore[override]
-        target = confine(ctx, args.path)
-        if not target.is_file():
-            raise ToolFailure(f"no such file: {args.path}")
-        data = await asyncio.to_thread(target.read_bytes)
-        note = (
-            f"\n[truncated at {MAX_READ_BYTES} bytes of {len(data)}]"
-            if len(data) > MAX_READ_BYTES
-            else ""
+    async def run(self, args: ReadFileInput, ctx: ToolContext) -> ToolOutcome:
+        return await asyncio.to_thread(_read, confine(ctx, args.path), args)
+
+
+def _read(target: Path, args: ReadFileInput) -> ToolOutcome:
+    if not target.is_file():
+        raise ToolFailure(f"no such file: {args.path}")
+    first = args.offset or 1
+    with _os_errors("read", args.path), target.open("rb") as f:
+        if _is_binary(f.read(BINARY_SNIFF)):
+            size = target.stat().st_size
+            return ToolOutcome(
+                f"{args.path} is a binary file ({size} bytes); not shown", is_error=True
+            )
+        f.seek(0)
+        lines, seen, more = _take_lines(f, first, args.limit or MAX_READ_LINES)
+    if first > 1 and not lines:
+        raise ToolFailure(f"offset {first} is past the end of {args.path} ({seen} lines)")
+    text = b"".join(line[:MAX_READ_BYTES] for line in lines).decode("utf-8", errors="replace")
+    last = first + len(lines) - 1
+    if any(len(line) > MAX_READ_BYTES for line in lines):
+        text += f"\n[line {last} is longer than {MAX_READ_BYTES // 1024} KiB and was cut]"
+    if more:
+        text += (
+            f"\n[showing lines {first}-{last}; the file continues: read on with offset={last + 1}]"
         )
-        return ToolOutcome(data[:MAX_READ_BYTES].decode("utf-8", errors="replace") + note)
+    elif not text:
+        text = f"({args.path} is empty)"
+    return ToolOutcome(text)
+
+
+def _take_lines(f: BinaryIO, first: int, limit: int) -> tuple[list[bytes], int, bool]:
+    """Lines `first`.. within the line and byte caps, the last line number seen, and whether
+    more lines follow. A single line longer than the byte cap is taken alone (the caller cuts
+    it)."""
+    lines: list[bytes] = []
+    size = 0
+    number = 0
+    for number, line in enumerate(f, 1):
+        if number < first:
+            continue
+        if len(lines) == limit or (lines and size + len(line) > MAX_READ_BYTES):
+            return lines, number, True
+        lines.append(line)
+        size += len(line)
+    return lines, number, False
+
+
+class WriteFileInput(ToolInput):
+    path: str = Field(description="File path, relative to the workspace root.")
+    content: str = Field(description="The complete new content of the file.")
 
 
 class WriteFile:
     name = "write_file"
-    description = "Create or overwrite a file of the workspace."
+    description = "Create or overwrite a file of the workspace (missing directories are created)."
     input_model = WriteFileInput
     read_only = False
 
-    async def run(self, args: WriteFileInput, ctx: ToolContext) -> ToolOutcome:  # type: ignore[override]
-        target = confine(ctx, args.path)
+    async def run(self, args: WriteFileInput, ctx: ToolContext) -> ToolOutcome:
+        return await asyncio.to_thread(_write, confine(ctx, args.path), args)
+
+
+def _write(target: Path, args: WriteFileInput) -> ToolOutcome:
+    if target.is_dir():
+        raise ToolFailure(f"cannot write {args.path}: it is a directory")
+    existed = target.exists()
+    data = args.content.encode("utf-8")
+    with _os_errors("write", args.path):
         target.parent.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(target.write_text, args.content, encoding="utf-8")
-        return ToolOutcome(f"wrote {len(args.content.encode())} bytes to {args.path}")
+        target.write_bytes(data)
+    verb = "overwrote" if existed else "created"
+    return ToolOutcome(f"{verb} {args.path} ({len(data)} bytes)", metadata={"bytes": len(data)})
+
+
+class EditFileInput(ToolInput):
+    path: str = Field(description="File path, relative to the workspace root.")
+    old: str = Field(min_length=1, description="Exact text to replace; must occur exactly once.")
+    new: str = Field(description="The replacement text.")
 
 
 class EditFile:
     name = "edit_file"
-    description = "Replace one exact occurrence of `old` with `new` in a file."
+    description = (
+        "Replace the one exact occurrence of `old` with `new` in a file. `old` must occur exactly "
+        "once: include enough surrounding text to make it unique."
+    )
     input_model = EditFileInput
     read_only = False
 
-    async def run(self, args: EditFileInput, ctx: ToolContext) -> ToolOutcome:  # type: ignore[override]
-        target = confine(ctx, args.path)
-        if not target.is_file():
-            raise ToolFailure(f"no such file: {args.path}")
-        text = await asyncio.to_thread(target.read_text, encoding="utf-8")
-        count = text.count(args.old)
-        if count != 1:
-            raise ToolFailure(
-                f"`old` occurs {count} times in {args.path}; it must occur exactly once"
-            )
-        await asyncio.to_thread(
-            target.write_text, text.replace(args.old, args.new), encoding="utf-8"
+    async def run(self, args: EditFileInput, ctx: ToolContext) -> ToolOutcome:
+        return await asyncio.to_thread(_edit, confine(ctx, args.path), args)
+
+
+def _edit(target: Path, args: EditFileInput) -> ToolOutcome:
+    if not target.is_file():
+        raise ToolFailure(f"no such file: {args.path}")
+    with _os_errors("read", args.path):
+        raw = target.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolFailure(f"cannot edit {args.path}: it is not UTF-8 text") from None
+    count = text.count(args.old)
+    if count != 1:
+        hint = "" if count == 0 else "; include more surrounding text to make it unique"
+        raise ToolFailure(
+            f"`old` occurs {count} times in {args.path}; it must occur exactly once{hint}"
         )
-        return ToolOutcome(f"edited {args.path}")
+    line = text[: text.index(args.old)].count("\n") + 1
+    with _os_errors("write", args.path):
+        target.write_bytes(text.replace(args.old, args.new).encode("utf-8"))
+    return ToolOutcome(f"edited {args.path} at line {line}", metadata={"line": line})
+
+
+class ListFilesInput(ToolInput):
+    path: str = Field(".", description="Directory, relative to the workspace root.")
 
 
 class ListFiles:
     name = "list_files"
-    description = "List files under a directory of the workspace (recursive)."
+    description = (
+        f"List the files under a directory of the workspace, recursively (at most {MAX_LIST}; "
+        f"{', '.join(sorted(SKIP_DIRS))} are skipped)."
+    )
     input_model = ListFilesInput
     read_only = True
 
-    async def run(self, args: ListFilesInput, ctx: ToolContext) -> ToolOutcome:  # type: ignore[override]
-        target = confine(ctx, args.path)
-        if not target.is_dir():
-            raise ToolFailure(f"no such directory: {args.path}")
-        names = await asyncio.to_thread(_walk, target, ctx.workspace.resolve())
-        more = f"\n[{len(names) - MAX_LIST} more not shown]" if len(names) > MAX_LIST else ""
-        return ToolOutcome("\n".join(names[:MAX_LIST]) + more if names else "(empty)")
+    async def run(self, args: ListFilesInput, ctx: ToolContext) -> ToolOutcome:
+        return await asyncio.to_thread(_list, confine(ctx, args.path), ctx, args)
 
 
-def _walk(top: Path, root: Path) -> list[str]:
-    out: list[str] = []
+def _list(target: Path, ctx: ToolContext, args: ListFilesInput) -> ToolOutcome:
+    if not target.is_dir():
+        raise ToolFailure(f"no such directory: {args.path}")
+    root = ctx.workspace.resolve()
+    names: list[str] = []
+    more = False
+    for path in _walk(target):
+        if len(names) == MAX_LIST:
+            more = True
+            break
+        names.append(str(path.relative_to(root)))
+    if not names:
+        return ToolOutcome(f"(no files under {args.path})")
+    note = f"\n[stopped at {MAX_LIST} files: list a subdirectory to see more]" if more else ""
+    return ToolOutcome("\n".join(sorted(names)) + note)
+
+
+def _walk(top: Path) -> Iterator[Path]:
+    """Files under `top` in a stable order, skipping VCS and environment directories.
+
+    Symlinked directories are not followed, so a walk cannot leave the workspace.
+    """
     for folder, dirs, files in os.walk(top):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-        for f in sorted(files):
-            out.append(str((Path(folder) / f).relative_to(root)))
-    return out
+        for name in sorted(files):
+            yield Path(folder) / name
+
+
+class GrepInput(ToolInput):
+    pattern: str = Field(description="Python regular expression, searched in each line.")
+    path: str = Field(".", description="File or directory to search, relative to the workspace.")
 
 
 class Grep:
     name = "grep"
-    description = "Search files under a path for a regular expression; prints path:line: text."
+    description = (
+        "Search the text files under a path for a regular expression; prints `path:line: text` "
+        f"(at most {MAX_MATCHES} matches; binary files and {', '.join(sorted(SKIP_DIRS))} are "
+        "skipped)."
+    )
     input_model = GrepInput
     read_only = True
 
-    async def run(self, args: GrepInput, ctx: ToolContext) -> ToolOutcome:  # type: ignore[override]
+    async def run(self, args: GrepInput, ctx: ToolContext) -> ToolOutcome:
         try:
             regex = re.compile(args.pattern)
         except re.error as err:
-            raise ToolFailure(f"bad pattern: {err}") from None
-        target = confine(ctx, args.path)
-        root = ctx.workspace.resolve()
-        files = [target] if target.is_file() else [root / p for p in _walk(target, root)]
-        hits = await asyncio.to_thread(_search, regex, files, root)
-        more = f"\n[stopped at {MAX_MATCHES} matches]" if len(hits) > MAX_MATCHES else ""
-        return ToolOutcome("\n".join(hits[:MAX_MATCHES]) + more if hits else "no matches")
+            raise ToolFailure(f"bad pattern {args.pattern!r}: {err}") from None
+        return await asyncio.to_thread(_grep, regex, confine(ctx, args.path), ctx, args)
 
 
-def _search(regex: re.Pattern[str], files: list[Path], root: Path) -> list[str]:
+def _grep(regex: re.Pattern[str], target: Path, ctx: ToolContext, args: GrepInput) -> ToolOutcome:
+    if not target.exists():
+        raise ToolFailure(f"no such file or directory: {args.path}")
+    root = ctx.workspace.resolve()
+    files = [target] if target.is_file() else _walk(target)
     hits: list[str] = []
     for path in files:
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        if b"\0" in data[:4096]:
-            continue
-        for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if regex.search(line):
-                hits.append(f"{path.relative_to(root)}:{number}: {line[:300]}")
-                if len(hits) > MAX_MATCHES:
-                    return hits
-    return hits
+        for hit in _search(regex, path, root):
+            if len(hits) == MAX_MATCHES:
+                hits.append(f"[stopped at {MAX_MATCHES} matches: narrow the pattern or the path]")
+                return ToolOutcome("\n".join(hits))
+            hits.append(hit)
+    return ToolOutcome("\n".join(hits) if hits else "no matches")
+
+
+def _search(regex: re.Pattern[str], path: Path, root: Path) -> Iterator[str]:
+    """Matching lines of one file; nothing for binary, huge or out-of-workspace files."""
+    try:
+        if not path.resolve().is_relative_to(root) or path.stat().st_size > MAX_GREP_FILE_BYTES:
+            return
+        data = path.read_bytes()
+    except (OSError, RuntimeError):
+        return
+    if _is_binary(data):
+        return
+    name = path.relative_to(root)
+    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        if regex.search(line):
+            yield f"{name}:{number}: {line[:MAX_MATCH_CHARS]}"

@@ -1,6 +1,8 @@
 """The shell tool: one command in the workspace, with a timeout and an output cap.
 
-On timeout the whole process group is killed, so no child outlives the call.
+Invariant: no process started by a call outlives it while still holding the call's output.
+The command runs in a process group of its own; on timeout or cancellation the whole group is
+killed, and so is a background job that keeps the output open after the shell exits.
 """
 
 from __future__ import annotations
@@ -10,56 +12,166 @@ import contextlib
 import os
 import signal
 
-from pydantic import BaseModel, Field
+from pydantic import Field, JsonValue
 
-from ._base import ToolContext, ToolOutcome
+from ._base import ToolContext, ToolInput, ToolOutcome
 
 MAX_OUTPUT = 32 * 1024
+DEFAULT_TIMEOUT_S = 60.0
+MAX_TIMEOUT_S = 3600.0
+LINGER_S = 1.0  # how long output may stay open after the shell exits
+CHUNK = 64 * 1024
 
 
-class ShellInput(BaseModel):
-    command: str = Field(min_length=1)
-    timeout_s: float = Field(60.0, gt=0, le=3600)
+class ShellInput(ToolInput):
+    command: str = Field(min_length=1, description="A command line for /bin/sh.")
+    timeout_s: float = Field(
+        DEFAULT_TIMEOUT_S,
+        gt=0,
+        le=MAX_TIMEOUT_S,
+        description="Seconds before the command and its children are killed.",
+    )
+
+
+class _Capture:
+    """Output within the cap: the first and the last half of the cap are kept, the middle is
+    only counted."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.head = bytearray()  # the first `cap` bytes
+        self.tail = bytearray()  # the bytes after them; trimmed, yet always the last half-cap
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        if len(self.tail) > self.cap:
+            del self.tail[: len(self.tail) - self.cap // 2]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.cap
+
+    def text(self) -> str:
+        if not self.truncated:
+            return bytes(self.head).decode("utf-8", errors="replace")
+        half = self.cap // 2
+        head = bytes(self.head[:half])
+        tail = bytes(self.head + self.tail)[-half:]
+        omitted = self.total - len(head) - len(tail)
+        return (
+            head.decode("utf-8", errors="replace")
+            + f"\n[... {omitted} bytes of output omitted ({self.total} in all) ...]\n"
+            + tail.decode("utf-8", errors="replace")
+        )
 
 
 class Shell:
     name = "shell"
-    description = "Run a shell command in the workspace; returns exit code and output."
+    description = (
+        "Run a command with /bin/sh in the workspace root; stdout and stderr are combined. "
+        f"Returns the output (at most {MAX_OUTPUT // 1024} KiB: the start and the end) and the "
+        f"exit code. The command is killed after timeout_s seconds (default {DEFAULT_TIMEOUT_S:g}). "
+        "Stdin is empty. A background job that keeps the output open is killed when the command "
+        "exits; redirect its output (`cmd > log 2>&1 &`) to keep it running."
+    )
     input_model = ShellInput
     read_only = False
 
-    async def run(self, args: ShellInput, ctx: ToolContext) -> ToolOutcome:  # type: ignore[override]
-        proc = await asyncio.create_subprocess_shell(
-            args.command, cwd=ctx.workspace, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+    async def run(self, args: ShellInput, ctx: ToolContext) -> ToolOutcome:
+        loop = asyncio.get_running_loop()
+        capture = _Capture(MAX_OUTPUT)
+        transport, protocol = await loop.subprocess_shell(
+            lambda: _Watch(capture, loop),
+            args.command,
+            cwd=ctx.workspace,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
             env={**os.environ, **(ctx.env or {})},
-        )  # fmt: skip
-        timed_out = False
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), args.timeout_s)
-        except TimeoutError:
-            timed_out = True
-            _kill_group(proc.pid)
-            out, _ = await proc.communicate()
-        except asyncio.CancelledError:
-            _kill_group(proc.pid)
-            await proc.wait()
-            raise
-        text = out.decode("utf-8", errors="replace")
-        if len(out) > MAX_OUTPUT:
-            text = (
-                out[:MAX_OUTPUT].decode("utf-8", errors="replace")
-                + f"\n[output truncated: {len(out)} bytes]"
-            )
-        code = proc.returncode
-        if timed_out:
-            return ToolOutcome(f"{text}\n[killed after {args.timeout_s:g}s timeout]", is_error=True,
-                               metadata={"exit_code": code, "timed_out": True})  # fmt: skip
-        return ToolOutcome(
-            f"{text}\n[exit code {code}]", is_error=code != 0, metadata={"exit_code": code}
         )
+        try:
+            timed_out, lingered = await _supervise(transport.get_pid(), protocol, args.timeout_s)
+        except BaseException:  # cancelled: nothing of the command may keep running
+            _kill_group(transport.get_pid())
+            raise
+        finally:
+            transport.close()
+        code = transport.get_returncode()
+        return _outcome(capture, code, args.timeout_s, timed_out, lingered)
+
+
+class _Watch(asyncio.SubprocessProtocol):
+    """Collects the output and tells apart two ends: the shell exiting and the output closing
+    (a background job may hold the output open after the shell is gone)."""
+
+    def __init__(self, capture: _Capture, loop: asyncio.AbstractEventLoop) -> None:
+        self.capture = capture
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.output_closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        self.capture.add(data.encode() if isinstance(data, str) else data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if not self.output_closed.done():
+            self.output_closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+async def _within(future: asyncio.Future[None], seconds: float) -> bool:
+    done, _ = await asyncio.wait({future}, timeout=seconds)
+    return bool(done)
+
+
+async def _supervise(pid: int, watch: _Watch, timeout_s: float) -> tuple[bool, bool]:
+    """Wait for the command within its timeout, then for its output to close.
+
+    Returns (timed out, a background job held the output open and was killed).
+    """
+    timed_out = lingered = False
+    if not await _within(watch.exited, timeout_s):
+        timed_out = True
+        _kill_group(pid)
+        await watch.exited
+    if not await _within(watch.output_closed, LINGER_S):
+        lingered = not timed_out
+        _kill_group(pid)
+        # A process that left the group may still hold the pipe; closing the transport ends it.
+        await _within(watch.output_closed, LINGER_S)
+    return timed_out, lingered
+
+
+def _outcome(
+    capture: _Capture, code: int | None, timeout_s: float, timed_out: bool, lingered: bool
+) -> ToolOutcome:
+    text = capture.text() or "(no output)"
+    if not text.endswith("\n"):
+        text += "\n"
+    if timed_out:
+        text += f"[timed out after {timeout_s:g}s; the command and its children were killed]"
+    else:
+        text += f"[exit code {code}]"
+    if lingered:
+        text += "\n[a background job kept the output open and was killed]"
+    metadata: dict[str, JsonValue] = {
+        "exit_code": code,
+        "timed_out": timed_out,
+        "output_bytes": capture.total,
+        "truncated": capture.truncated,
+    }
+    return ToolOutcome(text, is_error=timed_out or code != 0, metadata=metadata)
 
 
 def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)

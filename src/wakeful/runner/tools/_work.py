@@ -1,60 +1,75 @@
-"""Work-state tools: goal, plan and todos. Each replaces its kind; the runner persists it."""
+"""Work-state tools: goal, plan and todos.
+
+Each call replaces the whole value of its kind; the tool only returns it (as
+`ToolOutcome.work_state`) and the runner persists it with the call's result, so work state is
+exactly as durable as the transcript. An empty goal or plan clears it.
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field, JsonValue
 
-from ._base import ToolContext, ToolOutcome
+from ._base import ToolContext, ToolInput, ToolOutcome
+
+SHOWN_TODOS = 64  # the runtime.work_state section shows at most 64 entries per collection
 
 
-class Todo(BaseModel):
-    content: str = Field(min_length=1)
+class Todo(ToolInput):
+    content: str = Field(min_length=1, description="What to do, in one line.")
     status: Literal["pending", "in_progress", "completed"] = "pending"
 
 
-class TodoWriteInput(BaseModel):
-    todos: list[Todo]
+class TodoWriteInput(ToolInput):
+    todos: list[Todo] = Field(description="The complete new todo list.")
 
 
-class PlanWriteInput(BaseModel):
-    plan: str
+class PlanWriteInput(ToolInput):
+    plan: str = Field(description="The complete new plan (empty clears it).")
 
 
-class GoalSetInput(BaseModel):
-    goal: str
+class GoalSetInput(ToolInput):
+    goal: str = Field(description="The session's goal (empty clears it).")
 
 
 class TodoWrite:
     name = "todo_write"
-    description = "Replace the todo list (content and status of each item)."
+    description = (
+        "Replace the todo list: every item with its content and status (pending, in_progress, "
+        f"completed). The list survives compaction; keep it under {SHOWN_TODOS} items, the most "
+        "the prompt shows."
+    )
     input_model = TodoWriteInput
     read_only = True
 
-    async def run(self, args: TodoWriteInput, ctx: ToolContext) -> ToolOutcome:  # type: ignore[override]
-        todos = [t.model_dump() for t in args.todos]
+    async def run(self, args: TodoWriteInput, ctx: ToolContext) -> ToolOutcome:
+        todos: list[JsonValue] = [t.model_dump() for t in args.todos]
         done = sum(t.status == "completed" for t in args.todos)
         return ToolOutcome(
             f"todo list saved ({done}/{len(todos)} completed)", work_state=("todos", todos)
-        )  # type: ignore[arg-type]
+        )
 
 
 class PlanWrite:
     name = "plan_write"
-    description = "Replace the plan."
+    description = "Replace the plan of the session. The plan survives compaction."
     input_model = PlanWriteInput
     read_only = True
 
-    async def run(self, args: PlanWriteInput, ctx: ToolContext) -> ToolOutcome:  # type: ignore[override]
-        return ToolOutcome("plan saved", work_state=("plan", args.plan))
+    async def run(self, args: PlanWriteInput, ctx: ToolContext) -> ToolOutcome:
+        return ToolOutcome(
+            "plan saved" if args.plan else "plan cleared", work_state=("plan", args.plan)
+        )
 
 
 class GoalSet:
     name = "goal_set"
-    description = "Set the session's goal."
+    description = "Set the goal of the session. The goal survives compaction."
     input_model = GoalSetInput
     read_only = True
 
-    async def run(self, args: GoalSetInput, ctx: ToolContext) -> ToolOutcome:  # type: ignore[override]
-        return ToolOutcome("goal saved", work_state=("goal", args.goal))
+    async def run(self, args: GoalSetInput, ctx: ToolContext) -> ToolOutcome:
+        return ToolOutcome(
+            "goal saved" if args.goal else "goal cleared", work_state=("goal", args.goal)
+        )
