@@ -93,12 +93,14 @@ def make_server(tmp_path: Path) -> Iterator[MakeServer]:
     threads: list[ServerThread] = []
     served: list[Served] = []
 
-    def make(model: str | None = None, settings: Settings | None = None, **kw: Any) -> Served:
+    def make(
+        model: str | None = None, settings: Settings | None = None, db: str | None = None, **kw: Any
+    ) -> Served:
         work = tmp_path / f"work{len(served)}"
         work.mkdir()
         (work / ".git").mkdir()
         config = Config(retry=RetryConfig(initial_delay_ms=5, max_delay_ms=200, poll_interval_ms=5))
-        rt = Runtime(str(tmp_path / f"s{len(served)}.db"), model=model or script(tmp_path, ECHO),
+        rt = Runtime(db or str(tmp_path / f"s{len(served)}.db"), model=model or script(tmp_path, ECHO),
                      workspace=work, config=config, **kw)  # fmt: skip
         app = create_app(rt, tokens=Tokens([TOKEN], [SENSITIVE]),
                          settings=settings or Settings(keepalive_s=1.0, poll_ms=10),

@@ -54,7 +54,8 @@ def test_follow_replays_then_sync_then_live_with_seq_ids(server: Served):
     assert any(e.event == "ping" for e in got)  # keep-alive every second in the tests
 
 
-def test_reconnect_with_last_event_id_across_a_burst_loses_and_repeats_nothing(server: Served, tmp_path: Path):  # fmt: skip
+def test_reconnect_with_last_event_id_across_a_burst_loses_and_repeats_nothing(make_server: MakeServer, db_url: str):  # fmt: skip
+    server = make_server(db=db_url)  # both backends: the hub reads the instance log by id
     c = server.client()
     sid = _new_session(c)
     burst = 400

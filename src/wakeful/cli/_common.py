@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -29,7 +29,16 @@ def format_option(*choices: str, default: str = "text") -> Any:
 
 
 def store_for(db: str | None) -> SqlStore:
-    """Open the store named by `--db` / `WAKEFUL_DB` / the default."""
+    """Open the store named by `--db` / `WAKEFUL_DB` / the default.
+
+    An `http(s)://` URL names a `wakeful serve` server (token: `$WAKEFUL_SERVER_TOKEN`); its
+    `RemoteStore` has the read, archive, delete and log methods these commands call, and
+    raises a one-line `UsageError` for what only a local store does.
+    """
+    if db and db.startswith(("http://", "https://")):
+        from ..client import RemoteStore
+
+        return cast(SqlStore, RemoteStore(db))
     return open_store(db)
 
 

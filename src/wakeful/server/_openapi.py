@@ -26,7 +26,21 @@ ERROR_TEXT = {
     413: "Request body over the size limit",
     422: "Invalid parameters or body",
 }
-ALWAYS = (413, 503)  # any request may be too large; any store may be busy
+ALWAYS = (413, 503)
+# In OpenAPI 3.1 the `schema` of text/event-stream describes one event.
+SSE_EVENT = {
+    "type": "object",
+    "description": "A durable event (no `event`, i.e. message; `id` is its seq, or global id on /events; "
+    "`data` is the event JSON), the `sync` marker (`data`: the watermark), or a `live` delta "
+    "(no `id`, no replay).",
+    "properties": {
+        "event": {"type": "string", "enum": ["message", "sync", "live"]},
+        "id": {"type": "string", "pattern": "^[0-9]+$"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+        "retry": {"type": "integer"},
+    },
+    "required": ["data"],
+}  # any request may be too large; any store may be busy
 
 
 Mode = Literal["validation", "serialization"]
@@ -84,7 +98,7 @@ def _operation(op: Op, refs: Refs) -> dict[str, Any]:
                        "description": "Resume a stream after this event id."})  # fmt: skip
     ok: dict[str, Any] = {"description": "OK"} | _json(refs, op.response)
     if op.stream:
-        ok["content"]["text/event-stream"] = {"schema": {"type": "string"}}
+        ok["content"]["text/event-stream"] = {"schema": SSE_EVENT}
     if op.raw is not None:
         ok["content"] = {op.raw: {"schema": {"type": "string", "format": "binary"}}}
     responses: dict[str, Any] = {str(op.status): ok}

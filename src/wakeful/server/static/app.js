@@ -97,12 +97,53 @@
           tr.dataset.turn = t.id;
           tr.appendChild(el("td", "", t.id));
           var outcome = t.outcome || t.status;
-          tr.appendChild(el("td", "outcome outcome-" + outcome, outcome + (t.error ? " " + t.error : "")));
+          var cell = el("td", "outcome outcome-" + outcome, outcome);
+          if (t.error) cell.appendChild(el("span", "hint", " " + t.error));
+          tr.appendChild(cell);
           tr.appendChild(el("td", "", String(t.steps)));
           tr.appendChild(el("td", "", t.tokens_in + " / " + t.tokens_out));
           tr.appendChild(el("td", "", "$" + t.cost_usd.toFixed(4)));
           tbody.appendChild(tr);
         });
+      });
+  }
+
+  function addReceipt(d) {
+    var box = document.getElementById("receipts");
+    var empty = box.querySelector(".empty");
+    if (empty) empty.remove();
+    var det = el("details", "fold receipt");
+    var sum = el("summary", "", "step " + d.step + " · attempt " + d.attempt + " · " + (d.purpose || "step") + " · ");
+    sum.appendChild(el("code", "", d.request_digest.slice(0, 12)));
+    det.appendChild(sum);
+    var table = el("table", "small");
+    (d.sections || []).forEach(function (s) {
+      var tr = el("tr");
+      tr.appendChild(el("td", "", s[0]));
+      tr.appendChild(el("td", "", s[1]));
+      tr.appendChild(el("td", "", s[2].slice(0, 12)));
+      table.appendChild(tr);
+    });
+    det.appendChild(table);
+    box.appendChild(det);
+  }
+
+  // Messages go in seq order, also when one arrives late (a delivered input is fetched).
+  function place(node) {
+    var seq = Number(node.dataset.seq);
+    var after = Array.prototype.find.call(messages.children, function (m) { return Number(m.dataset.seq) > seq; });
+    if (Array.prototype.some.call(messages.children, function (m) { return Number(m.dataset.seq) === seq; })) return;
+    messages.insertBefore(node, after || null);
+  }
+
+  // A delivered input names its message; the transcript holds it at the event's seq.
+  function fetchMessage(seq) {
+    var url = "/sessions/" + sid + "/messages?after_seq=" + (seq - 1) + (body.dataset.sensitive ? "&sensitive=true" : "");
+    fetch(url, { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (data) {
+        if (!data) return;
+        data.messages.forEach(function (m) { if (m.seq === seq) place(renderMessage(m.seq, m.message)); });
       });
   }
 
@@ -113,11 +154,13 @@
     var d = ev.data;
     if (ev.type === "message.added") {
       if (d.message.role === "assistant") { live.hidden = true; liveText.textContent = ""; }
-      messages.appendChild(renderMessage(ev.seq, d.message));
+      place(renderMessage(ev.seq, d.message));
     } else if (ev.type === "inbox.enqueued") addPending(d);
+    else if (ev.type === "receipt.recorded") addReceipt(d);
     else if (ev.type === "inbox.delivered" || ev.type === "inbox.rejected") {
       removeRow("pending", "input", d.input_id);
-      if (d.message) messages.appendChild(renderMessage(ev.seq, d.message));
+      if (d.message) place(renderMessage(ev.seq, d.message));
+      else if (d.message_id) fetchMessage(ev.seq);
     } else if (ev.type === "turn.started") { setStatus("running"); refreshTurns(); }
     else if (ev.type === "turn.ended") { setStatus(d.outcome === "completed" ? "idle" : d.outcome); refreshTurns(); }
     else if (ev.type === "usage.recorded") {
