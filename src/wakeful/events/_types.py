@@ -56,11 +56,17 @@ class InputEnqueued(_Event):
 
 
 class InputDelivered(_Event):
-    """An inbox item left the inbox; `message` is the transcript message it became, if any."""
+    """An inbox item left the inbox and, unless it is a control item, became a transcript message.
+
+    Version 2 names the message (`message_id`) instead of copying it: the message is derived
+    from the `inbox.enqueued` payload by `wakeful.store`'s `input_message`, so a delivered input
+    is stored once. Version 1 events carry the whole `message` and stay readable.
+    """
 
     type: Literal["inbox.delivered"] = "inbox.delivered"
     input_id: str
     message: Message | None = None
+    message_id: str | None = None
 
 
 class InputRejected(_Event):

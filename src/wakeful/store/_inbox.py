@@ -198,7 +198,7 @@ def promote_in(
                     )
                 )
                 continue
-            events.append(InputDelivered(input_id=item.input_id, message=message))
+            events.append(InputDelivered(v=2, input_id=item.input_id, message_id=message.id))
             delivered.append(Delivered(item, message))
     inputs = tuple(d.item.input_id for d in delivered if d.message is not None)
     if start_turn is not None and inputs:
@@ -206,3 +206,37 @@ def promote_in(
     if events:
         append_events(tx, session_id, events, now_ms, claim)
     return delivered
+
+
+_MESSAGE_ROWS = (
+    "SELECT m.seq, e.data, q.data FROM messages m "
+    "JOIN events e ON e.session_id = m.session_id AND e.seq = m.seq "
+    "LEFT JOIN inbox i ON e.type = 'inbox.delivered' AND i.session_id = m.session_id "
+    "AND i.settled_seq = m.seq "
+    "LEFT JOIN events q ON q.session_id = i.session_id AND q.seq = i.seq "
+    "WHERE m.session_id = ? AND m.seq > ? AND m.seq <= ? ORDER BY m.seq"
+)
+
+
+def transcript_in(
+    tx: Tx, session_id: str, after_seq: int = 0, upto_seq: int | None = None
+) -> list[tuple[int, Message]]:
+    """The session's messages with their `seq`, in log order, inside `tx`.
+
+    A message comes from its `message.added` event, a version-1 `inbox.delivered` (which copies
+    it), or a version-2 `inbox.delivered` (derived again from the enqueued payload).
+    """
+    upto = upto_seq if upto_seq is not None else 2**62
+    out: list[tuple[int, Message]] = []
+    for seq, data, enqueued in tx.all(_MESSAGE_ROWS, (session_id, after_seq, upto)):
+        event = load_event(data)
+        message = getattr(event, "message", None)
+        if message is None and isinstance(event, InputDelivered) and enqueued is not None:
+            source = load_event(enqueued)
+            assert isinstance(source, InputEnqueued)
+            item = InboxItem(session_id, source.input_id, 0, source.kind, source.delivery,
+                             source.payload, "delivered")  # fmt: skip
+            message = input_message(item)
+        assert isinstance(message, Message), f"message row {session_id}/{seq} has no message"
+        out.append((int(seq), message))
+    return out

@@ -134,6 +134,11 @@ CREATE TABLE instruction_state (
 );
 """
 
+_INDEXES = """
+CREATE INDEX inbox_settled ON inbox (session_id, settled_seq);
+CREATE INDEX events_type ON events (session_id, type, seq)
+"""
+
 MIGRATIONS: list[tuple[int, str, str, str]] = [
     (
         1,
@@ -148,6 +153,15 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         "event_epochs",
         "ALTER TABLE events ADD COLUMN epoch BIGINT",
         "ALTER TABLE events ADD COLUMN epoch BIGINT",
+    ),
+    (
+        # Version-2 deliveries derive their message from the enqueued payload: the transcript
+        # read joins a message row to its inbox item by the delivery's seq. Typed event lookups
+        # (the newest compaction boundary, instruction deltas) stop scanning the whole log.
+        3,
+        "delivery_and_type_indexes",
+        _INDEXES,
+        _INDEXES,
     ),
 ]
 

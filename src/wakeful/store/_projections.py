@@ -42,16 +42,16 @@ def _message_added(tx: Tx, sid: str, seq: int, ev: MessageAdded) -> None:
 
 
 def _delivered(tx: Tx, sid: str, seq: int, ev: InputDelivered) -> None:
-    message_id = ev.message.id if ev.message is not None else None
+    message_id = ev.message.id if ev.message is not None else ev.message_id
     tx.run(
         "UPDATE inbox SET status = 'delivered', settled_seq = ?, message_id = ? "
         "WHERE session_id = ? AND input_id = ?",
         (seq, message_id, sid, ev.input_id),
     )
-    if ev.message is not None:
+    if message_id is not None:
         tx.run(
-            "INSERT INTO messages (session_id, seq, message_id, role) VALUES (?, ?, ?, ?)",
-            (sid, seq, ev.message.id, ev.message.role),
+            "INSERT INTO messages (session_id, seq, message_id, role) VALUES (?, ?, ?, 'user')",
+            (sid, seq, message_id),
         )
 
 

@@ -13,6 +13,7 @@ from ..errors import NotFoundError, UsageError
 from ..events import MessageAdded, SessionCreated, SessionEvent, SessionUpdated
 from ._append import append_events
 from ._backend import Tx
+from ._inbox import transcript_in
 from ._records import Page, PruneCounts
 
 if TYPE_CHECKING:
@@ -74,18 +75,9 @@ def fork_in(
         model=fields.pop("model", parent.model), forked_from=session_id, fork_seq=upto, **fields,
     )  # fmt: skip
     store._insert_session(tx, sid, created)
-    rows = tx.all(
-        "SELECT e.data FROM messages m JOIN events e ON e.session_id = m.session_id "
-        "AND e.seq = m.seq WHERE m.session_id = ? AND m.seq <= ? ORDER BY m.seq",
-        (session_id, upto),
-    )
-    from ..events import load_event
-
-    copies: list[SessionEvent] = []
-    for (data,) in rows:
-        message = getattr(load_event(data), "message", None)
-        if message is not None:
-            copies.append(MessageAdded(message=message))
+    copies: list[SessionEvent] = [
+        MessageAdded(message=m) for _seq, m in transcript_in(tx, session_id, 0, upto)
+    ]
     if copies:
         append_events(tx, sid, copies, store.clock.now_ms())
     return sid

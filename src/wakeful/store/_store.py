@@ -326,18 +326,7 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         with self.backend.transaction(write=False) as tx:
             if self._get(tx, session_id) is None:
                 raise NotFoundError(f"no session {session_id}")
-            rows = tx.all(
-                "SELECT e.seq, e.data FROM messages m JOIN events e ON e.session_id = m.session_id "
-                "AND e.seq = m.seq WHERE m.session_id = ? AND m.seq > ? ORDER BY m.seq",
-                (session_id, after_seq),
-            )
-        out: list[tuple[int, Message]] = []
-        for seq, data in rows:
-            event = load_event(data)
-            message = getattr(event, "message", None)
-            assert isinstance(message, Message)
-            out.append((int(seq), message))
-        return out
+            return _inbox.transcript_in(tx, session_id, after_seq)
 
     # -- inbox ------------------------------------------------------------------------------
 
