@@ -22,11 +22,12 @@ class _Renderer:
 
     def __init__(self, fmt: str) -> None:
         self.fmt = fmt
+        self.session_id: str | None = None  # text mode shows only this session's stream
 
     def __call__(self, ev: LiveEvent) -> None:
         if self.fmt == "jsonl":
             print_jsonl({"session_id": ev.session_id, "kind": ev.kind, "data": ev.data})
-        elif self.fmt == "text":
+        elif self.fmt == "text" and ev.session_id in (self.session_id, None):
             self._text(ev)
 
     def _text(self, ev: LiveEvent) -> None:
@@ -115,8 +116,10 @@ def _target_session(rt: Runtime, session: str | None, cont: bool, fork: bool) ->
 def run(prompt: str | None, cont: bool, session: str | None, fork: bool, agent: str | None,
         model: str | None, fmt: str, db: str | None) -> None:  # fmt: skip
     """Admit PROMPT durably and drive the session to the end of its work."""
-    rt = Runtime(db, model=model, agent=agent, listener=_Renderer(fmt))
+    renderer = _Renderer(fmt)
+    rt = Runtime(db, model=model, agent=agent, listener=renderer)
     sid = _target_session(rt, session, cont, fork)
+    renderer.session_id = sid
     if prompt is None and rt.store.find_session(sid) is None:
         raise UsageError(
             "nothing to run: give a PROMPT, or --session/--continue with pending input"
