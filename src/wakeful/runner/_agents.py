@@ -1,26 +1,44 @@
 """Agents: named profiles of system prompt, model, tools and step limit.
 
-Built-ins are `build` (every tool) and `plan` (read-only and work-state tools); `[agents.NAME]`
-in the configuration adds agents or overrides fields of built-in ones.
+Built-ins are `build` (every tool) and `plan` (the read-only and work-state tools: it plans and
+changes nothing). `[agents.NAME]` in the configuration adds agents or overrides fields of
+built-in ones; a field left out keeps the built-in value.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..config import Config
+from ..config import AgentConfig, Config
 from ..errors import UsageError
+from .tools import READ_ONLY_TOOLS
 
 ALL_TOOLS = (
     "read_file", "write_file", "edit_file", "list_files", "grep", "shell",
     "todo_write", "plan_write", "goal_set", "task",
 )  # fmt: skip
-PLAN_TOOLS = ("read_file", "list_files", "grep", "todo_write", "plan_write", "goal_set")
+PLAN_TOOLS = READ_ONLY_TOOLS
+
+BUILD_PROMPT = (
+    "You are a careful software agent working in the user's workspace. Use the tools to "
+    "inspect and change it: read before you edit, keep changes small, and verify what you "
+    "change (run the tests or the command that shows it works). For work of several steps, "
+    "keep the todo list current with todo_write. Finish with a short report of what you did "
+    "and anything left undone."
+)
+PLAN_PROMPT = (
+    "You are a planning agent. Your job is to plan, not to change anything: you cannot edit "
+    "files or run commands. Read and search the workspace to understand it, set the goal with "
+    "goal_set, write a step-by-step plan with plan_write and the concrete steps as todos with "
+    "todo_write. Finish with a short summary of the plan and its open questions."
+)
+CUSTOM_PROMPT = "You are a helpful agent working in the user's workspace."
 
 
 @dataclass(frozen=True, slots=True)
 class Agent:
-    """A named agent profile."""
+    """A named agent profile: what it is told, which model and tools it uses, how many model
+    steps one input may take (`max_steps`; new input resets the allowance)."""
 
     name: str
     description: str
@@ -32,39 +50,46 @@ class Agent:
 
 BUILTIN_AGENTS: dict[str, Agent] = {
     "build": Agent(
-        "build",
-        "Does the work: reads, edits, runs commands.",
-        "You are a careful software agent. Use the tools to inspect and change the workspace, "
-        "verify what you change, and finish with a short report of what you did.",
-        None,
-        ALL_TOOLS,
+        "build", "Does the work: reads, edits, runs commands.", BUILD_PROMPT, None, ALL_TOOLS
     ),
     "plan": Agent(
-        "plan",
-        "Plans without changing anything.",
-        "You are a planning agent. Read and search the workspace, then write a plan with "
-        "plan_write and todos with todo_write. Do not change files or run commands.",
-        None,
-        PLAN_TOOLS,
+        "plan", "Plans without changing anything (read-only tools).", PLAN_PROMPT, None, PLAN_TOOLS
     ),
 }
 
 
 def resolve_agent(name: str, config: Config | None = None) -> Agent:
-    """The agent called `name`: a built-in with configured overrides, or a configured one."""
-    configured = (config.agents if config else {}).get(name)
+    """The agent called `name`: a built-in with its configured overrides, or a configured one.
+
+    A configured agent that is not a built-in starts from a generic prompt and every tool.
+    Raises `UsageError` for an unknown agent (listing the known ones) and for a configured
+    tool name that does not exist.
+    """
+    agents = config.agents if config else {}
+    configured = agents.get(name)
     base = BUILTIN_AGENTS.get(name)
     if base is None and configured is None:
-        known = sorted(set(BUILTIN_AGENTS) | set(config.agents if config else {}))
+        known = sorted(set(BUILTIN_AGENTS) | set(agents))
         raise UsageError(f"unknown agent {name!r}; known agents: {', '.join(known)}")
-    agent = base or Agent(name, "", "You are a helpful agent.", None, ALL_TOOLS)
-    if configured is None:
-        return agent
+    agent = base or Agent(name, "", CUSTOM_PROMPT, None, ALL_TOOLS)
+    return agent if configured is None else _apply(agent, configured)
+
+
+def _apply(agent: Agent, configured: AgentConfig) -> Agent:
+    if configured.tools is not None:
+        unknown = [t for t in configured.tools if t not in ALL_TOOLS]
+        if unknown:
+            raise UsageError(
+                f"agents.{agent.name}.tools: unknown tool(s) {', '.join(unknown)}; "
+                f"known tools: {', '.join(ALL_TOOLS)}"
+            )
     return replace(
         agent,
         description=configured.description or agent.description,
         system_prompt=configured.system_prompt or agent.system_prompt,
         model=configured.model or agent.model,
-        tools=tuple(configured.tools) if configured.tools is not None else agent.tools,
+        tools=tuple(dict.fromkeys(configured.tools))
+        if configured.tools is not None
+        else agent.tools,
         max_steps=configured.max_steps or agent.max_steps,
     )

@@ -94,15 +94,18 @@ def _read(target: Path, args: ReadFileInput) -> ToolOutcome:
     if first > 1 and not lines:
         raise ToolFailure(f"offset {first} is past the end of {args.path} ({seen} lines)")
     text = b"".join(line[:MAX_READ_BYTES] for line in lines).decode("utf-8", errors="replace")
+    if not text and not more:
+        return ToolOutcome(f"({args.path} is empty)")
     last = first + len(lines) - 1
+    notes = []
     if any(len(line) > MAX_READ_BYTES for line in lines):
-        text += f"\n[line {last} is longer than {MAX_READ_BYTES // 1024} KiB and was cut]"
+        notes.append(f"[line {last} is longer than {MAX_READ_BYTES // 1024} KiB and was cut]")
     if more:
-        text += (
-            f"\n[showing lines {first}-{last}; the file continues: read on with offset={last + 1}]"
+        notes.append(
+            f"[showing lines {first}-{last}; the file continues: read on with offset={last + 1}]"
         )
-    elif not text:
-        text = f"({args.path} is empty)"
+    if notes:
+        text += ("" if text.endswith("\n") else "\n") + "\n".join(notes)
     return ToolOutcome(text)
 
 
