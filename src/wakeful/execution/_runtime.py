@@ -99,7 +99,7 @@ class Runtime:
 
     def _provider(self, spec: str) -> Provider:
         if spec not in self._providers:
-            self._providers[spec] = make_provider(spec)
+            self._providers[spec] = make_provider(spec, **self.config.providers.options_for(spec))
         return self._providers[spec]
 
     def _context(self, session_id: str, claim: ClaimToken, interrupt: asyncio.Event) -> RunContext:
