@@ -6,6 +6,7 @@ processes see new events by polling (`wait_for_change` sleeps a poll interval).
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import threading
@@ -19,6 +20,15 @@ from ._backend import Params, Row
 from ._migrations import MIGRATIONS, statements
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+
+
+def _synchronous() -> str:
+    """`FULL` (default: every commit reaches the disk, durable across power loss) or `NORMAL`
+    (`WAKEFUL_SQLITE_SYNCHRONOUS=NORMAL`: WAL commits survive a killed process, not power loss)."""
+    value = os.environ.get("WAKEFUL_SQLITE_SYNCHRONOUS", "FULL").upper()
+    if value not in ("FULL", "NORMAL"):
+        raise StoreError(f"WAKEFUL_SQLITE_SYNCHRONOUS must be FULL or NORMAL, not {value!r}")
+    return value
 
 
 def _translate(err: sqlite3.Error, path: str) -> Exception:
@@ -84,7 +94,7 @@ class SqliteBackend:
             # rewrites the file header.
             done = self._applied()
             self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = FULL")
+            self._conn.execute(f"PRAGMA synchronous = {_synchronous()}")
             self._conn.execute("PRAGMA foreign_keys = OFF")
             self._migrate(done)
         except BaseException as err:
