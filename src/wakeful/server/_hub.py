@@ -1,7 +1,9 @@
 """The hub: one poller of the instance-wide log that fans events out to every follower.
 
 A hundred followers cost one cheap query per poll interval (`events_since`), not a hundred, and
-each event is decoded and encoded once. Live-only deltas of this process's runtime (streamed
+each event is decoded and encoded once. Commits of this process nudge the poller at once; on
+PostgreSQL a LISTEN thread nudges it on every commit of any process; otherwise (SQLite, other
+processes) an event waits at most one poll interval. Live-only deltas of this process's runtime (streamed
 text, tool progress) go to subscribers that asked for them; they are never replayed.
 
 Invariant: a subscription is registered before its follower captures the replay watermark, and
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import threading
 from dataclasses import dataclass, field
 
@@ -23,6 +26,8 @@ from ..events import StoredEvent
 from ..runner import LiveEvent
 from ..store import SqlStore
 from ._redact import event_json
+
+log = logging.getLogger("wakeful.server")
 
 
 @dataclass(eq=False, slots=True)
@@ -78,7 +83,7 @@ class Hub:
     """See the module docstring. Start it inside the server's event loop."""
 
     store: SqlStore
-    poll_s: float = 0.02
+    poll_s: float = 0.01
     max_queue: int = 4096
     batch: int = 1000
     stats: HubStats = field(default_factory=HubStats)
@@ -89,22 +94,45 @@ class Hub:
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: int | None = None
+        self._listener: threading.Thread | None = None
+        self._stopping = threading.Event()
         self.last_id = 0
 
     async def start(self) -> None:
-        """Begin at the current end of the log."""
+        """Begin at the current end of the log (and, on PostgreSQL, LISTEN for commits)."""
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
         self.last_id = await asyncio.to_thread(self.store.last_event_id)
         self._task = asyncio.create_task(self._run(), name="wakeful-hub")
+        if getattr(self.store.backend, "kind", "") == "postgres":
+            self._stopping.clear()
+            self._listener = threading.Thread(target=self._listen, name="wakeful-hub-listen",
+                                              daemon=True)  # fmt: skip
+            self._listener.start()
 
     async def stop(self) -> None:
-        """Stop polling."""
+        """Stop polling and listening."""
+        self._stopping.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._listener is not None:
+            await asyncio.to_thread(self._listener.join)
+            self._listener = None
+
+    def _listen(self) -> None:
+        """Wake the poller on every NOTIFY (commits of any process), so it need not wait."""
+        while not self._stopping.is_set():
+            try:
+                self.store.backend.wait_for_change(0.25)
+            except Exception:  # the listening connection failed: polling still covers it
+                log.warning("LISTEN for new events failed; relying on polling", exc_info=True)
+                self._stopping.wait(1.0)
+                continue
+            if self._subs:
+                self.nudge()
 
     async def subscribe(self, session_id: str | None, *, live: bool = False) -> Subscription:
         """Register a follower; capture the replay watermark only after this returns."""

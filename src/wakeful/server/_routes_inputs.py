@@ -47,14 +47,14 @@ async def admit_prompt(state: ServerState, session_id: str, body: PromptIn) -> A
     payload = _payload(body)
     adm = await db(state.store.admit, session_id, body.input_id, "user", payload, body.delivery)
     state.hub.nudge()
+    item = adm.item  # its status as of admission; re-read only after waiting for the drain
     turns: list[TurnSummaryOut] | None = None
-    if body.resume:
-        if body.wait:
-            results = await state.runtime.coordinator.resume(session_id)
-            turns = [_turn(t) for t in state.runtime.turns_of(results)]
-        else:
-            state.wake(session_id)
-    item = await db(state.store.input, session_id, adm.item.input_id)
+    if body.resume and body.wait:
+        results = await state.runtime.coordinator.resume(session_id)
+        turns = [_turn(t) for t in state.runtime.turns_of(results)]
+        item = await db(state.store.input, session_id, item.input_id)
+    elif body.resume:
+        state.wake(session_id)
     return AdmissionOut(
         session_id=session_id, input_id=item.input_id, created=adm.created, status=item.status,
         turns=turns,
@@ -95,6 +95,5 @@ async def compact(call: Call[Any, CompactIn]) -> AdmissionOut:
         state.wake(sid)
     else:
         state.hub.nudge()
-    item = await db(state.store.input, sid, adm.item.input_id)
-    return AdmissionOut(session_id=sid, input_id=item.input_id, created=adm.created,
-                        status=item.status)  # fmt: skip
+    return AdmissionOut(session_id=sid, input_id=adm.item.input_id, created=adm.created,
+                        status=adm.item.status)  # fmt: skip

@@ -29,7 +29,7 @@ class Settings:
 
     max_body_bytes: int = DEFAULT_MAX_BODY
     keepalive_s: float = 15.0
-    poll_ms: int = 20
+    poll_ms: int = 10
     recover: bool = False  # drive sessions with pending work or an orphaned claim at start-up
     send_timeout_s: float = 30.0
 

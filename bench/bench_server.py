@@ -1,0 +1,236 @@
+"""The HTTP server's costs: admissions per second over HTTP against the store directly, and the
+latency from an event's commit to its arrival at SSE followers.
+
+    python bench/bench_server.py [--admissions N] [--concurrency C] [--followers F]
+                                 [--events K] [--postgres ADMIN_URL] [--dir DIR]
+
+The server is a real `wakeful serve` process (uvicorn) on a free loopback port; the load comes
+from this process over keep-alive connections (httpx). Measures:
+- admissions/s: `POST /sessions/{id}/prompt` with `resume: false`, sequentially and with C
+  requests in flight, next to `SqlStore.admit` called directly on a store of the same backend in
+  the same run (same disk, same durability settings);
+- commit -> SSE latency: F followers on one session's log (`follow=true`); this process commits
+  K admissions straight to the store (as another process would), timing each commit's return,
+  and every follower timestamps each event as it parses it (one clock, one process). Also the
+  latency when the input is admitted through the server (POST sent -> event at the followers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from wakeful.client import AsyncClient
+from wakeful.store import SqlStore, new_session_id, open_store
+
+TOKEN = "bench-token-" + secrets.token_hex(8)
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve(db: str, workdir: Path) -> Iterator[str]:
+    """A `wakeful serve` process over `db`; yields its base URL."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env |= {"HOME": str(workdir), "XDG_CONFIG_HOME": str(workdir / ".config")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wakeful", "serve", "--port", str(port), "--token", TOKEN,
+         "--db", db, "--log-level", "warning", "--no-recover", "--model", "local"],
+        cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"wakeful serve did not start: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
+        time.sleep(0.05)
+    try:
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# -- admissions ----------------------------------------------------------------------------
+
+
+async def http_admissions(url: str, n: int, concurrency: int) -> float:
+    """Admissions per second through the API with `concurrency` requests in flight."""
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, headers=AUTH, limits=limits, timeout=60) as c:
+        sid = (await c.post("/sessions", json={})).json()["session"]["id"]
+        body = {"text": "benchmark input", "resume": False}
+        await c.post(f"/sessions/{sid}/prompt", json=body)  # warm the connection and the path
+        todo = iter(range(n))
+
+        async def worker() -> None:
+            for _ in todo:
+                r = await c.post(f"/sessions/{sid}/prompt", json=body)
+                r.raise_for_status()
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return n / (time.perf_counter() - start)
+
+
+def direct_admissions(store: SqlStore, n: int) -> float:
+    """Admissions per second calling the store in process (one input per transaction)."""
+    sid = store.create_session(new_session_id()).id
+    start = time.perf_counter()
+    for _ in range(n):
+        store.admit(sid, None, "user", {"text": "benchmark input"})
+    return n / (time.perf_counter() - start)
+
+
+# -- commit -> SSE latency ---------------------------------------------------------------------
+
+
+class Followers:
+    """F SSE followers of one session, each timestamping every event it parses."""
+
+    def __init__(self, url: str, sid: str, count: int) -> None:
+        self.url, self.sid, self.count = url, sid, count
+        self.arrivals: list[dict[int, float]] = [{} for _ in range(count)]
+        self.synced = 0
+        self.ready = threading.Event()
+
+    async def _one(self, i: int) -> None:
+        async with AsyncClient(self.url, TOKEN, stream_read_timeout=60) as client:
+            async for ev in client.log(self.sid, idle_timeout=3):
+                if ev.event == "sync":
+                    self.synced += 1
+                    if self.synced == self.count:
+                        self.ready.set()
+                elif ev.event == "message":
+                    self.arrivals[i][ev.data["seq"]] = time.perf_counter()
+
+    def run(self) -> None:
+        async def main() -> None:
+            await asyncio.gather(*(self._one(i) for i in range(self.count)))
+
+        asyncio.run(main())
+
+
+def percentiles(samples: list[float]) -> str:
+    ms = sorted(s * 1000 for s in samples)
+    q = statistics.quantiles(ms, n=100)
+    return f"p50 {q[49]:.1f} ms  p95 {q[94]:.1f} ms  p99 {q[98]:.1f} ms  max {ms[-1]:.1f} ms"
+
+
+def latency(url: str, db: str, followers: int, events: int, spacing_s: float) -> tuple[tuple[str, str, str], int]:  # fmt: skip
+    """Commit -> arrival at every follower and at the first one (direct commits), and POST sent
+    -> arrival (admitted through the server)."""
+    with httpx.Client(base_url=url, headers=AUTH) as c:
+        sid = c.post("/sessions", json={}).json()["session"]["id"]
+        group = Followers(url, sid, followers)
+        thread = threading.Thread(target=group.run)
+        thread.start()
+        if not group.ready.wait(60):
+            raise SystemExit("the followers did not all sync")
+        writer = open_store(db)
+        commits: dict[int, float] = {}
+        for _ in range(events):
+            adm = writer.admit(sid, None, "user", {"text": "tick"})
+            commits[adm.item.seq] = time.perf_counter()
+            time.sleep(spacing_s * random.uniform(0.5, 1.5))  # no phase lock with the poll
+        writer.close()
+        posts: dict[int, float] = {}
+        for _ in range(events):
+            sent = time.perf_counter()
+            out = c.post(f"/sessions/{sid}/prompt", json={"text": "tock", "resume": False}).json()
+            posts[out["input_id"]] = sent
+            time.sleep(spacing_s * random.uniform(0.5, 1.5))
+        seq_of = {i.input_id: i.seq for i in open_store(db).pending(sid)}
+        thread.join(120)
+    direct = [a[s] - t for a in group.arrivals for s, t in commits.items() if s in a]
+    via_http = [a[seq_of[i]] - t for a in group.arrivals for i, t in posts.items() if seq_of[i] in a]  # fmt: skip
+    first = [min(a[s] for a in group.arrivals if s in a) - t for s, t in commits.items()]
+    expected = followers * events * 2
+    missing = expected - len(direct) - len(via_http)
+    return (percentiles(direct), percentiles(first), percentiles(via_http)), missing
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+def run(db: str, direct_db: str, args: argparse.Namespace, workdir: Path, label: str) -> None:
+    with serve(db, workdir) as url:
+        seq = asyncio.run(http_admissions(url, args.admissions, 1))
+        conc = asyncio.run(http_admissions(url, args.admissions, args.concurrency))
+        store = open_store(direct_db)
+        direct = direct_admissions(store, args.admissions)
+        store.close()
+        (commit_lat, first_lat, post_lat), missing = latency(
+            url, db, args.followers, args.events, 0.02
+        )
+    print(f"\n[{label}]")
+    print(f"admissions/s, direct SqlStore.admit:        {direct:8.0f}")
+    print(f"admissions/s, HTTP sequential:               {seq:8.0f}  ({seq / direct:.2f}x direct)")
+    print(f"admissions/s, HTTP {args.concurrency:>2} in flight:            {conc:8.0f}  ({conc / direct:.2f}x direct)")  # fmt: skip
+    print(f"commit -> SSE arrival, {args.followers} followers, {args.events} events: {commit_lat}")
+    print(f"commit -> SSE arrival at the first of them:             {first_lat}")
+    print(f"POST sent -> SSE arrival, {args.followers} followers, {args.events} events: {post_lat}")
+    print(f"events missing at followers: {missing}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--admissions", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--followers", type=int, default=100)
+    parser.add_argument("--events", type=int, default=50)
+    parser.add_argument("--postgres", metavar="ADMIN_URL", default=None)
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        work = Path(tmp)
+        (work / ".git").mkdir()
+        run(str(work / "served.db"), str(work / "direct.db"), args, work, "sqlite")
+        if args.postgres:
+            base = args.postgres.rsplit("/", 1)[0]
+            names = [f"wakeful_bench_{secrets.token_hex(4)}" for _ in range(2)]
+            with psycopg.connect(args.postgres, autocommit=True) as conn:
+                for name in names:
+                    conn.execute(f'CREATE DATABASE "{name}"')
+            try:
+                run(f"{base}/{names[0]}", f"{base}/{names[1]}", args, work, "postgresql")
+            finally:
+                with psycopg.connect(args.postgres, autocommit=True) as conn:
+                    for name in names:
+                        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()
