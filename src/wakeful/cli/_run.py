@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from typing import Any
 
 import click
@@ -18,11 +19,17 @@ from ._common import EXIT_CODES, db_option, format_option, print_json, print_jso
 
 
 class _Renderer:
-    """Streams a turn to the terminal: text to stdout, tool calls and retries to stderr."""
+    """Streams a turn to the terminal: text to stdout; tool calls, retries and (on a terminal) a
+    spinner while waiting on the model or a retry, with the retry's deadline, to stderr."""
+
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
     def __init__(self, fmt: str) -> None:
         self.fmt = fmt
         self.session_id: str | None = None  # text mode shows only this session's stream
+        self.waiting: str | None = None  # what the spinner says, None when nothing is awaited
+        self.spinning = fmt == "text" and sys.stderr.isatty()
+        self._shown = False
 
     def __call__(self, ev: LiveEvent) -> None:
         if self.fmt == "jsonl":
@@ -31,6 +38,11 @@ class _Renderer:
             self._text(ev)
 
     def _text(self, ev: LiveEvent) -> None:
+        if ev.kind == "step":
+            self.waiting = "waiting for the model"
+            return
+        self.waiting = None
+        self.clear()
         if ev.kind == "text":
             sys.stdout.write(str(ev.data.get("text", "")))
             sys.stdout.flush()
@@ -39,8 +51,30 @@ class _Renderer:
         elif ev.kind == "tool_end" and ev.data.get("is_error"):
             click.echo(f"  ✗ {ev.data.get('name')} failed", err=True)
         elif ev.kind == "retry":
-            secs = int(str(ev.data.get("delay_ms", 0))) / 1000
-            click.echo(f"\n… {ev.data.get('error_kind')}: retrying in {secs:.1f}s", err=True)
+            delay_ms = int(str(ev.data.get("delay_ms", 0)))
+            at = time.strftime("%H:%M:%S", time.localtime(time.time() + delay_ms / 1000))
+            click.echo(
+                f"\n… {ev.data.get('error_kind')}: retrying in {delay_ms / 1000:.1f}s", err=True
+            )
+            self.waiting = f"{ev.data.get('error_kind')}: retry at {at}"
+
+    def clear(self) -> None:
+        """Erase the spinner line if one is shown."""
+        if self._shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self._shown = False
+
+    async def spin(self) -> None:
+        """Animate the spinner while something is awaited (terminals only)."""
+        frame = 0
+        while self.spinning:
+            await asyncio.sleep(0.1)
+            if self.waiting is not None:
+                sys.stderr.write(f"\r{self.FRAMES[frame % len(self.FRAMES)]} {self.waiting}")
+                sys.stderr.flush()
+                self._shown = True
+                frame += 1
 
 
 def _summary(session_id: str, turns: list[TurnResult]) -> dict[str, Any]:
@@ -59,8 +93,11 @@ def _summary(session_id: str, turns: list[TurnResult]) -> dict[str, Any]:
     }
 
 
-async def _drive(rt: Runtime, session_id: str, prompt: str | None) -> list[TurnResult]:
+async def _drive(
+    rt: Runtime, session_id: str, prompt: str | None, renderer: _Renderer | None = None
+) -> list[TurnResult]:
     loop = asyncio.get_running_loop()
+    spinner = asyncio.ensure_future(renderer.spin()) if renderer is not None else None
     presses = 0
 
     def on_sigint() -> None:
@@ -77,6 +114,10 @@ async def _drive(rt: Runtime, session_id: str, prompt: str | None) -> list[TurnR
             rt.send(prompt, session_id=session_id, resume=False)
         return await rt.resume(session_id)
     finally:
+        if spinner is not None and renderer is not None:
+            spinner.cancel()
+            await asyncio.gather(spinner, return_exceptions=True)
+            renderer.clear()
         with contextlib.suppress(NotImplementedError):
             loop.remove_signal_handler(signal.SIGINT)
         await rt.aclose()
@@ -124,7 +165,7 @@ def run(prompt: str | None, cont: bool, session: str | None, fork: bool, agent: 
         raise UsageError(
             "nothing to run: give a PROMPT, or --session/--continue with pending input"
         )
-    turns = asyncio.run(_drive(rt, sid, prompt))
+    turns = asyncio.run(_drive(rt, sid, prompt, renderer))
     summary = _summary(sid, turns)
     if fmt == "json":
         print_json(summary)
