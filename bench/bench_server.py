@@ -45,6 +45,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def free_port() -> int:
+    """A loopback port nobody listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -137,6 +138,8 @@ class Followers:
                     self.arrivals[i][ev.data["seq"]] = time.perf_counter()
 
     def run(self) -> None:
+        """Follow until every stream ends (idle timeout); call from its own thread."""
+
         async def main() -> None:
             await asyncio.gather(*(self._one(i) for i in range(self.count)))
 
@@ -144,6 +147,7 @@ class Followers:
 
 
 def percentiles(samples: list[float]) -> str:
+    """p50, p95, p99 and max of `samples` (seconds) in milliseconds."""
     ms = sorted(s * 1000 for s in samples)
     q = statistics.quantiles(ms, n=100)
     return f"p50 {q[49]:.1f} ms  p95 {q[94]:.1f} ms  p99 {q[98]:.1f} ms  max {ms[-1]:.1f} ms"
@@ -186,6 +190,7 @@ def latency(url: str, db: str, followers: int, events: int, spacing_s: float) ->
 
 
 def run(db: str, direct_db: str, args: argparse.Namespace, workdir: Path, label: str) -> None:
+    """Every measure on one backend: `db` is served, `direct_db` takes the direct admissions."""
     with serve(db, workdir) as url:
         seq = asyncio.run(http_admissions(url, args.admissions, 1))
         conc = asyncio.run(http_admissions(url, args.admissions, args.concurrency))
@@ -206,6 +211,7 @@ def run(db: str, direct_db: str, args: argparse.Namespace, workdir: Path, label:
 
 
 def main() -> None:
+    """Parse the options and run SQLite (and PostgreSQL when asked)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--admissions", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+from pathlib import Path
 
 import httpx
+import pytest
 
-from tests.server.conftest import MakeServer, Served, script, wait_for
+from tests.server.conftest import ECHO, MakeServer, Served, script, wait_for
 
 
 def _create(c: httpx.Client, **body: object) -> str:
@@ -181,3 +184,22 @@ def test_media_is_served_only_when_a_message_references_it(server: Served):
     r = c.get(f"/sessions/{sid}/media/{digest}")
     assert r.status_code == 200 and r.content == png and r.headers["content-type"] == "image/png"
     assert r.headers["content-security-policy"] == "sandbox"
+
+
+def test_a_drain_that_cannot_start_is_reported_not_lost(
+    make_server: MakeServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    path = tmp_path / "vanishing.json"
+    path.write_text(json.dumps({"rules": ECHO}))
+    server = make_server(model=f"scripted:{path}")
+    c = server.client()
+    sid = _create(c)
+    path.unlink()  # a permanent configuration error the drain meets when it builds the provider
+    assert c.post(f"/sessions/{sid}/prompt", json={"text": "hi"}).status_code == 202
+    wait_for(lambda: f"the drain of {sid} stopped" in caplog.text, what="the report")
+    waited = c.post(f"/sessions/{sid}/prompt", json={"text": "again", "wait": True})
+    assert waited.status_code < 500  # the failed drain kept its claim: this one finds it busy
+    assert [i["payload"]["text"] for i in c.get(f"/sessions/{sid}/pending").json()["items"]] == [
+        "hi", "again",
+    ]  # fmt: skip  # nothing admitted is lost
+    assert c.post("/sessions", json={"model": f"scripted:{path}"}).status_code == 422

@@ -136,6 +136,10 @@ def test_cli_reads_a_server_through_db_http(serve: Serve, tmp_path: Path):
               "--follow", "--idle-timeout", "0.5")  # fmt: skip
     lines = [json.loads(x) for x in log.stdout.splitlines()]
     assert lines[-1]["type"] == "sync" and [x["seq"] for x in lines[:-1]] == list(range(1, len(lines)))  # fmt: skip
+    exported = _wk(tmp_path, "session", "export", sid, "--db", serve.url)
+    assert (
+        exported.returncode == 0 and len(exported.stdout.splitlines()) == 3
+    )  # header + 2 messages
     assert _wk(tmp_path, "session", "archive", sid, "--db", serve.url).returncode == 0
     missing = _wk(tmp_path, "session", "show", "ses_missing", "--db", serve.url)
     assert missing.returncode != 0 and "no session" in missing.stderr and "Traceback" not in missing.stderr  # fmt: skip

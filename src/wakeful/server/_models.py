@@ -129,17 +129,23 @@ class ErrorOut(_Out):
 
 
 class HealthOut(_Out):
+    """Liveness and the server's version."""
+
     status: Literal["ok"]
     version: str
 
 
 class UsageOut(_Out):
+    """Tokens and cost."""
+
     input_tokens: int
     output_tokens: int
     cost_usd: float
 
 
 class SessionOut(_Out):
+    """A session row (the same fields as `wakeful session list --format json`)."""
+
     id: str
     parent_id: str | None
     root_id: str
@@ -167,6 +173,8 @@ class ClaimOut(_Out):
 
 
 class SessionDetailOut(SessionOut):
+    """A session with its children, pending count, work state and claim."""
+
     children: list[str]
     pending: int
     work_state: dict[str, JsonValue]
@@ -174,11 +182,15 @@ class SessionDetailOut(SessionOut):
 
 
 class SessionPageOut(_Out):
+    """A page of sessions; pass `next_cursor` as `cursor` for the next one."""
+
     sessions: list[SessionOut]
     next_cursor: str | None
 
 
 class TurnSummaryOut(_Out):
+    """How a turn driven for a `wait: true` prompt ended."""
+
     turn_id: str
     outcome: str
     steps: int
@@ -189,6 +201,8 @@ class TurnSummaryOut(_Out):
 
 
 class AdmissionOut(_Out):
+    """Where an input went."""
+
     session_id: str
     input_id: str
     created: bool = Field(description="False: the input id was already admitted (a no-op).")
@@ -197,17 +211,23 @@ class AdmissionOut(_Out):
 
 
 class CreatedOut(_Out):
+    """A new session and, when a prompt was given, its admission."""
+
     session: SessionOut
     admission: AdmissionOut | None = Field(description="The first prompt, when one was given.")
 
 
 class InterruptOut(_Out):
+    """An interrupt request: recorded durably; `stopped_local` if a drain here ran."""
+
     session_id: str
     requested: bool
     stopped_local: bool = Field(description="A drain of this process was running and stopped.")
 
 
 class CountsOut(_Out):
+    """What a delete removed."""
+
     sessions: int
     roots: int
     children: int
@@ -216,16 +236,22 @@ class CountsOut(_Out):
 
 
 class MessageOut(_Out):
+    """A transcript message at its `seq`."""
+
     seq: int
     message: Message
 
 
 class MessagesOut(_Out):
+    """The transcript; `redacted` says whether instruction text was hidden."""
+
     messages: list[MessageOut]
     redacted: bool
 
 
 class InboxItemOut(_Out):
+    """An admitted input not delivered yet."""
+
     input_id: str
     seq: int
     kind: str
@@ -235,10 +261,14 @@ class InboxItemOut(_Out):
 
 
 class PendingOut(_Out):
+    """The pending inbox in enqueue order."""
+
     items: list[InboxItemOut]
 
 
 class RunOut(_Out):
+    """A turn as a run record: outcome, times, usage, steps and retries."""
+
     id: str
     input_ids: list[str]
     status: str
@@ -254,14 +284,20 @@ class RunOut(_Out):
 
 
 class TurnsOut(_Out):
+    """The session's turns in start order."""
+
     turns: list[RunOut]
 
 
 class SessionUsageOut(UsageOut):
+    """Usage in total and per turn."""
+
     turns: list[UsageOut]
 
 
 class SectionOut(_Out):
+    """One prompt section: id, exact source, digest and size; content when allowed."""
+
     id: str
     source: str
     digest: str
@@ -271,6 +307,8 @@ class SectionOut(_Out):
 
 
 class ReceiptOut(_Out):
+    """The receipt of one physical attempt."""
+
     receipt_id: str
     turn_id: str | None
     step: int
@@ -283,11 +321,15 @@ class ReceiptOut(_Out):
 
 
 class ReceiptsOut(_Out):
+    """Every receipt of the session."""
+
     receipts: list[ReceiptOut]
     redacted: bool
 
 
 class EventOut(_Out):
+    """A durable event (as `wakeful log --format jsonl` prints it)."""
+
     id: int
     session_id: str
     seq: int
@@ -297,6 +339,8 @@ class EventOut(_Out):
 
 
 class EventsOut(_Out):
+    """A page of the log."""
+
     events: list[EventOut]
     next_after: int = Field(description="Pass as `after` to read on.")
     redacted: bool

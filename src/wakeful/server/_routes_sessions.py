@@ -6,9 +6,10 @@ pages of it up to a bound and says where to continue.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from ..errors import ConflictError
+from ..errors import ConflictError, UsageError
 from ..providers import parse_model_spec
 from ..runner import resolve_agent
 from ..store import SessionRow, new_session_id
@@ -87,7 +88,9 @@ async def create_session(call: Call[Any, CreateSessionIn]) -> Any:
     agent = body.agent or rt.agent_name
     resolve_agent(agent, rt.config)  # UsageError (422) on an unknown agent
     model = body.model or rt.model
-    parse_model_spec(model)
+    spec = parse_model_spec(model)
+    if spec.family == "scripted" and not await db(Path(spec.model).is_file):
+        raise UsageError(f"scripted provider: no script file at {spec.model}")
     metadata = {"workspace": str(rt.workspace)} | (body.metadata or {})
     sid = new_session_id()
     row = await db(state.store.create_session, sid, title=body.title, agent=agent, model=model,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -19,6 +21,7 @@ from ._hub import Hub
 from ._models import SessionOut, UsageOut
 
 T = TypeVar("T")
+log = logging.getLogger("wakeful.server")
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 
@@ -43,7 +46,7 @@ class ServerState:
     settings: Settings
     hub: Hub
     own_runtime: bool = False
-    background: set[asyncio.Task[Any]] = field(default_factory=set)
+    _watched: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
 
     @property
     def store(self) -> SqlStore:
@@ -63,8 +66,20 @@ class ServerState:
 
     def wake(self, session_id: str) -> None:
         """Wake the session's drain (coalesced by the coordinator) and look for its events."""
-        self.runtime.coordinator.wake(session_id)
+        task = self.runtime.coordinator.wake(session_id)
+        if task not in self._watched:  # a coalesced wake returns the running drain's task
+            self._watched.add(task)
+            task.add_done_callback(functools.partial(_report, session_id))
         self.hub.nudge()
+
+
+def _report(session_id: str, task: asyncio.Task[Any]) -> None:
+    """Log a drain that ended in an exception (nobody awaits a woken drain)."""
+    if task.cancelled():
+        return
+    err = task.exception()
+    if err is not None:
+        log.warning("the drain of %s stopped: %s: %s", session_id, type(err).__name__, err)
 
 
 async def db(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
