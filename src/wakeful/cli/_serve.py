@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import ipaddress
 from pathlib import Path
 
@@ -61,13 +60,8 @@ def serve(
     """Serve sessions over HTTP (API under /sessions, SSE logs, inspector at /ui/)."""
     import uvicorn
 
+    from .. import server
     from ..execution import Runtime
-
-    # The layers contract in pyproject.toml lists cli and server as independent siblings, so a
-    # static `from ..server import ...` fails lint-imports; this entry point is the one place
-    # the CLI reaches the server. Replace with a plain import once the contract puts cli above
-    # server (see docs/server.md).
-    server = importlib.import_module("wakeful.server")
 
     generated = False
     if not token:

@@ -13,7 +13,8 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import ClaimLostError
+from ..errors import ClaimLostError, UsageError
+from ..events import SessionError
 from ..runner import Compactor, Interrupted, RunContext, TurnResult, TurnRunner, crash_point
 from ..store import Claim, ClaimToken, SqlStore, fence
 from ._owner import current_owner, owner_is_dead
@@ -63,6 +64,13 @@ async def drain(
     release = False
     try:
         ctx = make_context(fence(claim))
+    except UsageError as err:  # a permanent configuration error (e.g. the model cannot be built)
+        store.append(
+            session_id, [SessionError(error=f"cannot drive the session: {err}")], fence(claim)
+        )
+        store.release_claim(claim)  # inputs stay pending for a fixed configuration
+        raise
+    try:
         beat = asyncio.ensure_future(_heartbeat(store, claim, opts.lease_ms, ctx))
         await _recover(store, session_id, claim, ctx, opts, result)
         await _turns(store, session_id, ctx, result)

@@ -8,6 +8,7 @@ from pathlib import Path
 import platformdirs
 
 from ..clock import Clock
+from ..errors import UsageError
 from ._store import SqlStore
 
 
@@ -24,6 +25,11 @@ def resolve_db_url(url: str | None = None) -> str:
 def open_store(url: str | None = None, *, clock: Clock | None = None) -> SqlStore:
     """Open (and migrate) the store at `url` (see `resolve_db_url`)."""
     target = resolve_db_url(url)
+    if target.startswith(("http://", "https://")):
+        raise UsageError(
+            f"{target} is a wakeful server: this command drives sessions in-process and needs a "
+            "SQLite path or a postgresql:// URL (use the server's API or `wakeful.client` instead)"
+        )
     if target.startswith(("postgresql://", "postgres://")):
         from ._postgres import PostgresBackend
 
