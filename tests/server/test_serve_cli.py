@@ -145,6 +145,16 @@ def test_cli_reads_a_server_through_db_http(serve: Serve, tmp_path: Path):
     assert missing.returncode != 0 and "no session" in missing.stderr and "Traceback" not in missing.stderr  # fmt: skip
     pruned = _wk(tmp_path, "session", "prune", "--older-than", "1", "--db", serve.url)
     assert pruned.returncode != 0 and "not available through a server" in pruned.stderr
+    sent = _wk(tmp_path, "send", "--session", sid, "--db", serve.url, "--input-id", "in-1", "again")
+    assert sent.returncode == 0 and sent.stdout.strip() == "in-1", sent.stderr
+    wait_for(lambda: json.loads(_wk(tmp_path, "session", "show", sid, "--db", serve.url, "--format",
+                                    "json").stdout)["messages"][-1]["role"] == "assistant"
+             and len(json.loads(_wk(tmp_path, "session", "show", sid, "--db", serve.url, "--format",
+                                    "json").stdout)["messages"]) == 4, what="the sent input answered")  # fmt: skip
+    stopped = _wk(tmp_path, "interrupt", "--session", sid, "--db", serve.url)
+    assert stopped.returncode == 0 and "interrupt requested" in stopped.stdout, stopped.stderr
+    ran = _wk(tmp_path, "run", "--db", serve.url, "hi")
+    assert ran.returncode == 2 and "wakeful server" in ran.stderr
 
 
 def test_first_start_generates_a_private_token_then_reuses_it(tmp_path: Path):

@@ -18,6 +18,17 @@ from ..runner import LiveEvent, TurnResult
 from ._common import EXIT_CODES, db_option, format_option, print_json, print_jsonl
 
 
+def _is_server(db: str | None) -> bool:
+    return bool(db) and str(db).startswith(("http://", "https://"))
+
+
+def _client(db: str | None) -> Any:
+    """A client of the `wakeful serve` at `db` (token: `$WAKEFUL_SERVER_TOKEN`)."""
+    from ..client import Client
+
+    return Client(str(db))
+
+
 class _Renderer:
     """Streams a turn to the terminal: text to stdout; tool calls, retries and (on a terminal) a
     spinner while waiting on the model or a retry, with the retry's deadline, to stderr."""
@@ -190,6 +201,17 @@ def run(prompt: str | None, cont: bool, session: str | None, fork: bool, agent: 
 def send(prompt: str, session: str, queue: bool, no_wake: bool, input_id: str | None,
          fmt: str, db: str | None) -> None:  # fmt: skip
     """Admit PROMPT into a session another process may be driving; print its input id."""
+    if _is_server(db):
+        with _client(db) as client:
+            out = client.prompt(session, prompt, input_id=input_id,
+                                delivery="queue" if queue else "steer", resume=not no_wake)  # fmt: skip
+        if fmt == "json":
+            print_json(
+                {"session_id": session, "input_id": out["input_id"], "created": out["created"]}
+            )
+        else:
+            click.echo(out["input_id"])
+        return
     rt = Runtime(db)
     rt.store.get_session(session)
     sent = rt.send(prompt, session_id=session, input_id=input_id,
@@ -219,6 +241,11 @@ async def _wake_if_idle(rt: Runtime, session_id: str) -> list[TurnResult]:
 @db_option
 def interrupt(session: str, db: str | None) -> None:
     """Hard-interrupt the session's current turn, in whichever process drives it."""
+    if _is_server(db):
+        with _client(db) as client:
+            client.interrupt(session)
+        click.echo(f"interrupt requested for {session}")
+        return
     rt = Runtime(db)
     try:
         rt.interrupt(session)
