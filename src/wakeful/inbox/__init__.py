@@ -1,1 +1,0 @@
-"""Admission and promotion of inputs (steer and queue)."""
