@@ -237,3 +237,12 @@ def test_message_events_read_back_typed(store: SqlStore):
     store.add_message("ses_a", assistant("typed"), turn_id="t1")
     [ev] = store.events("ses_a", types=["message.added"])
     assert isinstance(ev.event, MessageAdded) and ev.event.turn_id == "t1"
+
+
+def test_fork_takes_a_chosen_id_and_unknown_sessions_have_no_events(store: SqlStore):
+    store.create_session("ses_a")
+    store.add_message("ses_a", assistant("one"))
+    child = store.fork("ses_a", new_id="ses_chosen")
+    assert child.id == "ses_chosen" and texts(store, "ses_chosen") == ["one"]
+    with pytest.raises(NotFoundError):
+        store.events("ses_nope", after=5)

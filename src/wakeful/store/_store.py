@@ -227,7 +227,7 @@ class SqlStore(ClaimsMixin, ReadsMixin):
             params += list(types)
         sql += " ORDER BY seq" + (f" LIMIT {int(limit)}" if limit else "")
         with self.backend.transaction(write=False) as tx:
-            if after == 0 and self._get(tx, session_id) is None:
+            if self._get(tx, session_id) is None:
                 raise NotFoundError(f"no session {session_id}")
             rows = tx.all(sql, params)
         return [
@@ -423,10 +423,16 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         with self.backend.transaction(write=False) as tx:
             return _retention.list_page(tx, roots_only, archived, limit, cursor)
 
-    def fork(self, session_id: str, through_seq: int | None = None, **fields: Any) -> SessionRow:
-        """Copy a session's messages through `through_seq` into a new session; parent untouched."""
+    def fork(
+        self, session_id: str, through_seq: int | None = None, *, new_id: str | None = None,
+        **fields: Any,
+    ) -> SessionRow:  # fmt: skip
+        """Copy a session's messages through `through_seq` into a new session (`new_id`, or a
+        fresh id); the parent is untouched. Other `fields` override title, agent, model."""
         with self.backend.transaction(write=True) as tx:
-            sid = _retention.fork_in(self, tx, session_id, through_seq, fields)
+            sid = _retention.fork_in(
+                self, tx, session_id, through_seq, {**fields, "session_id": new_id}
+            )
             row = self._get(tx, sid)
         assert row is not None
         return row
