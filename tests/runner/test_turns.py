@@ -64,8 +64,10 @@ async def test_rate_limit_retry_is_durable_and_honours_retry_after(tmp_path: Pat
     sid = rt.store.list_sessions().sessions[0].id
     retries = rt.store.events(sid, types=["retry.scheduled"])
     assert [r.event.attempt for r in retries] == [2, 3]  # type: ignore[union-attr]
-    for r in retries:
-        assert r.event.deadline_ms - r.at_ms >= 30  # type: ignore[union-attr]
+    receipt_times = [e.at_ms for e in rt.store.events(sid, types=["receipt.recorded"])]
+    for r, failed_at in zip(retries, receipt_times, strict=False):
+        # the deadline is at least retry-after past the failed attempt (its receipt came first)
+        assert r.event.deadline_ms - failed_at >= 30  # type: ignore[union-attr]
     assert rt.store.retry_state(sid) is None
     receipts = rt.store.receipts(sid)
     assert [(r.step, r.attempt) for r in receipts] == [(1, 1), (1, 2), (1, 3)]
