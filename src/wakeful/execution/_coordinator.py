@@ -64,10 +64,14 @@ class Coordinator:
             current.again = True
             return current.task
         entry = _Active(task=None)  # type: ignore[arg-type]
+        # An interrupt requested before this drain began was for an earlier one (or an idle
+        # session, a no-op): the store watcher must not apply it here, however late it polls.
+        newest = self.store.last_event_id()
+        entry.seen_request = newest
         entry.task = asyncio.ensure_future(self._run(session_id, entry))
         self._active[session_id] = entry
         if self._watcher is None or self._watcher.done():
-            self._watcher = asyncio.ensure_future(self._watch(self.store.last_event_id()))
+            self._watcher = asyncio.ensure_future(self._watch(newest))
         return entry.task
 
     async def resume(self, session_id: str) -> list[DrainResult]:
