@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import sys
@@ -118,8 +117,7 @@ async def _drive(
             os._exit(130)
         rt.coordinator.interrupt(session_id)
 
-    with contextlib.suppress(NotImplementedError):
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    loop.add_signal_handler(signal.SIGINT, on_sigint)  # POSIX only, like the runtime itself
     try:
         if prompt is not None:
             rt.send(prompt, session_id=session_id, resume=False)
@@ -129,8 +127,7 @@ async def _drive(
             spinner.cancel()
             await asyncio.gather(spinner, return_exceptions=True)
             renderer.clear()
-        with contextlib.suppress(NotImplementedError):
-            loop.remove_signal_handler(signal.SIGINT)
+        loop.remove_signal_handler(signal.SIGINT)
         await rt.aclose()
 
 
@@ -268,8 +265,7 @@ def worker(once: bool, concurrency: int, fmt: str, db: str | None) -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, stop.set)
         try:
             stats = await run_worker(rt, once=once, concurrency=concurrency, stop=stop)
         finally:

@@ -120,6 +120,7 @@ class TurnRunner:
         self._final_text = ""
         self._compaction = Compactor(ctx, session_id)  # owns the active-history view
         self._stored_sections: set[str] = set()  # section blobs this runner already stored
+        self._retry_pending = False  # a retry.scheduled not yet cleared by a recorded reply
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -218,6 +219,7 @@ class TurnRunner:
 
     async def _attempts(self, tid: str, step: int) -> Message:
         state = self.ctx.store.retry_state(self.sid)
+        self._retry_pending = state is not None
         attempt = 1
         if state is not None and state.turn_id == tid:
             attempt = state.attempt
@@ -316,9 +318,10 @@ class TurnRunner:
                 input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost_usd=cost
             ),
         ]
-        if self.ctx.store.retry_state(self.sid) is not None:
+        if self._retry_pending:  # known from the step's start and from `_schedule_retry`
             events.append(RetryCleared())
         self._append(events)
+        self._retry_pending = False
 
     async def _stream(self, request: object, partial: list[str]) -> Finish:
         stream_task = asyncio.ensure_future(self._consume(request, partial))
@@ -383,6 +386,7 @@ class TurnRunner:
     async def _schedule_retry(self, tid: str, step: int, attempt: int, err: ProviderError) -> None:
         delay = backoff_ms(attempt - 1, self.ctx.retry, err.retry_after_ms, self.ctx.rng)
         deadline = self.ctx.clock.now_ms() + delay
+        self._retry_pending = True
         self._append([
             RetryScheduled(
                 turn_id=tid, step=step, attempt=attempt, deadline_ms=deadline,

@@ -11,9 +11,8 @@ from typing import Literal
 
 from pydantic import Field, JsonValue
 
+from .._work_state import MAX_ENTRIES as SHOWN_ENTRIES  # what runtime.work_state shows
 from ._base import ToolContext, ToolInput, ToolOutcome
-
-SHOWN_TODOS = 64  # the runtime.work_state section shows at most 64 entries per collection
 
 
 class Todo(ToolInput):
@@ -37,7 +36,7 @@ class TodoWrite:
     name = "todo_write"
     description = (
         "Replace the todo list: every item with its content and status (pending, in_progress, "
-        f"completed). The list survives compaction; keep it under {SHOWN_TODOS} items, the most "
+        f"completed). The list survives compaction; keep it under {SHOWN_ENTRIES} items, the most "
         "the prompt shows."
     )
     input_model = TodoWriteInput
