@@ -14,12 +14,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.pg import fresh_database
 from wakeful.events import InputDelivered, InputEnqueued
 from wakeful.store import SqlStore, open_store
 
@@ -42,13 +40,10 @@ SESSIONS = 50
 WORKERS = 4
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "sessions.db")
-    else:
-        with fresh_database() as url:
-            yield url
+@pytest.fixture
+def db(db_url: str) -> str:
+    """A fresh database of each backend (the suite's `db_url`)."""
+    return db_url
 
 
 def chatty_script(path: Path) -> str:

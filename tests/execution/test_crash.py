@@ -1,10 +1,10 @@
 """Crash tests: a real `wakeful` process is killed with SIGKILL, a new one recovers.
 
 Chosen points use the test-only hook `WAKEFUL_CRASH_AT` (see `wakeful.runner._crashpoints`);
-random points kill the process after a random delay. Afterwards `check_session` asserts the
-invariants on what the store holds, and the ledger the tools append to shows that no completed
-side effect ran twice. `WAKEFUL_CRASH_RANDOM` lowers the number of random kills locally (50 by
-default); `WAKEFUL_CRASH_SEED` replays a run.
+random points kill the process after a random delay, on SQLite and on PostgreSQL. Afterwards
+`check_session` asserts the invariants on what the store holds, and the ledger the tools append
+to shows that no completed side effect ran twice. `WAKEFUL_CRASH_RANDOM` sets the number of
+random kills per backend (50 by default); `WAKEFUL_CRASH_SEED` replays a run.
 """
 
 from __future__ import annotations
@@ -198,12 +198,12 @@ def test_crash_points_on_postgres(tmp_path: Path, point: str):
             scn.store.close()
 
 
-def test_random_kills(tmp_path: Path):
+def test_random_kills(tmp_path: Path, db_url: str):
     kills_wanted = int(os.environ.get("WAKEFUL_CRASH_RANDOM", "50"))
     seed = int(os.environ.get("WAKEFUL_CRASH_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)
     work = make_workspace(tmp_path)
-    db = str(tmp_path / "sessions.db")
+    db = db_url
     store = open_store(db)
     tags = [f"R{i}" for i in range(5 * kills_wanted + 8)]
     model = job_script(tmp_path / "script.json", tags)

@@ -58,20 +58,21 @@ async def test_a_store_fault_is_logged_and_the_session_retried_later(
 ):
     rt = runtime(db_url, tmp_path)
     sid = rt.send("task", resume=False).session_id
-    promote = rt.store.promote
+    start_drain = rt.store.start_drain
     failures = [1]
 
     def flaky(*args: object, **kw: object) -> object:
         if failures:
             failures.pop()
             raise StoreBusyError("database is busy")
-        return promote(*args, **kw)  # type: ignore[arg-type]
+        return start_drain(*args, **kw)  # type: ignore[arg-type]
 
-    rt.store.promote = flaky  # type: ignore[method-assign]
+    rt.store.start_drain = flaky  # type: ignore[method-assign]
     with caplog.at_level(logging.WARNING, logger="wakeful.worker"):
         stats = await run_worker(rt, once=True)
     assert "drain failed: StoreBusyError" in caplog.text and stats.turns == 0
-    assert rt.store.current_claim(sid) is not None  # kept, like after a crash
+    # The claim, the delivery and the turn start are one transaction: none of them happened.
+    assert rt.store.current_claim(sid) is None and len(rt.store.pending(sid)) == 1
     await asyncio.sleep(CONFIG.execution.lease_ms / 1000 + 0.1)
     stats = await run_worker(rt, once=True)
     assert stats.turns == 1

@@ -272,7 +272,7 @@ def worker(once: bool, concurrency: int, fmt: str, db: str | None) -> None:
             await rt.aclose()
         if fmt == "json":
             print_json({"drains": stats.drains, "turns": stats.turns, "busy": stats.busy,
-                        "claims_lost": stats.lost})  # fmt: skip
+                        "claims_lost": stats.lost, "taken_over": stats.taken_over})  # fmt: skip
         else:
             click.echo(f"worker done: {stats.turns} turns in {stats.drains} drains", err=True)
 

@@ -98,11 +98,11 @@ class Children:
         return Delegation(child_id, last.outcome, last.final_text or last.error or "")
 
     def settler(
-        self, child_id: str, parent_id: str, agent: str | None, claim: ClaimToken
-    ) -> Callable[[TurnEnded, TurnResult], None]:
+        self, child_id: str, parent_id: str, agent: str | None
+    ) -> Callable[[TurnEnded, TurnResult, ClaimToken | None], None]:
         """The `RunContext.settle` of a background child: end the turn, report, wake the parent."""
 
-        def settle(end: TurnEnded, result: TurnResult) -> None:
+        def settle(end: TurnEnded, result: TurnResult, claim: ClaimToken | None) -> None:
             payload = {
                 "text": report_text(child_id, agent, end, result),
                 "origin": {"kind": "event", "source": "subagent", "sender": child_id},

@@ -12,6 +12,7 @@ through one watcher per coordinator (one cheap query per poll interval for every
 
 A drain that ends normally looks at the inbox once more after releasing its claim: an input
 admitted by another process whose wake found the claim still held is driven, never stranded.
+One `LeaseKeeper` renews the claims of all local drains together.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from dataclasses import dataclass, field
 
 from ..errors import NotFoundError
 from ..runner import RunContext
-from ..store import ClaimToken, SqlStore
+from ..store import Claim, SqlStore
 from ._drain import STOP_OUTCOMES, DrainOptions, DrainResult, drain
+from ._leases import LeaseKeeper
 
 
 class SessionNotFoundError(NotFoundError):
@@ -44,12 +46,13 @@ class Coordinator:
     def __init__(
         self,
         store: SqlStore,
-        make_context: Callable[[str, ClaimToken, asyncio.Event], RunContext],
+        make_context: Callable[[str, asyncio.Event], RunContext],
         options: DrainOptions | None = None,
     ) -> None:
         self.store = store
         self._make_context = make_context
         self.options = options or DrainOptions()
+        self.leases = LeaseKeeper(store, self.options.lease_ms)
         self._active: dict[str, _Active] = {}
         self._watcher: asyncio.Future[None] | None = None
 
@@ -57,10 +60,16 @@ class Coordinator:
         """Session ids this process is driving right now."""
         return sorted(sid for sid, a in self._active.items() if not a.task.done())
 
-    def wake(self, session_id: str) -> asyncio.Task[list[DrainResult]]:
-        """Start a drain, or ask the running one to drain again when it ends (coalesced)."""
+    def wake(self, session_id: str, claim: Claim | None = None) -> asyncio.Task[list[DrainResult]]:
+        """Start a drain, or ask the running one to drain again when it ends (coalesced).
+
+        `claim` is one the caller already took for this session (a worker's takeover): the
+        first drain uses it instead of claiming.
+        """
         current = self._active.get(session_id)
         if current is not None and not current.task.done():
+            # A claim taken over from this very drain (its lease lapsed) fences it out; the new
+            # claim is not released: its lease lapses too and recovery drives the session.
             current.again = True
             return current.task
         entry = _Active(task=None)  # type: ignore[arg-type]
@@ -68,19 +77,19 @@ class Coordinator:
         # session, a no-op): the store watcher must not apply it here, however late it polls.
         newest = self.store.last_event_id()
         entry.seen_request = newest
-        entry.task = asyncio.ensure_future(self._run(session_id, entry))
+        entry.task = asyncio.ensure_future(self._run(session_id, entry, claim))
         self._active[session_id] = entry
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.ensure_future(self._watch(newest))
         return entry.task
 
-    async def resume(self, session_id: str) -> list[DrainResult]:
+    async def resume(self, session_id: str, claim: Claim | None = None) -> list[DrainResult]:
         """Drive the session now, joining the active drain if there is one; wait for it.
 
         Cancelling the caller does not cancel the drain: a drain stops by interrupt only, so it
-        always leaves its turn and claim consistent.
+        always leaves its turn and claim consistent. `claim`: as for `wake`.
         """
-        return await asyncio.shield(self.wake(session_id))
+        return await asyncio.shield(self.wake(session_id, claim))
 
     def interrupt(self, session_id: str, request_id: int | None = None) -> bool:
         """Hard-interrupt local execution; return whether something was running.
@@ -98,14 +107,17 @@ class Coordinator:
         current.interrupt.set()
         return True
 
-    async def _run(self, session_id: str, entry: _Active) -> list[DrainResult]:
+    async def _run(self, session_id: str, entry: _Active, claim: Claim | None) -> list[DrainResult]:
         results: list[DrainResult] = []
         idle_rechecks = 0
         try:
             while True:
                 entry.again = False
-                ctx_factory = lambda token: self._make_context(session_id, token, entry.interrupt)  # noqa: E731
-                result = await drain(self.store, session_id, ctx_factory, self.options)
+                result = await drain(
+                    self.store, session_id, lambda: self._make_context(session_id, entry.interrupt),
+                    self.leases, self.options, claim,
+                )  # fmt: skip
+                claim = None
                 results.append(result)
                 if result.busy or result.claim_lost or result.shutdown:
                     return results
@@ -148,3 +160,4 @@ class Coordinator:
             self._watcher.cancel()
             await asyncio.gather(self._watcher, return_exceptions=True)
             self._watcher = None
+        await self.leases.aclose()

@@ -29,7 +29,7 @@ from ..runner import (
     builtin_tools,
     resolve_agent,
 )
-from ..store import Admission, ClaimToken, SqlStore, new_session_id, open_store
+from ..store import Admission, SqlStore, new_session_id, open_store
 from ._children import Children, delegation_of
 from ._coordinator import Coordinator, SessionNotFoundError
 from ._drain import DrainOptions, DrainResult
@@ -102,14 +102,15 @@ class Runtime:
             self._providers[spec] = make_provider(spec, **self.config.providers.options_for(spec))
         return self._providers[spec]
 
-    def _context(self, session_id: str, claim: ClaimToken, interrupt: asyncio.Event) -> RunContext:
+    def _context(self, session_id: str, interrupt: asyncio.Event) -> RunContext:
+        """A run context for the session; the drain sets its claim once it holds one."""
         row = self.store.get_session(session_id)
         agent: Agent = resolve_agent(row.agent or self.agent_name, self.config)
         spec = row.model or agent.model or self.model
         top = row.parent_id is None  # delegation is one level deep: only top-level sessions
         settle = None
         if not top and delegation_of(self.store, session_id) == "background":
-            settle = self.children.settler(session_id, row.parent_id or "", row.agent, claim)
+            settle = self.children.settler(session_id, row.parent_id or "", row.agent)
         return RunContext(
             store=self.store,
             provider=self._provider(spec),
@@ -126,7 +127,6 @@ class Runtime:
             retry=self.config.retry,
             compaction=self.config.compaction,
             model_spec=spec,
-            claim=claim,
             listener=self.listener,
             interrupt=interrupt,
             instruction_sources=workspace_sources(self.workspace, self.config.instructions),

@@ -92,9 +92,9 @@ class RunContext:
     # Set when an interrupt means "this process is shutting down": the turn then stays open
     # (no `turn.ended`) and `Interrupted` propagates, so the next driver resumes it.
     shutdown: asyncio.Event | None = None
-    # Writes a turn's `turn.ended` together with what must commit with it (a background
-    # child's report to its parent); None appends the event alone.
-    settle: Callable[[TurnEnded, TurnResult], None] | None = None
+    # Writes a turn's `turn.ended` (fenced by the claim it is given) together with what must
+    # commit with it (a background child's report to its parent); None appends the event alone.
+    settle: Callable[[TurnEnded, TurnResult, ClaimToken | None], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +179,7 @@ class TurnRunner:
         end = TurnEnded(turn_id=tid, outcome=outcome, error=error, error_kind=kind)
         result = TurnResult(tid, outcome, steps, self._usage, error, kind, self._final_text)
         if self.ctx.settle is not None:
-            self.ctx.settle(end, result)
+            self.ctx.settle(end, result, self.ctx.claim)
         else:
             self._append([end])
         self._live("turn_end", outcome=outcome, error=error)

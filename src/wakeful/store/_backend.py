@@ -39,6 +39,15 @@ class Tx(Protocol):
         """Tell followers in other processes that the session has new events (at commit)."""
         ...
 
+    def row_lock(self, *, skip_locked: bool = False) -> str:
+        """The clause that ends a SELECT locking its rows for this transaction.
+
+        PostgreSQL: ``FOR UPDATE`` (``FOR UPDATE SKIP LOCKED`` to pass over rows another
+        transaction holds, so concurrent callers take disjoint rows). SQLite: empty, because its
+        write transaction already holds the database lock.
+        """
+        ...
+
 
 class Backend(Protocol):
     """A database the store can use."""

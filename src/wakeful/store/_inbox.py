@@ -157,6 +157,11 @@ def _select(pending: list[InboxItem], idle: bool, input_id: str | None) -> list[
     return []
 
 
+def deliverable(tx: Tx, session_id: str, *, idle: bool) -> bool:
+    """Whether `promote_in` with `idle` would settle something now (deliver or reject)."""
+    return bool(_select(pending_items(tx, session_id), idle, None))
+
+
 def promote_in(
     tx: Tx,
     session_id: str,

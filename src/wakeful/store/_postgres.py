@@ -61,6 +61,9 @@ class _PgTx:
     def notify(self, session_id: str) -> None:
         self._conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, session_id))
 
+    def row_lock(self, *, skip_locked: bool = False) -> str:
+        return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
+
 
 class PostgresBackend:
     """A PostgreSQL database reached by URL (`postgresql://user@host:port/db`)."""

@@ -100,6 +100,20 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
+class DrainStart:
+    """What `start_drain` did in its one transaction.
+
+    `claim` is None when a live driver holds the session (`busy`) or when there was nothing to
+    do (no claim was written). `delivered` holds the inputs promoted with the claim; when one of
+    them produced a message, the turn named in the call started in the same transaction.
+    """
+
+    claim: Claim | None
+    busy: bool = False
+    delivered: tuple[Delivered, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Page:
     """One page of sessions, newest first; `next_cursor` continues the listing."""
 

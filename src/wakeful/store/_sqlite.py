@@ -61,6 +61,10 @@ class _SqliteTx:
     def notify(self, session_id: str) -> None:
         """Followers poll; nothing to send."""
 
+    def row_lock(self, *, skip_locked: bool = False) -> str:
+        """Nothing: BEGIN IMMEDIATE already serializes every writer."""
+        return ""
+
 
 class SqliteBackend:
     """A SQLite database file (created on first use)."""
