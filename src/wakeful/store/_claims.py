@@ -167,12 +167,13 @@ class ClaimsMixin:
         until = self.clock.now_ms() + lease_ms
         kept: set[str] = set()
         with self.backend.transaction(write=True) as tx:
-            for chunk in iter_chunks([(c.token,) for c in claims], 500):
+            for chunk in iter_chunks([(c.session_id, c.token) for c in claims], 250):
                 marks = ", ".join("?" for _ in chunk)
+                # By primary key; a token is random, so matching one of the chunk's is exact.
                 rows = tx.all(
-                    f"UPDATE claims SET lease_until_ms = ? WHERE released = 0 AND token IN ({marks}) "
-                    "RETURNING session_id",
-                    (until, *(t for (t,) in chunk)),
+                    f"UPDATE claims SET lease_until_ms = ? WHERE session_id IN ({marks}) "
+                    f"AND token IN ({marks}) AND released = 0 RETURNING session_id",
+                    (until, *(sid for sid, _ in chunk), *(token for _, token in chunk)),
                 )
                 kept.update(r[0] for r in rows)
         return kept

@@ -163,6 +163,13 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         _INDEXES,
         _INDEXES,
     ),
+    (
+        # Workers look for orphaned claims on every poll: only held claims, by lease end.
+        4,
+        "held_claims_index",
+        "CREATE INDEX claims_held ON claims (lease_until_ms) WHERE released = 0",
+        "CREATE INDEX claims_held ON claims (lease_until_ms) WHERE released = 0",
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]
