@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..errors import ClaimLostError, NotFoundError
 from ..events import SessionEvent, StoredEvent, dump_event
-from ._backend import Tx
+from ._backend import Pending, Row, Tx
 from ._projections import project
 
 
@@ -21,9 +21,15 @@ class ClaimToken:
     epoch: int
 
 
+_CLAIM_ROW = "SELECT token, epoch, released FROM claims WHERE session_id = ?"
+
+
 def check_claim(tx: Tx, session_id: str, claim: ClaimToken) -> None:
     """Raise `ClaimLostError` unless `claim` is the session's live claim."""
-    row = tx.one("SELECT token, epoch, released FROM claims WHERE session_id = ?", (session_id,))
+    _check_claim_row(session_id, claim, tx.one(_CLAIM_ROW, (session_id,)))
+
+
+def _check_claim_row(session_id: str, claim: ClaimToken, row: Row | None) -> None:
     if row is None or row[0] != claim.token or row[1] != claim.epoch or row[2]:
         raise ClaimLostError(
             f"session {session_id}: this driver's claim (epoch {claim.epoch}) is gone"
@@ -36,26 +42,39 @@ def append_events(
     events: Sequence[SessionEvent],
     now_ms: int,
     claim: ClaimToken | None = None,
+    *,
+    locked: Row | None = None,
+    ids: Pending | None = None,
 ) -> list[StoredEvent]:
-    """Append events to an existing session inside `tx`; return them as stored."""
-    locked = tx.lock_session(session_id)
+    """Append events to an existing session inside `tx`; return them as stored.
+
+    `locked` is the session's `lock_session` row when the caller already holds it, and `ids`
+    the caller's `tx.event_ids(len(events))`, sent with its own queries; without them this
+    sends the lock, the claim check and the id reservation together (one round trip on
+    PostgreSQL), then every insert without waiting (they travel with the commit).
+    """
+    lock = tx.lock_query(session_id) if locked is None else None
+    held = None if claim is None else tx.query(_CLAIM_ROW, (session_id,))
+    reserved = ids if ids is not None else tx.event_ids(len(events))
+    if lock is not None:
+        locked = lock.one()
     if locked is None:
         raise NotFoundError(f"no session {session_id}")
-    if claim is not None:
-        check_claim(tx, session_id, claim)
+    if claim is not None and held is not None:
+        _check_claim_row(session_id, claim, held.one())
     seq = int(locked[0])
+    epoch = claim and claim.epoch
     stored: list[StoredEvent] = []
-    for event in events:
+    for event, (event_id,) in zip(events, reserved.all(), strict=True):
         seq += 1
-        row = tx.one(
-            "INSERT INTO events (session_id, seq, type, at_ms, data, epoch) VALUES (?, ?, ?, ?, ?, ?) "
-            "RETURNING id",
-            (session_id, seq, event.type, now_ms, dump_event(event), claim and claim.epoch),
+        tx.send(
+            "INSERT INTO events (id, session_id, seq, type, at_ms, data, epoch) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (event_id, session_id, seq, event.type, now_ms, dump_event(event), epoch),
         )
-        assert row is not None
         project(tx, session_id, seq, event)
-        stored.append(StoredEvent(int(row[0]), session_id, seq, now_ms, event))
-    tx.run(
+        stored.append(StoredEvent(int(event_id), session_id, seq, now_ms, event))
+    tx.send(
         "UPDATE sessions SET last_seq = ?, updated_ms = ? WHERE id = ?", (seq, now_ms, session_id)
     )
     tx.notify(session_id)

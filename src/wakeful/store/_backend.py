@@ -16,8 +16,42 @@ Row = tuple[Any, ...]
 Params = Sequence[Any]
 
 
+class Pending(Protocol):
+    """The rows of a query sent earlier in the transaction, read on demand."""
+
+    def one(self) -> Row | None:
+        """The first row, or None (waits for the server when it has not answered yet)."""
+        ...
+
+    def all(self) -> list[Row]:
+        """Every row (waits for the server when it has not answered yet)."""
+        ...
+
+
+class Rows:
+    """A `Pending` whose rows are already here (a backend without round trips)."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: list[Row]) -> None:
+        self._rows = rows
+
+    def one(self) -> Row | None:
+        """The first row, or None."""
+        return self._rows[0] if self._rows else None
+
+    def all(self) -> list[Row]:
+        """Every row."""
+        return self._rows
+
+
 class Tx(Protocol):
-    """One open transaction."""
+    """One open transaction.
+
+    `query` and `send` let a backend with round trips (PostgreSQL) pipeline: everything sent
+    before the first read travels together, and statements sent after the last read travel
+    with the commit. SQLite runs each at once.
+    """
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         """Run a query and return its first row, or None."""
@@ -31,8 +65,32 @@ class Tx(Protocol):
         """Run a statement and return the number of rows it changed."""
         ...
 
+    def query(self, sql: str, params: Params = ()) -> Pending:
+        """Send a query now and read its rows later (after sending what else is known)."""
+        ...
+
+    def send(self, sql: str, params: Params = ()) -> None:
+        """Run a statement whose outcome the caller does not read.
+
+        PostgreSQL sends it with the next read or the commit; an error it causes raises there
+        at the latest, and the transaction rolls back as usual.
+        """
+        ...
+
     def lock_session(self, session_id: str) -> Row | None:
         """Lock a session row for this transaction; return (last_seq, root_id) or None."""
+        ...
+
+    def lock_query(self, session_id: str) -> Pending:
+        """`lock_session` as a pending query, so later queries share its round trip."""
+        ...
+
+    def event_ids(self, n: int) -> Pending:
+        """Reserve `n` new global event ids, one per row, ascending.
+
+        Call it after `lock_session`/`lock_query` in the same transaction: appenders are then
+        serialized, so ids become visible in id order.
+        """
         ...
 
     def notify(self, session_id: str) -> None:

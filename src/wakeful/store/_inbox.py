@@ -31,7 +31,7 @@ from ..events import (
 )
 from ..messages import Message, TextBlock, TextOrigin, block_from_dict
 from ._append import ClaimToken, append_events
-from ._backend import Tx
+from ._backend import Pending, Row, Tx
 from ._records import Delivered, InboxItem
 
 _ITEM_COLS = "i.input_id, i.seq, i.kind, i.delivery, i.status, i.message_id, e.data"
@@ -59,14 +59,18 @@ def get_item(tx: Tx, session_id: str, input_id: str) -> InboxItem | None:
     return None if row is None else _item(session_id, row)
 
 
+_PENDING_SQL = (
+    f"SELECT {_ITEM_COLS} FROM inbox i JOIN events e ON e.session_id = i.session_id "
+    "AND e.seq = i.seq WHERE i.session_id = ? AND i.status = 'pending' ORDER BY i.seq"
+)
+
+
 def pending_items(tx: Tx, session_id: str) -> list[InboxItem]:
     """Every pending item of a session, in enqueue order."""
-    rows = tx.all(
-        f"SELECT {_ITEM_COLS} FROM inbox i JOIN events e ON e.session_id = i.session_id "
-        "AND e.seq = i.seq WHERE i.session_id = ? AND i.status = 'pending' ORDER BY i.seq",
-        (session_id,),
-    )
-    return [_item(session_id, r) for r in rows]
+    return [_item(session_id, r) for r in tx.all(_PENDING_SQL, (session_id,))]
+
+
+DIGEST_SQL = "SELECT digest FROM inbox WHERE session_id = ? AND input_id = ?"
 
 
 def admit_in(
@@ -77,18 +81,21 @@ def admit_in(
     payload: dict[str, JsonValue],
     delivery: Delivery,
     now_ms: int,
+    *,
+    locked: Row,
+    existing: Pending | None = None,
+    ids: Pending | None = None,
 ) -> tuple[InboxItem, bool]:
     """Admit one input inside `tx`; return (item, created).
 
-    The caller has already locked the existing session with `tx.lock_session` (one round trip
-    fewer on PostgreSQL than locking it again here).
+    The caller holds the session's lock (`locked` is its row). `existing` is its pending
+    `DIGEST_SQL` query and `ids` its `tx.event_ids(1)`, sent together with the lock so an
+    admission costs two round trips on PostgreSQL: those reads, then the writes with the commit.
     """
     digest = content_digest(kind, payload, delivery)
-    existing = tx.one(
-        "SELECT digest FROM inbox WHERE session_id = ? AND input_id = ?", (session_id, input_id)
-    )
-    if existing is not None:
-        if existing[0] != digest:
+    found = (existing or tx.query(DIGEST_SQL, (session_id, input_id))).one()
+    if found is not None:
+        if found[0] != digest:
             raise ConflictError(
                 f"input id {input_id!r} was already admitted to {session_id} with different content"
             )
@@ -96,8 +103,8 @@ def admit_in(
         assert item is not None
         return item, False
     event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
-    [stored] = append_events(tx, session_id, [event], now_ms)
-    tx.run(
+    [stored] = append_events(tx, session_id, [event], now_ms, locked=locked, ids=ids)
+    tx.send(
         "INSERT INTO inbox (session_id, input_id, seq, kind, delivery, digest, status) "
         "VALUES (?, ?, ?, ?, ?, ?, 'pending')",
         (session_id, input_id, stored.seq, kind, delivery, digest),
@@ -178,9 +185,12 @@ def promote_in(
     `start_turn`, a delivery that produced messages also starts that turn in the same
     transaction, so no crash can leave delivered input without a turn to answer it.
     """
-    if tx.lock_session(session_id) is None:
+    lock = tx.lock_query(session_id)
+    rows = tx.query(_PENDING_SQL, (session_id,))
+    locked = lock.one()
+    if locked is None:
         raise NotFoundError(f"no session {session_id}")
-    pending = pending_items(tx, session_id)
+    pending = [_item(session_id, r) for r in rows.all()]
     events: list[SessionEvent] = []
     delivered: list[Delivered] = []
     while not delivered:
@@ -209,7 +219,7 @@ def promote_in(
     if start_turn is not None and inputs:
         events.append(TurnStarted(turn_id=start_turn, input_ids=inputs))
     if events:
-        append_events(tx, session_id, events, now_ms, claim)
+        append_events(tx, session_id, events, now_ms, claim, locked=locked)
     return delivered
 
 

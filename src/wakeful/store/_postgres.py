@@ -35,9 +35,42 @@ def _redact(url: str) -> str:
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
+@contextmanager
+def _pipelined(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Pipeline]:
+    """One transaction in pipeline mode: BEGIN travels with the first read, COMMIT with the
+    statements sent after the last one (`conn.transaction()` would add two round trips)."""
+    try:
+        with conn.pipeline() as pipeline:
+            conn.execute("BEGIN")
+            yield pipeline
+            conn.execute("COMMIT")
+    finally:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.execute("ROLLBACK")
+
+
+class _Sent:
+    """A query sent in pipeline mode; reading its rows waits for its result only."""
+
+    __slots__ = ("_cursor",)
+
+    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+        self._cursor = cursor
+
+    def one(self) -> Row | None:
+        row: Row | None = self._cursor.fetchone()
+        return row
+
+    def all(self) -> list[Row]:
+        return self._cursor.fetchall()
+
+
 class _PgTx:
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    """A transaction; a write transaction runs in pipeline mode (see `Tx.query`/`Tx.send`)."""
+
+    def __init__(self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None) -> None:
         self._conn = conn
+        self._pipeline = pipeline
         self._appending = False
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
@@ -48,18 +81,36 @@ class _PgTx:
         return self._conn.execute(_sql(sql), params).fetchall()
 
     def run(self, sql: str, params: Params = ()) -> int:
-        return self._conn.execute(_sql(sql), params).rowcount
+        cursor = self._conn.execute(_sql(sql), params)
+        if self._pipeline is not None:
+            self._pipeline.sync()  # the row count arrives with the result
+        return cursor.rowcount
+
+    def query(self, sql: str, params: Params = ()) -> _Sent:
+        return _Sent(self._conn.execute(_sql(sql), params))
+
+    def send(self, sql: str, params: Params = ()) -> None:
+        self._conn.execute(_sql(sql), params)
 
     def lock_session(self, session_id: str) -> Row | None:
+        return self.lock_query(session_id).one()
+
+    def lock_query(self, session_id: str) -> _Sent:
         if not self._appending:
-            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_APPEND_LOCK,))
+            self.send("SELECT pg_advisory_xact_lock(?)", (_APPEND_LOCK,))
             self._appending = True
-        return self.one(
+        return self.query(
             "SELECT last_seq, root_id FROM sessions WHERE id = ? FOR UPDATE", (session_id,)
         )
 
+    def event_ids(self, n: int) -> _Sent:
+        return self.query(
+            "SELECT nextval(pg_get_serial_sequence('events', 'id')) FROM generate_series(1, ?)",
+            (n,),
+        )
+
     def notify(self, session_id: str) -> None:
-        self._conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, session_id))
+        self.send("SELECT pg_notify(?, ?)", (CHANNEL, session_id))
 
     def row_lock(self, *, skip_locked: bool = False) -> str:
         return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
@@ -95,8 +146,13 @@ class PostgresBackend:
     def transaction(self, *, write: bool) -> Iterator[_PgTx]:
         """Open a transaction; serialization failures and lock timeouts become StoreBusyError."""
         try:
-            with self._pool.connection() as conn, conn.transaction():
-                yield _PgTx(conn)
+            with self._pool.connection() as conn:
+                if not write:
+                    with conn.transaction():
+                        yield _PgTx(conn, None)
+                    return
+                with _pipelined(conn) as pipeline:
+                    yield _PgTx(conn, pipeline)
         except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as err:
             raise StoreBusyError(f"PostgreSQL write conflict; retry ({err.sqlstate})") from None
         except psycopg.errors.LockNotAvailable as err:

@@ -35,7 +35,7 @@ Projection = Callable[[Tx, str, int, Any], None]
 
 
 def _message_added(tx: Tx, sid: str, seq: int, ev: MessageAdded) -> None:
-    tx.run(
+    tx.send(
         "INSERT INTO messages (session_id, seq, message_id, role, turn_id) VALUES (?, ?, ?, ?, ?)",
         (sid, seq, ev.message.id, ev.message.role, ev.turn_id),
     )
@@ -43,20 +43,20 @@ def _message_added(tx: Tx, sid: str, seq: int, ev: MessageAdded) -> None:
 
 def _delivered(tx: Tx, sid: str, seq: int, ev: InputDelivered) -> None:
     message_id = ev.message.id if ev.message is not None else ev.message_id
-    tx.run(
+    tx.send(
         "UPDATE inbox SET status = 'delivered', settled_seq = ?, message_id = ? "
         "WHERE session_id = ? AND input_id = ?",
         (seq, message_id, sid, ev.input_id),
     )
     if message_id is not None:
-        tx.run(
+        tx.send(
             "INSERT INTO messages (session_id, seq, message_id, role) VALUES (?, ?, ?, 'user')",
             (sid, seq, message_id),
         )
 
 
 def _rejected(tx: Tx, sid: str, seq: int, ev: InputRejected) -> None:
-    tx.run(
+    tx.send(
         "UPDATE inbox SET status = 'rejected', settled_seq = ? WHERE session_id = ? AND input_id = ?",
         (seq, sid, ev.input_id),
     )
@@ -66,34 +66,34 @@ def _updated(tx: Tx, sid: str, seq: int, ev: SessionUpdated) -> None:
     for column in ("title", "agent", "model"):
         value = getattr(ev, column)
         if value is not None:
-            tx.run(f"UPDATE sessions SET {column} = ? WHERE id = ?", (value, sid))
+            tx.send(f"UPDATE sessions SET {column} = ? WHERE id = ?", (value, sid))
     if ev.archived is not None:
-        tx.run(
+        tx.send(
             "UPDATE sessions SET archived_ms = CASE WHEN ? THEN updated_ms ELSE NULL END WHERE id = ?",
             (ev.archived, sid),
         )
 
 
 def _turn_started(tx: Tx, sid: str, seq: int, ev: TurnStarted) -> None:
-    tx.run(
+    tx.send(
         "INSERT INTO turns (session_id, turn_id, status, started_seq) VALUES (?, ?, 'running', ?)",
         (sid, ev.turn_id, seq),
     )
-    tx.run("UPDATE sessions SET status = 'running' WHERE id = ?", (sid,))
+    tx.send("UPDATE sessions SET status = 'running' WHERE id = ?", (sid,))
 
 
 def _turn_ended(tx: Tx, sid: str, seq: int, ev: TurnEnded) -> None:
-    tx.run(
+    tx.send(
         "UPDATE turns SET status = ?, ended_seq = ?, error = ? WHERE session_id = ? AND turn_id = ?",
         (ev.outcome, seq, ev.error, sid, ev.turn_id),
     )
     status = "idle" if ev.outcome in ("completed", "interrupted") else ev.outcome
-    tx.run("UPDATE sessions SET status = ? WHERE id = ?", (status, sid))
-    tx.run("DELETE FROM retry_state WHERE session_id = ?", (sid,))
+    tx.send("UPDATE sessions SET status = ? WHERE id = ?", (status, sid))
+    tx.send("DELETE FROM retry_state WHERE session_id = ?", (sid,))
 
 
 def _tool_started(tx: Tx, sid: str, seq: int, ev: ToolCallStarted) -> None:
-    tx.run(
+    tx.send(
         "INSERT INTO tool_calls (session_id, message_id, call_id, name, status, started_seq) "
         "VALUES (?, ?, ?, ?, 'running', ?)",
         (sid, ev.message_id, ev.call_id, ev.name, seq),
@@ -101,7 +101,7 @@ def _tool_started(tx: Tx, sid: str, seq: int, ev: ToolCallStarted) -> None:
 
 
 def _tool_ended(tx: Tx, sid: str, seq: int, ev: ToolCallEnded) -> None:
-    tx.run(
+    tx.send(
         "UPDATE tool_calls SET status = ?, ended_seq = ? "
         "WHERE session_id = ? AND message_id = ? AND call_id = ?",
         (ev.status, seq, sid, ev.message_id, ev.call_id),
@@ -109,7 +109,7 @@ def _tool_ended(tx: Tx, sid: str, seq: int, ev: ToolCallEnded) -> None:
 
 
 def _receipt(tx: Tx, sid: str, seq: int, ev: ReceiptRecorded) -> None:
-    tx.run(
+    tx.send(
         "INSERT INTO receipts (session_id, receipt_id, turn_id, step, attempt, request_digest, seq) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (sid, ev.receipt_id, ev.turn_id, ev.step, ev.attempt, ev.request_digest, seq),
@@ -119,14 +119,14 @@ def _receipt(tx: Tx, sid: str, seq: int, ev: ReceiptRecorded) -> None:
 
 
 def _ref_blob(tx: Tx, sid: str, digest: str) -> None:
-    tx.run(
+    tx.send(
         "INSERT INTO blob_refs (session_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
         (sid, digest),
     )
 
 
 def _usage(tx: Tx, sid: str, seq: int, ev: UsageRecorded) -> None:
-    tx.run(
+    tx.send(
         "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
         "cost_usd = cost_usd + ? WHERE id = ?",
         (ev.input_tokens, ev.output_tokens, ev.cost_usd, sid),
@@ -134,8 +134,8 @@ def _usage(tx: Tx, sid: str, seq: int, ev: UsageRecorded) -> None:
 
 
 def _retry(tx: Tx, sid: str, seq: int, ev: RetryScheduled) -> None:
-    tx.run("DELETE FROM retry_state WHERE session_id = ?", (sid,))
-    tx.run(
+    tx.send("DELETE FROM retry_state WHERE session_id = ?", (sid,))
+    tx.send(
         "INSERT INTO retry_state (session_id, turn_id, step, attempt, deadline_ms, error_kind, error) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (sid, ev.turn_id, ev.step, ev.attempt, ev.deadline_ms, ev.error_kind, ev.error),
@@ -143,12 +143,12 @@ def _retry(tx: Tx, sid: str, seq: int, ev: RetryScheduled) -> None:
 
 
 def _retry_cleared(tx: Tx, sid: str, seq: int, ev: RetryCleared) -> None:
-    tx.run("DELETE FROM retry_state WHERE session_id = ?", (sid,))
+    tx.send("DELETE FROM retry_state WHERE session_id = ?", (sid,))
 
 
 def _work_state(tx: Tx, sid: str, seq: int, ev: WorkStateUpdated) -> None:
-    tx.run("DELETE FROM work_state WHERE session_id = ? AND kind = ?", (sid, ev.kind))
-    tx.run(
+    tx.send("DELETE FROM work_state WHERE session_id = ? AND kind = ?", (sid, ev.kind))
+    tx.send(
         "INSERT INTO work_state (session_id, kind, value, seq) VALUES (?, ?, ?, ?)",
         (sid, ev.kind, json.dumps(ev.value), seq),
     )
@@ -156,9 +156,9 @@ def _work_state(tx: Tx, sid: str, seq: int, ev: WorkStateUpdated) -> None:
 
 def _instructions(tx: Tx, sid: str, seq: int, ev: InstructionsUpdated) -> None:
     for key, digest in ev.delta.items():
-        tx.run("DELETE FROM instruction_state WHERE session_id = ? AND source_key = ?", (sid, key))
+        tx.send("DELETE FROM instruction_state WHERE session_id = ? AND source_key = ?", (sid, key))
         if digest != "removed":
-            tx.run(
+            tx.send(
                 "INSERT INTO instruction_state (session_id, source_key, digest, seq) VALUES (?, ?, ?, ?)",
                 (sid, key, digest, seq),
             )

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import MigrationError, StoreBusyError, StoreError
-from ._backend import Params, Row
+from ._backend import Params, Row, Rows
 from ._migrations import MIGRATIONS, statements
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
@@ -54,9 +54,24 @@ class _SqliteTx:
     def run(self, sql: str, params: Params = ()) -> int:
         return self._conn.execute(sql, params).rowcount
 
+    def query(self, sql: str, params: Params = ()) -> Rows:
+        return Rows(self.all(sql, params))
+
+    def send(self, sql: str, params: Params = ()) -> None:
+        self._conn.execute(sql, params)
+
     def lock_session(self, session_id: str) -> Row | None:
         # BEGIN IMMEDIATE already holds the database write lock.
         return self.one("SELECT last_seq, root_id FROM sessions WHERE id = ?", (session_id,))
+
+    def lock_query(self, session_id: str) -> Rows:
+        return Rows([] if (row := self.lock_session(session_id)) is None else [row])
+
+    def event_ids(self, n: int) -> Rows:
+        """The next ids after the highest ever used (AUTOINCREMENT's own counter)."""
+        row = self.one("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
+        base = 0 if row is None else int(row[0])
+        return Rows([(base + i,) for i in range(1, n + 1)])
 
     def notify(self, session_id: str) -> None:
         """Followers poll; nothing to send."""

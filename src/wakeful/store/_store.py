@@ -30,7 +30,7 @@ from ..events import (
 from ..messages import Message
 from . import _inbox, _retention
 from ._append import ClaimToken, append_events
-from ._backend import Backend, Tx
+from ._backend import Backend, Pending, Tx
 from ._claims import ClaimsMixin
 from ._reads import ReadsMixin
 from ._records import Admission, Delivered, InboxItem, Page, PruneCounts, SessionRow, SyncMarker
@@ -181,11 +181,13 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         """
         with self.backend.transaction(write=True) as tx:
             append_events(tx, session_id, events, self.clock.now_ms(), claim)
-            if tx.lock_session(target_id) is None:
+            locked = tx.lock_session(target_id)
+            if locked is None:
                 raise NotFoundError(f"no session {target_id}")
             item, created = _inbox.admit_in(
-                tx, target_id, input_id, kind, payload, delivery, self.clock.now_ms()
-            )
+                tx, target_id, input_id, kind, payload, delivery, self.clock.now_ms(),
+                locked=locked,
+            )  # fmt: skip
         return Admission(item, created)
 
     # -- events -----------------------------------------------------------------------------
@@ -344,15 +346,21 @@ class SqlStore(ClaimsMixin, ReadsMixin):
             raise UsageError(f"delivery must be 'steer' or 'queue', not {delivery!r}")
         iid = input_id or f"in_{secrets.token_hex(12)}"
         with self.backend.transaction(write=True) as tx:
-            made = False
-            if tx.lock_session(session_id) is None:
+            # The lock, the idempotency check and the event id travel together.
+            lock = tx.lock_query(session_id)
+            existing: Pending | None = tx.query(_inbox.DIGEST_SQL, (session_id, iid))
+            ids: Pending | None = tx.event_ids(1)
+            locked, made = lock.one(), False
+            if locked is None:
                 if create is None:
                     raise NotFoundError(f"no session {session_id}")
                 self._insert_session(tx, session_id, create)
-                made = True
+                locked, existing, ids, made = tx.lock_session(session_id), None, None, True
+                assert locked is not None
             item, created = _inbox.admit_in(
-                tx, session_id, iid, kind, payload, delivery, self.clock.now_ms()
-            )
+                tx, session_id, iid, kind, payload, delivery, self.clock.now_ms(),
+                locked=locked, existing=existing, ids=ids,
+            )  # fmt: skip
         return Admission(item, created, made)
 
     def promote(
