@@ -100,6 +100,10 @@ class Shell:
             timed_out, lingered = await _supervise(transport.get_pid(), protocol, args.timeout_s)
         except BaseException:  # cancelled: nothing of the command may keep running
             _kill_group(transport.get_pid())
+            # Reap the killed shell before closing, so no zombie (and no "still running"
+            # warning from its Popen) outlives the call; a second cancel only skips the wait.
+            with contextlib.suppress(BaseException):
+                await _within(protocol.exited, LINGER_S)
             raise
         finally:
             transport.close()
