@@ -26,6 +26,7 @@ API = {
     "SYNTHETIC_TOOL_RESULT",
     "DEFAULT_USER_TAIL_DIRECTIVE",
     "is_wire_valid",
+    "WireBuilder",
 }
 
 

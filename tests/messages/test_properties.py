@@ -14,6 +14,8 @@ from wakeful.messages import (
     Repair,
     TextBlock,
     ToolCallBlock,
+    ToolResultBlock,
+    WireBuilder,
     drop_invalid_pairings,
     dump_messages,
     from_anthropic,
@@ -242,3 +244,39 @@ def test_healed_history_needs_no_more_than_placeholders_on_the_wire(
     repairs: list[Repair] = []
     to_wire(healed, on_repair=repairs.append)
     assert not [r for r in repairs if r.kind == "duplicate-tool-call"]
+
+
+# --- WireBuilder: the incremental to_wire of a growing history ---------------------------------
+
+
+@PROPERTY
+@given(conversations(), st.lists(st.integers(0, 40), min_size=1, max_size=6), providers)
+def test_wire_builder_equals_to_wire_at_every_length(
+    messages: list[Message], cuts: list[int], provider: str | None
+) -> None:
+    """Fed the growing prefixes of a conversation (and, now and then, a shorter one: a reset),
+    the builder answers exactly what `to_wire` answers, repairs included."""
+    builder = WireBuilder()
+    for cut in [*cuts, len(messages)]:
+        seen = messages[: min(cut, len(messages))]
+        built: list[Repair] = []
+        plain: list[Repair] = []
+        assert builder(seen, provider, on_repair=built.append) == to_wire(
+            seen, provider, on_repair=plain.append
+        )
+        assert built == plain
+
+
+def test_wire_builder_plans_only_what_follows_a_settled_prefix() -> None:
+    call = ToolCallBlock(id="c1", name="t", input={})
+    history = [
+        Message(role="user", blocks=(TextBlock(text="go"),)),
+        Message(role="assistant", blocks=(call,)),
+        Message(role="user", blocks=(ToolResultBlock(call_id="c1", output="ok"),)),
+    ]
+    builder = WireBuilder()
+    first = builder(history, "anthropic")
+    more = [*history, Message(role="assistant", blocks=(TextBlock(text="done"),))]
+    second = builder(more, "anthropic")
+    assert second == to_wire(more, "anthropic")
+    assert all(a is b for a, b in zip(first, second[:3], strict=True))  # reused, not rebuilt

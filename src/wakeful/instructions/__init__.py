@@ -1,12 +1,13 @@
 """Instruction sources and value deltas: read once per attempt, hashed, admitted as one delta."""
 
 from ._sources import BUILTIN, Source, workspace_sources
-from ._sync import REMOVED, Baseline, baseline, epoch_snapshot, sync_instructions
+from ._sync import REMOVED, Baseline, InstructionSync, baseline, epoch_snapshot, sync_instructions
 
 __all__ = [
     "BUILTIN",
     "REMOVED",
     "Baseline",
+    "InstructionSync",
     "Source",
     "baseline",
     "epoch_snapshot",

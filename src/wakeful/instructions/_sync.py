@@ -48,12 +48,53 @@ def sync_instructions(
     store: SqlStore, session_id: str, sources: Sequence[Source], claim: ClaimToken | None = None
 ) -> Baseline:
     """Read sources, admit one delta if anything changed, and return the baseline to render."""
+    return _sync(store, session_id, _read_all(sources), claim)
+
+
+class InstructionSync:
+    """`sync_instructions` for one driver of one session, step after step.
+
+    The sources are read on every call, as always; the store is read only when what they say,
+    or the epoch, changed since the last call. Only the session's driver writes instruction
+    state (under its claim) and only its compactions start epochs, so the caller passes an
+    `epoch` that changes whenever it compacted; an unchanged read at an unchanged epoch then has
+    nothing to admit and the same baseline to render.
+    """
+
+    def __init__(self, store: SqlStore, session_id: str, sources: Sequence[Source]) -> None:
+        self._store = store
+        self._sid = session_id
+        self._sources = sources
+        self._last: tuple[tuple[tuple[str, str | None], ...], int, Baseline] | None = None
+
+    def __call__(self, claim: ClaimToken | None, epoch: int) -> Baseline:
+        """The baseline to render now (admitting a delta first when a source changed)."""
+        read = _read_all(self._sources)
+        seen = tuple(
+            (
+                key,
+                None if value is None else ("!" if isinstance(value, OSError) else _digest(value)),
+            )
+            for key, value in read.items()
+        )
+        if self._last is not None and self._last[0] == seen and self._last[1] == epoch:
+            return self._last[2]
+        base = _sync(self._store, self._sid, read, claim)
+        self._last = (seen, epoch, base)
+        return base
+
+
+def _sync(
+    store: SqlStore,
+    session_id: str,
+    read: dict[str, str | None | OSError],
+    claim: ClaimToken | None,
+) -> Baseline:
     current = store.instruction_values(session_id)
     first = not store.events(session_id, types=["instructions.updated"], limit=1)
     if first and _adopt_parent(store, session_id, claim):
         current = store.instruction_values(session_id)
         first = False
-    read = _read_all(sources)
     delta: dict[str, str] = {}
     blobs: list[bytes] = []
     for key, value in read.items():

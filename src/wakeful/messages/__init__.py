@@ -42,6 +42,7 @@ from ._codec import (
     load_messages,
     message_from_dict,
 )
+from ._memo import IdentityMemo
 from ._openai_chat import from_openai_chat, to_openai_chat
 from ._openai_responses import from_openai_responses, to_openai_responses
 from ._pairing import PairingDrop, PairingDropKind, drop_invalid_pairings
@@ -50,6 +51,7 @@ from ._repair import (
     SYNTHETIC_TOOL_RESULT,
     Repair,
     RepairKind,
+    WireBuilder,
     is_wire_valid,
     to_wire,
 )
@@ -87,6 +89,7 @@ __all__ = [
     "auto_detect",
     "block_from_dict",
     "drop_invalid_pairings",
+    "IdentityMemo",
     "dump_message",
     "dump_messages",
     "from_anthropic",
@@ -101,6 +104,7 @@ __all__ = [
     "to_anthropic",
     "to_openai_chat",
     "to_openai_responses",
+    "WireBuilder",
     "to_wire",
     "tool_result_text",
     "user",

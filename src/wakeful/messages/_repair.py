@@ -60,9 +60,15 @@ class _Plan:
     repairs: list[Repair] = field(default_factory=list)
 
 
-def _plan(messages: Sequence[Message]) -> _Plan:
+def _plan(
+    messages: Sequence[Message],
+    callers: set[str] | None = None,
+    answered: frozenset[str] = frozenset(),
+) -> _Plan:
+    """Decide drops and answers; `callers` and `answered` are the call ids a settled prefix
+    already holds (so `messages` continue it), and `callers` grows with what is found."""
     plan = _Plan(live=[(i, m) for i, m in enumerate(messages) if not m.aborted])
-    callers: set[str] = set()
+    callers = set() if callers is None else callers
     for pos, (index, message) in enumerate(plan.live):
         for j, block in enumerate(message.blocks):
             kind: RepairKind | None = None
@@ -79,7 +85,7 @@ def _plan(messages: Sequence[Message]) -> _Plan:
                 call_id = block.call_id
                 if call_id not in callers:
                     kind = "orphan-tool-result"
-                elif call_id in plan.answer:
+                elif call_id in plan.answer or call_id in answered:
                     kind = "duplicate-tool-result"
                 else:
                     plan.answer[call_id] = (pos, j, block)
@@ -148,7 +154,9 @@ def _results_message(plan: _Plan, pending: _Pending) -> Message:
     )
 
 
-def _emit(plan: _Plan) -> tuple[list[Message], list[int]]:
+def _emit(plan: _Plan) -> tuple[list[Message], list[int], bool]:
+    """Emit the repaired messages and their input positions; the flag says whether the last
+    assistant message's calls were still waiting for the message after it."""
     out: list[Message] = []
     origins: list[int] = []
     pending: _Pending | None = None
@@ -173,10 +181,33 @@ def _emit(plan: _Plan) -> tuple[list[Message], list[int]]:
         new_calls = [b for b in blocks if isinstance(b, ToolCallBlock)]
         if message.role == "assistant" and new_calls:
             pending = _Pending(message=out[-1], index=index, calls=new_calls)
+    open_calls = pending is not None
     if pending is not None:
         out.append(_results_message(plan, pending))
         origins.append(pending.index)
-    return out, origins
+    return out, origins, open_calls
+
+
+def _finish(
+    out: list[Message],
+    origins: list[int],
+    repairs: list[Repair],
+    provider: str | None,
+    on_repair: Callable[[Repair], None] | None,
+    user_tail_directive: str,
+) -> list[Message]:
+    if provider is not None and out and out[-1].role == "assistant":
+        last = out[-1]
+        tail = TextBlock(text=user_tail_directive)
+        out = [
+            *out,
+            Message(id=f"{last.id}~user-tail", role="user", blocks=(tail,), lane=last.lane),
+        ]
+        repairs = [*repairs, Repair("user-tail", None, origins[-1])]
+    if on_repair is not None:
+        for repair in repairs:
+            on_repair(repair)
+    return out
 
 
 def to_wire(
@@ -201,16 +232,54 @@ def to_wire(
     new messages get ids derived from their neighbour's. `on_repair` is called once per repair.
     """
     plan = _plan(messages)
-    out, origins = _emit(plan)
-    if provider is not None and out and out[-1].role == "assistant":
-        last = out[-1]
-        tail = TextBlock(text=user_tail_directive)
-        out.append(Message(id=f"{last.id}~user-tail", role="user", blocks=(tail,), lane=last.lane))
-        plan.repairs.append(Repair("user-tail", None, origins[-1]))
-    if on_repair is not None:
-        for repair in plan.repairs:
-            on_repair(repair)
-    return out
+    out, origins, _open = _emit(plan)
+    return _finish(out, origins, plan.repairs, provider, on_repair, user_tail_directive)
+
+
+class WireBuilder:
+    """`to_wire` for a history that grows at its end (a turn's steps), in time linear in what
+    is new since the last call.
+
+    Promise: `builder(messages, ...)` returns exactly what `to_wire(messages, ...)` returns and
+    reports the same repairs. It remembers the last input that needed no repair and left no call
+    waiting (a *settled* prefix): no later message can change how such a prefix goes on the
+    wire, so a call whose input starts with the very same message objects only plans what
+    follows. Any other input is planned whole.
+    """
+
+    def __init__(self) -> None:
+        self._prefix: list[Message] = []  # the settled input, by identity
+        self._out: list[Message] = []  # its wire copy (no user tail)
+        self._callers: set[str] = set()  # its call ids, every one answered in place
+        self._last_origin: list[int] = []  # input position of its last wire message
+
+    def __call__(
+        self,
+        messages: Sequence[Message],
+        provider: str | None = None,
+        *,
+        on_repair: Callable[[Repair], None] | None = None,
+        user_tail_directive: str = DEFAULT_USER_TAIL_DIRECTIVE,
+    ) -> list[Message]:
+        """The same as `to_wire(messages, provider, ...)`."""
+        n = len(self._prefix)
+        if n > len(messages) or any(
+            a is not b for a, b in zip(self._prefix, messages[:n], strict=True)
+        ):
+            self._prefix, self._out, self._callers, self._last_origin = [], [], set(), []
+            n = 0
+        rest = messages[n:]
+        callers = set(self._callers)
+        plan = _plan(rest, callers, frozenset(self._callers))
+        out, origins, open_calls = _emit(plan)
+        repairs = [Repair(r.kind, r.call_id, r.index + n) for r in plan.repairs]
+        whole = [*self._out, *out]
+        # Of the positions, only the last one is read (the user tail's repair index).
+        last_origin = [origins[-1] + n] if origins else self._last_origin
+        if not repairs and not open_calls:
+            self._prefix, self._out, self._callers = list(messages), list(whole), callers
+            self._last_origin = last_origin
+        return _finish(whole, last_origin, repairs, provider, on_repair, user_tail_directive)
 
 
 def is_wire_valid(messages: Sequence[Message]) -> bool:
@@ -245,6 +314,7 @@ __all__ = [
     "SYNTHETIC_TOOL_RESULT",
     "Repair",
     "RepairKind",
+    "WireBuilder",
     "is_wire_valid",
     "to_wire",
 ]

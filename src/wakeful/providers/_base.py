@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, assert_never, runtime_checkable
@@ -22,6 +21,7 @@ from ..messages import (
     Block,
     CompactSummaryBlock,
     DocumentBlock,
+    IdentityMemo,
     ImageBlock,
     Message,
     ProviderReasoningBlock,
@@ -180,22 +180,16 @@ def block_chars(block: Block) -> int:
     assert_never(block)
 
 
-# Messages are frozen, so a message object's size never changes: remember it by identity (the
-# entry keeps the object alive, so its id cannot be reused while cached). Bounded, oldest out.
-_SIZES: OrderedDict[int, tuple[Message, int]] = OrderedDict()
-_SIZES_MAX = 65_536
+def _message_chars(message: Message) -> int:
+    return sum(block_chars(block) for block in message.blocks)
+
+
+_SIZES = IdentityMemo(_message_chars)
 
 
 def message_chars(message: Message) -> int:
     """Return how many characters `message` counts for in a local size estimate (memoized)."""
-    hit = _SIZES.get(id(message))
-    if hit is not None and hit[0] is message:
-        return hit[1]
-    chars = sum(block_chars(block) for block in message.blocks)
-    _SIZES[id(message)] = (message, chars)
-    if len(_SIZES) > _SIZES_MAX:
-        _SIZES.popitem(last=False)
-    return chars
+    return _SIZES(message)
 
 
 def estimate_request_tokens(request: ModelRequest) -> int:

@@ -30,7 +30,15 @@ from ..errors import (
     TransportError,
     UsageError,
 )
-from ..messages import Block, Message, TextBlock, ThinkingBlock, ToolCallBlock, dump_messages
+from ..messages import (
+    Block,
+    IdentityMemo,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    dump_message,
+)
 from ._base import (
     Finish,
     FinishReason,
@@ -39,6 +47,7 @@ from ._base import (
     StreamEvent,
     TextDelta,
     ToolCallDelta,
+    ToolSpec,
     Usage,
     UsageReport,
     estimate_request_tokens,
@@ -236,10 +245,38 @@ class _Pacer:
         self._started = True
 
 
+def _message_json(message: Message) -> JsonValue:
+    value: JsonValue = json.loads(dump_message(message))
+    return value
+
+
+# A message's JSON never changes (messages are frozen): decoded once per message object and
+# shared by every request that carries it, read-only.
+_wire_message = IdentityMemo(_message_json)
+
+
+# The tools of consecutive requests are usually the same tuple: its JSON list is built once and
+# handed out again (read-only), so a digest can reuse its encoding. Only the newest is kept.
+_TOOLS: list[tuple[tuple[ToolSpec, ...], list[JsonValue]]] = []
+
+
+def _wire_tools(tools: tuple[ToolSpec, ...]) -> list[JsonValue]:
+    if _TOOLS and _TOOLS[0][0] is tools:
+        return _TOOLS[0][1]
+    value: list[JsonValue] = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in tools
+    ]
+    _TOOLS[:] = [(tools, value)]
+    return value
+
+
 class ScriptedProvider:
     """A `Provider` that answers from a `Script` (see DESIGN.md for the contract)."""
 
     name = "scripted"
+    # `wire_request` gives each message's memoized JSON object (see `_wire_message`).
+    stable_wire_messages = True
 
     def __init__(self, script: Script, *, model: str = "scripted", sleep: Sleep = asyncio.sleep):
         self.script = script
@@ -266,11 +303,8 @@ class ScriptedProvider:
         return {
             "model": request.model,
             "system": request.system,
-            "messages": json.loads(dump_messages(request.messages)),
-            "tools": [
-                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-                for t in request.tools
-            ],
+            "messages": [_wire_message(m) for m in request.messages],
+            "tools": _wire_tools(request.tools),
             "max_output_tokens": request.max_output_tokens,
             "temperature": request.temperature,
             "attempt": request.attempt,

@@ -121,8 +121,19 @@ def should_compact(estimate: int, new_tokens: int, compacted_before: bool, budge
 
 
 def sections_tokens(sections: Sequence[Section], provider_name: str) -> int:
-    """The estimated tokens of a request's system prompt and tools (no messages)."""
-    return estimate_request_tokens(build_request(sections, [], provider_name))
+    """The estimated tokens of a request's system prompt and tools (no messages); memoized by
+    the sections' ids and digests (a turn sends the same sections step after step)."""
+    key = (provider_name, tuple((s.id, s.digest) for s in sections))
+    tokens = _SECTION_TOKENS.get(key)
+    if tokens is None:
+        tokens = estimate_request_tokens(build_request(sections, [], provider_name))
+        if len(_SECTION_TOKENS) >= 256:
+            _SECTION_TOKENS.clear()
+        _SECTION_TOKENS[key] = tokens
+    return tokens
+
+
+_SECTION_TOKENS: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +224,7 @@ class Compactor:
         self.ctx = ctx
         self.sid = session_id
         self.history = ActiveHistory(ctx.store, session_id)
+        self.generation = 0  # compactions this compactor wrote (each starts an epoch)
         self.failures = 0  # failed compactions in a row (this runner)
         self._anchor: _Anchor | None = None
         self._anchor_loaded = False
@@ -281,8 +293,9 @@ class Compactor:
     # -- entry points -----------------------------------------------------------------------
 
     async def before_request(self, turn_id: str, step: int, sections: Sequence[Section]) -> bool:
-        """Proactive compaction before a step's request; True when the request must be rebuilt."""
-        self.history.refresh()
+        """Proactive compaction before a step's request; True when the request must be rebuilt.
+
+        The caller has just read the active history (`messages()`), so it is not read again."""
         estimate = self.estimate(sections)
         if not self.config.auto:
             return False
@@ -469,6 +482,7 @@ class Compactor:
                 input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost_usd=cost
             ),
         ])  # fmt: skip
+        self.generation += 1
         self.history.refresh()
         return CompactionResult(
             True, trigger, summary_id=message.id, replaced=len(split.replaced),

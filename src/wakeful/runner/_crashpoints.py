@@ -12,9 +12,10 @@ Labels (where they sit):
 - ``drain.healed``: recovery failed the calls an earlier process left running.
 - ``receipt.before`` / ``receipt.after``: around persisting a physical attempt's receipt.
 - ``stream.delta``: each streamed text chunk (use ``@N`` to die mid-stream).
-- ``reply.saved``: the assistant message is durable, its tool calls have not started.
+- ``reply.saved``: the assistant message is durable, with its calls' `tool.started`
+  (committed together); no tool has run.
 - ``retry.wait``: a retry deadline was persisted, before the wait.
-- ``tool.started``: the calls' `tool.started` events are durable, no tool has run.
+- ``tool.started``: the tool step begins: the calls are durable, no tool has run.
 - ``tool.done``: every tool finished its side effect, results not yet persisted.
 - ``compaction.summarizing``: a compaction's summary receipt is durable, its request not sent.
 - ``turn.ending``: the final reply is durable, `turn.ended` is not.

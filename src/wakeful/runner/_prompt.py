@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import JsonValue
@@ -30,16 +32,16 @@ INPUT_PREFIX = "input."
 
 @dataclass(frozen=True, slots=True)
 class Section:
-    """One prompt section: stable id, exact source, content."""
+    """One prompt section: stable id, exact source, content, and the SHA-256 hex digest of the
+    content (computed once)."""
 
     id: str
     source: str
     content: str
+    digest: str = field(init=False, compare=False, repr=False)
 
-    @property
-    def digest(self) -> str:
-        """SHA-256 hex digest of the content."""
-        return hashlib.sha256(self.content.encode()).hexdigest()
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", hashlib.sha256(self.content.encode()).hexdigest())
 
 
 def input_message(section: Section) -> Message:
@@ -55,8 +57,50 @@ def canonical_json(value: object) -> str:
 
 
 def request_digest(provider: Provider, request: ModelRequest) -> str:
-    """SHA-256 of the exact JSON body `provider` sends for `request`."""
-    return hashlib.sha256(canonical_json(provider.wire_request(request)).encode()).hexdigest()
+    """SHA-256 of the exact JSON body `provider` sends for `request` (its `canonical_json`).
+
+    A provider whose `wire_request` hands out the same read-only object for the same message
+    every time (`stable_wire_messages = True`: the scripted one) has each message's JSON encoded
+    once, so a step encodes only what is new; the text hashed is the same either way.
+    """
+    body = provider.wire_request(request)
+    if getattr(provider, "stable_wire_messages", False):
+        text = _body_json(body)
+    else:
+        text = canonical_json(body)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _body_json(body: dict[str, JsonValue]) -> str:
+    """`canonical_json(body)`, composed from memoized encodings of the `messages` entries and
+    of the other list values (the tools, handed out as the same object while they last)."""
+    parts: list[str] = []
+    for key in sorted(body):
+        value = body[key]
+        if key == "messages" and isinstance(value, list):
+            text = "[" + ",".join([_entry_json(v) for v in value]) + "]"
+        elif isinstance(value, list):
+            text = _entry_json(value)
+        else:
+            text = canonical_json(value)
+        parts.append(f"{canonical_json(key)}:{text}")
+    return "{" + ",".join(parts) + "}"
+
+
+# id(entry) -> (entry, its canonical JSON); an entry keeps its object alive, so ids stay unique.
+_ENTRIES: OrderedDict[int, tuple[object, str]] = OrderedDict()
+_ENTRIES_MAX = 65_536
+
+
+def _entry_json(value: JsonValue) -> str:
+    hit = _ENTRIES.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    text = canonical_json(value)
+    _ENTRIES[id(value)] = (value, text)
+    if len(_ENTRIES) > _ENTRIES_MAX:
+        _ENTRIES.popitem(last=False)
+    return text
 
 
 def tools_section(tools: Sequence[ToolSpec], source: str) -> Section:
@@ -80,18 +124,19 @@ def params_section(model: str, max_output_tokens: int | None, attempt: int) -> S
 
 
 def build_request(
-    sections: Sequence[Section], history: Sequence[Message], provider_name: str
+    sections: Sequence[Section],
+    history: Sequence[Message],
+    provider_name: str,
+    wire: Callable[[Sequence[Message], str], list[Message]] = to_wire,
 ) -> ModelRequest:
-    """Build the request from sections and persisted history (`to_wire` repairs a copy)."""
+    """Build the request from sections and persisted history (`to_wire` repairs a copy; a
+    turn passes its `WireBuilder`, which gives the same messages)."""
     system = "\n\n".join(s.content for s in sections if s.id.startswith(SYSTEM_PREFIX))
     tools: tuple[ToolSpec, ...] = ()
     params: dict[str, JsonValue] = {}
     for s in sections:
         if s.id == "tools":
-            tools = tuple(
-                ToolSpec(t["name"], t["description"], t["input_schema"])
-                for t in json.loads(s.content)
-            )
+            tools = _tool_specs(s.digest, s.content)
         elif s.id == "params":
             params = json.loads(s.content)
     extra = [input_message(s) for s in sections if s.id.startswith(INPUT_PREFIX)]
@@ -102,10 +147,18 @@ def build_request(
     return ModelRequest(
         model=str(params.get("model", "")),
         system=system,
-        messages=tuple(to_wire(history, provider_name)),
+        messages=tuple(wire(history, provider_name)),
         tools=tools,
         max_output_tokens=max_out if isinstance(max_out, int) else None,
         attempt=attempt if isinstance(attempt, int) else 1,
+    )
+
+
+@lru_cache(maxsize=64)
+def _tool_specs(digest: str, content: str) -> tuple[ToolSpec, ...]:
+    """The tool specs of a tools section (by digest: the same tuple while the tools last)."""
+    return tuple(
+        ToolSpec(t["name"], t["description"], t["input_schema"]) for t in json.loads(content)
     )
 
 

@@ -1,6 +1,8 @@
 """Running one assistant message's tool calls: durable before side effects, outcomes in order.
 
-Invariant 6: every call's `tool.started` is committed before any tool runs. Calls run
+Invariant 6: every call's `tool.started` is committed before any tool runs: the turn commits
+them with the assistant message that holds the calls (`started_events`), so a reply and its
+calls become durable together. Calls run
 concurrently; their outcomes are published together, in call order, with the tool-result
 message. An interrupt cancels unfinished calls, which end `failed` with a result saying they
 may have partially run.
@@ -22,6 +24,14 @@ INTERRUPTED_RESULT = (
 )
 
 
+def started_events(message: Message) -> list[SessionEvent]:
+    """The `tool.started` events of `message`'s calls, to commit with the message itself."""
+    return [
+        ToolCallStarted(call_id=c.id, message_id=message.id, name=c.name, input=c.input)
+        for c in message.tool_calls()
+    ]
+
+
 async def run_tools(
     message: Message,
     *,
@@ -34,11 +44,9 @@ async def run_tools(
     interrupt: asyncio.Event,
     turn_id: str,
 ) -> list[ToolResultBlock]:
-    """Persist, run and publish the tool calls of `message`; return their results in order."""
+    """Run and publish the tool calls of `message` (their `tool.started` already committed);
+    return their results in order."""
     calls = message.tool_calls()
-    append([
-        ToolCallStarted(call_id=c.id, message_id=message.id, name=c.name, input=c.input) for c in calls
-    ])  # fmt: skip
     crash_point("tool.started")
     tasks = [asyncio.ensure_future(_one(tools, c, tool_context, policy, ask, live)) for c in calls]
     waiter = asyncio.ensure_future(interrupt.wait())

@@ -35,8 +35,8 @@ from ..events import (
     TurnStarted,
     UsageRecorded,
 )
-from ..instructions import Source, sync_instructions
-from ..messages import Message, TextBlock, TextOrigin, new_message_id
+from ..instructions import InstructionSync, Source
+from ..messages import Message, TextBlock, TextOrigin, WireBuilder, new_message_id
 from ..providers import Finish, Provider, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 from ..store import ClaimToken, SqlStore
 from ._agents import Agent
@@ -54,7 +54,7 @@ from ._prompt import (
     tools_section,
 )
 from ._retry import backoff_ms, error_kind, is_retryable, terminal_outcome
-from ._tool_step import run_tools
+from ._tool_step import run_tools, started_events
 from ._work_state import render_work_state
 from .tools import PermissionPolicy, Tool, ToolContext, tool_spec
 
@@ -121,6 +121,10 @@ class TurnRunner:
         self._compaction = Compactor(ctx, session_id)  # owns the active-history view
         self._stored_sections: set[str] = set()  # section blobs this runner already stored
         self._retry_pending = False  # a retry.scheduled not yet cleared by a recorded reply
+        self._retry_read = False  # the stored retry state was read (at the first step)
+        self._wire = WireBuilder()  # to_wire, linear in what each step added
+        self._tools_section: Section | None = None
+        self._instructions = InstructionSync(ctx.store, session_id, ctx.instruction_sources)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -218,8 +222,11 @@ class TurnRunner:
     # -- one step, several physical attempts -----------------------------------------------
 
     async def _attempts(self, tid: str, step: int) -> Message:
-        state = self.ctx.store.retry_state(self.sid)
-        self._retry_pending = state is not None
+        # A retry left by an earlier driver can only be found before this runner's first
+        # step; after it, every retry state is one this runner wrote and tracks itself.
+        state = None if self._retry_read else self.ctx.store.retry_state(self.sid)
+        self._retry_read = True
+        self._retry_pending = self._retry_pending or state is not None
         attempt = 1
         if state is not None and state.turn_id == tid:
             attempt = state.attempt
@@ -260,7 +267,7 @@ class TurnRunner:
             sections = self._sections(attempt)  # the boundary started a new instruction epoch
             history = self._history()
         self._check_interrupt()
-        request = build_request(sections, history, ctx.provider.name)
+        request = build_request(sections, history, ctx.provider.name, self._wire)
         digest = request_digest(ctx.provider, request)
         receipt = make_receipt(
             sections, history, digest, receipt_id=f"rcp_{secrets.token_hex(8)}", turn_id=tid,
@@ -280,7 +287,8 @@ class TurnRunner:
             }
         )
         self._final_text = message.text()
-        self._record(tid, message, finish.usage)
+        runs_tools = finish.reason != "content_filter"
+        self._record(tid, message, finish.usage, started_events(message) if runs_tools else [])
         crash_point("reply.saved")
         self._compaction.observe(finish.usage.input_tokens, sections)
         if finish.reason == "content_filter":
@@ -294,17 +302,22 @@ class TurnRunner:
     def _sections(self, attempt: int) -> list[Section]:
         ctx = self.ctx
         sections = [Section("system.agent", f"agent:{ctx.agent.name}", ctx.agent.system_prompt)]
-        base = sync_instructions(ctx.store, self.sid, ctx.instruction_sources, ctx.claim)
+        base = self._instructions(ctx.claim, self._compaction.generation)
         sections += [Section(f"system.instructions.{key}", key, text) for key, text in base.values]
         work = render_work_state(ctx.store.work_state(self.sid))
         if work:
             sections.append(Section("system.runtime.work_state", "store", work))
-        specs = [tool_spec(ctx.tools[name]) for name in ctx.agent.tools if name in ctx.tools]
-        sections.append(tools_section(specs, f"agent:{ctx.agent.name}"))
+        if self._tools_section is None:  # the agent's tools are fixed for the runner's life
+            specs = [tool_spec(ctx.tools[name]) for name in ctx.agent.tools if name in ctx.tools]
+            self._tools_section = tools_section(specs, f"agent:{ctx.agent.name}")
+        sections.append(self._tools_section)
         sections.append(params_section(ctx.provider.model, ctx.provider.max_output_tokens, attempt))
         return sections
 
-    def _record(self, tid: str, message: Message, usage: Usage) -> None:
+    def _record(
+        self, tid: str, message: Message, usage: Usage, started: Sequence[SessionEvent]
+    ) -> None:
+        """Commit the reply with its usage and its calls' `tool.started` (invariant 6)."""
         cost = cost_usd(
             self.ctx.model_spec or self.ctx.provider.model, usage.input_tokens, usage.output_tokens
         )
@@ -320,7 +333,7 @@ class TurnRunner:
         ]
         if self._retry_pending:  # known from the step's start and from `_schedule_retry`
             events.append(RetryCleared())
-        self._append(events)
+        self._append([*events, *started])
         self._retry_pending = False
 
     async def _stream(self, request: object, partial: list[str]) -> Finish:

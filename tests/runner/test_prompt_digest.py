@@ -1,0 +1,40 @@
+"""The request digest: the SHA-256 of the exact body, however it is encoded."""
+
+from __future__ import annotations
+
+import hashlib
+
+from hypothesis import given
+
+from wakeful.messages import Message, to_wire
+from wakeful.providers import ModelRequest, ScriptedProvider, ToolSpec
+from wakeful.runner._prompt import canonical_json, request_digest
+
+from ..messages.strategies import PROPERTY, conversations
+
+SCRIPT = {"rules": [{"match": ".", "replies": [{"text": "ok"}]}]}
+
+
+def plain_digest(provider: ScriptedProvider, request: ModelRequest) -> str:
+    return hashlib.sha256(canonical_json(provider.wire_request(request)).encode()).hexdigest()
+
+
+@PROPERTY
+@given(conversations())
+def test_memoized_digest_is_the_digest_of_the_canonical_body(messages: list[Message]) -> None:
+    provider = ScriptedProvider.from_dict(SCRIPT)
+    assert provider.stable_wire_messages
+    tools = (ToolSpec("t", "a tool", {"type": "object", "properties": {"é": {"type": "string"}}}),)
+    wire = tuple(to_wire(messages, provider.name))
+    for cut in (len(wire) // 2, len(wire), len(wire)):  # repeated: the memo answers
+        request = ModelRequest(model="m", system="sys ✓", messages=wire[:cut], tools=tools)
+        assert request_digest(provider, request) == plain_digest(provider, request)
+
+
+def test_a_changed_message_changes_the_digest() -> None:
+    provider = ScriptedProvider.from_dict(SCRIPT)
+    a = Message(role="user", blocks=({"type": "text", "text": "one"},))  # type: ignore[arg-type]
+    b = Message(role="user", blocks=({"type": "text", "text": "two"},))  # type: ignore[arg-type]
+    first = request_digest(provider, ModelRequest(model="m", system="", messages=(a,)))
+    second = request_digest(provider, ModelRequest(model="m", system="", messages=(b,)))
+    assert first != second
