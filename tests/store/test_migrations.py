@@ -227,3 +227,28 @@ def test_concurrent_first_opens_migrate_once(db_url: str):
             assert recorded.fetchall() == [(n, name) for n, name, _s, _p in MIGRATIONS]
     else:
         assert versions(Path(db_url)) == [(n, name) for n, name, _s, _p in MIGRATIONS]
+
+
+@pytest.mark.slow
+def test_many_first_opens_of_fresh_sqlite_files_never_report_busy(tmp_path: Path):
+    # Switching a new file to WAL needs it to itself, and SQLite answers "locked" at once
+    # rather than waiting; the backend waits it out within the busy timeout (it used to
+    # raise StoreBusyError for some of the openers).
+    errors: list[BaseException] = []
+    for round_ in range(150):
+        path = tmp_path / f"fresh{round_}.db"
+        barrier = threading.Barrier(6)
+
+        def open_and_close(path: Path = path, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            try:
+                open_store(str(path)).close()
+            except BaseException as err:  # collected, re-raised by the assertion below
+                errors.append(err)
+
+        threads = [threading.Thread(target=open_and_close) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+    assert errors == []

@@ -112,7 +112,7 @@ class SqliteBackend:
             # Refuse a foreign or newer file before anything writes to it: switching to WAL
             # rewrites the file header.
             done = self._applied()
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._enter_wal(busy_timeout_ms)
             self._conn.execute(f"PRAGMA synchronous = {_synchronous()}")
             self._conn.execute("PRAGMA foreign_keys = OFF")
             self._migrate(done)
@@ -121,6 +121,20 @@ class SqliteBackend:
             if isinstance(err, sqlite3.Error):
                 raise _translate(err, self.path) from None
             raise
+
+    def _enter_wal(self, busy_timeout_ms: int) -> None:
+        """Switch to WAL, waiting out other openers: the switch needs the file to itself, and
+        SQLite answers "locked" at once instead of calling the busy handler."""
+        deadline = time.monotonic() + busy_timeout_ms / 1000
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as err:
+                code = getattr(err, "sqlite_errorcode", 0) & 0xFF
+                if code not in _BUSY or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[_SqliteTx]:
