@@ -26,6 +26,9 @@ def test_admission_materializes_session_lazily(store: SqlStore):
     row = store.get_session("ses_a")
     assert row.title == "t" and row.last_seq == 2
     assert [e.type for e in store.events("ses_a")] == ["session.created", "inbox.enqueued"]
+    store.admit("ses_a", "i2", "user", {"text": "again"})  # an existing session's admission
+    typed = store.events("ses_a", types=["inbox.enqueued"])  # by the stored type column
+    assert [e.event.input_id for e in typed] == ["i1", "i2"]  # type: ignore[union-attr]
 
 
 def test_input_id_reuse_is_idempotent_or_conflict(store: SqlStore):

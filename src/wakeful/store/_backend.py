@@ -93,6 +93,15 @@ class Tx(Protocol):
         """
         ...
 
+    def admit_on_server(
+        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
+        event_type: str, data: str, now_ms: int,
+    ) -> Pending | None:  # fmt: skip
+        """Run a whole admission as one server-side call (`_migrations._ADMIT_FUNCTION`) and
+        return its `(outcome, seq, event_id)`; None when the backend has no such call (SQLite,
+        which has no round trips to save: the store then runs the statements itself)."""
+        ...
+
     def notify(self, session_id: str) -> None:
         """Tell followers in other processes that the session has new events (at commit)."""
         ...

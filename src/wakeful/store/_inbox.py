@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import JsonValue, ValidationError
@@ -27,6 +27,7 @@ from ..events import (
     SessionError,
     SessionEvent,
     TurnStarted,
+    dump_event,
     load_event,
 )
 from ..messages import Message, TextBlock, TextOrigin, block_from_dict
@@ -73,6 +74,56 @@ def pending_items(tx: Tx, session_id: str) -> list[InboxItem]:
 DIGEST_SQL = "SELECT digest FROM inbox WHERE session_id = ? AND input_id = ?"
 
 
+def send_admission(
+    tx: Tx,
+    session_id: str,
+    input_id: str,
+    kind: InputKind,
+    payload: dict[str, JsonValue],
+    delivery: Delivery,
+    now_ms: int,
+) -> Pending | None:
+    """Send the whole admission as one server-side call (PostgreSQL), to be read with
+    `admission_outcome` — after the commit, if the caller likes: the call then travels with it,
+    one round trip in all. None when the backend has no such call."""
+    digest = content_digest(kind, payload, delivery)
+    event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
+    return tx.admit_on_server(
+        session_id, input_id, kind, delivery, digest, event.type, dump_event(event), now_ms
+    )
+
+
+def admission_outcome(
+    row: Row | None,
+    session_id: str,
+    input_id: str,
+    kind: InputKind,
+    payload: dict[str, JsonValue],
+    delivery: Delivery,
+    original: Callable[[], InboxItem | None],
+) -> tuple[InboxItem, bool] | None:
+    """(item, created) from a server-side admission's row; None when the session did not
+    exist; `ConflictError` when the input id names other content. `original` reads the item
+    an existing input id names."""
+    assert row is not None
+    outcome, seq = row[0], row[1]
+    if outcome == "missing":
+        return None
+    if outcome == "created":
+        return InboxItem(session_id, input_id, int(seq), kind, delivery, payload, "pending"), True
+    if outcome == "conflict":
+        raise _conflict(session_id, input_id)
+    item = original()
+    assert item is not None
+    return item, False
+
+
+def _conflict(session_id: str, input_id: str) -> ConflictError:
+    return ConflictError(
+        f"input id {input_id!r} was already admitted to {session_id} with different content"
+    )
+
+
 def admit_in(
     tx: Tx,
     session_id: str,
@@ -81,28 +132,34 @@ def admit_in(
     payload: dict[str, JsonValue],
     delivery: Delivery,
     now_ms: int,
-    *,
-    locked: Row,
-    existing: Pending | None = None,
-    ids: Pending | None = None,
-) -> tuple[InboxItem, bool]:
-    """Admit one input inside `tx`; return (item, created).
+) -> tuple[InboxItem, bool] | None:
+    """Admit one input inside `tx`; return (item, created), or None when the session does not
+    exist (nothing written).
 
-    The caller holds the session's lock (`locked` is its row). `existing` is its pending
-    `DIGEST_SQL` query and `ids` its `tx.event_ids(1)`, sent together with the lock so an
-    admission costs two round trips on PostgreSQL: those reads, then the writes with the commit.
+    PostgreSQL runs it as one server-side call; elsewhere the lock, the idempotency check and
+    the id reservation are sent together, then the writes.
     """
+    sent = send_admission(tx, session_id, input_id, kind, payload, delivery, now_ms)
+    if sent is not None:
+        return admission_outcome(
+            sent.one(), session_id, input_id, kind, payload, delivery,
+            lambda: get_item(tx, session_id, input_id),
+        )  # fmt: skip
     digest = content_digest(kind, payload, delivery)
-    found = (existing or tx.query(DIGEST_SQL, (session_id, input_id))).one()
+    event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
+    lock = tx.lock_query(session_id)
+    existing = tx.query(DIGEST_SQL, (session_id, input_id))
+    ids = tx.event_ids(1)
+    locked = lock.one()
+    if locked is None:
+        return None
+    found = existing.one()
     if found is not None:
         if found[0] != digest:
-            raise ConflictError(
-                f"input id {input_id!r} was already admitted to {session_id} with different content"
-            )
+            raise _conflict(session_id, input_id)
         item = get_item(tx, session_id, input_id)
         assert item is not None
         return item, False
-    event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
     [stored] = append_events(tx, session_id, [event], now_ms, locked=locked, ids=ids)
     tx.send(
         "INSERT INTO inbox (session_id, input_id, seq, kind, delivery, digest, status) "

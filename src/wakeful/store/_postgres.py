@@ -109,6 +109,17 @@ class _PgTx:
             (n,),
         )
 
+    def admit_on_server(
+        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
+        event_type: str, data: str, now_ms: int,
+    ) -> _Sent:  # fmt: skip
+        self._appending = True  # the function takes the append lock
+        return self.query(
+            "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (_APPEND_LOCK, CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
+             data, now_ms),
+        )  # fmt: skip
+
     def notify(self, session_id: str) -> None:
         self.send("SELECT pg_notify(?, ?)", (CHANNEL, session_id))
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import MigrationError, StoreBusyError, StoreError
-from ._backend import Params, Row, Rows
+from ._backend import Params, Pending, Row, Rows
 from ._migrations import MIGRATIONS, statements
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
@@ -72,6 +72,13 @@ class _SqliteTx:
         row = self.one("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
         base = 0 if row is None else int(row[0])
         return Rows([(base + i,) for i in range(1, n + 1)])
+
+    def admit_on_server(
+        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
+        event_type: str, data: str, now_ms: int,
+    ) -> Pending | None:  # fmt: skip
+        """No server: the store runs the admission's statements itself."""
+        return None
 
     def notify(self, session_id: str) -> None:
         """Followers poll; nothing to send."""

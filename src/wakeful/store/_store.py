@@ -30,7 +30,7 @@ from ..events import (
 from ..messages import Message
 from . import _inbox, _retention
 from ._append import ClaimToken, append_events
-from ._backend import Backend, Pending, Tx
+from ._backend import Backend, Tx
 from ._claims import ClaimsMixin
 from ._reads import ReadsMixin
 from ._records import Admission, Delivered, InboxItem, Page, PruneCounts, SessionRow, SyncMarker
@@ -181,13 +181,12 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         """
         with self.backend.transaction(write=True) as tx:
             append_events(tx, session_id, events, self.clock.now_ms(), claim)
-            locked = tx.lock_session(target_id)
-            if locked is None:
+            admitted = _inbox.admit_in(
+                tx, target_id, input_id, kind, payload, delivery, self.clock.now_ms()
+            )
+            if admitted is None:
                 raise NotFoundError(f"no session {target_id}")
-            item, created = _inbox.admit_in(
-                tx, target_id, input_id, kind, payload, delivery, self.clock.now_ms(),
-                locked=locked,
-            )  # fmt: skip
+            item, created = admitted
         return Admission(item, created)
 
     # -- events -----------------------------------------------------------------------------
@@ -345,22 +344,37 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         if delivery not in ("steer", "queue"):
             raise UsageError(f"delivery must be 'steer' or 'queue', not {delivery!r}")
         iid = input_id or f"in_{secrets.token_hex(12)}"
+        now = self.clock.now_ms()
         with self.backend.transaction(write=True) as tx:
-            # The lock, the idempotency check and the event id travel together.
-            lock = tx.lock_query(session_id)
-            existing: Pending | None = tx.query(_inbox.DIGEST_SQL, (session_id, iid))
-            ids: Pending | None = tx.event_ids(1)
-            locked, made = lock.one(), False
-            if locked is None:
-                if create is None:
-                    raise NotFoundError(f"no session {session_id}")
-                self._insert_session(tx, session_id, create)
-                locked, existing, ids, made = tx.lock_session(session_id), None, None, True
-                assert locked is not None
-            item, created = _inbox.admit_in(
-                tx, session_id, iid, kind, payload, delivery, self.clock.now_ms(),
-                locked=locked, existing=existing, ids=ids,
-            )  # fmt: skip
+            sent = _inbox.send_admission(tx, session_id, iid, kind, payload, delivery, now)
+            if sent is None:
+                return self._admit_here(tx, session_id, iid, kind, payload, delivery, now, create)
+        # PostgreSQL: the whole admission travelled with the commit; its outcome is read now.
+        admitted = _inbox.admission_outcome(
+            sent.one(), session_id, iid, kind, payload, delivery,
+            lambda: self.input(session_id, iid),
+        )  # fmt: skip
+        if admitted is not None:
+            return Admission(*admitted)
+        with self.backend.transaction(write=True) as tx:  # no such session: nothing was written
+            return self._admit_here(tx, session_id, iid, kind, payload, delivery, now, create)
+
+    def _admit_here(
+        self, tx: Tx, session_id: str, iid: str, kind: InputKind, payload: dict[str, JsonValue],
+        delivery: Delivery, now: int, create: SessionCreated | None,
+    ) -> Admission:  # fmt: skip
+        """Admit inside `tx`, inserting the session first when it is missing and `create` says
+        how (lazy materialization)."""
+        admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now)
+        made = False
+        if admitted is None:
+            if create is None:
+                raise NotFoundError(f"no session {session_id}")
+            self._insert_session(tx, session_id, create)
+            admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now)
+            assert admitted is not None
+            made = True
+        item, created = admitted
         return Admission(item, created, made)
 
     def promote(
