@@ -1,9 +1,12 @@
 """Steps per second of the whole turn loop on the scripted provider (SQLite, one process).
 
-Prints the loop's rate next to the scripted provider streaming the same replies on its own
-(same requests, no store, no tools), so the difference is the runtime's own overhead per step.
+Prints the loop's rate next to two baselines from the same run: the scripted provider streaming
+the same replies on its own (same requests, no store, no tools), so the difference is the
+runtime's own overhead per step, and a raw `sqlite3` one-row commit with the same pragmas on the
+same disk, the floor under each of a step's commits (two per step here: the receipt, then the
+reply with the results of its read-only call). Each figure is the median of `--rounds` runs.
 
-    python bench/bench_runner.py [--steps 300]
+    python bench/bench_runner.py [--steps 300] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sqlite3
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -68,21 +73,45 @@ async def provider_only(model: str, steps: int) -> float:
     return elapsed
 
 
+def raw_commit_ms(folder: Path, n: int = 300) -> float:
+    """Milliseconds per one-row commit of raw `sqlite3` (WAL, synchronous FULL, same disk)."""
+    conn = sqlite3.connect(folder / "raw.db", isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data TEXT)")
+    start = time.perf_counter()
+    for _ in range(n):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t (data) VALUES (?)", ("x" * 300,))
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return elapsed / n * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        model = write_script(folder, args.steps)
-        loop = asyncio.run(loop_rate(folder, model, args.steps))
-        bare = asyncio.run(provider_only(model, args.steps))
     n = args.steps
+    loops: list[float] = []
+    bares: list[float] = []
+    raws: list[float] = []
+    for _ in range(args.rounds):  # interleaved, so drift on a shared machine hits all three
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            model = write_script(folder, n)
+            loops.append(asyncio.run(loop_rate(folder, model, n)))
+            bares.append(asyncio.run(provider_only(model, n)))
+            raws.append(raw_commit_ms(folder))
+    loop, bare, raw = statistics.median(loops), statistics.median(bares), statistics.median(raws)
     print(f"{'measure':<44}{'steps/s':>10}{'ms/step':>10}")
     print(f"{'whole loop (store, receipts, tools)':<44}{n / loop:>10.0f}{loop / n * 1000:>10.2f}")
     print(f"{'scripted provider alone (baseline)':<44}{n / bare:>10.0f}{bare / n * 1000:>10.2f}")
     print(f"{'runtime overhead per step':<44}{'':>10}{(loop - bare) / n * 1000:>10.2f}")
-    print("target: at least 200 steps/s for the whole loop")
+    print(f"{'raw sqlite3 one-row commit (baseline)':<44}{'':>10}{raw:>10.2f}")
+    print(f"rounds: {args.rounds}, medians; target: at least 200 steps/s for the whole loop")
 
 
 if __name__ == "__main__":

@@ -254,3 +254,36 @@ def test_crash_during_compaction(tmp_path: Path):
     summaries = [r for r in store.receipts(SID) if r.purpose == "compaction"]
     assert len(summaries) == 2  # the one the crash cut short, and the one that finished
     store.close()
+
+
+def test_a_read_only_step_is_durable_with_its_results_or_not_at_all(tmp_path: Path):
+    # A reply whose calls are all read-only commits together with their results: killed
+    # between them, the store holds neither (nothing outside the session changed), and the
+    # next process asks the step again; no call is ever left `running`.
+    work = make_workspace(tmp_path)
+    (work / "notes.txt").write_text("the notes\n")
+    reads = {"tool_calls": [
+        {"name": "read_file", "input": {"path": "notes.txt"}},
+        {"name": "goal_set", "input": {"goal": "summarize the notes"}},
+    ]}  # fmt: skip
+    rule = {"match": "^summarize$", "replies": [reads, {"text": "the notes say: the notes"}]}
+    db = str(tmp_path / "sessions.db")
+    store = open_store(db)
+    try:
+        create_session(store, SID, write_script(tmp_path / "script.json", [rule]), ["summarize"],
+                       workspace=work)  # fmt: skip
+        env = cli_env(db, tmp_path, WAKEFUL_CRASH_AT="tool.started")
+        code, _out, err = finish(wakeful(["run", "--session", SID], env, work))
+        assert code == -9, err
+        assert [m.role for m in store.messages(SID)] == ["user"]  # no reply without results
+        assert store.tool_calls(SID) == []
+        assert len(store.receipts(SID)) == 1
+        code, _out, err = finish(wakeful(["run", "--session", SID], cli_env(db, tmp_path), work))
+        assert code == 0, err
+        check_session(store, SID, {})
+        assert [c.status for c in store.tool_calls(SID)] == ["completed", "completed"]
+        assert [m.role for m in store.messages(SID)] == ["user", "user", "assistant", "user",
+                                                         "assistant"]  # fmt: skip
+        assert store.messages(SID)[-1].text() == "the notes say: the notes"
+    finally:
+        store.close()

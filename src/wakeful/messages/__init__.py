@@ -42,7 +42,7 @@ from ._codec import (
     load_messages,
     message_from_dict,
 )
-from ._memo import IdentityMemo
+from ._memo import IdentityMemo, PrefixMemo
 from ._openai_chat import from_openai_chat, to_openai_chat
 from ._openai_responses import from_openai_responses, to_openai_responses
 from ._pairing import PairingDrop, PairingDropKind, drop_invalid_pairings
@@ -90,6 +90,7 @@ __all__ = [
     "block_from_dict",
     "drop_invalid_pairings",
     "IdentityMemo",
+    "PrefixMemo",
     "dump_message",
     "dump_messages",
     "from_anthropic",

@@ -36,3 +36,39 @@ class IdentityMemo(Generic[T]):
         if len(self._entries) > self._size:
             self._entries.popitem(last=False)
         return value
+
+
+class PrefixMemo(Generic[T]):
+    """`memo(messages)` is `[fn(m) for m in messages]`, reusing the list of an earlier call whose
+    messages were a prefix of these (the very same objects), so a growing history costs what it
+    gained. `fn` must be pure; one entry is kept per first message (a session's history), at
+    most `size`. The returned list is shared: read it, do not change it."""
+
+    __slots__ = ("_fn", "_entries", "_size")
+
+    def __init__(self, fn: Callable[[Message], T], size: int = 64) -> None:
+        self._fn = fn
+        self._entries: OrderedDict[int, tuple[tuple[Message, ...], list[T]]] = OrderedDict()
+        self._size = size
+
+    def __call__(self, messages: tuple[Message, ...]) -> list[T]:
+        """The values of `messages`, in order."""
+        if not messages:
+            return []
+        key = id(messages[0])
+        hit = self._entries.get(key)
+        fn = self._fn
+        if hit is not None:
+            seen, values = hit
+            n = len(seen)
+            if n <= len(messages) and all(a is b for a, b in zip(seen, messages[:n], strict=True)):
+                out = values + [fn(m) for m in messages[n:]] if len(messages) > n else values
+            else:
+                out = [fn(m) for m in messages]
+        else:
+            out = [fn(m) for m in messages]
+        self._entries[key] = (messages, out)
+        self._entries.move_to_end(key)
+        if len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        return out

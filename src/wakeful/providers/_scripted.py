@@ -34,6 +34,7 @@ from ..messages import (
     Block,
     IdentityMemo,
     Message,
+    PrefixMemo,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
@@ -285,6 +286,7 @@ class ScriptedProvider:
         self.max_output_tokens = script.max_output_tokens
         self._sleep = sleep
         self._patterns = [re.compile(rule.match) for rule in script.rules]
+        self._wire_messages = PrefixMemo(_wire_message)  # each step's request extends the last
 
     @classmethod
     def from_file(cls, path: str | Path, *, sleep: Sleep = asyncio.sleep) -> ScriptedProvider:
@@ -303,7 +305,7 @@ class ScriptedProvider:
         return {
             "model": request.model,
             "system": request.system,
-            "messages": [_wire_message(m) for m in request.messages],
+            "messages": self._wire_messages(request.messages),
             "tools": _wire_tools(request.tools),
             "max_output_tokens": request.max_output_tokens,
             "temperature": request.temperature,

@@ -15,7 +15,8 @@ Labels (where they sit):
 - ``reply.saved``: the assistant message is durable, with its calls' `tool.started`
   (committed together); no tool has run.
 - ``retry.wait``: a retry deadline was persisted, before the wait.
-- ``tool.started``: the tool step begins: the calls are durable, no tool has run.
+- ``tool.started``: the tool step begins, no tool has run; the calls are durable unless all
+  are read-only (a read-only step commits its reply together with the results).
 - ``tool.done``: every tool finished its side effect, results not yet persisted.
 - ``compaction.summarizing``: a compaction's summary receipt is durable, its request not sent.
 - ``turn.ending``: the final reply is durable, `turn.ended` is not.

@@ -78,7 +78,7 @@ def _body_json(body: dict[str, JsonValue]) -> str:
     for key in sorted(body):
         value = body[key]
         if key == "messages" and isinstance(value, list):
-            text = "[" + ",".join([_entry_json(v) for v in value]) + "]"
+            text = _messages_json(value)
         elif isinstance(value, list):
             text = _entry_json(value)
         else:
@@ -90,6 +90,37 @@ def _body_json(body: dict[str, JsonValue]) -> str:
 # id(entry) -> (entry, its canonical JSON); an entry keeps its object alive, so ids stay unique.
 _ENTRIES: OrderedDict[int, tuple[object, str]] = OrderedDict()
 _ENTRIES_MAX = 65_536
+
+
+# id(first entry) -> (the entries, "[" + their JSON joined): a request whose messages extend an
+# earlier one's (the same objects first) encodes only the new ones. The entries are kept alive.
+_JOINED: OrderedDict[int, tuple[list[JsonValue], str]] = OrderedDict()
+
+
+def _messages_json(entries: list[JsonValue]) -> str:
+    """`canonical_json(entries)` for the `messages` list, reusing an earlier prefix."""
+    if not entries:
+        return "[]"
+    key = id(entries[0])
+    hit = _JOINED.get(key)
+    if hit is not None and len(hit[0]) <= len(entries):
+        seen, text = hit
+        n = len(seen)
+        if all(a is b for a, b in zip(seen, entries[:n], strict=True)):
+            rest = [_entry_json(v) for v in entries[n:]]
+            head = text if not rest else text + "," + ",".join(rest)
+            _remember(key, entries, head)
+            return head + "]"
+    head = "[" + ",".join([_entry_json(v) for v in entries])
+    _remember(key, entries, head)
+    return head + "]"
+
+
+def _remember(key: int, entries: list[JsonValue], head: str) -> None:
+    _JOINED[key] = (list(entries), head)
+    _JOINED.move_to_end(key)
+    if len(_JOINED) > 64:
+        _JOINED.popitem(last=False)
 
 
 def _entry_json(value: JsonValue) -> str:

@@ -15,6 +15,8 @@ import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pydantic import JsonValue
+
 from ..clock import Clock, SystemClock
 from ..config import CompactionConfig, RetryConfig
 from ..errors import (
@@ -34,6 +36,7 @@ from ..events import (
     TurnEnded,
     TurnStarted,
     UsageRecorded,
+    WorkStateUpdated,
 )
 from ..instructions import InstructionSync, Source
 from ..messages import Message, TextBlock, TextOrigin, WireBuilder, new_message_id
@@ -125,11 +128,21 @@ class TurnRunner:
         self._wire = WireBuilder()  # to_wire, linear in what each step added
         self._tools_section: Section | None = None
         self._instructions = InstructionSync(ctx.store, session_id, ctx.instruction_sources)
+        # A reply whose calls are all read-only, committed with their results (`_hold_reply`).
+        self._held: list[SessionEvent] = []
+        self._work: dict[str, JsonValue] | None = None  # the session's work state, once read
 
     # -- plumbing -------------------------------------------------------------------------
 
     def _append(self, events: Sequence[SessionEvent], blobs: Sequence[bytes] = ()) -> None:
-        self.ctx.store.append(self.sid, events, self.ctx.claim, blobs=blobs)
+        """Commit `events` (fenced), after a held reply if there is one (see `_hold_reply`)."""
+        held, self._held = self._held, []
+        if held or events or blobs:
+            self.ctx.store.append(self.sid, [*held, *events], self.ctx.claim, blobs=blobs)
+        if self._work is not None:  # keep the work-state copy what the store now holds
+            for event in events:
+                if isinstance(event, WorkStateUpdated):
+                    self._work[event.kind] = event.value
 
     def _live(self, kind: str, **data: object) -> None:
         if self.ctx.listener is not None:
@@ -180,6 +193,8 @@ class TurnRunner:
         error: str | None = None,
         kind: str | None = None,
     ) -> TurnResult:
+        if self._held:  # a held reply goes before the end, whoever writes the end
+            self._append([])
         end = TurnEnded(turn_id=tid, outcome=outcome, error=error, error_kind=kind)
         result = TurnResult(tid, outcome, steps, self._usage, error, kind, self._final_text)
         if self.ctx.settle is not None:
@@ -288,8 +303,12 @@ class TurnRunner:
         )
         self._final_text = message.text()
         runs_tools = finish.reason != "content_filter"
-        self._record(tid, message, finish.usage, started_events(message) if runs_tools else [])
-        crash_point("reply.saved")
+        events = self._reply_events(tid, message, finish.usage)
+        if runs_tools and self._hold_reply(message):
+            self._held = [*events, *started_events(message)]
+        else:
+            self._append([*events, *(started_events(message) if runs_tools else [])])
+            crash_point("reply.saved")
         self._compaction.observe(finish.usage.input_tokens, sections)
         if finish.reason == "content_filter":
             raise ContentFilterError("the provider stopped the reply with a content filter")
@@ -304,7 +323,9 @@ class TurnRunner:
         sections = [Section("system.agent", f"agent:{ctx.agent.name}", ctx.agent.system_prompt)]
         base = self._instructions(ctx.claim, self._compaction.generation)
         sections += [Section(f"system.instructions.{key}", key, text) for key, text in base.values]
-        work = render_work_state(ctx.store.work_state(self.sid))
+        if self._work is None:  # read once: after that only this runner's tool steps change it
+            self._work = ctx.store.work_state(self.sid)
+        work = render_work_state(self._work)
         if work:
             sections.append(Section("system.runtime.work_state", "store", work))
         if self._tools_section is None:  # the agent's tools are fixed for the runner's life
@@ -314,10 +335,11 @@ class TurnRunner:
         sections.append(params_section(ctx.provider.model, ctx.provider.max_output_tokens, attempt))
         return sections
 
-    def _record(
-        self, tid: str, message: Message, usage: Usage, started: Sequence[SessionEvent]
-    ) -> None:
-        """Commit the reply with its usage and its calls' `tool.started` (invariant 6)."""
+    def _reply_events(self, tid: str, message: Message, usage: Usage) -> list[SessionEvent]:
+        """The reply's events: the message, its usage, and the clearing of a pending retry.
+
+        They commit with the calls' `tool.started` before any tool runs (invariant 6), or, when
+        every call is read-only, with the calls' results (`_hold_reply`)."""
         cost = cost_usd(
             self.ctx.model_spec or self.ctx.provider.model, usage.input_tokens, usage.output_tokens
         )
@@ -333,8 +355,18 @@ class TurnRunner:
         ]
         if self._retry_pending:  # known from the step's start and from `_schedule_retry`
             events.append(RetryCleared())
-        self._append([*events, *started])
         self._retry_pending = False
+        return events
+
+    def _hold_reply(self, message: Message) -> bool:
+        """Whether the reply may wait for its calls' results to commit with them: it has calls
+        and each names a read-only tool (or none the agent has, which answers with an error).
+        Such a call changes nothing outside the session, so there is nothing to protect by
+        making it durable first (invariant 6); a crash before the commit loses the reply, as a
+        crash mid-stream does, and the step is asked again. One commit instead of two."""
+        calls = message.tool_calls()
+        tools = self.ctx.tools
+        return bool(calls) and all(c.name not in tools or tools[c.name].read_only for c in calls)
 
     async def _stream(self, request: object, partial: list[str]) -> Finish:
         stream_task = asyncio.ensure_future(self._consume(request, partial))

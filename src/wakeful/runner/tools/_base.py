@@ -56,7 +56,10 @@ class ToolOutcome:
 
 
 class Tool(Protocol):
-    """A tool the model may call. `read_only` tools do not change the workspace.
+    """A tool the model may call. `read_only` tools change nothing outside the session (not the
+    workspace, nothing else): a step whose calls are all read-only may run them before they are
+    durable and commit the reply together with the results (invariant 6 protects side effects,
+    and they have none).
 
     `run` receives an instance of `input_model` (validated by `run_tool_call`); it is typed
     `Any` so that each tool can name its own input class.
