@@ -228,9 +228,10 @@ class SqlStore(ClaimsMixin, ReadsMixin):
             params += list(types)
         sql += " ORDER BY seq" + (f" LIMIT {int(limit)}" if limit else "")
         with self.backend.transaction(write=False) as tx:
-            if self._get(tx, session_id) is None:
-                raise NotFoundError(f"no session {session_id}")
             rows = tx.all(sql, params)
+            # Rows prove the session exists; only an empty answer needs the check.
+            if not rows and self._get(tx, session_id) is None:
+                raise NotFoundError(f"no session {session_id}")
         return [
             StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3])) for r in rows
         ]
@@ -325,9 +326,10 @@ class SqlStore(ClaimsMixin, ReadsMixin):
     def messages_with_seq(self, session_id: str, after_seq: int = 0) -> list[tuple[int, Message]]:
         """The transcript with each message's `seq`."""
         with self.backend.transaction(write=False) as tx:
-            if self._get(tx, session_id) is None:
+            found = _inbox.transcript_in(tx, session_id, after_seq)
+            if not found and self._get(tx, session_id) is None:  # rows prove it exists
                 raise NotFoundError(f"no session {session_id}")
-            return _inbox.transcript_in(tx, session_id, after_seq)
+            return found
 
     # -- inbox ------------------------------------------------------------------------------
 
