@@ -93,13 +93,15 @@ class Tx(Protocol):
         """
         ...
 
+    admits_on_server: bool
+    """Whether `admit_on_server` exists (PostgreSQL); else the store runs the statements."""
+
     def admit_on_server(
         self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
         event_type: str, data: str, now_ms: int,
-    ) -> Pending | None:  # fmt: skip
-        """Run a whole admission as one server-side call (`_migrations._ADMIT_FUNCTION`) and
-        return its `(outcome, seq, event_id)`; None when the backend has no such call (SQLite,
-        which has no round trips to save: the store then runs the statements itself)."""
+    ) -> Pending:  # fmt: skip
+        """Send a whole admission as one server-side call (`_migrations._ADMIT_FUNCTION`); its
+        row `(outcome, seq, event_id)` is read later. Only where `admits_on_server`."""
         ...
 
     def notify(self, session_id: str) -> None:
@@ -124,6 +126,18 @@ class Backend(Protocol):
 
     def transaction(self, *, write: bool) -> AbstractContextManager[Tx]:
         """Open a transaction; commit when the block ends, roll back on an exception."""
+        ...
+
+    admits_on_server: bool
+    """Whether `admit_alone` exists (PostgreSQL); else the store admits in a transaction."""
+
+    def admit_alone(
+        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
+        event_type: str, data: str, now_ms: int,
+    ) -> Row | None:  # fmt: skip
+        """Run a whole admission as one statement that is its own transaction (PostgreSQL's
+        `wakeful_admit`) and return its `(outcome, seq, event_id)`. Only where
+        `admits_on_server`."""
         ...
 
     def wait_for_change(self, timeout_s: float) -> None:

@@ -32,7 +32,7 @@ from ..events import (
 )
 from ..messages import Message, TextBlock, TextOrigin, block_from_dict
 from ._append import ClaimToken, append_events
-from ._backend import Pending, Row, Tx
+from ._backend import Row, Tx
 from ._records import Delivered, InboxItem
 
 _ITEM_COLS = "i.input_id, i.seq, i.kind, i.delivery, i.status, i.message_id, e.data"
@@ -74,23 +74,19 @@ def pending_items(tx: Tx, session_id: str) -> list[InboxItem]:
 DIGEST_SQL = "SELECT digest FROM inbox WHERE session_id = ? AND input_id = ?"
 
 
-def send_admission(
-    tx: Tx,
+def server_admission(
     session_id: str,
     input_id: str,
     kind: InputKind,
     payload: dict[str, JsonValue],
     delivery: Delivery,
     now_ms: int,
-) -> Pending | None:
-    """Send the whole admission as one server-side call (PostgreSQL), to be read with
-    `admission_outcome` — after the commit, if the caller likes: the call then travels with it,
-    one round trip in all. None when the backend has no such call."""
+) -> tuple[str, str, str, str, str, str, str, int]:
+    """The arguments of a server-side admission (`Tx.admit_on_server`, `Backend.admit_alone`):
+    session, input id, kind, delivery, content digest, event type, event JSON, time."""
     digest = content_digest(kind, payload, delivery)
     event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
-    return tx.admit_on_server(
-        session_id, input_id, kind, delivery, digest, event.type, dump_event(event), now_ms
-    )
+    return (session_id, input_id, kind, delivery, digest, event.type, dump_event(event), now_ms)
 
 
 def admission_outcome(
@@ -139,8 +135,10 @@ def admit_in(
     PostgreSQL runs it as one server-side call; elsewhere the lock, the idempotency check and
     the id reservation are sent together, then the writes.
     """
-    sent = send_admission(tx, session_id, input_id, kind, payload, delivery, now_ms)
-    if sent is not None:
+    if tx.admits_on_server:
+        sent = tx.admit_on_server(
+            *server_admission(session_id, input_id, kind, payload, delivery, now_ms)
+        )
         return admission_outcome(
             sent.one(), session_id, input_id, kind, payload, delivery,
             lambda: get_item(tx, session_id, input_id),

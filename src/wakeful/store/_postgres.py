@@ -68,6 +68,8 @@ class _Sent:
 class _PgTx:
     """A transaction; a write transaction runs in pipeline mode (see `Tx.query`/`Tx.send`)."""
 
+    admits_on_server = True
+
     def __init__(self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None) -> None:
         self._conn = conn
         self._pipeline = pipeline
@@ -131,6 +133,7 @@ class PostgresBackend:
     """A PostgreSQL database reached by URL (`postgresql://user@host:port/db`)."""
 
     kind = "postgres"
+    admits_on_server = True
 
     def __init__(self, url: str, *, max_size: int = 8, connect_timeout_s: float = 5.0) -> None:
         self.url = url
@@ -156,14 +159,36 @@ class PostgresBackend:
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[_PgTx]:
         """Open a transaction; serialization failures and lock timeouts become StoreBusyError."""
+        with self._errors(), self._pool.connection() as conn:
+            if not write:
+                with conn.transaction():
+                    yield _PgTx(conn, None)
+                return
+            with _pipelined(conn) as pipeline:
+                yield _PgTx(conn, pipeline)
+
+    def admit_alone(
+        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
+        event_type: str, data: str, now_ms: int,
+    ) -> Row | None:  # fmt: skip
+        """A whole admission as one statement outside any transaction block: the server runs
+        a single statement as its own transaction, so it commits or not as one, and nothing
+        else travels (no BEGIN, no COMMIT, no pipeline). Returns `(outcome, seq, event_id)`."""
+        with self._errors(), self._pool.connection() as conn:
+            row: Row | None = conn.execute(
+                "SELECT o_outcome, o_seq, o_id FROM wakeful_admit("
+                "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (_APPEND_LOCK, CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
+                 data, now_ms),
+            ).fetchone()  # fmt: skip
+        return row
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Serialization failures and lock timeouts become StoreBusyError, a lost server
+        StoreError naming the URL (password masked)."""
         try:
-            with self._pool.connection() as conn:
-                if not write:
-                    with conn.transaction():
-                        yield _PgTx(conn, None)
-                    return
-                with _pipelined(conn) as pipeline:
-                    yield _PgTx(conn, pipeline)
+            yield
         except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as err:
             raise StoreBusyError(f"PostgreSQL write conflict; retry ({err.sqlstate})") from None
         except psycopg.errors.LockNotAvailable as err:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import MigrationError, StoreBusyError, StoreError
-from ._backend import Params, Pending, Row, Rows
+from ._backend import Params, Row, Rows
 from ._migrations import MIGRATIONS, statements
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
@@ -41,6 +41,8 @@ def _translate(err: sqlite3.Error, path: str) -> Exception:
 
 
 class _SqliteTx:
+    admits_on_server = False  # no round trips to save: the store runs the statements
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
@@ -73,13 +75,6 @@ class _SqliteTx:
         base = 0 if row is None else int(row[0])
         return Rows([(base + i,) for i in range(1, n + 1)])
 
-    def admit_on_server(
-        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
-        event_type: str, data: str, now_ms: int,
-    ) -> Pending | None:  # fmt: skip
-        """No server: the store runs the admission's statements itself."""
-        return None
-
     def notify(self, session_id: str) -> None:
         """Followers poll; nothing to send."""
 
@@ -92,6 +87,7 @@ class SqliteBackend:
     """A SQLite database file (created on first use)."""
 
     kind = "sqlite"
+    admits_on_server = False
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000, poll_ms: int = 50) -> None:
         self.path = str(path)

@@ -347,15 +347,16 @@ class SqlStore(ClaimsMixin, ReadsMixin):
             raise UsageError(f"delivery must be 'steer' or 'queue', not {delivery!r}")
         iid = input_id or f"in_{secrets.token_hex(12)}"
         now = self.clock.now_ms()
-        with self.backend.transaction(write=True) as tx:
-            sent = _inbox.send_admission(tx, session_id, iid, kind, payload, delivery, now)
-            if sent is None:
+        if not self.backend.admits_on_server:  # SQLite: one transaction here
+            with self.backend.transaction(write=True) as tx:
                 return self._admit_here(tx, session_id, iid, kind, payload, delivery, now, create)
-        # PostgreSQL: the whole admission travelled with the commit; its outcome is read now.
+        # PostgreSQL: the whole admission is one statement, its own transaction.
+        row = self.backend.admit_alone(
+            *_inbox.server_admission(session_id, iid, kind, payload, delivery, now)
+        )
         admitted = _inbox.admission_outcome(
-            sent.one(), session_id, iid, kind, payload, delivery,
-            lambda: self.input(session_id, iid),
-        )  # fmt: skip
+            row, session_id, iid, kind, payload, delivery, lambda: self.input(session_id, iid)
+        )
         if admitted is not None:
             return Admission(*admitted)
         with self.backend.transaction(write=True) as tx:  # no such session: nothing was written
