@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..errors import ClaimLostError, NotFoundError
 from . import _inbox
 from ._append import ClaimToken
-from ._backend import Row, iter_chunks
+from ._backend import Pending, Row, iter_chunks
 from ._records import Claim, DrainStart
 
 if TYPE_CHECKING:
@@ -165,18 +165,20 @@ class ClaimsMixin:
         A claim that was taken over or released is not renewed (and not returned).
         """
         until = self.clock.now_ms() + lease_ms
-        kept: set[str] = set()
+        sent: list[Pending] = []
         with self.backend.transaction(write=True) as tx:
             for chunk in iter_chunks([(c.session_id, c.token) for c in claims], 250):
                 marks = ", ".join("?" for _ in chunk)
                 # By primary key; a token is random, so matching one of the chunk's is exact.
-                rows = tx.all(
+                sent.append(tx.query(
                     f"UPDATE claims SET lease_until_ms = ? WHERE session_id IN ({marks}) "
                     f"AND token IN ({marks}) AND released = 0 RETURNING session_id",
                     (until, *(sid for sid, _ in chunk), *(token for _, token in chunk)),
-                )
-                kept.update(r[0] for r in rows)
-        return kept
+                ))  # fmt: skip
+        # Read after the commit: on PostgreSQL the updates and the COMMIT travel together, so a
+        # process paused mid-renewal (SIGSTOP, a stall) never sits on the claims' row locks,
+        # which other workers' takeovers would skip (SKIP LOCKED) for as long as it is paused.
+        return {r[0] for pending in sent for r in pending.all()}
 
     def renew_claim(self, claim: Claim, lease_ms: int) -> Claim:
         """Extend the lease; `ClaimLostError` if the claim was taken over or released."""
