@@ -1,8 +1,9 @@
-"""Memoizing a pure function of a message by the message object's identity.
+"""Memoizing a pure function of a message (or of any object treated as read-only) by the
+object's identity.
 
-Messages are frozen, so anything computed from one never changes. A memo entry keeps its message
-alive, so the object's `id()` cannot be reused by another message while the entry exists. The
-memo is bounded and drops its oldest entries first.
+Messages are frozen, so anything computed from one never changes. A memo entry keeps its object
+alive, so the object's `id()` cannot be reused by another one while the entry exists. The memo is
+bounded and drops its oldest entries first.
 """
 
 from __future__ import annotations
@@ -13,20 +14,22 @@ from typing import Generic, TypeVar
 
 from ._blocks import Message
 
+A = TypeVar("A")
 T = TypeVar("T")
 
 
-class IdentityMemo(Generic[T]):
-    """`memo(message)` is `fn(message)`, computed once per message object (at most `size` kept)."""
+class IdentityMemo(Generic[A, T]):
+    """`memo(obj)` is `fn(obj)`, computed once per object (at most `size` kept). The object must
+    not change while it is in the memo (a message is frozen; a JSON value is used read-only)."""
 
     __slots__ = ("_fn", "_entries", "_size")
 
-    def __init__(self, fn: Callable[[Message], T], size: int = 65_536) -> None:
+    def __init__(self, fn: Callable[[A], T], size: int = 65_536) -> None:
         self._fn = fn
-        self._entries: OrderedDict[int, tuple[Message, T]] = OrderedDict()
+        self._entries: OrderedDict[int, tuple[A, T]] = OrderedDict()
         self._size = size
 
-    def __call__(self, message: Message) -> T:
+    def __call__(self, message: A) -> T:
         """`fn(message)`, from the memo when this very object was seen before."""
         hit = self._entries.get(id(message))
         if hit is not None and hit[0] is message:

@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import JsonValue
 
 from ..events import ReceiptRecorded
-from ..messages import Message, TextBlock, to_wire
+from ..messages import IdentityMemo, Message, TextBlock, to_wire
 from ..providers import ModelRequest, Provider, ToolSpec
 from ..store import SqlStore
 
@@ -87,9 +87,9 @@ def _body_json(body: dict[str, JsonValue]) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-# id(entry) -> (entry, its canonical JSON); an entry keeps its object alive, so ids stay unique.
-_ENTRIES: OrderedDict[int, tuple[object, str]] = OrderedDict()
-_ENTRIES_MAX = 65_536
+# An entry's canonical JSON, once per entry object (the scripted provider hands out the same
+# read-only objects request after request).
+_entry_json: IdentityMemo[JsonValue, str] = IdentityMemo(canonical_json)
 
 
 # id(first entry) -> (the entries, "[" + their JSON joined): a request whose messages extend an
@@ -121,17 +121,6 @@ def _remember(key: int, entries: list[JsonValue], head: str) -> None:
     _JOINED.move_to_end(key)
     if len(_JOINED) > 64:
         _JOINED.popitem(last=False)
-
-
-def _entry_json(value: JsonValue) -> str:
-    hit = _ENTRIES.get(id(value))
-    if hit is not None and hit[0] is value:
-        return hit[1]
-    text = canonical_json(value)
-    _ENTRIES[id(value)] = (value, text)
-    if len(_ENTRIES) > _ENTRIES_MAX:
-        _ENTRIES.popitem(last=False)
-    return text
 
 
 def tools_section(tools: Sequence[ToolSpec], source: str) -> Section:
