@@ -24,7 +24,8 @@ def fill(path: Path, n: int) -> None:
     now = int(time.time() * 1000)
     rows = [(f"ses_{i:024x}", f"ses_{i:024x}", f"session {i}", now - i) for i in range(n)]
     conn.executemany(
-        "INSERT INTO sessions (id, root_id, title, created_ms, updated_ms) VALUES (?, ?, ?, ?4, ?4)",
+        "INSERT INTO sessions (id, root_id, title, created_ms, updated_ms, listed_ms) "
+        "VALUES (?, ?, ?, ?4, ?4, ?4)",
         rows,
     )
     conn.commit()

@@ -11,20 +11,21 @@ import json
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
 
-from wakeful.errors import StoreBusyError
+from wakeful.errors import ConflictError, StoreBusyError
 from wakeful.events import SessionCreated, StoredEvent
 from wakeful.store import SqlStore, open_store
 from wakeful.store._sqlite import SqliteBackend
 
-from .proc_worker import END_TITLE
+from .proc_worker import END_TITLE, retry
 
 WORKER = Path(__file__).with_name("proc_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -212,3 +213,46 @@ def test_sqlite_lock_surfaces_as_busy_and_loses_nothing(tmp_path: Path):
     finally:
         holder.close()
         store.close()
+
+
+def test_threads_admitting_the_same_input_ids_create_each_once(db_url: str):
+    """Four threads, each with its own store, race to admit the same 30 input ids into one
+    session: each id is created by exactly one call and found by the other three (same content),
+    a different payload under a taken id is a conflict, and the log holds each input once."""
+    ids = [f"in_race_{i}" for i in range(30)]
+    with closing(open_store(db_url)) as setup:
+        setup.create_session("ses_race")
+    results: list[list[tuple[str, bool, int]]] = []
+    errors: list[BaseException] = []
+    gun = threading.Barrier(4)
+
+    def admit_all(worker: int) -> None:
+        out: list[tuple[str, bool, int]] = []
+        try:
+            with closing(open_store(db_url)) as store:
+                gun.wait()
+                for iid in ids[worker:] + ids[:worker]:  # each starts at a different id
+                    busy = [0]
+                    a = retry(lambda: store.admit("ses_race", iid, "user", {"text": iid}), busy)  # noqa: B023
+                    out.append((iid, a.created, a.item.seq))
+                    with pytest.raises(ConflictError):
+                        store.admit("ses_race", iid, "user", {"text": "other"})
+        except BaseException as err:  # reported by the main thread
+            errors.append(err)
+        results.append(out)
+
+    threads = [threading.Thread(target=admit_all, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    calls = [c for out in results for c in out]
+    assert Counter(iid for iid, created, _seq in calls if created) == Counter(ids)
+    seqs = {iid: {seq for i, _c, seq in calls if i == iid} for iid in ids}
+    assert all(len(s) == 1 for s in seqs.values())  # every call names the one stored item
+    with closing(open_store(db_url)) as store:
+        log = store.events("ses_race")
+        enqueued = [getattr(e.event, "input_id", None) for e in log if e.type == "inbox.enqueued"]
+        assert sorted(enqueued) == sorted(ids)
+        assert [e.seq for e in log] == list(range(1, len(ids) + 2))

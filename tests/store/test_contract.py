@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from wakeful.errors import ClaimLostError, ConflictError, NotFoundError, UsageError
 from wakeful.events import MessageAdded, SessionCreated, SessionUpdated, TurnStarted
 from wakeful.messages import assistant
 from wakeful.store import SqlStore, SyncMarker, fence
+from wakeful.store._append import LIST_SLACK_MS
 
 NEW = SessionCreated(title="t")
 
@@ -196,6 +199,77 @@ def test_list_newest_first_roots_only_paged(store: SqlStore, clock):
     assert [s.id for s in store.list_sessions(archived=True).sessions] == ["ses_4"]
     store.set_archived("ses_4", False)
     assert store.list_sessions(limit=1).sessions[0].id == "ses_4"
+
+
+def test_listing_is_exact_while_the_index_lags(store: SqlStore, clock):
+    """Sessions updated in bursts, faster than the listing index follows (its `listed_ms` moves at
+    most once per LIST_SLACK_MS), still list and page in exact (updated_ms, id) order, for every
+    filter and page size; `latest_session` is the exact newest root. A clock going back included."""
+    rng = random.Random(7)
+    roots = [f"ses_r{i:02d}" for i in range(12)]
+    for sid in roots:
+        clock.advance(rng.randrange(0, 300))
+        store.create_session(sid)
+    kids = [f"ses_k{i:02d}" for i in range(6)]
+    for sid in kids:
+        store.create_session(sid, parent_id=rng.choice(roots))
+    everyone = roots + kids
+    for step in range(150):
+        clock.advance(-700 if step == 75 else rng.randrange(0, 120))
+        sid = rng.choice(everyone)
+        action = rng.randrange(4)
+        if action == 0:
+            store.admit(sid, f"in_{step}", "user", {"text": str(step)})
+        elif action == 1:
+            store.add_message(sid, assistant(str(step)))
+        elif action == 2:
+            store.set_archived(sid, rng.random() < 0.5)
+        else:
+            store.update_session(sid, title=f"t{step}")
+    with store.backend.transaction(write=False) as tx:
+        marks = tx.all("SELECT listed_ms, updated_ms FROM sessions")
+    assert all(lst <= upd < lst + LIST_SLACK_MS for lst, upd in marks)
+    assert sum(lst < upd for lst, upd in marks) >= 5  # the index does lag
+
+    rows = {sid: store.get_session(sid) for sid in everyone}
+    for roots_only in (True, False):
+        for archived in (None, True, False):
+            want = sorted(
+                (r for r in rows.values()
+                 if (not roots_only or r.parent_id is None)
+                 and (archived is None or r.archived == archived)),
+                key=lambda r: (r.updated_ms, r.id), reverse=True,
+            )  # fmt: skip
+            for limit in (1, 2, 3, 7, 50):
+                got: list[str] = []
+                cursor = None
+                while True:
+                    page = store.list_sessions(roots_only=roots_only, archived=archived,
+                                               limit=limit, cursor=cursor)  # fmt: skip
+                    assert len(page.sessions) <= limit
+                    got += [r.id for r in page.sessions]
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        break
+                assert got == [r.id for r in want], (roots_only, archived, limit)
+    live_roots = [r for r in rows.values() if r.parent_id is None and not r.archived]
+    newest = max(live_roots, key=lambda r: (r.updated_ms, r.id))
+    latest = store.latest_session()
+    assert latest is not None and latest.id == newest.id
+
+
+def test_an_update_inside_the_slack_still_moves_a_session_first(store: SqlStore, clock):
+    """A is older in the listing index (its `listed_ms` has not moved) but newer by `updated_ms`:
+    both the list and `latest_session` put it first."""
+    store.create_session("ses_a")
+    clock.advance(100)
+    store.create_session("ses_b")
+    clock.advance(400)
+    store.add_message("ses_a", assistant("later"))
+    assert [s.id for s in store.list_sessions().sessions] == ["ses_a", "ses_b"]
+    assert [s.id for s in store.list_sessions(limit=1).sessions] == ["ses_a"]
+    latest = store.latest_session()
+    assert latest is not None and latest.id == "ses_a"
 
 
 def test_prune_preview_matches_delete(store: SqlStore, clock):

@@ -23,6 +23,19 @@ class ClaimToken:
 
 _CLAIM_ROW = "SELECT token, epoch, released FROM claims WHERE session_id = ?"
 
+# How far a session's indexed `listed_ms` may trail its exact `updated_ms`: the listing indexes
+# change at most once per this many milliseconds per session, every other update of the session
+# row leaves them alone. Invariant: listed_ms <= updated_ms < listed_ms + LIST_SLACK_MS.
+LIST_SLACK_MS = 1000
+
+
+def listed_ms_after(listed_ms: int, now_ms: int) -> int:
+    """The session's `listed_ms` once its `updated_ms` becomes `now_ms` (which keeps the
+    invariant above, also when a clock went backwards)."""
+    if now_ms < listed_ms or now_ms - listed_ms >= LIST_SLACK_MS:
+        return now_ms
+    return listed_ms
+
 
 def check_claim(tx: Tx, session_id: str, claim: ClaimToken) -> None:
     """Raise `ClaimLostError` unless `claim` is the session's live claim."""
@@ -74,8 +87,16 @@ def append_events(
         )
         project(tx, session_id, seq, event)
         stored.append(StoredEvent(int(event_id), session_id, seq, now_ms, event))
-    tx.send(
-        "UPDATE sessions SET last_seq = ?, updated_ms = ? WHERE id = ?", (seq, now_ms, session_id)
-    )
+    listed = int(locked[2])
+    if listed_ms_after(listed, now_ms) == listed:  # the listing indexes stay as they are
+        tx.send(
+            "UPDATE sessions SET last_seq = ?, updated_ms = ? WHERE id = ?",
+            (seq, now_ms, session_id),
+        )
+    else:
+        tx.send(
+            "UPDATE sessions SET last_seq = ?, updated_ms = ?, listed_ms = ? WHERE id = ?",
+            (seq, now_ms, now_ms, session_id),
+        )
     tx.notify(session_id)
     return stored

@@ -102,7 +102,8 @@ class _PgTx:
             self.send("SELECT pg_advisory_xact_lock(?)", (_APPEND_LOCK,))
             self._appending = True
         return self.query(
-            "SELECT last_seq, root_id FROM sessions WHERE id = ? FOR UPDATE", (session_id,)
+            "SELECT last_seq, root_id, listed_ms FROM sessions WHERE id = ? FOR UPDATE",
+            (session_id,),
         )
 
     def event_ids(self, n: int) -> _Sent:

@@ -1,6 +1,6 @@
 """Listing, forking, archiving, pruning and deleting sessions.
 
-Invariant: listing reads only the sessions index (never a transcript); a prune preview counts
+Invariant: listing reads only the sessions table through its listing index (never a transcript); a prune preview counts
 exactly the rows its delete would remove; a delete takes a whole tree from every table in one
 transaction, with the blobs nothing references any more.
 """
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, UsageError
 from ..events import MessageAdded, SessionCreated, SessionEvent, SessionUpdated
-from ._append import append_events
+from ._append import LIST_SLACK_MS, append_events
 from ._backend import Tx
 from ._inbox import transcript_in
 from ._records import Page, PruneCounts
@@ -28,7 +28,13 @@ _TABLES = (
 def list_page(
     tx: Tx, roots_only: bool, archived: bool | None, limit: int, cursor: str | None
 ) -> Page:
-    """One page, newest first, keyset-paged by (updated_ms, id)."""
+    """One page, newest first by exact (updated_ms, id), keyset-paged, read from the listing index.
+
+    The index orders by `listed_ms`, which trails `updated_ms` by less than `LIST_SLACK_MS`. The
+    (limit+1)-th matching row in index order, at `listed_ms` L, shows that limit+1 rows have
+    `updated_ms >= L`; a row with `listed_ms <= L - LIST_SLACK_MS` has `updated_ms < L`, so the
+    exact page lies in the index range above that, which the second query sorts.
+    """
     from ._store import SESSION_COLS, session_row
 
     if limit < 1:
@@ -45,13 +51,20 @@ def list_page(
             at_ms = int(at)
         except ValueError:
             raise UsageError(f"bad cursor {cursor!r}") from None
-        where.append("(updated_ms < ? OR (updated_ms = ? AND id < ?))")
-        params += [at_ms, at_ms, sid]
-    sql = f"SELECT {SESSION_COLS} FROM sessions"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY updated_ms DESC, id DESC LIMIT ?"
-    rows = tx.all(sql, [*params, limit + 1])
+        # listed_ms <= updated_ms: the bound lets the index skip everything newer.
+        where.append("listed_ms <= ? AND (updated_ms < ? OR (updated_ms = ? AND id < ?))")
+        params += [at_ms, at_ms, at_ms, sid]
+    cond = " AND ".join(where) if where else "1 = 1"
+    bound = tx.one(
+        f"SELECT listed_ms FROM sessions WHERE {cond} ORDER BY listed_ms DESC, id DESC "
+        "LIMIT 1 OFFSET ?",
+        [*params, limit],
+    )
+    sql = f"SELECT {SESSION_COLS} FROM sessions WHERE {cond}"
+    if bound is not None:  # else at most `limit` rows match at all
+        sql += " AND listed_ms > ?"
+        params.append(int(bound[0]) - LIST_SLACK_MS)
+    rows = tx.all(sql + " ORDER BY updated_ms DESC, id DESC LIMIT ?", [*params, limit + 1])
     sessions = [session_row(r) for r in rows[:limit]]
     more = len(rows) > limit
     return Page(sessions, f"{sessions[-1].updated_ms}:{sessions[-1].id}" if more else None)

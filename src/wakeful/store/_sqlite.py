@@ -64,7 +64,9 @@ class _SqliteTx:
 
     def lock_session(self, session_id: str) -> Row | None:
         # BEGIN IMMEDIATE already holds the database write lock.
-        return self.one("SELECT last_seq, root_id FROM sessions WHERE id = ?", (session_id,))
+        return self.one(
+            "SELECT last_seq, root_id, listed_ms FROM sessions WHERE id = ?", (session_id,)
+        )
 
     def lock_query(self, session_id: str) -> Rows:
         return Rows([] if (row := self.lock_session(session_id)) is None else [row])

@@ -29,7 +29,7 @@ from ..events import (
 )
 from ..messages import Message
 from . import _inbox, _retention
-from ._append import ClaimToken, append_events
+from ._append import LIST_SLACK_MS, ClaimToken, append_events
 from ._backend import Backend, Tx
 from ._claims import ClaimsMixin
 from ._reads import ReadsMixin
@@ -92,10 +92,10 @@ class SqlStore(ClaimsMixin, ReadsMixin):
             root = parent[0]
         inserted = tx.run(
             "INSERT INTO sessions (id, parent_id, root_id, forked_from, fork_seq, title, agent, "
-            "model, created_ms, updated_ms, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT DO NOTHING",
+            "model, created_ms, updated_ms, listed_ms, metadata) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (sid, created.parent_id, root, created.forked_from, created.fork_seq, created.title,
-             created.agent, created.model, now, now,
+             created.agent, created.model, now, now, now,
              None if created.metadata is None else json.dumps(created.metadata)),
         )  # fmt: skip
         if inserted != 1:
@@ -128,12 +128,19 @@ class SqlStore(ClaimsMixin, ReadsMixin):
     def latest_session(self, workspace: str | None = None) -> SessionRow | None:
         """The most recently updated root session not archived (of `workspace`, when given)."""
         with self.backend.transaction(write=False) as tx:
-            sql = (
-                "SELECT id, metadata FROM sessions WHERE parent_id IS NULL AND archived_ms IS NULL"
+            rows = tx.all(
+                "SELECT id, metadata, updated_ms, listed_ms FROM sessions "
+                "WHERE parent_id IS NULL AND archived_ms IS NULL "
+                "ORDER BY listed_ms DESC, id DESC LIMIT 500"
             )
-            for sid, meta in tx.all(sql + " ORDER BY updated_ms DESC, id DESC LIMIT 500"):
+            best: tuple[int, str] | None = None
+            for sid, meta, updated, listed in rows:
+                if best is not None and int(listed) + LIST_SLACK_MS <= best[0]:
+                    break  # every later row was updated before `best` (see LIST_SLACK_MS)
                 if workspace is None or json.loads(meta or "{}").get("workspace") == workspace:
-                    return self._get(tx, sid)
+                    best = max(best or (int(updated), sid), (int(updated), sid))
+            if best is not None:
+                return self._get(tx, best[1])
         return None
 
     def interrupt_requested(self, session_id: str, after_seq: int) -> bool:
