@@ -147,8 +147,10 @@ def prune_in(store: SqlStore, tx: Tx, older_than_ms: int, action: str) -> PruneC
     roots = [
         r[0]
         for r in tx.all(
-            "SELECT id FROM sessions WHERE parent_id IS NULL AND updated_ms < ? ORDER BY id",
-            (older_than_ms,),
+            # listed_ms <= updated_ms: the index range below the cutoff holds every such root.
+            "SELECT id FROM sessions WHERE parent_id IS NULL AND listed_ms < ? AND updated_ms < ? "
+            "ORDER BY id",
+            (older_than_ms, older_than_ms),
         )
     ]
     if action == "delete":
