@@ -139,6 +139,9 @@ class PostgresBackend:
     def __init__(self, url: str, *, max_size: int = 8, connect_timeout_s: float = 5.0) -> None:
         self.url = url
         self._listen: psycopg.Connection[Any] | None = None
+        # A pooled connection serves one thread at a time, and so does its cursor.
+        self._admit_cursors: dict[psycopg.Connection[Any], psycopg.Cursor[Any]] = {}
+        self._cursors_lock = threading.Lock()
         self._listen_lock = threading.Lock()
         try:
             probe = psycopg.connect(url, connect_timeout=int(connect_timeout_s), autocommit=True)
@@ -176,7 +179,13 @@ class PostgresBackend:
         a single statement as its own transaction, so it commits or not as one, and nothing
         else travels (no BEGIN, no COMMIT, no pipeline). Returns `(outcome, seq, event_id)`."""
         with self._errors(), self._pool.connection() as conn:
-            row: Row | None = conn.execute(
+            cursor = self._admit_cursors.get(conn)
+            if cursor is None:  # one per pooled connection, kept: admissions are the hot path
+                with self._cursors_lock:
+                    for gone in [c for c in self._admit_cursors if c.closed]:  # pool replaced it
+                        del self._admit_cursors[gone]
+                    cursor = self._admit_cursors[conn] = conn.cursor()
+            row: Row | None = cursor.execute(
                 "SELECT o_outcome, o_seq, o_id FROM wakeful_admit("
                 "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (_APPEND_LOCK, CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
