@@ -165,3 +165,36 @@ def test_missing_postgres_database_is_a_store_error_naming_the_url():
     url = f"{ADMIN_URL.rsplit('/', 1)[0]}/wakeful_missing_{os.getpid()}"
     with pytest.raises(StoreError, match=f"cannot reach PostgreSQL at {url}:.*does not exist"):
         open_store(url)
+
+
+@pytest.mark.postgres
+def test_a_dropped_postgres_connection_fails_one_call_and_loses_nothing():
+    """The server ends every connection of the store: each broken pooled connection fails one
+    call with a StoreError (no driver exception), the pool replaces it, admissions go on, and
+    the pending inputs are exactly the ones whose admission returned."""
+    import psycopg
+
+    from tests.pg import fresh_database
+
+    with fresh_database() as url:
+        store = open_store(url)
+        try:
+            store.admit("ses_a", "i0", "user", {"text": "zero"}, create=SessionCreated())
+            name = url.rsplit("/", 1)[1]
+            with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = %s",
+                    (name,),
+                )
+            admitted, failures = ["i0"], 0
+            for i in range(1, 13):
+                try:
+                    store.admit("ses_a", f"i{i}", "user", {"text": str(i)})
+                    admitted.append(f"i{i}")
+                except StoreError as err:
+                    assert "failed" in str(err)
+                    failures += 1
+            assert 1 <= failures <= 8 and len(admitted) >= 5  # at most one per pooled connection
+            assert [item.input_id for item in store.pending("ses_a")] == admitted
+        finally:
+            store.close()
