@@ -1,8 +1,8 @@
 """Listing, forking, archiving, pruning and deleting sessions.
 
-Invariant: listing reads only the sessions table through its listing index (never a transcript); a prune preview counts
-exactly the rows its delete would remove; a delete takes a whole tree from every table in one
-transaction, with the blobs nothing references any more.
+Invariant: listing reads only the sessions table, through its listing index (never a
+transcript); a prune preview counts exactly the rows its delete would remove; a delete takes a
+whole tree from every table in one transaction, with the blobs nothing references any more.
 """
 
 from __future__ import annotations
