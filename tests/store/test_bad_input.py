@@ -14,9 +14,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from tests.pg import ADMIN_URL, require_postgres
+from tests.pg import ADMIN_URL, fresh_database, require_postgres
 from wakeful.errors import ConflictError, MigrationError, NotFoundError, StoreError
 from wakeful.events import SessionCreated, TurnStarted
 from wakeful.messages import assistant
@@ -172,10 +173,6 @@ def test_a_dropped_postgres_connection_fails_one_call_and_loses_nothing():
     """The server ends every connection of the store: each broken pooled connection fails one
     call with a StoreError (no driver exception), the pool replaces it, admissions go on, and
     the pending inputs are exactly the ones whose admission returned."""
-    import psycopg
-
-    from tests.pg import fresh_database
-
     with fresh_database() as url:
         store = open_store(url)
         try:

@@ -87,16 +87,12 @@ def append_events(
         )
         project(tx, session_id, seq, event)
         stored.append(StoredEvent(int(event_id), session_id, seq, now_ms, event))
-    listed = int(locked[2])
-    if listed_ms_after(listed, now_ms) == listed:  # the listing indexes stay as they are
-        tx.send(
-            "UPDATE sessions SET last_seq = ?, updated_ms = ? WHERE id = ?",
-            (seq, now_ms, session_id),
-        )
-    else:
-        tx.send(
-            "UPDATE sessions SET last_seq = ?, updated_ms = ?, listed_ms = ? WHERE id = ?",
-            (seq, now_ms, now_ms, session_id),
-        )
+    # `listed_ms` is only assigned when it moves: an unchanged listing index is left untouched.
+    moves = listed_ms_after(int(locked[2]), now_ms) != int(locked[2])
+    tx.send(
+        f"UPDATE sessions SET last_seq = ?, updated_ms = ?{', listed_ms = ?' if moves else ''} "
+        "WHERE id = ?",
+        (seq, now_ms, *((now_ms,) if moves else ()), session_id),
+    )
     tx.notify(session_id)
     return stored

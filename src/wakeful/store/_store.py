@@ -137,8 +137,12 @@ class SqlStore(ClaimsMixin, ReadsMixin):
             for sid, meta, updated, listed in rows:
                 if best is not None and int(listed) + LIST_SLACK_MS <= best[0]:
                     break  # every later row was updated before `best` (see LIST_SLACK_MS)
-                if workspace is None or json.loads(meta or "{}").get("workspace") == workspace:
-                    best = max(best or (int(updated), sid), (int(updated), sid))
+                key = (int(updated), sid)
+                matches = (
+                    workspace is None or json.loads(meta or "{}").get("workspace") == workspace
+                )
+                if matches and (best is None or key > best):
+                    best = key
             if best is not None:
                 return self._get(tx, best[1])
         return None
