@@ -25,11 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from wakeful.config import CompactionConfig  # noqa: E402
 from wakeful.events import InstructionsUpdated, MessageAdded  # noqa: E402
+from wakeful.execution._port import StorePort  # noqa: E402
 from wakeful.instructions import baseline  # noqa: E402
 from wakeful.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock  # noqa: E402
 from wakeful.providers import ScriptedProvider  # noqa: E402
 from wakeful.runner import BUILTIN_AGENTS, Compactor, RunContext, Section, ToolContext  # noqa: E402
-from wakeful.runner._active import message_tokens  # noqa: E402
+from wakeful.runner._active import ActiveHistory, message_tokens  # noqa: E402
 from wakeful.store import open_store  # noqa: E402
 
 WORDS = [
@@ -79,11 +80,12 @@ def estimate_rate(messages: list[Message]) -> tuple[float, float]:
     return tokens / elapsed, len(messages) / elapsed
 
 
-def context(store, sid: str, workspace: Path) -> RunContext:  # type: ignore[no-untyped-def]
+def context(sid: str, workspace: Path) -> RunContext:
     script = {"context_window": 100_000_000, "rules": [{"match": ".", "replies": [{}]}]}
+    provider = ScriptedProvider.from_dict(script)
     return RunContext(
-        store=store,
-        provider=ScriptedProvider.from_dict(script),
+        providers=lambda spec: provider,
+        model_spec="scripted:bench",
         agent=BUILTIN_AGENTS["build"],
         tools={},
         tool_context=ToolContext(workspace=workspace, session_id=sid),
@@ -101,9 +103,12 @@ async def decisions(folder: Path, n: int, steps: int) -> dict[str, float]:
     for i in range(0, n, 500):
         store.append(sid, [MessageAdded(message=m) for m in messages[i : i + 500]])
     sections = [Section("system.agent", "agent:build", BUILTIN_AGENTS["build"].system_prompt)]
-    compactor = Compactor(context(store, sid, folder), sid)
+    port = StorePort(store, sid, None)
+    history = ActiveHistory(port)  # the runner's view, read as a step reads it
+    compactor = Compactor(context(sid, folder), port, history)
 
     start = time.perf_counter()
+    await history.refresh()
     assert not await compactor.before_request("turn", 1, sections)
     cold = time.perf_counter() - start
 
@@ -112,6 +117,7 @@ async def decisions(folder: Path, n: int, steps: int) -> dict[str, float]:
     for message in extra:
         store.append(sid, [MessageAdded(message=message)])
         start = time.perf_counter()
+        await history.refresh()
         assert not await compactor.before_request("turn", 1, sections)
         warm += time.perf_counter() - start
 

@@ -119,11 +119,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         db = args.db or str(folder / "bench.db")
-        r = recovery(db, folder, args.orphans)
-        print(
-            f"recovery: {r['sessions']} orphaned sessions by one `wakeful worker --once`: "
-            f"{r['worker_s']:.2f} s ({r['per_s']:.0f} sessions/s; setup {r['setup_s']:.1f} s)"
-        )
+        if args.orphans > 0:  # `--orphans 0`: the concurrency figures only
+            r = recovery(db, folder, args.orphans)
+            print(
+                f"recovery: {r['sessions']} orphaned sessions by one `wakeful worker --once`: "
+                f"{r['worker_s']:.2f} s ({r['per_s']:.0f} sessions/s; setup {r['setup_s']:.1f} s)"
+            )
         n = args.sessions
         for delay in (0, 20):
             one = asyncio.run(drive(db, folder, n, delay, together=False))

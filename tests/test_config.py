@@ -122,17 +122,25 @@ def test_wakeful_config_names_the_only_file(
         ("[compaction]\nthreshold_percent = 101", "compaction.threshold_percent: must be 1..100"),
         ("[compaction]\nthreshold_percent = 80.5", "compaction.threshold_percent: must be an integer"),
         ('[compaction]\nauto = "yes"', "compaction.auto: must be true or false"),
-        ("[compaction]\nreserved = -1", "compaction.reserved: must be at least 0"),
+        ("[compaction]\nreserved = -1", "compaction.reserved: must be 0..100000000"),
         ("[retry]\ninitial_delay_ms = 0", "retry.initial_delay_ms: must be more than 0"),
         ("[retry]\ninitial_delay_ms = 10\nmax_delay_ms = 5",
          "retry: max_delay_ms (5) must be at least initial_delay_ms (10)"),
         ("[compaction]\nthreshold = 80", "compaction.threshold: unknown key (known keys: auto,"),
         ("[compation]\nauto = true", "compation: unknown key (known keys: agents, compaction,"),
         ('[permissions]\nshell = "sometimes"', "permissions.shell: must be one of 'allow', 'ask' or 'deny'"),
-        ("[agents.review]\nmax_steps = 0", "agents.review.max_steps: must be at least 1"),
+        ("[agents.review]\nmax_steps = 0", "agents.review.max_steps: must be 1..100000"),
         ('[agents.review]\nprompt = "x"', "agents.review.prompt: unknown key"),
-        ("[providers.context_windows]\nsmall = 0", "providers.context_windows.small: must be more than 0"),
+        ("[providers.context_windows]\nsmall = 0", "providers.context_windows.small: must be at least 1"),
         ('[providers.openai-compatible]\nurl = "x"', "providers.openai-compatible.url: unknown key"),
+        ('[providers.openai-compatible]\ntool_choice = "always"',
+         "providers.openai-compatible.tool_choice: must be one of 'auto', 'required' or 'none'"),
+        ('[providers.models.smol]\naccepts = ["pdf"]',
+         "providers.models.smol.accepts.0: must be one of 'image', 'audio', 'video' or 'document'"),
+        ("[providers.models.smol]\nmax_output_tokens = 0",
+         "providers.models.smol.max_output_tokens: must be more than 0"),
+        ("[providers]\nmax_output_tokens = 0", "providers.max_output_tokens: must be more than 0"),
+        ("[providers.models.smol]\nbase_url = 'x'", "providers.models.smol.base_url: unknown key"),
         ("default_agent = 3", "default_agent: must be a string"),
         ("compaction = 3", "compaction: must be a table"),
     ],
@@ -149,7 +157,7 @@ def test_invalid_values_name_the_file_and_the_key(
 def test_a_mistake_in_the_user_file_names_the_user_file(project: Path, user: Path):
     path = write(user, "[retry]\nmax_retries = -1\n")
     write(project, "[retry]\nmax_retries = 2\n")  # a valid project value does not hide it
-    with pytest.raises(UsageError, match=f"^{path}: retry.max_retries: must be at least 0"):
+    with pytest.raises(UsageError, match=f"^{path}: retry.max_retries: must be 0..100000"):
         load_config(project, user)
 
 
@@ -227,3 +235,64 @@ def test_config_imports_nothing_from_wakeful_but_errors():
             imported.update(alias.name for alias in node.names)
     ours = {name for name in imported if name.startswith((".", "wakeful"))}
     assert ours == {".errors"}
+
+
+def test_model_settings_most_specific_first(project: Path, user: Path):
+    write(user, """
+[providers]
+max_output_tokens = 2048
+[providers.openai-compatible]
+tool_choice = "auto"
+accepts = ["image"]
+[providers.models.smol]
+max_output_tokens = 64
+accepts = []
+""")  # fmt: skip
+    write(project, """
+[providers.models."openai-compatible:smol@http://127.0.0.1:8080/v1"]
+tool_choice = "required"
+context_window = 1024
+""")  # fmt: skip
+    providers = load_config(project, user).providers
+    spec = "openai-compatible:smol@http://127.0.0.1:8080/v1"
+    assert providers.options_for(spec) == {
+        "max_output_tokens": 64, "tool_choice": "required", "accepts": [], "context_window": 1024,
+    }  # fmt: skip
+    assert providers.options_for("openai-compatible:other@http://h/v1") == {
+        "max_output_tokens": 2048, "tool_choice": "auto", "accepts": ["image"],
+    }  # fmt: skip
+    assert providers.options_for("anthropic:claude-x") == {"max_output_tokens": 2048}
+
+
+def test_the_output_limit_flag_wins_over_every_configured_limit():
+    config = Config.model_validate({"providers": {
+        "max_output_tokens": 2048, "anthropic": {"max_output_tokens": 900},
+        "models": {"smol": {"max_output_tokens": 64, "tool_choice": "none"}},
+    }})  # fmt: skip
+    limited = config.with_output_limit(16)
+    assert limited.providers.options_for("openai-compatible:smol@http://h/v1") == {
+        "max_output_tokens": 16, "tool_choice": "none"
+    }  # fmt: skip
+    assert limited.providers.options_for("anthropic:claude-x") == {"max_output_tokens": 16}
+    assert config.providers.options_for("anthropic:claude-x") == {"max_output_tokens": 900}
+
+
+def test_model_settings_allow_exactly_what_providers_take():
+    # config imports nothing from the providers, so the two spellings are held together here
+    from typing import get_args
+
+    from wakeful.config import ModelSettings
+    from wakeful.messages import MEDIA_TYPES
+    from wakeful.providers._base import TOOL_CHOICES
+
+    def literals(field: str) -> set[str]:
+        annotation = ModelSettings.model_fields[field].annotation
+        found: set[str] = set()
+        stack = [annotation]
+        while stack:
+            for arg in get_args(stack.pop()):
+                (found.add if isinstance(arg, str) else stack.append)(arg)
+        return found
+
+    assert literals("tool_choice") == set(TOOL_CHOICES)
+    assert literals("accepts") == set(MEDIA_TYPES)

@@ -6,9 +6,9 @@ Heavy parts (runtime, providers, store) load on first use, so `import wakeful` s
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy_names
 from .clock import Clock, FakeClock, SystemClock
 from .errors import (
     AuthenticationError,
@@ -16,6 +16,8 @@ from .errors import (
     ConflictError,
     ContentFilterError,
     ContextOverflowError,
+    CorruptStateError,
+    FileConflictError,
     IncompleteStreamError,
     InvalidMessageError,
     InvalidRequestError,
@@ -24,8 +26,10 @@ from .errors import (
     OverloadedError,
     ProviderError,
     RateLimitError,
+    StepLimitError,
     StoreBusyError,
     StoreError,
+    StoreUnavailableError,
     TransportError,
     UsageError,
     WakefulError,
@@ -33,21 +37,25 @@ from .errors import (
 
 if TYPE_CHECKING:
     from .config import Config, load_config
-    from .execution import Runtime, SendResult, run_sync
+    from .execution import RewindResult, Runtime, SendResult, run_sync
     from .messages import Message, to_wire
     from .providers import Provider, make_provider
     from .runner import Agent, LiveEvent, TurnResult
-    from .store import SqlStore, open_store
+    from .store import Artifact, Schedule, ScheduleFire, SqlStore, open_store
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "Agent": "wakeful.runner",
+    "Artifact": "wakeful.store",
     "Config": "wakeful.config",
     "LiveEvent": "wakeful.runner",
     "Message": "wakeful.messages",
     "Provider": "wakeful.providers",
+    "RewindResult": "wakeful.execution",
     "Runtime": "wakeful.execution",
+    "Schedule": "wakeful.store",
+    "ScheduleFire": "wakeful.store",
     "SendResult": "wakeful.execution",
     "SqlStore": "wakeful.store",
     "TurnResult": "wakeful.runner",
@@ -59,18 +67,12 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Load a public name from its module on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'wakeful' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [
     "Agent",
+    "Artifact",
     "AuthenticationError",
     "ClaimLostError",
     "Clock",
@@ -78,7 +80,9 @@ __all__ = [
     "ConflictError",
     "ContentFilterError",
     "ContextOverflowError",
+    "CorruptStateError",
     "FakeClock",
+    "FileConflictError",
     "IncompleteStreamError",
     "InvalidMessageError",
     "InvalidRequestError",
@@ -90,11 +94,16 @@ __all__ = [
     "Provider",
     "ProviderError",
     "RateLimitError",
+    "RewindResult",
     "Runtime",
+    "Schedule",
+    "ScheduleFire",
     "SendResult",
     "SqlStore",
+    "StepLimitError",
     "StoreBusyError",
     "StoreError",
+    "StoreUnavailableError",
     "SystemClock",
     "TransportError",
     "TurnResult",

@@ -1,7 +1,7 @@
 """Configuration: `wakeful.toml` of the workspace (or a parent), then the user config directory.
 
-Keys follow the Zuno spec (`[compaction]`, `[retry]`) plus `[execution]`, `[providers]`,
-`[agents.NAME]`, `[permissions]` and `[instructions]`. Project values win over user values, key
+Keys follow the Zuno spec (`[compaction]`, `[retry]`) plus `[execution]`, `[store]`, `[providers]`,
+`[agents.NAME]`, `[permissions]`, `[instructions]`, `[tools]` and `[mcp.servers.NAME]`. Project values win over user values, key
 by key; `$WAKEFUL_CONFIG` names one file that replaces both. Every problem is a `UsageError`
 naming the file and the dotted key; unknown keys are errors too, so a typo never silently
 falls back to a default.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import platformdirs
 from pydantic import (
@@ -22,7 +22,6 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
-    PositiveInt,
     ValidationError,
     model_validator,
 )
@@ -32,8 +31,19 @@ from pydantic_core import ErrorDetails
 from .errors import UsageError
 
 Permission = Literal["allow", "ask", "deny"]
+# Built-in permissions below `[permissions]` (a tool's own rule and `"*"` both override them):
+# commands and file writes are asked about (`docs/approvals.md`); everything else is allowed.
+DEFAULT_PERMISSIONS: dict[str, Permission] = {
+    "shell": "ask",
+    "write_file": "ask",
+    "edit_file": "ask",
+}
 FILENAME = "wakeful.toml"
 ENV_VAR = "WAKEFUL_CONFIG"
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+MAX_TOKENS = 100_000_000  # upper bound of token counts: no model window is near it
+MAX_COUNT = 100_000  # upper bound of counts (turns, steps, retries): beyond any real use
 
 
 class _Section(BaseModel):
@@ -46,21 +56,24 @@ class CompactionConfig(_Section):
 
     auto: bool = True
     threshold_percent: int = Field(80, ge=1, le=100)
-    tail_turns: int = Field(2, ge=0)
-    reserved: int = Field(12_000, ge=0)
+    tail_turns: int = Field(2, ge=0, le=MAX_COUNT)
+    reserved: int = Field(12_000, ge=0, le=MAX_TOKENS)
     model: str | None = None
-    max_failures: int = Field(3, ge=1)
+    max_failures: int = Field(3, ge=1, le=MAX_COUNT)
     min_new_share_percent: int = Field(10, ge=1, le=100)
+    # Ask a proactive summary with the step's own request (the provider's prompt cache) before
+    # the separate, text-rendered summary request (docs/compaction.md).
+    reuse_cache: bool = True
 
 
 class RetryConfig(_Section):
     """Durable retry of provider failures (Zuno `retry`)."""
 
-    initial_delay_ms: int = Field(2_000, gt=0)
-    max_delay_ms: int = Field(300_000, gt=0)
+    initial_delay_ms: int = Field(2_000, gt=0, le=DAY_MS)
+    max_delay_ms: int = Field(300_000, gt=0, le=DAY_MS)
     jitter_percent: int = Field(20, ge=0, le=100)
-    poll_interval_ms: int = Field(250, gt=0)
-    max_retries: int = Field(4, ge=0)
+    poll_interval_ms: int = Field(250, gt=0, le=HOUR_MS)
+    max_retries: int = Field(4, ge=0, le=MAX_COUNT)
 
     @model_validator(mode="after")
     def _ceiling_above_start(self) -> RetryConfig:
@@ -75,45 +88,116 @@ class RetryConfig(_Section):
 class ExecutionConfig(_Section):
     """Claims and drains: lease length, recovery bound, how often the store is polled."""
 
-    lease_ms: int = Field(30_000, ge=100)
-    max_recovery_attempts: int = Field(3, ge=0)
-    poll_interval_ms: int = Field(250, gt=0)
+    lease_ms: int = Field(30_000, ge=100, le=DAY_MS)
+    max_recovery_attempts: int = Field(3, ge=0, le=MAX_COUNT)
+    poll_interval_ms: int = Field(250, gt=0, le=HOUR_MS)
 
 
-class FamilyConfig(_Section):
-    """Connection settings of one provider family."""
+class StoreConfig(_Section):
+    """How long a store transaction may wait for others (docs/store.md, "Faults").
+
+    SQLite: `busy_timeout_ms`, how long a writer waits for another's lock. PostgreSQL: a lock
+    wait ends after `lock_timeout_ms`, a statement after `statement_timeout_ms`, and a session
+    idle inside a transaction (a paused process holding locks) is ended by the server after
+    `idle_in_transaction_timeout_ms`. Past any of them the transaction fails as retryable.
+    """
+
+    busy_timeout_ms: int = Field(5_000, ge=1, le=HOUR_MS)
+    lock_timeout_ms: int = Field(10_000, ge=1, le=HOUR_MS)
+    statement_timeout_ms: int = Field(30_000, ge=1, le=HOUR_MS)
+    idle_in_transaction_timeout_ms: int = Field(5_000, ge=1, le=HOUR_MS)
+
+
+class ModelSettings(_Section):
+    """What one model, or every model of a family, is given and takes (docs/providers.md).
+
+    `tool_choice` is sent with the tools; `accepts` lists the media kinds sent as they are (the
+    others go out as text labels, on the wire only). Unset keys leave the provider's defaults.
+    """
+
+    context_window: Annotated[int, Field(ge=1, le=MAX_TOKENS)] | None = None
+    max_output_tokens: Annotated[int, Field(gt=0, le=MAX_TOKENS)] | None = None
+    tool_choice: Literal["auto", "required", "none"] | None = None
+    accepts: list[Literal["image", "audio", "video", "document"]] | None = None
+
+
+MODEL_KEYS = tuple(ModelSettings.model_fields)
+
+
+class FamilyConfig(ModelSettings):
+    """Connection settings of one provider family, and model settings for all its models."""
 
     base_url: str | None = None
     api_key_env: str | None = Field(None, min_length=1)
 
 
 class ProvidersConfig(_Section):
-    """The default model spec, per-family connection settings, context-window overrides.
+    """The default model spec, per-family settings, per-model settings.
 
-    `context_windows` is keyed by a full model spec or by a bare model name.
+    `max_output_tokens` is the output limit of every model (a family or model table may set its
+    own). `models` and `context_windows` are keyed by a full model spec or a bare model name.
     """
 
     model_config = ConfigDict(populate_by_name=True)
 
     model: str | None = None
-    context_windows: dict[str, PositiveInt] = Field(default_factory=dict)
+    max_output_tokens: Annotated[int, Field(gt=0, le=MAX_TOKENS)] | None = None
+    context_windows: dict[str, Annotated[int, Field(ge=1, le=MAX_TOKENS)]] = Field(
+        default_factory=dict
+    )
+    models: dict[str, ModelSettings] = Field(default_factory=dict)
     anthropic: FamilyConfig = Field(default_factory=FamilyConfig)
     openai: FamilyConfig = Field(default_factory=FamilyConfig)
     openai_compatible: FamilyConfig = Field(default_factory=FamilyConfig, alias="openai-compatible")
 
+    def _family(self, family: str) -> FamilyConfig | None:
+        tables = {"anthropic": self.anthropic, "openai": self.openai,
+                  "openai-compatible": self.openai_compatible}  # fmt: skip
+        return tables.get(family)
+
+    def with_output_limit(self, tokens: int) -> ProvidersConfig:
+        """A copy whose output limit is `tokens` for every model (what `--max-output-tokens`
+        does): the top-level key is set and every family's and model's own limit is cleared."""
+        clear = {"max_output_tokens": None}
+        return self.model_copy(
+            update={
+                "max_output_tokens": tokens,
+                "models": {k: v.model_copy(update=clear) for k, v in self.models.items()},
+                **{name: getattr(self, name).model_copy(update=clear)
+                   for name in ("anthropic", "openai", "openai_compatible")},
+            }
+        )  # fmt: skip
+
+    def model_options(self, spec: str) -> dict[str, Any]:
+        """The model settings of `spec` as `make_provider` options: context window, output
+        limit, tool choice, accepted media (no connection settings, no environment reads).
+
+        The most specific setting wins: `models[spec]`, then `models[bare model name]`, then
+        the family's table, then the top-level `max_output_tokens` and `context_windows`.
+        """
+        family, _, rest = spec.partition(":")
+        bare = rest.split("@")[0]
+        options: dict[str, Any] = {}
+        if self.max_output_tokens is not None:
+            options["max_output_tokens"] = self.max_output_tokens
+        window = self.context_windows.get(spec, self.context_windows.get(bare))
+        if window is not None:
+            options["context_window"] = window
+        for layer in (self._family(family), self.models.get(bare), self.models.get(spec)):
+            for name in MODEL_KEYS if layer is not None else ():
+                if (value := getattr(layer, name)) is not None:
+                    options[name] = value
+        return options
+
     def options_for(self, spec: str) -> dict[str, Any]:
-        """Options for `make_provider(spec, **options)`: context window, base URL, API key.
+        """Options for `make_provider(spec, **options)`: `model_options(spec)` plus the
+        family's base URL and API key.
 
         Raises `UsageError` when `api_key_env` names an environment variable that is unset.
         """
-        family, _, rest = spec.partition(":")
-        options: dict[str, Any] = {}
-        window = self.context_windows.get(spec, self.context_windows.get(rest.split("@")[0]))
-        if window is not None:
-            options["context_window"] = window
-        settings = {"anthropic": self.anthropic, "openai": self.openai}.get(family)
-        if family == "openai-compatible":
-            settings = self.openai_compatible
+        family = spec.partition(":")[0]
+        options = self.model_options(spec)
+        settings = self._family(family)
         if settings is None:
             return options
         if settings.base_url and family != "openai-compatible":  # its URL is in the spec
@@ -136,23 +220,67 @@ class AgentConfig(_Section):
     system_prompt: str | None = None
     model: str | None = None
     tools: list[str] | None = None
-    max_steps: int | None = Field(None, ge=1)
+    max_steps: int | None = Field(None, ge=1, le=MAX_COUNT)
+
+
+MCP_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+
+
+class McpServerConfig(_Section):
+    """One MCP server (`[mcp.servers.NAME]`): a stdio `command` (argv; run in the session's
+    workspace, or `cwd` relative to it, with `env` over the process environment) or a
+    streamable-HTTP `url`; `allowed_tools` (names or glob patterns) limits what is offered."""
+
+    command: list[str] | None = Field(None, min_length=1)
+    url: str | None = Field(None, pattern=r"^https?://")
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    allowed_tools: list[str] | None = None
+    startup_timeout_s: int = Field(30, ge=1, le=3600)
+    timeout_s: int = Field(300, ge=1, le=86_400)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of command (stdio) or url (streamable HTTP)")
+        return self
+
+
+class McpConfig(_Section):
+    """`[mcp]`: the MCP servers whose tools agents are offered (`mcp__NAME__TOOL`)."""
+
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names(self) -> McpConfig:
+        for name in self.servers:
+            if not name or not set(name) <= MCP_NAME_CHARS:
+                raise ValueError(f"server name {name!r}: use letters, digits and '-'")
+        return self
 
 
 class Config(_Section):
     """The effective configuration; every section has defaults, so `Config()` is valid.
 
-    `permissions` maps a tool name (or `"*"` for every other tool) to allow, ask or deny.
+    `permissions` maps a tool name or glob pattern (`"*"`: every other tool) to allow, ask or
+    deny. `tools` maps a tool name to the import path of a tool (`package.module:attribute`).
     """
 
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
     providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     permissions: dict[str, Permission] = Field(default_factory=dict)
     instructions: dict[str, str] = Field(default_factory=dict)
+    tools: dict[str, str] = Field(default_factory=dict)
+    mcp: McpConfig = Field(default_factory=McpConfig)
     default_agent: str = Field("build", min_length=1)
+
+    def with_output_limit(self, tokens: int) -> Config:
+        """A copy whose output limit is `tokens` for every model (`--max-output-tokens`)."""
+        return self.model_copy(update={"providers": self.providers.with_output_limit(tokens)})
 
     def to_json(self) -> dict[str, JsonValue]:
         """The configuration as JSON (TOML key spelling), secrets masked.
@@ -192,6 +320,13 @@ def _read(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as err:
         raise UsageError(f"{path}: not valid TOML: {err}") from None
+    except UnicodeDecodeError as err:
+        raise UsageError(
+            f"{path}: not valid TOML: not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
+            f"offset {err.start})"
+        ) from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise UsageError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
     except OSError as err:
         raise UsageError(f"{path}: cannot read: {err.strerror or err}") from None
 
@@ -296,12 +431,34 @@ def config_files(cwd: Path | None = None, user_dir: Path | None = None) -> list[
     return [p for p in (user, project) if p is not None and p.is_file()]
 
 
+# Environment variables that set a key, over every file (flags > env > files > defaults).
+ENV_KEYS: dict[str, tuple[str, ...]] = {
+    "WAKEFUL_MODEL": ("providers", "model"),
+    "WAKEFUL_AGENT": ("default_agent",),
+}
+
+
+def env_overrides() -> dict[str, Any]:
+    """The keys the environment sets (`ENV_KEYS`; an empty variable sets nothing)."""
+    out: dict[str, Any] = {}
+    for var, path in ENV_KEYS.items():
+        value = os.environ.get(var)
+        if value:
+            table = out
+            for key in path[:-1]:
+                table = table.setdefault(key, {})
+            table[path[-1]] = value
+    return out
+
+
 def load_config(cwd: Path | None = None, user_dir: Path | None = None) -> Config:
     """The effective configuration.
 
     With `$WAKEFUL_CONFIG` set, exactly that file (it must exist). Otherwise the user file, then
     the project file found from `cwd` upwards, merged table by table with project keys winning;
-    defaults for everything unset. Raises `UsageError` naming the file and key of a mistake.
+    then the environment (`ENV_KEYS`: `$WAKEFUL_MODEL`, `$WAKEFUL_AGENT`) over every file;
+    defaults for everything unset. Raises `UsageError` naming the file (or variable) and key
+    of a mistake.
     """
     data: dict[str, Any] = {}
     origins: list[str] = []
@@ -310,4 +467,9 @@ def load_config(cwd: Path | None = None, user_dir: Path | None = None) -> Config
         _validate(part, str(path))  # blame the file that holds the mistake
         data = _merge(data, part)
         origins.append(str(path))
+    env = env_overrides()
+    if env:
+        _validate(env, "the environment")
+        data = _merge(data, env)
+        origins.append("the environment")
     return _validate(data, " + ".join(origins) or "defaults")

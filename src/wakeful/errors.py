@@ -4,7 +4,10 @@ Callers decide what to do by the *type* of an error, never by its message::
 
     WakefulError
     ├── UsageError                  a developer or user mistake (bad argument, bad config)
-    │   └── InvalidMessageError     a message or wire payload that does not fit the model
+    │   ├── InvalidMessageError     a message or wire payload that does not fit the model
+    │   ├── AmbiguousIdError        an id prefix that names more than one session
+    │   ├── LocationUnavailableError  the session's location is not on this host
+    │   └── InstructionSourceError  an instruction source (AGENTS.md…) cannot be read (the turn is blocked)
     ├── ProviderError               a model request failed (kinds below; `retryable` says if retry may help)
     │   ├── RateLimitError          retryable, may carry retry_after_ms
     │   ├── OverloadedError         retryable (overloaded / internal server error)
@@ -14,17 +17,24 @@ Callers decide what to do by the *type* of an error, never by its message::
     │   ├── ContentFilterError      terminal
     │   ├── AuthenticationError     pauses the turn (needs the user)
     │   └── InvalidRequestError     terminal (blocked)
+    ├── StepLimitError              the turn used its agent's step allowance (the turn fails)
     ├── CompactionError             compaction could not make room (the turn fails)
     │   └── CompactionPromptTooLongError  the summary request stayed too long after shrinking
-    └── StoreError                  a store fault
+    └── StoreError                  a store fault (`retryable` says if waiting may help)
         ├── NotFoundError           no such session / input / blob
+        ├── CorruptStateError       durable state that cannot be read as it must be (the turn is blocked)
         ├── ConflictError           an id reused with different content, a stale write
+        │   └── FileConflictError   files a rewind would restore were changed by something else
         ├── ClaimLostError          this driver no longer owns the session (fencing)
-        ├── StoreBusyError          the database stayed locked past the busy timeout
+        ├── StoreBusyError          retryable: the database stayed locked past the busy/lock timeout
+        ├── StoreUnavailableError   retryable: the database cannot be reached, or the connection was lost
+        ├── StoreFullError          retryable: the disk holding the database is full
         └── MigrationError          the database schema is newer or broken
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class WakefulError(Exception):
@@ -41,6 +51,32 @@ class InvalidMessageError(UsageError):
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message if field is None else f"{field}: {message}")
         self.field = field
+
+
+class LocationUnavailableError(UsageError):
+    """The session lives at a location (`location`) that is not a directory on this host, or
+    that this driver does not serve: it is not run here."""
+
+    def __init__(self, message: str, *, location: str) -> None:
+        super().__init__(message)
+        self.location = location
+
+
+class InstructionSourceError(UsageError):
+    """An instruction source exists but cannot be read (a directory, a FIFO, a dangling link,
+    no permission, not UTF-8) when a complete first instruction delta is needed."""
+
+
+class AmbiguousIdError(UsageError):
+    """An id prefix that more than one session's id starts with; `candidates` lists some."""
+
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        more = ", ..." if len(candidates) > 5 else ""
+        super().__init__(
+            f"session id prefix {prefix!r} is ambiguous: {', '.join(candidates[:5])}{more}"
+        )
+        self.prefix = prefix
+        self.candidates = candidates
 
 
 class ProviderError(WakefulError):
@@ -98,6 +134,12 @@ class InvalidRequestError(ProviderError):
     kind = "invalid_request"
 
 
+class StepLimitError(WakefulError):
+    """A turn used its agent's step allowance (`max_steps`) without a final reply: the turn
+    ends `failed` (a run failure, not a configuration error: the same agent may finish a
+    narrower request)."""
+
+
 class CompactionError(WakefulError):
     """Compaction failed too many times in a row, or could not make room for the request."""
 
@@ -107,15 +149,32 @@ class CompactionPromptTooLongError(CompactionError):
 
 
 class StoreError(WakefulError):
-    """A store fault."""
+    """A store fault. `retryable` is True for a transient one (busy, connection lost): nothing of
+    the failed transaction was committed, and trying again later may succeed."""
+
+    retryable: bool = False
 
 
 class NotFoundError(StoreError):
     """No such session, input or blob."""
 
 
+class CorruptStateError(StoreError):
+    """Durable state that cannot be what it must be: a blob a message refers to is missing, an
+    event that does not decode. Waiting does not help; a turn that meets it is `blocked`."""
+
+
 class ConflictError(StoreError):
     """An id reused with different content, or a write that lost a race."""
+
+
+class FileConflictError(ConflictError):
+    """Files a rewind (or unrevert) would restore were changed since by something else;
+    `paths` lists them (relative to the session's location). Nothing was written."""
+
+    def __init__(self, message: str, *, paths: Sequence[str]) -> None:
+        super().__init__(message)
+        self.paths = tuple(paths)
 
 
 class ClaimLostError(StoreError):
@@ -123,7 +182,24 @@ class ClaimLostError(StoreError):
 
 
 class StoreBusyError(StoreError):
-    """The database stayed locked longer than the busy timeout."""
+    """The database stayed locked longer than the busy timeout (PostgreSQL: the lock or
+    statement timeout)."""
+
+    retryable = True
+
+
+class StoreUnavailableError(StoreError):
+    """The database cannot be reached, or the connection was lost (or ended by the server)
+    before the transaction committed."""
+
+    retryable = True
+
+
+class StoreFullError(StoreError):
+    """The disk holding the database is full; the transaction committed nothing, and it may
+    succeed once space is freed."""
+
+    retryable = True
 
 
 class MigrationError(StoreError):
@@ -136,6 +212,7 @@ __all__ = [
     "CompactionError",
     "CompactionPromptTooLongError",
     "ConflictError",
+    "CorruptStateError",
     "ContentFilterError",
     "ContextOverflowError",
     "IncompleteStreamError",
@@ -146,8 +223,11 @@ __all__ = [
     "OverloadedError",
     "ProviderError",
     "RateLimitError",
+    "StepLimitError",
     "StoreBusyError",
     "StoreError",
+    "StoreFullError",
+    "StoreUnavailableError",
     "TransportError",
     "UsageError",
     "WakefulError",

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.allow import allow_writes
+
 Wk = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -16,6 +18,7 @@ def _env(db: str, home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env |= {"WAKEFUL_DB": db, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
             "XDG_DATA_HOME": str(home / ".local")}  # fmt: skip
+    allow_writes(home / ".config")
     return env
 
 

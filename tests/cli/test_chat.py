@@ -103,3 +103,43 @@ def test_ctrl_c_interrupts_the_turn(tmp_path: Path, chat_env):
         assert store.turns(row.id)[-1].status == "interrupted"
     finally:
         store.close()
+
+
+def test_a_shell_call_is_asked_about_inline_and_the_decision_is_durable(tmp_path: Path, chat_env):
+    path = tmp_path / "ask.json"
+    path.write_text(json.dumps({"rules": [
+        {"match": "^go", "replies": [
+            {"tool_calls": [{"name": "shell", "input": {"command": "echo one >> ledger.txt"}}]},
+            {"text": "RAN!"},
+        ]},
+        {"match": "^no", "replies": [
+            {"tool_calls": [{"name": "shell", "input": {"command": "echo two >> ledger.txt"}}]},
+            {"text": "SKIPPED!"},
+        ]},
+    ]}))  # fmt: skip
+    (tmp_path / ".git").mkdir()
+    child = pexpect.spawn(
+        sys.executable, ["-m", "wakeful", "chat", "--model", f"scripted:{path}"],
+        cwd=str(tmp_path), env=chat_env, encoding="utf-8", timeout=30, dimensions=(40, 200),
+    )  # fmt: skip
+    child.expect("/quit")
+    child.sendline("go")
+    child.expect(r"\? shell wants to run:")
+    child.expect(r"\$ echo one >> ledger.txt")
+    child.expect("allow\\?")
+    child.sendline("y")
+    child.expect("RAN!")
+    child.sendline("no thanks")
+    child.expect("allow\\?")
+    child.sendline("n")
+    child.expect("SKIPPED!")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    assert (tmp_path / "ledger.txt").read_text() == "one\n"
+    store = open_store(chat_env["WAKEFUL_DB"])
+    try:
+        [row] = store.list_sessions().sessions
+        decided = [e.event for e in store.events(row.id, types=["approval.decided"])]
+        assert [getattr(d, "decision", None) for d in decided] == ["allow", "deny"]
+    finally:
+        store.close()

@@ -165,7 +165,8 @@ def test_log_follow_sees_events_from_another_process(wk, spawn, workdir: Path):
         (("run", "--model", "bogus:thing", "hi"), "bogus"),
     ],
 )
-def test_bad_input_is_one_line_and_nonzero(wk, args, needle):
+def test_bad_input_is_one_line_and_nonzero(wk, db_url, args, needle):
+    open_store(db_url).close()  # a store exists: the error is about the argument
     done = wk(*args, check=False)
     assert done.returncode != 0
     assert needle in done.stderr
@@ -186,3 +187,38 @@ def test_malformed_config_names_file_and_key(wk, workdir: Path):
 def test_unwritable_database_path(wk, cli_env):
     done = wk("session", "list", "--db", "/proc/nope/sessions.db", check=False)
     assert done.returncode != 0 and "Traceback" not in done.stderr
+
+
+def test_a_reply_cut_by_the_output_limit_shows_as_truncated(wk, workdir: Path):
+    model = write_script(workdir, [{"match": ".", "replies": [
+        {"text": "Once upon a", "finish": "length"}]}])  # fmt: skip
+    out = json.loads(wk("run", "--model", model, "--max-output-tokens", "7", "--format", "json",
+                        "tell a story").stdout)  # fmt: skip
+    assert out["outcome"] == "completed" and out["truncated"] is True
+    assert out["turns"][0]["truncated"] is True
+    sid = out["session_id"]
+    text = wk("run", "--session", sid, "--max-output-tokens", "7", "go on")
+    assert text.stdout.strip() == "Once upon a"
+    assert "[truncated] the reply stopped at the output limit" in text.stderr
+    shown = wk("session", "show", sid).stdout
+    assert "[assistant, truncated at the output limit] Once upon a" in shown
+    assert "run " in shown and "completed (truncated)" in shown
+    data = json.loads(wk("session", "show", sid, "--format", "json").stdout)
+    assert [r["truncated"] for r in data["runs"]] == [True, True]
+    assert data["messages"][1]["metadata"]["truncated"] is True
+    receipt = json.loads(wk("debug", "prompt", "--session", sid, "--step", "1", "--format",
+                            "json").stdout)  # fmt: skip
+    [params] = [s for s in receipt["sections"] if s["id"] == "params"]
+    assert json.loads(params["content"])["max_output_tokens"] == 7 and receipt["verified"]
+
+
+def test_the_output_limit_comes_from_config_too(wk, workdir: Path):
+    model = write_script(workdir, HELLO)
+    (workdir / "wakeful.toml").write_text("[providers]\nmax_output_tokens = 33\n")
+    sid = json.loads(wk("run", "--model", model, "--format", "json", "hi").stdout)["session_id"]
+    receipt = json.loads(wk("debug", "prompt", "--session", sid, "--step", "1", "--format",
+                            "json").stdout)  # fmt: skip
+    [params] = [s for s in receipt["sections"] if s["id"] == "params"]
+    assert json.loads(params["content"])["max_output_tokens"] == 33
+    done = wk("run", "--max-output-tokens", "0", "hi", check=False)
+    assert done.returncode == 2 and "--max-output-tokens" in done.stderr

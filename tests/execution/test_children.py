@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.allow import ALLOW_WRITES
 from wakeful.config import Config, ExecutionConfig, RetryConfig
 from wakeful.events import InputEnqueued
 from wakeful.execution import Runtime
@@ -25,6 +26,7 @@ from .helpers import (
 )
 
 CONFIG = Config(
+    permissions=ALLOW_WRITES,
     retry=RetryConfig(initial_delay_ms=5, max_delay_ms=50, poll_interval_ms=5),
     execution=ExecutionConfig(poll_interval_ms=10, lease_ms=300),
 )

@@ -16,8 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
+from tests.pg import fresh_database
 from wakeful.events import InputDelivered, InputEnqueued
 from wakeful.store import SqlStore, open_store
 
@@ -198,3 +200,28 @@ def test_wakeful_interrupt_reaches_a_driver_in_another_process(db: str, tmp_path
     assert turn.status == "interrupted" and store.current_claim("ses_i") is None
     check_session(store, "ses_i")
     store.close()
+
+
+@pytest.mark.postgres
+def test_worker_once_waits_for_an_orphan_a_paused_writer_still_locks(tmp_path: Path):
+    """A driver paused inside a transaction keeps its claim row locked after its lease ran out;
+    takeovers pass over locked rows, so `worker --once` waits for the row rather than leaving
+    with the orphan undone."""
+    with fresh_database() as url:
+        work = make_workspace(tmp_path, lease_ms=300)
+        store = open_store(url)
+        create_session(store, "ses_l", slow_script(tmp_path / "s.json"), ["go"], workspace=work)
+        start = store.start_drain("ses_l", "elsewhere/1/x", 300, start_turn="turn_paused")
+        assert start.claim is not None
+        with psycopg.connect(url) as paused:  # the paused driver, mid-transaction
+            paused.execute("SELECT 1 FROM claims WHERE session_id = 'ses_l' FOR UPDATE")
+            time.sleep(0.5)  # past the lease
+            worker = wakeful(["worker", "--once"], cli_env(url, tmp_path), work)
+            time.sleep(3.0)
+            assert worker.poll() is None, "the worker left while the orphan was locked"
+            paused.rollback()  # (the database ends a paused writer's transaction like this)
+            code, _out, err = finish(worker, timeout=60)
+        assert code == 0, err
+        assert [t.status for t in store.turns("ses_l")][-1] == "completed"
+        check_session(store, "ses_l")
+        store.close()

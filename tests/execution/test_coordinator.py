@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.allow import ALLOW_WRITES
 from wakeful.config import Config, ExecutionConfig, RetryConfig
 from wakeful.execution import Runtime, SessionNotFoundError
 from wakeful.runner import LiveEvent
@@ -19,6 +20,7 @@ from wakeful.runner import LiveEvent
 from .helpers import check_session, write_script
 
 FAST = Config(
+    permissions=ALLOW_WRITES,
     retry=RetryConfig(initial_delay_ms=5, max_delay_ms=50, poll_interval_ms=5),
     execution=ExecutionConfig(poll_interval_ms=10, lease_ms=2_000),
 )
@@ -120,6 +122,9 @@ async def test_unknown_and_idle_sessions(db_url: str, tmp_path: Path):
     sid = rt.send("hello", resume=False).session_id
     assert rt.coordinator.interrupt(sid) is False and rt.coordinator.active() == []
     assert [p.input_id for p in rt.store.pending(sid)]  # an interrupt deletes no pending input
+    before = rt.store.high_water(sid)
+    assert rt.busy(sid) is False and rt.interrupt(sid) is False
+    assert rt.store.high_water(sid) == before  # idle: nothing written, nothing armed
     await rt.aclose()
 
 
@@ -185,3 +190,23 @@ async def test_input_admitted_while_the_claim_is_released_is_driven(db_url: str,
     check_session(rt.store, sid)
     await rt.aclose()
     await other.aclose()
+
+
+async def test_a_drain_with_nothing_to_do_writes_nothing(db_url: str, tmp_path: Path):
+    """An idle session's drain (no pending input, no open turn, no live claim) leaves the
+    store as it was: no event, no claim row, no change to the session row."""
+    rt = runtime(db_url, tmp_path, script(tmp_path))
+    sid = rt.send("first", resume=False).session_id
+    [first] = await rt.coordinator.resume(sid)
+    assert [t.outcome for t in first.turns] == ["completed"]
+
+    def state() -> tuple[object, ...]:
+        with rt.store.backend.transaction(write=False) as tx:
+            claims = tx.all("SELECT * FROM claims ORDER BY session_id")
+        return rt.store.last_event_id(), rt.store.get_session(sid), claims
+
+    before = state()
+    [idle] = await rt.coordinator.resume(sid)
+    assert idle.turns == [] and not idle.busy
+    assert state() == before
+    await rt.aclose()

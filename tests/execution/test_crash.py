@@ -238,6 +238,7 @@ def test_crash_during_compaction(tmp_path: Path):
     store = open_store(db)
     pad = "lorem ipsum dolor sit amet " * 100  # ~700 tokens a reply: compaction on turn 6
     model = write_script(tmp_path / "script.json", [
+        {"match": "^Stop the work here", "replies": [{"text": "## Objective\n- go on"}]},  # cached
         {"match": "^Summarize the conversation below", "replies": [{"text": "## Objective\n- go on"}]},
         {"match": "^talk", "replies": [{"text": "reply " + pad}]},
     ], context_window=6000, max_output_tokens=500)  # fmt: skip

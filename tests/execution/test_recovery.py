@@ -10,6 +10,7 @@ import asyncio
 import os
 from pathlib import Path
 
+from tests.allow import ALLOW_WRITES
 from wakeful.config import Config, ExecutionConfig, RetryConfig
 from wakeful.events import MessageAdded, SessionCreated, ToolCallStarted
 from wakeful.execution import Runtime
@@ -22,6 +23,7 @@ from .helpers import check_session, write_script
 
 DEAD = f"{host_id()}/{os.getpid()}/not-this-start"
 CONFIG = Config(
+    permissions=ALLOW_WRITES,
     retry=RetryConfig(initial_delay_ms=5, max_delay_ms=50, poll_interval_ms=5),
     execution=ExecutionConfig(poll_interval_ms=10, lease_ms=300),
 )

@@ -8,14 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.allow import ALLOW_WRITES
 from wakeful.config import Config, ExecutionConfig, RetryConfig
-from wakeful.errors import StoreBusyError
+from wakeful.errors import StoreBusyError, StoreError
 from wakeful.execution import Runtime, run_worker
 from wakeful.execution._worker import candidates
 
 from .helpers import check_session, write_script
 
 CONFIG = Config(
+    permissions=ALLOW_WRITES,
     retry=RetryConfig(initial_delay_ms=5, max_delay_ms=50, poll_interval_ms=5),
     execution=ExecutionConfig(poll_interval_ms=10, lease_ms=300),
 )
@@ -53,29 +55,49 @@ async def test_a_live_claim_is_not_a_candidate(db_url: str, tmp_path: Path):
     await rt.aclose()
 
 
-async def test_a_store_fault_is_logged_and_the_session_retried_later(
+def failing_start(rt: Runtime, *errors: Exception) -> None:
+    """Make the store's next `start_drain` calls raise `errors`, one each."""
+    start_drain = rt.store.start_drain
+    pending = list(errors)
+
+    def flaky(*args: object, **kw: object) -> object:
+        if pending:
+            raise pending.pop(0)
+        return start_drain(*args, **kw)  # type: ignore[arg-type]
+
+    rt.store.start_drain = flaky  # type: ignore[method-assign]
+
+
+async def test_a_busy_store_is_waited_out_and_logged_once(
     db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ):
     rt = runtime(db_url, tmp_path)
     sid = rt.send("task", resume=False).session_id
-    start_drain = rt.store.start_drain
-    failures = [1]
-
-    def flaky(*args: object, **kw: object) -> object:
-        if failures:
-            failures.pop()
-            raise StoreBusyError("database is busy")
-        return start_drain(*args, **kw)  # type: ignore[arg-type]
-
-    rt.store.start_drain = flaky  # type: ignore[method-assign]
+    failing_start(rt, *[StoreBusyError("database is busy")] * 3)
     with caplog.at_level(logging.WARNING, logger="wakeful.worker"):
         stats = await run_worker(rt, once=True)
-    assert "drain failed: StoreBusyError" in caplog.text and stats.turns == 0
+    assert stats.turns == 1 and stats.failed == set()  # retried after the backoff, same run
+    assert caplog.text.count("store fault in drains, waiting it out") == 1
+    assert caplog.text.count("store works again in drains") == 1
+    check_session(rt.store, sid)
+    await rt.aclose()
+
+
+async def test_a_failed_drain_is_logged_and_the_session_retried_later(
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    rt = runtime(db_url, tmp_path)
+    sid = rt.send("task", resume=False).session_id
+    failing_start(rt, StoreError("something else broke"))
+    with caplog.at_level(logging.WARNING, logger="wakeful.worker"):
+        stats = await run_worker(rt, once=True)
+    assert "drain failed: StoreError: something else broke" in caplog.text
+    assert stats.turns == 0 and stats.failed == {sid}  # `worker --once` exits 1 on this
     # The claim, the delivery and the turn start are one transaction: none of them happened.
     assert rt.store.current_claim(sid) is None and len(rt.store.pending(sid)) == 1
     await asyncio.sleep(CONFIG.execution.lease_ms / 1000 + 0.1)
     stats = await run_worker(rt, once=True)
-    assert stats.turns == 1
+    assert stats.turns == 1 and stats.failed == set()
     check_session(rt.store, sid)
     await rt.aclose()
 

@@ -55,6 +55,7 @@ def test_signatures() -> None:
     assert params(messages.to_openai_chat) == [
         ("messages", "POSITIONAL_OR_KEYWORD"),
         ("provider", "KEYWORD_ONLY"),
+        ("string_content", "KEYWORD_ONLY"),
     ]
     for fn in (messages.to_anthropic, messages.to_openai_responses, messages.is_wire_valid):
         assert len(params(fn)) == 1

@@ -18,6 +18,7 @@ from wakeful.messages import (
     ToolResultBlock,
     VideoBlock,
     from_openai_chat,
+    label_media,
     system,
     to_openai_chat,
 )
@@ -87,12 +88,13 @@ def test_reasoning_may_not_overwrite_message_fields() -> None:
     assert info.value.field == "messages[0].blocks[0].data"
 
 
-def test_assistant_tool_calls_carry_json_arguments_and_null_content() -> None:
+def test_assistant_tool_calls_carry_json_arguments_and_empty_content() -> None:
+    # `""`, not null: llama.cpp's Python server answers 500 to null or absent content (issue 19)
     (wire,) = to_openai_chat([_assistant(ToolCallBlock(id="c1", name="read", input={"p": "é"}))])
     assert_chat_valid(wire)
     assert wire == {
         "role": "assistant",
-        "content": None,
+        "content": "",
         "tool_calls": [
             {
                 "id": "c1",
@@ -101,6 +103,43 @@ def test_assistant_tool_calls_carry_json_arguments_and_null_content() -> None:
             }
         ],
     }
+
+
+def test_string_content_joins_text_only_parts_and_keeps_lists_that_hold_media() -> None:
+    texts = Message(role="user", blocks=(TextBlock(text="one"), TextBlock(text="two")))
+    with_image = Message(
+        role="user", blocks=(TextBlock(text="look"), ImageBlock(media_type="image/png", data="x"))
+    )
+    said = _assistant(TextBlock(text="a"), TextBlock(text="b"), ToolCallBlock(id="c", name="f"))
+    plain = to_openai_chat([texts, with_image, said])
+    joined = to_openai_chat([texts, with_image, said], string_content=True)
+    assert isinstance(plain[0]["content"], list) and isinstance(plain[2]["content"], list)
+    assert joined[0]["content"] == "one\n\ntwo"
+    assert joined[1]["content"] == plain[1]["content"]  # media keeps the list form
+    assert joined[2]["content"] == "a\n\nb" and joined[2]["tool_calls"] == plain[2]["tool_calls"]
+    for w in joined:
+        assert_chat_valid(w)
+
+
+def test_label_media_replaces_what_a_server_cannot_take_and_changes_nothing_else() -> None:
+    doc = DocumentBlock(media_type="application/pdf", data="JVBE", name="a.pdf")
+    image = ImageBlock(media_type="image/png", data="iVBO")
+    audio = AudioBlock(media_type="audio/wav", data="UklG")
+    m = Message(
+        role="user",
+        blocks=(TextBlock(text="see"), image, doc, ToolResultBlock(call_id="c", output=(audio,))),
+    )
+    untouched = Message(role="user", blocks=(TextBlock(text="only text"),))
+    labelled, same = label_media([m, untouched], frozenset({"image"}))
+    assert same is untouched
+    assert labelled.id == m.id and m.blocks[2] is doc  # the original keeps its media
+    assert labelled.blocks[:3] == (
+        TextBlock(text="see"), image, TextBlock(text="[document application/pdf a.pdf]"),
+    )  # fmt: skip
+    result = labelled.blocks[3]
+    assert isinstance(result, ToolResultBlock)
+    assert result.output == (TextBlock(text="[audio audio/wav]"),)
+    assert label_media([m], frozenset({"image", "audio", "video", "document"})) == [m]
 
 
 def test_user_media_parts() -> None:

@@ -26,6 +26,7 @@ class Reply:
     events: list[bytes] = field(default_factory=list)  # SSE frames, one chunk each
     cut: bool = False  # close after `events` without ending the chunked body
     hang_up: bool = False  # read the request, then close without answering
+    stream: bool = False  # an event stream even when `events` is empty (an empty 200 stream)
 
 
 @dataclass
@@ -41,7 +42,8 @@ class Recorded:
         return json.loads(self.body)
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            500: "Internal Server Error"}  # fmt: skip
 
 
 class FakeServer:
@@ -114,7 +116,7 @@ async def _write_reply(writer: asyncio.StreamWriter, reply: Reply) -> None:
     reason = _REASONS.get(reply.status, "Status")
     head = [f"HTTP/1.1 {reply.status} {reason}", "connection: close"]
     head += [f"{name}: {value}" for name, value in reply.headers.items()]
-    if reply.events or reply.cut:
+    if reply.events or reply.cut or reply.stream:
         head += ["content-type: text/event-stream", "transfer-encoding: chunked"]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
         for frame in reply.events:
@@ -221,3 +223,13 @@ def openai_events(*chunks: dict[str, Any], done: bool = True) -> list[bytes]:
 
 def openai_error(message: str, error_type: str, code: str | None = None) -> dict:
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+
+
+# What llama-cpp-python's server (0.3.x) answers, with a 500, to an assistant message whose
+# `content` is null: its request validation failed, not the server.
+LLAMA_CPP_VALIDATION_MESSAGE = (
+    "7 validation errors:\n  {'type': 'string_type', 'loc': ('body', 'messages', 1, "
+    "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid "
+    "string', 'input': None}"
+)
+LLAMA_CPP_VALIDATION_500 = openai_error(LLAMA_CPP_VALIDATION_MESSAGE, "internal_server_error")

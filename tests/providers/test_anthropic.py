@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -357,9 +358,33 @@ async def test_the_api_key_comes_from_the_environment(server, monkeypatch):
 
 def test_prompt_caching_can_be_turned_off():
     provider = make_provider("anthropic:claude-test", api_key="k", prompt_cache=False)
-    assert "cache_control" not in provider.wire_request(REQUEST)
+    assert "cache_control" not in json.dumps(provider.wire_request(REQUEST))
     cached = make_provider("anthropic:claude-test", api_key="k")
-    assert cached.wire_request(REQUEST)["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" in json.dumps(cached.wire_request(REQUEST))
+
+
+def test_breakpoints_sit_on_the_tools_the_system_and_the_newest_settled_message():
+    tools = (
+        ToolSpec("a", "first", {"type": "object"}),
+        ToolSpec("b", "second", {"type": "object"}),
+    )
+    note = system("## todos\n- [pending] x")
+    request = ModelRequest(
+        model="claude-test", system="Be brief.", tools=tools, volatile=1,
+        messages=(user("Hi"), assistant("Hello"), user("again"), note),
+    )  # fmt: skip
+    body = make_provider("anthropic:claude-test", api_key="k").wire_request(request)
+    mark = {"type": "ephemeral"}
+    assert "cache_control" not in body
+    assert [t.get("cache_control") for t in body["tools"]] == [None, mark]
+    assert body["system"][-1]["cache_control"] == mark
+    marked = [
+        (i, b["text"]) for i, m in enumerate(body["messages"]) for b in m["content"]
+        if "cache_control" in b
+    ]  # fmt: skip
+    assert marked == [(2, "again")]  # the newest settled message, not the note after it
+    assert body["messages"][3]["content"][0]["text"].endswith("- [pending] x")
+    assert "cache_control" not in json.dumps(body["messages"][3])
 
 
 async def test_a_garbled_event_is_incomplete(claude, server):

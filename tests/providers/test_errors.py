@@ -7,6 +7,7 @@ import email.utils
 import httpx2
 import pytest
 
+from tests.providers.fake_servers import LLAMA_CPP_VALIDATION_MESSAGE
 from wakeful.clock import FakeClock
 from wakeful.errors import (
     AuthenticationError,
@@ -21,8 +22,13 @@ from wakeful.providers import retry_after_ms
 from wakeful.providers._errors import HttpFailure, classify_connection, classify_http
 
 
-def failure(status, error_type=None, code=None, message="m", headers=None, text_overflow=False):
-    return HttpFailure(status, error_type, code, message, headers or {}, text_overflow)
+def failure(
+    status, error_type=None, code=None, message="m", headers=None, text_overflow=False,
+    text_invalid=False,
+):  # fmt: skip
+    return HttpFailure(
+        status, error_type, code, message, headers or {}, text_overflow, text_invalid
+    )
 
 
 @pytest.mark.parametrize(
@@ -75,6 +81,30 @@ def test_retry_after_as_an_http_date_is_measured_on_the_clock():
         (failure(400, message="messages: required", text_overflow=True), InvalidRequestError),
         (failure(200), IncompleteStreamError),
         (failure(409), InvalidRequestError),
+        # the request's fault, whatever the status: never "overloaded", never retried
+        (
+            failure(
+                500,
+                "internal_server_error",
+                message=LLAMA_CPP_VALIDATION_MESSAGE,
+                text_invalid=True,
+            ),
+            InvalidRequestError,
+        ),
+        (
+            failure(500, message='can only concatenate str (not "list") to str', text_invalid=True),
+            InvalidRequestError,
+        ),
+        (failure(500, "invalid_request_error"), InvalidRequestError),
+        (failure(400, "server_error"), InvalidRequestError),
+        (failure(422, "api_error"), InvalidRequestError),
+        # a 5xx whose text says nothing about the request is the server's fault
+        (
+            failure(500, "internal_server_error", message="CUDA error", text_invalid=True),
+            OverloadedError,
+        ),
+        # text is read only where the provider is known to need it
+        (failure(500, "api_error", message=LLAMA_CPP_VALIDATION_MESSAGE), OverloadedError),
     ],
 )
 def test_classification_reads_status_and_structured_codes(fail, expected):

@@ -1,4 +1,4 @@
-"""The scripted provider's public contract (DESIGN.md, "The scripted provider")."""
+"""The scripted provider's public contract (docs/design.md, "The scripted provider")."""
 
 from __future__ import annotations
 
@@ -99,6 +99,7 @@ async def test_reasoning_streams_before_text_with_the_configured_chunk_size():
     events = await collect(p, request(user("q")))
     kinds = [(type(e).__name__, getattr(e, "text", None)) for e in events[:-2]]
     assert kinds == [
+        ("UsageReport", None),  # the input side first, as Anthropic's message_start
         ("ReasoningDelta", "thin"),
         ("ReasoningDelta", "k ha"),
         ("ReasoningDelta", "rd"),
@@ -312,8 +313,9 @@ async def test_after_chars_streams_that_much_text_then_fails():
     )
     events, err = await collect_until_error(p, request(user("q")))
     assert isinstance(err, IncompleteStreamError)
-    assert events[0] == ReasoningDelta(text="hmm")
-    assert [e.text for e in events[1:]] == ["x" * 8, "x" * 8, "x" * 4]
+    assert isinstance(events[0], UsageReport)  # the input side, before anything streams
+    assert events[1] == ReasoningDelta(text="hmm")
+    assert [e.text for e in events[2:]] == ["x" * 8, "x" * 8, "x" * 4]
     assert not any(isinstance(e, Finish) for e in events)
 
 
@@ -397,7 +399,7 @@ async def test_top_level_keys_configure_the_provider():
     p = provider([{"match": "", "replies": [{}]}], context_window=1234, max_output_tokens=56)
     assert (p.context_window, p.max_output_tokens) == (1234, 56)
     events = await collect(p, request(user("q")))
-    assert len(events) == 2
+    assert len(events) == 3  # input usage, usage, finish
     assert finish_of(events).reason == "stop"
     assert finish_of(events).message.blocks == ()
 

@@ -18,7 +18,8 @@ from wakeful.runner.tools import READ_ONLY_TOOLS, WORK_STATE_TOOLS, builtin_tool
 def test_build_has_every_tool():
     build = resolve_agent("build")
     assert build == BUILTIN_AGENTS["build"] and build.max_steps == 50 and build.model is None
-    assert set(builtin_tools(delegation=True)) == set(build.tools) == set(ALL_TOOLS)
+    assert set(builtin_tools(delegation=True)) == set(ALL_TOOLS)
+    assert build.tools == (*ALL_TOOLS, "mcp__*")  # and every MCP server's tools
 
 
 def test_plan_reads_and_plans_but_changes_nothing():
@@ -47,7 +48,10 @@ def test_a_configured_agent_is_new():
     assert review == Agent(
         "review", "Reviews diffs.", "Review the change.", None, ("read_file", "grep"), 50
     )
-    assert resolve_agent("other", Config(agents={"other": AgentConfig()})).tools == ALL_TOOLS
+    assert resolve_agent("other", Config(agents={"other": AgentConfig()})).tools == (
+        *ALL_TOOLS,
+        "mcp__*",
+    )
 
 
 def test_unknown_agents_and_tools_are_usage_errors():

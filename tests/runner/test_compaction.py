@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from wakeful.cli._main import cli
-from wakeful.config import CompactionConfig, Config, RetryConfig
+from wakeful.config import CompactionConfig, Config, ModelSettings, ProvidersConfig, RetryConfig
 from wakeful.events import CompactionEnded, CompactionFailed, ReceiptRecorded
 from wakeful.execution import Runtime
 from wakeful.messages import CompactSummaryBlock, ImageBlock, is_wire_valid
@@ -28,7 +28,9 @@ def script(tmp_path: Path, rules: list[dict], name: str = "script.json", **top: 
 
 def runtime(tmp_path: Path, spec: str, **compaction: object) -> Runtime:
     config = Config(
-        compaction=CompactionConfig(**{"reserved": 500, **compaction}),
+        # The separate summary request only (its receipts and rules are what these tests read;
+        # the cached one is `test_cached_summary.py`'s).
+        compaction=CompactionConfig(**{"reserved": 500, "reuse_cache": False, **compaction}),
         retry=RetryConfig(initial_delay_ms=5, max_delay_ms=50, poll_interval_ms=5),
     )
     return Runtime(str(tmp_path / "s.db"), model=spec, workspace=tmp_path, config=config)
@@ -239,6 +241,28 @@ async def test_a_too_long_summary_request_is_shrunk(tmp_path: Path):
     await rt.aclose()
 
 
+async def test_a_compaction_model_takes_its_providers_options(tmp_path: Path):
+    """`[providers]` settings of the `[compaction] model` (here its context window and output
+    limit) apply to the summary call, as to the session's own model: one builder."""
+    small = script(tmp_path, [SUMMARY_RULE], "small.json")  # its script says 200000 tokens
+    model = script(tmp_path, [SUMMARY_RULE, {"match": ".", "replies": [{"text": "ok " + PAD}]}])
+    providers = ProvidersConfig(
+        context_windows={small: 1500}, models={small: ModelSettings(max_output_tokens=200)}
+    )
+    config = Config(
+        compaction=CompactionConfig(reserved=500, model=small), providers=providers,
+        retry=RetryConfig(initial_delay_ms=5, max_delay_ms=50, poll_interval_ms=5),
+    )  # fmt: skip
+    rt = Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=config)
+    sid = await chat(rt, [f"turn {i}: {PAD}" for i in range(20)])
+    rt.send(session_id=sid, kind="compaction", payload={}, input_id="c1", resume=False)
+    await rt.resume(sid)
+    result = compaction_result(rt.store, sid, "c1")
+    assert result is not None and result.compacted and result.model == small
+    assert result.dropped > 0  # fitted into the configured 1500-token window
+    await rt.aclose()
+
+
 async def test_a_summary_request_that_stays_too_long_fails_with_a_typed_error(tmp_path: Path):
     always = {"kind": "context_overflow", "times": 99}
     summary = {"match": "^Summarize the conversation below", "replies": [{"text": "s", "error": always}]}  # fmt: skip
@@ -279,8 +303,9 @@ async def test_an_image_in_old_history_reaches_the_summary_request_only_as_its_l
     assert "[Attached diagram.png (image/png)]" in body
     assert data[:40] not in body and "PNG-not-really" not in body
     assert verify_receipt(rt.store, sid, receipt, make_provider(model))
-    stored = rt.store.messages(sid)[0].blocks[1]  # the durable block is untouched
-    assert isinstance(stored, ImageBlock) and stored.data == data
+    stored = rt.store.messages(sid)[0].blocks[1]  # the durable block is untouched: a blob ref
+    assert isinstance(stored, ImageBlock) and stored.ref is not None
+    assert base64.b64encode(rt.store.get_blob(stored.ref)).decode() == data
     await rt.aclose()
 
 

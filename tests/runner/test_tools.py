@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import signal
 import time
@@ -135,7 +136,7 @@ async def test_read_file_caps_lines_and_bytes(ctx: ToolContext, ws: Path):
 async def test_read_file_errors(ctx: ToolContext, ws: Path):
     assert "no such file: nope.txt" in await fails(ctx, "read_file", path="nope.txt")
     (ws / "d").mkdir()
-    assert "no such file" in await fails(ctx, "read_file", path="d")
+    assert "d is a directory, not a regular file" in await fails(ctx, "read_file", path="d")
     (ws / "b.bin").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0" + bytes(range(256)))
     assert "binary file" in await fails(ctx, "read_file", path="b.bin")
 
@@ -482,4 +483,13 @@ async def test_cancellation_inside_a_tool_propagates(ctx: ToolContext):
 
 async def test_metadata_reaches_the_result(ctx: ToolContext, ws: Path):
     result, _ = await call(ctx, "write_file", path="m.txt", content="four")
-    assert result.metadata == {"bytes": 4} and result.call_id == "call_1"
+    assert result.metadata is not None and result.call_id == "call_1"
+    assert result.metadata["bytes"] == 4
+    assert result.metadata["file_change"] == {
+        "path": "m.txt",
+        "before": None,
+        "after": hashlib.sha256(b"four").hexdigest(),
+    }
+    assert result.metadata["artifacts"] == [
+        {"kind": "file", "uri": (ws / "m.txt").resolve().as_uri(), "label": "m.txt"}
+    ]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.allow import ALLOW_WRITES
 from wakeful.config import Config, RetryConfig
 from wakeful.execution import Runtime
 from wakeful.messages import is_wire_valid
@@ -21,7 +22,8 @@ def script(tmp_path: Path, rules: list[dict], **top: object) -> str:
 
 
 def runtime(tmp_path: Path, model: str, **kw: object) -> Runtime:
-    config = Config(retry=RetryConfig(initial_delay_ms=5, max_delay_ms=200, poll_interval_ms=5))
+    config = Config(retry=RetryConfig(initial_delay_ms=5, max_delay_ms=200, poll_interval_ms=5),
+                    permissions=ALLOW_WRITES)  # fmt: skip
     return Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=config, **kw)
 
 

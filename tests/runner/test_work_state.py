@@ -52,7 +52,9 @@ async def test_work_state_survives_compaction_within_its_caps(tmp_path: Path):
             {"match": ".", "replies": [{"text": "ok " + PAD}]},
         ],
     }))  # fmt: skip
-    config = Config(compaction=CompactionConfig(reserved=500))
+    # The separate summary request, whose text holds the work state (the cached one sends it
+    # as the request's note: `test_cached_summary.py`).
+    config = Config(compaction=CompactionConfig(reserved=500, reuse_cache=False))
     rt = Runtime(
         str(tmp_path / "s.db"), model=f"scripted:{path}", workspace=tmp_path, config=config
     )
@@ -70,7 +72,7 @@ async def test_work_state_survives_compaction_within_its_caps(tmp_path: Path):
     assert rt.store.work_state(sid) == before and len(before["todos"]) == 100  # type: ignore[arg-type]
     last = rt.store.receipts(sid)[-1]
     assert last.purpose == "step" and last.message_ids[0] == ended[-1].summary_message_id
-    [digest] = [d for s, _src, d in last.sections if s == "system.runtime.work_state"]
+    [digest] = [d for s, _src, d in last.sections if s == "note.runtime.work_state"]
     section = rt.store.get_blob(digest).decode()
     assert len(section.encode()) <= MAX_BYTES
     assert "migrate the billing service" in section

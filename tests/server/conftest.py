@@ -15,6 +15,7 @@ import httpx
 import pytest
 import uvicorn
 
+from tests.allow import ALLOW_WRITES
 from wakeful.config import Config, RetryConfig
 from wakeful.execution import Runtime
 from wakeful.server import Settings, Tokens, create_app
@@ -95,12 +96,14 @@ def make_server(tmp_path: Path) -> Iterator[MakeServer]:
     served: list[Served] = []
 
     def make(
-        model: str | None = None, settings: Settings | None = None, db: str | None = None, **kw: Any
-    ) -> Served:
+        model: str | None = None, settings: Settings | None = None, db: str | None = None,
+        permissions: dict[str, Any] | None = None, **kw: Any,
+    ) -> Served:  # fmt: skip
         work = tmp_path / f"work{len(served)}"
         work.mkdir()
         (work / ".git").mkdir()
-        config = Config(retry=RetryConfig(initial_delay_ms=5, max_delay_ms=200, poll_interval_ms=5))
+        config = Config(retry=RetryConfig(initial_delay_ms=5, max_delay_ms=200, poll_interval_ms=5),
+                        permissions=ALLOW_WRITES if permissions is None else permissions)  # fmt: skip
         rt = Runtime(db or str(tmp_path / f"s{len(served)}.db"), model=model or script(tmp_path, ECHO),
                      workspace=work, config=config, **kw)  # fmt: skip
         app = create_app(rt, tokens=Tokens([TOKEN], [SENSITIVE]),

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.server.conftest import ECHO, MakeServer, Served, script, wait_for
 
@@ -112,7 +111,8 @@ def test_bad_input_is_4xx_with_a_reason(server: Served):
         (c.get("/sessions", params={"limit": 0}), 422),
         (c.get("/sessions", params={"cursor": "garbage"}), 422),
         (c.get(f"/sessions/{sid}/log", params={"after": -1}), 422),
-        (c.get(f"/sessions/{sid}/log", headers={"Last-Event-ID": "x"}), 422),
+        (c.get(f"/sessions/{sid}/log", headers={"Last-Event-ID": "x"}), 400),  # docs/server.md
+        (c.get("/events", headers={"Last-Event-ID": "-1", "Accept": "text/event-stream"}), 400),
         (c.post(f"/sessions/{sid}/fork", json={"through_seq": 10_000}), 422),
         (c.get("/no/such/route"), 404),
         (c.put("/sessions"), 405),
@@ -127,10 +127,11 @@ def test_fork_archive_list_search_delete(server: Served):
     c = server.client()
     a = _create(c, title="alpha report", prompt={"text": "hi", "wait": True})
     b = _create(c, title="beta notes")
-    fork = c.post(f"/sessions/{a}/fork", json={"through_seq": 3, "title": "alpha fork"})
+    # seq 1 created, 2 enqueued, 3 the instruction delta (before delivery), 4 delivered
+    fork = c.post(f"/sessions/{a}/fork", json={"through_seq": 4, "title": "alpha fork"})
     assert fork.status_code == 201
     f = fork.json()
-    assert f["forked_from"] == a and f["fork_seq"] == 3
+    assert f["forked_from"] == a and f["fork_seq"] == 4
     assert [m["message"]["role"] for m in c.get(f"/sessions/{f['id']}/messages").json()["messages"]] == ["user"]  # fmt: skip
     assert c.post(f"/sessions/{b}/archive").json()["archived"] is True
     ids = [s["id"] for s in c.get("/sessions").json()["sessions"]]
@@ -186,8 +187,8 @@ def test_media_is_served_only_when_a_message_references_it(server: Served):
     assert r.headers["content-security-policy"] == "sandbox"
 
 
-def test_a_drain_that_cannot_start_is_reported_not_lost(
-    make_server: MakeServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_drain_whose_model_cannot_be_built_blocks_its_turn_with_the_reason(
+    make_server: MakeServer, tmp_path: Path
 ):
     path = tmp_path / "vanishing.json"
     path.write_text(json.dumps({"rules": ECHO}))
@@ -195,11 +196,30 @@ def test_a_drain_that_cannot_start_is_reported_not_lost(
     c = server.client()
     sid = _create(c)
     path.unlink()  # a permanent configuration error the drain meets when it builds the provider
-    assert c.post(f"/sessions/{sid}/prompt", json={"text": "hi"}).status_code == 202
-    wait_for(lambda: f"the drain of {sid} stopped" in caplog.text, what="the report")
-    waited = c.post(f"/sessions/{sid}/prompt", json={"text": "again", "wait": True})
-    assert waited.status_code < 500  # the failed drain kept its claim: this one finds it busy
-    assert [i["payload"]["text"] for i in c.get(f"/sessions/{sid}/pending").json()["items"]] == [
-        "hi", "again",
-    ]  # fmt: skip  # nothing admitted is lost
+    waited = c.post(f"/sessions/{sid}/prompt", json={"text": "hi", "wait": True})
+    assert waited.status_code == 200, waited.text
+    [turn] = waited.json()["turns"]
+    assert turn["outcome"] == "blocked" and "no script file" in turn["error"]
+    # Settled once, not left pending for every later driver to retry.
+    assert c.get(f"/sessions/{sid}/pending").json()["items"] == []
     assert c.post("/sessions", json={"model": f"scripted:{path}"}).status_code == 422
+
+
+def test_a_fork_with_an_agent_and_model_runs_as_them_and_leaves_the_original(
+    make_server: MakeServer, tmp_path: Path
+):
+    path = tmp_path / "echo.json"
+    path.write_text(json.dumps({"rules": ECHO}))
+    server = make_server(model=f"scripted:{path}")
+    c = server.client()
+    sid = _create(c)
+    bad = c.post(f"/sessions/{sid}/fork", json={"model": "scripted:/nonexistent.json"})
+    assert bad.status_code == 422 and "no script file" in bad.text
+    assert c.post(f"/sessions/{sid}/fork", json={"agent": "ghost"}).status_code == 422
+    assert len(c.get("/sessions").json()["sessions"]) == 1  # nothing was forked
+    fork = c.post(f"/sessions/{sid}/fork", json={"agent": "plan"})
+    assert fork.status_code == 201 and fork.json()["agent"] == "plan"
+    assert c.get(f"/sessions/{sid}").json()["agent"] == "build"
+    events = c.get(f"/sessions/{fork.json()['id']}/log").json()["events"]
+    [update] = [e["data"] for e in events if e["type"] == "session.updated"]
+    assert update["agent"] == "plan" and "model" not in update

@@ -48,7 +48,7 @@ def test_client_round_trip_and_error_types(server: Served):
         assert c.archive(fork["id"])["archived"] is True
         assert c.delete(fork["id"])["sessions"] == 1
         assert c.compact(sid, resume=False)["status"] == "pending"
-        assert c.interrupt(sid)["requested"] is True
+        assert c.interrupt(sid)["requested"] is False  # idle: nothing written
     with Client(server.url, "wrong-token-000000") as bad, pytest.raises(UnauthorizedError):
         bad.list_sessions()
     with Client(server.url, TOKEN) as c, pytest.raises(UnauthorizedError):

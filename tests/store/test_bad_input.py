@@ -79,15 +79,21 @@ def test_conflicting_input_id_is_refused_and_the_original_kept(store: SqlStore, 
         store.promote("ses_a", idle=True)
     item = store.input("ses_a", "i1")
     before = state(store)
-    for kind, payload, delivery in [
+    conflicting = [
         ("user", {"text": "changed"}, "steer"),
-        ("user", {"text": "original"}, "queue"),
         ("synthetic", {"text": "original"}, "steer"),
-    ]:
+    ]
+    if not settled:  # a pending item is matched with its delivery mode too (003)
+        conflicting.append(("user", {"text": "original"}, "queue"))
+    for kind, payload, delivery in conflicting:
         with pytest.raises(ConflictError, match=r"'i1'.*ses_a.*different content"):
             store.admit("ses_a", "i1", kind, payload, delivery)  # type: ignore[arg-type]
     assert store.input("ses_a", "i1") == item
     assert state(store) == before
+    if settled:  # delivered: another delivery mode is the same input, nothing written
+        again = store.admit("ses_a", "i1", "user", {"text": "original"}, "queue")
+        assert not again.created and again.item == item
+        assert state(store) == before
     texts = [m.text() for m in store.messages("ses_a")]
     assert texts == (["original"] if settled else [])
 
@@ -169,10 +175,10 @@ def test_missing_postgres_database_is_a_store_error_naming_the_url():
 
 
 @pytest.mark.postgres
-def test_a_dropped_postgres_connection_fails_one_call_and_loses_nothing():
-    """The server ends every connection of the store: each broken pooled connection fails one
-    call with a StoreError (no driver exception), the pool replaces it, admissions go on, and
-    the pending inputs are exactly the ones whose admission returned."""
+def test_a_dropped_postgres_connection_fails_no_call_and_loses_nothing():
+    """The server ends every connection of the store while they sit in the pool: each one is
+    found dead before use and replaced, so no call fails, and the pending inputs are exactly
+    the ones whose admission returned."""
     with fresh_database() as url:
         store = open_store(url)
         try:
@@ -188,10 +194,9 @@ def test_a_dropped_postgres_connection_fails_one_call_and_loses_nothing():
                 try:
                     store.admit("ses_a", f"i{i}", "user", {"text": str(i)})
                     admitted.append(f"i{i}")
-                except StoreError as err:
-                    assert "failed" in str(err)
+                except StoreError:
                     failures += 1
-            assert 1 <= failures <= 8 and len(admitted) >= 5  # at most one per pooled connection
+            assert failures == 0
             assert [item.input_id for item in store.pending("ses_a")] == admitted
         finally:
             store.close()

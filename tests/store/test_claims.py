@@ -12,8 +12,8 @@ import pytest
 from tests.pg import fresh_database
 from wakeful.clock import FakeClock
 from wakeful.errors import ClaimLostError
-from wakeful.events import SessionCreated
-from wakeful.messages import assistant
+from wakeful.events import MessageAdded, SessionCreated, ToolCallStarted, TurnEnded
+from wakeful.messages import Message, ToolCallBlock, assistant
 from wakeful.store import Claim, SqlStore, fence, open_store
 
 NEW = SessionCreated(title="t")
@@ -77,6 +77,29 @@ def test_start_drain_takes_over_an_orphan_without_promoting(store: SqlStore, clo
     assert [t.turn_id for t in store.turns("ses_a")] == ["turn_1"]
     with pytest.raises(ClaimLostError):
         store.add_message("ses_a", assistant("late"), claim=fence(crashed.claim))
+
+
+def test_start_drain_over_a_released_claim_with_a_running_call_promotes_nothing(
+    store: SqlStore,
+):
+    store.admit("ses_a", "i1", "user", {"text": "one"}, create=NEW)
+    first = store.start_drain("ses_a", "gone", LEASE, start_turn="turn_1")
+    assert first.claim is not None
+    call = ToolCallBlock(id="call_1", name="shell", input={"command": "true"})
+    reply = Message(role="assistant", blocks=(call,))
+    started = ToolCallStarted(call_id="call_1", message_id=reply.id, name="shell", input={})
+    store.append("ses_a", [MessageAdded(message=reply, turn_id="turn_1"), started],
+                 fence(first.claim))  # fmt: skip
+    store.append("ses_a", [TurnEnded(turn_id="turn_1", outcome="failed")], fence(first.claim))
+    assert store.release_claim(first.claim)  # its result was never saved
+    store.admit("ses_a", "i2", "user", {"text": "two"})
+    start = store.start_drain("ses_a", "me", LEASE, start_turn="turn_2")
+    assert start.claim is not None and not start.claim.taken_over
+    assert start.delivered == ()  # the call is settled first; i2 waits for the next promote
+    assert [i.input_id for i in store.pending("ses_a")] == ["i2"]
+    store.release_claim(start.claim)
+    store.promote("ses_a", idle=True)  # with nothing pending, still taken: the call is orphaned
+    assert store.start_drain("ses_a", "me", LEASE, start_turn="turn_3").claim is not None
 
 
 def orphans(store: SqlStore, n: int, owner: str) -> list[str]:

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import pytest
 
+from wakeful.clock import FakeClock
 from wakeful.errors import ClaimLostError, ConflictError, NotFoundError, UsageError
-from wakeful.events import MessageAdded, SessionCreated, SessionUpdated, TurnStarted
+from wakeful.events import (
+    InstructionsUpdated,
+    MessageAdded,
+    SessionCreated,
+    SessionUpdated,
+    TurnStarted,
+)
 from wakeful.messages import assistant
-from wakeful.store import SqlStore, SyncMarker, fence
+from wakeful.store import Prelude, SqlStore, SyncMarker, current_owner, fence
 from wakeful.store._append import LIST_SLACK_MS
 
 NEW = SessionCreated(title="t")
@@ -45,6 +53,10 @@ def test_input_id_reuse_is_idempotent_or_conflict(store: SqlStore):
     store.promote("ses_a", idle=True)
     after = store.admit("ses_a", "i1", "user", {"text": "hi"})
     assert not after.created and after.item.status == "delivered"
+    other_mode = store.admit("ses_a", "i1", "user", {"text": "hi"}, delivery="queue")
+    assert not other_mode.created and other_mode.item == after.item  # 003: same input
+    with pytest.raises(ConflictError):  # delivered, but other content
+        store.admit("ses_a", "i1", "user", {"text": "other"}, delivery="queue")
     assert texts(store, "ses_a") == ["hi"]
 
 
@@ -302,11 +314,22 @@ def test_prune_archive_is_reversible(store: SqlStore, clock):
     assert not store.get_session("ses_old").archived
 
 
-def test_turn_and_session_update_projections(store: SqlStore):
+def test_turn_and_session_update_projections(store: SqlStore, clock: FakeClock):
     store.create_session("ses_a")
-    store.append("ses_a", [TurnStarted(turn_id="t1"), SessionUpdated(title="new")])
+    claim = store.acquire_claim("ses_a", current_owner(), 1_000)
+    assert claim is not None
+    store.append("ses_a", [TurnStarted(turn_id="t1"), SessionUpdated(title="new")], fence(claim))
     row = store.get_session("ses_a")
     assert row.status == "running" and row.title == "new"
+    # The driver's lease lapses (a crash): the ghost `running` reads `interrupted` (spec 002),
+    # in every read, and nothing is written to say so.
+    clock.advance(1_001)
+    seq = store.high_water("ses_a")
+    assert store.get_session("ses_a").status == "interrupted"
+    assert [r.status for r in store.list_sessions().sessions] == ["interrupted"]
+    assert store.has_live_claim("ses_a") is False and store.high_water("ses_a") == seq
+    store.release_claim(claim)
+    assert store.get_session("ses_a").status == "interrupted"  # no claim at all: no driver
 
 
 def test_message_events_read_back_typed(store: SqlStore):
@@ -323,3 +346,22 @@ def test_fork_takes_a_chosen_id_and_unknown_sessions_have_no_events(store: SqlSt
     assert child.id == "ses_chosen" and texts(store, "ses_chosen") == ["one"]
     with pytest.raises(NotFoundError):
         store.events("ses_nope", after=5)
+
+
+def test_a_prelude_is_written_just_before_a_delivery_of_messages_or_dropped(store: SqlStore):
+    store.admit("ses_a", "c1", "compaction", {}, create=NEW)
+    delta = InstructionsUpdated(delta={"builtin": "0" * 64})
+    at = store.high_water("ses_a")
+    prelude = Prelude((delta,), (b"value",), at)
+    store.promote("ses_a", idle=True, prelude=prelude)  # a control item alone: not written
+    assert not store.events("ses_a", types=["instructions.updated"])
+    store.admit("ses_a", "i1", "user", {"text": "hi"})
+    stale = Prelude((delta,), (b"value",), at)  # planned before the session moved on
+    assert store.promote("ses_a", idle=True, prelude=stale)
+    assert not store.events("ses_a", types=["instructions.updated"])
+    store.admit("ses_a", "i2", "user", {"text": "again"})
+    fresh = Prelude((delta,), (b"value",), store.high_water("ses_a"))
+    store.promote("ses_a", idle=True, prelude=fresh, start_turn="turn_x")
+    types = [e.type for e in store.events("ses_a", after=store.high_water("ses_a") - 3)]
+    assert types == ["instructions.updated", "inbox.delivered", "turn.started"]
+    assert store.get_blob(hashlib.sha256(b"value").hexdigest()) == b"value"

@@ -161,6 +161,23 @@ def test_upgraded_file_takes_new_writes(v1_copy: Path):
         store.close()
 
 
+def test_upgraded_file_is_searchable(v1_copy: Path):
+    """Migration 7 adds the full-text index; the first open fills it from the old sessions."""
+    from tests.store.test_search import expected, indexed
+
+    store = open_store(str(v1_copy))
+    try:
+        for row in store.list_sessions(roots_only=False, archived=None).sessions:
+            assert indexed(store, row.id) == expected(store, row.id), row.id
+        fork = next(s.id for s in store.list_sessions().sessions if s.id != ALPHA)
+        found = {h.session.id for h in store.search("readme").hits}  # the call and its result
+        assert found == {ALPHA, fork}  # the fork copied them
+        assert [h.session.id for h in store.search("answer", archived=True).hits] == ["ses_v1_beta"]
+        assert [h.session.id for h in store.search("report").hits] == ["ses_v1_child"]
+    finally:
+        store.close()
+
+
 def test_fresh_file_is_migrated_without_a_backup(tmp_path: Path):
     path = tmp_path / "sessions.db"
     open_store(str(path)).close()

@@ -1,167 +1,396 @@
 """`wakeful chat`: an interactive session over the runtime.
 
-Nothing is written until the first model-bound submission (lazy materialization): the chat holds
-a prepared session id only. Typing while the agent works sends a steer; `/queue TEXT` queues;
-Ctrl-C interrupts the running turn (and exits when nothing runs). Works over a plain pipe too.
+Nothing is written until the first model-bound submission (lazy materialization): a new chat
+holds a prepared session id only. `--session ID` or `--continue` resumes a stored session, and so
+does `/resume` (a picker over recent sessions, or a search). Typing while the agent works sends a
+steer; `/queue TEXT` queues. Ctrl-C interrupts the running turn; a second Ctrl-C, or Ctrl-D on an
+empty line, leaves; Ctrl-C with text typed clears it. `/quit` while a turn runs asks first. On
+leaving, the session id is printed. A call whose permission is `ask` is asked about inline (the
+command or diff, then y once, a always for this session, n deny); `/approve`, `/always` and
+`/deny` decide on one a session paused for earlier. Works over a plain pipe too (see `_chat_view`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import signal
 import sys
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Callable
 
 import click
+from prompt_toolkit.utils import is_dumb_terminal
 
+from ..errors import UsageError, WakefulError
+from ..events import Decision
 from ..execution import Runtime
-from ..runner import LiveEvent
-from ..store import new_session_id
-from ._common import db_option
+from ..runner import AskResult, LiveEvent, preview
+from ..store import SessionRow, new_session_id
+from ._approve import ANSWERS
+from ._chat_view import PipeView, TtyView, View
+from ._common import db_option, max_output_option
+from ._run import _target_session
 
 HELP = (
-    "/new  another session   /fork  fork this one   /sessions  list   /compact  compact now\n"
-    "/queue TEXT  deliver after the turn   /quit  leave   (text while working = steer)"
+    "Enter sends · Alt-Enter or a trailing \\ adds a line · typing while it works steers\n"
+    "/resume [ID|WORDS]  pick a session   /sessions  list   /new  another   /fork  fork this one\n"
+    "/queue TEXT  after the turn   /compact  compact now   /help   /quit  (Ctrl-C stops a turn)\n"
+    "/approve [CALL]  /always [CALL]  /deny [CALL]  decide on a call the session waits on"
 )
+PICK_LIMIT = 15
+SWITCHING = ("/new", "/fork", "/resume")  # commands a running turn refuses
+SETTLE_S = 2.0  # how long such a command waits for a turn that is just ending
+
+
+def _local(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
+
+
+def _plain(text: str) -> str:
+    """One line without control characters (session content never drives the terminal)."""
+    return "".join(c if c.isprintable() else " " for c in text)
 
 
 class Chat:
-    """The chat's state: the runtime and the current (maybe only prepared) session."""
+    """The chat's state: the runtime, the current (maybe only prepared) session, the view."""
 
-    def __init__(self, rt: Runtime, out: Callable[[str], None]) -> None:
+    def __init__(self, rt: Runtime, view: View, session_id: str | None = None) -> None:
         self.rt = rt
-        self.out = out
-        self.sid = new_session_id()
+        self.view = view
+        self.sid = session_id or new_session_id()
+        self.choices: list[str] = []  # the session ids last listed, for `/resume N`
+        self.picking = False  # the next line answers the picker
+        self.armed = False  # the next Ctrl-C on an empty line leaves
+        self.question: asyncio.Future[Decision] | None = None  # an approval the next line answers
+
+    # -- state -------------------------------------------------------------------------------
 
     def busy(self) -> bool:
         """Whether this process is driving the current session."""
-        return self.sid in self.rt.coordinator.active()
+        return self.sid in self.rt.active()
 
     def materialized(self) -> bool:
         """Whether the current session exists in the store."""
-        return self.rt.store.find_session(self.sid) is not None
+        return self.rt.reads.find_session(self.sid) is not None
 
-    def handle(self, line: str) -> bool:
-        """Act on one input line; return False to leave."""
+    def listener(self, ev: LiveEvent) -> None:
+        """The runtime's live events: only the current session's reach the view."""
+        if ev.session_id != self.sid:
+            return
+        self.view.show(ev)
+        if ev.kind == "turn_end" and self.armed:
+            self.view.notice("press Ctrl-C again or Ctrl-D to leave")
+
+    def ctrl_c(self, typed: bool = False) -> bool:
+        """Ctrl-C: with text typed, the view clears it (and this disarms); on an empty line,
+        interrupt a running turn, else arm; armed, leave (True)."""
+        if typed:
+            self.armed = False
+            self.view.notice(None)
+            return False
+        if self.question is not None and not self.question.done():
+            self.question.set_result("deny")  # a question is never left waiting on an interrupt
+        if self.armed:
+            return True
+        self.armed = True
+        if self.busy():
+            self.rt.interrupt(self.sid)
+            self.view.notice("interrupting… (Ctrl-C again or Ctrl-D to leave)")
+        else:
+            self.view.notice("press Ctrl-C again or Ctrl-D to leave")
+        return False
+
+    # -- input -------------------------------------------------------------------------------
+
+    async def handle(self, line: str) -> bool:
+        """Act on one input; return False to leave."""
+        self.armed = False
+        self.view.notice(None)
         text = line.strip()
+        if text:
+            self.view.echo(text)
+        if self.question is not None and not self.question.done():
+            answer = ANSWERS.get(text.lower())
+            if answer is None:
+                self.view.notice("answer y (once), a (always, this session) or n (deny)")
+            else:
+                self.question.set_result(answer)
+            return True
+        if self.picking:  # a number or an id answers the picker; anything else goes on as usual
+            self.picking = False
+            if text.isdigit() or text.startswith("ses_"):
+                if not self._pick(text):
+                    self.view.say(f"no session {_plain(text)}")
+                return True
         if not text:
             return True
         command, _, rest = text.partition(" ")
-        if not command.startswith("/"):
+        if not command.startswith("/") or command == "/":
             self.rt.send(text, session_id=self.sid)
             return True
-        actions: dict[str, Callable[[str], bool | None]] = {
-            "/quit": lambda _r: False, "/exit": lambda _r: False, "/help": lambda _r: self.out(HELP),
-            "/new": self._new, "/fork": self._fork, "/sessions": self._sessions,
-            "/compact": self._compact, "/queue": self._queue,
+        if command in ("/quit", "/exit"):
+            return await self._may_leave()
+        actions: dict[str, Callable[[str], object]] = {
+            "/help": lambda _r: self.view.say(HELP), "/new": self._new, "/fork": self._fork,
+            "/sessions": self._sessions, "/resume": self._resume, "/compact": self._compact,
+            "/queue": self._queue, "/approve": lambda r: self._decide(r, "allow"),
+            "/always": lambda r: self._decide(r, "always"), "/deny": lambda r: self._decide(r, "deny"),
         }  # fmt: skip
         action = actions.get(command)
         if action is None:
-            self.out(f"unknown command {command}; /help lists them")
+            self.view.say(f"unknown command {command}; /help lists them")
             return True
-        return action(rest) is not False
+        if command in SWITCHING:
+            await self._settle()
+        action(rest.strip())
+        return True
+
+    async def _settle(self) -> None:
+        """Give a turn whose answer is already on screen a moment to end (its last commit) before
+        a command that switches sessions, which a running turn refuses."""
+        deadline = asyncio.get_running_loop().time() + SETTLE_S
+        while self.busy() and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110 (the coordinator has no event for a drain ending; bounded by SETTLE_S)
+            await asyncio.sleep(0.02)
+
+    async def ask(self, name: str, args: dict[str, object]) -> AskResult:
+        """The runtime's approval callback: show the command or diff, and let the next line
+        answer (y once, a always for this session, n deny); Ctrl-C denies."""
+        loop = asyncio.get_running_loop()
+        self.question = loop.create_future()
+        self.view.say(f"? {_plain(name)} wants to run:")
+        for line in preview(name, args, self.rt.workspace).splitlines():  # type: ignore[arg-type]  # a tool call's args are JSON
+            self.view.say(f"  {_plain(line)}")
+        self.view.notice("allow? y once · a always (this session) · n deny")
+        try:
+            return await self.question
+        finally:
+            self.question = None
+            self.view.notice(None)
+
+    def _decide(self, rest: str, decision: str) -> None:
+        """`/approve`, `/always`, `/deny` [CALL]: decide on a call the session waits on (one
+        paused earlier, where nobody could answer); without CALL, the only one waiting."""
+        waiting = self.rt.approvals(self.sid) if self.materialized() else []
+        if not waiting:
+            self.view.say("nothing awaits approval here")
+            return
+        if not rest and len(waiting) > 1:
+            self.view.say("several calls wait; name one: " + ", ".join(r.call_id for r in waiting))
+            return
+        try:
+            self.rt.approve(self.sid, rest or waiting[0].call_id, decision)
+        except WakefulError as err:
+            self.view.say(str(err))
+            return
+        self.view.say(f"{decision}: {rest or waiting[0].call_id}")
+
+    async def _may_leave(self) -> bool:
+        """Leave now when idle; while a turn runs, ask whether to interrupt it, wait, or stay."""
+        if not self.busy():
+            return False
+        answer = await self.view.read(
+            "a turn is running: (i)nterrupt and quit, (w)ait, (c)ancel › "
+        )
+        choice = (answer or "i").strip().lower()[:1]
+        if choice == "i":
+            self.rt.interrupt(self.sid)
+            return False
+        if choice == "w":
+            self.view.say("quitting when the turn ends…")
+            await self.rt.wait_idle()
+            return False
+        return True
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def _switch(self, session_id: str, how: str) -> bool:
+        if self.busy():
+            self.view.say("a turn is running: wait for it, or Ctrl-C it, before switching")
+            return False
+        self.sid = session_id
+        self.view.say(how)
+        return True
 
     def _new(self, _rest: str) -> None:
-        self.sid = new_session_id()
-        self.out(f"new session {self.sid} (nothing stored until you send something)")
+        self._switch(new_session_id(), "new session (nothing stored until you send something)")
 
     def _fork(self, _rest: str) -> None:
         if not self.materialized():
-            self.out("nothing to fork yet")
+            self.view.say("nothing to fork yet")
             return
-        self.sid = self.rt.store.fork(self.sid).id
-        self.out(f"forked into {self.sid}")
+        fork = self.rt.fork(self.sid).id
+        self._switch(fork, f"forked into {fork}")
+
+    def _list(self, rows: list[SessionRow], snippets: dict[str, str] | None = None) -> None:
+        self.choices = [r.id for r in rows]
+        for n, row in enumerate(rows, 1):
+            mark = "*" if row.id == self.sid else " "
+            title = _plain(row.title or "(untitled)")[:50]
+            fork = f"  ⑂ fork of {row.forked_from[:12]}" if row.forked_from else ""
+            model = _plain(row.model or "-")[:24]
+            self.view.say(
+                f"{mark}{n:>3}  {row.id}  {_local(row.updated_ms)}  {model}  {title}{fork}"
+            )
+            if snippets and row.id in snippets:
+                self.view.say(f"        {_plain(snippets[row.id])[:100]}")
 
     def _sessions(self, _rest: str) -> None:
-        for row in self.rt.store.list_sessions(limit=20).sessions:
-            mark = "*" if row.id == self.sid else " "
-            self.out(f"{mark} {row.id}  {row.status:<9} {(row.title or '')[:50]}")
+        rows = self.rt.reads.list_sessions(limit=PICK_LIMIT).sessions
+        if not rows:
+            self.view.say("no sessions yet")
+            return
+        self._list(rows)
+        self.view.say("/resume N resumes one")
+
+    def _resume(self, rest: str) -> None:
+        """`/resume`: pick from recent sessions; `/resume N|ID`: that one; else a search."""
+        if rest:
+            if self._pick(rest):
+                return
+            try:
+                page = self.rt.reads.search(rest, limit=PICK_LIMIT)
+            except UsageError as err:
+                self.view.say(str(err))
+                return
+            rows = [h.session for h in page.hits]
+            snippets = {h.session.id: h.snippet for h in page.hits}
+        else:
+            rows, snippets = self.rt.reads.list_sessions(limit=PICK_LIMIT).sessions, {}
+        if not rows:
+            self.view.say("no session matches" if rest else "no sessions yet")
+            return
+        self._list(rows, snippets)
+        self.picking = True
+        self.view.notice(f"resume which? 1-{len(rows)} (Enter: none)")
+
+    def _pick(self, choice: str) -> bool:
+        """Resume the session `choice` names (a number from the last list, or an id); False
+        when it names none."""
+        sid = choice
+        if choice.isdigit():
+            if not 1 <= int(choice) <= len(self.choices):
+                return False
+            sid = self.choices[int(choice) - 1]
+        if not sid.startswith("ses_"):  # other words search instead
+            return False
+        try:
+            row = self.rt.reads.get_session(self.rt.reads.resolve_session_id(sid))
+        except WakefulError:  # none, or an ambiguous prefix
+            return False
+        try:
+            self.rt.place(row.location)  # it runs at its location: that must be on this host
+        except UsageError as err:
+            self.view.say(_plain(str(err)))
+            return True
+        self._switch(row.id, resumed(self.rt, row))
+        return True
 
     def _compact(self, _rest: str) -> None:
         if not self.materialized():
-            self.out("nothing to compact yet")
+            self.view.say("nothing to compact yet")
             return
-        self.rt.send(session_id=self.sid, kind="compaction", payload={"reason": "manual"})
-        self.out("compaction requested")
+        self.rt.compact(self.sid)
+        self.view.say("compaction requested")
 
     def _queue(self, rest: str) -> None:
-        if not rest.strip():
-            self.out("usage: /queue TEXT")
+        if not rest:
+            self.view.say("usage: /queue TEXT")
             return
         self.rt.send(rest, session_id=self.sid, delivery="queue")
+        self.view.say(f"queued: {_plain(rest)[:60]}")
 
 
-def _printer(ev: LiveEvent) -> None:
-    if ev.kind == "text":
-        sys.stdout.write(str(ev.data.get("text", "")))
-        sys.stdout.flush()
-    elif ev.kind == "tool_start":
-        sys.stdout.write(f"\n→ {ev.data.get('name')}\n")
-    elif ev.kind == "turn_end":
-        outcome = ev.data.get("outcome")
-        sys.stdout.write("\n" if outcome == "completed" else f"\n[{outcome}]\n")
-        sys.stdout.flush()
+def resumed(rt: Runtime, row: SessionRow, last: int = 4) -> str:
+    """What resuming shows: the session, its last few messages, and what it waits on."""
+    lines = [f"resumed {row.id} · {_plain(row.title or '(untitled)')} · {row.model or ''}"]
+    for message in rt.reads.messages(row.id)[-last:]:
+        if message.role == "system":
+            continue
+        text = _plain(" ".join(message.text().split()) or ", ".join(b.type for b in message.blocks))
+        lines.append(f"  [{message.role}] {text[:120]}{'…' if len(text) > 120 else ''}")
+    for request in rt.approvals(row.id):
+        lines.append(f"  awaiting approval: {request.call_id} {_plain(request.name)}")
+        lines += [f"    {_plain(line)}" for line in request.preview.splitlines()[:20]]
+        lines.append("  /approve, /always or /deny decides it")
+    return "\n".join(lines)
 
 
-async def _pipe_lines() -> Callable[[], Awaitable[str | None]]:
+def _target(rt: Runtime, session: str | None, cont: bool) -> SessionRow | None:
+    """The session `--session`/`--continue` name (the rules of `run`), or None for a new one."""
+    if not (session or cont):
+        return None
+    return rt.reads.get_session(_target_session(rt, session, cont, fork=False))
+
+
+async def _loop(chat: Chat) -> None:
+    """Read and handle inputs until the user leaves; Ctrl-C outside a prompt (between inputs,
+    or on a pipe) arrives as SIGINT and means the same as the key."""
     loop = asyncio.get_running_loop()
+    leave = asyncio.Event()
 
-    async def read() -> str | None:
-        line = await loop.run_in_executor(None, sys.stdin.readline)
-        return line if line else None
+    def on_sigint() -> None:
+        if chat.ctrl_c():
+            leave.set()
 
-    return read
-
-
-async def _tty_lines() -> Callable[[], Awaitable[str | None]]:
-    from prompt_toolkit import PromptSession
-
-    session: PromptSession[str] = PromptSession()
-
-    async def read() -> str | None:
-        try:
-            return await session.prompt_async("› ")
-        except EOFError:
-            return None
-
-    return read
-
-
-async def _loop(chat: Chat, tty: bool) -> None:
-    read = await (_tty_lines() if tty else _pipe_lines())
-    while True:
-        try:
-            line = await read()
-        except KeyboardInterrupt:
-            if chat.busy():
-                chat.rt.interrupt(chat.sid)
-                continue
-            break
-        if line is None or not chat.handle(line):
-            break
-    await chat.rt.coordinator.wait_idle()
+    loop.add_signal_handler(signal.SIGINT, on_sigint)  # POSIX only, like the runtime itself
+    leaving = asyncio.ensure_future(leave.wait())
+    try:
+        while True:
+            reading = asyncio.ensure_future(chat.view.read())
+            await asyncio.wait({reading, leaving}, return_when=asyncio.FIRST_COMPLETED)
+            if leave.is_set():
+                reading.cancel()
+                await asyncio.gather(reading, return_exceptions=True)
+                line = None
+            else:
+                line = reading.result()
+            if line is None:  # Ctrl-D on an empty line, or a second Ctrl-C
+                if chat.busy():
+                    chat.rt.interrupt(chat.sid)
+                return
+            if not await chat.handle(line):
+                return
+    finally:
+        leaving.cancel()
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 @click.command()
+@click.option("--session", "session", metavar="ID", help="Resume this session.")
+@click.option("--continue", "cont", is_flag=True, help="Resume the latest session of this workspace.")  # fmt: skip
 @click.option("--agent", metavar="NAME", help="Agent profile.")
 @click.option("--model", metavar="SPEC", help="Model spec.")
+@max_output_option
 @db_option
-def chat(agent: str | None, model: str | None, db: str | None) -> None:
+def chat(session: str | None, cont: bool, agent: str | None, model: str | None,
+         max_output_tokens: int | None, db: str | None) -> None:  # fmt: skip
     """An interactive session (steer while it works; /help for commands)."""
-    rt = Runtime(db, model=model, agent=agent, listener=_printer)
-    tty = sys.stdin.isatty() and sys.stdout.isatty()
+    rt = Runtime(db, model=model, agent=agent, max_output_tokens=max_output_tokens)
+    tty = sys.stdin.isatty() and sys.stdout.isatty() and not is_dumb_terminal()
+    holder: list[Chat] = []
+    view: View = TtyView(lambda typed=False: holder[0].ctrl_c(typed)) if tty else PipeView()
+    try:
+        if model is not None or not (session or cont):
+            rt.check_model(rt.model)  # a model that cannot be built: exit 2 before anything
+        row = _target(rt, session, cont)
+        if row is not None and rt.set_identity(row.id, agent=agent, model=model):
+            row = rt.reads.get_session(row.id)
+    except BaseException:
+        rt.close()
+        raise
+    chat_ = Chat(rt, view, row.id if row else None)
+    holder.append(chat_)
+    rt.listener = chat_.listener
+    rt.ask = chat_.ask  # someone is here: `ask` asks inline
 
-    async def main() -> None:
-        chat_ = Chat(rt, click.echo)
-        if tty:
-            from prompt_toolkit.patch_stdout import patch_stdout
-
-            click.echo(HELP)
-            with patch_stdout():
-                await _loop(chat_, tty)
-        else:
-            await _loop(chat_, tty)
+    async def main() -> bool:
+        view.say(HELP if row is None else f"{HELP}\n{resumed(rt, row)}")
+        await _loop(chat_)
+        stored = chat_.materialized()
         await rt.aclose()
+        return stored
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main())
+    if asyncio.run(main()):
+        click.echo(f"session {chat_.sid} · resume: wakeful chat --session {chat_.sid}")
+    else:
+        click.echo("nothing stored (no message was sent)")

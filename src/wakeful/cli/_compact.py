@@ -6,11 +6,10 @@ import asyncio
 import sys
 
 import click
-from pydantic import JsonValue
 
 from ..execution import Runtime
 from ..runner import CompactionResult, compaction_result
-from ._common import db_option, format_option, print_json
+from ._common import ID, db_option, format_option, print_json, require_store
 
 
 async def _drive(rt: Runtime, session_id: str, input_id: str) -> CompactionResult | None:
@@ -35,7 +34,9 @@ def _text(result: CompactionResult) -> str:
 
 
 @click.command()
-@click.option("--session", "session", metavar="ID", required=True, help="Session to compact.")
+@click.option(
+    "--session", "session", metavar="ID", type=ID, required=True, help="Session to compact."
+)
 @click.option(
     "--tail-turns", type=click.IntRange(min=0), default=None,
     help="Recent turns kept word for word (default: [compaction] tail_turns).",
@@ -44,12 +45,10 @@ def _text(result: CompactionResult) -> str:
 @db_option
 def compact(session: str, tail_turns: int | None, fmt: str, db: str | None) -> None:
     """Summarize older history of a session now (the full transcript stays stored)."""
+    require_store(db)
     rt = Runtime(db)
-    rt.store.get_session(session)
-    payload: dict[str, JsonValue] = {"reason": "manual"}
-    if tail_turns is not None:
-        payload["tail_turns"] = tail_turns
-    sent = rt.send(session_id=session, kind="compaction", payload=payload, resume=False)
+    session = rt.reads.resolve_session_id(session)
+    sent = rt.compact(session, tail_turns=tail_turns, resume=False)
     result = asyncio.run(_drive(rt, session, sent.input_id))
     if result is None:  # another process drives the session; it runs the request
         out: dict[str, object] = {"session_id": session, "input_id": sent.input_id}

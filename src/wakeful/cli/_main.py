@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+import logging
+import os
 import sys
 
 import click
@@ -10,37 +13,68 @@ from .. import __version__
 from ..errors import WakefulError
 from ._common import USAGE_EXIT
 
+# Each command's module, loaded only when the command runs (or `--help` lists it), so a cheap
+# command never pays for what another needs (provider SDKs, prompt_toolkit, the server).
+_COMMANDS = {
+    "approve": "._approve",
+    "chat": "._chat",
+    "compact": "._compact",
+    "config": "._config_cmd",
+    "debug": "._debug",
+    "interrupt": "._run",
+    "log": "._log",
+    "run": "._run",
+    "schedule": "._schedule",
+    "send": "._run",
+    "serve": "._serve",
+    "session": "._session",
+    "worker": "._run",
+}
 
-@click.group()
+
+class _LazyGroup(click.Group):
+    """A group whose subcommands are imported on first lookup."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command name, registered or lazy, sorted (as `click.Group` lists them)."""
+        return sorted(set(super().list_commands(ctx)) | set(_COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command named `cmd_name`, importing its module the first time."""
+        if cmd_name not in self.commands and cmd_name in _COMMANDS:
+            module = importlib.import_module(_COMMANDS[cmd_name], __package__)
+            command = getattr(module, cmd_name)
+            assert isinstance(command, click.Command)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_LazyGroup)
 @click.version_option(__version__, prog_name="wakeful")
 def cli() -> None:
     """wakeful: durable sessions for LLM agents."""
 
 
-def _register() -> None:
-    from ._chat import chat
-    from ._compact import compact
-    from ._config_cmd import config
-    from ._log import debug, log
-    from ._run import interrupt, run, send, worker
-    from ._serve import serve
-    from ._session import session
-
-    for command in (run, send, interrupt, compact, worker, chat, session, log, debug, config):
-        cli.add_command(command)
-    cli.add_command(serve)
-
-
-_register()
-
-
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; a wakeful error prints one line on stderr and exits non-zero, no traceback."""
+    # The store replaces connections the server ended and says so once; the pool's own
+    # warning per discarded connection would only repeat it.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    if any(name.startswith("OTEL_") for name in os.environ):  # traces of this process's turns
+        from ..runner import configure_from_env
+
+        configure_from_env()
     try:
         cli.main(args=argv, standalone_mode=False)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        # Ctrl-C outside a command's own handler (also a second one while the command shuts
+        # down), or a declined prompt: every store write is a transaction, so stopping here
+        # loses nothing. `os._exit`, because a normal exit would wait for any thread still
+        # blocked in a system call, and a further Ctrl-C would print a traceback.
         click.echo("aborted", err=True)
-        sys.exit(130)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
     except click.ClickException as err:
         err.show()
         sys.exit(err.exit_code)

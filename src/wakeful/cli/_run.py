@@ -6,15 +6,30 @@ import asyncio
 import os
 import signal
 import sys
-import time
+from pathlib import Path
 from typing import Any
 
 import click
 
-from ..errors import UsageError
+from ..errors import LocationUnavailableError, UsageError, WakefulError
+from ..events import ApprovalRequested
 from ..execution import Runtime
-from ..runner import LiveEvent, TurnResult
-from ._common import EXIT_CODES, db_option, format_option, print_json, print_jsonl
+from ..runner import TurnResult
+from ._approve import approve_hint, terminal_ask
+from ._common import (
+    EXIT_CODES,
+    ID,
+    TEXT,
+    TRUNCATED_NOTE,
+    db_option,
+    format_option,
+    max_output_option,
+    print_json,
+    print_jsonl,
+    printable,
+    require_store,
+)
+from ._render import Renderer, run_summary
 
 
 def _is_server(db: str | None) -> bool:
@@ -28,100 +43,48 @@ def _client(db: str | None) -> Any:
     return Client(str(db))
 
 
-class _Renderer:
-    """Streams a turn to the terminal: text to stdout; tool calls, retries and (on a terminal) a
-    spinner while waiting on the model or a retry, with the retry's deadline, to stderr."""
-
-    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-
-    def __init__(self, fmt: str) -> None:
-        self.fmt = fmt
-        self.session_id: str | None = None  # text mode shows only this session's stream
-        self.waiting: str | None = None  # what the spinner says, None when nothing is awaited
-        self.spinning = fmt == "text" and sys.stderr.isatty()
-        self._shown = False
-
-    def __call__(self, ev: LiveEvent) -> None:
-        if self.fmt == "jsonl":
-            print_jsonl({"session_id": ev.session_id, "kind": ev.kind, "data": ev.data})
-        elif self.fmt == "text" and ev.session_id in (self.session_id, None):
-            self._text(ev)
-
-    def _text(self, ev: LiveEvent) -> None:
-        if ev.kind == "step":
-            self.waiting = "waiting for the model"
-            return
-        self.waiting = None
-        self.clear()
-        if ev.kind == "text":
-            sys.stdout.write(str(ev.data.get("text", "")))
-            sys.stdout.flush()
-        elif ev.kind == "tool_start":
-            click.echo(f"\n→ {ev.data.get('name')}", err=True)
-        elif ev.kind == "tool_end" and ev.data.get("is_error"):
-            click.echo(f"  ✗ {ev.data.get('name')} failed", err=True)
-        elif ev.kind == "retry":
-            delay_ms = int(str(ev.data.get("delay_ms", 0)))
-            at = time.strftime("%H:%M:%S", time.localtime(time.time() + delay_ms / 1000))
-            click.echo(
-                f"\n… {ev.data.get('error_kind')}: retrying in {delay_ms / 1000:.1f}s", err=True
-            )
-            self.waiting = f"{ev.data.get('error_kind')}: retry at {at}"
-
-    def clear(self) -> None:
-        """Erase the spinner line if one is shown."""
-        if self._shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-            self._shown = False
-
-    async def spin(self) -> None:
-        """Animate the spinner while something is awaited (terminals only)."""
-        frame = 0
-        while self.spinning:
-            await asyncio.sleep(0.1)
-            if self.waiting is not None:
-                sys.stderr.write(f"\r{self.FRAMES[frame % len(self.FRAMES)]} {self.waiting}")
-                sys.stderr.flush()
-                self._shown = True
-                frame += 1
-
-
-def _summary(session_id: str, turns: list[TurnResult]) -> dict[str, Any]:
-    last = turns[-1] if turns else None
-    return {
-        "session_id": session_id,
-        "turn_id": last.turn_id if last else None,
-        "outcome": last.outcome if last else "completed",
-        "text": last.final_text if last else "",
-        "error": last.error if last else None,
-        "usage": {
-            "input_tokens": sum(t.usage.input_tokens for t in turns),
-            "output_tokens": sum(t.usage.output_tokens for t in turns),
-        },
-        "turns": [{"turn_id": t.turn_id, "outcome": t.outcome, "steps": t.steps} for t in turns],
-    }
-
-
 async def _drive(
-    rt: Runtime, session_id: str, prompt: str | None, renderer: _Renderer | None = None
-) -> list[TurnResult]:
+    rt: Runtime, session_id: str, prompt: str | None, renderer: Renderer | None = None
+) -> tuple[list[TurnResult], TurnResult | None]:
+    """Admit `prompt` (if any) and drive the session; with a prompt, until its turn ended, here
+    or in another process that holds the session. Ctrl-C interrupts a local turn; while only
+    waiting on another process it stops waiting (the input stays admitted); a second one exits.
+    Returns the turns run here and the turn that took the prompt (None without a prompt)."""
     loop = asyncio.get_running_loop()
     spinner = asyncio.ensure_future(renderer.spin()) if renderer is not None else None
     presses = 0
+    work: asyncio.Future[list[TurnResult]] | None = None
 
     def on_sigint() -> None:
         nonlocal presses
         presses += 1
         if presses > 1:
             os._exit(130)
-        rt.coordinator.interrupt(session_id)
+        try:
+            local = rt.stop_local(session_id)
+        except WakefulError:  # no session yet, or the store failed: nothing runs here
+            local = False
+        if not local and work is not None:
+            work.cancel()
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)  # POSIX only, like the runtime itself
     try:
-        if prompt is not None:
-            rt.send(prompt, session_id=session_id, resume=False)
-        return await rt.resume(session_id)
+        input_id = None
+        if prompt is None:
+            work = asyncio.ensure_future(rt.resume(session_id))
+        else:
+            input_id = rt.send(prompt, session_id=session_id, resume=False).input_id
+            work = asyncio.ensure_future(rt.drive_input(session_id, input_id))
+        try:
+            turns = await work
+        except asyncio.CancelledError:
+            if not work.cancelled():
+                raise
+            raise click.exceptions.Abort from None
+        if input_id is None:
+            return turns, None
+        mine = await asyncio.to_thread(rt.input_outcome, session_id, input_id)
+        return turns, next((t for t in turns if mine and t.turn_id == mine.turn_id), mine)
     finally:
         if spinner is not None and renderer is not None:
             spinner.cancel()
@@ -139,42 +102,72 @@ def _target_session(rt: Runtime, session: str | None, cont: bool, fork: bool) ->
     if session and cont:
         raise UsageError("use either --continue or --session, not both")
     if cont:
-        row = rt.store.latest_session(str(rt.workspace))
+        row = rt.reads.latest_session(str(rt.workspace))
         if row is None:
             raise UsageError("--continue: no session in this workspace yet")
         return row.id
     if session:
-        rt.store.get_session(session)
+        session = rt.reads.resolve_session_id(session)
+        rt.place(rt.reads.get_session(session).location)  # its location must be on this host
         if fork:
-            return rt.store.fork(session).id
+            return rt.fork(session).id
         return session
     return new_session_id()
 
 
 @click.command()
-@click.argument("prompt", required=False)
+@click.argument("prompt", required=False, type=TEXT)
 @click.option("--continue", "cont", is_flag=True, help="Continue the most recent session here.")
-@click.option("--session", "session", metavar="ID", help="Continue this session.")
+@click.option("--session", "session", metavar="ID", type=ID, help="Continue this session.")
 @click.option("--fork", is_flag=True, help="With --session: fork it and continue the fork.")
-@click.option("--agent", metavar="NAME", help="Agent profile (build, plan, or configured).")
 @click.option(
-    "--model", metavar="SPEC", help="Model spec, e.g. anthropic:claude-sonnet-4-5, local."
+    "--agent", metavar="NAME", type=ID, help="Agent profile (build, plan, or configured)."
 )
+@click.option(
+    "--model",
+    metavar="SPEC",
+    type=ID,
+    help="Model spec, e.g. anthropic:claude-sonnet-4-5, local.",
+)
+@max_output_option
 @format_option("text", "json", "jsonl")
 @db_option
 def run(prompt: str | None, cont: bool, session: str | None, fork: bool, agent: str | None,
-        model: str | None, fmt: str, db: str | None) -> None:  # fmt: skip
+        model: str | None, max_output_tokens: int | None, fmt: str, db: str | None) -> None:  # fmt: skip
     """Admit PROMPT durably and drive the session to the end of its work."""
-    renderer = _Renderer(fmt)
-    rt = Runtime(db, model=model, agent=agent, listener=renderer)
+    renderer = Renderer(fmt)
+    ask = None
+    if fmt == "text" and sys.stdin.isatty() and sys.stderr.isatty():  # someone can answer
+        ask = terminal_ask(Path.cwd().resolve(), renderer.pause)
+    rt = Runtime(db, model=model, agent=agent, listener=renderer,
+                 max_output_tokens=max_output_tokens, ask=ask)  # fmt: skip
+    if model is not None:
+        rt.check_model(model)  # before a fork or a session is written
     sid = _target_session(rt, session, cont, fork)
+    if rt.reads.find_session(sid) is not None:  # an existing session (or the fork) takes them
+        rt.set_identity(sid, agent=agent, model=model)
     renderer.session_id = sid
-    if prompt is None and rt.store.find_session(sid) is None:
+    if prompt is None and rt.reads.find_session(sid) is None:
         raise UsageError(
             "nothing to run: give a PROMPT, or --session/--continue with pending input"
         )
-    turns = asyncio.run(_drive(rt, sid, prompt, renderer))
-    summary = _summary(sid, turns)
+    origin = rt.reads.find_session(sid)
+    forked = f" (fork of {origin.forked_from})" if origin and origin.forked_from else ""
+    if ask is not None and origin is not None:
+        _decide_waiting(rt, sid, ask)  # a session paused earlier: someone is here to decide now
+    turns, mine = asyncio.run(_drive(rt, sid, prompt, renderer))
+    summary = run_summary(sid, turns, mine)
+    held = prompt is not None and mine is None  # not delivered: the session awaits approval
+    waiting = _waiting(db, sid) if summary["error_kind"] == "awaiting_approval" or held else []
+    if held and waiting:
+        summary |= {"turn_id": None, "outcome": "paused", "error_kind": "awaiting_approval",
+                    "text": "", "error": "the session awaits approval; the prompt waits in its "
+                    "inbox until the calls are decided"}  # fmt: skip
+    if waiting:
+        summary["approvals"] = [
+            {"call_id": r.call_id, "name": r.name, "input": r.input, "preview": r.preview}
+            for r in waiting
+        ]
     if fmt == "json":
         print_json(summary)
     elif fmt == "jsonl":
@@ -182,17 +175,49 @@ def run(prompt: str | None, cont: bool, session: str | None, fork: bool, agent: 
     else:
         if summary["text"] and not summary["text"].endswith("\n"):
             click.echo()
-        if summary["outcome"] != "completed":
-            click.echo(f"[{summary['outcome']}] {summary['error'] or ''}".rstrip(), err=True)
+        if waiting:
+            click.echo(approve_hint(sid, waiting), err=True)
+        elif summary["outcome"] != "completed":
+            error = printable(summary["error"], lines=True)
+            click.echo(f"[{summary['outcome']}] {error}".rstrip(), err=True)
+        elif summary["truncated"]:
+            click.echo(TRUNCATED_NOTE, err=True)
+        click.echo(f"session {sid}{forked}", err=True)  # to resume or inspect it
     sys.exit(EXIT_CODES[summary["outcome"]])
 
 
+def _decide_waiting(rt: Runtime, session_id: str, ask: Any) -> None:
+    """Ask on this terminal about each call the session waits on and admit the decisions."""
+    for request in rt.approvals(session_id):
+        decision = asyncio.run(ask(request.name, dict(request.input)))
+        rt.approve(session_id, request.call_id, _decision(decision), resume=False)
+
+
+def _decision(answer: object) -> str:
+    """An interactive answer as a decision (anything unclear denies)."""
+    if answer is True:
+        return "allow"
+    return str(answer) if answer in ("allow", "always") else "deny"
+
+
+def _waiting(db: str | None, session_id: str) -> list[ApprovalRequested]:
+    """The calls the session waits on (read after the run closed its runtime)."""
+    from ..execution import pending_approvals
+    from ..store import open_store
+
+    store = open_store(db)
+    try:
+        return pending_approvals(store, session_id)
+    finally:
+        store.close()
+
+
 @click.command()
-@click.argument("prompt")
-@click.option("--session", "session", metavar="ID", required=True, help="Target session.")
+@click.argument("prompt", type=TEXT)
+@click.option("--session", "session", metavar="ID", type=ID, required=True, help="Target session.")
 @click.option("--queue", is_flag=True, help="Deliver at an idle boundary instead of steering.")
 @click.option("--no-wake", is_flag=True, help="Only record the input; do not drive the session.")
-@click.option("--input-id", metavar="ID", help="Idempotency key: resending it is a no-op.")
+@click.option("--input-id", metavar="ID", type=ID, help="Idempotency key: resending it is a no-op.")
 @format_option("text", "json")
 @db_option
 def send(prompt: str, session: str, queue: bool, no_wake: bool, input_id: str | None,
@@ -203,26 +228,36 @@ def send(prompt: str, session: str, queue: bool, no_wake: bool, input_id: str | 
             out = client.prompt(session, prompt, input_id=input_id,
                                 delivery="queue" if queue else "steer", resume=not no_wake)  # fmt: skip
         if fmt == "json":
-            print_json(
-                {"session_id": session, "input_id": out["input_id"], "created": out["created"]}
-            )
+            print_json({"session_id": out["session_id"], "input_id": out["input_id"],
+                        "created": out["created"]})  # fmt: skip
         else:
             click.echo(out["input_id"])
         return
+    require_store(db)
     rt = Runtime(db)
-    rt.store.get_session(session)
+    session = rt.reads.resolve_session_id(session)
     sent = rt.send(prompt, session_id=session, input_id=input_id,
                    delivery="queue" if queue else "steer", resume=False)  # fmt: skip
     driven: list[TurnResult] = []
-    if not no_wake:
+    waiting = None
+    try:
+        rt.place(rt.reads.get_session(session).location)
+    except LocationUnavailableError as err:  # it runs where it lives: a worker there takes it
+        waiting = err.location
+    if not no_wake and waiting is None:
         driven = asyncio.run(_wake_if_idle(rt, session))
     else:
-        rt.store.close()
+        if waiting is not None:
+            rt.note_waiting(session, waiting)
+        rt.close()
     if fmt == "json":
         print_json({"session_id": session, "input_id": sent.input_id, "created": sent.created,
-                    "driven_turns": len(driven)})  # fmt: skip
+                    "driven_turns": len(driven), "waiting_for": waiting})  # fmt: skip
     else:
         click.echo(sent.input_id)
+    if waiting is not None:
+        click.echo(f"the session lives at {printable(waiting)}, which is not a directory on this "
+                   "host: the input waits for a worker there", err=True)  # fmt: skip
 
 
 async def _wake_if_idle(rt: Runtime, session_id: str) -> list[TurnResult]:
@@ -234,46 +269,103 @@ async def _wake_if_idle(rt: Runtime, session_id: str) -> list[TurnResult]:
 
 
 @click.command()
-@click.option("--session", "session", metavar="ID", required=True, help="Session to interrupt.")
+@click.option(
+    "--session", "session", metavar="ID", type=ID, required=True, help="Session to interrupt."
+)
 @db_option
 def interrupt(session: str, db: str | None) -> None:
-    """Hard-interrupt the session's current turn, in whichever process drives it."""
+    """Hard-interrupt the session's current turn, in whichever process drives it.
+
+    On an idle session nothing is written; it says so and exits 0.
+    """
     if _is_server(db):
         with _client(db) as client:
-            client.interrupt(session)
-        click.echo(f"interrupt requested for {session}")
+            out = client.interrupt(session)
+        if out.get("requested"):
+            click.echo(f"interrupt requested for {session}")
+        else:
+            click.echo(f"session {session} is idle: nothing to interrupt (nothing written)")
         return
+    require_store(db)
     rt = Runtime(db)
     try:
-        rt.interrupt(session)
+        session = rt.reads.resolve_session_id(session)
+        busy = rt.busy(session)
+        if busy:
+            rt.interrupt(session)
     finally:
-        rt.store.close()
-    click.echo(f"interrupt requested for {session}")
+        rt.close()
+    if busy:
+        click.echo(f"interrupt requested for {session}")
+    else:
+        click.echo(f"session {session} is idle: nothing to interrupt (nothing written)")
 
 
 @click.command()
 @click.option("--once", is_flag=True, help="Exit when no session has work left.")
 @click.option("--concurrency", default=8, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--location", "locations", multiple=True, metavar="PATH",
+    help="Serve only sessions living here (repeatable; default: every location on this host).",
+)  # fmt: skip
 @format_option("text", "json")
 @db_option
-def worker(once: bool, concurrency: int, fmt: str, db: str | None) -> None:
-    """Drive every session with pending work or an orphaned claim (SIGTERM: clean shutdown)."""
-    from ..execution import run_worker
+def worker(once: bool, concurrency: int, locations: tuple[str, ...], fmt: str,
+           db: str | None) -> None:  # fmt: skip
+    """Drive every session with pending work or an orphaned claim (SIGTERM: clean shutdown).
 
-    async def main() -> None:
+    Each session runs at its own location. Sessions whose location this worker does not serve
+    are left pending and shown as waiting for it (`session list/show`). A busy or lost store
+    is waited out. With --once, the exit status is 1 when a session's drain failed and its
+    work was left undone (the warnings above say why), else 3 when a turn ended blocked (e.g.
+    the session's model can no longer be built).
+    """
+    from pathlib import Path
+
+    from ..execution import WorkerStats, run_worker
+
+    served: list[str] | None = None
+    if locations:
+        served = []
+        for raw in locations:
+            path = Path(raw).expanduser().resolve()
+            if not path.is_dir():
+                raise UsageError(f"--location {raw}: no such directory")
+            served.append(str(path))
+
+    async def main() -> WorkerStats:
         rt = Runtime(db)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         try:
-            stats = await run_worker(rt, once=once, concurrency=concurrency, stop=stop)
+            return await run_worker(
+                rt, once=once, concurrency=concurrency, stop=stop, locations=served
+            )
         finally:
             await rt.aclose()
-        if fmt == "json":
-            print_json({"drains": stats.drains, "turns": stats.turns, "busy": stats.busy,
-                        "claims_lost": stats.lost, "taken_over": stats.taken_over})  # fmt: skip
-        else:
-            click.echo(f"worker done: {stats.turns} turns in {stats.drains} drains", err=True)
 
-    asyncio.run(main())
+    stats = asyncio.run(main())
+    if fmt == "json":
+        print_json({"drains": stats.drains, "turns": stats.turns, "busy": stats.busy,
+                    "claims_lost": stats.lost, "taken_over": stats.taken_over,
+                    "failed": sorted(stats.failed), "waiting": stats.waiting,
+                    "blocked": sorted(stats.blocked)})  # fmt: skip
+    else:
+        click.echo(f"worker done: {stats.turns} turns in {stats.drains} drains", err=True)
+        for where in sorted(set(stats.waiting.values())):
+            count = sum(1 for w in stats.waiting.values() if w == where)
+            click.echo(f"{count} sessions wait for their location {printable(where)}", err=True)
+    if once and stats.failed:
+        click.echo(
+            f"error: {len(stats.failed)} sessions were left with work, their drains failed "
+            f"(see above): {', '.join(sorted(stats.failed))}", err=True,
+        )  # fmt: skip
+        sys.exit(EXIT_CODES["failed"])
+    if once and stats.blocked:
+        click.echo(
+            f"error: {len(stats.blocked)} sessions had a turn blocked (`wakeful log` says why): "
+            f"{', '.join(sorted(stats.blocked))}", err=True,
+        )  # fmt: skip
+        sys.exit(EXIT_CODES["blocked"])

@@ -49,13 +49,24 @@ def _is_loopback(host: str) -> bool:
     help="At start-up, drive sessions left with pending input or an orphaned claim.",
 )  # fmt: skip
 @click.option(
+    "--schedules/--no-schedules", default=True, show_default=True,
+    help="Fire due schedules and drive what they admit, as a worker does.",
+)  # fmt: skip
+@click.option(
+    "--root-path",
+    default="",
+    metavar="PREFIX",
+    help="The path a proxy serves this under and strips (e.g. /wakeful); links keep it.",
+)
+@click.option(
     "--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
     default="info", show_default=True,
 )  # fmt: skip
 @db_option
 def serve(
     host: str, port: int, token: str | None, sensitive_token: str | None, model: str | None,
-    agent: str | None, max_body: int | None, recover: bool, log_level: str, db: str | None,
+    agent: str | None, max_body: int | None, recover: bool, schedules: bool, root_path: str, log_level: str,
+    db: str | None,
 ) -> None:  # fmt: skip
     """Serve sessions over HTTP (API under /sessions, SSE logs, inspector at /ui/)."""
     import uvicorn
@@ -72,9 +83,11 @@ def serve(
         where = "from --token / WAKEFUL_SERVER_TOKEN"
     tokens = server.Tokens([token], [sensitive_token] if sensitive_token else [])
     runtime = Runtime(db, model=model, agent=agent)
-    settings = server.Settings(max_body_bytes=max_body or server.DEFAULT_MAX_BODY, recover=recover)
+    settings = server.Settings(
+        max_body_bytes=max_body or server.DEFAULT_MAX_BODY, recover=recover, schedules=schedules
+    )
     app = server.create_app(runtime, tokens=tokens, settings=settings, own_runtime=True)
-    base = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    base = f"http://{host if ':' not in host else f'[{host}]'}:{port}{root_path.rstrip('/')}"
     if generated:
         click.echo(f"generated a server token ({where}):\n  {token}", err=True)
         click.echo(f"inspector: {base}/ui/login#token={token}", err=True)
@@ -82,4 +95,5 @@ def serve(
         click.echo(f"token {where}; inspector: {base}/ui/", err=True)
     if not _is_loopback(host):
         click.echo(f"warning: listening on {host}, beyond this machine; use TLS in front", err=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
+                root_path=root_path.rstrip("/"))  # fmt: skip

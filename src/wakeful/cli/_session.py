@@ -5,16 +5,31 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..errors import UsageError
 from ..events import MessageAdded
-from ..messages import dump_message, load_message
-from ..runner._runs import run_records
-from ..store import SessionRow
-from ._common import db_option, format_option, iso, print_json, store_for
+from ..messages import Message, dump_message, load_message, redact_system
+from ._common import (
+    ID,
+    REDACTED,
+    check_text,
+    db_option,
+    format_option,
+    iso,
+    local_store,
+    local_time,
+    print_json,
+    printable,
+    store_for,
+)
+from ._tools_view import transcript_lines
+
+if TYPE_CHECKING:
+    from ..store import SessionRow
 
 
 @click.group()
@@ -36,52 +51,131 @@ def _row_json(row: SessionRow) -> dict[str, Any]:
 def list_(no_roots: bool, archived: bool, all_: bool, limit: int, fmt: str, db: str | None) -> None:
     """Sessions, newest first (children hidden unless --no-roots)."""
     store = store_for(db)
-    page = store.list_sessions(
-        roots_only=not no_roots, archived=None if all_ else archived, limit=limit
-    )
-    store.close()
+    try:
+        page = store.list_sessions(
+            roots_only=not no_roots, archived=None if all_ else archived, limit=limit
+        )
+        counts = store.session_counts([r.id for r in page.sessions])
+    finally:
+        store.close()
     if fmt == "json":
-        print_json([_row_json(r) for r in page.sessions])
+        print_json([_row_json(r) | {"turns": counts[r.id][0], "child_sessions": counts[r.id][1]}
+                    for r in page.sessions])  # fmt: skip
         return
+    if page.sessions:
+        click.echo(
+            f"{'ID':<28}  {'UPDATED':<16}  {'STATUS':<17} {'TURNS':>5}  {'MODEL':<24}  TITLE"
+        )
     for r in page.sessions:
-        flag = " [archived]" if r.archived else ""
-        click.echo(f"{r.id}  {iso(r.updated_ms)}  {r.status:<11} {(r.title or '')[:60]}{flag}")
+        turns, children = counts[r.id]
+        click.echo(f"{r.id:<28}  {local_time(r.updated_ms)}  {r.status:<17} {turns:>5}  "
+                   f"{printable(_cut(r.model or '-', 24)):<24}  "
+                   f"{printable(_cut(r.title or '(untitled)', 50))}{_markers(r, children)}")  # fmt: skip
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _markers(row: SessionRow, children: int) -> str:
+    """What sets a row apart from its look-alikes: forks, children, their parent, archive."""
+    marks = []
+    if row.forked_from:
+        marks.append(f"⑂ fork of {row.forked_from[:12]}")
+    if row.parent_id:
+        marks.append(f"↳ child of {row.parent_id[:12]}")
+    if children:
+        marks.append(f"+{children} child session{'s' if children != 1 else ''}")
+    if row.archived:
+        marks.append("[archived]")
+    if row.waiting_for:
+        marks.append(f"[waiting for its location {printable(row.waiting_for)}]")
+    return "".join(f"  {m}" for m in marks)
 
 
 @session.command()
-@click.argument("session_id")
+@click.argument("session_id", type=ID)
+@click.option("--show-sensitive", is_flag=True, help="Print instruction text verbatim.")
 @format_option("text", "json")
 @db_option
-def show(session_id: str, fmt: str, db: str | None) -> None:
-    """A session: transcript, usage, children, state."""
+def show(session_id: str, show_sensitive: bool, fmt: str, db: str | None) -> None:
+    """A session: transcript, usage, children, state.
+
+    Instruction text (the system messages that record a change of AGENTS.md and the like) is
+    redacted unless --show-sensitive.
+    """
+    # The runner and execution layers load here, not at CLI start: only `show` needs them.
+    from ..execution import pending_approvals
+    from ..runner import run_records
+
     store = store_for(db)
-    row = store.get_session(session_id)
+    row = store.get_session(store.resolve_session_id(session_id))
+    session_id = row.id
     messages = store.messages(session_id)
-    children = [r.id for r in store.list_sessions(roots_only=False, archived=None, limit=1000).sessions
-                if r.parent_id == session_id]  # fmt: skip
+    if not show_sensitive:
+        messages = [redact_system(m, REDACTED) for m in messages]
+    else:
+        click.echo(
+            "warning: this output contains instruction text verbatim; treat it as sensitive",
+            err=True,
+        )
+    children = [r.id for r in store.children(session_id)]
     pending = store.pending(session_id)
     work = store.work_state(session_id)
     runs = run_records(store, session_id)
+    waiting = pending_approvals(store, session_id)
     store.close()
     if fmt == "json":
         print_json(_row_json(row) | {
             "messages": [json.loads(dump_message(m)) for m in messages],
             "children": children, "pending": [p.input_id for p in pending], "work_state": work,
             "runs": [r.to_json() for r in runs],
+            "approvals": [{"call_id": w.call_id, "name": w.name, "input": w.input,
+                           "preview": w.preview} for w in waiting],
         })  # fmt: skip
         return
     click.echo(
-        f"{row.id}  {row.title or ''}\nstatus {row.status}  model {row.model}  agent {row.agent}"
+        f"{row.id}  {printable(row.title)}\nstatus {row.status}  model {printable(row.model)}  "
+        f"agent {printable(row.agent)}"
     )
+    click.echo(f"location {printable(row.location or '(none)')}  {row.location_id or ''}".rstrip())
+    if row.waiting_for:
+        click.echo(f"waiting for its location {printable(row.waiting_for)}: no running worker "
+                   "serves it")  # fmt: skip
     click.echo(f"usage {row.input_tokens} in / {row.output_tokens} out  ${row.cost_usd:.4f}")
-    for m in messages:
-        body = m.text() or ", ".join(b.type for b in m.blocks)
-        click.echo(f"\n[{m.role}] {body}")
+    if row.cache_read_tokens or row.cache_write_tokens:
+        hits = ", ".join(f"{r.cache_hit_ratio:.0%}" for r in runs if r.cache_hit_ratio is not None)
+        click.echo(f"cache {row.cache_read_tokens} read / {row.cache_write_tokens} written  "
+                   f"(hit ratio per turn: {hits})")  # fmt: skip
+    click.echo(f"updated {local_time(row.updated_ms)}  created {local_time(row.created_ms)}")
+    if row.forked_from:
+        click.echo(f"⑂ fork of {row.forked_from} (through seq {row.fork_seq})")
+    if row.parent_id:
+        click.echo(f"↳ child of {row.parent_id}")
+    if children:
+        click.echo(f"child sessions: {', '.join(children)}")
+    calls = False
+    for label, body in transcript_lines(messages):
+        if label.startswith("→"):  # a tool call, its result indented under it
+            click.echo(
+                f"{'' if calls else chr(10)}{printable(label)}\n{printable(body, lines=True)}"
+            )
+            calls = True
+        else:
+            click.echo(f"\n[{printable(label)}] {printable(body, lines=True)}")
+            calls = False
     if pending:
         click.echo(f"\npending inputs: {', '.join(p.input_id for p in pending)}")
+    for w in waiting:
+        click.echo(f"\nawaiting approval: {w.call_id}  {printable(w.name)}")
+        for line in w.preview.splitlines():
+            click.echo(f"    {printable(line)}")
+    if waiting:
+        click.echo(f"decide with: wakeful approve {row.id} CALL [--deny | --always]")
     for r in runs:
-        click.echo(f"run {r.id}: {r.outcome or r.status}, {r.steps} steps, "
-                   f"{r.tokens_in} in / {r.tokens_out} out, {len(r.retries)} retries")  # fmt: skip
+        click.echo(f"run {r.id}: {r.outcome or r.status}{' (truncated)' if r.truncated else ''}, "
+                   f"{r.steps} steps, {r.tokens_in} in / {r.tokens_out} out, "
+                   f"{len(r.retries)} retries")  # fmt: skip
 
 
 @session.command()
@@ -95,7 +189,7 @@ def prune(days: float, archive: bool, delete: bool, yes: bool, fmt: str, db: str
     """Sessions idle for DAYS: a preview, or --archive, or --delete."""
     if archive and delete:
         raise UsageError("choose --archive or --delete, not both")
-    store = store_for(db)
+    store = local_store(db, "pruning")
     cutoff = int(time.time() * 1000 - days * 86_400_000)
     action = "archive" if archive else "delete" if delete else "preview"
     if delete and not yes:
@@ -115,13 +209,14 @@ def prune(days: float, archive: bool, delete: bool, yes: bool, fmt: str, db: str
 
 def _set_archive(session_id: str, db: str | None, value: bool) -> None:
     store = store_for(db)
+    session_id = store.resolve_session_id(session_id)
     store.set_archived(session_id, value)
     store.close()
     click.echo(f"{'archived' if value else 'unarchived'} {session_id}")
 
 
 @session.command()
-@click.argument("session_id")
+@click.argument("session_id", type=ID)
 @db_option
 def archive(session_id: str, db: str | None) -> None:
     """Set the reversible archive marker."""
@@ -129,7 +224,7 @@ def archive(session_id: str, db: str | None) -> None:
 
 
 @session.command()
-@click.argument("session_id")
+@click.argument("session_id", type=ID)
 @db_option
 def unarchive(session_id: str, db: str | None) -> None:
     """Clear the archive marker."""
@@ -137,24 +232,80 @@ def unarchive(session_id: str, db: str | None) -> None:
 
 
 @session.command()
-@click.argument("session_id")
+@click.argument("session_id", type=ID)
+@click.option("--yes", is_flag=True, help="Do not ask before deleting.")
 @db_option
-def delete(session_id: str, db: str | None) -> None:
-    """Delete a session and its children for good."""
+def delete(session_id: str, yes: bool, db: str | None) -> None:
+    """Delete a session and its children for good (asks on a terminal; --yes skips)."""
     store = store_for(db)
-    counts = store.delete(session_id)
-    store.close()
+    try:
+        row = store.get_session(store.resolve_session_id(session_id))
+        if not yes:
+            if not sys.stdin.isatty():
+                raise UsageError("session delete needs --yes when not on a terminal")
+            title = printable((row.title or "")[:60])
+            click.confirm(f"delete {row.id} ({title}) and its child sessions for good?",
+                          abort=True)  # fmt: skip
+        counts = store.delete(row.id)
+    finally:
+        store.close()
     click.echo(f"deleted {counts.sessions} sessions ({counts.events} events)")
 
 
 @session.command()
-@click.argument("session_id")
+@click.argument("session_id", type=ID)
+@click.argument("path", type=ID)
+@click.option("--no-wake", is_flag=True, help="Only record the move; do not drive the session.")
+@click.option("--input-id", metavar="ID", type=ID, help="Idempotency key: resending it is a no-op.")
+@format_option("text", "json")
+@db_option
+def move(session_id: str, path: str, no_wake: bool, input_id: str | None, fmt: str,
+         db: str | None) -> None:  # fmt: skip
+    """Move a session to the directory PATH: from its next idle boundary on, its tools work
+    there and that workspace's instructions, configuration and permissions apply."""
+    if db and db.startswith(("http://", "https://")):
+        from ..client import Client
+
+        with Client(db) as client:
+            out = client.move(session_id, path, input_id=input_id, resume=not no_wake)
+        where, iid = out["location"], out["input_id"]
+    else:
+        import asyncio
+
+        from ..execution import Runtime
+
+        rt = Runtime(db)
+        try:
+            session_id = rt.reads.resolve_session_id(session_id)
+            sent = rt.move(session_id, path, input_id=input_id, resume=False)
+        except BaseException:
+            rt.close()
+            raise
+        where, iid = rt.reads.input(session_id, sent.input_id).payload["location"], sent.input_id
+
+        async def wake() -> None:
+            try:
+                if not no_wake:
+                    await rt.resume(session_id)
+            finally:
+                await rt.aclose()
+
+        asyncio.run(wake())
+    if fmt == "json":
+        print_json({"session_id": session_id, "input_id": iid, "location": where})
+    else:
+        click.echo(f"move of {session_id} to {printable(str(where))} admitted ({iid})")
+
+
+@session.command()
+@click.argument("session_id", type=ID)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="File (default: stdout).")
 @db_option
 def export(session_id: str, output: str | None, db: str | None) -> None:
     """Export as JSONL: a header line, then one provider-neutral message per line."""
     store = store_for(db)
-    row = store.get_session(session_id)
+    row = store.get_session(store.resolve_session_id(session_id))
+    session_id = row.id
     lines = [json.dumps({"wakeful_export": 1, "session": row.to_json()})]
     lines += [dump_message(m) for m in store.messages(session_id)]
     store.close()
@@ -166,25 +317,62 @@ def export(session_id: str, output: str | None, db: str | None) -> None:
         sys.stdout.write(text)
 
 
-@session.command("import")
-@click.argument("path", type=click.File("r", encoding="utf-8"))
-@format_option("text", "json")
-@db_option
-def import_(path: Any, fmt: str, db: str | None) -> None:
-    """Import a JSONL export as a new session; print its id."""
-    lines = [ln for ln in path.read().splitlines() if ln.strip()]
+def existing_dir(raw: str, what: str) -> str:
+    """`raw` as an absolute, resolved directory path; a one-line `UsageError` naming `what`
+    when no such directory exists."""
+    check_text(raw, what, empty=False)
+    path = Path(raw).expanduser().resolve()
+    if not path.is_dir():
+        raise UsageError(f"{what} {raw}: no such directory")
+    return str(path)
+
+
+def _read_export(raw: bytes, name: str) -> tuple[dict[str, Any], list[Message]]:
+    """The session fields and messages of an export; a one-line `UsageError` for a file that
+    is not UTF-8, not an export, or holds text no store can keep."""
+    try:
+        lines = [ln for ln in raw.decode("utf-8").splitlines() if ln.strip()]
+    except UnicodeDecodeError as err:
+        raise UsageError(
+            f"{name}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})"
+        ) from None
     try:
         header = json.loads(lines[0]) if lines else {}
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         header = {}
-    if header.get("wakeful_export") != 1:
-        raise UsageError(f"{path.name}: not a wakeful export (first line lacks wakeful_export: 1)")
-    meta = header.get("session", {})
-    messages = [load_message(ln) for ln in lines[1:]]
-    store = store_for(db)
+    meta = header.get("session") if isinstance(header, dict) else None
+    if not isinstance(meta, dict) or header.get("wakeful_export") != 1:
+        raise UsageError(f"{name}: not a wakeful export (first line lacks wakeful_export: 1)")
+    for key in ("title", "agent", "model"):
+        check_text(meta.get(key), f"{name}: session {key}")
+    messages = []
+    for number, line in enumerate(lines[1:], 2):
+        try:
+            message = load_message(line)
+            dump_message(message)  # a lone surrogate from a JSON escape does not encode
+        except RecursionError:
+            raise UsageError(f"{name} line {number}: nested too deeply") from None
+        except ValueError as err:  # (UsageError is a WakefulError, not a ValueError)
+            raise UsageError(f"{name} line {number}: not a storable message: {err}") from None
+        messages.append(message)
+    return meta, messages
+
+
+@session.command("import")
+@click.argument("path", type=click.File("rb"))
+@click.option(
+    "--location", metavar="DIR", help="Where the session lives (default: this directory)."
+)
+@format_option("text", "json")
+@db_option
+def import_(path: Any, location: str | None, fmt: str, db: str | None) -> None:
+    """Import a JSONL export as a new session living here (or at --location); print its id."""
+    place = existing_dir(location or ".", "--location")
+    meta, messages = _read_export(path.read(), path.name)
+    store = local_store(db, "importing a session", create=True)
     row = store.create_session(
         title=meta.get("title"), agent=meta.get("agent"), model=meta.get("model"),
-        metadata={"imported_from": meta.get("id")},
+        metadata={"imported_from": meta.get("id"), "workspace": place}, location=place,
     )  # fmt: skip
     if messages:
         store.append(row.id, [MessageAdded(message=m) for m in messages])
@@ -193,3 +381,13 @@ def import_(path: Any, fmt: str, db: str | None) -> None:
         print_json({"id": row.id, "messages": len(messages)})
     else:
         click.echo(row.id)
+
+
+def _add_subcommands() -> None:
+    from . import _shaping  # noqa: F401 - registers the session shaping commands
+    from ._search import search
+
+    session.add_command(search)
+
+
+_add_subcommands()

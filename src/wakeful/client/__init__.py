@@ -7,7 +7,8 @@
             print(event.event, event.data)
 
 Errors are `ApiError`s that are also the matching wakeful error (`NotFoundError`,
-`ConflictError`, `UsageError`, `StoreBusyError`). This module does not import the server.
+`ConflictError`, `UsageError`, `StoreBusyError`); a server that cannot be reached raises
+`ServerUnreachableError`, a `StoreUnavailableError`. This module does not import the server.
 """
 
 from ._async import AsyncClient
@@ -20,6 +21,7 @@ from ._wire import (
     RemoteNotFoundError,
     RemoteUsageError,
     ServerEvent,
+    ServerUnreachableError,
     UnauthorizedError,
     parse_sse,
 )
@@ -34,6 +36,7 @@ __all__ = [
     "RemoteStore",
     "RemoteUsageError",
     "ServerEvent",
+    "ServerUnreachableError",
     "UnauthorizedError",
     "parse_sse",
     "session_row",

@@ -10,6 +10,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -47,7 +48,12 @@ class AsyncClient:
         await self.aclose()
 
     async def _send(self, req: w.Req) -> dict[str, Any]:
-        response = await self._http.request(req.method, req.path, params=req.params, json=req.body)
+        try:
+            response = await self._http.request(
+                req.method, req.path, params=req.params, json=req.body
+            )
+        except httpx.TransportError as err:
+            raise w.unreachable(self.base_url, err) from err
         w.raise_for(response)
         data: dict[str, Any] = response.json()
         return data
@@ -80,11 +86,12 @@ class AsyncClient:
         return await self._send(w.session_req("GET", session_id))
 
     async def fork(self, session_id: str, through_seq: int | None = None, *,
-             title: str | None = None) -> dict[str, Any]:  # fmt: skip
-        """Fork a session through `through_seq` (default: all of it)."""
-        body = {
-            k: v for k, v in {"through_seq": through_seq, "title": title}.items() if v is not None
-        }
+                   title: str | None = None, agent: str | None = None,
+                   model: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """Fork a session through `through_seq` (default: all of it); `agent`/`model` make the
+        fork run as them (the original is untouched)."""
+        fields = {"through_seq": through_seq, "title": title, "agent": agent, "model": model}
+        body = {k: v for k, v in fields.items() if v is not None}
         return await self._send(w.session_req("POST", session_id, "/fork", body))
 
     async def archive(self, session_id: str, archived: bool = True) -> dict[str, Any]:
@@ -110,12 +117,32 @@ class AsyncClient:
         """Hard-interrupt the session's current turn."""
         return await self._send(w.session_req("POST", session_id, "/interrupt"))
 
+    async def move(self, session_id: str, location: str, *, input_id: str | None = None,
+             resume: bool = True) -> dict[str, Any]:  # fmt: skip
+        """Move the session to the directory `location` of the server's host."""
+        body = {k: v for k, v in {"location": location, "input_id": input_id, "resume": resume}.items()
+                if v is not None}  # fmt: skip
+        return await self._send(w.session_req("POST", session_id, "/move", body))
+
     async def compact(self, session_id: str, *, tail_turns: int | None = None,
                 input_id: str | None = None, resume: bool = True) -> dict[str, Any]:  # fmt: skip
         """Request a manual compaction."""
         body = {k: v for k, v in {"tail_turns": tail_turns, "input_id": input_id, "resume": resume}.items()
                 if v is not None}  # fmt: skip
         return await self._send(w.session_req("POST", session_id, "/compact", body))
+
+    async def approvals(self, session_id: str) -> list[dict[str, Any]]:
+        """The calls the session waits on: `call_id`, `name`, `input`, `preview`."""
+        out = await self._send(w.session_req("GET", session_id, "/approvals"))
+        return list(out["approvals"])
+
+    async def approve(self, session_id: str, call_id: str, decision: str = "allow", *,
+                 resume: bool = True) -> dict[str, Any]:  # fmt: skip
+        """Decide on a waiting call: `allow`, `always` or `deny` (see docs/approvals.md)."""
+        body = {"decision": decision, "resume": resume}
+        return await self._send(
+            w.session_req("POST", session_id, f"/approvals/{quote(call_id, safe='')}", body)
+        )
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -189,8 +216,8 @@ class AsyncClient:
                         if event.event != "ping" or pings:
                             yield event
                 return
-            except w.RETRYABLE:
+            except w.RETRYABLE as err:
                 failures += 1
                 if not follow or failures > w.MAX_RECONNECTS:
-                    raise
+                    raise w.unreachable(self.base_url, err) from err
                 await asyncio.sleep(w.backoff_s(failures))

@@ -1,24 +1,45 @@
 """`RemoteStore`: a server's sessions through the store's own read and admission methods.
 
-It answers with the store's records (`SessionRow`, `Page`, `StoredEvent`, `SyncMarker`,
-`InboxItem`, `Message`, `ReceiptRecorded`, `PruneCounts`, `Claim`), so code written against
-`SqlStore` for listing, showing, following and admitting works against a server unchanged.
-Writes that only a driver makes (claims, appends, promotion) are not offered: the server's own
-coordinator drives its sessions. What the server redacts stays redacted here.
+It implements the `wakeful.store.Store` protocol in full and answers with the store's records
+(`SessionRow`, `Page`, `StoredEvent`, `SyncMarker`, `InboxItem`, `Message`, `ReceiptRecorded`,
+`PruneCounts`, `Claim`), so code written against `Store` for listing, showing, following and
+admitting works against a server unchanged. Writes that only a driver makes (claims, appends,
+promotion) are not offered: the server's own coordinator drives its sessions; the few such
+methods here raise a one-line `UsageError`. What the server redacts stays redacted here.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic import JsonValue
 
 from ..errors import NotFoundError, UsageError
-from ..events import ReceiptRecorded, StoredEvent, load_event
+from ..events import (
+    Delivery,
+    InputKind,
+    ReceiptRecorded,
+    StoredEvent,
+    ToolCallEnded,
+    ToolCallStarted,
+    load_event,
+)
 from ..messages import Message, message_from_dict
-from ..store import Admission, Claim, InboxItem, Page, PruneCounts, SessionRow, SyncMarker
+from ..store import (
+    Admission,
+    Claim,
+    InboxItem,
+    Page,
+    PruneCounts,
+    SearchHit,
+    SearchPage,
+    SessionRow,
+    SyncMarker,
+    ToolCallRow,
+)
 from ._sync import Client
 
 
@@ -30,6 +51,8 @@ def session_row(data: dict[str, Any]) -> SessionRow:
         data["title"], data["agent"], data["model"], data["status"], bool(data["archived"]),
         int(data["created_ms"]), int(data["updated_ms"]), int(data["last_seq"]),
         int(usage["input_tokens"]), int(usage["output_tokens"]), float(usage["cost_usd"]),
+        data.get("location"), data.get("waiting_for"), int(usage.get("cache_read_tokens", 0)),
+        int(usage.get("cache_write_tokens", 0)),
     )  # fmt: skip
 
 
@@ -74,9 +97,37 @@ class RemoteStore:
             if cursor is None or len(rows) >= limit:
                 return Page(rows, cursor)
 
+    def search(self, text: str, *, roots_only: bool = False, archived: bool | None = False,
+               limit: int = 20, offset: int = 0) -> SearchPage:  # fmt: skip
+        """Sessions whose content matches `text`, best first (the server's `GET /sessions?q=`)."""
+        page = self.client.list_sessions(roots=roots_only, archived=archived, limit=min(limit, 500),
+                                         cursor=str(offset) if offset else None, q=text)  # fmt: skip
+        hits = [SearchHit(session_row(s), int(s["match"]["seq"]), s["match"]["snippet"])
+                for s in page["sessions"] if s.get("match")]  # fmt: skip
+        more = page["next_cursor"]
+        return SearchPage(hits, None if more is None else int(more))
+
     def get_session(self, session_id: str) -> SessionRow:
         """The session's row; `NotFoundError` if there is none."""
         return session_row(self.client.get_session(session_id))
+
+    def children(self, session_id: str) -> list[SessionRow]:
+        """The session's child sessions (the server reads them from its index)."""
+        ids = self.client.get_session(session_id).get("children", [])
+        return [session_row(self.client.get_session(cid)) for cid in ids]
+
+    def resolve_session_id(self, ref: str) -> str:
+        """The full id of the session `ref` (an id or a unique prefix) names; the server
+        resolves it (`NotFoundError`, or a `UsageError` naming the candidates)."""
+        return self.get_session(ref).id
+
+    def session_counts(self, session_ids: list[str]) -> dict[str, tuple[int, int]]:
+        """`(turns, child sessions)` of each session, read from the server's session pages."""
+        out: dict[str, tuple[int, int]] = {}
+        for sid in session_ids:
+            detail = self.client.get_session(sid)
+            out[sid] = (len(self.client.turns(sid)["turns"]), len(detail["children"]))
+        return out
 
     def find_session(self, session_id: str) -> SessionRow | None:
         """The session's row, or None."""
@@ -134,8 +185,8 @@ class RemoteStore:
         """Pending inbox items in enqueue order."""
         return [_item(session_id, i) for i in self.client.pending(session_id)["items"]]
 
-    def admit(self, session_id: str, input_id: str | None, kind: str,
-              payload: dict[str, JsonValue], delivery: str = "steer", *,
+    def admit(self, session_id: str, input_id: str | None, kind: InputKind,
+              payload: dict[str, JsonValue], delivery: Delivery = "steer", *,
               resume: bool = False) -> Admission:  # fmt: skip
         """Admit a user input (`payload`: text or blocks); with `resume`, the server drives it."""
         if kind != "user":
@@ -144,13 +195,30 @@ class RemoteStore:
         meta = payload.get("metadata")
         out = self.client.prompt(
             session_id, text if isinstance(text, str) else None,
-            blocks=blocks if isinstance(blocks, list) else None,  # type: ignore[arg-type]
+            # The server validates each block (a 422 names a malformed one): passed as given.
+            blocks=blocks if isinstance(blocks, list) else None,  # type: ignore[arg-type]  # JSON values the server checks
             input_id=input_id, delivery=delivery, resume=resume,
             metadata=meta if isinstance(meta, dict) else None,
         )  # fmt: skip
-        item = InboxItem(session_id, out["input_id"], 0, "user", delivery, payload,  # type: ignore[arg-type]
+        item = InboxItem(session_id, out["input_id"], 0, "user", delivery, payload,
                          out["status"])  # fmt: skip
         return Admission(item, bool(out["created"]))
+
+    def tool_calls(self, session_id: str, status: str | None = None) -> list[ToolCallRow]:
+        """Tool calls in start order (optionally only those with `status`), folded from the
+        session's `tool.started` and `tool.ended` events as the store's projection is."""
+        calls: dict[tuple[str, str], ToolCallRow] = {}
+        for ev in self.events(session_id, types=("tool.started", "tool.ended")):
+            e = ev.event
+            if isinstance(e, ToolCallStarted):
+                calls[(e.message_id, e.call_id)] = ToolCallRow(
+                    e.message_id, e.call_id, e.name, "running", ev.seq
+                )
+            elif isinstance(e, ToolCallEnded) and (e.message_id, e.call_id) in calls:
+                row = calls[(e.message_id, e.call_id)]
+                calls[(e.message_id, e.call_id)] = replace(row, status=e.status)
+        rows = sorted(calls.values(), key=lambda r: r.started_seq)
+        return [r for r in rows if status is None or r.status == status]
 
     def receipts(self, session_id: str) -> list[ReceiptRecorded]:
         """Prompt receipts (sections as digests)."""
@@ -217,7 +285,7 @@ class RemoteStore:
     def log_all(self, after_id: int = 0, *, follow: bool = False,
                 idle_timeout_s: float | None = None,
                 stop: Callable[[], bool] | None = None) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
-        """The instance-wide log by global id; same contract as `log`."""
+        """The instance-wide log in its order (`after_id`: the last id seen); same contract as `log`."""
         stream = self.client.events_stream(after_id, follow=follow, idle_timeout=idle_timeout_s,
                                            pings=True)  # fmt: skip
         yield from self._convert(stream, "id", stop)

@@ -14,7 +14,14 @@ from typing import Any
 
 import httpx
 
-from ..errors import ConflictError, NotFoundError, StoreBusyError, StoreError, UsageError
+from ..errors import (
+    ConflictError,
+    NotFoundError,
+    StoreBusyError,
+    StoreError,
+    StoreUnavailableError,
+    UsageError,
+)
 
 
 class ApiError(StoreError):
@@ -45,6 +52,17 @@ class RemoteBusyError(ApiError, StoreBusyError):
 
 class UnauthorizedError(ApiError):
     """401 or 403: no valid token, or a scope the token lacks."""
+
+
+class ServerUnreachableError(StoreUnavailableError):
+    """The server could not be reached, or the connection broke before it answered."""
+
+
+def unreachable(base_url: str, err: httpx.TransportError) -> ServerUnreachableError:
+    """The error a client raises for a transport failure talking to `base_url`."""
+    return ServerUnreachableError(
+        f"cannot reach the server at {base_url}: {err or type(err).__name__}"
+    )
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -34,6 +34,14 @@ class StoredEvent:
     seq: int
     at_ms: int
     event: SessionEvent
+    # The instance-wide log's order is (tx, id): `tx` is the commit group PostgreSQL recorded
+    # (docs/store.md, "Instance-wide order"); 0 on SQLite and for events read per session.
+    tx: int = field(default=0, compare=False, repr=False)
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """Where the event stands in the instance-wide log: `(tx, id)`."""
+        return (self.tx, self.id)
 
     @property
     def type(self) -> str:

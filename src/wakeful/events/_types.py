@@ -7,15 +7,27 @@ transaction (see `wakeful.store`). Live-only deltas (streamed text) are never ev
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ..messages import Message
+from ._shaping import (
+    ArtifactRecorded,
+    ExtensionStateSet,
+    HistoryEdited,
+    MetadataUpdated,
+    SessionReverted,
+    SessionUnreverted,
+)
 
 Delivery: TypeAlias = Literal["steer", "queue"]
-InputKind: TypeAlias = Literal["user", "synthetic", "subagent_report", "compaction", "move"]
-CONTROL_KINDS: frozenset[str] = frozenset({"compaction", "move"})
+InputKind: TypeAlias = Literal[
+    "user", "synthetic", "subagent_report", "compaction", "move", "approval"
+]
+CONTROL_KINDS: frozenset[str] = frozenset({"compaction", "move", "approval"})
+Decision: TypeAlias = Literal["allow", "deny", "always"]
 Outcome: TypeAlias = Literal["completed", "interrupted", "failed", "paused", "blocked"]
 ToolStatus: TypeAlias = Literal["completed", "failed"]
 
@@ -35,6 +47,9 @@ class SessionCreated(_Event):
     forked_from: str | None = None
     fork_seq: int | None = None
     metadata: dict[str, JsonValue] | None = None
+    # Where the session lives: its workspace root, absolute (None: created without one, before
+    # locations were recorded; such a session runs where its driver is).
+    location: str | None = None
 
 
 class SessionUpdated(_Event):
@@ -45,6 +60,15 @@ class SessionUpdated(_Event):
     agent: str | None = None
     model: str | None = None
     archived: bool | None = None
+
+
+class SessionMoved(_Event):
+    """A `move` control item changed the session's location (`previous` -> `location`)."""
+
+    type: Literal["session.moved"] = "session.moved"
+    location: str
+    previous: str | None = None
+    input_id: str | None = None
 
 
 class InputEnqueued(_Event):
@@ -90,11 +114,14 @@ class TurnStarted(_Event):
 
 
 class TurnEnded(_Event):
+    """A turn's terminal outcome; `truncated`: its last reply stopped at the output limit."""
+
     type: Literal["turn.ended"] = "turn.ended"
     turn_id: str
     outcome: Outcome
     error: str | None = None
     error_kind: str | None = None
+    truncated: bool = False
 
 
 class ToolCallStarted(_Event):
@@ -115,6 +142,34 @@ class ToolCallEnded(_Event):
     partial: bool = False
 
 
+class ApprovalRequested(_Event):
+    """A call whose permission is `ask` waits for a decision nobody present could give.
+
+    Written with the assistant message that holds the call, instead of its `tool.started`;
+    `preview` is what the person deciding is shown (the command, or the diff of a write).
+    """
+
+    type: Literal["approval.requested"] = "approval.requested"
+    call_id: str
+    message_id: str
+    name: str
+    input: dict[str, JsonValue] = Field(default_factory=dict)
+    preview: str = ""
+
+
+class ApprovalDecided(_Event):
+    """A decision on a call that needed approval: `allow` (once), `always` (this tool, for the
+    rest of the session) or `deny`. `input_id` names the inbox item that carried it (a decision
+    given later, from the CLI, the API or the inspector); None when given on a terminal while
+    the turn ran. `name` is the tool's name when known."""
+
+    type: Literal["approval.decided"] = "approval.decided"
+    call_id: str
+    decision: Decision
+    name: str | None = None
+    input_id: str | None = None
+
+
 class ReceiptRecorded(_Event):
     """The exact prompt of one physical attempt, persisted before the request (invariant 7)."""
 
@@ -128,13 +183,25 @@ class ReceiptRecorded(_Event):
     sections: tuple[tuple[str, str, str], ...] = ()
     message_ids: tuple[str, ...] = ()
     purpose: Literal["step", "compaction"] = "step"
+    # The OpenTelemetry trace and span (the step's) this request was sent under, when tracing
+    # is on (`docs/tracing.md`): a receipt and its trace find each other.
+    trace_id: str | None = None
+    span_id: str | None = None
 
 
 class UsageRecorded(_Event):
+    """What one request used and cost. `input_tokens` counts every input token, including
+    those read from (`cache_read_tokens`) and written to (`cache_write_tokens`) the provider's
+    prompt cache; `cost_usd` prices each kind at its own rate. `receipt_id` names the request's
+    receipt (None: recorded before receipts were linked)."""
+
     type: Literal["usage.recorded"] = "usage.recorded"
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    receipt_id: str | None = None
 
 
 class RetryScheduled(_Event):
@@ -164,6 +231,12 @@ class SessionError(_Event):
     type: Literal["session.error"] = "session.error"
     error: str
     input_id: str | None = None
+
+
+def location_id(location: str) -> str:
+    """The stable id of a location (an absolute workspace path): ``loc_`` + the first 16 hex
+    characters of the SHA-256 of the path. The one place a location id is derived."""
+    return "loc_" + hashlib.sha256(location.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 CompactionTrigger: TypeAlias = Literal["auto", "manual", "overflow"]
@@ -229,9 +302,22 @@ class WorkStateUpdated(_Event):
     value: JsonValue
 
 
+class MessagesHidden(_Event):
+    """Messages removed from the transcript (an Agents SDK `pop_item` or `clear_session`).
+
+    The `message.added` events stay in the log (readable by `wakeful log`); the projection
+    drops the named messages, so `messages()` and every surface built on it no longer show them.
+    """
+
+    type: Literal["messages.hidden"] = "messages.hidden"
+    message_ids: tuple[str, ...]
+    reason: str | None = None
+
+
 SessionEvent: TypeAlias = Annotated[
     SessionCreated
     | SessionUpdated
+    | SessionMoved
     | InputEnqueued
     | InputDelivered
     | InputRejected
@@ -240,6 +326,8 @@ SessionEvent: TypeAlias = Annotated[
     | TurnEnded
     | ToolCallStarted
     | ToolCallEnded
+    | ApprovalRequested
+    | ApprovalDecided
     | ReceiptRecorded
     | UsageRecorded
     | RetryScheduled
@@ -250,6 +338,13 @@ SessionEvent: TypeAlias = Annotated[
     | CompactionSkipped
     | CompactionFailed
     | InstructionsUpdated
-    | WorkStateUpdated,
+    | WorkStateUpdated
+    | MessagesHidden
+    | SessionReverted
+    | SessionUnreverted
+    | HistoryEdited
+    | ArtifactRecorded
+    | MetadataUpdated
+    | ExtensionStateSet,
     Field(discriminator="type"),
 ]

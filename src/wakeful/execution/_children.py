@@ -16,29 +16,21 @@ Delegation is one level deep: children are not offered the `task` tool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from ..events import SessionCreated, TurnEnded
+from pydantic import JsonValue
+
+from ..events import InputKind, SessionCreated, TurnEnded
 from ..runner import TurnResult, crash_point
 from ..runner.tools import Delegation
 from ..store import ClaimToken, SqlStore, new_session_id
+from ._port import off_loop
 
 if TYPE_CHECKING:
     from ._coordinator import Coordinator
 
-REPORT_KIND = "subagent_report"
-
-
-def delegation_of(store: SqlStore, session_id: str) -> str | None:
-    """`"foreground"` or `"background"` for a child session, None for any other session."""
-    row = store.find_session(session_id)
-    if row is None or row.parent_id is None:
-        return None
-    [first] = store.events(session_id, limit=1)
-    meta = first.event.metadata if isinstance(first.event, SessionCreated) else None
-    value = (meta or {}).get("delegation")
-    return value if isinstance(value, str) else None
+REPORT_KIND: InputKind = "subagent_report"
 
 
 def report_text(child_id: str, agent: str | None, end: TurnEnded, result: TurnResult) -> str:
@@ -58,7 +50,7 @@ class Children:
         coordinator: Coordinator,
         *,
         default_agent: str,
-        check_agent: Callable[[str], object],
+        check_agent: Callable[[str, str | None], object],
         workspace: str,
     ) -> None:
         self.store = store
@@ -72,15 +64,16 @@ class Children:
     ) -> Delegation:
         """Create a child of `parent_id` with `prompt` admitted; drive it (see the module doc)."""
         name = agent or self.default_agent
-        self._check_agent(name)  # an unknown agent is the model's error, before anything exists
-        parent = self.store.get_session(parent_id)
+        parent = await off_loop(self.store.get_session, parent_id)
+        # An unknown agent (at the parent's location) is the model's error, before anything exists.
+        self._check_agent(name, parent.location)
         child_id = new_session_id()
         created = SessionCreated(
             title=prompt[:80], agent=name, model=parent.model, parent_id=parent_id,
-            metadata={"workspace": self._workspace,
+            metadata={"workspace": parent.location or self._workspace,
                       "delegation": "background" if background else "foreground"},
         )  # fmt: skip
-        self.store.admit(child_id, None, "user", {"text": prompt}, create=created)
+        await off_loop(self.store.admit, child_id, None, "user", {"text": prompt}, create=created)
         drive = self.coordinator.wake(child_id)
         if background:
             return Delegation(child_id)
@@ -99,19 +92,20 @@ class Children:
 
     def settler(
         self, child_id: str, parent_id: str, agent: str | None
-    ) -> Callable[[TurnEnded, TurnResult, ClaimToken | None], None]:
-        """The `RunContext.settle` of a background child: end the turn, report, wake the parent."""
+    ) -> Callable[[TurnEnded, TurnResult, ClaimToken | None], Awaitable[None]]:
+        """The `settle` hook of a background child's port: end the turn, report, wake the
+        parent."""
 
-        def settle(end: TurnEnded, result: TurnResult, claim: ClaimToken | None) -> None:
-            payload = {
+        async def settle(end: TurnEnded, result: TurnResult, claim: ClaimToken | None) -> None:
+            payload: dict[str, JsonValue] = {
                 "text": report_text(child_id, agent, end, result),
                 "origin": {"kind": "event", "source": "subagent", "sender": child_id},
                 "metadata": {"child_session_id": child_id, "outcome": end.outcome},
             }
-            self.store.append_and_admit(
-                child_id, [end], claim, target_id=parent_id,
+            await off_loop(
+                self.store.append_and_admit, child_id, [end], claim, target_id=parent_id,
                 input_id=f"report_{child_id}_{end.turn_id}", kind=REPORT_KIND,
-                payload=payload,  # type: ignore[arg-type]
+                payload=payload,
             )  # fmt: skip
             crash_point("child.reported")
             self.coordinator.wake(parent_id)

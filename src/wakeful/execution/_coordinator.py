@@ -18,14 +18,17 @@ One `LeaseKeeper` renews the claims of all local drains together.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import NotFoundError
-from ..runner import RunContext
-from ..store import Claim, SqlStore
+from ..store import Claim, SqlStore, is_transient
 from ._drain import STOP_OUTCOMES, DrainOptions, DrainResult, drain
 from ._leases import LeaseKeeper
+from ._port import SessionSetup
+
+log = logging.getLogger("wakeful.coordinator")
 
 
 class SessionNotFoundError(NotFoundError):
@@ -46,7 +49,7 @@ class Coordinator:
     def __init__(
         self,
         store: SqlStore,
-        make_context: Callable[[str, asyncio.Event], RunContext],
+        make_context: Callable[[str, asyncio.Event], SessionSetup],
         options: DrainOptions | None = None,
     ) -> None:
         self.store = store
@@ -72,7 +75,7 @@ class Coordinator:
             # claim is not released: its lease lapses too and recovery drives the session.
             current.again = True
             return current.task
-        entry = _Active(task=None)  # type: ignore[arg-type]
+        entry = _Active(task=None)  # type: ignore[arg-type]  # the task is set below, once `_run` can see the entry
         # An interrupt requested before this drain began was for an earlier one (or an idle
         # session, a no-op): the store watcher must not apply it here, however late it polls.
         newest = self.store.last_event_id()
@@ -141,11 +144,19 @@ class Coordinator:
 
     async def _watch(self, after_id: int) -> None:
         """Apply interrupts requested through the store to the drains of this process."""
+        failing = False  # logged once per run of failures
         while self._active:
             await asyncio.sleep(self.options.poll_interval_ms / 1000)
             if not self._active:
                 return
-            after_id, requests = await asyncio.to_thread(self.store.interrupts_after, after_id)
+            try:
+                after_id, requests = await asyncio.to_thread(self.store.interrupts_after, after_id)
+            except Exception as err:  # a store fault must not end the watcher: poll again
+                if not failing and not is_transient(err):
+                    log.warning("interrupt watcher: %s: %s", type(err).__name__, err)
+                failing = True
+                continue
+            failing = False
             for request_id, session_id in requests:
                 entry = self._active.get(session_id)
                 if entry is not None and request_id > entry.seen_request:

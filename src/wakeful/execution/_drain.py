@@ -8,8 +8,9 @@ then heals and resumes (the earlier driver's turn is already open). The process'
 renews the lease; losing the claim stops the drain without another write. Success, failure and
 user interruption release the claim; a shutdown interrupt and a crash leave it for recovery.
 
-Store calls run in a worker thread (`asyncio.to_thread`), so one session's commit or database
-round trip does not stall the other sessions this process drives.
+Store calls run in a worker thread (`off_loop`), so one session's commit or database round
+trip does not stall the other sessions this process drives; turns reach the store only through
+the `StorePort` the drain opens with its claim (one per claim, shared by its turns).
 """
 
 from __future__ import annotations
@@ -19,13 +20,18 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import ClaimLostError, UsageError
-from ..events import SessionError
-from ..runner import Compactor, Interrupted, RunContext, TurnResult, TurnRunner, crash_point
+from pydantic import JsonValue
+
+from ..errors import ClaimLostError, LocationUnavailableError, UsageError
+from ..instructions import InstructionSync
+from ..runner import Interrupted, TurnResult, TurnRunner, crash_point
 from ..store import Claim, Delivered, SqlStore, fence
 from ._leases import LeaseKeeper
+from ._move import rebind
 from ._owner import current_owner, owner_is_dead
+from ._port import SessionSetup, StorePort, off_loop
 from ._recovery import heal_running_tools, heal_unstarted_calls, open_turn, plan_recovery
+from ._unbuildable import block_unbuildable
 
 STOP_OUTCOMES = frozenset({"paused", "blocked", "interrupted"})
 
@@ -49,6 +55,7 @@ class DrainResult:
     busy: bool = False
     claim_lost: bool = False
     shutdown: bool = False
+    waiting_for: str | None = None  # the session's location is not served here: not run
 
 
 def new_turn_id() -> str:
@@ -59,7 +66,7 @@ def new_turn_id() -> str:
 async def drain(
     store: SqlStore,
     session_id: str,
-    make_context: Callable[[], RunContext],
+    make_context: Callable[[], SessionSetup],
     leases: LeaseKeeper,
     options: DrainOptions | None = None,
     claim: Claim | None = None,
@@ -71,17 +78,35 @@ async def drain(
     """
     opts = options or DrainOptions()
     result = DrainResult(session_id)
-    try:
-        ctx = make_context()  # before any claim: a configuration error must not start a turn
+    try:  # before any claim: a configuration error must not start a turn (off the loop: it
+        # reads the store and may start MCP servers, `_toolbox.py`)
+        setup = await off_loop(make_context)
+    except LocationUnavailableError as err:  # not run here, not failed: it waits (placement)
+        if claim is not None:  # taken over for nothing: it lapses for a worker serving it
+            leases.drop(claim)
+        await off_loop(store.note_waits, {session_id: err.location})
+        result.waiting_for = err.location
+        return result
     except UsageError as err:  # a permanent configuration error (e.g. the model cannot be built)
-        await asyncio.to_thread(_report_unbuildable, store, session_id, opts, err, claim)
-        raise
+        turns, busy = await off_loop(
+            block_unbuildable, store, session_id, opts.lease_ms, err, claim
+        )
+        if claim is not None:
+            leases.drop(claim)
+        result.turns.extend(turns)
+        result.busy = busy
+        return result
+    ctx = setup.ctx
     first: tuple[str, Sequence[Delivered]] | None = None
     if claim is None:
         tid = new_turn_id()
-        start = await asyncio.to_thread(
+        # The instruction delta goes before the delivery, in its transaction (003).
+        prelude = await off_loop(
+            InstructionSync(store, session_id, ctx.instruction_sources).prelude
+        )
+        start = await off_loop(
             store.start_drain, session_id, current_owner(), opts.lease_ms, owner_is_dead,
-            start_turn=tid,
+            start_turn=tid, prelude=prelude,
         )  # fmt: skip
         if start.claim is None:
             result.busy = start.busy
@@ -90,15 +115,18 @@ async def drain(
         if start.delivered:
             first = (tid, start.delivered)
     crash_point("drain.claimed")
-    ctx.claim = fence(claim)
+    port = StorePort(
+        store, session_id, fence(claim), sources=ctx.instruction_sources, hooks=setup.hooks
+    )
     leases.hold(claim, ctx.interrupt.set)
+    port.publish("session_start", {"taken_over": claim.taken_over})
     # Only a drain that ran to its end releases; a shutdown, a lost claim, a cancellation or an
     # unexpected error keeps the claim, so the session is recovered like after a crash.
     release = False
     try:
         if first is None:
-            await _recover(store, session_id, claim, ctx, opts, result)
-        await _turns(store, session_id, ctx, result, first)
+            await _recover(claim, setup, port, opts, result)
+        await _turns(setup, port, result, first, make_context)
         release = True
     except Interrupted:  # a shutdown interrupt: the open turn stays for the next driver
         result.shutdown = True
@@ -107,80 +135,112 @@ async def drain(
     finally:
         leases.drop(claim)
         if release:
-            await asyncio.to_thread(store.release_claim, claim)
+            await off_loop(store.release_claim, claim)
+        port.publish("session_end", session_end_data(result))
     return result
 
 
-def _report_unbuildable(
-    store: SqlStore, sid: str, opts: DrainOptions, err: UsageError, claim: Claim | None
-) -> None:
-    """Record why the session cannot be driven, under a claim; inputs stay pending."""
-    claim = claim or store.acquire_claim(sid, current_owner(), opts.lease_ms, owner_is_dead)
-    if claim is None:  # a live driver elsewhere: it is the one to report
-        return
-    store.append(sid, [SessionError(error=f"cannot drive the session: {err}")], fence(claim))
-    store.release_claim(claim)
+def session_end_data(result: DrainResult) -> dict[str, JsonValue]:
+    """The `session_end` hook's data: the status the run left and the turns it ran."""
+    if result.shutdown or result.claim_lost:
+        status = "shutdown" if result.shutdown else "claim_lost"
+    elif not result.turns or result.turns[-1].outcome == "completed":
+        status = "idle"
+    else:
+        status = result.turns[-1].outcome
+    turns = [t.turn_id for t in result.turns]
+    return {
+        "status": status, "turns": len(turns),
+        "first_turn_id": turns[0] if turns else None, "last_turn_id": turns[-1] if turns else None,
+    }  # fmt: skip
 
 
 async def _recover(
-    store: SqlStore,
-    sid: str,
-    claim: Claim,
-    ctx: RunContext,
-    opts: DrainOptions,
-    result: DrainResult,
+    claim: Claim, setup: SessionSetup, port: StorePort, opts: DrainOptions, result: DrainResult
 ) -> None:
-    token = fence(claim)
-    if claim.taken_over:  # only an unclean end leaves calls running or unanswered
-        await asyncio.to_thread(heal_running_tools, store, sid, token)
-        await asyncio.to_thread(heal_unstarted_calls, store, sid, token)
+    store, sid, token = port.store, port.session_id, fence(claim)
+    # A call still `running` here has no owner left (this drain holds the claim and ran nothing
+    # yet): after a takeover, or after a driver released the claim without saving its result.
+    healed = await off_loop(heal_running_tools, store, sid, token)
+    if claim.taken_over:  # only a crash between a reply and its calls leaves calls unanswered
+        healed += await off_loop(heal_unstarted_calls, store, sid, token)
+    if claim.taken_over or healed:
         crash_point("drain.healed")
-    turn = await asyncio.to_thread(open_turn, store, sid)
+    turn = await off_loop(open_turn, store, sid)
     if turn is None:
         return
-    runner = TurnRunner(ctx, sid)
-    plan = await asyncio.to_thread(
-        plan_recovery, store, sid, turn, token, opts.max_recovery_attempts
-    )
+    runner = TurnRunner(setup.ctx, port)
+    plan = await off_loop(plan_recovery, store, sid, turn, token, opts.max_recovery_attempts)
     if plan.end is not None:  # settled without another model request
-        result.turns.append(
-            runner.settle(turn.turn_id, plan.end, plan.final_text, plan.error, plan.error_kind)
+        ended = await runner.settle(
+            turn.turn_id, plan.end, plan.final_text, plan.error, plan.error_kind
         )
+        result.turns.append(ended)
     else:
         result.turns.append(await runner.run(turn_id=turn.turn_id))
 
 
 async def _turns(
-    store: SqlStore,
-    sid: str,
-    ctx: RunContext,
+    setup: SessionSetup,
+    port: StorePort,
     result: DrainResult,
     first: tuple[str, Sequence[Delivered]] | None,
+    make_context: Callable[[], SessionSetup],
 ) -> None:
-    """Run turns until nothing is deliverable; `first` was delivered with the claim."""
+    """Run turns until nothing is deliverable; `first` was delivered with the claim. A move
+    (delivered between turns) rebinds the session to the new location (a new context and
+    port, under the same claim), or ends the drain when this process does not serve it."""
     if result.turns and result.turns[-1].outcome in STOP_OUTCOMES:
         return
+    store, sid, ctx = port.store, port.session_id, setup.ctx
+    sync = InstructionSync(store, sid, ctx.instruction_sources)
     while True:
+        if result.turns and result.turns[-1].outcome == "failed":
+            # A turn that failed on a store fault may leave calls `running` (a reply committed
+            # although its commit reported a lost connection): settle them before new input.
+            await off_loop(heal_running_tools, store, sid, port.claim)
         if first is not None:
             (tid, delivered), first = first, None
         else:
-            if ctx.shutdown is not None and ctx.shutdown.is_set():
+            if ctx.shutting_down():
                 return  # leave pending input for the next driver rather than start a turn
             tid = new_turn_id()
-            delivered = await asyncio.to_thread(
-                store.promote, sid, idle=True, claim=ctx.claim, start_turn=tid
+            prelude = await off_loop(sync.prelude)
+            delivered = await off_loop(
+                store.promote, sid, idle=True, claim=port.claim, start_turn=tid, prelude=prelude
             )
         if not delivered:
             return
         inputs = [d.item.input_id for d in delivered if d.message is not None]
+        for input_id in inputs:
+            port.publish("input_delivered", {"input_id": input_id, "delivery": "turn"})
+        if any(d.item.kind == "approval" for d in delivered):  # they started the turn
+            turn = await TurnRunner(ctx, port).run(turn_id=tid, decisions=True)
+            result.turns.append(turn)
+            if turn.outcome in STOP_OUTCOMES:
+                return
+            continue
         if not inputs:  # a control item is delivered alone; a compaction runs here, idle
             for d in delivered:
                 if d.item.kind == "compaction":
-                    await Compactor(ctx, sid).control(d.item, in_turn=False)
+                    await TurnRunner(ctx, port).compact(d.item)
+                elif d.item.kind == "move":
+                    try:
+                        setup = await off_loop(rebind, store, sid, port.claim, make_context)
+                    except LocationUnavailableError as err:  # served elsewhere: it waits there
+                        await off_loop(store.note_waits, {sid: err.location})
+                        result.waiting_for = err.location
+                        return
+                    ctx = setup.ctx
+                    port = StorePort(
+                        store, sid, port.claim, sources=ctx.instruction_sources,
+                        hooks=setup.hooks,
+                    )  # fmt: skip
+                    sync = InstructionSync(store, sid, ctx.instruction_sources)
             if ctx.interrupt.is_set():
                 return
             continue
-        turn = await TurnRunner(ctx, sid).run(inputs, turn_id=tid)
+        turn = await TurnRunner(ctx, port).run(inputs, turn_id=tid)
         result.turns.append(turn)
         if turn.outcome == "interrupted":
             ctx.interrupt.clear()  # an interrupt stops one turn; the next one starts clean

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..store import Claim, SqlStore
+from ..store import Claim, Outage, SqlStore, is_transient
 
 log = logging.getLogger("wakeful.leases")
 
@@ -57,17 +57,25 @@ class LeaseKeeper:
             self.store.renew_claims, [h.claim for h in held], self.lease_ms
         )
         for h in held:
-            if h.claim.session_id not in kept and self._held.pop(h.claim.token, None):
+            if h.claim.session_id not in kept and self._held.pop(h.claim.token, None) is not None:
                 h.on_lost()
 
     async def _beat(self) -> None:
         period = max(self.lease_ms / 3000, 0.05)
+        outage = Outage(
+            log, "renewing leases"
+        )  # a busy or lost store is logged when it starts and ends
         while self._held:
             await asyncio.sleep(period)
             try:
                 await self.renew_now()
             except Exception as err:  # a store fault: try again next period, the lease has slack
-                log.warning("lease renewal failed: %s: %s", type(err).__name__, err)
+                if is_transient(err):
+                    outage.failed(err)
+                else:
+                    log.warning("lease renewal failed: %s: %s", type(err).__name__, err)
+            else:
+                outage.ok()
 
     async def aclose(self) -> None:
         """Stop the heartbeat (held claims are kept as they are)."""

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from ..events import MessageAdded, Outcome, SessionEvent, ToolCallEnded
 from ..messages import Message, TextBlock, TextOrigin, ToolResultBlock
+from ..runner import read_approvals
 from ..store import ClaimToken, SqlStore, TurnRow
-from ._children import delegation_of
+from ._delegation import delegation_of
 
 PARTIAL_RESULT = (
     "This tool call was still running when its process stopped; it may have partially run. "
@@ -31,7 +32,7 @@ CONTINUATION = (
 )
 
 
-def heal_running_tools(store: SqlStore, session_id: str, claim: ClaimToken) -> int:
+def heal_running_tools(store: SqlStore, session_id: str, claim: ClaimToken | None) -> int:
     """Fail every `running` tool call with a synthetic result; return how many."""
     running = store.tool_calls(session_id, status="running")
     if not running:
@@ -61,16 +62,22 @@ def heal_unstarted_calls(store: SqlStore, session_id: str, claim: ClaimToken) ->
 
     Only the newest assistant message can hold them: a crash between persisting the reply and
     persisting its `tool.started` events. The result goes right after it, keeping pairs valid.
+    Calls waiting for approval (`approval.requested`) were not started on purpose: they wait on.
     """
     messages = store.messages(session_id)
     last = next(
-        (i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None
-    )
+        (i for i in range(len(messages) - 1, -1, -1)
+         if messages[i].role == "assistant" and not messages[i].aborted),
+        None,
+    )  # fmt: skip
     if last is None or not messages[last].tool_calls():
         return 0
     started = {c.call_id for c in store.tool_calls(session_id) if c.message_id == messages[last].id}
     answered = {r.call_id for m in messages[last + 1 :] for r in m.tool_results()}
     missing = [c for c in messages[last].tool_calls() if c.id not in started | answered]
+    step = read_approvals(store, session_id).step if missing else None
+    if step is not None and step.message_id == messages[last].id:
+        return 0
     if not missing:
         return 0
     results = tuple(
@@ -102,11 +109,16 @@ def plan_recovery(
 ) -> RecoveryPlan:
     """Decide how an open turn ends or resumes; append the continuation when it resumes.
 
-    A turn whose newest message is a complete final reply (no tool calls, not a partial) had
+    A turn whose newest message is a complete final reply (no tool calls, not partial, not
+    aborted) had
     finished: it ends `completed` without another request. An orphaned foreground child (its
     parent's `task` call was failed with the parent's process) ends `failed`. A turn that already
-    had `max_attempts` continuations ends `failed`; otherwise a continuation is appended.
+    had `max_attempts` continuations ends `failed`; otherwise a continuation is appended. A
+    turn whose calls wait for approval (or were decided and not run) resumes as it is: the
+    runner pauses it again or runs the decided calls.
     """
+    if read_approvals(store, session_id).step is not None:  # the turn runs or re-pauses it
+        return RecoveryPlan()
     messages = [m for seq, m in store.messages_with_seq(session_id, turn.started_seq)]
     if messages and _is_final_reply(messages[-1]):
         return RecoveryPlan("completed", final_text=messages[-1].text())
@@ -135,5 +147,6 @@ def _is_final_reply(message: Message) -> bool:
         message.role == "assistant"
         and not message.tool_calls()
         and not (message.metadata or {}).get("partial")
+        and not message.aborted  # output cut short: the step is asked again
         and bool(message.blocks)
     )

@@ -7,47 +7,94 @@ coordinator; `run` sends and waits for the drain. `run_sync` is the one thin syn
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from pydantic import JsonValue
 
-from ..config import Config, load_config
-from ..errors import UsageError
-from ..events import Delivery, InputKind, InterruptRequested, SessionCreated
+from ..config import DEFAULT_PERMISSIONS, Config, load_config
+from ..errors import LocationUnavailableError, NotFoundError, UsageError
+from ..events import (
+    ApprovalRequested,
+    Delivery,
+    InputKind,
+    InterruptRequested,
+    SessionCreated,
+    SessionUpdated,
+)
 from ..instructions import workspace_sources
-from ..providers import Provider, make_provider
+from ..providers import Provider, check_model, make_provider
 from ..runner import (
+    LEGACY_KINDS,
     Agent,
+    AskResult,
+    LiveEvent,
     LiveListener,
     PermissionPolicy,
     RunContext,
+    Tool,
     ToolContext,
+    Tracing,
     TurnResult,
-    builtin_tools,
     resolve_agent,
 )
-from ..store import Admission, SqlStore, new_session_id, open_store
-from ._children import Children, delegation_of
+from ..store import (
+    Admission,
+    PruneCounts,
+    Schedule,
+    ScheduleFire,
+    SessionRow,
+    SqlStore,
+    new_session_id,
+    open_store,
+)
+from . import _schedules
+from ._approve import admit_decision, pending_approvals
+from ._children import Children
 from ._coordinator import Coordinator, SessionNotFoundError
+from ._delegation import delegation_of
 from ._drain import DrainOptions, DrainResult
+from ._event_stream import EventStream, Streams
+from ._follow import drive_input, input_outcome
+from ._hooks import HookEvent, Hooks
+from ._move import existing_location
+from ._port import PortHooks, SessionSetup
+from ._reads import Reads
+from ._schedule_times import Timing
+from ._shaping import ShapingMixin
+from ._toolbox import Toolbox
+
+log = logging.getLogger("wakeful.runtime")
 
 DEFAULT_MODEL = "local"
+Ask = Callable[[str, dict[str, object]], Awaitable[AskResult]]
 
 
 def default_model(config: Config) -> str:
-    """The configured model, else Anthropic/OpenAI when their key is set, else `local`."""
+    """The configured model (`$WAKEFUL_MODEL` over the files: `load_config`), else
+    Anthropic/OpenAI when their key is set, else `local`."""
     if config.providers.model:
         return config.providers.model
-    if os.environ.get("WAKEFUL_MODEL"):
-        return os.environ["WAKEFUL_MODEL"]
     if os.environ.get("ANTHROPIC_API_KEY"):
         return "anthropic:claude-sonnet-4-5"
     if os.environ.get("OPENAI_API_KEY"):
         return "openai:gpt-4.1"
     return DEFAULT_MODEL
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A location as a driver serves it: the workspace root (the tools' root, where the
+    instruction sources are read) and the configuration of that workspace."""
+
+    root: Path
+    config: Config
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +105,11 @@ class SendResult:
     input_id: str
     created: bool
     session_created: bool
+    status: str = "pending"
+    """The input's status as of admission (an input id sent again reads as it is now)."""
 
 
-class Runtime:
+class Runtime(ShapingMixin):
     """A store plus everything needed to drive its sessions in this process."""
 
     def __init__(
@@ -74,14 +123,35 @@ class Runtime:
         store: SqlStore | None = None,
         listener: LiveListener | None = None,
         options: DrainOptions | None = None,
+        ask: Ask | None = None,
+        max_output_tokens: int | None = None,
+        tools: Sequence[Tool] | None = None,
+        tracer_provider: Any = None,
     ) -> None:
+        # Tools of this process: `tools` (e.g. made with `wakeful.tools.tool`), `[tools]` of
+        # each location's configuration, and its MCP servers (`docs/tools.md`).
+        self.toolbox = Toolbox(list(tools or ()))
+        self.ask = ask  # someone present to answer `ask` permissions; None: such calls pause
         self.workspace = Path(workspace or os.getcwd()).resolve()
         self.config = config or load_config(self.workspace)
-        self.store = store or open_store(db)
+        self._output_limit = max_output_tokens
+        if max_output_tokens is not None:
+            self.config = self.config.with_output_limit(max_output_tokens)
+        self._places: dict[str, Place] = {str(self.workspace): Place(self.workspace, self.config)}
+        # Which locations this process runs sessions at (a worker's `--location`); None: any
+        # directory present on this host.
+        self.serves: Callable[[str], bool] | None = None
+        self.store = store or open_store(db, options=self.config.store)
         self.model = model or default_model(self.config)
         self.agent_name = agent or self.config.default_agent
-        self.listener = listener
+        self.listener = listener  # the single listener of earlier versions (LEGACY_KINDS only)
+        self.hooks = Hooks()  # lifecycle hooks (`docs/hooks.md`)
+        self._streams = Streams()  # open `events()` streams (`docs/events.md`)
+        # OpenTelemetry spans (`docs/tracing.md`); None without the opentelemetry package.
+        self.tracing = Tracing.create(tracer_provider)
         self._providers: dict[str, Provider] = {}
+        self._providers_lock = threading.Lock()
+        self._model_checked = False  # `self.model` passed `check_model` (see `send`)
         if options is None:
             ex = self.config.execution
             options = DrainOptions(
@@ -93,44 +163,160 @@ class Runtime:
         resolve_agent(self.agent_name, self.config)  # fail early on an unknown agent
         self.children = Children(
             self.store, self.coordinator, default_agent=self.agent_name,
-            check_agent=lambda name: resolve_agent(name, self.config),
+            check_agent=lambda name, loc: resolve_agent(name, self.place(loc).config),
             workspace=str(self.workspace),
         )  # fmt: skip
 
-    def _provider(self, spec: str) -> Provider:
-        if spec not in self._providers:
-            self._providers[spec] = make_provider(spec, **self.config.providers.options_for(spec))
-        return self._providers[spec]
+    def add_tool(self, tool: Tool) -> None:
+        """Offer `tool` (a `wakeful.tools.tool` function or any `Tool`) to the sessions this
+        runtime drives: `build` and agents without a tool list get it, others when their list
+        names it. `UsageError` for a bad name or one a built-in has."""
+        self.toolbox.register(tool)
 
-    def _context(self, session_id: str, interrupt: asyncio.Event) -> RunContext:
-        """A run context for the session; the drain sets its claim once it holds one."""
+    def check_model(self, spec: str, place: Place | None = None) -> None:
+        """Raise `UsageError` (one line) unless `spec` can be built here, with the `[providers]`
+        options of `place`'s configuration (default: this runtime's workspace): a valid spec,
+        an existing scripted file, an API key. Nothing is written; no request is sent."""
+        config = self.config if place is None else place.config
+        check_model(spec, **config.providers.options_for(spec))
+
+    def build_provider(self, spec: str, place: Place | None = None) -> Provider:
+        """A new provider for `spec` with the `[providers]` options (API key variable, base URL,
+        context windows, output limits) of `place`'s configuration (default: this runtime's
+        workspace); the one builder of every model this runtime uses, the session's and a
+        `[compaction] model`. The caller closes it. `UsageError` when it cannot be built
+        (`check_model`)."""
+        config = self.config if place is None else place.config
+        options = config.providers.options_for(spec)
+        check_model(spec, **options)  # a key removed since: a `UsageError`, the turn blocked
+        return make_provider(spec, **options)
+
+    def _provider(self, spec: str, place: Place) -> Provider:
+        """The one provider of `spec` at `place` (built once, closed by `aclose`): the
+        provider factory of that place's turns, for the session's model and a
+        `[compaction] model` alike. Contexts are built in worker threads, hence the lock."""
+        key = f"{place.root}\0{spec}"  # a workspace's configuration may set its options
+        with self._providers_lock:
+            if key not in self._providers:
+                self._providers[key] = self.build_provider(spec, place)
+            return self._providers[key]
+
+    def place(self, location: str | None) -> Place:
+        """Where a session at `location` runs in this process: its root and its workspace's
+        configuration (`wakeful.toml` found from the root; `--max-output-tokens` applied).
+        None (a session recorded without a location) runs at this runtime's workspace.
+
+        Raises `LocationUnavailableError` when the location is not a directory on this host.
+        """
+        if location is None:
+            return self._places[str(self.workspace)]
+        if self.serves is not None and not self.serves(location):
+            raise LocationUnavailableError(
+                f"the session lives at {location}, which this process does not serve",
+                location=location,
+            )
+        found = self._places.get(location)
+        root = Path(location)
+        if not root.is_dir():
+            raise LocationUnavailableError(
+                f"the session lives at {location}, which is not a directory on this host",
+                location=location,
+            )
+        if found is None:
+            config = load_config(root)
+            if self._output_limit is not None:
+                config = config.with_output_limit(self._output_limit)
+            found = self._places[location] = Place(root, config)
+        return found
+
+    def set_identity(
+        self, session_id: str, *, agent: str | None = None, model: str | None = None
+    ) -> bool:
+        """Make `agent` and/or `model` the session's own from its next turn on, as one durable
+        `session.updated` (visible in later receipts). Both are checked first (`UsageError`,
+        nothing written); a value equal to the stored one writes nothing. Returns whether an
+        update was written."""
         row = self.store.get_session(session_id)
-        agent: Agent = resolve_agent(row.agent or self.agent_name, self.config)
+        place = self.place(row.location)  # checked with the configuration where it runs
+        if agent is not None:
+            resolve_agent(agent, place.config)
+        if model is not None:
+            self.check_model(model, place)
+        changes = {
+            name: value
+            for name, value in (("agent", agent), ("model", model))
+            if value is not None and value != getattr(row, name)
+        }
+        if not changes:
+            return False
+        self.store.append(session_id, [SessionUpdated(**changes)])
+        return True
+
+    def _context(self, session_id: str, interrupt: asyncio.Event) -> SessionSetup:
+        """How the session runs here, at its location: the turn's context (tools, instruction
+        sources, configuration and permissions) and its port's hooks (the live listener, a
+        background child's settle). The drain opens the port once it holds a claim; it calls
+        this in a worker thread (it reads the store)."""
+        row = self.store.get_session(session_id)
+        place = self.place(row.location)
+        if row.waiting_for is not None:  # a worker left it; this driver serves its location
+            self.store.clear_wait(session_id)
+        config = place.config
+        agent: Agent = resolve_agent(
+            row.agent or self.agent_name, config, list(self.toolbox.registered)
+        )
         spec = row.model or agent.model or self.model
         top = row.parent_id is None  # delegation is one level deep: only top-level sessions
+        agent, tools, mcp_sources = self.toolbox.for_agent(
+            agent, place.root, config, delegation=top
+        )
         settle = None
         if not top and delegation_of(self.store, session_id) == "background":
             settle = self.children.settler(session_id, row.parent_id or "", row.agent)
-        return RunContext(
-            store=self.store,
-            provider=self._provider(spec),
+        self._provider(spec, place)  # built here: an unbuildable model blocks before any claim
+        ctx = RunContext(
+            providers=partial(self._provider, place=place),
+            model_spec=spec,
             agent=agent,
-            tools={n: t for n, t in builtin_tools(delegation=top).items() if n in agent.tools},
+            tools=tools,
             tool_context=ToolContext(
-                workspace=self.workspace,
+                workspace=place.root,
                 session_id=session_id,
                 delegate=self.children if top else None,
             ),  # fmt: skip
             shutdown=self.coordinator.options.shutdown,
-            settle=settle,
-            policy=PermissionPolicy(self.config.permissions),
-            retry=self.config.retry,
-            compaction=self.config.compaction,
-            model_spec=spec,
-            listener=self.listener,
+            policy=PermissionPolicy(config.permissions, builtin=DEFAULT_PERMISSIONS),
+            ask=self.ask,
+            retry=config.retry,
+            compaction=config.compaction,
             interrupt=interrupt,
-            instruction_sources=workspace_sources(self.workspace, self.config.instructions),
+            instruction_sources=[*workspace_sources(place.root, config.instructions), *mcp_sources],
+            trace_ids=self.tracing.ids if self.tracing is not None else None,
         )
+        return SessionSetup(ctx, PortHooks(listener=self._publish, settle=settle))
+
+    def _publish(self, event: LiveEvent) -> None:
+        """Every live event of a session driven here: to tracing, the hooks, the open event
+        streams, and the single `listener` (the kinds it always received)."""
+        if self.tracing is not None:
+            try:
+                self.tracing.observe(event)
+            except Exception:  # tracing observes; it never breaks a turn
+                log.exception("tracing failed on a %s event", event.kind)
+        self.hooks.emit_live(event)
+        self._streams.publish(event)
+        if self.listener is not None and event.kind in LEGACY_KINDS:
+            self.listener(event)
+
+    def events(
+        self, session_id: str, *, durable: bool = True, after: int | None = None
+    ) -> EventStream:
+        """An async stream of the session's events, live (text deltas, tool progress, step and
+        turn ends) and, with `durable`, the log's events after seq `after` (default: now),
+        each once and in order (`docs/events.md`). Subscribed on return: make it before
+        sending the input it should see; close it with `aclose` (or `async with`)."""
+        start = self.store.high_water(session_id) if after is None else after
+        return EventStream(self._streams, self.store, session_id, after=start, durable=durable)
 
     def send(
         self,
@@ -143,8 +329,13 @@ class Runtime:
         delivery: Delivery = "steer",
         resume: bool = True,
         title: str | None = None,
+        create: bool = True,
     ) -> SendResult:
         """Admit one input (creating the session lazily); with `resume`, wake its drain.
+
+        A session created here takes this runtime's agent and model; the model is checked
+        first (`check_model`), so a model that cannot be built creates nothing. With `create`
+        false an unknown session is a `NotFoundError` and nothing is written.
 
         Waking needs a running event loop; without one the input simply stays pending.
         """
@@ -153,26 +344,153 @@ class Runtime:
                 raise UsageError("nothing to send: give a non-empty prompt")
             payload = {"text": text}
         sid = session_id or new_session_id()
-        create = SessionCreated(
-            title=title or (text or "")[:80] or None, agent=self.agent_name, model=self.model,
-            metadata={"workspace": str(self.workspace)},
-        )  # fmt: skip
-        adm: Admission = self.store.admit(sid, input_id, kind, payload, delivery, create=create)
+        made: SessionCreated | None = None
+        if create or session_id is None:
+            if not self._model_checked and (
+                session_id is None or self.store.find_session(sid) is None
+            ):
+                self.check_model(self.model)  # before anything is written: no stranded session
+                self._model_checked = True  # once per runtime: a script is not parsed per send
+            made = SessionCreated(
+                title=title or (text or "")[:80] or None, agent=self.agent_name,
+                model=self.model, metadata={"workspace": str(self.workspace)},
+                location=str(self.workspace),
+            )  # fmt: skip
+        adm: Admission = self.store.admit(sid, input_id, kind, payload, delivery, create=made)
+        if self.hooks:
+            self.hooks.emit(HookEvent(
+                "input_admitted", sid, {"input_id": adm.item.input_id, "kind": kind,
+                "delivery": delivery, "created": adm.created}, self.store.clock.now_ms(),
+            ))  # fmt: skip
         if resume:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                pass
-            else:
-                self.coordinator.wake(sid)
-        return SendResult(sid, adm.item.input_id, adm.created, adm.session_created)
+            self._wake(sid)
+        return SendResult(sid, adm.item.input_id, adm.created, adm.session_created, adm.item.status)
+
+    @property
+    def reads(self) -> Reads:
+        """The runtime's store as entry points read it (`Reads`: the `Store` protocol and the
+        reads only a local database answers); writes go through this class's methods."""
+        return self.store
+
+    def create_session(
+        self, *, title: str | None = None, agent: str | None = None, model: str | None = None,
+        metadata: dict[str, JsonValue] | None = None, location: str | None = None,
+        session_id: str | None = None,
+    ) -> SessionRow:  # fmt: skip
+        """Create an empty session (a fresh id unless `session_id`) with these fields as given
+        (None: no agent, model or location recorded; `send` fills in this runtime's). The
+        caller checks agent and model first (`place`, `check_model`)."""
+        return self.store.create_session(
+            session_id, title=title, agent=agent, model=model, metadata=metadata,
+            location=location,
+        )  # fmt: skip
+
+    def fork(self, session_id: str, through_seq: int | None = None, **fields: Any) -> SessionRow:
+        """A new session holding the session's messages through `through_seq` (default: all);
+        the original is untouched. `fields` override title, agent, model, location."""
+        return self.store.fork(session_id, through_seq, **fields)
+
+    def set_archived(self, session_id: str, archived: bool = True) -> None:
+        """Set or clear the session's reversible archive marker."""
+        self.store.set_archived(session_id, archived)
+
+    def delete(self, session_id: str) -> PruneCounts:
+        """Delete the session and its descendants for good; return what went."""
+        return self.store.delete(session_id)
+
+    def compact(
+        self, session_id: str, *, tail_turns: int | None = None, input_id: str | None = None,
+        resume: bool = True,
+    ) -> SendResult:  # fmt: skip
+        """Admit a manual compaction request (a control item run at the session's next turn
+        boundary, keeping `tail_turns` recent turns word for word: default `[compaction]`);
+        with `resume`, wake the drain. `NotFoundError` for an unknown session."""
+        payload: dict[str, JsonValue] = {"reason": "manual"}
+        if tail_turns is not None:
+            payload["tail_turns"] = tail_turns
+        return self.send(
+            session_id=session_id, input_id=input_id, kind="compaction", payload=payload,
+            resume=resume, create=False,
+        )  # fmt: skip
+
+    def note_waiting(self, session_id: str, location: str) -> None:
+        """Record that the session waits for a worker serving `location` (what `session show`
+        and the API report as `waiting_for`)."""
+        self.store.note_waits({session_id: location})
+
+    def active(self) -> list[str]:
+        """The sessions this process drives now."""
+        return self.coordinator.active()
+
+    def wake(self, session_id: str) -> asyncio.Task[list[DrainResult]]:
+        """Wake the session's drain in this process (coalesced with a running one, whose task
+        is returned); needs a running event loop."""
+        return self.coordinator.wake(session_id)
+
+    async def drive(self, session_id: str) -> list[TurnResult]:
+        """Drive the session's pending work now (`resume` without its existence check, for a
+        caller that just admitted to the session); return the turns run here."""
+        return self.turns_of(await self.coordinator.resume(session_id))
+
+    def stop_local(self, session_id: str) -> bool:
+        """Stop this process's drain of the session at once, writing nothing (an interrupt
+        that only this process needs to see, e.g. Ctrl-C); whether one ran here."""
+        return self.coordinator.interrupt(session_id)
+
+    async def wait_idle(self) -> None:
+        """Wait until this process drives no session."""
+        await self.coordinator.wait_idle()
+
+    def shut_down(self) -> None:
+        """Stop driving: no drain starts or continues a turn from now on, and every local drain
+        is interrupted (its session recovers wherever it is driven next)."""
+        self.coordinator.options.shutdown.set()
+        for sid in self.coordinator.active():
+            self.coordinator.interrupt(sid)
+
+    def _wake(self, session_id: str) -> None:
+        """Wake the session's drain in this process when an event loop runs here (a caller
+        without one leaves the admitted input to whichever driver comes next)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self.coordinator.wake(session_id)
+
+    def move(
+        self, session_id: str, path: str | Path, *, input_id: str | None = None,
+        resume: bool = True,
+    ) -> SendResult:  # fmt: skip
+        """Admit a `move` of the session to the directory `path` (a control item applied at
+        the next idle boundary: `docs/locations.md`); with `resume`, wake its drain.
+
+        Refused before anything is stored: an unknown session (`NotFoundError`), a destination
+        that is not a directory on this host (`UsageError`).
+        """
+        self.store.get_session(session_id)
+        where = existing_location(path)
+        return self.send(
+            session_id=session_id, input_id=input_id, kind="move", payload={"location": where},
+            resume=resume,
+        )  # fmt: skip
 
     async def run(
         self, text: str, *, session_id: str | None = None, **kw: object
     ) -> list[TurnResult]:
         """Send `text` and drive the session until nothing is left; return the turns run."""
-        sent = self.send(text, session_id=session_id, resume=False, **kw)  # type: ignore[arg-type]
-        return self.turns_of(await self.coordinator.resume(sent.session_id))
+        sent = self.send(text, session_id=session_id, resume=False, **kw)  # type: ignore[arg-type]  # send's own keywords, passed through
+        return await self.drive_input(sent.session_id, sent.input_id)
+
+    async def drive_input(self, session_id: str, input_id: str) -> list[TurnResult]:
+        """Drive the session until the input `input_id` is settled; return the turns run here,
+        or, when another live process drives the session, the turn that took the input there
+        (read from the store once it ended; its usage reads as zero)."""
+        return await drive_input(self.coordinator, session_id, input_id)
+
+    def input_outcome(self, session_id: str, input_id: str) -> TurnResult | None:
+        """The ended turn that took the input, as stored (its usage reads as zero); None while
+        the input is pending or its turn runs. A rejected input reads as a `failed` turn."""
+        return input_outcome(self.store, session_id, input_id)
 
     async def resume(self, session_id: str) -> list[TurnResult]:
         """Drive a session's pending work (and recover it) now."""
@@ -184,22 +502,138 @@ class Runtime:
         """Flatten drain results into the turns they ran."""
         return [t for r in results for t in r.turns]
 
+    def approvals(self, session_id: str) -> list[ApprovalRequested]:
+        """The session's calls waiting for a decision (`NotFoundError` for an unknown session)."""
+        self.store.get_session(session_id)
+        return pending_approvals(self.store, session_id)
+
+    def approve(
+        self, session_id: str, call_id: str, decision: str = "allow", *, resume: bool = True
+    ) -> SendResult:
+        """Admit a decision (`allow`, `deny`, `always`) on a waiting call; with `resume`, wake
+        the session's drain (needs a running event loop, like `send`). The call runs, once,
+        in whichever process drives the session next; see `docs/approvals.md`."""
+        self.store.get_session(session_id)
+        _, adm = admit_decision(self.store, session_id, call_id, decision)
+        if resume:
+            self._wake(session_id)
+        return SendResult(session_id, adm.item.input_id, adm.created, False, adm.item.status)
+
+    def busy(self, session_id: str) -> bool:
+        """Whether the session is being driven: a drain of this process, or a live claim of
+        another (`SqlStore.has_live_claim`). `SessionNotFoundError` if there is no session."""
+        if self.store.find_session(session_id) is None:
+            raise SessionNotFoundError(f"no session {session_id}")
+        return session_id in self.coordinator.active() or self.store.has_live_claim(session_id)
+
     def interrupt(self, session_id: str) -> bool:
         """Hard-interrupt the session's turn, here or in whichever process drives it.
 
         Writes a durable `session.interrupt_requested` (another process's driver sees it within
-        its poll interval) and stops a local drain at once. Returns whether one ran here.
+        its poll interval) and stops a local drain at once. Returns whether one ran here. On an
+        idle session (`busy` is false) nothing is written and nothing happens: an interrupt
+        stops a turn, it is never kept for a later one.
         """
-        if self.store.find_session(session_id) is None:
-            raise SessionNotFoundError(f"no session {session_id}")
+        if not self.busy(session_id):
+            return False
         [request] = self.store.append(session_id, [InterruptRequested()])
         return self.coordinator.interrupt(session_id, request.id)
+
+    def close(self) -> None:
+        """Close the store of a runtime that drives nothing (an entry point that failed before
+        driving, or only admitted); one that drove sessions closes with `aclose`."""
+        self.toolbox.close()
+        self.store.close()
+
+    # -- schedules (docs/schedules.md) ------------------------------------------------------
+
+    def add_schedule(
+        self, prompt: str, *, cron: str | None = None, every: str | None = None,
+        at: str | None = None, timezone: str = "UTC", session_id: str | None = None,
+        name: str | None = None, missed: str = "skip", grace_ms: int = 60_000,
+        delivery: str = "steer", title: str | None = None, agent: str | None = None,
+        model: str | None = None, location: str | Path | None = None,
+        schedule_id: str | None = None,
+    ) -> Schedule:  # fmt: skip
+        """Store a schedule firing `prompt` by a five-field `cron` expression, `every` period
+        (`30s`, `5m`, `2h`, `1d`) or once `at` an ISO time, in `timezone`; exactly one of the
+        three. Each fire admits the prompt to `session_id`, or (None) to a new session made
+        from `agent`, `model` and `location` (defaults: this runtime's agent, model and
+        workspace), each checked now. `missed` is the policy for fires
+        missed in downtime (`skip`, or `once`: fire one to catch up). Any worker fires it.
+
+        `UsageError` (nothing stored) for bad input, `NotFoundError` for an unknown session.
+        """
+        given = [(k, v) for k, v in (("cron", cron), ("interval", every), ("once", at)) if v]
+        if len(given) != 1:
+            raise UsageError("give exactly one of cron, every or at")
+        [(kind, spec)] = given
+        times = Timing.parse(kind, spec, timezone)
+        template: dict[str, JsonValue] = {}
+        if session_id is None:
+            where = (
+                str(self.workspace) if location is None else existing_location(location, "schedule")
+            )
+            place = self.place(where)
+            spec = model or self.model
+            self.check_model(spec, place)
+            resolve_agent(agent or self.agent_name, place.config)
+            template = {
+                "agent": agent or self.agent_name, "model": spec, "location": where,
+                "title": title,
+            }  # fmt: skip
+        return _schedules.new_schedule(
+            self.store, prompt, times, session_id=session_id, template=template, name=name,
+            missed=missed, grace_ms=grace_ms, delivery=delivery, schedule_id=schedule_id,
+        )  # fmt: skip
+
+    def schedules(self) -> list[Schedule]:
+        """Every schedule with its next fire time and last fire, oldest first."""
+        return self.store.list_schedules()
+
+    def schedule(self, schedule_id: str) -> Schedule:
+        """One schedule (`NotFoundError` when there is none)."""
+        return self.store.get_schedule(schedule_id)
+
+    def schedule_fires(self, schedule_id: str, limit: int = 20) -> list[ScheduleFire]:
+        """The schedule's recent fires, newest first (`NotFoundError` for an unknown one)."""
+        self.store.get_schedule(schedule_id)
+        return self.store.list_schedule_fires(schedule_id, limit)
+
+    def pause_schedule(self, schedule_id: str) -> Schedule:
+        """Stop a schedule firing until `resume_schedule` (`NotFoundError` when unknown)."""
+        return self.store.set_schedule_enabled(schedule_id, False)
+
+    def resume_schedule(self, schedule_id: str) -> Schedule:
+        """Fire a paused schedule again from its next time after now; the times that passed
+        while paused are neither fired nor caught up (`NotFoundError` when unknown)."""
+        return _schedules.resume(self.store, schedule_id)
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        """Remove a schedule and its fire history; the inputs and sessions it made stay.
+        `NotFoundError` when there is none."""
+        if not self.store.delete_schedule(schedule_id):
+            raise NotFoundError(f"no schedule {schedule_id}")
+
+    def fire_schedules(self) -> list[ScheduleFire]:
+        """Take the fires due now that no other process took (what every worker does in the
+        background); the admitted inputs are driven by whichever driver runs next."""
+        return _schedules.fire_due(self.store)
+
+    async def run_schedules(
+        self, stop: asyncio.Event, on_fire: Callable[[ScheduleFire], None] | None = None
+    ) -> None:
+        """Fire due schedules until `stop` is set, as every worker does beside its drains
+        (each fire is taken by one process only); `on_fire` hears each fire taken here."""
+        await _schedules.run_schedules(self.store, stop, on_fire)
 
     async def aclose(self) -> None:
         """Wait for local drains, close providers and the store."""
         await self.coordinator.wait_idle()
+        await self.hooks.flush()
         for provider in self._providers.values():
             await provider.aclose()
+        await asyncio.to_thread(self.toolbox.close)
         self.store.close()
 
 
@@ -208,9 +642,9 @@ def run_sync(text: str, **kw: object) -> list[TurnResult]:
     session_id = kw.pop("session_id", None)
 
     async def main() -> list[TurnResult]:
-        rt = Runtime(**kw)  # type: ignore[arg-type]
+        rt = Runtime(**kw)  # type: ignore[arg-type]  # Runtime's own keywords, passed through
         try:
-            return await rt.run(text, session_id=session_id)  # type: ignore[arg-type]
+            return await rt.run(text, session_id=session_id)  # type: ignore[arg-type]  # a str or None, popped from kw
         finally:
             await rt.aclose()
 

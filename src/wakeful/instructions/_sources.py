@@ -1,11 +1,15 @@
 """Instruction sources: where standing instructions come from, read fresh for every attempt.
 
 A source is a key and a reader. A reader returns the text, `None` when the source is absent
-(recorded as "removed"), or raises `OSError` when it cannot be read (the stored value is kept).
+(recorded as "removed"), or raises `OSError` when it is there but cannot be read (a directory,
+a FIFO, a dangling symbolic link, no permission, not UTF-8): the first delta is then blocked,
+a later one keeps the stored value.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +32,14 @@ class Source:
 
 def _file(path: Path) -> Reader:
     def read() -> str | None:
-        if not path.exists():
-            return None
-        return path.read_text(encoding="utf-8")
+        if not os.path.lexists(path):
+            return None  # absent: nothing to follow
+        if not path.is_file():  # never open a FIFO (it would block) or a directory
+            raise OSError(errno.EINVAL, "not a regular file (or a link to none)", str(path))
+        try:
+            return path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise OSError(errno.EILSEQ, f"not UTF-8 text ({err.reason})", str(path)) from None
 
     return read
 

@@ -1,12 +1,16 @@
 """Instruction value deltas: read every source once, hash, admit one delta when anything changed.
 
-Invariant: the first delta of a session is complete and carries no text; a later change appears
+Invariant: the first delta of a session is complete (an unreadable source blocks it) and
+carries no text; a later change appears
 exactly once, as an `instructions.updated` with its rendered text and a chronological system
 message; unchanged sources produce nothing. Values are blobs stored once by digest.
 
 Epochs: the system prompt renders the epoch's initial values. The first epoch starts at the first
 delta; a `compaction.ended` starts a new one from the values it snapshots (no source is read and
 no instruction event is written). A fork's first delta adopts its parent's newest values.
+
+Order: a driver admits a delta before it delivers the input that follows (003, "before input
+delivery"): `prelude` plans it and the store writes it in the delivery's own transaction.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import InstructionSourceError
 from ..events import CompactionEnded, InstructionsUpdated, MessageAdded, SessionEvent
 from ..messages import Message, TextBlock
-from ..store import ClaimToken, SqlStore
+from ..store import ClaimToken, Prelude, SqlStore
 from ._sources import Source
 
 REMOVED = "removed"
@@ -70,18 +75,41 @@ class InstructionSync:
     def __call__(self, claim: ClaimToken | None, epoch: int) -> Baseline:
         """The baseline to render now (admitting a delta first when a source changed)."""
         read = _read_all(self._sources)
-        seen = tuple(
-            (
-                key,
-                None if value is None else ("!" if isinstance(value, OSError) else _digest(value)),
-            )
-            for key, value in read.items()
-        )
+        seen = _seen(read)
         if self._last is not None and self._last[0] == seen and self._last[1] == epoch:
             return self._last[2]
         base = _sync(self._store, self._sid, read, claim)
         self._last = (seen, epoch, base)
         return base
+
+    def unchanged(self, epoch: int) -> Baseline | None:
+        """The baseline of the last call when the sources still say the same at the same
+        `epoch` (no store access: a caller may skip its trip to the store); else None."""
+        if self._last is None or self._last[1] != epoch:
+            return None
+        return self._last[2] if _seen(_read_all(self._sources)) == self._last[0] else None
+
+    def prelude(self, epoch: int = 0) -> Prelude | None:
+        """The delta to admit *before* the next input is delivered (003: "before input
+        delivery"), for `SqlStore.promote`/`start_drain` to write in the delivery's own
+        transaction; None when nothing changed since this object's last sync at `epoch`, or
+        when the first delta cannot be complete (the turn's own sync then blocks it)."""
+        read = _read_all(self._sources)
+        if self._last is not None and self._last[0] == _seen(read) and self._last[1] == epoch:
+            return None
+        at_seq = self._store.high_water(self._sid)
+        try:
+            events, blobs = _plan(self._store, self._sid, read)
+        except InstructionSourceError:
+            return None
+        return Prelude(tuple(events), tuple(blobs), at_seq) if events else None
+
+
+def _seen(read: dict[str, str | None | OSError]) -> tuple[tuple[str, str | None], ...]:
+    return tuple(
+        (key, None if value is None else ("!" if isinstance(value, OSError) else _digest(value)))
+        for key, value in read.items()
+    )
 
 
 def _sync(
@@ -90,16 +118,40 @@ def _sync(
     read: dict[str, str | None | OSError],
     claim: ClaimToken | None,
 ) -> Baseline:
+    events, blobs = _plan(store, session_id, read)
+    if events:
+        store.append(session_id, events, claim, blobs=blobs)
+    return baseline(store, session_id)
+
+
+def _plan(
+    store: SqlStore, session_id: str, read: dict[str, str | None | OSError]
+) -> tuple[list[SessionEvent], list[bytes]]:
+    """The events (and value blobs) that bring the stored instruction state up to `read`.
+
+    The first delta of a session must be complete: an unreadable source then raises
+    `InstructionSourceError` (the turn is blocked) rather than being left out silently. Later,
+    an unreadable source keeps its stored value.
+    """
     current = store.instruction_values(session_id)
     first = not store.events(session_id, types=["instructions.updated"], limit=1)
-    if first and _adopt_parent(store, session_id, claim):
-        current = store.instruction_values(session_id)
-        first = False
+    events: list[SessionEvent] = []
+    if first and (adopted := _parent_values(store, session_id)):
+        events.append(InstructionsUpdated(delta=adopted))  # a fork starts from its parent's
+        current, first = dict(adopted), False
+    if first:
+        unreadable = {k: v for k, v in read.items() if isinstance(v, OSError)}
+        if unreadable:
+            key, err = next(iter(unreadable.items()))
+            raise InstructionSourceError(
+                f"instruction source {key} cannot be read ({err.strerror or err}); the "
+                "session's first instructions would be incomplete: fix or remove it"
+            )
     delta: dict[str, str] = {}
     blobs: list[bytes] = []
     for key, value in read.items():
         if isinstance(value, OSError):
-            continue  # unreadable: keep what is stored
+            continue  # unreadable after the first delta: keep what is stored
         if value is None:
             if key in current or first:
                 delta[key] = REMOVED
@@ -109,15 +161,13 @@ def _sync(
             delta[key] = digest
             blobs.append(value.encode())
     if delta:
-        events: list[SessionEvent] = []
         text = None if first else _render_change(delta, read)
         events.append(InstructionsUpdated(delta=delta, text=text))
         if text is not None:
             events.append(
                 MessageAdded(message=Message(role="system", blocks=(TextBlock(text=text),)))
             )
-        store.append(session_id, events, claim, blobs=blobs)
-    return baseline(store, session_id)
+    return events, blobs
 
 
 def _render_change(delta: dict[str, str], read: dict[str, str | None | OSError]) -> str:
@@ -130,21 +180,17 @@ def _render_change(delta: dict[str, str], read: dict[str, str | None | OSError])
     return "\n".join(parts)
 
 
-def _adopt_parent(store: SqlStore, session_id: str, claim: ClaimToken | None) -> bool:
-    """Start a fork from its parent's newest values (a complete first delta without text)."""
+def _parent_values(store: SqlStore, session_id: str) -> dict[str, str] | None:
+    """A fork's parent's newest values: the fork's complete first delta (without text)."""
     forked_from = store.get_session(session_id).forked_from
     if forked_from is None or store.find_session(forked_from) is None:
-        return False
-    values = epoch_snapshot(store, forked_from)
-    if not values:
-        return False
-    store.append(session_id, [InstructionsUpdated(delta=values)], claim)
-    return True
+        return None
+    return epoch_snapshot(store, forked_from) or None
 
 
 def _epoch_digests(store: SqlStore, session_id: str) -> dict[str, str]:
     """The current epoch's initial values by key: the latest compaction's, else the first delta."""
-    for stored in reversed(store.events(session_id, types=["compaction.ended"])):
+    for stored in reversed(store.live_compactions(session_id)):  # a rewind may hide some
         event = stored.event
         if isinstance(event, CompactionEnded) and event.instructions is not None:
             return dict(event.instructions)

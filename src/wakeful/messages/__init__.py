@@ -46,6 +46,7 @@ from ._memo import IdentityMemo, PrefixMemo
 from ._openai_chat import from_openai_chat, to_openai_chat
 from ._openai_responses import from_openai_responses, to_openai_responses
 from ._pairing import PairingDrop, PairingDropKind, drop_invalid_pairings
+from ._redact import MOVE_RECORD, redact_system
 from ._repair import (
     DEFAULT_USER_TAIL_DIRECTIVE,
     SYNTHETIC_TOOL_RESULT,
@@ -55,10 +56,11 @@ from ._repair import (
     is_wire_valid,
     to_wire,
 )
-from ._wire import WireMessage
+from ._wire import MEDIA_TYPES, WireMessage, label_media
 
 __all__ = [
     "DEFAULT_USER_TAIL_DIRECTIVE",
+    "MEDIA_TYPES",
     "REASONING_TYPES",
     "SYNTHETIC_TOOL_RESULT",
     "AnthropicPayload",
@@ -97,6 +99,7 @@ __all__ = [
     "from_openai_chat",
     "from_openai_responses",
     "is_wire_valid",
+    "label_media",
     "load_message",
     "load_messages",
     "message_from_dict",
@@ -106,6 +109,8 @@ __all__ = [
     "to_openai_chat",
     "to_openai_responses",
     "WireBuilder",
+    "MOVE_RECORD",
+    "redact_system",
     "to_wire",
     "tool_result_text",
     "user",

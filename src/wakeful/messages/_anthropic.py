@@ -168,7 +168,7 @@ def _content(message: Message, where: str) -> list[WireMessage]:
     for j, block in enumerate(message.blocks):
         path = f"{where}.blocks[{j}]"
         if message.role == "assistant" and block.type in MEDIA_TYPES:
-            out.extend(_label(block, path))  # type: ignore[arg-type]
+            out.extend(_label(block, path))  # type: ignore[arg-type]  # a MediaBlock: its type is in MEDIA_TYPES
         else:
             out.extend(_TO_WIRE[block.type](block, path))
     # Anthropic wants a user message's tool_result blocks before anything else in it.

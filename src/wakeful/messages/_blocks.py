@@ -8,17 +8,20 @@ told, nothing about how a given provider spells it; provider spelling lives in t
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, cast
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     JsonValue,
     SerializerFunctionWrapHandler,
     model_serializer,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 Role: TypeAlias = Literal["user", "assistant", "system"]
 
@@ -28,12 +31,35 @@ class _Frozen(BaseModel):
 
 
 class _Typed(_Frozen):
-    """A block: its `type` discriminator is always written, even when dumping without defaults."""
+    """A block: its `type` discriminator is always written, even when dumping without defaults.
+
+    The JSON schema (both modes) is the fields' own, with `type` required: the serializer only
+    adds `type` to what the fields dump, and a block is only ever read through the `Block`
+    union, which cannot pick a kind without it. Left to pydantic, the serializer's return type
+    (a plain dict) would stand in for the schema, and every block would document as any object.
+    """
 
     @model_serializer(mode="wrap")
     def _keep_type(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
         out: dict[str, object] = handler(self)
         return {"type": getattr(self, "type"), **out}  # noqa: B009
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler.resolve_ref_schema(handler(_fields_only(core_schema)))
+        schema["required"] = ["type", *(r for r in schema.get("required", ()) if r != "type")]
+        return schema
+
+
+def _fields_only(schema: CoreSchema) -> CoreSchema:
+    """`schema` without its serializer, also under validator wrappers (a media block's
+    `model_validator` wraps the model schema in a `function-after` schema)."""
+    out: dict[str, Any] = {k: v for k, v in schema.items() if k != "serialization"}
+    if out["type"].startswith("function-") and isinstance(out.get("schema"), dict):
+        out["schema"] = _fields_only(out["schema"])
+    return cast(CoreSchema, out)
 
 
 class TextOrigin(_Frozen):

@@ -54,6 +54,7 @@ from ._wire import (
 AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
 FORMAT_MEDIA_TYPES = {fmt: media for media, fmt in AUDIO_FORMATS.items()}
 REASONING_KEYS = ("reasoning_details", "reasoning_content", "reasoning")
+TEXT_PART_SEPARATOR = "\n\n"  # between text parts sent as one string (`string_content`)
 _RESERVED_KEYS = frozenset(
     {"role", "content", "tool_calls", "name", "refusal", "audio", "function_call"}
 )
@@ -188,7 +189,7 @@ def _add_reasoning(block: ProviderReasoningBlock, draft: _Draft, where: str) -> 
         old = draft.extras.get(key)
         both_lists = isinstance(old, list) and isinstance(value, list)
         both_strings = isinstance(old, str) and isinstance(value, str)
-        draft.extras[key] = old + value if both_lists or both_strings else copy_json(value)  # type: ignore[operator]
+        draft.extras[key] = old + value if both_lists or both_strings else copy_json(value)  # type: ignore[operator]  # both lists or both strings here
 
 
 def _add_label(block: MediaBlock, draft: _Draft, _where: str) -> None:
@@ -221,11 +222,9 @@ def _assistant(message: Message, where: str, provider: str) -> list[WireMessage]
         _ASSISTANT[block.type](block, draft, f"{where}.blocks[{j}]")
     if not (draft.content or draft.tool_calls or draft.extras):
         return []
-    wire: WireMessage = {"role": "assistant"}
-    if draft.content:
-        wire["content"] = _collapse(draft.content)
-    else:
-        wire["content"] = None if draft.tool_calls else ""
+    # No text: `""`, never null or absent. Both are valid Chat Completions, but llama.cpp's
+    # Python server (0.3.x) answers 500 to them, and `""` is accepted everywhere.
+    wire: WireMessage = {"role": "assistant", "content": _collapse(draft.content) or ""}
     if draft.tool_calls:
         wire["tool_calls"] = draft.tool_calls
     wire.update(draft.extras)
@@ -239,7 +238,9 @@ _ROLES: dict[str, Callable[[Message, str, str], list[WireMessage]]] = {
 }
 
 
-def to_openai_chat(messages: Sequence[Message], *, provider: str = "openai") -> list[WireMessage]:
+def to_openai_chat(
+    messages: Sequence[Message], *, provider: str = "openai", string_content: bool = False
+) -> list[WireMessage]:
     """Convert messages to Chat Completions `messages`; pure, the input is not modified.
 
     `provider` names the server (`openai`, `openrouter`, `vllm`, ...): a `provider_reasoning`
@@ -249,13 +250,26 @@ def to_openai_chat(messages: Sequence[Message], *, provider: str = "openai") -> 
     `is_error`); media they returned follows in a user message. Empty text is omitted, and so is
     a message left with nothing. Raises `InvalidMessageError` for a block its role cannot hold
     or media with only a `ref`. Run `to_wire` first: this converts, it does not repair.
+
+    With `string_content`, content made only of text parts goes out as one string (the parts
+    joined by a blank line): many servers' chat templates concatenate `content` as a string
+    and fail on a list. Content holding media stays a list either way.
     """
     out: list[WireMessage] = []
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         check_placement(message, where)
         out.extend(_ROLES[message.role](message, where, provider))
+    if string_content:
+        for wire in out:
+            wire["content"] = _as_string(wire["content"])
     return out
+
+
+def _as_string(content: str | list[WireMessage]) -> str | list[WireMessage]:
+    if isinstance(content, str) or any(part["type"] != "text" for part in content):
+        return content
+    return TEXT_PART_SEPARATOR.join(str(part["text"]) for part in content)
 
 
 # --- chat -> ours ---------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from ._blocks import (
     ImageBlock,
     Message,
     TextBlock,
+    ToolResultBlock,
     VideoBlock,
 )
 
@@ -85,6 +86,34 @@ def media_label(block: MediaBlock) -> str:
     """A bracketed label for media a provider cannot take (same spelling as `tool_result_text`)."""
     name = f" {block.name}" if block.name else ""
     return f"[{block.type} {block.media_type}{name}]"
+
+
+def label_media(messages: Sequence[Message], accepts: frozenset[str]) -> list[Message]:
+    """Replace media a provider cannot take with its text label, for one request's wire only.
+
+    Every image, audio, video or document block whose `type` is not in `accepts` becomes a text
+    block holding `media_label(block)`, in messages and inside tool results alike. Pure: the
+    messages given are not changed (the stored transcript keeps its media), and a message with
+    nothing to replace is returned as the same object.
+    """
+    return [_label_message(m, accepts) for m in messages]
+
+
+def _label_message(message: Message, accepts: frozenset[str]) -> Message:
+    blocks = tuple(_label_block(b, accepts) for b in message.blocks)
+    if all(new is old for new, old in zip(blocks, message.blocks, strict=True)):
+        return message
+    return message.model_copy(update={"blocks": blocks})
+
+
+def _label_block(block: Block, accepts: frozenset[str]) -> Block:
+    if isinstance(block, ImageBlock | AudioBlock | VideoBlock | DocumentBlock):
+        return block if block.type in accepts else TextBlock(text=media_label(block))
+    if isinstance(block, ToolResultBlock) and not isinstance(block.output, str):
+        output = tuple(_label_block(part, accepts) for part in block.output)
+        if any(new is not old for new, old in zip(output, block.output, strict=True)):
+            return block.model_copy(update={"output": output})
+    return block
 
 
 def flatten_output(output: str | tuple[Any, ...], is_error: bool) -> str:

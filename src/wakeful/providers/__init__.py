@@ -14,6 +14,7 @@ from ._base import (
     StreamEvent,
     TextDelta,
     ToolCallDelta,
+    ToolChoice,
     ToolSpec,
     Usage,
     UsageReport,
@@ -27,7 +28,7 @@ from ._scripted import (
     parse_script,
     scripted_call_id,
 )
-from ._spec import ModelSpec, default_limits, make_provider, parse_model_spec
+from ._spec import ModelSpec, check_model, default_limits, make_provider, parse_model_spec
 
 _LAZY = {
     "AnthropicProvider": "._anthropic",
@@ -63,9 +64,11 @@ __all__ = [
     "StreamEvent",
     "TextDelta",
     "ToolCallDelta",
+    "ToolChoice",
     "ToolSpec",
     "Usage",
     "UsageReport",
+    "check_model",
     "default_limits",
     "estimate_request_tokens",
     "estimate_text_tokens",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from pydantic import JsonValue
 from ..clock import Clock
 from ..errors import AuthenticationError
 from ..messages import (
+    MEDIA_TYPES,
     Block,
     Message,
     RedactedThinkingBlock,
@@ -28,6 +29,7 @@ from ..messages import (
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
+    label_media,
     to_anthropic,
 )
 from ._base import (
@@ -38,8 +40,11 @@ from ._base import (
     StreamEvent,
     TextDelta,
     ToolCallDelta,
+    ToolChoice,
     Usage,
     UsageReport,
+    check_tool_choice,
+    media_kinds,
 )
 from ._errors import HttpFailure, classify_connection, classify_http, incomplete
 
@@ -52,6 +57,9 @@ STOP_REASONS: dict[str, FinishReason] = {
     "model_context_window_exceeded": "length",
     "refusal": "content_filter",
 }
+
+# Our tool choices in Anthropic's spelling (`{"type": ...}`).
+ANTHROPIC_TOOL_CHOICE: dict[ToolChoice, str] = {"auto": "auto", "required": "any", "none": "none"}
 
 
 @dataclass
@@ -204,6 +212,42 @@ def _failure(err: anthropic.APIStatusError) -> HttpFailure:
     )
 
 
+# The one marker Anthropic reads as a cache breakpoint (the 5-minute cache).
+CACHE_BREAKPOINT: dict[str, JsonValue] = {"type": "ephemeral"}
+
+
+def _marked(entry: JsonValue) -> JsonValue:
+    """A copy of a tool spec or content block with a cache breakpoint on it."""
+    assert isinstance(entry, dict)
+    return {**entry, "cache_control": dict(CACHE_BREAKPOINT)}
+
+
+def _mark_breakpoints(body: dict[str, JsonValue], volatile: int) -> None:
+    """Put cache breakpoints on the stable prefix, in the order Anthropic caches it: the last
+    tool, the last system block, and the last block of the newest settled message (the last
+    one before the `volatile` request-only messages, each of which is one wire message after
+    a non-empty history). Three of the four breakpoints Anthropic allows; entries are copied,
+    never changed in place (the converters' output may be shared)."""
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools:
+        tools[-1] = _marked(tools[-1])
+    system = body.get("system")
+    if isinstance(system, list) and system:
+        system[-1] = _marked(system[-1])
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    settled = len(messages) - volatile
+    if settled <= 0:
+        return
+    message = messages[settled - 1]
+    assert isinstance(message, dict)
+    content = message["content"]
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    assert isinstance(content, list) and content
+    messages[settled - 1] = {**message, "content": [*content[:-1], _marked(content[-1])]}
+
+
 class AnthropicProvider:
     """A `Provider` for `anthropic:MODEL` (Claude) over the Messages API, streaming."""
 
@@ -221,10 +265,14 @@ class AnthropicProvider:
         prompt_cache: bool = True,
         timeout: float = 600.0,
         clock: Clock | None = None,
+        tool_choice: ToolChoice | None = None,
+        accepts: Iterable[str] | None = None,
     ) -> None:
         self.model = model
         self.context_window = context_window
         self.max_output_tokens = max_output_tokens
+        self.tool_choice = check_tool_choice(tool_choice)
+        self.accepts = media_kinds(accepts, MEDIA_TYPES)
         self.thinking = thinking
         self.prompt_cache = prompt_cache
         self._clock = clock
@@ -238,7 +286,10 @@ class AnthropicProvider:
 
     def wire_request(self, request: ModelRequest) -> dict[str, JsonValue]:
         """Return the exact Messages API body `stream` sends for `request`."""
-        payload = to_anthropic(list(request.messages))
+        history = list(request.messages)
+        if self.accepts != MEDIA_TYPES:
+            history = label_media(history, self.accepts)
+        payload = to_anthropic(history)
         system: list[JsonValue] = (
             [{"type": "text", "text": request.system}] if request.system else []
         )
@@ -256,12 +307,14 @@ class AnthropicProvider:
                 {"name": t.name, "description": t.description, "input_schema": t.input_schema}
                 for t in request.tools
             ]
+            if self.tool_choice is not None:
+                body["tool_choice"] = {"type": ANTHROPIC_TOOL_CHOICE[self.tool_choice]}
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if self.thinking is not None:
             body["thinking"] = self.thinking
         if self.prompt_cache:
-            body["cache_control"] = {"type": "ephemeral"}
+            _mark_breakpoints(body, request.volatile)
         return body
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
@@ -273,7 +326,7 @@ class AnthropicProvider:
         # body, which the SDK merges into the same JSON object.
         extra = {"temperature": body.pop("temperature")} if "temperature" in body else None
         try:
-            response = await self._client.messages.create(**body, extra_body=extra)  # type: ignore[call-overload]
+            response = await self._client.messages.create(**body, extra_body=extra)  # type: ignore[call-overload]  # body: a dict the wire layer built, not the SDK's TypedDicts
         except anthropic.APIStatusError as err:
             raise classify_http(_failure(err), self._clock) from err
         except anthropic.APIConnectionError as err:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, assert_never, runtime_checkable
 
 from pydantic import JsonValue
 
+from ..errors import UsageError
 from ..messages import (
+    MEDIA_TYPES,
     AudioBlock,
     Block,
     CompactSummaryBlock,
@@ -36,6 +38,9 @@ from ..messages import (
 )
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter"]
+# Whether the model may, must or must not call a tool, sent with the tools (`tool_choice`).
+ToolChoice: TypeAlias = Literal["auto", "required", "none"]
+TOOL_CHOICES: tuple[ToolChoice, ...] = ("auto", "required", "none")
 
 # A media block counts as this many characters (about 1,000 tokens) in local size estimates:
 # its base64 bytes say nothing useful about what the provider will charge for it.
@@ -58,6 +63,11 @@ class ModelRequest:
     `messages` may hold system messages (chronological instruction changes); `system` is the
     assembled system prompt sent first. `attempt` counts the physical attempts of the same step,
     starting at 1; the runner sets it from the durable retry state, so it survives restarts.
+
+    Prompt caching: the tools, `system` and `messages` up to the last `volatile` ones are the
+    stable prefix a provider may cache; the last `volatile` messages are request-only (the
+    work-state note, a summary instruction), sent after it and never part of it. `cache_key`
+    names the conversation for providers that route by it (OpenAI's `prompt_cache_key`).
     """
 
     model: str
@@ -67,6 +77,8 @@ class ModelRequest:
     max_output_tokens: int | None = None
     temperature: float | None = None
     attempt: int = 1
+    volatile: int = 0
+    cache_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +216,33 @@ def estimate_request_tokens(request: ModelRequest) -> int:
     for tool in request.tools:
         chars += len(tool.name) + len(tool.description) + _json_len(tool.input_schema)
     return math.ceil(chars / 4)
+
+
+def media_kinds(accepts: Iterable[str] | None, default: frozenset[str]) -> frozenset[str]:
+    """The media kinds a provider sends as they are (`accepts`, else `default`); the others go
+    out as text labels. Raises `UsageError` naming a kind that is not a media block type."""
+    if accepts is None:
+        return default
+    if isinstance(accepts, str):
+        raise UsageError(f"accepts: expected a list of media kinds, not the string {accepts!r}")
+    kinds = frozenset(accepts)
+    unknown = sorted(kinds - MEDIA_TYPES)
+    if unknown:
+        raise UsageError(
+            f"accepts: unknown media kind(s) {', '.join(map(repr, unknown))}; "
+            f"expected some of {', '.join(sorted(MEDIA_TYPES))}"
+        )
+    return kinds
+
+
+def check_tool_choice(value: str | None) -> ToolChoice | None:
+    """`value` as a `ToolChoice` (None: send none); raises `UsageError` for anything else."""
+    for choice in TOOL_CHOICES:
+        if value == choice:
+            return choice
+    if value is None:
+        return None
+    raise UsageError(f"tool_choice: expected one of {', '.join(TOOL_CHOICES)}, not {value!r}")
 
 
 def estimate_text_tokens(text: str) -> int:

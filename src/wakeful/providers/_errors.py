@@ -1,8 +1,10 @@
 """Mapping HTTP failures to the typed `ProviderError` kinds, shared by the SDK adapters.
 
 Invariant: classification reads the status code, the structured error `type`/`code` and the
-transport exception type. Free text is read in exactly one place, `overflow_in_message`, for
-servers that report a context overflow with no structured code (see docs/providers.md).
+transport exception type. Free text is read in exactly two places, each for servers that give
+no structured code: `overflow_in_message` (a context overflow in a 400) and `invalid_in_message`
+(a malformed request answered with a 5xx, as llama.cpp's Python server does); see
+docs/providers.md.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ CONTENT_FILTER_CODES = frozenset({"content_filter", "content_policy_violation"})
 # OpenAI's 429 for an exhausted balance: waiting will not help, the user must act.
 NEEDS_USER_CODES = frozenset({"insufficient_quota", "billing_error", "billing_hard_limit_reached"})
 RATE_LIMIT_TYPES = frozenset({"rate_limit_error", "rate_limit_exceeded", "requests", "tokens"})
+# Structured types that say the request itself is wrong, whatever the status.
+INVALID_TYPES = frozenset({"invalid_request_error", "BadRequestError"})
 OVERLOADED_TYPES = frozenset({"overloaded_error", "api_error", "server_error"})
 AUTH_TYPES = frozenset({"authentication_error", "permission_error", "billing_error"})
 
@@ -49,6 +53,24 @@ _OVERFLOW_TEXT = re.compile(
     r"too many tokens|exceeds? the (?:available )?context",
     re.IGNORECASE,
 )
+
+
+# What a Chat Completions server says in a 5xx when the request, not the server, is at fault:
+# request validation (llama-cpp-python answers pydantic's "N validation errors" with a 500), a
+# chat template that cannot render the messages, content parts a server does not support.
+_INVALID_TEXT = re.compile(
+    r"validation errors?\b|invalid request|bad request|not supported|unsupported|"
+    r"can only concatenate str|chat template|TemplateError|roles must alternate",
+    re.IGNORECASE,
+)
+
+
+def invalid_in_message(message: str | None) -> bool:
+    """Whether a 5xx's free text says the request itself is malformed (retrying cannot help).
+
+    Used only for `openai-compatible` servers, whose errors seldom carry a structured code.
+    """
+    return bool(message) and _INVALID_TEXT.search(message or "") is not None
 
 
 def overflow_in_message(message: str | None) -> bool:
@@ -102,6 +124,7 @@ class HttpFailure:
     message: str
     headers: Mapping[str, str]
     text_overflow: bool = False  # the provider has no structured overflow code: read the text
+    text_invalid: bool = False  # the provider may answer a malformed request with a 5xx
 
 
 def classify_http(failure: HttpFailure, clock: Clock | None = None) -> ProviderError:
@@ -114,7 +137,12 @@ def classify_http(failure: HttpFailure, clock: Clock | None = None) -> ProviderE
         return AuthenticationError(message)
     if status == 429 or tags & RATE_LIMIT_TYPES:
         return RateLimitError(message, retry_after_ms=retry)
-    if status >= 500 or tags & OVERLOADED_TYPES:
+    if status >= 500 and (
+        tags & INVALID_TYPES or (failure.text_invalid and invalid_in_message(message))
+    ):
+        return InvalidRequestError(f"the server rejected the request (HTTP {status}): {message}")
+    client_error = 400 <= status < 500  # the request's fault: never "overloaded"
+    if status >= 500 or (tags & OVERLOADED_TYPES and not client_error):
         return OverloadedError(message, retry_after_ms=retry)
     if status in (401, 402, 403) or tags & AUTH_TYPES:
         return AuthenticationError(message)

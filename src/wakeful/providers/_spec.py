@@ -7,6 +7,7 @@ A spec is `anthropic:MODEL`, `openai:MODEL`, `openai-compatible:MODEL@BASE_URL`,
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -106,24 +107,39 @@ def default_limits(spec: ModelSpec) -> tuple[int, int]:
     return COMPATIBLE_LIMITS
 
 
+_WIRE = frozenset({"tool_choice", "accepts"})  # what a server takes: docs/providers.md
 _OPTIONS: dict[Family, frozenset[str]] = {
-    "anthropic": frozenset({"api_key", "base_url", "thinking", "prompt_cache", "timeout", "clock"}),
-    "openai": frozenset({"api_key", "base_url", "timeout", "clock"}),
-    "openai-compatible": frozenset({"api_key", "timeout", "clock"}),
+    "anthropic": frozenset({"api_key", "base_url", "thinking", "prompt_cache", "timeout", "clock"})
+    | _WIRE,
+    "openai": frozenset({"api_key", "base_url", "timeout", "clock"}) | _WIRE,
+    "openai-compatible": frozenset({"api_key", "timeout", "clock"}) | _WIRE,
     "local": frozenset({"model_path", "seed", "n_threads"}),
     "scripted": frozenset({"sleep"}),
 }
 _COMMON = frozenset({"context_window", "max_output_tokens"})
 
 
-def make_provider(spec: str, **options: Any) -> Provider:
-    """Build the provider a spec names.
+# The environment variable each SDK family reads its key from when no `api_key` option is given.
+KEY_ENV: dict[Family, str] = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
-    `context_window` and `max_output_tokens` override the family defaults (for `scripted`, the
-    script's own values). Other options go to the adapter (`api_key`, `base_url`, `thinking`,
-    `timeout`, ...); an option the family does not take, or a bad spec, raises `UsageError`.
-    """
+
+def check_model(spec: str, **options: Any) -> None:
+    """Check, without a network request, that `make_provider(spec, **options)` can build a
+    provider that can be used: the spec parses, the options are known, a scripted file exists
+    and is a valid script, and an `anthropic`/`openai` model has an API key (an `api_key`
+    option or its environment variable). Raises `UsageError` with a one-line reason."""
     parsed = parse_model_spec(spec)
+    _check_options(parsed, options)
+    if parsed.family == "scripted":
+        _scripted(parsed, options)
+    env = KEY_ENV.get(parsed.family)
+    if env is not None and not options.get("api_key") and not os.environ.get(env):
+        raise UsageError(
+            f"{spec}: no API key: set {env} (or [providers.{parsed.family}] api_key_env)"
+        )
+
+
+def _check_options(parsed: ModelSpec, options: dict[str, Any]) -> None:
     unknown = set(options) - _OPTIONS[parsed.family] - _COMMON
     if unknown:
         allowed = ", ".join(sorted(_OPTIONS[parsed.family] | _COMMON))
@@ -131,6 +147,18 @@ def make_provider(spec: str, **options: Any) -> Provider:
             f"{parsed.family} provider: unknown option(s) {', '.join(sorted(unknown))}; "
             f"allowed: {allowed}"
         )
+
+
+def make_provider(spec: str, **options: Any) -> Provider:
+    """Build the provider a spec names.
+
+    `context_window` and `max_output_tokens` override the family defaults (for `scripted`, the
+    script's own values). Other options go to the adapter (`api_key`, `base_url`, `thinking`,
+    `timeout`, and for the SDK families `tool_choice` and `accepts`); an option the family does
+    not take, a bad value of those two, or a bad spec raises `UsageError`.
+    """
+    parsed = parse_model_spec(spec)
+    _check_options(parsed, options)
     if parsed.family == "scripted":
         return _scripted(parsed, options)
     window, output = default_limits(parsed)

@@ -1,46 +1,181 @@
-"""One turn: steps, prompt assembly and receipts, tools, durable retry, usage and cost."""
+"""One turn: steps, prompt assembly and receipts, tools, durable retry, usage and cost; durable
+state only through a `SessionPort`."""
 
-from ._agents import BUILTIN_AGENTS, Agent, resolve_agent
-from ._compaction import (
-    Budget,
-    CompactionResult,
-    Compactor,
-    compaction_result,
-    should_compact,
-)
-from ._crashpoints import crash_point
-from ._live import LiveEvent, LiveListener
-from ._pricing import cost_usd, known_price
-from ._prompt import Section, rebuild_request, request_digest, verify_receipt
-from ._turn import Interrupted, RunContext, TurnResult, TurnRunner
-from .tools import PermissionPolicy, Tool, ToolContext, ToolOutcome, builtin_tools, run_tool_call
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ._agents import BUILTIN_AGENTS, Agent, resolve_agent
+    from ._approvals import (
+        ApprovalLog,
+        ApprovalStep,
+        AwaitingApproval,
+        fold_approvals,
+        preview,
+        read_approvals,
+    )
+    from ._compaction import (
+        Budget,
+        CompactionResult,
+        Compactor,
+        compaction_result,
+        should_compact,
+    )
+    from ._context import (
+        Ask,
+        AskResult,
+        Interrupted,
+        ProviderFactory,
+        RunContext,
+        SharedProviders,
+        TurnResult,
+    )
+    from ._crashpoints import crash_point
+    from ._live import LEGACY_KINDS, LiveEvent, LiveKind, LiveListener
+    from ._memory_port import MemoryPort
+    from ._otel_env import configure_from_env
+    from ._port import SessionPort
+    from ._pricing import cost_usd, known_price
+    from ._prompt import Section, rebuild_request, request_digest, verify_receipt
+    from ._runs import RunRecord, run_records
+    from ._toolset import select_tools, selects_prefix
+    from ._tracing import Tracing
+    from ._turn import TurnRunner
+    from .tools import (
+        FunctionTool,
+        McpPool,
+        PermissionPolicy,
+        ServerState,
+        Tool,
+        ToolContext,
+        ToolFailure,
+        ToolOutcome,
+        builtin_tools,
+        load_tool,
+        mcp_tools,
+        run_tool_call,
+        tool,
+    )
+
+# Each public name's module, imported on first use so that importing the package (as a
+# cheap CLI command does) does not load every part of it.
+_LAZY = {
+    "Agent": "wakeful.runner._agents",
+    "ApprovalLog": "wakeful.runner._approvals",
+    "ApprovalStep": "wakeful.runner._approvals",
+    "Ask": "wakeful.runner._context",
+    "AskResult": "wakeful.runner._context",
+    "AwaitingApproval": "wakeful.runner._approvals",
+    "BUILTIN_AGENTS": "wakeful.runner._agents",
+    "Budget": "wakeful.runner._compaction",
+    "CompactionResult": "wakeful.runner._compaction",
+    "Compactor": "wakeful.runner._compaction",
+    "FunctionTool": "wakeful.runner.tools",
+    "Interrupted": "wakeful.runner._context",
+    "LEGACY_KINDS": "wakeful.runner._live",
+    "LiveEvent": "wakeful.runner._live",
+    "LiveKind": "wakeful.runner._live",
+    "LiveListener": "wakeful.runner._live",
+    "McpPool": "wakeful.runner.tools",
+    "MemoryPort": "wakeful.runner._memory_port",
+    "PermissionPolicy": "wakeful.runner.tools",
+    "ProviderFactory": "wakeful.runner._context",
+    "RunContext": "wakeful.runner._context",
+    "RunRecord": "wakeful.runner._runs",
+    "Section": "wakeful.runner._prompt",
+    "ServerState": "wakeful.runner.tools",
+    "SessionPort": "wakeful.runner._port",
+    "SharedProviders": "wakeful.runner._context",
+    "Tool": "wakeful.runner.tools",
+    "ToolContext": "wakeful.runner.tools",
+    "ToolFailure": "wakeful.runner.tools",
+    "ToolOutcome": "wakeful.runner.tools",
+    "Tracing": "wakeful.runner._tracing",
+    "TurnResult": "wakeful.runner._context",
+    "TurnRunner": "wakeful.runner._turn",
+    "builtin_tools": "wakeful.runner.tools",
+    "compaction_result": "wakeful.runner._compaction",
+    "configure_from_env": "wakeful.runner._otel_env",
+    "cost_usd": "wakeful.runner._pricing",
+    "crash_point": "wakeful.runner._crashpoints",
+    "fold_approvals": "wakeful.runner._approvals",
+    "known_price": "wakeful.runner._pricing",
+    "load_tool": "wakeful.runner.tools",
+    "mcp_tools": "wakeful.runner.tools",
+    "preview": "wakeful.runner._approvals",
+    "read_approvals": "wakeful.runner._approvals",
+    "rebuild_request": "wakeful.runner._prompt",
+    "request_digest": "wakeful.runner._prompt",
+    "resolve_agent": "wakeful.runner._agents",
+    "run_records": "wakeful.runner._runs",
+    "run_tool_call": "wakeful.runner.tools",
+    "select_tools": "wakeful.runner._toolset",
+    "selects_prefix": "wakeful.runner._toolset",
+    "should_compact": "wakeful.runner._compaction",
+    "tool": "wakeful.runner.tools",
+    "verify_receipt": "wakeful.runner._prompt",
+}
+
+
+__getattr__ = lazy_names(__name__, _LAZY, globals())
+
 
 __all__ = [
     "BUILTIN_AGENTS",
     "Agent",
+    "ApprovalLog",
+    "ApprovalStep",
+    "Ask",
+    "AskResult",
+    "AwaitingApproval",
     "Budget",
     "CompactionResult",
     "Compactor",
+    "FunctionTool",
     "Interrupted",
+    "LEGACY_KINDS",
     "LiveEvent",
+    "LiveKind",
     "LiveListener",
+    "McpPool",
+    "MemoryPort",
     "PermissionPolicy",
+    "ProviderFactory",
     "RunContext",
+    "RunRecord",
     "Section",
+    "ServerState",
+    "SessionPort",
+    "SharedProviders",
     "Tool",
     "ToolContext",
+    "ToolFailure",
     "ToolOutcome",
+    "Tracing",
+    "configure_from_env",
     "TurnResult",
     "TurnRunner",
     "builtin_tools",
     "compaction_result",
     "crash_point",
     "cost_usd",
+    "fold_approvals",
     "known_price",
+    "load_tool",
+    "mcp_tools",
+    "preview",
+    "read_approvals",
     "rebuild_request",
     "request_digest",
     "resolve_agent",
+    "run_records",
     "run_tool_call",
+    "select_tools",
+    "selects_prefix",
     "should_compact",
+    "tool",
     "verify_receipt",
 ]

@@ -18,11 +18,22 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from ..events import CompactionEnded
 from ..messages import CompactSummaryBlock, Message, TextBlock, ToolResultBlock
 from ..providers import ModelRequest, estimate_request_tokens
-from ..store import SqlStore
+
+
+class HistorySource(Protocol):
+    """The reads the view needs (a `SessionPort` provides them)."""
+
+    async def compaction_boundary(self) -> int:
+        """The `through_seq` of the newest compaction (0: none)."""
+        ...
+
+    async def messages_after(self, seq: int) -> list[tuple[int, Message]]:
+        """The messages stored after `seq`, with their seqs."""
+        ...
 
 
 def message_tokens(message: Message) -> int:
@@ -88,11 +99,11 @@ class Split:
 
 
 class ActiveHistory:
-    """The incremental active-history view of one session (see the module docstring)."""
+    """The incremental active-history view of one session (see the module docstring), read
+    through the turn's session port."""
 
-    def __init__(self, store: SqlStore, session_id: str) -> None:
-        self.store = store
-        self.sid = session_id
+    def __init__(self, port: HistorySource) -> None:
+        self.port = port
         self._rows: list[Row] = []
         self._seqs: list[int] = []
         self._summary: int | None = None  # index in _rows of the newest summary
@@ -102,15 +113,13 @@ class ActiveHistory:
 
     # -- loading ----------------------------------------------------------------------------
 
-    def refresh(self) -> None:
+    async def refresh(self) -> None:
         """Read the messages appended since the last refresh (the first one starts at the
         newest compaction boundary of this session, or at the beginning)."""
         if not self._loaded:
             self._loaded = True
-            ended = self.store.events(self.sid, types=["compaction.ended"])
-            if ended and isinstance(ended[-1].event, CompactionEnded):
-                self._last_seq = ended[-1].event.through_seq
-        for seq, message in self.store.messages_with_seq(self.sid, self._last_seq):
+            self._last_seq = await self.port.compaction_boundary()
+        for seq, message in await self.port.messages_after(self._last_seq):
             self._add(seq, message)
             self._last_seq = seq
 

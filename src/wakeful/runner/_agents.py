@@ -3,10 +3,15 @@
 Built-ins are `build` (every tool) and `plan` (the read-only and work-state tools: it plans and
 changes nothing). `[agents.NAME]` in the configuration adds agents or overrides fields of
 built-in ones; a field left out keeps the built-in value.
+
+An agent's tool list holds names and glob patterns (`mcp__github__*`). "Every tool" is the
+built-ins, the tools of `[tools]` and those registered on the runtime, and every MCP server's
+tools (`mcp__*`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..config import AgentConfig, Config
@@ -18,6 +23,9 @@ ALL_TOOLS = (
     "todo_write", "plan_write", "goal_set", "task",
 )  # fmt: skip
 PLAN_TOOLS = READ_ONLY_TOOLS
+MCP_TOOLS = "mcp__*"  # the pattern of every MCP server's tools
+EVERY_TOOL = (*ALL_TOOLS, MCP_TOOLS)  # `build` and new agents; `[tools]` go before MCP_TOOLS
+_GLOB = frozenset("*?[")
 
 BUILD_PROMPT = (
     "You are a careful software agent working in the user's workspace. Use the tools to "
@@ -50,7 +58,7 @@ class Agent:
 
 BUILTIN_AGENTS: dict[str, Agent] = {
     "build": Agent(
-        "build", "Does the work: reads, edits, runs commands.", BUILD_PROMPT, None, ALL_TOOLS
+        "build", "Does the work: reads, edits, runs commands.", BUILD_PROMPT, None, EVERY_TOOL
     ),
     "plan": Agent(
         "plan", "Plans without changing anything (read-only tools).", PLAN_PROMPT, None, PLAN_TOOLS
@@ -58,12 +66,14 @@ BUILTIN_AGENTS: dict[str, Agent] = {
 }
 
 
-def resolve_agent(name: str, config: Config | None = None) -> Agent:
+def resolve_agent(name: str, config: Config | None = None, registered: Sequence[str] = ()) -> Agent:
     """The agent called `name`: a built-in with its configured overrides, or a configured one.
 
-    A configured agent that is not a built-in starts from a generic prompt and every tool.
-    Raises `UsageError` for an unknown agent (listing the known ones) and for a configured
-    tool name that does not exist.
+    A configured agent that is not a built-in starts from a generic prompt and every tool;
+    `build` and such agents also get the tools of `[tools]`, the `registered` ones and every
+    MCP server's. Raises `UsageError` for an unknown agent (listing the known ones) and for a
+    configured tool name that does not exist (a pattern, or a name starting `mcp__`, is taken
+    as it is: MCP tools are known only once their server runs).
     """
     agents = config.agents if config else {}
     configured = agents.get(name)
@@ -71,17 +81,24 @@ def resolve_agent(name: str, config: Config | None = None) -> Agent:
     if base is None and configured is None:
         known = sorted(set(BUILTIN_AGENTS) | set(agents))
         raise UsageError(f"unknown agent {name!r}; known agents: {', '.join(known)}")
-    agent = base or Agent(name, "", CUSTOM_PROMPT, None, ALL_TOOLS)
-    return agent if configured is None else _apply(agent, configured)
+    custom = tuple(dict.fromkeys([*(config.tools if config else {}), *registered]))
+    agent = base or Agent(name, "", CUSTOM_PROMPT, None, EVERY_TOOL)
+    if custom and agent.tools == EVERY_TOOL:
+        agent = replace(agent, tools=(*ALL_TOOLS, *custom, MCP_TOOLS))
+    return agent if configured is None else _apply(agent, configured, custom)
 
 
-def _apply(agent: Agent, configured: AgentConfig) -> Agent:
+def _apply(agent: Agent, configured: AgentConfig, custom: tuple[str, ...] = ()) -> Agent:
     if configured.tools is not None:
-        unknown = [t for t in configured.tools if t not in ALL_TOOLS]
+        known = (*ALL_TOOLS, *custom)
+        unknown = [
+            t for t in configured.tools
+            if t not in known and not t.startswith("mcp__") and not set(t) & _GLOB
+        ]  # fmt: skip
         if unknown:
             raise UsageError(
                 f"agents.{agent.name}.tools: unknown tool(s) {', '.join(unknown)}; "
-                f"known tools: {', '.join(ALL_TOOLS)}"
+                f"known tools: {', '.join(known)}"
             )
     return replace(
         agent,

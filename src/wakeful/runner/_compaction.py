@@ -22,11 +22,10 @@ with a `CompactionError`; a manual compaction reports its failure instead.
 
 from __future__ import annotations
 
-import asyncio
+import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..config import CompactionConfig
 from ..errors import (
@@ -43,30 +42,30 @@ from ..events import (
     CompactionTrigger,
     MessageAdded,
     SessionEvent,
-    UsageRecorded,
 )
-from ..instructions import epoch_snapshot
 from ..messages import CompactSummaryBlock, Message
 from ..providers import (
-    Finish,
     ModelRequest,
     Provider,
+    StreamEvent,
+    TextDelta,
     Usage,
     estimate_request_tokens,
-    make_provider,
 )
 from ..store import InboxItem, SqlStore
 from ._active import ActiveHistory, Split, message_tokens
+from ._cached_summary import cached_summary_sections, carries_media
+from ._context import RunContext
 from ._crashpoints import crash_point
-from ._live import LiveEvent
-from ._pricing import cost_usd
+from ._port import SessionPort
+from ._pricing import usage_event
 from ._prompt import Section, build_request, make_receipt, request_digest, section_blobs
 from ._retry import error_kind
+from ._stream import stream_to_finish
 from ._summary import render_messages, summary_sections
 from ._work_state import render_work_state
 
-if TYPE_CHECKING:
-    from ._turn import RunContext
+log = logging.getLogger("wakeful.runner")
 
 LOOKBACK_EVENTS = 64  # how far back a new runner looks for the last provider-reported usage
 MAX_SHRINK_RETRIES = 3  # summary requests resent smaller after a provider overflow
@@ -208,6 +207,13 @@ class _Anchor:
     boundary: int | None  # the summary seq its active history started from
 
 
+class _Fallback:
+    """The cached summary request gave no summary: ask the separate one."""
+
+
+FALLBACK = _Fallback()
+
+
 @dataclass(frozen=True, slots=True)
 class _Summary:
     text: str
@@ -218,27 +224,25 @@ class _Summary:
 
 
 class Compactor:
-    """Compaction for one session under one `RunContext`; owns the active-history view."""
+    """Compaction for one turn's runner: a collaborator it calls, writing through the turn's
+    session port. It reads the runner's active-history view (and refreshes it after writing a
+    boundary); its own state is the estimate's anchor and its counts."""
 
-    def __init__(self, ctx: RunContext, session_id: str) -> None:
+    def __init__(self, ctx: RunContext, port: SessionPort, history: ActiveHistory) -> None:
         self.ctx = ctx
-        self.sid = session_id
-        self.history = ActiveHistory(ctx.store, session_id)
+        self.port = port
+        self.history = history
         self.generation = 0  # compactions this compactor wrote (each starts an epoch)
         self.failures = 0  # failed compactions in a row (this runner)
         self._anchor: _Anchor | None = None
         self._anchor_loaded = False
         self._sections: int | None = None  # estimate of the last request's sections
+        self._step_sections: list[Section] | None = None  # set while a step's request waits
 
     @property
     def config(self) -> CompactionConfig:
         """The compaction configuration in force."""
         return self.ctx.compaction
-
-    def messages(self) -> list[Message]:
-        """The active history, refreshed from the store."""
-        self.history.refresh()
-        return self.history.messages()
 
     # -- the estimate -----------------------------------------------------------------------
 
@@ -254,40 +258,36 @@ class Compactor:
         )
         self._anchor_loaded = True
 
-    def estimate(self, sections: Sequence[Section]) -> int:
+    async def estimate(self, sections: Sequence[Section]) -> int:
         """The estimated input tokens of a request from `sections` and the active history."""
         now = sections_tokens(sections, self.ctx.provider.name)
         self._sections = now
-        anchor = self._current_anchor()
+        anchor = await self._current_anchor()
         if anchor is None:
             return now + self.history.total_tokens()
         drift = 0 if anchor.sections is None else now - anchor.sections
         return anchor.tokens + self.history.tokens_after(anchor.after_seq) + drift
 
-    def _current_anchor(self) -> _Anchor | None:
+    async def _current_anchor(self) -> _Anchor | None:
         if not self._anchor_loaded:
             self._anchor_loaded = True
-            self._anchor = self._stored_anchor()
+            self._anchor = await self._stored_anchor()
         anchor = self._anchor
         if anchor is None or anchor.boundary != self.history.summary_seq:
             return None
         return anchor
 
-    def _stored_anchor(self) -> _Anchor | None:
+    async def _stored_anchor(self) -> _Anchor | None:
         """The newest usage a step recorded (right after its assistant message), if recent."""
-        store = self.ctx.store
-        after = max(0, store.high_water(self.sid) - LOOKBACK_EVENTS)
         boundary = self.history.summary_seq
-        for stored in reversed(store.events(self.sid, after=after, types=["usage.recorded"])):
-            if boundary is not None and stored.seq < boundary:
+        for seq, event in reversed(await self.port.recent_usage(LOOKBACK_EVENTS)):
+            if boundary is not None and seq < boundary:
                 return None
-            message = self.history.message_at(stored.seq - 1)
-            event = stored.event
+            message = self.history.message_at(seq - 1)
             if message is not None and message.role == "assistant":
-                assert isinstance(event, UsageRecorded)
                 if event.input_tokens <= 0:
                     return None
-                return _Anchor(event.input_tokens, stored.seq - 2, None, boundary)
+                return _Anchor(event.input_tokens, seq - 2, None, boundary)
         return None
 
     # -- entry points -----------------------------------------------------------------------
@@ -296,14 +296,18 @@ class Compactor:
         """Proactive compaction before a step's request; True when the request must be rebuilt.
 
         The caller has just read the active history (`messages()`), so it is not read again."""
-        estimate = self.estimate(sections)
+        estimate = await self.estimate(sections)
         if not self.config.auto:
             return False
         budget = Budget.of(self.ctx.provider, self.config)
         compacted_before = self.history.summary_seq is not None
         if not should_compact(estimate, self.history.new_tokens(), compacted_before, budget):
             return False
-        result = await self.run("auto", turn_id=turn_id, step=step, in_turn=True)
+        self._step_sections = list(sections)  # the summary may reuse the step's request
+        try:
+            result = await self.run("auto", turn_id=turn_id, step=step, in_turn=True)
+        finally:
+            self._step_sections = None
         return result.compacted
 
     async def recover_overflow(self, turn_id: str, step: int, err: ContextOverflowError) -> bool:
@@ -342,52 +346,94 @@ class Compactor:
         in_turn: bool = False,
     ) -> CompactionResult:
         """Compact now. Inside a turn its newest turn always stays word for word."""
-        self.history.refresh()
+        await self.history.refresh()
         budget = Budget.of(self.ctx.provider, self.config)
         keep = max(0, self.config.tail_turns if tail_turns is None else tail_turns)
         split = self.history.split(keep, 1 if in_turn else 0, budget.trigger // 2)
         if split is None:
             if trigger == "manual":
-                self._append([CompactionSkipped(reason=trigger, why="nothing-to-compact", input_id=input_id)])  # fmt: skip
+                await self.port.commit([CompactionSkipped(reason=trigger, why="nothing-to-compact", input_id=input_id)])  # fmt: skip
             return CompactionResult(False, trigger, reason="nothing-to-compact")
         self._live(phase="start", trigger=trigger, replaced=len(split.replaced))
         try:
             summary = await self._summarize(split, turn_id, step)
         except (ProviderError, CompactionError, UsageError) as err:  # UsageError: a bad `model`
-            return self._failed(trigger, err, input_id)
+            return await self._failed(trigger, err, input_id)
         if summary is None:
-            self._append([CompactionSkipped(reason=trigger, why="aborted", input_id=input_id)])
+            await self.port.commit(
+                [CompactionSkipped(reason=trigger, why="aborted", input_id=input_id)]
+            )
             self._live(phase="aborted", trigger=trigger)
             return CompactionResult(False, trigger, reason="aborted")
-        result = self._write(split, summary, trigger, turn_id, input_id)
+        result = await self._write(split, summary, trigger, turn_id, input_id)
         self.failures = 0
         self._live(phase="end", trigger=trigger, summary_id=result.summary_id)
         return result
 
     # -- the summary call -------------------------------------------------------------------
 
-    def _summary_provider(self) -> tuple[Provider, str, bool]:
-        """The provider that writes summaries, its model spec, and whether we must close it."""
-        spec = self.ctx.model_spec or self.ctx.provider.model
-        configured = self.config.model
-        if configured and configured != spec:
-            return make_provider(configured), configured, True
-        return self.ctx.provider, spec, False
-
     async def _summarize(self, split: Split, turn_id: str | None, step: int) -> _Summary | None:
-        provider, spec, owned = self._summary_provider()
+        """The summary call, on the `[compaction] model` when one is set (built by the turn's
+        provider factory, with the same `[providers]` options), else the session's model. A
+        proactive compaction on the session's model first asks with the step's own request
+        (`_cached_summary`: the provider's prompt cache) when `reuse_cache` is on."""
+        spec = self.config.model or self.ctx.model_spec
+        provider = self.ctx.providers(spec)
+        reuse = self.config.reuse_cache and self._step_sections is not None
+        if reuse and spec == self.ctx.model_spec:  # the same model as the step: its cache
+            cached = await self._cached_summary(provider, spec, turn_id, step)
+            if not isinstance(cached, _Fallback):
+                return cached
+        return await self._summary_call(provider, spec, split, turn_id, step)
+
+    async def _cached_summary(
+        self, provider: Provider, spec: str, turn_id: str | None, step: int
+    ) -> _Summary | None | _Fallback:
+        """The summary asked with the step's own request plus the instruction
+        (`_cached_summary.py`); `FALLBACK` when that cannot give one, None when interrupted."""
+        assert self._step_sections is not None
+        history = self.history.messages()
+        if carries_media(history):
+            return FALLBACK
+        max_out = min(provider.max_output_tokens, SUMMARY_MAX_OUTPUT)
+        sections = cached_summary_sections(
+            self._step_sections, model=provider.model, max_output_tokens=max_out,
+            cache_key=self.port.session_id,
+        )  # fmt: skip
+        req = build_request(sections, history, provider.name)
+        if estimate_request_tokens(req) > provider.context_window - max_out:
+            return FALLBACK  # it would not fit with the summary's output: not sent, not recorded
+        rid = f"rcp_{secrets.token_hex(8)}"
+        receipt = make_receipt(
+            sections, history, request_digest(provider, req), receipt_id=rid, turn_id=turn_id,
+            step=step, attempt=1, model=spec, purpose="compaction",
+        )  # fmt: skip
+        await self.port.commit([receipt], section_blobs(sections))
+        crash_point("compaction.summarizing")
+        self._live(phase="progress", stage="summarizing", attempt=1, chars=0)
         try:
-            return await self._summary_call(provider, spec, split, turn_id, step)
-        finally:
-            if owned:
-                await provider.aclose()
+            finish = await stream_to_finish(provider, req, self.ctx.interrupt)
+        except ProviderError as err:  # refused (overflow, a provider that will not): fall back
+            log.info(
+                "cached summary request of %s refused (%s); a separate one",
+                self.port.session_id,
+                err,
+            )
+            return FALLBACK
+        if finish is None:
+            return None
+        text = finish.message.text().strip()
+        if not text or finish.message.tool_calls():  # no summary: its tokens were still spent
+            await self.port.commit([usage_event(spec, finish.usage, rid)])
+            return FALLBACK
+        return _Summary(text, finish.usage, 0, rid, spec)
 
     async def _summary_call(
         self, provider: Provider, spec: str, split: Split, turn_id: str | None, step: int
     ) -> _Summary | None:
         entries = render_messages([r.message for r in split.replaced])
         previous = _summary_text(split.previous)
-        work = render_work_state(self.ctx.store.work_state(self.sid))
+        work = render_work_state(await self.port.work_state())
         max_out = min(provider.max_output_tokens, SUMMARY_MAX_OUTPUT)
         limit = provider.context_window - max_out
 
@@ -413,10 +459,13 @@ class Compactor:
                 sections, [], request_digest(provider, req), receipt_id=rid, turn_id=turn_id,
                 step=step, attempt=attempt, model=spec, purpose="compaction",
             )  # fmt: skip
-            self._append([receipt], section_blobs(sections))
+            await self.port.commit([receipt], section_blobs(sections))
             crash_point("compaction.summarizing")
+            self._live(phase="progress", stage="summarizing", attempt=attempt, chars=0)
             try:
-                finish = await self._stream(provider, req)
+                finish = await stream_to_finish(
+                    provider, req, self.ctx.interrupt, self._progress(attempt)
+                )
             except ContextOverflowError as err:
                 left = len(entries) - drop
                 if attempt > MAX_SHRINK_RETRIES or left <= 1:
@@ -434,25 +483,9 @@ class Compactor:
             return _Summary(text, finish.usage, drop, rid, spec)
         raise AssertionError("unreachable: the loop returns or raises")
 
-    async def _stream(self, provider: Provider, request: ModelRequest) -> Finish | None:
-        """Run the summary request to its finish; None when an interrupt stops it."""
-        if self.ctx.interrupt.is_set():
-            return None
-        task = asyncio.ensure_future(_finish(provider, request))
-        stop = asyncio.ensure_future(self.ctx.interrupt.wait())
-        try:
-            done, _ = await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-        if task not in done:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            return None
-        return task.result()
-
     # -- writing the outcome ----------------------------------------------------------------
 
-    def _write(
+    async def _write(
         self,
         split: Split,
         summary: _Summary,
@@ -472,29 +505,26 @@ class Compactor:
             dropped=summary.dropped, model=summary.model, input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens, effective_tokens=effective,
             receipt_id=summary.receipt_id, input_id=input_id,
-            instructions=epoch_snapshot(self.ctx.store, self.sid),
+            instructions=await self.port.instruction_snapshot(),
         )  # fmt: skip
-        cost = cost_usd(summary.model, usage.input_tokens, usage.output_tokens)
-        self._append([
+        await self.port.commit([
             MessageAdded(message=message, turn_id=turn_id),
             ended,
-            UsageRecorded(
-                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost_usd=cost
-            ),
+            usage_event(summary.model, usage, summary.receipt_id),
         ])  # fmt: skip
         self.generation += 1
-        self.history.refresh()
+        await self.history.refresh()
         return CompactionResult(
             True, trigger, summary_id=message.id, replaced=len(split.replaced),
             dropped=summary.dropped, model=summary.model, usage=usage, effective_tokens=effective,
         )  # fmt: skip
 
-    def _failed(
+    async def _failed(
         self, trigger: CompactionTrigger, err: Exception, input_id: str | None
     ) -> CompactionResult:
         if trigger != "manual":  # a manual failure is reported, not counted
             self.failures += 1
-        self._append([
+        await self.port.commit([
             CompactionFailed(
                 reason=trigger, error=str(err), error_kind=error_kind(err), input_id=input_id
             )
@@ -508,12 +538,20 @@ class Compactor:
             ) from err
         return CompactionResult(False, trigger, reason="failed", error=str(err))
 
-    def _append(self, events: Sequence[SessionEvent], blobs: Sequence[bytes] = ()) -> None:
-        self.ctx.store.append(self.sid, events, self.ctx.claim, blobs=blobs)
+    def _progress(self, attempt: int) -> Callable[[StreamEvent], None]:
+        """The summary stream's progress, published per text delta (characters so far)."""
+        chars = 0
+
+        def on_delta(event: StreamEvent) -> None:
+            nonlocal chars
+            if isinstance(event, TextDelta):
+                chars += len(event.text)
+                self._live(phase="progress", stage="streaming", attempt=attempt, chars=chars)
+
+        return on_delta
 
     def _live(self, **data: str | int | None) -> None:
-        if self.ctx.listener is not None:
-            self.ctx.listener(LiveEvent(self.sid, "compaction", dict(data)))
+        self.port.publish("compaction", dict(data))
 
 
 def _summary_text(message: Message | None) -> str | None:
@@ -521,10 +559,3 @@ def _summary_text(message: Message | None) -> str | None:
         return None
     texts = [b.summary for b in message.blocks if isinstance(b, CompactSummaryBlock)]
     return "\n".join(texts) or None
-
-
-async def _finish(provider: Provider, request: ModelRequest) -> Finish:
-    async for event in provider.stream(request):
-        if isinstance(event, Finish):
-            return event
-    raise CompactionError("the summary stream ended without a finish")

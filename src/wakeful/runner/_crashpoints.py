@@ -14,12 +14,17 @@ Labels (where they sit):
 - ``stream.delta``: each streamed text chunk (use ``@N`` to die mid-stream).
 - ``reply.saved``: the assistant message is durable, with its calls' `tool.started`
   (committed together); no tool has run.
+- ``approval.requested``: the reply and its calls' `approval.requested` are durable (no call
+  started), the turn's `turn.ended` (paused, awaiting approval) is not.
+- ``approval.started``: the decided calls' `tool.started` are durable, none has run.
 - ``retry.wait``: a retry deadline was persisted, before the wait.
 - ``tool.started``: the tool step begins, no tool has run; the calls are durable unless all
   are read-only (a read-only step commits its reply together with the results).
 - ``tool.done``: every tool finished its side effect, results not yet persisted.
+- ``tool.saving``: saving the results failed with a transient store fault; before the wait.
 - ``compaction.summarizing``: a compaction's summary receipt is durable, its request not sent.
 - ``turn.ending``: the final reply is durable, `turn.ended` is not.
+- ``rewind.files``: a rewind restored the files, its `session.reverted` is not written.
 - ``child.reported``: a background child settled and its report is in the parent's inbox;
   the parent was not woken yet.
 """

@@ -18,7 +18,22 @@ LiveKind: TypeAlias = Literal[
     "retry",
     "turn_end",
     "compaction",
+    # Published for hooks, the event stream and tracing; the single `LiveListener` of a
+    # `Runtime` does not see them (`LEGACY_KINDS`), so its current callers read what they did.
+    "session_start",
+    "session_end",
+    "turn_start",
+    "step_start",
+    "step_end",
+    "pairing_repair",
+    "input_delivered",
 ]
+
+LEGACY_KINDS: frozenset[str] = frozenset(
+    {"step", "text", "reasoning", "tool_input", "tool_start", "tool_end", "retry", "turn_end",
+     "compaction"}
+)  # fmt: skip
+"""The kinds a `LiveListener` set on a `Runtime` receives (what it received before hooks)."""
 
 
 @dataclass(frozen=True, slots=True)

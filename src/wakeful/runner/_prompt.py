@@ -23,11 +23,16 @@ from ..events import ReceiptRecorded
 from ..messages import IdentityMemo, Message, TextBlock, to_wire
 from ..providers import ModelRequest, Provider, ToolSpec
 from ..store import SqlStore
+from ._media import MediaResolver
 
 SYSTEM_PREFIX = "system."
 # A section whose id starts with this is a request-only user message, sent after the history
 # (the summary request of a compaction): it is never a transcript message, so it lives in a blob.
 INPUT_PREFIX = "input."
+# A section whose id starts with this is a request-only system note sent after the history and
+# after any `input.` message (the work state): what changes during a session goes after the
+# cached prefix, never into it (`ModelRequest.volatile`).
+NOTE_PREFIX = "note."
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,16 @@ def input_message(section: Section) -> Message:
     return Message(
         id=f"msg_sec_{section.digest[:32]}", role="user", blocks=(TextBlock(text=section.content),)
     )
+
+
+@lru_cache(maxsize=64)
+def _note_message(digest: str, content: str) -> Message:
+    return Message(id=f"msg_note_{digest[:32]}", role="system", blocks=(TextBlock(text=content),))
+
+
+def note_message(section: Section) -> Message:
+    """The system message a `note.` section stands for (the same object while it lasts)."""
+    return _note_message(section.digest, section.content)
 
 
 def canonical_json(value: object) -> str:
@@ -132,15 +147,18 @@ def tools_section(tools: Sequence[ToolSpec], source: str) -> Section:
     return Section("tools", source, canonical_json(specs))
 
 
-def params_section(model: str, max_output_tokens: int | None, attempt: int) -> Section:
-    """Request parameters as a section."""
-    return Section(
-        "params",
-        "runtime",
-        canonical_json(
-            {"model": model, "max_output_tokens": max_output_tokens, "attempt": attempt}
-        ),
-    )
+def params_section(
+    model: str, max_output_tokens: int | None, attempt: int, cache_key: str | None = None
+) -> Section:
+    """Request parameters as a section (`cache_key`: the prompt-cache key, the session id)."""
+    params: dict[str, JsonValue] = {
+        "model": model,
+        "max_output_tokens": max_output_tokens,
+        "attempt": attempt,
+    }
+    if cache_key is not None:
+        params["cache_key"] = cache_key
+    return Section("params", "runtime", canonical_json(params))
 
 
 def build_request(
@@ -150,7 +168,10 @@ def build_request(
     wire: Callable[[Sequence[Message], str], list[Message]] = to_wire,
 ) -> ModelRequest:
     """Build the request from sections and persisted history (`to_wire` repairs a copy; a
-    turn passes its `WireBuilder`, which gives the same messages)."""
+    turn passes its `WireBuilder`, which gives the same messages).
+
+    The history is the cacheable prefix; `input.` messages and then `note.` system messages
+    follow it, counted in `ModelRequest.volatile`."""
     system = "\n\n".join(s.content for s in sections if s.id.startswith(SYSTEM_PREFIX))
     tools: tuple[ToolSpec, ...] = ()
     params: dict[str, JsonValue] = {}
@@ -162,15 +183,19 @@ def build_request(
     extra = [input_message(s) for s in sections if s.id.startswith(INPUT_PREFIX)]
     if extra:
         history = [*history, *extra]
+    notes = tuple(note_message(s) for s in sections if s.id.startswith(NOTE_PREFIX))
     max_out = params.get("max_output_tokens")
     attempt = params.get("attempt", 1)
+    key = params.get("cache_key")
     return ModelRequest(
         model=str(params.get("model", "")),
         system=system,
-        messages=tuple(wire(history, provider_name)),
+        messages=(*wire(history, provider_name), *notes),
         tools=tools,
         max_output_tokens=max_out if isinstance(max_out, int) else None,
         attempt=attempt if isinstance(attempt, int) else 1,
+        volatile=len(extra) + len(notes),
+        cache_key=key if isinstance(key, str) else None,
     )
 
 
@@ -182,9 +207,9 @@ def _tool_specs(digest: str, content: str) -> tuple[ToolSpec, ...]:
     )
 
 
-def section_blobs(sections: Sequence[Section]) -> list[bytes]:
-    """The blob bytes of each section (stored in the receipt's own transaction)."""
-    return [s.content.encode() for s in sections]
+def section_blobs(sections: Sequence[Section]) -> dict[str, bytes]:
+    """The blob of each section by its digest (stored in the receipt's own transaction)."""
+    return {s.digest: s.content.encode() for s in sections}
 
 
 def make_receipt(
@@ -221,8 +246,8 @@ def rebuild_request(
         Section(sid, source, store.get_blob(digest).decode())
         for sid, source, digest in receipt.sections
     ]
-    by_id = {m.id: m for m in store.messages(session_id)}
-    history = [by_id[mid] for mid in receipt.message_ids]
+    by_id = store.receipt_messages(session_id, receipt.receipt_id)  # as they read then
+    history = MediaResolver(store.get_blob)([by_id[mid] for mid in receipt.message_ids])
     return build_request(sections, history, provider_name)
 
 

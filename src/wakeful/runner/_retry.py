@@ -11,6 +11,7 @@ import random
 from ..config import RetryConfig
 from ..errors import (
     AuthenticationError,
+    CorruptStateError,
     InvalidRequestError,
     ProviderError,
     UsageError,
@@ -36,10 +37,12 @@ def backoff_ms(
 
 
 def terminal_outcome(err: BaseException) -> Outcome:
-    """What a turn ends as when `err` stops it: paused, blocked or failed."""
+    """What a turn ends as when `err` stops it (000): authentication pauses; an invalid
+    protocol (`InvalidRequestError`), corrupt durable state (`CorruptStateError`) and a
+    permanent configuration error (`UsageError`) block; anything else fails."""
     if isinstance(err, AuthenticationError):
         return "paused"
-    if isinstance(err, InvalidRequestError | UsageError):
+    if isinstance(err, InvalidRequestError | CorruptStateError | UsageError):
         return "blocked"
     return "failed"
 

@@ -17,7 +17,7 @@ from ..events import (
     TurnStarted,
     UsageRecorded,
 )
-from ..store import SqlStore
+from ..store import Store
 
 STATUS = {"completed": "completed", "interrupted": "aborted", "failed": "error", "blocked": "error",
           "paused": "error"}  # fmt: skip
@@ -36,9 +36,17 @@ class RunRecord:
     error: str | None = None
     tokens_in: int = 0
     tokens_out: int = 0
+    tokens_cache_read: int = 0  # of `tokens_in`, read from the provider's prompt cache
+    tokens_cache_write: int = 0  # of `tokens_in`, written to the provider's prompt cache
     cost_usd: float = 0.0
     steps: int = 0
     retries: list[dict[str, Any]] = field(default_factory=list)
+    truncated: bool = False  # its last reply stopped at the output limit
+
+    @property
+    def cache_hit_ratio(self) -> float | None:
+        """The share of the turn's input tokens read from the prompt cache (None: no input)."""
+        return None if self.tokens_in <= 0 else round(self.tokens_cache_read / self.tokens_in, 4)
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON (the CLI and API contract)."""
@@ -46,7 +54,10 @@ class RunRecord:
             "id": self.id, "input_ids": list(self.input_ids), "status": self.status,
             "outcome": self.outcome, "started_ms": self.started_ms, "ended_ms": self.ended_ms,
             "error": self.error, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
+            "tokens_cache_read": self.tokens_cache_read,
+            "tokens_cache_write": self.tokens_cache_write, "cache_hit_ratio": self.cache_hit_ratio,
             "cost_usd": self.cost_usd, "steps": self.steps, "retries": self.retries,
+            "truncated": self.truncated,
         }  # fmt: skip
 
 
@@ -55,6 +66,8 @@ def _fold(run: RunRecord, ev: StoredEvent) -> None:
     if isinstance(event, UsageRecorded):
         run.tokens_in += event.input_tokens
         run.tokens_out += event.output_tokens
+        run.tokens_cache_read += event.cache_read_tokens
+        run.tokens_cache_write += event.cache_write_tokens
         run.cost_usd += event.cost_usd
     elif isinstance(event, ReceiptRecorded):
         run.steps = max(run.steps, event.step)
@@ -66,13 +79,15 @@ def _fold(run: RunRecord, ev: StoredEvent) -> None:
         run.outcome = event.outcome
         run.ended_ms = ev.at_ms
         run.error = event.error
+        run.truncated = event.truncated
 
 
-def run_records(store: SqlStore, session_id: str) -> list[RunRecord]:
+def run_records(store: Store, session_id: str) -> list[RunRecord]:
     """Every turn of the session as a run record, oldest first.
 
-    A turn still `running` whose session has no live claim is reported as `aborted`, as the spec
-    shows a run whose process died.
+    A turn still `running` whose session reads `interrupted` (its driver died: no live claim,
+    see `SqlStore.find_session`) is reported as `aborted`, as the spec shows a run whose process
+    died.
     """
     kinds = ["turn.started", "turn.ended", "usage.recorded", "receipt.recorded", "retry.scheduled"]
     runs: list[RunRecord] = []
@@ -83,6 +98,6 @@ def run_records(store: SqlStore, session_id: str) -> list[RunRecord]:
             runs.append(current)
         elif current is not None:
             _fold(current, ev)
-    if runs and runs[-1].status == "running" and store.current_claim(session_id) is None:
+    if runs and runs[-1].status == "running" and store.get_session(session_id).status != "running":
         runs[-1].status = "aborted"
     return runs

@@ -14,10 +14,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from ..events import MessageAdded, SessionEvent, ToolCallEnded, ToolCallStarted, WorkStateUpdated
-from ..messages import Message, ToolCallBlock, ToolResultBlock
+from ..messages import Message, ToolCallBlock, ToolResultBlock, tool_result_text
+from ..store import artifacts_from_metadata
 from ._crashpoints import crash_point
 from .tools import PermissionPolicy, Tool, ToolContext, ToolOutcome, run_tool_call
 
+LIVE_OUTPUT_CHARS = 2000  # a live `tool_end` carries this much of the output (the message: all)
 INTERRUPTED_RESULT = (
     "The tool call was interrupted before it finished; it may have partially run. "
     "Check its effects before relying on them."
@@ -39,16 +41,24 @@ async def run_tools(
     tool_context: ToolContext,
     policy: PermissionPolicy,
     ask: Callable[[str, dict[str, object]], Awaitable[bool]] | None,
-    append: Callable[[Sequence[SessionEvent]], None],
+    save: Callable[[Sequence[SessionEvent], Sequence[bytes]], Awaitable[None]],
     live: Callable[..., None],
     interrupt: asyncio.Event,
     turn_id: str,
+    approved: Mapping[str, bool] | None = None,
+    now_ms: Callable[[], int] = lambda: 0,
 ) -> list[ToolResultBlock]:
     """Run and publish the tool calls of `message` (their `tool.started` already committed);
-    return their results in order."""
+    return their results in order. `save` commits the outcomes and the tool-result message
+    (it waits out transient store faults: the side effects already happened). `approved` holds
+    decisions already made on `ask` calls."""
     calls = message.tool_calls()
     crash_point("tool.started")
-    tasks = [asyncio.ensure_future(_one(tools, c, tool_context, policy, ask, live)) for c in calls]
+    decided = approved or {}
+    tasks = [
+        asyncio.ensure_future(_one(tools, c, tool_context, policy, ask, live, decided.get(c.id)))
+        for c in calls
+    ]
     waiter = asyncio.ensure_future(interrupt.wait())
     try:
         await asyncio.wait({*tasks, waiter}, return_when=asyncio.FIRST_COMPLETED)
@@ -63,6 +73,7 @@ async def run_tools(
     crash_point("tool.done")
     results: list[ToolResultBlock] = []
     events: list[SessionEvent] = []
+    blobs: list[bytes] = []
     for call, task in zip(calls, tasks, strict=True):
         if task.cancelled():
             result, outcome = _interrupted(call), None
@@ -77,10 +88,13 @@ async def run_tools(
         )
         if outcome is not None and outcome.work_state is not None:
             kind, value = outcome.work_state
-            events.append(WorkStateUpdated(kind=kind, value=value))  # type: ignore[arg-type]
+            events.append(WorkStateUpdated(kind=kind, value=value))
+        if outcome is not None and not result.is_error:
+            blobs.extend(outcome.blobs)
+            events.extend(artifacts_from_metadata(result.metadata, turn_id=turn_id, at_ms=now_ms()))
     reply = Message(role="user", blocks=tuple(results), metadata={"tool_results_for": message.id})
     events.append(MessageAdded(message=reply, turn_id=turn_id))
-    append(events)
+    await save(events, blobs)
     return results
 
 
@@ -91,10 +105,13 @@ async def _one(
     policy: PermissionPolicy,
     ask: Callable[[str, dict[str, object]], Awaitable[bool]] | None,
     live: Callable[..., None],
+    approved: bool | None,
 ) -> tuple[ToolResultBlock, ToolOutcome]:
-    live("tool_start", call_id=call.id, name=call.name)
-    result, outcome = await run_tool_call(tools, call, ctx, policy, ask)  # type: ignore[arg-type]
-    live("tool_end", call_id=call.id, name=call.name, is_error=result.is_error)
+    live("tool_start", call_id=call.id, name=call.name, input=call.input)
+    result, outcome = await run_tool_call(tools, call, ctx, policy, ask, approved)
+    output = tool_result_text(result.output)
+    live("tool_end", call_id=call.id, name=call.name, is_error=result.is_error,
+         output=output[:LIVE_OUTPUT_CHARS], output_chars=len(output))  # fmt: skip
     return result, outcome
 
 

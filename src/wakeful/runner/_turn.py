@@ -1,33 +1,40 @@
 """One turn: drive promoted input to a terminal outcome, step by step.
 
-Each step reloads history from the store, assembles the prompt, persists its receipt *before*
-the request is sent (invariant 7), streams the reply (deltas go to live listeners only),
-persists the assistant message, persists every tool call before it runs (invariant 6), and
-publishes tool outcomes in call order. Retries are durable (invariant 9) and every exit path
-writes a `turn.ended` (invariant 10). With a claim, every write is fenced (invariant 5).
+Each step reads what is new in its history, assembles the prompt, persists its receipt
+*before* the request is sent (invariant 7), streams the reply (deltas go to live listeners
+only), persists the assistant message, persists every tool call before it runs (invariant 6),
+and publishes tool outcomes in call order. Retries are durable (invariant 9) and every exit
+path writes a `turn.ended` (invariant 10). All durable state goes through the turn's
+`SessionPort` (fenced by the driver's claim, invariant 5); the runner owns its active-history
+view and calls compaction as a collaborator. Tool results, whose side effects already
+happened, are saved through transient store faults (`_save_results`), with the claim kept. A
+final reply is held and commits with the steers that arrived while it streamed (one
+transaction), or with the turn's end.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
+import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 
 from pydantic import JsonValue
 
-from ..clock import Clock, SystemClock
-from ..config import CompactionConfig, RetryConfig
 from ..errors import (
     ClaimLostError,
     ContentFilterError,
     ContextOverflowError,
+    NotFoundError,
     ProviderError,
-    UsageError,
+    StepLimitError,
+    StoreError,
     WakefulError,
 )
 from ..events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Decision,
     MessageAdded,
     Outcome,
     RetryCleared,
@@ -35,18 +42,30 @@ from ..events import (
     SessionEvent,
     TurnEnded,
     TurnStarted,
-    UsageRecorded,
     WorkStateUpdated,
 )
-from ..instructions import InstructionSync, Source
-from ..messages import Message, TextBlock, TextOrigin, WireBuilder, new_message_id
-from ..providers import Finish, Provider, ReasoningDelta, TextDelta, ToolCallDelta, Usage
-from ..store import ClaimToken, SqlStore
-from ._agents import Agent
-from ._compaction import Compactor
+from ..messages import Message, Repair, TextBlock, TextOrigin, WireBuilder, new_message_id
+from ..providers import (
+    Finish,
+    ModelRequest,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageReport,
+)
+from ..store import InboxItem, Outage, blob_digest, is_transient, media_refs
+from ._aborted import Streamed, aborted_events
+from ._active import ActiveHistory
+from ._approvals import AwaitingApproval, preview
+from ._compaction import CompactionResult, Compactor
+from ._context import Ask, AskResult, Interrupted, RunContext, TurnResult
 from ._crashpoints import crash_point
-from ._live import LiveEvent, LiveListener
-from ._pricing import cost_usd
+from ._live import LiveKind
+from ._media import MediaResolver
+from ._port import SessionPort
+from ._pricing import add_usage, usage_event
 from ._prompt import (
     Section,
     build_request,
@@ -57,9 +76,12 @@ from ._prompt import (
     tools_section,
 )
 from ._retry import backoff_ms, error_kind, is_retryable, terminal_outcome
+from ._stream import stream_to_finish
 from ._tool_step import run_tools, started_events
-from ._work_state import render_work_state
-from .tools import PermissionPolicy, Tool, ToolContext, tool_spec
+from ._work_state import WORK_STATE_SECTION, render_work_state
+from .tools import permission_key, tool_spec
+
+log = logging.getLogger("wakeful.runner")
 
 CONTINUE_AFTER_CUT = (
     "Your previous reply was cut off before it finished (the stream ended early). "
@@ -67,86 +89,50 @@ CONTINUE_AFTER_CUT = (
 )
 
 
-class Interrupted(Exception):
-    """Raised inside a turn when its interrupt event is set."""
-
-
-@dataclass
-class RunContext:
-    """Everything a turn needs besides the session: store, model, agent, tools, policies."""
-
-    store: SqlStore
-    provider: Provider
-    agent: Agent
-    tools: Mapping[str, Tool]
-    tool_context: ToolContext
-    policy: PermissionPolicy = field(default_factory=PermissionPolicy)
-    retry: RetryConfig = field(default_factory=RetryConfig)
-    model_spec: str = ""
-    claim: ClaimToken | None = None
-    clock: Clock = field(default_factory=SystemClock)
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    listener: LiveListener | None = None
-    interrupt: asyncio.Event = field(default_factory=asyncio.Event)
-    ask: Callable[[str, dict[str, object]], Awaitable[bool]] | None = None
-    instruction_sources: Sequence[Source] = ()
-    rng: random.Random = field(default_factory=random.Random)
-    compaction: CompactionConfig = field(default_factory=CompactionConfig)
-    # Set when an interrupt means "this process is shutting down": the turn then stays open
-    # (no `turn.ended`) and `Interrupted` propagates, so the next driver resumes it.
-    shutdown: asyncio.Event | None = None
-    # Writes a turn's `turn.ended` (fenced by the claim it is given) together with what must
-    # commit with it (a background child's report to its parent); None appends the event alone.
-    settle: Callable[[TurnEnded, TurnResult, ClaimToken | None], None] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    """How a turn ended, with its steps and token usage."""
-
-    turn_id: str
-    outcome: Outcome
-    steps: int
-    usage: Usage
-    error: str | None = None
-    error_kind: str | None = None
-    final_text: str = ""
-
-
 class TurnRunner:
-    """Runs turns of one session under one `RunContext`."""
+    """Runs turns of one session under one `RunContext`, through the session's port."""
 
-    def __init__(self, ctx: RunContext, session_id: str) -> None:
+    def __init__(self, ctx: RunContext, port: SessionPort) -> None:
         self.ctx = ctx
-        self.sid = session_id
+        self.port = port
+        self.sid = port.session_id
         self._usage = Usage(0, 0)
         self._final_text = ""
-        self._compaction = Compactor(ctx, session_id)  # owns the active-history view
-        self._stored_sections: set[str] = set()  # section blobs this runner already stored
+        self._truncated = False  # the newest reply was cut by the output limit
+        self._history = ActiveHistory(port)  # the runner's view; compaction reads it
+        self._compaction = Compactor(ctx, port, self._history)
         self._retry_pending = False  # a retry.scheduled not yet cleared by a recorded reply
         self._retry_read = False  # the stored retry state was read (at the first step)
         self._wire = WireBuilder()  # to_wire, linear in what each step added
+        self._repairs: set[tuple[str, str | None, int]] = set()  # pairing repairs published
         self._tools_section: Section | None = None
-        self._instructions = InstructionSync(ctx.store, session_id, ctx.instruction_sources)
-        # A reply whose calls are all read-only, committed with their results (`_hold_reply`).
-        self._held: list[SessionEvent] = []
         self._work: dict[str, JsonValue] | None = None  # the session's work state, once read
+        self._grants: set[str] = set()  # tools allowed `always` in this session (read at start)
+        self._streamed = Streamed()  # the current attempt's reasoning and reported usage
+        self._step_count = 0  # steps begun in the current turn (`TurnResult.steps`)
+        self._blobs: dict[str, bytes] = {}  # media blobs read through the port, by digest
+        self._scanned: set[str] = set()  # messages whose media refs were read
+        self._media = MediaResolver(self._blob)  # media refs, resolved for the wire
+        self._receipt_id: str | None = None  # the current attempt's receipt
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _append(self, events: Sequence[SessionEvent], blobs: Sequence[bytes] = ()) -> None:
-        """Commit `events` (fenced), after a held reply if there is one (see `_hold_reply`)."""
-        held, self._held = self._held, []
-        if held or events or blobs:
-            self.ctx.store.append(self.sid, [*held, *events], self.ctx.claim, blobs=blobs)
-        if self._work is not None:  # keep the work-state copy what the store now holds
+    async def _commit(
+        self, events: Sequence[SessionEvent], blobs: Mapping[str, bytes] | None = None
+    ) -> None:
+        """Commit `events` (fenced) through the port, after a held reply if there is one."""
+        await self.port.commit(events, blobs)
+        self._committed(events)
+
+    def _committed(self, events: Sequence[SessionEvent]) -> None:
+        """Keep the work-state copy what the store now holds after `events` committed."""
+        if self._work is not None:
             for event in events:
                 if isinstance(event, WorkStateUpdated):
                     self._work[event.kind] = event.value
 
-    def _live(self, kind: str, **data: object) -> None:
-        if self.ctx.listener is not None:
-            self.ctx.listener(LiveEvent(self.sid, kind, data))  # type: ignore[arg-type]
+    def _live(self, kind: LiveKind, **data: JsonValue) -> None:
+        self.port.publish(kind, data)
 
     def _check_interrupt(self) -> None:
         if self.ctx.interrupt.is_set():
@@ -154,26 +140,40 @@ class TurnRunner:
 
     # -- the turn -------------------------------------------------------------------------
 
-    async def run(self, input_ids: Sequence[str] = (), turn_id: str | None = None) -> TurnResult:
-        """Drive the turn to a terminal outcome; resume `turn_id` when given (after a crash)."""
+    async def run(
+        self, input_ids: Sequence[str] = (), turn_id: str | None = None, *, decisions: bool = False
+    ) -> TurnResult:
+        """Drive the turn to a terminal outcome; resume `turn_id` when given (after a crash).
+
+        `decisions`: the turn was started by approval decisions alone; with no decided step to
+        run it ends at once, without asking the model anything.
+        """
         tid = turn_id or f"turn_{secrets.token_hex(8)}"
         if turn_id is None:
-            self._append([TurnStarted(turn_id=tid, input_ids=tuple(input_ids))])
-        steps = 0
+            await self._commit([TurnStarted(turn_id=tid, input_ids=tuple(input_ids))])
+        self._step_count = 0  # every step begun, whatever ends the turn
+        self._live("turn_start", turn_id=tid, input_ids=list(input_ids), agent=self.ctx.agent.name)
         try:
-            steps = await self._steps(tid)
+            await self._steps(tid, decisions)
             crash_point("turn.ending")
-            return self._end(tid, "completed", steps)
+            return await self._end(tid, "completed", self._step_count)
+        except AwaitingApproval as err:
+            return await self._end(tid, "paused", self._step_count, str(err), "awaiting_approval")
         except Interrupted:
-            if self.ctx.shutdown is not None and self.ctx.shutdown.is_set():
+            if self.ctx.shutting_down():
                 raise
-            return self._end(tid, "interrupted", steps, "interrupted by the user")
+            return await self._end(tid, "interrupted", self._step_count, "interrupted by the user")
         except ClaimLostError:
             raise
         except WakefulError as err:
-            return self._end(tid, terminal_outcome(err), steps, str(err), error_kind(err))
+            outcome = terminal_outcome(err)
+            return await self._end(tid, outcome, self._step_count, str(err), error_kind(err))
 
-    def settle(
+    async def compact(self, item: InboxItem) -> CompactionResult:
+        """Run the manual compaction `item` asks for between turns (idle, no turn open)."""
+        return await self._compaction.control(item, in_turn=False)
+
+    async def settle(
         self,
         turn_id: str,
         outcome: Outcome,
@@ -183,9 +183,9 @@ class TurnRunner:
     ) -> TurnResult:
         """End an open turn without another step (recovery found it finished, or gave up)."""
         self._final_text = final_text
-        return self._end(turn_id, outcome, 0, error, kind)
+        return await self._end(turn_id, outcome, 0, error, kind)
 
-    def _end(
+    async def _end(
         self,
         tid: str,
         outcome: Outcome,
@@ -193,41 +193,48 @@ class TurnRunner:
         error: str | None = None,
         kind: str | None = None,
     ) -> TurnResult:
-        if self._held:  # a held reply goes before the end, whoever writes the end
-            self._append([])
-        end = TurnEnded(turn_id=tid, outcome=outcome, error=error, error_kind=kind)
-        result = TurnResult(tid, outcome, steps, self._usage, error, kind, self._final_text)
-        if self.ctx.settle is not None:
-            self.ctx.settle(end, result, self.ctx.claim)
-        else:
-            self._append([end])
-        self._live("turn_end", outcome=outcome, error=error)
+        cut = self._truncated and outcome == "completed"
+        end = TurnEnded(turn_id=tid, outcome=outcome, error=error, error_kind=kind, truncated=cut)
+        result = TurnResult(tid, outcome, steps, self._usage, error, kind, self._final_text, cut)
+        await self.port.end(end, result)  # after a held reply, whoever writes the end
+        self._live("turn_end", outcome=outcome, error=error, truncated=cut)
         return result
 
-    async def _steps(self, tid: str) -> int:
+    async def _steps(self, tid: str, decisions: bool = False) -> int:
         allowance = self.ctx.agent.max_steps
         step = 0
+        if not await self._decided_step(tid) and decisions:
+            return 0
         while True:
             self._check_interrupt()
             if step > 0 and await self._promote_steers():
                 allowance = self.ctx.agent.max_steps
             if allowance <= 0:
-                raise UsageError(
+                raise StepLimitError(
                     f"agent {self.ctx.agent.name} used its {self.ctx.agent.max_steps} steps"
                 )
             step += 1
+            self._step_count = step
             allowance -= 1
-            message = await self._attempts(tid, step)
+            message, steered = await self._attempts(tid, step)
             if message.tool_calls():
                 await self._tools(tid, message)
                 continue
-            if await self._promote_steers():
+            if steered:  # the final reply was written with steers that arrived meanwhile
                 allowance = self.ctx.agent.max_steps
                 continue
             return step
 
     async def _promote_steers(self) -> bool:
-        delivered = self.ctx.store.promote(self.sid, idle=False, claim=self.ctx.claim)
+        # An instruction change goes before the steers it precedes (003), in their transaction;
+        # a held final reply goes first of all.
+        final = self.port.holding
+        delivered = await self.port.promote_steers(self._compaction.generation)
+        if final:
+            crash_point("reply.saved")
+        for d in delivered:
+            if d.message is not None:
+                self._live("input_delivered", input_id=d.item.input_id, delivery="steer")
         for d in delivered:  # a manual compaction request runs at this step boundary
             if d.message is None and d.item.kind == "compaction":
                 await self._compaction.control(d.item, in_turn=True)
@@ -236,10 +243,13 @@ class TurnRunner:
 
     # -- one step, several physical attempts -----------------------------------------------
 
-    async def _attempts(self, tid: str, step: int) -> Message:
+    async def _attempts(self, tid: str, step: int) -> tuple[Message, bool]:
+        """The step's reply, after its retries; with whether steers were delivered with a final
+        reply (which is written here, so that store contention on that write is retried like a
+        failed request: `_schedule_retry`)."""
         # A retry left by an earlier driver can only be found before this runner's first
         # step; after it, every retry state is one this runner wrote and tracks itself.
-        state = None if self._retry_read else self.ctx.store.retry_state(self.sid)
+        state = None if self._retry_read else await self.port.retry_state()
         self._retry_read = True
         self._retry_pending = self._retry_pending or state is not None
         attempt = 1
@@ -251,11 +261,20 @@ class TurnRunner:
         while True:
             self._check_interrupt()
             partial: list[str] = []
+            final = False  # the attempt's final reply is held, its write not yet done
             try:
                 message = await self._attempt(tid, step, attempt, message_id, partial)
+                final = not message.tool_calls() and self.port.holding
+                steered = await self._promote_steers() if final else False
+            except Interrupted:
+                if not final:  # cut before its reply was recorded
+                    await self._keep_aborted(tid, step, message_id, partial)
+                raise
             except ProviderError as err:
+                if final:  # from a compaction at the boundary after the recorded reply
+                    raise
                 if isinstance(err, ContentFilterError):
-                    self._keep_partial(tid, message_id, partial, err)
+                    await self._keep_partial(tid, message_id, partial, err)
                     raise
                 if isinstance(err, ContextOverflowError) and not partial and not overflowed:
                     overflowed = True
@@ -265,93 +284,154 @@ class TurnRunner:
                 if not is_retryable(err) or attempt > self.ctx.retry.max_retries:
                     raise
                 if partial:
-                    self._keep_partial(tid, message_id, partial, err, continuation=True)
+                    await self._keep_partial(tid, message_id, partial, err, continuation=True)
                     message_id = new_message_id()
                 attempt += 1
                 await self._schedule_retry(tid, step, attempt, err)
                 continue
-            return message
+            except StoreError as err:  # contention (000): nothing of the reply is durable yet
+                if not is_transient(err) or attempt > self.ctx.retry.max_retries:
+                    raise
+                if final and self.port.holding:  # the final reply's write failed: ask again
+                    self.port.drop_held()
+                elif final:  # the reply is durable (a later write failed): not a retry
+                    raise
+                attempt += 1
+                await self._schedule_retry(tid, step, attempt, err)
+                continue
+            return message, steered
 
     async def _attempt(
         self, tid: str, step: int, attempt: int, message_id: str, partial: list[str]
     ) -> Message:
         ctx = self.ctx
-        sections = self._sections(attempt)  # syncs instructions first: a change lands in history
-        history = self._history()
+        self._streamed = Streamed()  # an interrupt before the stream keeps nothing of before
+        self._receipt_id = None
+        sections = await self._sections(attempt)  # instructions first: a change lands in history
+        history = await self._messages()
         if await self._compaction.before_request(tid, step, sections):
-            sections = self._sections(attempt)  # the boundary started a new instruction epoch
-            history = self._history()
+            sections = await self._sections(attempt)  # the boundary started a new epoch
+            history = await self._messages()
         self._check_interrupt()
-        request = build_request(sections, history, ctx.provider.name, self._wire)
+        request = build_request(
+            sections, await self._resolved(history), ctx.provider.name, self._wire_repaired
+        )
         digest = request_digest(ctx.provider, request)
+        self._live("step_start", turn_id=tid, step=step, attempt=attempt,
+                   model=ctx.provider.model, provider=ctx.provider.name)  # fmt: skip
         receipt = make_receipt(
             sections, history, digest, receipt_id=f"rcp_{secrets.token_hex(8)}", turn_id=tid,
             step=step, attempt=attempt, model=ctx.model_spec or ctx.provider.model,
         )  # fmt: skip
-        fresh = [s for s in sections if s.digest not in self._stored_sections]
+        ids = ctx.trace_ids(self.sid) if ctx.trace_ids is not None else None
+        if ids is not None:
+            receipt = receipt.model_copy(update={"trace_id": ids[0], "span_id": ids[1]})
         crash_point("receipt.before")
-        self._append([receipt], section_blobs(fresh))
+        await self._commit([receipt], section_blobs(sections))  # the port stores each once
         crash_point("receipt.after")
-        self._stored_sections.update(s.digest for s in fresh)
         self._live("step", step=step, attempt=attempt)
+        self._receipt_id = receipt.receipt_id
         finish = await self._stream(request, partial)
-        message = finish.message.model_copy(
-            update={
-                "id": message_id,
-                "metadata": {"turn_id": tid, "step": step, "model": ctx.provider.model},
-            }
-        )
+        self._step_end(tid, step, attempt, finish)
+        meta: dict[str, JsonValue] = {"turn_id": tid, "step": step, "model": ctx.provider.model}
+        self._truncated = finish.reason == "length"
+        if self._truncated:  # stopped at the output limit: shown as cut, never silently whole
+            meta["truncated"] = True
+        message = finish.message.model_copy(update={"id": message_id, "metadata": meta})
         self._final_text = message.text()
         runs_tools = finish.reason != "content_filter"
-        events = self._reply_events(tid, message, finish.usage)
+        events = self._reply_events(tid, message, finish.usage, receipt.receipt_id)
+        waiting = self._needs_approval(message) if runs_tools and ctx.ask is None else []
+        if waiting:  # nobody here can decide: the calls wait, durably, instead of starting
+            await self._commit([*events, *waiting])
+            crash_point("approval.requested")
+            raise AwaitingApproval(tuple(waiting))
         if runs_tools and self._hold_reply(message):
-            self._held = [*events, *started_events(message)]
+            self.port.hold([*events, *started_events(message)])
+        elif runs_tools and not message.tool_calls():  # a final reply: see `_promote_steers`
+            self.port.hold(events)
         else:
-            self._append([*events, *(started_events(message) if runs_tools else [])])
+            await self._commit([*events, *(started_events(message) if runs_tools else [])])
             crash_point("reply.saved")
         self._compaction.observe(finish.usage.input_tokens, sections)
         if finish.reason == "content_filter":
             raise ContentFilterError("the provider stopped the reply with a content filter")
         return message
 
-    def _history(self) -> list[Message]:
-        """Active history (after the newest compaction boundary), read incrementally."""
-        return self._compaction.messages()
+    async def _resolved(self, history: Sequence[Message]) -> list[Message]:
+        """`history` with media refs resolved for the wire (`_media.py`): the blobs the messages
+        refer to are read through the port first, each once per runner."""
+        for message in history:
+            if message.id not in self._scanned:
+                self._scanned.add(message.id)
+                for ref in media_refs(message):
+                    if ref not in self._blobs and (data := await self.port.blob(ref)) is not None:
+                        self._blobs[ref] = data
+        return self._media(history)
 
-    def _sections(self, attempt: int) -> list[Section]:
+    def _blob(self, digest: str) -> bytes:
+        try:
+            return self._blobs[digest]
+        except KeyError:
+            raise NotFoundError(f"no blob {digest}") from None
+
+    def _wire_repaired(self, messages: Sequence[Message], provider: str) -> list[Message]:
+        """The wire copy of a request; each pairing repair is published (once per runner)."""
+
+        def on_repair(repair: Repair) -> None:
+            # A call's repair is the same repair at any position (a compaction moves it).
+            key = (repair.kind, repair.call_id, repair.index if repair.call_id is None else -1)
+            if key not in self._repairs:
+                self._repairs.add(key)
+                self._live("pairing_repair", repair=repair.kind, call_id=repair.call_id,
+                           index=repair.index)  # fmt: skip
+
+        return self._wire(messages, provider, on_repair=on_repair)
+
+    def _step_end(self, tid: str, step: int, attempt: int, finish: Finish) -> None:
+        usage = finish.usage
+        self._live(
+            "step_end", turn_id=tid, step=step, attempt=attempt, finish_reason=finish.reason,
+            model=self.ctx.provider.model, input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens, cached_tokens=usage.cache_read_tokens,
+            tool_calls=len(finish.message.tool_calls()),
+        )  # fmt: skip
+
+    async def _messages(self) -> list[Message]:
+        """Active history (after the newest compaction boundary), read incrementally."""
+        await self._history.refresh()
+        return self._history.messages()
+
+    async def _sections(self, attempt: int) -> list[Section]:
         ctx = self.ctx
         sections = [Section("system.agent", f"agent:{ctx.agent.name}", ctx.agent.system_prompt)]
-        base = self._instructions(ctx.claim, self._compaction.generation)
+        base = await self.port.instructions(self._compaction.generation)
         sections += [Section(f"system.instructions.{key}", key, text) for key, text in base.values]
         if self._work is None:  # read once: after that only this runner's tool steps change it
-            self._work = ctx.store.work_state(self.sid)
+            self._work = await self.port.work_state()
         work = render_work_state(self._work)
-        if work:
-            sections.append(Section("system.runtime.work_state", "store", work))
+        if work:  # after the history: a todo update must not change the cached prefix
+            sections.append(Section(WORK_STATE_SECTION, "store", work))
         if self._tools_section is None:  # the agent's tools are fixed for the runner's life
             specs = [tool_spec(ctx.tools[name]) for name in ctx.agent.tools if name in ctx.tools]
             self._tools_section = tools_section(specs, f"agent:{ctx.agent.name}")
         sections.append(self._tools_section)
-        sections.append(params_section(ctx.provider.model, ctx.provider.max_output_tokens, attempt))
+        sections.append(
+            params_section(ctx.provider.model, ctx.provider.max_output_tokens, attempt, self.sid)
+        )
         return sections
 
-    def _reply_events(self, tid: str, message: Message, usage: Usage) -> list[SessionEvent]:
+    def _reply_events(
+        self, tid: str, message: Message, usage: Usage, receipt_id: str | None
+    ) -> list[SessionEvent]:
         """The reply's events: the message, its usage, and the clearing of a pending retry.
 
         They commit with the calls' `tool.started` before any tool runs (invariant 6), or, when
         every call is read-only, with the calls' results (`_hold_reply`)."""
-        cost = cost_usd(
-            self.ctx.model_spec or self.ctx.provider.model, usage.input_tokens, usage.output_tokens
-        )
-        self._usage = Usage(
-            self._usage.input_tokens + usage.input_tokens,
-            self._usage.output_tokens + usage.output_tokens,
-        )
+        self._usage = add_usage(self._usage, usage)
         events: list[SessionEvent] = [
             MessageAdded(message=message, turn_id=tid),
-            UsageRecorded(
-                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost_usd=cost
-            ),
+            usage_event(self.ctx.model_spec or self.ctx.provider.model, usage, receipt_id),
         ]
         if self._retry_pending:  # known from the step's start and from `_schedule_retry`
             events.append(RetryCleared())
@@ -368,29 +448,19 @@ class TurnRunner:
         tools = self.ctx.tools
         return bool(calls) and all(c.name not in tools or tools[c.name].read_only for c in calls)
 
-    async def _stream(self, request: object, partial: list[str]) -> Finish:
-        stream_task = asyncio.ensure_future(self._consume(request, partial))
-        interrupt_task = asyncio.ensure_future(self.ctx.interrupt.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {stream_task, interrupt_task}, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            interrupt_task.cancel()
-        if stream_task not in done:
-            stream_task.cancel()
-            await asyncio.gather(stream_task, return_exceptions=True)
-            raise Interrupted
-        return stream_task.result()
+    async def _stream(self, request: ModelRequest, partial: list[str]) -> Finish:
+        """Stream the step's reply: deltas published live, streamed text kept in `partial`."""
 
-    async def _consume(self, request: object, partial: list[str]) -> Finish:
-        async for event in self.ctx.provider.stream(request):  # type: ignore[arg-type]
+        def on_delta(event: StreamEvent) -> None:
             if isinstance(event, TextDelta):
                 crash_point("stream.delta")
                 partial.append(event.text)
                 self._live("text", text=event.text)
             elif isinstance(event, ReasoningDelta):
+                self._streamed.reasoning.append(event.text)
                 self._live("reasoning", text=event.text)
+            elif isinstance(event, UsageReport):
+                self._streamed.usage = event.usage
             elif isinstance(event, ToolCallDelta):
                 self._live(
                     "tool_input",
@@ -398,13 +468,33 @@ class TurnRunner:
                     name=event.name,
                     json=event.input_json_fragment,
                 )
-            elif isinstance(event, Finish):
-                return event
-        from ..errors import IncompleteStreamError
 
-        raise IncompleteStreamError("the provider stream ended without a finish")
+        finish = await stream_to_finish(self.ctx.provider, request, self.ctx.interrupt, on_delta)
+        if finish is None:
+            raise Interrupted
+        return finish
 
-    def _keep_partial(
+    async def _keep_aborted(self, tid: str, step: int, message_id: str, partial: list[str]) -> None:
+        """Keep what an interrupted attempt streamed as an aborted message (`_aborted.py`). On a
+        shutdown a store fault is logged, not raised: the turn stays open for the next driver
+        and the step is asked again either way."""
+        shutdown = self.ctx.shutting_down()
+        events = aborted_events(
+            turn_id=tid, step=step, message_id=message_id, text=partial, streamed=self._streamed,
+            model=self.ctx.model_spec or self.ctx.provider.model, receipt_id=self._receipt_id,
+            cause="shutdown" if shutdown else "interrupt",
+        )  # fmt: skip
+        self._streamed = Streamed()
+        if not events:
+            return
+        try:
+            await self._commit(events)
+        except StoreError as err:
+            if not shutdown or isinstance(err, ClaimLostError):
+                raise
+            log.warning("could not keep the output cut short in %s: %s", self.sid, err)
+
+    async def _keep_partial(
         self,
         tid: str,
         message_id: str,
@@ -424,21 +514,32 @@ class TurnRunner:
             origin = TextOrigin(kind="event", source="wakeful")
             note = Message(role="user", blocks=(TextBlock(text=CONTINUE_AFTER_CUT, origin=origin),))
             events.append(MessageAdded(message=note, turn_id=tid))
-        self._append(events)
+        await self._commit(events)
 
     # -- retry -------------------------------------------------------------------------------
 
-    async def _schedule_retry(self, tid: str, step: int, attempt: int, err: ProviderError) -> None:
-        delay = backoff_ms(attempt - 1, self.ctx.retry, err.retry_after_ms, self.ctx.rng)
+    async def _schedule_retry(
+        self, tid: str, step: int, attempt: int, err: ProviderError | StoreError
+    ) -> None:
+        """Persist the retry's deadline, then wait for it. For store contention the deadline
+        may not be writable either: then it is logged and waited for in memory (a restarted
+        driver finds no retry state and asks the step again at once)."""
+        after = err.retry_after_ms if isinstance(err, ProviderError) else None
+        delay = backoff_ms(attempt - 1, self.ctx.retry, after, self.ctx.rng)
         deadline = self.ctx.clock.now_ms() + delay
-        self._retry_pending = True
-        self._append([
-            RetryScheduled(
-                turn_id=tid, step=step, attempt=attempt, deadline_ms=deadline,
-                error_kind=err.kind, error=str(err),
-            )
-        ])  # fmt: skip
-        self._live("retry", attempt=attempt, delay_ms=delay, error_kind=err.kind)
+        kind = error_kind(err)
+        scheduled = RetryScheduled(
+            turn_id=tid, step=step, attempt=attempt, deadline_ms=deadline, error_kind=kind,
+            error=str(err),
+        )  # fmt: skip
+        try:
+            await self._commit([scheduled])
+            self._retry_pending = True
+        except StoreError as fault:
+            if isinstance(err, ProviderError) or not is_transient(fault):
+                raise
+            log.warning("retry of %s not durable (store still busy): %s", self.sid, fault)
+        self._live("retry", attempt=attempt, delay_ms=delay, error_kind=kind)
         crash_point("retry.wait")
         await self._wait_until(deadline)
 
@@ -447,16 +548,163 @@ class TurnRunner:
         poll_s = self.ctx.retry.poll_interval_ms / 1000
         while (left := deadline_ms - self.ctx.clock.now_ms()) > 0:
             self._check_interrupt()
-            if any(i.delivery == "steer" for i in self.ctx.store.pending(self.sid)):
+            if any(i.delivery == "steer" for i in await self.port.pending()):
                 return
             await self.ctx.sleep(min(poll_s, left / 1000))
 
     # -- tools -------------------------------------------------------------------------------
 
-    async def _tools(self, tid: str, message: Message) -> None:
+    async def _tools(
+        self, tid: str, message: Message, approved: dict[str, bool] | None = None
+    ) -> None:
         ctx = self.ctx
+        if approved is None:
+            approved = await self._ask(message)
         await run_tools(
-            message, tools=ctx.tools, tool_context=ctx.tool_context, policy=ctx.policy, ask=ctx.ask,
-            append=self._append, live=self._live, interrupt=ctx.interrupt, turn_id=tid,
+            message, tools=ctx.tools, tool_context=ctx.tool_context, policy=ctx.policy, ask=None,
+            save=self._save_results, live=self._live, interrupt=ctx.interrupt, turn_id=tid,
+            approved=approved,  # every `ask` call was decided above (or waits, or is declined)
+            now_ms=ctx.clock.now_ms,
         )  # fmt: skip
         self._check_interrupt()
+
+    async def _save_results(
+        self, events: Sequence[SessionEvent], blobs: Sequence[bytes] = ()
+    ) -> None:
+        """Commit a tool step's results: their side effects ran, so a transient store fault (a
+        lock held past the busy timeout, a lost connection, a full disk) is waited out, for as
+        long as it lasts, with the claim kept (the lease keeper goes on renewing it). The
+        backoff doubles up to `Outage`'s bound; the outage is logged when it begins and ends.
+
+        A lost claim (`ClaimLostError`), any other store error, or a shutdown ends the wait by
+        raising: the calls stay `running` and the next drain's recovery settles them.
+        """
+        outage = Outage(log, f"saving tool results of {self.sid}")
+        retry = False
+        while True:
+            try:  # a retry first looks whether an earlier try committed after all
+                stored = {blob_digest(b): b for b in blobs}
+                await (
+                    self.port.recommit(events, stored)
+                    if retry
+                    else self.port.commit(events, stored)
+                )
+            except StoreError as err:
+                if not is_transient(err):
+                    raise
+                delay = outage.failed(err)
+            else:
+                outage.ok()
+                self._committed(events)
+                return
+            if self.ctx.shutting_down():
+                raise Interrupted
+            crash_point("tool.saving")
+            await self.ctx.sleep(delay)
+            retry = True
+
+    # -- approvals ---------------------------------------------------------------------------
+
+    def _needs_approval(self, message: Message) -> list[ApprovalRequested]:
+        """The calls of `message` whose permission is `ask` (valid input, a known tool, not
+        allowed `always` in this session): what someone must decide before they run."""
+        out: list[ApprovalRequested] = []
+        for call in message.tool_calls():
+            tool = self.ctx.tools.get(call.name)
+            if tool is None or self.ctx.policy.decide(permission_key(tool, call.name)) != "ask":
+                continue
+            if call.name in self._grants:
+                continue
+            try:
+                tool.input_model.model_validate(call.input)
+            except ValueError:  # the call fails anyway: nobody is asked to approve it
+                continue
+            shown = preview(call.name, dict(call.input), self.ctx.tool_context.workspace)
+            out.append(
+                ApprovalRequested(
+                    call_id=call.id, message_id=message.id, name=call.name,
+                    input=dict(call.input), preview=shown,
+                )
+            )  # fmt: skip
+        return out
+
+    async def _ask(self, message: Message) -> dict[str, bool]:
+        """Calls allowed `always` in this session run; ask the interactive callback about each
+        other call needing approval, one at a time; the decisions are durable
+        (`approval.decided`) before any call runs."""
+        ask = self.ctx.ask
+        decided = {c.id: True for c in message.tool_calls() if c.name in self._grants}
+        if ask is None:
+            return decided
+        events: list[SessionEvent] = []
+        for request in self._needs_approval(message):
+            if request.name in self._grants:  # an `always` given for an earlier call here
+                decided[request.call_id] = True
+                continue
+            decision = await self._asked(ask, request)
+            if decision == "always":
+                self._grants.add(request.name)
+            decided[request.call_id] = decision != "deny"
+            events.append(
+                ApprovalDecided(call_id=request.call_id, decision=decision, name=request.name)
+            )
+        if events:
+            await self._commit(events)
+        return decided
+
+    async def _decided_step(self, tid: str) -> bool:
+        """At the turn's start: read the session's grants and, when calls wait for approval,
+        pause again (some are undecided) or run them as decided (the step the pause left).
+        Returns whether it ran a step."""
+        log = await self.port.approvals()
+        self._grants = set(log.grants)
+        step = log.step
+        if step is None:
+            return False
+        if step.pending:
+            raise AwaitingApproval(step.pending)
+        message = next((m for m in await self._messages() if m.id == step.message_id), None)
+        if message is None:  # not in the active history (cannot happen short of a bad log)
+            message = await self.port.message(step.message_id)
+        if message is None:
+            raise NotFoundError(f"the message {step.message_id} awaiting approval is not stored")
+        await self._commit(started_events(message))
+        crash_point("approval.started")
+        approved = {c.id: True for c in message.tool_calls() if c.name in self._grants}
+        approved |= {cid: d != "deny" for cid, d in step.decisions.items()}
+        await self._tools(tid, message, approved)
+        return True
+
+    async def _asked(
+        self,
+        ask: Ask,
+        request: ApprovalRequested,
+    ) -> Decision:
+        """The callback's answer as a decision. An interrupt while asking (or before) denies:
+        the step still publishes a result for every call, then the interrupt ends the turn."""
+        if self.ctx.interrupt.is_set():
+            return "deny"
+        asking = asyncio.ensure_future(ask(request.name, dict(request.input)))
+        waiter = asyncio.ensure_future(self.ctx.interrupt.wait())
+        try:
+            await asyncio.wait({asking, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if not asking.done():
+            asking.cancel()
+            await asyncio.gather(asking, return_exceptions=True)
+            return "deny"
+        try:
+            answer = asking.result()
+        except Exception:  # a failing callback denies; it must not crash the turn
+            return "deny"
+        return _decision(answer)
+
+
+def _decision(answer: AskResult) -> Decision:
+    """An answer of the approval callback as a decision (anything unclear denies)."""
+    if answer is True or answer == "allow":
+        return "allow"
+    if answer == "always":
+        return "always"
+    return "deny"

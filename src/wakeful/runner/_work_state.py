@@ -10,6 +10,9 @@ import json
 
 from pydantic import JsonValue
 
+# Its section id: a `note.` section, sent after the history (the prompt's cached prefix) and
+# never inside it, so a todo update does not throw the provider's prompt cache away.
+WORK_STATE_SECTION = "note.runtime.work_state"
 MAX_ENTRIES = 64
 MAX_BYTES = 16 * 1024
 ORDER = ("goal", "plan", "todos", "jobs")

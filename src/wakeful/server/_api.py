@@ -1,14 +1,16 @@
 """A small declarative layer over Starlette: one `Op` per endpoint, validated at the boundary.
 
 Each `Op` names its path, query and body models and its responses; `endpoint()` turns it into a
-Starlette route that validates input (bad JSON -> 400, invalid fields -> 422), calls the handler
-and maps the error tree to statuses (`NotFoundError` 404, `ConflictError` 409, `UsageError` 422,
-`StoreBusyError` 503). The same `Op` list renders the OpenAPI document, so the two cannot drift.
+Starlette route that validates input (bad or too deeply nested JSON -> 400, invalid fields ->
+422), calls the handler and maps the error tree to statuses (`NotFoundError` 404, `ConflictError`
+409, `UsageError` 422, a retryable `StoreError` — busy, unreachable — 503). The same `Op` list
+renders the OpenAPI document, so the two cannot drift.
 Invariant: bad input is always a 4xx JSON `ErrorOut` with a reason, never a 500.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -20,13 +22,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..errors import ClaimLostError, ConflictError, NotFoundError, StoreBusyError, UsageError
+from ..errors import ClaimLostError, ConflictError, NotFoundError, StoreError, UsageError
 from ._auth import BodyTooLargeError
 from ._models import ErrorOut
 
 Q = TypeVar("Q", bound=BaseModel)
 B = TypeVar("B", bound=BaseModel)
 
+MAX_JSON_DEPTH = 64  # deeper bodies are refused before validation (no real request nests so)
 SESSION_ID = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
 SESSION_ID_SCHEMA = {"type": "string", "pattern": SESSION_ID.pattern}
 DIGEST_SCHEMA = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
@@ -123,6 +126,26 @@ class Registry:
         return wrap
 
 
+def _body_problem(value: object) -> str | None:
+    """Why parsed JSON cannot be taken (None when it can): arrays and objects nested more than
+    `MAX_JSON_DEPTH` levels, or a string holding a lone surrogate (a `\\udXXX` escape without
+    its pair), which no store can hold as text. Iterative, so any depth is measured."""
+    todo: list[tuple[object, int]] = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as err:
+                return f"holds a lone surrogate (U+{ord(item[err.start]):04X}): not valid Unicode"
+        elif isinstance(item, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                return f"nests deeper than {MAX_JSON_DEPTH} levels"
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            todo.extend((child, depth + 1) for child in children)
+    return None
+
+
 def _validation_reason(err: ValidationError, where: str) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"])
@@ -132,9 +155,12 @@ def _validation_reason(err: ValidationError, where: str) -> str:
 
 async def _parse(op: Op, request: Request) -> Call[Any, Any]:
     path = dict(request.path_params)
-    for name, value in path.items():
-        if name == "session_id" and not SESSION_ID.match(value):
+    if "session_id" in path:
+        if not SESSION_ID.match(path["session_id"]):
             raise ApiError(404, "not_found", "no such session (malformed id)")
+        # a unique prefix names its session (404 for none, 422 listing them for several)
+        store = request.app.state.wakeful.reads
+        path["session_id"] = await asyncio.to_thread(store.resolve_session_id, path["session_id"])
     query: Any = None
     if op.query is not None:
         params = dict(request.query_params.multi_items())
@@ -149,6 +175,12 @@ async def _parse(op: Op, request: Request) -> Call[Any, Any]:
             data = json.loads(raw) if raw.strip() else {}
         except (ValueError, UnicodeDecodeError):
             raise ApiError(400, "bad_json", "the request body is not valid JSON") from None
+        except RecursionError:  # the parser recurses per level: thousands of levels end it
+            raise ApiError(
+                400, "bad_json", f"the request body nests deeper than {MAX_JSON_DEPTH} levels"
+            ) from None
+        if (problem := _body_problem(data)) is not None:
+            raise ApiError(400, "bad_json", f"the request body {problem}")
         try:
             body = op.body.model_validate(data)
         except ValidationError as err:
@@ -165,7 +197,7 @@ def _mapped(err: Exception) -> JSONResponse | None:
         return error_response(404, "not_found", str(err))
     if isinstance(err, ConflictError | ClaimLostError):
         return error_response(409, "conflict", str(err))
-    if isinstance(err, StoreBusyError):
+    if isinstance(err, StoreError) and err.retryable:  # busy, or the database is unreachable
         return error_response(503, "busy", str(err), **{"Retry-After": "1"})
     if isinstance(err, UsageError):
         return error_response(422, "invalid", str(err))

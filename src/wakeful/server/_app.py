@@ -7,9 +7,10 @@ down interrupts local drains as a shutdown (their claims stay for the next drive
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -23,7 +24,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import __version__
 from ..execution import Runtime
 from ..runner import LiveEvent, LiveListener
-from . import _inspector, _routes_inputs, _routes_reads, _routes_sessions, _sse
+from ..store import ScheduleFire
+from . import (
+    _inspector,
+    _routes_approvals,
+    _routes_inputs,
+    _routes_reads,
+    _routes_schedules,
+    _routes_sessions,
+    _routes_shaping,
+    _sse,
+)
 from ._api import Op, endpoint, error_response
 from ._auth import AuthMiddleware, BodyLimitMiddleware, Tokens
 from ._hub import Hub
@@ -33,7 +44,8 @@ from ._state import ServerState, Settings, db
 
 log = logging.getLogger("wakeful.server")
 OPS: list[Op] = [
-    *_routes_sessions.ops.ops, *_routes_inputs.ops.ops, *_routes_reads.ops.ops, *_sse.ops.ops,
+    *_routes_sessions.ops.ops, *_routes_inputs.ops.ops, *_routes_approvals.ops.ops,
+    *_routes_reads.ops.ops, *_routes_schedules.ops.ops, *_sse.ops.ops, *_routes_shaping.ops.ops,
 ]  # fmt: skip
 
 
@@ -93,6 +105,16 @@ def _chain(first: LiveListener | None, second: LiveListener) -> LiveListener:
     return both
 
 
+def _waker(state: ServerState) -> Callable[[ScheduleFire], None]:
+    """Drive the session a schedule's fire admitted to (a fire that admitted nothing: none)."""
+
+    def on_fire(fire: ScheduleFire) -> None:
+        if fire.session_id is not None and fire.outcome in ("fired", "caught_up"):
+            state.wake(fire.session_id)
+
+    return on_fire
+
+
 def create_app(
     runtime: Runtime,
     *,
@@ -102,7 +124,7 @@ def create_app(
 ) -> Starlette:
     """The server app over `runtime` (see the module docstring)."""
     settings = settings or Settings()
-    hub = Hub(runtime.store, poll_s=settings.poll_ms / 1000)
+    hub = Hub(runtime.reads, poll_s=settings.poll_ms / 1000)
     state = ServerState(runtime, tokens, settings, hub, own_runtime)
 
     @contextlib.asynccontextmanager
@@ -111,16 +133,23 @@ def create_app(
         runtime.listener = _chain(previous, hub.on_live)
         await hub.start()
         if settings.recover:
-            for sid in await db(runtime.store.sessions_with_work):
+            for sid in await db(runtime.reads.sessions_with_work):
                 state.wake(sid)
+        stop = asyncio.Event()
+        firing = (
+            asyncio.ensure_future(runtime.run_schedules(stop, _waker(state)))
+            if settings.schedules
+            else None
+        )
         try:
             yield
         finally:
+            stop.set()
+            if firing is not None:
+                await firing
             await hub.stop()
             if own_runtime:
-                runtime.coordinator.options.shutdown.set()
-                for sid in runtime.coordinator.active():
-                    runtime.coordinator.interrupt(sid)
+                runtime.shut_down()
                 await runtime.aclose()
             runtime.listener = previous
 

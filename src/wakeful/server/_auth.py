@@ -111,6 +111,19 @@ def load_or_create_token(path: Path) -> tuple[str, bool]:
     return token, True
 
 
+def route_path(scope: Scope) -> str:
+    """The request's path below the app's mount point (`root_path`): what the routes match.
+
+    Mounted under a prefix (or behind a proxy that says so with `root_path`), `path` holds the
+    prefix too; the open routes and the login page are known by their path inside the app.
+    """
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and (path == root or path.startswith(root + "/")):
+        return path[len(root) :] or "/"
+    return path
+
+
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key == name:
@@ -128,13 +141,13 @@ async def _send_json(send: Send, status: int, error: str, reason: str, extra: li
 class AuthMiddleware:
     """Reject unauthenticated requests (401) before routing; record the principal in the scope."""
 
-    def __init__(self, app: ASGIApp, tokens: Tokens, login_page: Callable[[], bytes]) -> None:
+    def __init__(self, app: ASGIApp, tokens: Tokens, login_page: Callable[[str], bytes]) -> None:
         self.app = app
         self.tokens = tokens
         self.login_page = login_page
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (scope["method"], scope["path"]) in OPEN_ROUTES:
+        if scope["type"] != "http" or (scope["method"], route_path(scope)) in OPEN_ROUTES:
             await self.app(scope, receive, send)
             return
         principal = self._principal(scope)
@@ -168,8 +181,9 @@ class AuthMiddleware:
         return None
 
     async def _unauthorized(self, scope: Scope, send: Send) -> None:
-        if scope["method"] == "GET" and (scope["path"] == "/" or scope["path"].startswith("/ui/")):
-            body = self.login_page()
+        path = route_path(scope)
+        if scope["method"] == "GET" and (path == "/" or path.startswith("/ui/")):
+            body = self.login_page(scope.get("root_path", ""))
             headers = [(b"content-type", b"text/html; charset=utf-8"),
                        (b"content-length", str(len(body)).encode())]  # fmt: skip
             await send({"type": "http.response.start", "status": 401, "headers": headers})

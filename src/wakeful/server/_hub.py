@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..events import StoredEvent
+from ..execution import Reads
 from ..runner import LiveEvent
-from ..store import SqlStore
 from ._redact import event_json
 
 log = logging.getLogger("wakeful.server")
@@ -82,7 +84,7 @@ class HubStats:
 class Hub:
     """See the module docstring. Start it inside the server's event loop."""
 
-    store: SqlStore
+    reads: Reads
     poll_s: float = 0.01
     max_queue: int = 4096
     batch: int = 1000
@@ -94,52 +96,41 @@ class Hub:
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: int | None = None
-        self._listener: threading.Thread | None = None
-        self._stopping = threading.Event()
-        self.last_id = 0
+        self._unwatch: Callable[[], None] | None = None
+        self.last_id = 0  # the last event dispatched, and its `tx` (its position)
+        self.last_tx = 0
 
     async def start(self) -> None:
         """Begin at the current end of the log (and, on PostgreSQL, LISTEN for commits)."""
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
-        self.last_id = await asyncio.to_thread(self.store.last_event_id)
+        self.last_tx, self.last_id = await asyncio.to_thread(self.reads.last_event_position)
         self._task = asyncio.create_task(self._run(), name="wakeful-hub")
-        if getattr(self.store.backend, "kind", "") == "postgres":
-            self._stopping.clear()
-            self._listener = threading.Thread(target=self._listen, name="wakeful-hub-listen",
-                                              daemon=True)  # fmt: skip
-            self._listener.start()
+        self._unwatch = self.reads.watch_commits(self._committed)
 
     async def stop(self) -> None:
         """Stop polling and listening."""
-        self._stopping.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self._listener is not None:
-            await asyncio.to_thread(self._listener.join)
-            self._listener = None
+        if self._unwatch is not None:
+            await asyncio.to_thread(self._unwatch)
+            self._unwatch = None
 
-    def _listen(self) -> None:
-        """Wake the poller on every NOTIFY (commits of any process), so it need not wait."""
-        while not self._stopping.is_set():
-            try:
-                self.store.backend.wait_for_change(0.25)
-            except Exception:  # the listening connection failed: polling still covers it
-                log.warning("LISTEN for new events failed; relying on polling", exc_info=True)
-                self._stopping.wait(1.0)
-                continue
-            if self._subs:
-                self.nudge()
+    def _committed(self) -> None:
+        """A commit of some process was announced (PostgreSQL's NOTIFY): poll now if anyone
+        follows, so the event need not wait for the next poll."""
+        if self._subs:
+            self.nudge()
 
     async def subscribe(self, session_id: str | None, *, live: bool = False) -> Subscription:
         """Register a follower; capture the replay watermark only after this returns."""
         if not self._subs:  # idle: the poller stopped advancing, so jump to the log's end
-            newest = await asyncio.to_thread(self.store.last_event_id)
+            newest = await asyncio.to_thread(self.reads.last_event_position)
             if not self._subs:  # still nobody whose position that jump could skip
-                self.last_id = max(self.last_id, newest)
+                self.last_tx, self.last_id = max((self.last_tx, self.last_id), newest)
         sub = Subscription(session_id, live, asyncio.Queue(self.max_queue))
         self._subs.add(sub)
         self.stats.subscribers = len(self._subs)
@@ -185,11 +176,14 @@ class Hub:
                 self._wake.clear()
                 continue
             self.stats.polls += 1
-            batch = await asyncio.to_thread(self.store.events_since, self.last_id, self.batch)
+            batch = await asyncio.to_thread(
+                functools.partial(self.reads.events_since, self.last_id, self.batch,
+                                  after_tx=self.last_tx)
+            )  # fmt: skip
             for ev in batch:
                 self._dispatch(Packed(ev))
-            if batch:
-                self.last_id = max(self.last_id, batch[-1].id)
+            if batch:  # (batches come in position order, not necessarily id order)
+                self.last_tx, self.last_id = batch[-1].position
                 self.stats.events += len(batch)
             if len(batch) >= self.batch:
                 continue

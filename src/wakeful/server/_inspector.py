@@ -1,11 +1,16 @@
-"""The web inspector: server-rendered pages (Jinja2, autoescaped) and one small script.
+"""The web inspector: server-rendered pages (Jinja2, autoescaped) and small scripts.
 
-`/ui/` lists sessions (search, filters, pages); `/ui/sessions/{id}` shows the transcript (tool
-calls folded, media shown), the pending inbox, turns with outcomes and usage, receipts with
-section digests, and a live view that follows the log over SSE, with a box to steer or queue a
-prompt and a button to interrupt. A browser logs in once with a token and then holds an
-HttpOnly, SameSite=Strict cookie derived from it (see `_auth`); the page's script calls the
-JSON API with that cookie and the CSRF header.
+`/ui/` lists sessions title first (model, local times, usage), searches their content, and
+creates one; `/ui/schedules` lists schedules with their next fire (add, pause, resume,
+delete); `/ui/sessions/{id}` shows the transcript (each tool call with its result, an
+`edit_file` as a diff, media shown), the pending inbox, tokens and cost per turn as a chart and a
+table, receipts with section digests, and a live view that follows the log over SSE, with a box
+to steer or queue a prompt and a button to interrupt. A browser logs in once with a token and
+then holds an HttpOnly, SameSite=Strict cookie derived from it (see `_auth`); the scripts call
+the JSON API with that cookie and the CSRF header.
+
+Every link, asset, redirect and API call is made under the app's mount prefix (`root_path`),
+so the inspector works mounted under a path as well as at the root.
 """
 
 from __future__ import annotations
@@ -22,15 +27,16 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ..errors import NotFoundError
-from ..runner._runs import run_records
+from ..errors import NotFoundError, UsageError
+from ..runner import run_records
 from ._api import SESSION_ID
 from ._auth import COOKIE
 from ._models import ListQuery
 from ._redact import receipt_json, redact_message
-from ._routes_sessions import search_sessions
+from ._routes_schedules import schedule_out
+from ._routes_sessions import Found, search_sessions
 from ._state import ServerState, db
-from ._views import iso, parts, short
+from ._views import KEY_ARGS, iso, receipt_changes, short, transcript
 
 _env = Environment(
     loader=PackageLoader("wakeful.server", "templates"),
@@ -40,9 +46,14 @@ _env = Environment(
 )
 _env.filters["iso"] = iso
 _env.filters["short"] = short
-STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
+STATIC = {"app.js": "text/javascript", "list.js": "text/javascript",
+          "session.js": "text/javascript", "schedules.js": "text/javascript",
+          "app.css": "text/css"}  # fmt: skip
 _LOGIN_JS = resources.files("wakeful.server").joinpath("static/login.js").read_text()
 _LOGIN_CSS = resources.files("wakeful.server").joinpath("static/login.css").read_text()
+
+
+ARTIFACTS_SHOWN = 200  # the artifacts panel shows at most this many, newest first
 
 
 def _sha(text: str) -> str:
@@ -58,26 +69,33 @@ CSP = (
 )
 
 
-def login_page(error: str | None = None) -> bytes:
-    """The login form (served with 401 to any unauthenticated page request)."""
+def login_page(base: str = "", error: str | None = None) -> bytes:
+    """The login form (served with 401 to any unauthenticated page request); `base` is the
+    app's mount prefix."""
     return (
         _env.get_template("login.html")
-        .render(error=error, login_js=_LOGIN_JS, login_css=_LOGIN_CSS)
+        .render(error=error, login_js=_LOGIN_JS, login_css=_LOGIN_CSS, base=base)
         .encode()
     )
 
 
-def _html(name: str, status: int = 200, **context: Any) -> HTMLResponse:
-    return HTMLResponse(_env.get_template(name).render(**context), status_code=status)
+def _base(request: Request) -> str:
+    """The app's mount prefix ("" at the root)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _html(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    page = _env.get_template(name).render(base=_base(request), **context)
+    return HTMLResponse(page, status_code=status)
 
 
 def _state(request: Request) -> ServerState:
-    return request.app.state.wakeful  # type: ignore[no-any-return]
+    return request.app.state.wakeful  # type: ignore[no-any-return]  # Starlette types app.state as Any
 
 
 async def login_form(request: Request) -> Response:
     """GET /ui/login."""
-    return HTMLResponse(login_page())
+    return HTMLResponse(login_page(_base(request)))
 
 
 async def login(request: Request) -> Response:
@@ -86,8 +104,8 @@ async def login(request: Request) -> Response:
     token = (parse_qs(body).get("token") or [""])[0].strip()
     value = _state(request).tokens.cookie_for(token) if token else None
     if value is None:
-        return HTMLResponse(login_page("That token is not valid."), status_code=401)
-    response = RedirectResponse("/ui/", status_code=303)
+        return HTMLResponse(login_page(_base(request), "That token is not valid."), status_code=401)
+    response = RedirectResponse(f"{_base(request)}/ui/", status_code=303)
     response.set_cookie(COOKIE, value, httponly=True, samesite="strict", path="/",
                         secure=request.url.scheme == "https")  # fmt: skip
     return response
@@ -95,13 +113,13 @@ async def login(request: Request) -> Response:
 
 async def logout(request: Request) -> Response:
     """POST /ui/logout: forget the cookie."""
-    response = RedirectResponse("/ui/login", status_code=303)
+    response = RedirectResponse(f"{_base(request)}/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response
 
 
 async def index(request: Request) -> Response:
-    """GET /ui/: the session list."""
+    """GET /ui/: the session list, or a search of the sessions' content."""
     state = _state(request)
     raw = {k: v for k, v in request.query_params.items() if v != ""}
     try:
@@ -109,9 +127,15 @@ async def index(request: Request) -> Response:
     except ValidationError:
         query = ListQuery()
     archived = {"false": False, "true": True, "all": None}[query.archived]
-    rows, cursor = await search_sessions(state, query, archived)
-    active = set(state.runtime.coordinator.active())
-    return _html("list.html", sessions=rows, next_cursor=cursor, query=query, active=active)
+    problem: str | None = None
+    try:
+        found = await search_sessions(state, query, archived)
+    except UsageError as err:  # a search without words, a cursor of the other kind
+        found, problem = Found([], None), str(err)
+    active = set(state.runtime.active())
+    return _html(request, "list.html", sessions=found.sessions, matches=found.matches,
+                 next_cursor=found.next_cursor, query=query, active=active, problem=problem,
+                 default_model=state.runtime.model)  # fmt: skip
 
 
 async def session_page(request: Request) -> Response:
@@ -121,27 +145,44 @@ async def session_page(request: Request) -> Response:
     principal = request.scope.get("wakeful.principal")
     sensitive = request.query_params.get("sensitive") == "1" and bool(principal and principal.sensitive)  # fmt: skip
     if not SESSION_ID.match(sid):
-        return _html("missing.html", 404, session_id=sid)
+        return _html(request, "missing.html", 404, session_id=sid)
     try:
-        row = await db(state.store.get_session, sid)
-    except NotFoundError:
-        return _html("missing.html", 404, session_id=sid)
+        full = await db(state.reads.resolve_session_id, sid)
+    except (NotFoundError, UsageError):  # none, or a prefix of several (the page lists none)
+        return _html(request, "missing.html", 404, session_id=sid)
+    if full != sid:  # a unique prefix: the page's own address names the session in full
+        query = f"?{request.url.query}" if request.url.query else ""
+        return RedirectResponse(f"{_base(request)}/ui/sessions/{full}{query}", status_code=303)
+    row = await db(state.reads.get_session, sid)
+    media = f"{_base(request)}/sessions/{sid}/media"
 
     def gather() -> dict[str, Any]:
-        store = state.store
+        store = state.reads
         messages = [(seq, m if sensitive else redact_message(m))
                     for seq, m in store.messages_with_seq(sid)]  # fmt: skip
         return {
-            "messages": [(seq, m, parts(m, sid)) for seq, m in messages],
+            "messages": transcript(messages, media),
             "pending": store.pending(sid),
             "runs": run_records(store, sid),
-            "receipts": [receipt_json(store, r, sensitive=sensitive) for r in store.receipts(sid)],
+            "receipts": receipt_changes(
+                [receipt_json(store, r, sensitive=sensitive) for r in store.receipts(sid)]
+            ),
             "work_state": store.work_state(sid),
+            "artifacts": store.artifacts(sid, limit=ARTIFACTS_SHOWN),
+            "reverted": store.pending_revert(sid),
         }
 
     data = await db(gather)
-    return _html("session.html", row=row, active=state.is_active(sid), sensitive=sensitive,
-                 can_sensitive=bool(principal and principal.sensitive), **data)  # fmt: skip
+    return _html(request, "session.html", row=row, active=state.is_active(sid),
+                 sensitive=sensitive, can_sensitive=bool(principal and principal.sensitive),
+                 key_args=" ".join(KEY_ARGS), **data)  # fmt: skip
+
+
+async def schedules_page(request: Request) -> Response:
+    """GET /ui/schedules: every schedule with its next and last fire; add, pause, resume,
+    delete (the page's script calls the JSON API)."""
+    found = await db(_state(request).runtime.schedules)
+    return _html(request, "schedules.html", schedules=[schedule_out(s) for s in found])
 
 
 async def static(request: Request) -> Response:
@@ -155,7 +196,7 @@ async def static(request: Request) -> Response:
 
 async def root(request: Request) -> Response:
     """GET /: to the inspector."""
-    return RedirectResponse("/ui/", status_code=303)
+    return RedirectResponse(f"{_base(request)}/ui/", status_code=303)
 
 
 routes = [
@@ -165,5 +206,6 @@ routes = [
     Route("/ui/logout", logout, methods=["POST"], include_in_schema=False),
     Route("/ui/", index, methods=["GET"], include_in_schema=False),
     Route("/ui/sessions/{session_id}", session_page, methods=["GET"], include_in_schema=False),
+    Route("/ui/schedules", schedules_page, methods=["GET"], include_in_schema=False),
     Route("/ui/static/{name}", static, methods=["GET"], include_in_schema=False),
 ]

@@ -18,7 +18,8 @@ Text = Annotated[str, Field(pattern=r"^[^\x00]*$", max_length=1_000_000)]
 Short = Annotated[str, Field(pattern=r"^[^\x00]*$", max_length=500)]
 InputId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:\-]{1,128}$")]
 Seq = Annotated[int, Field(ge=0, le=MAX_INT)]
-Cursor = Annotated[str, Field(pattern=r"^[0-9]{1,15}:[A-Za-z0-9_\-]{1,128}$")]
+# A listing's cursor is `updated_ms:id`; a search's is the number of hits already returned.
+Cursor = Annotated[str, Field(pattern=r"^([0-9]{1,15}:[A-Za-z0-9_\-]{1,128}|[0-9]{1,9})$")]
 
 
 class _In(BaseModel):
@@ -61,20 +62,46 @@ class CreateSessionIn(_In):
     agent: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")] | None = None
     model: Short | None = Field(default=None, description="A model spec, e.g. `anthropic:MODEL`.")
     metadata: dict[str, JsonValue] | None = None
+    location: str | None = Field(
+        default=None, min_length=1, max_length=4096,
+        description="Where the session lives: an existing directory of the server's host "
+        "(default: the server's workspace).",
+    )  # fmt: skip
     prompt: PromptIn | None = None
 
 
 class ForkIn(_In):
-    """Copy the transcript through `through_seq` (default: all of it) into a new session."""
+    """Copy the transcript through `through_seq` (default: all of it) into a new session;
+    `agent`/`model` make the fork run as them (a recorded `session.updated` on the fork)."""
 
     through_seq: Seq | None = None
     title: Short | None = None
+    agent: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")] | None = None
+    model: Short | None = Field(default=None, description="A model spec, e.g. `anthropic:MODEL`.")
+
+
+class DecisionIn(_In):
+    """A decision on a call that waits for approval."""
+
+    decision: Literal["allow", "deny", "always"] = Field(
+        description="allow: run it once; always: run it and allow this tool for the rest of the "
+        "session; deny: do not run it (the model gets an error result)."
+    )
+    resume: bool = True
 
 
 class CompactIn(_In):
     """Request a manual compaction (an inbox control item)."""
 
     tail_turns: Annotated[int, Field(ge=0, le=10_000)] | None = None
+    input_id: InputId | None = None
+    resume: bool = True
+
+
+class MoveIn(_In):
+    """Move the session to another directory of the server's host (an inbox control item)."""
+
+    location: str = Field(min_length=1, max_length=4096, description="An existing directory.")
     input_id: InputId | None = None
     resume: bool = True
 
@@ -90,7 +117,9 @@ class ListQuery(_In):
     limit: Annotated[int, Field(ge=1, le=500)] = 50
     cursor: Cursor | None = None
     q: Annotated[str, Field(pattern=r"^[^\x00]*$", max_length=200)] | None = Field(
-        default=None, description="Case-insensitive search in id and title."
+        default=None,
+        description="Full-text search: sessions whose title or content holds every word "
+        "(`word*`: a prefix), best match first; a whole session id finds that session.",
     )
 
 
@@ -136,11 +165,23 @@ class HealthOut(_Out):
 
 
 class UsageOut(_Out):
-    """Tokens and cost."""
+    """Tokens and cost; `input_tokens` counts the cached ones too."""
 
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    cache_read_tokens: int = Field(0, description="Input tokens read from the prompt cache.")
+    cache_write_tokens: int = Field(0, description="Input tokens written to the prompt cache.")
+    cache_hit_ratio: float | None = Field(
+        None, description="cache_read_tokens / input_tokens (null: no input tokens)."
+    )
+
+
+class MatchOut(_Out):
+    """The best matching message of a search hit (`seq` 0: the title) and text around it."""
+
+    seq: int
+    snippet: str
 
 
 class SessionOut(_Out):
@@ -159,8 +200,19 @@ class SessionOut(_Out):
     created_ms: int
     updated_ms: int
     last_seq: int
+    location: str | None = Field(
+        default=None, description="The workspace root the session lives in (absolute)."
+    )
+    location_id: str | None = Field(default=None, description="The location's stable id.")
+    waiting_for: str | None = Field(
+        default=None,
+        description="A worker left the session: no running worker serves this location.",
+    )
     usage: UsageOut
     active: bool = Field(description="This server's process is driving the session now.")
+    match: MatchOut | None = Field(
+        default=None, description="With a search (`q`): where the session matched."
+    )
 
 
 class ClaimOut(_Out):
@@ -196,8 +248,11 @@ class TurnSummaryOut(_Out):
     steps: int
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = Field(0, description="Of input_tokens, read from the prompt cache.")
+    cache_write_tokens: int = Field(0, description="Of input_tokens, written to the cache.")
     error: str | None
     final_text: str
+    truncated: bool = Field(description="The last reply stopped at the output limit.")
 
 
 class AdmissionOut(_Out):
@@ -217,8 +272,32 @@ class CreatedOut(_Out):
     admission: AdmissionOut | None = Field(description="The first prompt, when one was given.")
 
 
+class ApprovalOut(_Out):
+    """A call waiting for a decision, with what the person deciding is shown."""
+
+    call_id: str
+    name: str
+    input: dict[str, JsonValue]
+    preview: str = Field(description="The command of `shell`, the diff of a file write.")
+
+
+class ApprovalsOut(_Out):
+    """The calls a session waits on (empty when none)."""
+
+    session_id: str
+    status: str
+    approvals: list[ApprovalOut]
+
+
+class MoveOut(AdmissionOut):
+    """An admitted move: where the session goes (absolute), applied at its next idle boundary."""
+
+    location: str
+
+
 class InterruptOut(_Out):
-    """An interrupt request: recorded durably; `stopped_local` if a drain here ran."""
+    """An interrupt request: recorded durably (`requested`; false on an idle session, where
+    nothing is written); `stopped_local` if a drain here ran."""
 
     session_id: str
     requested: bool
@@ -278,9 +357,13 @@ class RunOut(_Out):
     error: str | None
     tokens_in: int
     tokens_out: int
+    tokens_cache_read: int = Field(0, description="Of tokens_in, read from the prompt cache.")
+    tokens_cache_write: int = Field(0, description="Of tokens_in, written to the prompt cache.")
+    cache_hit_ratio: float | None = Field(None, description="tokens_cache_read / tokens_in.")
     cost_usd: float
     steps: int
     retries: list[dict[str, JsonValue]]
+    truncated: bool = Field(description="Its last reply stopped at the output limit.")
 
 
 class TurnsOut(_Out):
@@ -318,6 +401,8 @@ class ReceiptOut(_Out):
     request_digest: str
     sections: list[SectionOut]
     message_ids: list[str]
+    trace_id: str | None = None  # the OpenTelemetry trace and step span, when traced
+    span_id: str | None = None
 
 
 class ReceiptsOut(_Out):
@@ -344,3 +429,83 @@ class EventsOut(_Out):
     events: list[EventOut]
     next_after: int = Field(description="Pass as `after` to read on.")
     redacted: bool
+
+
+# -- schedules (docs/schedules.md) -------------------------------------------------------------
+
+
+class ScheduleIn(_In):
+    """A schedule firing `prompt` by `cron`, `every` or once `at` (exactly one of them), in
+    `timezone`; to `session_id`, or (absent) to a new session per fire made from `agent`,
+    `model` and `location` (defaults: the server's)."""
+
+    prompt: Text = Field(min_length=1)
+    cron: Short | None = Field(default=None, description="A five-field cron expression.")
+    every: Short | None = Field(default=None, description="An interval: 30s, 5m, 2h, 1d.")
+    at: Short | None = Field(default=None, description="Once, at an ISO 8601 time.")
+    timezone: Short = Field(default="UTC", description="An IANA time zone, e.g. Europe/Paris.")
+    session_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9_\-]{1,128}$")] | None = None
+    name: Short | None = None
+    title: Short | None = None
+    missed: Literal["skip", "once"] = Field(
+        default="skip", description="Fires missed in downtime: skip them, or fire once."
+    )
+    grace_ms: Annotated[int, Field(ge=0, le=MAX_INT)] = Field(
+        default=60_000, description="How late a fire may still be taken as on time."
+    )
+    delivery: Literal["steer", "queue"] = "steer"
+    agent: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")] | None = None
+    model: Short | None = None
+    location: str | None = Field(default=None, min_length=1, max_length=4096)
+
+
+class ScheduleFireOut(_Out):
+    """One fire: when it was due and taken, and what it admitted (or why not)."""
+
+    schedule_id: str
+    due_ms: int
+    fired_ms: int
+    outcome: Literal["fired", "caught_up", "skipped", "failed"]
+    session_id: str | None
+    input_id: str | None
+    missed: int
+    error: str | None
+
+
+class ScheduleOut(_Out):
+    """A schedule with its next fire time (`next_fire`, ISO in its time zone) and last fire."""
+
+    id: str
+    name: str | None
+    kind: Literal["cron", "interval", "once"]
+    spec: str
+    every: str = Field(description="When it fires, as a person reads it.")
+    timezone: str
+    prompt: str
+    session_id: str | None
+    template: dict[str, JsonValue]
+    delivery: Literal["steer", "queue"]
+    missed: Literal["skip", "once"]
+    grace_ms: int
+    enabled: bool
+    next_fire_ms: int | None
+    next_fire: str | None
+    created_ms: int
+    updated_ms: int
+    last_fire: ScheduleFireOut | None
+    fires: list[ScheduleFireOut] | None = Field(
+        default=None, description="Recent fires, newest first (one schedule's read only)."
+    )
+
+
+class SchedulesOut(_Out):
+    """Every schedule, oldest first."""
+
+    schedules: list[ScheduleOut]
+
+
+class DeletedOut(_Out):
+    """What was deleted."""
+
+    id: str
+    deleted: bool

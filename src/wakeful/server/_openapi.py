@@ -7,7 +7,7 @@ app routes, and schemas from the models the handlers answer with.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
@@ -15,6 +15,9 @@ from pydantic.json_schema import models_json_schema
 from .. import __version__
 from ._api import SESSION_ID_SCHEMA, Op
 from ._models import ErrorOut, HealthOut
+
+if TYPE_CHECKING:
+    from pydantic._internal._dataclasses import PydanticDataclass
 
 REF = "#/components/schemas/{model}"
 ERROR_TEXT = {
@@ -44,7 +47,8 @@ SSE_EVENT = {
 
 
 Mode = Literal["validation", "serialization"]
-Refs = dict[tuple[type[BaseModel], Mode], Any]
+# keyed as `models_json_schema` returns them (its key type names pydantic dataclasses too)
+Refs: TypeAlias = "dict[tuple[type[BaseModel] | type[PydanticDataclass], Mode], Any]"
 
 
 def _models(ops: list[Op]) -> list[tuple[type[BaseModel], Mode]]:
@@ -104,7 +108,9 @@ def _operation(op: Op, refs: Refs) -> dict[str, Any]:
     responses: dict[str, Any] = {str(op.status): ok}
     for status, (text, model) in op.also.items():
         responses[str(status)] = {"description": text} | _json(refs, model)
-    for status in sorted({*op.errors, *ALWAYS}):
+    # a session id in the path may be a prefix, and one of several sessions is a 422
+    by_id = (404, 422) if "{session_id}" in op.path else ()
+    for status in sorted({*op.errors, *ALWAYS, *by_id}):
         text = ERROR_TEXT.get(status, "Store busy; retry" if status == 503 else "Error")
         responses[str(status)] = {"description": text} | _json(refs, ErrorOut)
     doc: dict[str, Any] = {

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ..errors import NotFoundError
 from ..events import InstructionsUpdated, MessageAdded, ReceiptRecorded, StoredEvent
-from ..messages import Message, TextBlock
-from ..store import SqlStore
+from ..execution import Reads
+from ..messages import Message, redact_system
 
 REDACTED = "[redacted: needs the sensitive scope]"
 SENSITIVE_SECTION_PREFIXES = ("system.", "input.")
@@ -20,12 +20,7 @@ SENSITIVE_SECTION_PREFIXES = ("system.", "input.")
 
 def redact_message(message: Message) -> Message:
     """A system message's text replaced by a marker; other messages unchanged."""
-    if message.role != "system":
-        return message
-    blocks = tuple(
-        TextBlock(text=REDACTED) if isinstance(b, TextBlock) else b for b in message.blocks
-    )
-    return message.model_copy(update={"blocks": blocks})
+    return redact_system(message, REDACTED)
 
 
 def event_json(ev: StoredEvent, *, sensitive: bool) -> dict[str, object]:
@@ -51,7 +46,7 @@ def section_is_sensitive(section_id: str) -> bool:
     return section_id.startswith(SENSITIVE_SECTION_PREFIXES)
 
 
-def receipt_json(store: SqlStore, receipt: ReceiptRecorded, *, sensitive: bool) -> dict[str, object]:  # fmt: skip
+def receipt_json(store: Reads, receipt: ReceiptRecorded, *, sensitive: bool) -> dict[str, object]:  # fmt: skip
     """A receipt with each section's digest and size; content only where allowed."""
     sections = []
     for sid, source, digest in receipt.sections:

@@ -1,4 +1,4 @@
-"""Input endpoints: admit a prompt (steer or queue), interrupt, request a compaction.
+"""Input endpoints: admit a prompt (steer or queue), interrupt, request a compaction, move.
 
 Admission is durable before anything runs (invariant 1): the store writes the input, then, with
 `resume`, the coordinator of this process is woken. Reusing an input id with the same content
@@ -14,8 +14,16 @@ from pydantic import JsonValue
 from ..errors import UsageError
 from ..messages import block_from_dict
 from ..runner import TurnResult
-from ._api import Call, Registry, respond
-from ._models import AdmissionOut, CompactIn, InterruptOut, PromptIn, TurnSummaryOut
+from ._api import ApiError, Call, Registry, respond
+from ._models import (
+    AdmissionOut,
+    CompactIn,
+    InterruptOut,
+    MoveIn,
+    MoveOut,
+    PromptIn,
+    TurnSummaryOut,
+)
 from ._state import ServerState, db
 
 ops = Registry()
@@ -25,7 +33,7 @@ def _payload(body: PromptIn) -> dict[str, JsonValue]:
     if body.blocks is not None:
         for block in body.blocks:  # InvalidMessageError (422) names the first bad field
             block_from_dict(block)
-        payload: dict[str, JsonValue] = {"blocks": list(body.blocks)}  # type: ignore[dict-item]
+        payload: dict[str, JsonValue] = {"blocks": list(body.blocks)}
     else:
         payload = {"text": body.text}
     if body.metadata:
@@ -36,7 +44,9 @@ def _payload(body: PromptIn) -> dict[str, JsonValue]:
 def _turn(t: TurnResult) -> TurnSummaryOut:
     return TurnSummaryOut(
         turn_id=t.turn_id, outcome=t.outcome, steps=t.steps, input_tokens=t.usage.input_tokens,
-        output_tokens=t.usage.output_tokens, error=t.error, final_text=t.final_text,
+        output_tokens=t.usage.output_tokens, cache_read_tokens=t.usage.cache_read_tokens,
+        cache_write_tokens=t.usage.cache_write_tokens, error=t.error, final_text=t.final_text,
+        truncated=t.truncated,
     )  # fmt: skip
 
 
@@ -45,18 +55,20 @@ async def admit_prompt(state: ServerState, session_id: str, body: PromptIn) -> A
     if body.wait and not body.resume:
         raise UsageError("wait=true needs resume=true")
     payload = _payload(body)
-    adm = await db(state.store.admit, session_id, body.input_id, "user", payload, body.delivery)
+    sent = await db(
+        state.runtime.send, session_id=session_id, input_id=body.input_id, payload=payload,
+        delivery=body.delivery, resume=False, create=False,
+    )  # fmt: skip
     state.hub.nudge()
-    item = adm.item  # its status as of admission; re-read only after waiting for the drain
+    status = sent.status  # as of admission; re-read only after waiting for the drain
     turns: list[TurnSummaryOut] | None = None
     if body.resume and body.wait:
-        results = await state.runtime.coordinator.resume(session_id)
-        turns = [_turn(t) for t in state.runtime.turns_of(results)]
-        item = await db(state.store.input, session_id, item.input_id)
+        turns = [_turn(t) for t in await state.runtime.drive(session_id)]
+        status = (await db(state.reads.input, session_id, sent.input_id)).status
     elif body.resume:
         state.wake(session_id)
     return AdmissionOut(
-        session_id=session_id, input_id=item.input_id, created=adm.created, status=item.status,
+        session_id=session_id, input_id=sent.input_id, created=sent.created, status=status,
         turns=turns,
     )  # fmt: skip
 
@@ -73,12 +85,14 @@ async def prompt(call: Call[Any, PromptIn]) -> Any:
 @ops.op("POST", "/sessions/{session_id}/interrupt", tag="inputs", response=InterruptOut,
         errors=(401, 404))  # fmt: skip
 async def interrupt(call: Call[Any, Any]) -> InterruptOut:
-    """Hard-interrupt the current turn, here or in whichever process drives the session."""
+    """Hard-interrupt the current turn, here or in whichever process drives the session; on an
+    idle session nothing is written (`requested: false`)."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    stopped = state.runtime.interrupt(sid)
+    requested = await db(state.runtime.busy, sid)  # idle: nothing is written
+    stopped = state.runtime.interrupt(sid) if requested else False
     state.hub.nudge()
-    return InterruptOut(session_id=sid, requested=True, stopped_local=stopped)
+    return InterruptOut(session_id=sid, requested=requested, stopped_local=stopped)
 
 
 @ops.op("POST", "/sessions/{session_id}/compact", tag="inputs", body=CompactIn, status=202,
@@ -87,13 +101,36 @@ async def compact(call: Call[Any, CompactIn]) -> AdmissionOut:
     """Request a manual compaction: a control item in the inbox, driven like any input."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    payload: dict[str, JsonValue] = {"reason": "manual"}
-    if call.body.tail_turns is not None:
-        payload["tail_turns"] = call.body.tail_turns
-    adm = await db(state.store.admit, sid, call.body.input_id, "compaction", payload, "steer")
+    sent = await db(state.runtime.compact, sid, tail_turns=call.body.tail_turns,
+                    input_id=call.body.input_id, resume=False)  # fmt: skip
     if call.body.resume:
         state.wake(sid)
     else:
         state.hub.nudge()
-    return AdmissionOut(session_id=sid, input_id=adm.item.input_id, created=adm.created,
-                        status=adm.item.status)  # fmt: skip
+    return AdmissionOut(session_id=sid, input_id=sent.input_id, created=sent.created,
+                        status=sent.status)  # fmt: skip
+
+
+@ops.op("POST", "/sessions/{session_id}/move", tag="inputs", body=MoveIn, status=202,
+        response=MoveOut, errors=(400, 401, 404, 409, 413, 422))  # fmt: skip
+async def move(call: Call[Any, MoveIn]) -> MoveOut:
+    """Move the session to another directory of this host: a control item applied at its next
+    idle boundary (tools, instructions, configuration and permissions follow). A destination
+    that is not a directory here is refused (400) and nothing is stored."""
+    state: ServerState = call.state
+    sid = call.path["session_id"]
+    await db(state.reads.get_session, sid)  # 404 first
+    try:
+        sent = await db(
+            state.runtime.move, sid, call.body.location, input_id=call.body.input_id,
+            resume=False,
+        )  # fmt: skip
+    except UsageError as err:
+        raise ApiError(400, "bad_location", str(err)) from None
+    item = await db(state.reads.input, sid, sent.input_id)
+    if call.body.resume:
+        state.wake(sid)
+    else:
+        state.hub.nudge()
+    return MoveOut(session_id=sid, input_id=item.input_id, created=sent.created,
+                   status=item.status, location=str(item.payload["location"]))  # fmt: skip

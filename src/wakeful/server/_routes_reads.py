@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from ..errors import NotFoundError
 from ..messages import Message
-from ..runner._runs import run_records
+from ..runner import run_records
 from ._api import DIGEST_SCHEMA, ApiError, Call, Registry
 from ._models import (
     InboxItemOut,
@@ -43,7 +43,7 @@ async def messages(call: Call[MessagesQuery, Any]) -> MessagesOut:
     """The transcript in log order (delivered inputs included), after `after_seq`."""
     state: ServerState = call.state
     sensitive = call.want_sensitive()
-    rows = await db(state.store.messages_with_seq, call.path["session_id"], call.query.after_seq)
+    rows = await db(state.reads.messages_with_seq, call.path["session_id"], call.query.after_seq)
     out = [MessageOut(seq=seq, message=m if sensitive else redact_message(m)) for seq, m in rows]
     return MessagesOut(messages=out, redacted=not sensitive)
 
@@ -54,8 +54,8 @@ async def pending(call: Call[Any, Any]) -> PendingOut:
     """Admitted inputs not delivered yet, in enqueue order."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    await db(state.store.get_session, sid)
-    items = await db(state.store.pending, sid)
+    await db(state.reads.get_session, sid)
+    items = await db(state.reads.pending, sid)
     return PendingOut(items=[
         InboxItemOut(input_id=i.input_id, seq=i.seq, kind=i.kind, delivery=i.delivery,
                      status=i.status, payload=i.payload)
@@ -68,8 +68,8 @@ async def turns(call: Call[Any, Any]) -> TurnsOut:
     """Turns as run records: outcome, times, usage, steps and retries."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    await db(state.store.get_session, sid)
-    records = await db(run_records, state.store, sid)
+    await db(state.reads.get_session, sid)
+    records = await db(run_records, state.reads, sid)
     return TurnsOut(turns=[RunOut.model_validate(r.to_json()) for r in records])
 
 
@@ -79,11 +79,17 @@ async def usage(call: Call[Any, Any]) -> SessionUsageOut:
     """Token usage and cost of the session, in total and per turn."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    row = await db(state.store.get_session, sid)
-    records = await db(run_records, state.store, sid)
+    row = await db(state.reads.get_session, sid)
+    records = await db(run_records, state.reads, sid)
+    ratio = None if row.input_tokens <= 0 else round(row.cache_read_tokens / row.input_tokens, 4)
     return SessionUsageOut(
         input_tokens=row.input_tokens, output_tokens=row.output_tokens, cost_usd=row.cost_usd,
-        turns=[UsageOut(input_tokens=r.tokens_in, output_tokens=r.tokens_out, cost_usd=r.cost_usd)
+        cache_read_tokens=row.cache_read_tokens, cache_write_tokens=row.cache_write_tokens,
+        cache_hit_ratio=ratio,
+        turns=[UsageOut(input_tokens=r.tokens_in, output_tokens=r.tokens_out, cost_usd=r.cost_usd,
+                        cache_read_tokens=r.tokens_cache_read,
+                        cache_write_tokens=r.tokens_cache_write,
+                        cache_hit_ratio=r.cache_hit_ratio)
                for r in records],
     )  # fmt: skip
 
@@ -95,10 +101,10 @@ async def receipts(call: Call[SensitiveQuery, Any]) -> ReceiptsOut:
     state: ServerState = call.state
     sensitive = call.want_sensitive()
     sid = call.path["session_id"]
-    await db(state.store.get_session, sid)
+    await db(state.reads.get_session, sid)
 
     def build() -> list[dict[str, object]]:
-        return [receipt_json(state.store, r, sensitive=sensitive) for r in state.store.receipts(sid)]  # fmt: skip
+        return [receipt_json(state.reads, r, sensitive=sensitive) for r in state.reads.receipts(sid)]  # fmt: skip
 
     rows = await db(build)
     return ReceiptsOut(receipts=[ReceiptOut.model_validate(r) for r in rows],
@@ -119,11 +125,11 @@ async def media(call: Call[Any, Any]) -> Response:
     """A media blob referenced by a message of the session (and only such a blob)."""
     state: ServerState = call.state
     sid, digest = call.path["session_id"], call.path["digest"]
-    media_type = _media_type(await db(state.store.messages, sid), digest)
+    media_type = _media_type(await db(state.reads.messages, sid), digest)
     if media_type is None:
         raise ApiError(404, "not_found", f"no media {digest} in session {sid}")
     try:
-        data = await db(state.store.get_blob, digest)
+        data = await db(state.reads.get_blob, digest)
     except NotFoundError:
         raise ApiError(404, "not_found", f"media {digest} is no longer stored") from None
     inline = bool(_INLINE.match(media_type))

@@ -1,19 +1,19 @@
 """Session endpoints: list, create, show, fork, archive, unarchive, delete.
 
-Listing is answered from the sessions index alone (keyset pages, newest first); a search scans
-pages of it up to a bound and says where to continue.
+Listing is answered from the sessions index alone (keyset pages, newest first); a search (`q`)
+from the store's full-text index (ranked, paged by offset), or by the session's id.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConflictError, UsageError
-from ..providers import parse_model_spec
+from ..execution import existing_location
 from ..runner import resolve_agent
-from ..store import SessionRow, new_session_id
-from ._api import Call, Registry, respond
+from ..store import SearchHit, SessionRow, new_session_id
+from ._api import SESSION_ID, ApiError, Call, Registry, respond
 from ._models import (
     ClaimOut,
     CountsOut,
@@ -21,6 +21,7 @@ from ._models import (
     CreateSessionIn,
     ForkIn,
     ListQuery,
+    MatchOut,
     SessionDetailOut,
     SessionOut,
     SessionPageOut,
@@ -29,53 +30,50 @@ from ._routes_inputs import admit_prompt
 from ._state import ServerState, db
 
 ops = Registry()
-SEARCH_SCAN_LIMIT = 5000  # rows a search reads before it answers with a cursor
 
 
-def _matches(row: SessionRow, q: str) -> bool:
-    return q in row.id.lower() or q in (row.title or "").lower()
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A page of sessions, where each matched a search (by id: none), and the next cursor."""
+
+    sessions: list[SessionRow]
+    next_cursor: str | None
+    matches: dict[str, SearchHit] = field(default_factory=dict)
 
 
-async def search_sessions(
-    state: ServerState, q: ListQuery, archived: bool | None
-) -> tuple[list[SessionRow], str | None]:
-    """A page of sessions matching `q`, and the cursor that continues after it.
-
-    Without a search this is one store page. With one, pages are scanned (up to a bound) until
-    `q.limit` rows match; the cursor then points after the last row looked at or returned.
-    """
-    needle = (q.q or "").strip().lower()
+async def search_sessions(state: ServerState, q: ListQuery, archived: bool | None) -> Found:
+    """A page of sessions: the listing without `q.q`; with it, a full-text search (a session
+    id finds that session). A search's cursor is the number of hits already returned."""
+    needle = (q.q or "").strip()
     if not needle:
-        page = await db(state.store.list_sessions, roots_only=q.roots, archived=archived,
+        page = await db(state.reads.list_sessions, roots_only=q.roots, archived=archived,
                         limit=q.limit, cursor=q.cursor)  # fmt: skip
-        return page.sessions, page.next_cursor
-    found: list[SessionRow] = []
-    cursor = q.cursor
-    scanned = 0
-    while cursor is not None or scanned == 0:
-        page = await db(state.store.list_sessions, roots_only=q.roots, archived=archived,
-                        limit=500, cursor=cursor)  # fmt: skip
-        scanned += len(page.sessions) or 1
-        for i, row in enumerate(page.sessions):
-            if _matches(row, needle):
-                found.append(row)
-            if len(found) == q.limit:
-                more = page.next_cursor is not None or i + 1 < len(page.sessions)
-                return found, f"{row.updated_ms}:{row.id}" if more else None
-        cursor = page.next_cursor
-        if cursor is not None and scanned >= SEARCH_SCAN_LIMIT:
-            break
-    return found, cursor
+        return Found(page.sessions, page.next_cursor)
+    if needle.startswith("ses_") and SESSION_ID.match(needle):
+        row = await db(state.reads.find_session, needle)
+        return Found([row] if row is not None else [], None)
+    if q.cursor is not None and not q.cursor.isdigit():
+        raise UsageError("a search continues from the cursor it answered (a number)")
+    hits = await db(state.reads.search, needle, roots_only=q.roots, archived=archived,
+                    limit=q.limit, offset=int(q.cursor or 0))  # fmt: skip
+    more = None if hits.next_offset is None else str(hits.next_offset)
+    return Found([h.session for h in hits.hits], more, {h.session.id: h for h in hits.hits})
 
 
 @ops.op("GET", "/sessions", tag="sessions", query=ListQuery, response=SessionPageOut, errors=(401, 422))  # fmt: skip
 async def list_sessions(call: Call[ListQuery, Any]) -> SessionPageOut:
-    """List sessions, newest first, with filters, search (`q`) and keyset paging."""
+    """List sessions, newest first, with filters and keyset paging; or search them (`q`)."""
     state: ServerState = call.state
     archived = {"false": False, "true": True, "all": None}[call.query.archived]
-    rows, cursor = await search_sessions(state, call.query, archived)
-    active = set(state.runtime.coordinator.active())
-    return SessionPageOut(sessions=[state.session_out(r, active) for r in rows], next_cursor=cursor)
+    found = await search_sessions(state, call.query, archived)
+    active = set(state.runtime.active())
+    out = []
+    for row in found.sessions:
+        item = state.session_out(row, active)
+        if (hit := found.matches.get(row.id)) is not None:
+            item = item.model_copy(update={"match": MatchOut(seq=hit.seq, snippet=hit.snippet)})
+        out.append(item)
+    return SessionPageOut(sessions=out, next_cursor=found.next_cursor)
 
 
 @ops.op("POST", "/sessions", tag="sessions", body=CreateSessionIn, status=201, response=CreatedOut,
@@ -86,23 +84,28 @@ async def create_session(call: Call[Any, CreateSessionIn]) -> Any:
     body = call.body
     rt = state.runtime
     agent = body.agent or rt.agent_name
-    resolve_agent(agent, rt.config)  # UsageError (422) on an unknown agent
+    where = str(rt.workspace)
+    if body.location is not None:
+        try:
+            where = existing_location(body.location, "location")
+        except UsageError as err:
+            raise ApiError(400, "bad_location", str(err)) from None
+    place = await db(rt.place, where)
+    resolve_agent(agent, place.config)  # UsageError (422): unknown agent
     model = body.model or rt.model
-    spec = parse_model_spec(model)
-    if spec.family == "scripted" and not await db(Path(spec.model).is_file):
-        raise UsageError(f"scripted provider: no script file at {spec.model}")
-    metadata = {"workspace": str(rt.workspace)} | (body.metadata or {})
+    await db(rt.check_model, model, place)  # UsageError (422): a bad spec, file or missing key
+    metadata = {"workspace": where} | (body.metadata or {})
     sid = new_session_id()
-    row = await db(state.store.create_session, sid, title=body.title, agent=agent, model=model,
-                   metadata=metadata)  # fmt: skip
+    row = await db(rt.create_session, session_id=sid, title=body.title, agent=agent,
+                   model=model, metadata=metadata, location=where)  # fmt: skip
     admission = None
     if body.prompt is not None:
         admission = await admit_prompt(state, sid, body.prompt)
-        row = await db(state.store.get_session, sid)
+        row = await db(state.reads.get_session, sid)
     state.hub.nudge()
     out = CreatedOut(session=state.session_out(row), admission=admission)
     response = respond(out, 201)
-    response.headers["Location"] = f"/sessions/{sid}"
+    response.headers["Location"] = f"{call.request.scope.get('root_path', '')}/sessions/{sid}"
     return response
 
 
@@ -112,14 +115,14 @@ async def get_session(call: Call[Any, Any]) -> SessionDetailOut:
     """One session: its row, children, pending count and work state."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    row = await db(state.store.get_session, sid)
-    everyone = await db(state.store.list_sessions, roots_only=False, archived=None, limit=1000)
-    pending = await db(state.store.pending, sid)
-    work = await db(state.store.work_state, sid)
-    claim = await db(state.store.current_claim, sid)
+    row = await db(state.reads.get_session, sid)
+    children = await db(state.reads.children, sid)
+    pending = await db(state.reads.pending, sid)
+    work = await db(state.reads.work_state, sid)
+    claim = await db(state.reads.current_claim, sid)
     base = state.session_out(row).model_dump()
     return SessionDetailOut(
-        **base, children=[r.id for r in everyone.sessions if r.parent_id == sid],
+        **base, children=[r.id for r in children],
         pending=len(pending), work_state=work,
         claim=None if claim is None else ClaimOut(owner=claim.owner, epoch=claim.epoch,
                                                   lease_until_ms=claim.lease_until_ms,
@@ -132,22 +135,29 @@ async def get_session(call: Call[Any, Any]) -> SessionDetailOut:
 async def fork_session(call: Call[Any, ForkIn]) -> Any:
     """Fork: copy the transcript through `through_seq` into a new session (parent untouched)."""
     state: ServerState = call.state
+    body, rt = call.body, state.runtime
     fields: dict[str, Any] = {}
-    if call.body.title is not None:
-        fields["title"] = call.body.title
-    row = await db(state.store.fork, call.path["session_id"], call.body.through_seq, **fields)
+    if body.title is not None:
+        fields["title"] = body.title
+    if body.agent is not None:
+        resolve_agent(body.agent, rt.config)  # 422 before anything is written
+    if body.model is not None:
+        await db(rt.check_model, body.model)
+    row = await db(state.runtime.fork, call.path["session_id"], body.through_seq, **fields)
+    if await db(rt.set_identity, row.id, agent=body.agent, model=body.model):
+        row = await db(state.reads.get_session, row.id)
     state.hub.nudge()
     response = respond(state.session_out(row), 201)
-    response.headers["Location"] = f"/sessions/{row.id}"
+    response.headers["Location"] = f"{call.request.scope.get('root_path', '')}/sessions/{row.id}"
     return response
 
 
 async def _set_archived(call: Call[Any, Any], value: bool) -> SessionOut:
     state: ServerState = call.state
     sid = call.path["session_id"]
-    await db(state.store.set_archived, sid, value)
+    await db(state.runtime.set_archived, sid, value)
     state.hub.nudge()
-    return state.session_out(await db(state.store.get_session, sid))
+    return state.session_out(await db(state.reads.get_session, sid))
 
 
 @ops.op("POST", "/sessions/{session_id}/archive", tag="sessions", response=SessionOut,
@@ -172,5 +182,5 @@ async def delete_session(call: Call[Any, Any]) -> CountsOut:
     sid = call.path["session_id"]
     if state.is_active(sid):
         raise ConflictError(f"session {sid} is running here; interrupt it first")
-    counts = await db(state.store.delete, sid)
+    counts = await db(state.runtime.delete, sid)
     return CountsOut.model_validate(counts.to_json())

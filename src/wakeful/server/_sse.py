@@ -28,17 +28,22 @@ from ._redact import event_json
 from ._state import ServerState, db
 
 ops = Registry()
+Position = tuple[int, int]
 _LAST_ID = re.compile(r"^\s*[0-9]{1,16}\s*$")
 _STREAM = {"text/event-stream": "Server-Sent Events (with `follow=true` or that Accept header)"}
 
 
 @dataclass(frozen=True)
 class _Source:
-    """How to read one log: a batch after a position, the key of an event, the watermark."""
+    """How to read one log: a batch after a position, the key of an event (its SSE id and the
+    client's cursor), its position (the log's order: `(0, seq)` in a session, `(tx, id)`
+    instance-wide, docs/store.md), the watermark's position and a client cursor's position."""
 
-    fetch: Callable[[int], list[StoredEvent]]
+    fetch: Callable[[Position], list[StoredEvent]]
     key: Callable[[StoredEvent], int]
-    watermark: Callable[[], int]
+    pos: Callable[[StoredEvent], Position]
+    watermark: Callable[[], Position]
+    resolve: Callable[[int], Position]
     sync_field: str
     gap_free: bool  # per-session seq has no gaps: a jump means the queue missed something
 
@@ -48,8 +53,8 @@ def _start(call: Call[LogQuery, Any]) -> int:
     header = call.request.headers.get("last-event-id")
     if header is not None and header.strip():
         if not _LAST_ID.match(header):
-            raise ApiError(422, "invalid", "Last-Event-ID must be a non-negative integer")
-        after = max(after, int(header))
+            raise ApiError(400, "bad_header", "Last-Event-ID must be a non-negative integer")
+        after = int(header)  # (the newer cursor: the client saw it after `after`)
     return after
 
 
@@ -82,25 +87,26 @@ async def _stream(
             state.hub.unsubscribe(sub)
         return
     try:
-        last = after
-        while last < watermark:
-            batch = [e for e in await db(src.fetch, last) if src.key(e) <= watermark]
+        last, at = after, await db(src.resolve, after)  # the client's cursor and its position
+        while at < watermark:
+            batch = [e for e in await db(src.fetch, at) if src.pos(e) <= watermark]
             for ev in batch:
-                last = src.key(ev)
+                last, at = src.key(ev), src.pos(ev)
                 yield _durable(ev, last, sensitive)
             if not batch:
                 break
         if sub is None:
             return
-        last = max(last, watermark)
+        if at < watermark:
+            last, at = watermark[1], watermark
         yield ServerSentEvent(data=json.dumps({src.sync_field: last}), event="sync", id=str(last))
         while True:
             if sub.lagged:  # the queue overflowed: re-read the store from where we are
                 sub.lagged = False
                 await _drain_queue(sub)
-                while batch := await db(src.fetch, last):
+                while batch := await db(src.fetch, at):
                     for ev in batch:
-                        last = src.key(ev)
+                        last, at = src.key(ev), src.pos(ev)
                         yield _durable(ev, last, sensitive)
             try:
                 item = await asyncio.wait_for(sub.queue.get(), query.idle_timeout)
@@ -109,16 +115,16 @@ async def _stream(
             if isinstance(item, Live):
                 yield ServerSentEvent(data=item.data, event="live")
                 continue
-            key = src.key(item.event)
-            if key <= last:
+            key, pos = src.key(item.event), src.pos(item.event)
+            if pos <= at:
                 continue
             if src.gap_free and key > last + 1:  # fill from the store, never skip
-                for ev in await db(src.fetch, last):
+                for ev in await db(src.fetch, at):
                     if src.key(ev) >= key:
                         break
-                    last = src.key(ev)
+                    last, at = src.key(ev), src.pos(ev)
                     yield _durable(ev, last, sensitive)
-            last = key
+            last, at = key, pos
             yield _event(key, item.data(sensitive))
     finally:
         if sub is not None:
@@ -131,7 +137,7 @@ async def _response(
     sensitive = call.want_sensitive()
     after = _start(call)
     if not _wants_stream(call):
-        batch = await db(src.fetch, after)
+        batch = await db(src.fetch, await db(src.resolve, after))
         batch = batch[: call.query.limit]
         nxt = src.key(batch[-1]) if batch else after
         return EventsOut(
@@ -149,30 +155,33 @@ async def _response(
 
 
 @ops.op("GET", "/sessions/{session_id}/log", tag="log", query=LogQuery, response=EventsOut,
-        stream=True, errors=(401, 403, 404, 422))  # fmt: skip
+        stream=True, errors=(400, 401, 403, 404, 422))  # fmt: skip
 async def session_log(call: Call[LogQuery, Any]) -> Any:
     """A session's durable events after `after` (exclusive): JSON, or SSE that follows."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    await db(state.store.get_session, sid)
+    await db(state.reads.get_session, sid)
     limit = call.query.limit
     src = _Source(
-        fetch=lambda after: state.store.events(sid, after, limit=limit),
-        key=lambda ev: ev.seq, watermark=lambda: state.store.high_water(sid),
+        fetch=lambda at: state.reads.events(sid, at[1], limit=limit),
+        key=lambda ev: ev.seq, pos=lambda ev: (0, ev.seq),
+        watermark=lambda: (0, state.reads.high_water(sid)), resolve=lambda seq: (0, seq),
         sync_field="seq", gap_free=True,
     )  # fmt: skip
     return await _response(state, src, sid, call)
 
 
 @ops.op("GET", "/events", tag="log", query=LogQuery, response=EventsOut, stream=True,
-        errors=(401, 403, 422))  # fmt: skip
+        errors=(400, 401, 403, 422))  # fmt: skip
 async def instance_log(call: Call[LogQuery, Any]) -> Any:
-    """Every session's durable events by global id: JSON, or SSE that follows (instance-wide)."""
+    """Every session's durable events in the instance-wide log's order (ids as cursors): JSON,
+    or SSE that follows."""
     state: ServerState = call.state
     limit = call.query.limit
     src = _Source(
-        fetch=lambda after: state.store.events_since(after, limit),
-        key=lambda ev: ev.id, watermark=state.store.last_event_id, sync_field="id",
-        gap_free=False,
+        fetch=lambda at: state.reads.events_since(at[1], limit, after_tx=at[0]),
+        key=lambda ev: ev.id, pos=lambda ev: ev.position,
+        watermark=state.reads.last_event_position, resolve=state.reads.event_position,
+        sync_field="id", gap_free=False,
     )  # fmt: skip
     return await _response(state, src, None, call)

@@ -1,7 +1,8 @@
-"""The server's state: its runtime (whose coordinator drives sessions), the hub, the settings.
+"""The server's state: its runtime (which drives sessions), the hub, the settings.
 
-The store is synchronous; handlers call it through `db()` so a slow query never stalls the
-event loop that also runs drains and streams.
+Handlers read through `reads` (the runtime's read model) and write through `runtime`'s
+methods. The store is synchronous; handlers call it through `db()` so a slow query never
+stalls the event loop that also runs drains and streams.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..execution import Runtime
-from ..store import SessionRow, SqlStore
+from ..execution import Reads, Runtime
+from ..store import SessionRow
 from ._auth import Tokens
 from ._hub import Hub
 from ._models import SessionOut, UsageOut
@@ -34,6 +35,7 @@ class Settings:
     keepalive_s: float = 15.0
     poll_ms: int = 10
     recover: bool = False  # drive sessions with pending work or an orphaned claim at start-up
+    schedules: bool = False  # fire due schedules (and drive what they admit) like a worker
     send_timeout_s: float = 30.0
 
 
@@ -49,24 +51,24 @@ class ServerState:
     _watched: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
 
     @property
-    def store(self) -> SqlStore:
-        """The runtime's store."""
-        return self.runtime.store
+    def reads(self) -> Reads:
+        """The runtime's read model (writes go through `runtime`'s methods)."""
+        return self.runtime.reads
 
     def is_active(self, session_id: str) -> bool:
         """Whether this process drives the session now."""
-        return session_id in self.runtime.coordinator.active()
+        return session_id in self.runtime.active()
 
     def session_out(self, row: SessionRow, active: set[str] | None = None) -> SessionOut:
         """The API shape of a session row."""
         data = row.to_json()
         data["usage"] = UsageOut.model_validate(data["usage"])
-        live = active if active is not None else set(self.runtime.coordinator.active())
-        return SessionOut(**data, active=row.id in live)  # type: ignore[arg-type]
+        live = active if active is not None else set(self.runtime.active())
+        return SessionOut(**data, active=row.id in live)
 
     def wake(self, session_id: str) -> None:
         """Wake the session's drain (coalesced by the coordinator) and look for its events."""
-        task = self.runtime.coordinator.wake(session_id)
+        task = self.runtime.wake(session_id)
         if task not in self._watched:  # a coalesced wake returns the running drain's task
             self._watched.add(task)
             task.add_done_callback(functools.partial(_report, session_id))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ..errors import ClaimLostError, NotFoundError
 from ..events import SessionEvent, StoredEvent, dump_event
 from ._backend import Pending, Row, Tx
+from ._media import blob_digest
 from ._projections import project
 
 
@@ -96,3 +97,19 @@ def append_events(
     )
     tx.notify(session_id)
     return stored
+
+
+def put_blob_in(tx: Tx, data: bytes, session_id: str | None, now_ms: int) -> str:
+    """Store `data` once by its SHA-256 digest (and reference it from the session) in `tx`."""
+    digest = blob_digest(data)
+    tx.run(
+        "INSERT INTO blobs (digest, size, data, created_ms) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
+        (digest, len(data), data, now_ms),
+    )
+    if session_id is not None:
+        tx.run(
+            "INSERT INTO blob_refs (session_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (session_id, digest),
+        )
+    return digest

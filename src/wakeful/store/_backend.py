@@ -8,12 +8,13 @@ session (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: `SELECT ... FOR UPDATE` on the s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 Row = tuple[Any, ...]
 Params = Sequence[Any]
+_T = TypeVar("_T")
 
 
 class Pending(Protocol):
@@ -88,20 +89,19 @@ class Tx(Protocol):
     def event_ids(self, n: int) -> Pending:
         """Reserve `n` new global event ids, one per row, ascending.
 
-        Call it after `lock_session`/`lock_query` in the same transaction: appenders are then
-        serialized, so ids become visible in id order.
+        Call it after `lock_session`/`lock_query` in the same transaction: a session's appends
+        are then serialized, so its ids grow with its `seq` (ids of different sessions may
+        commit out of order on PostgreSQL: docs/store.md, "Instance-wide order").
         """
         ...
-
-    admits_on_server: bool
-    """Whether `admit_on_server` exists (PostgreSQL); else the store runs the statements."""
 
     def admit_on_server(
         self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
         event_type: str, data: str, now_ms: int,
-    ) -> Pending:  # fmt: skip
-        """Send a whole admission as one server-side call (`_migrations._ADMIT_FUNCTION`); its
-        row `(outcome, seq, event_id)` is read later. Only where `admits_on_server`."""
+    ) -> Pending | None:  # fmt: skip
+        """Send a whole admission as one server-side call (`_migrations._ADMIT_FUNCTION`) whose
+        row `(outcome, seq, event_id)` is read later; None when the database has no such call
+        (SQLite: no round trips to save, the store runs the statements itself)."""
         ...
 
     def notify(self, session_id: str) -> None:
@@ -128,20 +128,24 @@ class Backend(Protocol):
         """Open a transaction; commit when the block ends, roll back on an exception."""
         ...
 
-    admits_on_server: bool
-    """Whether `admit_alone` exists (PostgreSQL); else the store admits in a transaction."""
-
     def admit_alone(
         self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
         event_type: str, data: str, now_ms: int,
     ) -> Row | None:  # fmt: skip
         """Run a whole admission as one statement that is its own transaction (PostgreSQL's
-        `wakeful_admit`) and return its `(outcome, seq, event_id)`. Only where
-        `admits_on_server`."""
+        `wakeful_admit`) and return its `(outcome, seq, event_id)`; None, having written
+        nothing, when the database has no such statement (SQLite: the store admits in a
+        transaction)."""
         ...
 
     def wait_for_change(self, timeout_s: float) -> None:
         """Block until another writer may have committed something, or the timeout passes."""
+        ...
+
+    def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
+        """Call `on_commit` (from another thread) whenever any process may have committed,
+        as far as the database can tell without polling; return the function that stops
+        watching. PostgreSQL: a LISTEN thread; SQLite: nothing to watch (readers poll)."""
         ...
 
     def close(self) -> None:
@@ -149,7 +153,7 @@ class Backend(Protocol):
         ...
 
 
-def iter_chunks(rows: Sequence[Row], size: int) -> Iterator[Sequence[Row]]:
+def iter_chunks(rows: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
     """Yield `rows` in slices of at most `size` (for bounded IN (...) lists)."""
     for start in range(0, len(rows), size):
         yield rows[start : start + size]

@@ -13,20 +13,84 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..errors import ClaimLostError, NotFoundError
 from . import _inbox
 from ._append import ClaimToken
 from ._backend import Pending, Row, iter_chunks
-from ._records import Claim, DrainStart
+from ._owner import owner_is_dead
+from ._records import Claim, DrainStart, Prelude, SessionRow
 
 if TYPE_CHECKING:
     from ..clock import Clock
     from ._backend import Backend, Tx
 
 IsDead = Callable[[str], bool]
+# Which locations a worker serves: (only, exclude). `only` None: every location but `exclude`
+# (and sessions without a location); a list: just those (and sessions without a location).
+Places = tuple[Sequence[str] | None, Sequence[str]] | None
+
+
+def place_filter(places: Places) -> tuple[str, list[str]]:
+    """The SQL condition on `s.location` (and its parameters) that `places` sets; "" for all."""
+    if places is None:
+        return "", []
+    only, exclude = places
+    conds: list[str] = []
+    params: list[str] = []
+    if only is not None:
+        marks = ", ".join("?" for _ in only)
+        conds.append(f"(s.location IS NULL{f' OR s.location IN ({marks})' if only else ''})")
+        params += list(only)
+    if exclude:
+        conds.append(
+            f"(s.location IS NULL OR s.location NOT IN ({', '.join('?' for _ in exclude)}))"
+        )
+        params += list(exclude)
+    return " AND ".join(conds), params
+
+
+def _in_places(where: str, column: str = "session_id") -> str:
+    """` AND` the session named by `column` is at one of the locations `where` allows."""
+    if not where:
+        return ""
+    return f" AND EXISTS (SELECT 1 FROM sessions s WHERE s.id = {column} AND {where})"
+
+
 _CLAIM_COLS = "session_id, owner, token, epoch, lease_until_ms, attempts"
+
+
+def _alive(owner: str, lease_until_ms: int, now: int) -> bool:
+    """Whether an unreleased claim's driver may still run: its lease holds and its owner is
+    not a process on this host that is gone (the rule a takeover uses too)."""
+    return lease_until_ms > now and not owner_is_dead(owner)
+
+
+def demote_stale(tx: Tx, rows: Sequence[SessionRow], now: int) -> list[SessionRow]:
+    """`rows` as a reader should see them: a session whose row says `running` while its claim
+    belongs to a dead owner (the lease expired, or the owner is a process on this host that no
+    longer runs; no unreleased claim at all) reads `interrupted` until a driver recovers it.
+    The spec's `demoteStaleRunningStatus`; nothing is written."""
+    running = [r.id for r in rows if r.status == "running"]
+    if not running:
+        return list(rows)
+    live: set[str] = set()
+    for start in range(0, len(running), 500):
+        chunk = running[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        for sid, owner, lease_until in tx.all(
+            "SELECT session_id, owner, lease_until_ms FROM claims "
+            f"WHERE released = 0 AND session_id IN ({marks})",
+            list(chunk),
+        ):
+            if _alive(str(owner), int(lease_until), now):
+                live.add(str(sid))
+    return [
+        replace(r, status="interrupted") if r.status == "running" and r.id not in live else r
+        for r in rows
+    ]
 
 
 def _read_claim(tx: Tx, session_id: str) -> Row | None:
@@ -75,6 +139,17 @@ def _retake(
     return Claim(session_id, owner, token, epoch + 1, until, attempts, taken_over=not released)
 
 
+def _has_running_call(tx: Tx, session_id: str) -> bool:
+    """Whether a tool call of the session is still `running`."""
+    return (
+        tx.one(
+            "SELECT 1 FROM tool_calls WHERE session_id = ? AND status = 'running' LIMIT 1",
+            (session_id,),
+        )
+        is not None
+    )
+
+
 class ClaimsMixin:
     """Claim operations of `SqlStore`."""
 
@@ -97,7 +172,7 @@ class ClaimsMixin:
 
     def start_drain(
         self, session_id: str, owner: str, lease_ms: int, is_dead: IsDead | None = None,
-        *, start_turn: str,
+        *, start_turn: str, prelude: Prelude | None = None,
     ) -> DrainStart:  # fmt: skip
         """Claim the session and start its next turn, in one transaction.
 
@@ -105,9 +180,13 @@ class ClaimsMixin:
         - The claim is free and nothing is deliverable: nothing is written (`claim=None`).
         - The claim is free: it is taken, the next inputs are promoted (steers, or one queued
           item: the session is idle) and, if they produced messages, `start_turn` starts with
-          them; a crash can leave a claim with a started turn, never one without.
+          them (after `prelude`, an instruction delta planned before: `promote_in`); a crash
+          can leave a claim with a started turn, never one without.
         - The claim is an orphan (expired lease, dead owner): it is taken over and nothing is
           promoted, because the earlier driver's calls and turn must be healed first.
+        - The claim is free but a tool call is still `running` (its driver released the claim,
+          or died after a release: nobody will settle it): the claim is taken, deliverable input
+          or not, and nothing is promoted, so the drain settles the call before any new input.
         """
         now = self.clock.now_ms()
         with self.backend.transaction(write=True) as tx:
@@ -115,22 +194,23 @@ class ClaimsMixin:
                 raise NotFoundError(f"no session {session_id}")
             row = _read_claim(tx, session_id)
             orphan = row is not None and not row[3]
-            if not orphan and not _inbox.deliverable(tx, session_id, idle=True):
+            stranded = not orphan and _has_running_call(tx, session_id)
+            if not orphan and not stranded and not _inbox.deliverable(tx, session_id, idle=True):
                 return DrainStart(None)
             claim = _claim_in(tx, session_id, row, owner, lease_ms, now, is_dead)
             if claim is None:
                 return DrainStart(None, busy=True)
-            if claim.taken_over:
+            if claim.taken_over or stranded:
                 return DrainStart(claim)
             delivered = _inbox.promote_in(
                 tx, session_id, now, idle=True, claim=ClaimToken(claim.token, claim.epoch),
-                start_turn=start_turn,
+                start_turn=start_turn, prelude=prelude,
             )  # fmt: skip
         return DrainStart(claim, delivered=tuple(delivered))
 
     def take_over_claims(
         self, owner: str, lease_ms: int, is_dead: IsDead, *, local_host: str | None = None,
-        limit: int = 16,
+        limit: int = 16, places: Places = None,
     ) -> list[Claim]:  # fmt: skip
         """Take over up to `limit` orphaned claims in one transaction; return them.
 
@@ -138,17 +218,21 @@ class ClaimsMixin:
         Concurrent callers take disjoint sets without waiting on each other (PostgreSQL:
         ``FOR UPDATE SKIP LOCKED``; SQLite: one writer at a time). Each claim taken has a new
         token, the next epoch and one more attempt; the old driver's writes fail their fence.
+        `places` limits them to sessions of some locations (`place_filter`).
         """
         now = self.clock.now_ms()
         until = now + lease_ms
         pattern = f"{local_host}/%" if local_host else ""
         taken: list[Claim] = []
+        where, params = place_filter(places)
         with self.backend.transaction(write=True) as tx:
             rows = tx.all(
                 "SELECT session_id, owner, epoch, lease_until_ms, attempts FROM claims "
-                "WHERE released = 0 AND (lease_until_ms <= ? OR owner LIKE ?) "
-                "ORDER BY lease_until_ms, session_id LIMIT ?" + tx.row_lock(skip_locked=True),
-                (now, pattern, limit),
+                "WHERE released = 0 AND (lease_until_ms <= ? OR owner LIKE ?)"
+                + _in_places(where, "claims.session_id")
+                + " ORDER BY lease_until_ms, session_id LIMIT ?"
+                + tx.row_lock(skip_locked=True),
+                (now, pattern, *params, limit),
             )
             for sid, old_owner, epoch, lease_until, attempts in rows:
                 if lease_until > now and not is_dead(old_owner):
@@ -158,6 +242,21 @@ class ClaimsMixin:
                     _retake(tx, sid, owner, token, int(epoch), int(attempts), False, until)
                 )
         return taken
+
+    def has_orphaned_claims(self, places: Places = None) -> bool:
+        """Whether an unreleased claim whose lease has run out is left (at a location `places`
+        allows): work a takeover has yet to pick up. Its row may be locked by a paused writer,
+        which `take_over_claims` passes over until the database ends that writer's transaction.
+        """
+        where, params = place_filter(places)
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one(
+                "SELECT 1 FROM claims WHERE released = 0 AND lease_until_ms <= ?"
+                + _in_places(where, "claims.session_id")
+                + " LIMIT 1",
+                (self.clock.now_ms(), *params),
+            )
+        return row is not None
 
     def renew_claims(self, claims: Sequence[Claim], lease_ms: int) -> set[str]:
         """Extend the leases of `claims` in one transaction; return the session ids still held.
@@ -196,6 +295,16 @@ class ClaimsMixin:
             )
         return changed == 1
 
+    def has_live_claim(self, session_id: str) -> bool:
+        """Whether a driver that may still run holds the session (an unreleased claim whose
+        lease holds and whose owner is not a dead process on this host)."""
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one(
+                "SELECT owner, lease_until_ms FROM claims WHERE session_id = ? AND released = 0",
+                (session_id,),
+            )
+        return row is not None and _alive(str(row[0]), int(row[1]), self.clock.now_ms())
+
     def current_claim(self, session_id: str) -> Claim | None:
         """The session's unreleased claim, or None (a historical record, not proof of life)."""
         with self.backend.transaction(write=False) as tx:
@@ -213,16 +322,55 @@ class ClaimsMixin:
             )
         return [_claim_row(r) for r in rows]
 
-    def startable_sessions(self, limit: int = 1000) -> list[str]:
-        """Sessions with pending input and no unreleased claim (a drain may start them now)."""
+    def startable_sessions(self, limit: int = 1000, *, places: Places = None) -> list[str]:
+        """Sessions with pending input and no unreleased claim (a drain may start them now);
+        `places` limits them to sessions of some locations (`place_filter`)."""
+        where, params = place_filter(places)
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
                 "SELECT DISTINCT i.session_id FROM inbox i "
                 "LEFT JOIN claims c ON c.session_id = i.session_id AND c.released = 0 "
-                "WHERE i.status = 'pending' AND c.session_id IS NULL ORDER BY 1 LIMIT ?",
-                (limit,),
+                "WHERE i.status = 'pending' AND c.session_id IS NULL"
+                + _in_places(where, "i.session_id")
+                + " ORDER BY 1 LIMIT ?",
+                (*params, limit),
             )
         return [r[0] for r in rows]
+
+    def session_locations(self, session_ids: Sequence[str]) -> dict[str, str | None]:
+        """The location of each named session (unknown ids are left out)."""
+        out: dict[str, str | None] = {}
+        with self.backend.transaction(write=False) as tx:
+            for chunk in iter_chunks(list(session_ids), 250):
+                marks = ", ".join("?" for _ in chunk)
+                rows = tx.all(f"SELECT id, location FROM sessions WHERE id IN ({marks})", chunk)
+                out.update({r[0]: r[1] for r in rows})
+        return out
+
+    def unnoted_waits(self, places: Places, limit: int = 1000) -> dict[str, str]:
+        """Sessions with pending input, no claim and no wait note, whose location is *outside*
+        `places` (id -> location): the ones a worker serving only `places` leaves waiting."""
+        only, exclude = places or (None, ())
+        if only is None and not exclude:
+            return {}
+        where: list[str] = ["s.location IS NOT NULL"]
+        params: list[str] = []
+        if only is not None and only:
+            where.append(f"s.location NOT IN ({', '.join('?' for _ in only)})")
+            params += list(only)
+        if exclude:
+            where.append(f"s.location IN ({', '.join('?' for _ in exclude)})")
+            params += list(exclude)
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all(
+                "SELECT DISTINCT s.id, s.location FROM inbox i JOIN sessions s ON s.id = i.session_id "
+                "LEFT JOIN claims c ON c.session_id = i.session_id AND c.released = 0 "
+                "LEFT JOIN session_waits w ON w.session_id = i.session_id "
+                f"WHERE i.status = 'pending' AND c.session_id IS NULL AND w.session_id IS NULL "
+                f"AND {' AND '.join(where)} ORDER BY 1 LIMIT ?",
+                (*params, limit),
+            )
+        return {r[0]: r[1] for r in rows}
 
 
 def _claim_row(row: Row) -> Claim:

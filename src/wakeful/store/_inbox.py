@@ -3,8 +3,11 @@
 Invariants held here: an admitted input is delivered exactly once or still pending (1); steers
 deliver in enqueue order, stop at a control item, and a queued item delivers only at an idle
 boundary, one at a time (2); an input id reused with the same content returns the original and
-with different content raises `ConflictError` (3); a malformed item is rejected with a session
-error and never strands later items (4).
+with different content raises `ConflictError` (3) (once delivered, the content is the kind and
+payload: a delivery mode is no longer compared, spec 003); a malformed item is rejected with a
+session error and never strands later items (4). A `move` control item is delivered only at an
+idle boundary, and its delivery is the move: `session.moved` and a chronological system message
+commit with it (`docs/locations.md`).
 """
 
 from __future__ import annotations
@@ -19,21 +22,25 @@ from pydantic import JsonValue, ValidationError
 from ..errors import ConflictError, InvalidMessageError, NotFoundError
 from ..events import (
     CONTROL_KINDS,
+    ApprovalDecided,
     Delivery,
     InputDelivered,
     InputEnqueued,
     InputKind,
     InputRejected,
+    MessageAdded,
     SessionError,
     SessionEvent,
+    SessionMoved,
     TurnStarted,
     dump_event,
     load_event,
 )
-from ..messages import Message, TextBlock, TextOrigin, block_from_dict
-from ._append import ClaimToken, append_events
+from ..messages import MOVE_RECORD, Message, TextBlock, TextOrigin, block_from_dict
+from ._append import ClaimToken, append_events, put_blob_in
 from ._backend import Row, Tx
-from ._records import Delivered, InboxItem
+from ._records import Delivered, InboxItem, Prelude
+from ._search import index_deliveries
 
 _ITEM_COLS = "i.input_id, i.seq, i.kind, i.delivery, i.status, i.message_id, e.data"
 
@@ -107,11 +114,17 @@ def admission_outcome(
         return None
     if outcome == "created":
         return InboxItem(session_id, input_id, int(seq), kind, delivery, payload, "pending"), True
-    if outcome == "conflict":
-        raise _conflict(session_id, input_id)
     item = original()
     assert item is not None
+    if outcome == "conflict" and not _resent_after_delivery(item, kind, payload):
+        raise _conflict(session_id, input_id)
     return item, False
+
+
+def _resent_after_delivery(item: InboxItem, kind: str, payload: dict[str, JsonValue]) -> bool:
+    """A delivered input is reconciled by what it delivered (kind and payload), not by the
+    delivery mode it was sent with (003): re-sent with another mode it is the same input."""
+    return item.status == "delivered" and item.kind == kind and item.payload == payload
 
 
 def _conflict(session_id: str, input_id: str) -> ConflictError:
@@ -132,19 +145,19 @@ def admit_in(
     """Admit one input inside `tx`; return (item, created), or None when the session does not
     exist (nothing written).
 
-    PostgreSQL runs it as one server-side call; elsewhere the lock, the idempotency check and
-    the id reservation are sent together, then the writes.
+    A database with a server-side admission call (PostgreSQL) runs it as one; elsewhere the
+    lock, the idempotency check and the id reservation are sent together, then the writes.
     """
-    if tx.admits_on_server:
-        sent = tx.admit_on_server(
-            *server_admission(session_id, input_id, kind, payload, delivery, now_ms)
-        )
+    digest = content_digest(kind, payload, delivery)
+    event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
+    sent = tx.admit_on_server(
+        session_id, input_id, kind, delivery, digest, event.type, dump_event(event), now_ms
+    )
+    if sent is not None:
         return admission_outcome(
             sent.one(), session_id, input_id, kind, payload, delivery,
             lambda: get_item(tx, session_id, input_id),
         )  # fmt: skip
-    digest = content_digest(kind, payload, delivery)
-    event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
     lock = tx.lock_query(session_id)
     existing = tx.query(DIGEST_SQL, (session_id, input_id))
     ids = tx.event_ids(1)
@@ -153,10 +166,10 @@ def admit_in(
         return None
     found = existing.one()
     if found is not None:
-        if found[0] != digest:
-            raise _conflict(session_id, input_id)
         item = get_item(tx, session_id, input_id)
         assert item is not None
+        if found[0] != digest and not _resent_after_delivery(item, kind, payload):
+            raise _conflict(session_id, input_id)
         return item, False
     [stored] = append_events(tx, session_id, [event], now_ms, locked=locked, ids=ids)
     tx.send(
@@ -184,7 +197,7 @@ def input_message(item: InboxItem) -> Message:
                 ),
             )
         elif isinstance(payload.get("blocks"), list):
-            blocks = tuple(block_from_dict(b) for b in payload["blocks"])  # type: ignore[union-attr]
+            blocks = tuple(block_from_dict(b) for b in payload["blocks"])  # type: ignore[union-attr]  # a list: checked just above
         else:
             raise InvalidMessageError("needs `text` (string) or `blocks` (list)", field="payload")
         if not blocks:
@@ -201,13 +214,40 @@ def input_message(item: InboxItem) -> Message:
         raise InvalidMessageError(err.errors()[0]["msg"], field="payload") from None
 
 
-def _select(pending: list[InboxItem], idle: bool, input_id: str | None) -> list[InboxItem]:
+AWAITING_APPROVAL = "awaiting_approval"
+_STATUS_SQL = "SELECT status FROM sessions WHERE id = ?"
+DECISIONS = ("allow", "deny", "always")
+
+
+def approval_decision(item: InboxItem) -> ApprovalDecided:
+    """The decision an `approval` inbox item carries; `InvalidMessageError` if malformed.
+
+    Payload: ``{"call_id": str, "decision": "allow" | "deny" | "always"}``.
+    """
+    call_id, decision = item.payload.get("call_id"), item.payload.get("decision")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidMessageError("needs `call_id` (string)", field="payload")
+    if decision not in DECISIONS:
+        raise InvalidMessageError("`decision` must be allow, deny or always", field="payload")
+    return ApprovalDecided.model_validate(
+        {"call_id": call_id, "decision": decision, "input_id": item.input_id}
+    )
+
+
+def _select(
+    pending: list[InboxItem], idle: bool, input_id: str | None, awaiting: bool = False
+) -> list[InboxItem]:
     if input_id is not None:
         return [i for i in pending if i.input_id == input_id]
+    if awaiting:  # a session awaiting approval takes decisions only; other input waits
+        return [i for i in pending if i.kind == "approval"]
     steers: list[InboxItem] = []
     for item in pending:
         if item.kind in CONTROL_KINDS:
-            # A control item is a boundary: it goes alone, and only when nothing precedes it.
+            # A control item is a boundary: it goes alone, and only when nothing precedes it;
+            # a move only between turns (idle), so a turn never changes place midway.
+            if item.kind == "move" and not idle:
+                return steers
             return steers or [item]
         if item.delivery == "steer":
             steers.append(item)
@@ -219,9 +259,14 @@ def _select(pending: list[InboxItem], idle: bool, input_id: str | None) -> list[
     return []
 
 
+def _awaiting(status: Row | None) -> bool:
+    return status is not None and status[0] == AWAITING_APPROVAL
+
+
 def deliverable(tx: Tx, session_id: str, *, idle: bool) -> bool:
     """Whether `promote_in` with `idle` would settle something now (deliver or reject)."""
-    return bool(_select(pending_items(tx, session_id), idle, None))
+    awaiting = _awaiting(tx.one(_STATUS_SQL, (session_id,)))
+    return bool(_select(pending_items(tx, session_id), idle, None, awaiting))
 
 
 def promote_in(
@@ -233,27 +278,51 @@ def promote_in(
     input_id: str | None = None,
     claim: ClaimToken | None = None,
     start_turn: str | None = None,
+    prelude: Prelude | None = None,
+    first: Sequence[SessionEvent] = (),
 ) -> list[Delivered]:
     """Deliver the next items by the steer/queue rules, inside `tx`; return what was delivered.
 
     Malformed items are settled as rejected (with a `session.error`) and skipped. With
     `start_turn`, a delivery that produced messages also starts that turn in the same
-    transaction, so no crash can leave delivered input without a turn to answer it.
+    transaction, so no crash can leave delivered input without a turn to answer it; so does
+    a delivery of approval decisions (the turn runs or denies the decided calls). A session
+    awaiting approval takes decisions only; each is recorded as an `approval.decided` event in
+    the delivery's transaction. A `prelude` planned at the session's current last seq goes
+    first, when messages are delivered. `first` (a driver's held reply) precedes it all and is
+    written whether or not anything is delivered.
     """
     lock = tx.lock_query(session_id)
     rows = tx.query(_PENDING_SQL, (session_id,))
+    status = tx.query(_STATUS_SQL, (session_id,))
     locked = lock.one()
     if locked is None:
         raise NotFoundError(f"no session {session_id}")
     pending = [_item(session_id, r) for r in rows.all()]
+    awaiting = _awaiting(status.one())
     events: list[SessionEvent] = []
     delivered: list[Delivered] = []
     while not delivered:
-        chosen = _select(pending, idle, input_id)
+        chosen = _select(pending, idle, input_id, awaiting)
         if not chosen:
             break
         for item in chosen:
             pending.remove(item)
+            if item.kind == "approval":
+                try:
+                    decision = approval_decision(item)
+                except InvalidMessageError as err:
+                    _reject(events, item, err)
+                    continue
+                events += [InputDelivered(input_id=item.input_id), decision]
+                delivered.append(Delivered(item, None))
+                continue
+            if item.kind == "move":
+                moved = _move_events(tx, session_id, item)
+                events += moved
+                if isinstance(moved[0], InputDelivered):
+                    delivered.append(Delivered(item, None))
+                continue
             if item.kind in CONTROL_KINDS:
                 events.append(InputDelivered(input_id=item.input_id))
                 delivered.append(Delivered(item, None))
@@ -261,31 +330,111 @@ def promote_in(
             try:
                 message = input_message(item)
             except InvalidMessageError as err:
-                events.append(InputRejected(input_id=item.input_id, reason=str(err)))
-                events.append(
-                    SessionError(
-                        error=f"input {item.input_id} rejected: {err}", input_id=item.input_id
-                    )
-                )
+                _reject(events, item, err)
                 continue
             events.append(InputDelivered(v=2, input_id=item.input_id, message_id=message.id))
             delivered.append(Delivered(item, message))
-    inputs = tuple(d.item.input_id for d in delivered if d.message is not None)
+    inputs = tuple(
+        d.item.input_id for d in delivered if d.message is not None or d.item.kind == "approval"
+    )
     if start_turn is not None and inputs:
         events.append(TurnStarted(turn_id=start_turn, input_ids=inputs))
+    if prelude is not None and inputs and int(locked[0]) == prelude.at_seq:
+        events[:0] = prelude.events
+        for data in prelude.blobs:
+            put_blob_in(tx, data, session_id, now_ms)
+    events[:0] = first
     if events:
-        append_events(tx, session_id, events, now_ms, claim, locked=locked)
+        stored = append_events(tx, session_id, events, now_ms, claim, locked=locked)
+        named = {d.message.id: d.message for d in delivered if d.message is not None}
+        index_deliveries(tx, session_id, stored, named)
     return delivered
+
+
+def _reject(events: list[SessionEvent], item: InboxItem, err: InvalidMessageError | str) -> None:
+    """Append the rejection of `item` (and the session error that says why) to `events`."""
+    events.append(InputRejected(input_id=item.input_id, reason=str(err)))
+    events.append(
+        SessionError(error=f"input {item.input_id} rejected: {err}", input_id=item.input_id)
+    )
+
+
+def move_text(previous: str | None, location: str) -> str:
+    """The system message that records a move in the transcript."""
+    return (
+        f"This session moved from {previous or 'no recorded location'} to {location}. From now "
+        f"on the tools work in {location}, and its instructions, configuration and permissions "
+        "apply."
+    )
+
+
+def _move_events(tx: Tx, session_id: str, item: InboxItem) -> list[SessionEvent]:
+    """A move's delivery: the delivery, `session.moved` and the system message; or, for a
+    payload without an absolute `location`, its rejection."""
+    location = item.payload.get("location")
+    if not isinstance(location, str) or not location.startswith("/"):
+        rejected: list[SessionEvent] = []
+        _reject(rejected, item, "a move needs an absolute `location` path")
+        return rejected
+    row = tx.one("SELECT location FROM sessions WHERE id = ?", (session_id,))
+    previous = None if row is None else row[0]
+    text = move_text(previous, location)
+    return [
+        InputDelivered(input_id=item.input_id),
+        SessionMoved(location=location, previous=previous, input_id=item.input_id),
+        MessageAdded(
+            message=Message(
+                role="system",
+                blocks=(TextBlock(text=text),),
+                metadata={"kind": MOVE_RECORD, "input_id": item.input_id},
+            )  # fmt: skip
+        ),
+    ]
 
 
 _MESSAGE_ROWS = (
     "SELECT m.seq, e.data, q.data FROM messages m "
-    "JOIN events e ON e.session_id = m.session_id AND e.seq = m.seq "
+    "JOIN events e ON e.session_id = m.session_id AND e.seq = COALESCE(m.body_seq, m.seq) "
     "LEFT JOIN inbox i ON e.type = 'inbox.delivered' AND i.session_id = m.session_id "
     "AND i.settled_seq = m.seq "
     "LEFT JOIN events q ON q.session_id = i.session_id AND q.seq = i.seq "
-    "WHERE m.session_id = ? AND m.seq > ? AND m.seq <= ? ORDER BY m.seq"
+    "WHERE m.session_id = ? AND m.seq > ? AND m.seq <= ? AND m.reverted IS NULL ORDER BY m.seq"
 )
+
+
+_LOG_MESSAGE_ROWS = (
+    "SELECT e.seq, e.data, q.data FROM events e "
+    "LEFT JOIN inbox i ON e.type = 'inbox.delivered' AND i.session_id = e.session_id "
+    "AND i.settled_seq = e.seq "
+    "LEFT JOIN events q ON q.session_id = i.session_id AND q.seq = i.seq "
+    "WHERE e.session_id = ? AND e.seq < ? "
+    "AND e.type IN ('message.added', 'inbox.delivered', 'history.edited') ORDER BY e.seq"
+)
+
+
+def message_bodies_in(tx: Tx, session_id: str, before_seq: int) -> dict[str, Message]:
+    """Every message the log held before `before_seq`, by id, as it read then: hidden and
+    reverted messages included, a replaced text as it was (what a receipt of that time saw)."""
+    out: dict[str, Message] = {}
+    for _seq, data, enqueued in tx.all(_LOG_MESSAGE_ROWS, (session_id, before_seq)):
+        message = _row_message(session_id, data, enqueued)
+        if message is not None:
+            out[message.id] = message
+    return out
+
+
+def _row_message(session_id: str, data: str, enqueued: str | None) -> Message | None:
+    event = load_event(data)
+    message = getattr(event, "message", None)
+    if isinstance(event, InputDelivered) and message is None and event.message_id is None:
+        return None  # a control item's delivery: no message
+    if message is None and isinstance(event, InputDelivered) and enqueued is not None:
+        source = load_event(enqueued)
+        assert isinstance(source, InputEnqueued)
+        item = InboxItem(session_id, source.input_id, 0, source.kind, source.delivery,
+                         source.payload, "delivered")  # fmt: skip
+        message = input_message(item)
+    return message if isinstance(message, Message) else None
 
 
 def transcript_in(
@@ -299,14 +448,7 @@ def transcript_in(
     upto = upto_seq if upto_seq is not None else 2**62
     out: list[tuple[int, Message]] = []
     for seq, data, enqueued in tx.all(_MESSAGE_ROWS, (session_id, after_seq, upto)):
-        event = load_event(data)
-        message = getattr(event, "message", None)
-        if message is None and isinstance(event, InputDelivered) and enqueued is not None:
-            source = load_event(enqueued)
-            assert isinstance(source, InputEnqueued)
-            item = InboxItem(session_id, source.input_id, 0, source.kind, source.delivery,
-                             source.payload, "delivered")  # fmt: skip
-            message = input_message(item)
-        assert isinstance(message, Message), f"message row {session_id}/{seq} has no message"
+        message = _row_message(session_id, data, enqueued)
+        assert message is not None, f"message row {session_id}/{seq} has no message"
         out.append((int(seq), message))
     return out

@@ -237,6 +237,182 @@ CREATE INDEX sessions_list ON sessions (listed_ms DESC, id DESC);
 CREATE INDEX sessions_roots ON sessions (listed_ms DESC, id DESC) WHERE parent_id IS NULL
 """
 
+# Full-text search over session content (`_search.py`). `search_docs` holds the indexed text of
+# each message (and the title at seq 0), written by the projections in the event's transaction
+# with the same SQL on both backends. SQLite keeps an FTS5 index over it, in step through
+# triggers; PostgreSQL a generated `tsvector` with a GIN index. Both tokenize alike: a word is a
+# run of letters and digits (every other character separates), lowercased, no stemming, accents
+# kept. PostgreSQL's parser would keep `notes.txt`, `a@b.com` or `3.14` whole, so its ASCII
+# punctuation (in a `$$` string: it holds a semicolon) becomes spaces first, as unicode61 splits.
+# `search_backfill` marks that sessions written before this migration still need indexing
+# (`_search.backfill`, at open).
+_SEARCH_SQLITE = """
+CREATE TABLE search_docs (
+  id INTEGER PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  body TEXT NOT NULL
+);
+CREATE INDEX search_docs_session ON search_docs (session_id, seq);
+CREATE VIRTUAL TABLE search_fts USING fts5(
+  body, content = 'search_docs', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 0'
+);
+CREATE TRIGGER search_docs_added AFTER INSERT ON search_docs BEGIN
+  INSERT INTO search_fts (rowid, body) VALUES (new.id, new.body);
+END;
+CREATE TRIGGER search_docs_removed AFTER DELETE ON search_docs BEGIN
+  INSERT INTO search_fts (search_fts, rowid, body) VALUES ('delete', old.id, old.body);
+END;
+CREATE TABLE search_backfill (after_id TEXT NOT NULL);
+INSERT INTO search_backfill (after_id) VALUES ('')
+"""
+
+_SEARCH_POSTGRES = """
+CREATE TABLE search_docs (
+  id BIGSERIAL PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  body TEXT NOT NULL,
+  tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple',
+    translate(body, $$!"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~$$, repeat(' ', 32)))) STORED
+);
+CREATE INDEX search_docs_session ON search_docs (session_id, seq);
+CREATE INDEX search_docs_tsv ON search_docs USING GIN (tsv);
+CREATE TABLE search_backfill (after_id TEXT NOT NULL);
+INSERT INTO search_backfill (after_id) VALUES ('')
+"""
+
+# Where each session lives (`docs/locations.md`). The column is backfilled from the workspace
+# the creating driver wrote into the metadata (`{JSON}` reads it: SQLite's `json_extract`,
+# PostgreSQL's `->>`); a fork takes its origin's, a child its root's (a session without either
+# keeps NULL: it runs where its driver is). `sessions_location` mirrors `sessions_roots` per
+# location, so `--continue` reads the newest root of one location from the index alone;
+# `sessions_parent` finds a session's children. `session_waits` notes the sessions that a
+# worker left because it does not serve their location.
+_LOCATIONS = """
+ALTER TABLE sessions ADD COLUMN location TEXT;
+UPDATE sessions SET location = {JSON} WHERE metadata LIKE '%"workspace"%';
+UPDATE sessions SET location = (SELECT f.location FROM sessions f WHERE f.id = sessions.forked_from)
+  WHERE location IS NULL AND forked_from IS NOT NULL;
+UPDATE sessions SET location = (SELECT r.location FROM sessions r WHERE r.id = sessions.root_id)
+  WHERE location IS NULL AND parent_id IS NOT NULL;
+CREATE INDEX sessions_location ON sessions (location, listed_ms DESC, id DESC)
+  WHERE parent_id IS NULL;
+CREATE INDEX sessions_parent ON sessions (parent_id);
+CREATE TABLE session_waits (
+  session_id TEXT PRIMARY KEY,
+  location TEXT NOT NULL,
+  noted_ms BIGINT NOT NULL
+)
+"""
+
+# Schedules and their fires (`store/_schedules.py`): the due index holds enabled schedules only.
+_SCHEDULES = """
+CREATE TABLE schedules (
+  id TEXT PRIMARY KEY,
+  name TEXT,
+  kind TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  timezone TEXT NOT NULL,
+  prompt TEXT NOT NULL,
+  session_id TEXT,
+  template TEXT,
+  delivery TEXT NOT NULL,
+  missed TEXT NOT NULL,
+  grace_ms BIGINT NOT NULL,
+  enabled BIGINT NOT NULL DEFAULT 1,
+  next_fire_ms BIGINT,
+  created_ms BIGINT NOT NULL,
+  updated_ms BIGINT NOT NULL
+);
+CREATE INDEX schedules_due ON schedules (next_fire_ms) WHERE enabled = 1;
+CREATE TABLE schedule_fires (
+  schedule_id TEXT NOT NULL,
+  due_ms BIGINT NOT NULL,
+  fired_ms BIGINT NOT NULL,
+  outcome TEXT NOT NULL,
+  session_id TEXT,
+  input_id TEXT,
+  missed BIGINT NOT NULL DEFAULT 0,
+  error TEXT,
+  PRIMARY KEY (schedule_id, due_ms)
+)
+"""
+
+# Shaping a session after the fact (`docs/rewind.md`): `messages.reverted` names the pending
+# revert hiding a message (NULL: visible), `messages.body_seq` the history edit holding its
+# replaced body (NULL: its own event), `reverts` the session's pending revert; `artifacts`
+# (upserted by session, kind and uri; `artifacts_uri` answers the reverse lookup, "which
+# sessions produced this"); `extension_state` (one row per namespace and key).
+_SHAPING = """
+ALTER TABLE messages ADD COLUMN reverted BIGINT;
+ALTER TABLE messages ADD COLUMN body_seq BIGINT;
+CREATE INDEX messages_reverted ON messages (session_id) WHERE reverted IS NOT NULL;
+CREATE TABLE reverts (
+  session_id TEXT NOT NULL,
+  revert_seq BIGINT NOT NULL,
+  from_seq BIGINT NOT NULL,
+  PRIMARY KEY (session_id, revert_seq)
+);
+CREATE TABLE artifacts (
+  id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  uri TEXT NOT NULL,
+  label TEXT NOT NULL,
+  meta TEXT,
+  turn_id TEXT,
+  created_seq BIGINT NOT NULL,
+  created_ms BIGINT NOT NULL,
+  updated_ms BIGINT NOT NULL,
+  UNIQUE (session_id, kind, uri)
+);
+CREATE INDEX artifacts_uri ON artifacts (uri, kind);
+CREATE INDEX artifacts_session ON artifacts (session_id, updated_ms);
+CREATE TABLE extension_state (
+  session_id TEXT NOT NULL,
+  namespace TEXT NOT NULL,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (session_id, namespace, key)
+)
+"""
+
+# Commit order without a database-wide lock (PostgreSQL; docs/store.md, "Instance-wide order").
+# Every event records `tx`: the larger of its transaction's id and the `tx` of the session's
+# previous event, set by a trigger, so a session's events never go back in (tx, id) order. The
+# instance-wide follow reads in (tx, id) order and only `tx` below the reading snapshot's xmin:
+# every transaction with such an id has ended, so nothing can still commit behind the reader.
+# Events written before this migration keep `tx` 0 (they are all committed, in id order).
+# The admission function takes the session's row lock instead of the append lock (its first
+# parameter is now unused): its next statement's snapshot then sees every earlier admission.
+_COMMIT_ORDER = (
+    """
+ALTER TABLE events ADD COLUMN tx xid8 NOT NULL DEFAULT '0';
+CREATE INDEX events_position ON events (tx, id);
+CREATE FUNCTION wakeful_event_position() RETURNS trigger AS $$
+BEGIN
+  NEW.tx := greatest(pg_current_xact_id(), coalesce((SELECT e.tx FROM events e
+    WHERE e.session_id = NEW.session_id ORDER BY e.seq DESC LIMIT 1), '0'::xid8));
+  RETURN NEW;
+END
+$$ LANGUAGE plpgsql;
+"""
+    + _ADMIT_FUNCTION_2.replace(
+        "  PERFORM pg_advisory_xact_lock(p_lock);\n",
+        "  PERFORM 1 FROM sessions WHERE sessions.id = p_session FOR UPDATE;\n",
+    )
+    + """;
+CREATE TRIGGER events_position BEFORE INSERT ON events FOR EACH ROW
+  EXECUTE FUNCTION wakeful_event_position()
+"""
+)  # (the trigger last: `statements` reads a CREATE TRIGGER up to an END, as SQLite's are)
+
+_CACHE_USAGE = """
+ALTER TABLE sessions ADD COLUMN cache_read_tokens BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN cache_write_tokens BIGINT NOT NULL DEFAULT 0
+"""
+
 MIGRATIONS: list[tuple[int, str, str, str]] = [
     (
         1,
@@ -283,13 +459,57 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         _LEAN_WRITES,
         _LEAN_WRITES + ";" + _ADMIT_FUNCTION_2,
     ),
+    (
+        # Full-text search over session content (`_SEARCH_SQLITE`, `_SEARCH_POSTGRES`).
+        7,
+        "search_index",
+        _SEARCH_SQLITE,
+        _SEARCH_POSTGRES,
+    ),
+    (
+        # Sessions record their location (`_LOCATIONS`).
+        8,
+        "locations",
+        _LOCATIONS.replace("{JSON}", "json_extract(metadata, '$.workspace')"),
+        _LOCATIONS.replace("{JSON}", "(metadata::json ->> 'workspace')"),
+    ),
+    (
+        # Schedules and their fires (`_SCHEDULES`).
+        9,
+        "schedules",
+        _SCHEDULES,
+        _SCHEDULES,
+    ),
+    (
+        # Rewind, artifacts and extension state (`_SHAPING`).
+        10,
+        "shaping",
+        _SHAPING,
+        _SHAPING,
+    ),
+    (
+        # Instance-wide commit order without the append lock (`_COMMIT_ORDER`); SQLite has one
+        # writer at a time, its ids commit in order.
+        11,
+        "commit_order",
+        "",
+        _COMMIT_ORDER,
+    ),
+    (
+        # Sessions total the tokens read from and written to the providers' prompt caches.
+        12,
+        "cache_usage",
+        _CACHE_USAGE,
+        _CACHE_USAGE,
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]
 
 
 def statements(sql: str) -> list[str]:
-    """Split a migration script into its statements at semicolons outside `$$` bodies."""
+    """Split a migration script into its statements at semicolons outside `$$` bodies and
+    outside a SQLite trigger's `BEGIN ... END` body."""
     out: list[str] = []
     current = ""
     for i, part in enumerate(sql.split("$$")):
@@ -299,7 +519,16 @@ def statements(sql: str) -> list[str]:
         pieces = part.split(";")
         current += pieces[0]
         for piece in pieces[1:]:
+            if _open_trigger(current):  # the semicolon ends a statement of the trigger's body
+                current += ";" + piece
+                continue
             out.append(current)
             current = piece
     out.append(current)
     return [s.strip() for s in out if s.strip()]
+
+
+def _open_trigger(statement: str) -> bool:
+    """Whether `statement` is a CREATE TRIGGER whose body has not reached its END yet."""
+    text = statement.strip().upper()
+    return text.startswith("CREATE TRIGGER") and not text.endswith("END")

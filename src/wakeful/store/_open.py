@@ -8,6 +8,7 @@ from pathlib import Path
 import platformdirs
 
 from ..clock import Clock
+from ..config import StoreConfig
 from ..errors import UsageError
 from ._store import SqlStore
 
@@ -22,8 +23,12 @@ def resolve_db_url(url: str | None = None) -> str:
     return url or os.environ.get("WAKEFUL_DB") or str(default_db_path())
 
 
-def open_store(url: str | None = None, *, clock: Clock | None = None) -> SqlStore:
-    """Open (and migrate) the store at `url` (see `resolve_db_url`)."""
+def open_store(
+    url: str | None = None, *, clock: Clock | None = None, options: StoreConfig | None = None
+) -> SqlStore:
+    """Open (and migrate) the store at `url` (see `resolve_db_url`); `options` are the
+    `[store]` timeouts of `wakeful.toml` (defaults when None)."""
+    opts = options or StoreConfig()
     target = resolve_db_url(url)
     if target.startswith(("http://", "https://")):
         raise UsageError(
@@ -33,8 +38,8 @@ def open_store(url: str | None = None, *, clock: Clock | None = None) -> SqlStor
     if target.startswith(("postgresql://", "postgres://")):
         from ._postgres import PostgresBackend
 
-        return SqlStore(PostgresBackend(target), clock)
+        return SqlStore(PostgresBackend(target, options=opts), clock)
     from ._sqlite import SqliteBackend
 
     path = target.removeprefix("sqlite:///").removeprefix("sqlite://")
-    return SqlStore(SqliteBackend(path), clock)
+    return SqlStore(SqliteBackend(path, busy_timeout_ms=opts.busy_timeout_ms), clock)

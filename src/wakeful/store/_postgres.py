@@ -1,33 +1,71 @@
 """The PostgreSQL backend: a connection pool, row locks for per-session order, LISTEN/NOTIFY.
 
-Invariant: every write transaction that appends events takes a transaction-scoped advisory lock
-before it allocates global event ids, so ids become visible in id order and a cross-session
-follower reading `id > last` never skips an event committed late with a smaller id.
+Invariant: appends to different sessions share no lock (a session's row lock orders its own
+`seq`); the instance-wide follow reads in commit-safe (tx, id) order below the snapshot's xmin
+(migration 11, docs/store.md "Instance-wide order"), so an event committed late with a smaller
+id is never skipped.
+
+Faults stay bounded (docs/store.md, "Faults"): every pooled connection carries a lock timeout, a
+statement timeout and an idle-in-transaction timeout (`[store]` of wakeful.toml), so a paused
+process holding a session's row lock is cut off by the server and stalls the other writers no longer
+than that; a pooled connection the server ended is replaced before use; the listening connection
+is reopened after a loss. Timeouts surface as `StoreBusyError`, a lost or unreachable server as
+`StoreUnavailableError` (both retryable), a value PostgreSQL cannot hold as `UsageError`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
+import select
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ..errors import MigrationError, StoreBusyError, StoreError
+from ..config import StoreConfig
+from ..errors import MigrationError, StoreBusyError, StoreError, StoreUnavailableError, UsageError
 from ._backend import Params, Row
 from ._migrations import MIGRATIONS, statements
 
 CHANNEL = "wakeful_events"
-_APPEND_LOCK = 0x57414B45  # "WAKE"
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+_UNKNOWN = psycopg.pq.TransactionStatus.UNKNOWN
+_OFF = psycopg.pq.PipelineStatus.OFF
+_NO_LOCK = 0  # `wakeful_admit`'s first parameter, unused since migration 11
 _MIGRATE_LOCK = 0x57414B46
+
+log = logging.getLogger("wakeful.store")
 
 
 def _sql(sql: str) -> str:
     return sql.replace("?", "%s")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _alive(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle pooled connection still works, as far as can be told cheaply: an idle
+    connection has nothing to read unless the server ended it (its last message, then EOF);
+    only then is a round trip spent to be sure."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        poller = select.poll()  # (not select(): it fails for descriptors above 1023)
+        poller.register(conn.fileno(), select.POLLIN)
+        if poller.poll(0):
+            conn.execute("")
+    except (psycopg.Error, OSError):
+        return False
+    return True
 
 
 def _redact(url: str) -> str:
@@ -45,51 +83,58 @@ def _pipelined(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Pipeline]:
             yield pipeline
             conn.execute("COMMIT")
     finally:
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if conn.info.transaction_status not in (_IDLE, _UNKNOWN):  # UNKNOWN: connection lost
             conn.execute("ROLLBACK")
 
 
 class _Sent:
-    """A query sent in pipeline mode; reading its rows waits for its result only."""
+    """A query sent in pipeline mode. Reading its rows ends what was sent with a Sync: the
+    server answers up to it and then waits *idle in transaction*, where the idle timeout can
+    end a transaction whose client was paused (mid-pipeline, after a mere flush, the server
+    counts as busy and no timeout applies). It costs no round trip: the read waits anyway."""
 
-    __slots__ = ("_cursor",)
+    __slots__ = ("_cursor", "_pipeline")
 
-    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+    def __init__(self, cursor: psycopg.Cursor[Any], pipeline: psycopg.Pipeline | None) -> None:
         self._cursor = cursor
+        self._pipeline = pipeline
+
+    def _arrive(self) -> None:
+        # (read after the commit, the pipeline has ended and every result is here)
+        if self._pipeline is not None and self._cursor.connection.pgconn.pipeline_status != _OFF:
+            self._pipeline.sync()
 
     def one(self) -> Row | None:
+        self._arrive()
         row: Row | None = self._cursor.fetchone()
         return row
 
     def all(self) -> list[Row]:
+        self._arrive()
         return self._cursor.fetchall()
 
 
 class _PgTx:
     """A transaction; a write transaction runs in pipeline mode (see `Tx.query`/`Tx.send`)."""
 
-    admits_on_server = True
-
     def __init__(self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None) -> None:
         self._conn = conn
         self._pipeline = pipeline
-        self._appending = False
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
-        row: Row | None = self._conn.execute(_sql(sql), params).fetchone()
-        return row
+        return self.query(sql, params).one()
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
-        return self._conn.execute(_sql(sql), params).fetchall()
+        return self.query(sql, params).all()
 
     def run(self, sql: str, params: Params = ()) -> int:
         cursor = self._conn.execute(_sql(sql), params)
         if self._pipeline is not None:
-            self._pipeline.sync()  # the row count arrives with the result
+            self._pipeline.sync()  # the row count arrives with the result (see `_Sent`)
         return cursor.rowcount
 
     def query(self, sql: str, params: Params = ()) -> _Sent:
-        return _Sent(self._conn.execute(_sql(sql), params))
+        return _Sent(self._conn.execute(_sql(sql), params), self._pipeline)
 
     def send(self, sql: str, params: Params = ()) -> None:
         self._conn.execute(_sql(sql), params)
@@ -98,9 +143,6 @@ class _PgTx:
         return self.lock_query(session_id).one()
 
     def lock_query(self, session_id: str) -> _Sent:
-        if not self._appending:
-            self.send("SELECT pg_advisory_xact_lock(?)", (_APPEND_LOCK,))
-            self._appending = True
         return self.query(
             "SELECT last_seq, root_id, listed_ms FROM sessions WHERE id = ? FOR UPDATE",
             (session_id,),
@@ -116,10 +158,9 @@ class _PgTx:
         self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
         event_type: str, data: str, now_ms: int,
     ) -> _Sent:  # fmt: skip
-        self._appending = True  # the function takes the append lock
         return self.query(
             "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (_APPEND_LOCK, CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
+            (_NO_LOCK, CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
              data, now_ms),
         )  # fmt: skip
 
@@ -134,10 +175,15 @@ class PostgresBackend:
     """A PostgreSQL database reached by URL (`postgresql://user@host:port/db`)."""
 
     kind = "postgres"
-    admits_on_server = True
 
-    def __init__(self, url: str, *, max_size: int = 8, connect_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, url: str, *, max_size: int = 8, connect_timeout_s: float = 5.0,
+        options: StoreConfig | None = None,
+    ) -> None:  # fmt: skip
         self.url = url
+        self._max_size = max_size
+        self._connect_timeout_s = connect_timeout_s
+        self._options = options or StoreConfig()
         self._listen: psycopg.Connection[Any] | None = None
         # A pooled connection serves one thread at a time, and so does its cursor.
         self._admit_cursors: dict[psycopg.Connection[Any], psycopg.Cursor[Any]] = {}
@@ -147,11 +193,13 @@ class PostgresBackend:
             probe = psycopg.connect(url, connect_timeout=int(connect_timeout_s), autocommit=True)
             probe.close()
         except psycopg.Error as err:
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise StoreError(f"cannot reach PostgreSQL at {_redact(url)}: {reason}") from None
+            raise StoreError(
+                f"cannot reach PostgreSQL at {_redact(url)}: {_first_line(err)}"
+            ) from None
         self._pool = ConnectionPool(
-            url, min_size=1, max_size=max_size, open=True, kwargs={"autocommit": True}
-        )
+            url, min_size=1, max_size=max_size, open=True, configure=self._configure,
+            kwargs={"autocommit": True, "connect_timeout": int(connect_timeout_s)},
+        )  # fmt: skip
         try:
             self._migrate()
         except BaseException as err:
@@ -160,10 +208,41 @@ class PostgresBackend:
                 raise MigrationError(f"cannot migrate {_redact(url)}: {err}") from None
             raise
 
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Give a new pooled connection the `[store]` timeouts (one round trip, once). From
+        PostgreSQL 17 on, a whole transaction is also bounded by the statement timeout: that
+        ends even a transaction whose client paused while the server waited mid-message."""
+        opts = self._options
+        settings = {
+            "lock_timeout": opts.lock_timeout_ms,
+            "statement_timeout": opts.statement_timeout_ms,
+            "idle_in_transaction_session_timeout": opts.idle_in_transaction_timeout_ms,
+        }
+        if conn.info.server_version >= 170000:
+            settings["transaction_timeout"] = opts.statement_timeout_ms
+        conn.execute(
+            "SELECT " + ", ".join("set_config(%s, %s, false)" for _ in settings),
+            [v for name, ms in settings.items() for v in (name, f"{ms}ms")],
+        )
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection that is not known to be dead: one the server ended while it
+        sat in the pool (a restart, `pg_terminate_backend`) is closed, so the pool replaces
+        it, and the next one is tried."""
+        for _ in range(self._max_size + 1):
+            with self._pool.connection() as conn:
+                if _alive(conn):
+                    yield conn
+                    return
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+        raise StoreUnavailableError(f"no working connection to PostgreSQL at {_redact(self.url)}")
+
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[_PgTx]:
-        """Open a transaction; serialization failures and lock timeouts become StoreBusyError."""
-        with self._errors(), self._pool.connection() as conn:
+        """Open a transaction; faults are translated as `_errors` says."""
+        with self._errors(), self._connection() as conn:
             if not write:
                 with conn.transaction():
                     yield _PgTx(conn, None)
@@ -178,7 +257,7 @@ class PostgresBackend:
         """A whole admission as one statement outside any transaction block: the server runs
         a single statement as its own transaction, so it commits or not as one, and nothing
         else travels (no BEGIN, no COMMIT, no pipeline). Returns `(outcome, seq, event_id)`."""
-        with self._errors(), self._pool.connection() as conn:
+        with self._errors(), self._connection() as conn:
             cursor = self._admit_cursors.get(conn)
             if cursor is None:  # one per pooled connection, kept: admissions are the hot path
                 with self._cursors_lock:
@@ -188,46 +267,100 @@ class PostgresBackend:
             row: Row | None = cursor.execute(
                 "SELECT o_outcome, o_seq, o_id FROM wakeful_admit("
                 "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (_APPEND_LOCK, CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
+                (_NO_LOCK, CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
                  data, now_ms),
             ).fetchone()  # fmt: skip
         return row
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
-        """Serialization failures and lock timeouts become StoreBusyError, a lost server
-        StoreError naming the URL (password masked)."""
+        """Conflicts and timeouts become `StoreBusyError`; a lost or unreachable server (also
+        one that ended a paused transaction) `StoreUnavailableError` naming the URL (password
+        masked); a value PostgreSQL cannot hold (a NUL character in text) `UsageError`."""
         try:
             yield
         except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as err:
             raise StoreBusyError(f"PostgreSQL write conflict; retry ({err.sqlstate})") from None
         except psycopg.errors.LockNotAvailable as err:
             raise StoreBusyError(f"PostgreSQL lock timeout; retry ({err.sqlstate})") from None
-        except psycopg.OperationalError as err:
-            raise StoreError(f"PostgreSQL at {_redact(self.url)} failed: {err}") from None
+        except psycopg.errors.QueryCanceled as err:
+            raise StoreBusyError(f"PostgreSQL statement timeout; retry ({err.sqlstate})") from None
+        except psycopg.errors.IdleInTransactionSessionTimeout as err:
+            raise StoreUnavailableError(
+                f"PostgreSQL at {_redact(self.url)} ended a transaction left idle past "
+                f"idle_in_transaction_timeout_ms (was this process paused?); retry ({err.sqlstate})"
+            ) from None
+        except (psycopg.OperationalError, psycopg.InterfaceError) as err:
+            raise StoreUnavailableError(
+                f"PostgreSQL at {_redact(self.url)} failed: {_first_line(err)}"
+            ) from None
+        except psycopg.DataError as err:
+            raise UsageError(f"PostgreSQL cannot store a value: {_first_line(err)}") from None
 
     def wait_for_change(self, timeout_s: float) -> None:
-        """Block on LISTEN until a NOTIFY arrives or the timeout passes."""
+        """Block on LISTEN until a NOTIFY arrives or the timeout passes. A lost listening
+        connection is dropped and reopened by the next call; meanwhile the wait is a sleep
+        (callers read the store after every wait, so nothing is missed, only noticed later)."""
         with self._listen_lock:
-            if self._listen is None:
-                self._listen = psycopg.connect(self.url, autocommit=True)
-                self._listen.execute(f"LISTEN {CHANNEL}")
-            for _ in self._listen.notifies(timeout=max(timeout_s, 0.001), stop_after=1):
-                break
-            # Drain what else is queued so one burst wakes us once.
-            for _ in self._listen.notifies(timeout=0.001):
-                pass
+            try:
+                if self._listen is None:
+                    self._listen = psycopg.connect(
+                        self.url, autocommit=True, connect_timeout=int(self._connect_timeout_s)
+                    )
+                    self._listen.execute(f"LISTEN {CHANNEL}")
+                for _ in self._listen.notifies(timeout=max(timeout_s, 0.001), stop_after=1):
+                    break
+                # Drain what else is queued so one burst wakes us once.
+                for _ in self._listen.notifies(timeout=0.001):
+                    pass
+            except psycopg.Error:
+                self._drop_listen()
+                time.sleep(max(timeout_s, 0.0))
+
+    def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
+        """A daemon thread LISTENs (`wait_for_change`) and calls `on_commit` after every NOTIFY
+        or quarter second; a failed listening connection is logged and retried a second later
+        (readers poll meanwhile). The returned function stops and joins the thread."""
+        stopping = threading.Event()
+
+        def listen() -> None:
+            while not stopping.is_set():
+                try:
+                    self.wait_for_change(0.25)
+                except Exception:  # the listening connection failed: polling still covers it
+                    log.warning("LISTEN for new events failed; relying on polling", exc_info=True)
+                    stopping.wait(1.0)
+                    continue
+                on_commit()
+
+        thread = threading.Thread(target=listen, name="wakeful-listen", daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            stopping.set()
+            thread.join()
+
+        return stop
+
+    def _drop_listen(self) -> None:
+        if self._listen is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._listen.close()
+            self._listen = None
 
     def close(self) -> None:
         """Close the pool and the listening connection."""
         self._pool.close()
         with self._listen_lock:
-            if self._listen is not None:
-                self._listen.close()
-                self._listen = None
+            self._drop_listen()
 
     def _migrate(self) -> None:
         with self._pool.connection() as conn, conn.transaction():
+            # A migration may wait for another opener's and take long: no store timeouts here.
+            conn.execute("SET LOCAL lock_timeout = 0")
+            conn.execute("SET LOCAL statement_timeout = 0")
+            if conn.info.server_version >= 170000:
+                conn.execute("SET LOCAL transaction_timeout = 0")
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_LOCK,))
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
@@ -246,7 +379,7 @@ class PostgresBackend:
                 if number in done:
                     continue
                 for stmt in statements(sql):
-                    conn.execute(stmt)  # type: ignore[call-overload]
+                    conn.execute(stmt)
                 conn.execute(
                     "INSERT INTO schema_migrations VALUES (%s, %s, %s)",
                     (number, name, time.time_ns() // 1_000_000),

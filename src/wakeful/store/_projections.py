@@ -17,10 +17,13 @@ from ..events import (
     InputRejected,
     InstructionsUpdated,
     MessageAdded,
+    MessagesHidden,
     ReceiptRecorded,
     RetryCleared,
     RetryScheduled,
+    SessionCreated,
     SessionEvent,
+    SessionMoved,
     SessionUpdated,
     ToolCallEnded,
     ToolCallStarted,
@@ -29,7 +32,11 @@ from ..events import (
     UsageRecorded,
     WorkStateUpdated,
 )
+from ..messages import Message
+from . import _shaped
 from ._backend import Tx
+from ._media import media_refs
+from ._search import index_message, index_title
 
 Projection = Callable[[Tx, str, int, Any], None]
 
@@ -39,6 +46,15 @@ def _message_added(tx: Tx, sid: str, seq: int, ev: MessageAdded) -> None:
         "INSERT INTO messages (session_id, seq, message_id, role, turn_id) VALUES (?, ?, ?, ?, ?)",
         (sid, seq, ev.message.id, ev.message.role, ev.turn_id),
     )
+    index_message(tx, sid, seq, ev.message)
+    _ref_media(tx, sid, ev.message)
+
+
+def _ref_media(tx: Tx, sid: str, message: Message) -> None:
+    """The session references every blob its message's media refer to (a fork or an import
+    copying the message keeps the bytes alive when the original goes)."""
+    for digest in media_refs(message):
+        _ref_blob(tx, sid, digest)
 
 
 def _delivered(tx: Tx, sid: str, seq: int, ev: InputDelivered) -> None:
@@ -53,6 +69,10 @@ def _delivered(tx: Tx, sid: str, seq: int, ev: InputDelivered) -> None:
             "INSERT INTO messages (session_id, seq, message_id, role) VALUES (?, ?, ?, 'user')",
             (sid, seq, message_id),
         )
+        _shaped.commit_revert(tx, sid)  # a new input makes a pending revert final
+    if ev.message is not None:  # version 2 names its message: `_inbox.promote_in` indexes it
+        index_message(tx, sid, seq, ev.message)
+        _ref_media(tx, sid, ev.message)
 
 
 def _rejected(tx: Tx, sid: str, seq: int, ev: InputRejected) -> None:
@@ -62,16 +82,30 @@ def _rejected(tx: Tx, sid: str, seq: int, ev: InputRejected) -> None:
     )
 
 
+def _created(tx: Tx, sid: str, seq: int, ev: SessionCreated) -> None:
+    """The row itself is inserted with the event (`SqlStore._insert_session`); the title is
+    indexed for search."""
+    if ev.title:
+        index_title(tx, sid, ev.title)
+
+
 def _updated(tx: Tx, sid: str, seq: int, ev: SessionUpdated) -> None:
     for column in ("title", "agent", "model"):
         value = getattr(ev, column)
         if value is not None:
             tx.send(f"UPDATE sessions SET {column} = ? WHERE id = ?", (value, sid))
+    if ev.title is not None:
+        index_title(tx, sid, ev.title)
     if ev.archived is not None:
         tx.send(
             "UPDATE sessions SET archived_ms = CASE WHEN ? THEN updated_ms ELSE NULL END WHERE id = ?",
             (ev.archived, sid),
         )
+
+
+def _moved(tx: Tx, sid: str, seq: int, ev: SessionMoved) -> None:
+    tx.send("UPDATE sessions SET location = ? WHERE id = ?", (ev.location, sid))
+    tx.send("DELETE FROM session_waits WHERE session_id = ?", (sid,))
 
 
 def _turn_started(tx: Tx, sid: str, seq: int, ev: TurnStarted) -> None:
@@ -87,7 +121,9 @@ def _turn_ended(tx: Tx, sid: str, seq: int, ev: TurnEnded) -> None:
         "UPDATE turns SET status = ?, ended_seq = ?, error = ? WHERE session_id = ? AND turn_id = ?",
         (ev.outcome, seq, ev.error, sid, ev.turn_id),
     )
-    status = "idle" if ev.outcome in ("completed", "interrupted") else ev.outcome
+    status: str = "idle" if ev.outcome in ("completed", "interrupted") else ev.outcome
+    if ev.error_kind == "awaiting_approval":  # paused until someone decides (`wakeful approve`)
+        status = "awaiting_approval"
     tx.send("UPDATE sessions SET status = ? WHERE id = ?", (status, sid))
     tx.send("DELETE FROM retry_state WHERE session_id = ?", (sid,))
 
@@ -128,8 +164,16 @@ def _ref_blob(tx: Tx, sid: str, digest: str) -> None:
 def _usage(tx: Tx, sid: str, seq: int, ev: UsageRecorded) -> None:
     tx.send(
         "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
-        "cost_usd = cost_usd + ? WHERE id = ?",
-        (ev.input_tokens, ev.output_tokens, ev.cost_usd, sid),
+        "cost_usd = cost_usd + ?, cache_read_tokens = cache_read_tokens + ?, "
+        "cache_write_tokens = cache_write_tokens + ? WHERE id = ?",
+        (
+            ev.input_tokens,
+            ev.output_tokens,
+            ev.cost_usd,
+            ev.cache_read_tokens,
+            ev.cache_write_tokens,
+            sid,
+        ),  # fmt: skip
     )
 
 
@@ -169,11 +213,24 @@ def _compaction(tx: Tx, sid: str, seq: int, ev: CompactionEnded) -> None:
     """The summary message is its own `message.added`; the boundary is read from the log."""
 
 
+def _hidden(tx: Tx, sid: str, seq: int, ev: MessagesHidden) -> None:
+    """Hidden messages leave the transcript and search projections; their events stay in the log."""
+    for message_id in ev.message_ids:
+        tx.send(
+            "DELETE FROM search_docs WHERE session_id = ? AND seq IN "
+            "(SELECT seq FROM messages WHERE session_id = ? AND message_id = ?)",
+            (sid, sid, message_id),
+        )
+        tx.send("DELETE FROM messages WHERE session_id = ? AND message_id = ?", (sid, message_id))
+
+
 PROJECTIONS: dict[str, Projection] = {
+    "session.created": _created,
     "message.added": _message_added,
     "inbox.delivered": _delivered,
     "inbox.rejected": _rejected,
     "session.updated": _updated,
+    "session.moved": _moved,
     "turn.started": _turn_started,
     "turn.ended": _turn_ended,
     "tool.started": _tool_started,
@@ -185,6 +242,13 @@ PROJECTIONS: dict[str, Projection] = {
     "work_state.updated": _work_state,
     "instructions.updated": _instructions,
     "compaction.ended": _compaction,
+    "messages.hidden": _hidden,
+    "session.reverted": _shaped.reverted,
+    "session.unreverted": _shaped.unreverted,
+    "history.edited": _shaped.history_edited,
+    "artifact.recorded": _shaped.artifact_recorded,
+    "metadata.updated": _shaped.metadata_updated,
+    "extension_state.set": _shaped.extension_state_set,
 }
 
 

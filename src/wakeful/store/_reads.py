@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
+from ..errors import AmbiguousIdError, NotFoundError
 from ..events import ReceiptRecorded, load_event
+from ..messages import Message
+from ._inbox import message_bodies_in
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -52,6 +55,45 @@ class ReadsMixin:
     """Projection reads of `SqlStore`."""
 
     backend: Backend
+
+    def resolve_session_id(self, ref: str) -> str:
+        """The full id of the session `ref` names: its exact id, else the one session whose id
+        starts with `ref` (or with `ses_` + `ref`). `NotFoundError` when none does,
+        `AmbiguousIdError` (a `UsageError`, listing candidates) when several do. An exact id
+        never scans; a prefix reads the id index only."""
+        prefixes = [ref] if ref.startswith("ses_") else [ref, f"ses_{ref}"]
+        with self.backend.transaction(write=False) as tx:
+            if tx.one("SELECT 1 FROM sessions WHERE id = ?", (ref,)) is not None:
+                return ref
+            found: list[str] = []
+            for prefix in prefixes:
+                rows = tx.all(
+                    "SELECT id FROM sessions WHERE substr(id, 1, ?) = ? ORDER BY id LIMIT 6",
+                    (len(prefix), prefix),
+                )
+                found += [r[0] for r in rows if r[0] not in found]
+        if not found:
+            raise NotFoundError(f"no session {ref}")
+        if len(found) > 1:
+            raise AmbiguousIdError(ref, found)
+        return str(found[0])
+
+    def session_counts(self, session_ids: list[str]) -> dict[str, tuple[int, int]]:
+        """`(turns, child sessions)` of each session in `session_ids` (what a listing shows
+        beside each row); two indexed queries whatever the number of ids."""
+        out = dict.fromkeys(session_ids, (0, 0))
+        if not session_ids:
+            return out
+        marks = ", ".join("?" for _ in session_ids)
+        turns: dict[str, int]
+        children: dict[str, int]
+        with self.backend.transaction(write=False) as tx:
+            turns = dict(tx.all(f"SELECT session_id, count(*) FROM turns WHERE session_id IN "
+                                f"({marks}) GROUP BY session_id", session_ids))  # fmt: skip
+            children = dict(tx.all(f"SELECT root_id, count(*) FROM sessions WHERE root_id IN "
+                                   f"({marks}) AND id <> root_id GROUP BY root_id",
+                                   session_ids))  # fmt: skip
+        return {sid: (int(turns.get(sid, 0)), int(children.get(sid, 0))) for sid in out}
 
     def retry_state(self, session_id: str) -> RetryState | None:
         """The session's pending retry, or None."""
@@ -109,6 +151,18 @@ class ReadsMixin:
             assert isinstance(event, ReceiptRecorded)
             out.append(event)
         return out
+
+    def receipt_messages(self, session_id: str, receipt_id: str) -> dict[str, Message]:
+        """The messages, by id, as the log held them when the receipt was recorded (hidden,
+        reverted and since-edited messages as they were): what rebuilds its request."""
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one(
+                "SELECT seq FROM receipts WHERE session_id = ? AND receipt_id = ?",
+                (session_id, receipt_id),
+            )
+            if row is None:
+                raise NotFoundError(f"no receipt {receipt_id} in session {session_id}")
+            return message_bodies_in(tx, session_id, int(row[0]))
 
     def sessions_with_work(self, limit: int = 1000) -> list[str]:
         """Sessions with pending inbox items or an unreleased claim (what a worker drives)."""

@@ -1,12 +1,16 @@
-"""Plain records the store returns: sessions, inbox items, claims, pages and prune counts."""
+"""Plain records the store returns: sessions, inbox items, claims, pages and prune counts;
+and the columns a `SessionRow` is selected with (`ROW_COLS`, `session_row`)."""
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import JsonValue
 
-from ..events import Delivery, InputKind
+from ..events import Delivery, InputKind, SessionEvent, location_id
 from ..messages import Message
 
 
@@ -30,6 +34,20 @@ class SessionRow:
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    location: str | None = None  # the workspace root it lives in (None: recorded without one)
+    waiting_for: str | None = None  # a worker left it: no running worker serves its location
+    cache_read_tokens: int = 0  # of `input_tokens`, read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of `input_tokens`, written to the provider's prompt cache
+
+    @property
+    def location_id(self) -> str | None:
+        """The stable id of the session's location (`wakeful.events.location_id`)."""
+        return None if self.location is None else location_id(self.location)
+
+    @property
+    def is_fork(self) -> bool:
+        """Whether the session was forked from another."""
+        return self.forked_from is not None
 
     def to_json(self) -> dict[str, object]:
         """The row as a JSON-ready dict (the CLI and API contract)."""
@@ -47,12 +65,28 @@ class SessionRow:
             "created_ms": self.created_ms,
             "updated_ms": self.updated_ms,
             "last_seq": self.last_seq,
+            "location": self.location,
+            "location_id": self.location_id,
+            "waiting_for": self.waiting_for,
             "usage": {
                 "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens,
+                "cache_read_tokens": self.cache_read_tokens,
+                "cache_write_tokens": self.cache_write_tokens,
                 "cost_usd": self.cost_usd,
             },
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Prelude:
+    """Events to write just before a delivery, in its transaction (an instruction delta, which
+    003 admits "before input delivery"), planned when the session's last seq was `at_seq`;
+    dropped when the session moved on since (the driver's own sync then writes it later)."""
+
+    events: tuple[SessionEvent, ...]
+    blobs: tuple[bytes, ...]
+    at_seq: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,3 +186,29 @@ class SyncMarker:
     """Emitted once by a following log: everything up to `seq` (or global `id`) was replayed."""
 
     watermark: int
+
+
+SESSION_COLS = (
+    "id, parent_id, root_id, forked_from, fork_seq, title, agent, model, status, archived_ms, "
+    "created_ms, updated_ms, last_seq, input_tokens, output_tokens, cost_usd, location, "
+    "cache_read_tokens, cache_write_tokens"
+)
+# The location a worker left the session waiting for (`session_waits`), after `SESSION_COLS`.
+WAITING_COL = "(SELECT w.location FROM session_waits w WHERE w.session_id = sessions.id)"
+ROW_COLS = f"{SESSION_COLS}, {WAITING_COL}"
+
+
+def new_session_id() -> str:
+    """A fresh session id: ``ses_`` + 24 hex characters."""
+    return f"ses_{secrets.token_hex(12)}"
+
+
+def session_row(row: Sequence[Any]) -> SessionRow:
+    """Build a `SessionRow` from a row selected with `SESSION_COLS` (then, optionally,
+    `WAITING_COL`: `ROW_COLS`)."""
+    return SessionRow(
+        row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+        row[9] is not None, int(row[10]), int(row[11]), int(row[12]), int(row[13]),
+        int(row[14]), float(row[15]), row[16], row[19] if len(row) > 19 else None,
+        int(row[17]), int(row[18]),
+    )  # fmt: skip

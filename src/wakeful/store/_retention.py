@@ -7,21 +7,20 @@ whole tree from every table in one transaction, with the blobs nothing reference
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import json
+from typing import Any
 
 from ..errors import NotFoundError, UsageError
 from ..events import MessageAdded, SessionCreated, SessionEvent, SessionUpdated
 from ._append import LIST_SLACK_MS, append_events
 from ._backend import Tx
 from ._inbox import transcript_in
-from ._records import Page, PruneCounts
-
-if TYPE_CHECKING:
-    from ._store import SqlStore
+from ._records import ROW_COLS, Page, PruneCounts, new_session_id, session_row
+from ._sessions import get_row, insert_session
 
 _TABLES = (
     "messages", "inbox", "tool_calls", "turns", "receipts", "claims", "retry_state",
-    "work_state", "instruction_state", "events",
+    "work_state", "instruction_state", "search_docs", "session_waits", "reverts", "artifacts", "extension_state", "events",
 )  # fmt: skip
 
 
@@ -35,8 +34,6 @@ def list_page(
     `updated_ms >= L`; a row with `listed_ms <= L - LIST_SLACK_MS` has `updated_ms < L`, so the
     exact page lies in the index range above that, which the second query sorts.
     """
-    from ._store import SESSION_COLS, session_row
-
     if limit < 1:
         raise UsageError("limit must be at least 1")
     where: list[str] = []
@@ -60,7 +57,7 @@ def list_page(
         "LIMIT 1 OFFSET ?",
         [*params, limit],
     )
-    sql = f"SELECT {SESSION_COLS} FROM sessions WHERE {cond}"
+    sql = f"SELECT {ROW_COLS} FROM sessions WHERE {cond}"
     if bound is not None:  # else at most `limit` rows match at all
         sql += " AND listed_ms > ?"
         params.append(int(bound[0]) - LIST_SLACK_MS)
@@ -70,29 +67,29 @@ def list_page(
     return Page(sessions, f"{sessions[-1].updated_ms}:{sessions[-1].id}" if more else None)
 
 
-def fork_in(
-    store: SqlStore, tx: Tx, session_id: str, through: int | None, fields: dict[str, Any]
-) -> str:
+def fork_in(tx: Tx, session_id: str, through: int | None, fields: dict[str, Any], now: int) -> str:
     """Create a fork of `session_id` copying its messages through `through` (default: all)."""
-    from ._store import new_session_id
-
-    parent = store._get(tx, session_id)
+    parent = get_row(tx, session_id)
     if parent is None:
         raise NotFoundError(f"no session {session_id}")
     upto = parent.last_seq if through is None else through
     if upto < 0 or upto > parent.last_seq:
         raise UsageError(f"fork point {upto} is outside 0..{parent.last_seq}")
     sid = fields.pop("session_id", None) or new_session_id()
+    meta = tx.one("SELECT metadata FROM sessions WHERE id = ?", (session_id,))
     created = SessionCreated(
         title=fields.pop("title", parent.title), agent=fields.pop("agent", parent.agent),
-        model=fields.pop("model", parent.model), forked_from=session_id, fork_seq=upto, **fields,
+        model=fields.pop("model", parent.model), forked_from=session_id, fork_seq=upto,
+        location=fields.pop("location", parent.location),
+        metadata=fields.pop("metadata", None) or (json.loads(meta[0]) if meta and meta[0] else None),
+        **fields,
     )  # fmt: skip
-    store._insert_session(tx, sid, created)
+    insert_session(tx, sid, created, now)
     copies: list[SessionEvent] = [
         MessageAdded(message=m) for _seq, m in transcript_in(tx, session_id, 0, upto)
     ]
     if copies:
-        append_events(tx, sid, copies, store.clock.now_ms())
+        append_events(tx, sid, copies, now)
     return sid
 
 
@@ -142,7 +139,7 @@ def delete_trees(tx: Tx, roots: list[str]) -> PruneCounts:
     return counts
 
 
-def prune_in(store: SqlStore, tx: Tx, older_than_ms: int, action: str) -> PruneCounts:
+def prune_in(tx: Tx, older_than_ms: int, action: str, now: int) -> PruneCounts:
     """Preview, archive or delete root sessions not updated since `older_than_ms`."""
     roots = [
         r[0]
@@ -157,7 +154,6 @@ def prune_in(store: SqlStore, tx: Tx, older_than_ms: int, action: str) -> PruneC
         return delete_trees(tx, roots)
     counts = _count(tx, _tree_ids(tx, roots), len(roots))
     if action == "archive":
-        now = store.clock.now_ms()
         for sid in roots:
             append_events(tx, sid, [SessionUpdated(archived=True)], now)
     return counts

@@ -1,25 +1,38 @@
 """The SQLite backend: one file, WAL, busy timeout, immediate write transactions.
 
-A locked database surfaces as `StoreBusyError` (retryable), never as a crash. Followers in other
-processes see new events by polling (`wait_for_change` sleeps a poll interval).
+A locked database surfaces as `StoreBusyError` and a full disk as `StoreFullError` (both
+retryable), never as a crash. Followers in other processes see new events by polling
+(`wait_for_change` sleeps a poll interval).
+
+Invariant: the path never holds a half-made store. A new store is built in a temporary file and
+linked into place whole, so an existing empty file is never a store of ours and is refused (it
+would otherwise be taken silently for a new, empty store). A store whose file cannot be written
+(a read-only file, directory or mount) opens read-only; a write then fails with one clear line.
+A table whose first pages are damaged is found at open, before anything is written.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import secrets
 import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
-from ..errors import MigrationError, StoreBusyError, StoreError
+from ..errors import MigrationError, StoreBusyError, StoreError, StoreFullError
 from ._backend import Params, Row, Rows
 from ._migrations import MIGRATIONS, statements
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+DISK_FULL = "the disk is full"
+_RECOVER = "restore a backup, or salvage what is left with `sqlite3 {path} .recover`"
 
 
 def _synchronous() -> str:
@@ -31,18 +44,45 @@ def _synchronous() -> str:
     return value
 
 
-def _translate(err: sqlite3.Error, path: str) -> Exception:
-    code = getattr(err, "sqlite_errorcode", None)
-    if code is not None and (code & 0xFF) in _BUSY:
+def _translate(err: sqlite3.Error, path: str, *, creating: bool = False) -> Exception:
+    code = (getattr(err, "sqlite_errorcode", None) or 0) & 0xFF
+    if creating:
+        return StoreError(f"cannot create the database at {path}: {_io_reason(err, path)}")
+    if code in _BUSY:
         return StoreBusyError(f"database {path} is busy (locked by another writer); retry")
+    if code == sqlite3.SQLITE_READONLY:
+        return StoreError(f"{path} is read-only: this needs to write to the store")
+    if code in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+        reason = _io_reason(err, path)
+        full = code == sqlite3.SQLITE_FULL or reason == DISK_FULL
+        return (StoreFullError if full else StoreError)(f"cannot write to {path}: {reason}")
+    if code == sqlite3.SQLITE_CORRUPT:
+        return StoreError(f"{path} is damaged ({err}); " + _RECOVER.format(path=path))
     if isinstance(err, sqlite3.DatabaseError) and "not a database" in str(err):
         return StoreError(f"{path} is not a wakeful SQLite database (corrupt or foreign file)")
     return StoreError(f"sqlite error on {path}: {err}")
 
 
-class _SqliteTx:
-    admits_on_server = False  # no round trips to save: the store runs the statements
+def _io_reason(err: sqlite3.Error, path: str) -> str:
+    """SQLite says "disk I/O error" also when a write found no space: say which it was."""
+    try:
+        fs = os.statvfs(os.path.dirname(os.path.abspath(path)))
+        if fs.f_bavail * fs.f_frsize < 1 << 20:
+            return DISK_FULL
+    except OSError:
+        pass
+    return str(err)
 
+
+def _writable(path: str) -> bool:
+    """Whether this process may write the file and its WAL files (making them beside it, or
+    writing the ones that are there)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    wal_files = all(os.access(path + suffix, os.W_OK) for suffix in ("-wal", "-shm"))
+    return os.access(path, os.W_OK) and (os.access(folder, os.W_OK) or wal_files)
+
+
+class _SqliteTx:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
@@ -84,56 +124,132 @@ class _SqliteTx:
         """Nothing: BEGIN IMMEDIATE already serializes every writer."""
         return ""
 
+    def admit_on_server(
+        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
+        event_type: str, data: str, now_ms: int,
+    ) -> None:  # fmt: skip
+        """None: no round trips to save, the store runs the admission's statements."""
+        return None
+
 
 class SqliteBackend:
-    """A SQLite database file (created on first use)."""
+    """A SQLite database file (created on first use; see the module docstring)."""
 
     kind = "sqlite"
-    admits_on_server = False
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000, poll_ms: int = 50) -> None:
         self.path = str(path)
         self.url = self.path
         self.poll_s = poll_ms / 1000
+        self.read_only = False
         self._lock = threading.RLock()
+        self._busy_timeout_ms = int(busy_timeout_ms)
         if self.path != ":memory:":
-            try:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            except OSError as err:
+            self._prepare_file()
+            self.read_only = not _writable(self.path)
+        self._conn = self._open(self.path, read_only=self.read_only)
+
+    def _prepare_file(self) -> None:
+        """Refuse an empty file; build a missing store aside and link it into place whole."""
+        try:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            size = os.path.getsize(self.path) if os.path.exists(self.path) else None
+        except OSError as err:
+            raise StoreError(f"cannot create the database at {self.path}: {err.strerror}") from None
+        if size == 0:
+            raise StoreError(
+                f"{self.path} is an empty file, not a wakeful database (a new store is never "
+                "left empty): remove it to start a new store, or point --db at the right file"
+            )
+        if size is None:
+            self._create()
+
+    def _create(self) -> None:
+        """Make a new store at a temporary path, then hard-link it to `path` (which fails if
+        another process created the store first: then theirs is used). It is built with a
+        rollback journal, so every committed page is in the file itself when it is linked (a
+        WAL would hold them beside it, and its checkpoint at close can fail unseen on a full
+        disk); the first ordinary open switches it to WAL."""
+        tmp = f"{self.path}.{secrets.token_hex(4)}.new"
+        try:
+            self._open(tmp, read_only=False, shown=self.path, creating=True).close()
+            os.link(tmp, self.path)
+        except FileExistsError:
+            pass  # another process created the store meanwhile
+        except OSError as err:
+            if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV):
                 raise StoreError(
                     f"cannot create the database at {self.path}: {err.strerror}"
                 ) from None
-        try:
-            self._conn = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=busy_timeout_ms / 1000,
-            )
-        except sqlite3.Error as err:
-            raise _translate(err, self.path) from None
-        try:
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            # Refuse a foreign or newer file before anything writes to it: switching to WAL
-            # rewrites the file header.
-            done = self._applied()
-            self._enter_wal(busy_timeout_ms)
-            self._conn.execute(f"PRAGMA synchronous = {_synchronous()}")
-            self._conn.execute("PRAGMA foreign_keys = OFF")
-            self._migrate(done)
-        except BaseException as err:
-            self._conn.close()
-            if isinstance(err, sqlite3.Error):
-                raise _translate(err, self.path) from None
-            raise
+            # No hard links here (some network or FAT filesystems): create it in place.
+        finally:
+            for leftover in (tmp, f"{tmp}-wal", f"{tmp}-shm", f"{tmp}-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
 
-    def _enter_wal(self, busy_timeout_ms: int) -> None:
+    def _open(
+        self, path: str, *, read_only: bool, shown: str | None = None, creating: bool = False
+    ) -> sqlite3.Connection:
+        """Connect, check and migrate; a read-only store is opened as it is. Errors name
+        `shown` (the store's path when `path` is the temporary file of a new store)."""
+        shown = shown or path
+        timeout = self._busy_timeout_ms / 1000
+        try:
+            if read_only:
+                conn = self._connect_read_only(path, timeout)
+            else:
+                conn = sqlite3.connect(
+                    path, isolation_level=None, check_same_thread=False, timeout=timeout
+                )
+        except sqlite3.Error as err:
+            raise _translate(err, shown, creating=creating) from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            # Refuse a foreign, newer or damaged file before anything writes to it: switching
+            # to WAL rewrites the file header.
+            done = _applied(conn, shown)
+            _probe(conn)
+            if read_only:
+                if any(m[0] not in done for m in MIGRATIONS):
+                    raise MigrationError(
+                        f"{shown} is read-only and has schema version {max(done, default=0)}; "
+                        f"this wakeful needs {MIGRATIONS[-1][0]}: open it once with write access"
+                    )
+                return conn
+            if not creating:  # a new store is built with a rollback journal: see `_create`
+                self._enter_wal(conn)
+            conn.execute(f"PRAGMA synchronous = {_synchronous()}")
+            conn.execute("PRAGMA foreign_keys = OFF")
+            _migrate(conn, path, done)
+        except BaseException as err:
+            conn.close()
+            if isinstance(err, sqlite3.Error):
+                raise _translate(err, shown, creating=creating) from None
+            raise
+        return conn
+
+    @staticmethod
+    def _connect_read_only(path: str, timeout: float) -> sqlite3.Connection:
+        """A read-only connection. A WAL database needs its `-shm` file, which a read-only
+        directory cannot hold: then the file is opened as immutable (no one can change it)."""
+        uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
+                               timeout=timeout)  # fmt: skip
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+        return sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None,
+                               check_same_thread=False, timeout=timeout)  # fmt: skip
+
+    def _enter_wal(self, conn: sqlite3.Connection) -> None:
         """Switch to WAL, waiting out other openers: the switch needs the file to itself, and
         SQLite answers "locked" at once instead of calling the busy handler."""
-        deadline = time.monotonic() + busy_timeout_ms / 1000
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
         while True:
             try:
-                self._conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA journal_mode = WAL")
                 return
             except sqlite3.OperationalError as err:
                 code = getattr(err, "sqlite_errorcode", 0) & 0xFF
@@ -163,6 +279,17 @@ class SqliteBackend:
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
 
+    def admit_alone(
+        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
+        event_type: str, data: str, now_ms: int,
+    ) -> None:  # fmt: skip
+        """None (nothing written): the store admits in one transaction here."""
+        return None
+
+    def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
+        """Nothing to watch: SQLite tells no one of commits, readers poll. Returns a no-op."""
+        return lambda: None
+
     def wait_for_change(self, timeout_s: float) -> None:
         """Sleep one poll interval (bounded by the timeout)."""
         time.sleep(min(self.poll_s, max(timeout_s, 0.0)))
@@ -172,52 +299,63 @@ class SqliteBackend:
         with self._lock:
             self._conn.close()
 
-    def _applied(self) -> set[int]:
-        """The recorded migrations; refuse a foreign file or a newer schema (reads only)."""
-        tables = {
-            r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-        }
-        if not tables:
-            return set()
-        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(schema_migrations)")}
-        done: set[int] = set()
-        if {"version", "name", "applied_ms"} <= columns:
-            done = {r[0] for r in self._conn.execute("SELECT version FROM schema_migrations")}
-        if not done or not all(isinstance(v, int) for v in done):
-            raise StoreError(f"{self.path} is a SQLite database, but not a wakeful one")
-        if max(done) > MIGRATIONS[-1][0]:
-            raise MigrationError(
-                f"{self.path} has schema version {max(done)}; this wakeful knows up to "
-                f"{MIGRATIONS[-1][0]}. Upgrade wakeful; the database was not touched."
-            )
-        return done
 
-    def _migrate(self, done: set[int]) -> None:
-        newest = max(done, default=0)
-        todo = [m for m in MIGRATIONS if m[0] not in done]
-        if not todo:
-            return
-        if done and self.path != ":memory:":
-            backup = f"{self.path}.v{newest}.bak"
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            shutil.copyfile(self.path, backup)
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations "
-                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_ms INTEGER NOT NULL)"
+def _applied(conn: sqlite3.Connection, path: str) -> set[int]:
+    """The recorded migrations; refuse a foreign file or a newer schema (reads only)."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables:
+        return set()
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(schema_migrations)")}
+    done: set[int] = set()
+    if {"version", "name", "applied_ms"} <= columns:
+        done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+    if not done or not all(isinstance(v, int) for v in done):
+        raise StoreError(f"{path} is a SQLite database, but not a wakeful one")
+    if max(done) > MIGRATIONS[-1][0]:
+        raise MigrationError(
+            f"{path} has schema version {max(done)}; this wakeful knows up to "
+            f"{MIGRATIONS[-1][0]}. Upgrade wakeful; the database was not touched."
+        )
+    return done
+
+
+def _probe(conn: sqlite3.Connection) -> None:
+    """Read the first row of every table, so a damaged root or first page is an error now,
+    before a write lands in a file that a later read would find broken (a full check would
+    read the whole file: `PRAGMA quick_check` is for the operator)."""
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    for name in names:
+        quoted = name.replace('"', '""')
+        conn.execute(f'SELECT * FROM "{quoted}" LIMIT 1').fetchall()
+
+
+def _migrate(conn: sqlite3.Connection, path: str, done: set[int]) -> None:
+    newest = max(done, default=0)
+    todo = [m for m in MIGRATIONS if m[0] not in done]
+    if not todo:
+        return
+    if done and path != ":memory:":
+        backup = f"{path}.v{newest}.bak"
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        shutil.copyfile(path, backup)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations "
+            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_ms INTEGER NOT NULL)"
+        )
+        done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+        for number, name, sql, _pg in todo:
+            if number in done:  # another process migrated while we waited
+                continue
+            for stmt in statements(sql):
+                conn.execute(stmt)
+            conn.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                (number, name, time.time_ns() // 1_000_000),
             )
-            done = {r[0] for r in self._conn.execute("SELECT version FROM schema_migrations")}
-            for number, name, sql, _pg in todo:
-                if number in done:  # another process migrated while we waited
-                    continue
-                for stmt in statements(sql):
-                    self._conn.execute(stmt)
-                self._conn.execute(
-                    "INSERT INTO schema_migrations VALUES (?, ?, ?)",
-                    (number, name, time.time_ns() // 1_000_000),
-                )
-            self._conn.execute("COMMIT")
-        except BaseException:
-            self._rollback()
-            raise
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

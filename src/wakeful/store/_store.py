@@ -6,11 +6,10 @@ from projections and the log. The store is synchronous; async callers run it in 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import JsonValue
@@ -28,39 +27,91 @@ from ..events import (
     load_event,
 )
 from ..messages import Message
-from . import _inbox, _retention
-from ._append import LIST_SLACK_MS, ClaimToken, append_events
+from . import _inbox, _retention, _search
+from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in
+from ._artifacts import ArtifactsMixin
 from ._backend import Backend, Tx
-from ._claims import ClaimsMixin
+from ._claims import ClaimsMixin, demote_stale
+from ._media import externalize
+from ._meta import MetaMixin
 from ._reads import ReadsMixin
-from ._records import Admission, Delivered, InboxItem, Page, PruneCounts, SessionRow, SyncMarker
-
-SESSION_COLS = (
-    "id, parent_id, root_id, forked_from, fork_seq, title, agent, model, status, archived_ms, "
-    "created_ms, updated_ms, last_seq, input_tokens, output_tokens, cost_usd"
+from ._records import (
+    ROW_COLS,
+    Admission,
+    Delivered,
+    InboxItem,
+    Page,
+    Prelude,
+    PruneCounts,
+    SessionRow,
+    SyncMarker,
+    new_session_id,
+    session_row,
 )
+from ._rewind import RewindMixin
+from ._schedules import SchedulesMixin
+from ._sessions import get_row, insert_session
 
 
-def new_session_id() -> str:
-    """A fresh session id: ``ses_`` + 24 hex characters."""
-    return f"ses_{secrets.token_hex(12)}"
+@dataclass(frozen=True, slots=True)
+class _OrderedSql:
+    """The instance-wide log's reads for one backend (docs/store.md, "Instance-wide order")."""
+
+    since: str
+    since_known: str
+    last: str
+    interrupts: str
 
 
-def session_row(row: Sequence[Any]) -> SessionRow:
-    """Build a `SessionRow` from a row selected with `SESSION_COLS`."""
-    return SessionRow(
-        row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
-        row[9] is not None, int(row[10]), int(row[11]), int(row[12]), int(row[13]),
-        int(row[14]), float(row[15]),
-    )  # fmt: skip
+# The horizon: the oldest transaction still running in the reading snapshot, leaving out those
+# known to belong to another database of the cluster (they cannot write these events; without
+# this, any long transaction elsewhere on the server would hold the follow back). A backend's
+# `backend_xid` is a 32-bit xid: running xids lie within 2^31 of each other, so it names one.
+_BELOW_XMIN = (
+    "tx < COALESCE((SELECT min(x) FROM pg_snapshot_xip(pg_current_snapshot()) x "
+    "WHERE mod(x::text::bigint, 4294967296) NOT IN (SELECT a.backend_xid::text::bigint FROM "
+    "pg_stat_activity a WHERE a.backend_xid IS NOT NULL AND a.datid <> (SELECT d.oid FROM "
+    "pg_database d WHERE d.datname = current_database()))), "
+    "pg_snapshot_xmax(pg_current_snapshot()))"
+)
+_COLUMNS = "id, session_id, seq, at_ms, data"
+_ORDERED = {
+    # One writer at a time: ids commit in id order.
+    "sqlite": _OrderedSql(
+        since=f"SELECT {_COLUMNS}, 0 FROM events WHERE id > ? ORDER BY id LIMIT ?",
+        since_known="",
+        last="SELECT 0, MAX(id) FROM events",
+        interrupts="SELECT id, session_id FROM events WHERE id > ? AND id <= ? "
+        "AND type = 'session.interrupt_requested' ORDER BY id",
+    ),
+    # (tx, id) order, only below the snapshot's xmin: no transaction can commit behind it.
+    "postgres": _OrderedSql(
+        since=f"SELECT {_COLUMNS}, tx::text::bigint FROM events WHERE (tx, id) > "
+        "(COALESCE((SELECT c.tx FROM events c WHERE c.id = ?), '0'::xid8), ?) "
+        f"AND {_BELOW_XMIN} ORDER BY tx, id LIMIT ?",
+        since_known=f"SELECT {_COLUMNS}, tx::text::bigint FROM events WHERE (tx, id) > "
+        f"((?::text)::xid8, ?) AND {_BELOW_XMIN} ORDER BY tx, id LIMIT ?",
+        last=f"SELECT tx::text::bigint, id FROM events WHERE {_BELOW_XMIN} "
+        "ORDER BY tx DESC, id DESC LIMIT 1",
+        interrupts="SELECT id, session_id FROM events WHERE (tx, id) > "
+        "(COALESCE((SELECT c.tx FROM events c WHERE c.id = ?), '0'::xid8), ?) "
+        "AND (tx, id) <= ((?::text)::xid8, ?) AND type = 'session.interrupt_requested' "
+        "ORDER BY tx, id",
+    ),
+}
 
 
-class SqlStore(ClaimsMixin, ReadsMixin):
+def _ordered(kind: str) -> _OrderedSql:
+    return _ORDERED[kind]
+
+
+class SqlStore(ClaimsMixin, ReadsMixin, SchedulesMixin, RewindMixin, ArtifactsMixin, MetaMixin):
     """The store. Open one with `wakeful.store.open_store(url)`."""
 
     def __init__(self, backend: Backend, clock: Clock | None = None) -> None:
         self.backend = backend
         self.clock: Clock = clock or SystemClock()
+        _search.backfill(backend, _inbox.transcript_in)  # once, after the index's migration
 
     @property
     def url(self) -> str:
@@ -82,42 +133,28 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         assert row is not None
         return row
 
-    def _insert_session(self, tx: Tx, sid: str, created: SessionCreated) -> None:
-        now = self.clock.now_ms()
-        root = created.root_id or sid
-        if created.parent_id is not None and created.root_id is None:
-            parent = tx.one("SELECT root_id FROM sessions WHERE id = ?", (created.parent_id,))
-            if parent is None:
-                raise NotFoundError(f"no parent session {created.parent_id}")
-            root = parent[0]
-        inserted = tx.run(
-            "INSERT INTO sessions (id, parent_id, root_id, forked_from, fork_seq, title, agent, "
-            "model, created_ms, updated_ms, listed_ms, metadata) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (sid, created.parent_id, root, created.forked_from, created.fork_seq, created.title,
-             created.agent, created.model, now, now, now,
-             None if created.metadata is None else json.dumps(created.metadata)),
-        )  # fmt: skip
-        if inserted != 1:
-            raise UsageError(f"session {sid} already exists")
-        append_events(tx, sid, [created.model_copy(update={"root_id": root})], now)
-
     def get_session(self, session_id: str) -> SessionRow:
         """Return the session's row; `NotFoundError` if there is none."""
-        with self.backend.transaction(write=False) as tx:
-            row = self._get(tx, session_id)
+        row = self.find_session(session_id)
         if row is None:
             raise NotFoundError(f"no session {session_id}")
         return row
 
     def find_session(self, session_id: str) -> SessionRow | None:
-        """Return the session's row, or None."""
+        """Return the session's row, or None (a stale `running` reads `interrupted`)."""
         with self.backend.transaction(write=False) as tx:
-            return self._get(tx, session_id)
+            row = self._get(tx, session_id)
+            return None if row is None else self._shown(tx, [row])[0]
+
+    def _shown(self, tx: Tx, rows: Sequence[SessionRow]) -> list[SessionRow]:
+        """Rows as readers see them: see `demote_stale`."""
+        return demote_stale(tx, rows, self.clock.now_ms())
 
     def _get(self, tx: Tx, session_id: str) -> SessionRow | None:
-        row = tx.one(f"SELECT {SESSION_COLS} FROM sessions WHERE id = ?", (session_id,))
-        return None if row is None else session_row(row)
+        return get_row(tx, session_id)
+
+    def _insert_session(self, tx: Tx, sid: str, created: SessionCreated) -> None:
+        insert_session(tx, sid, created, self.clock.now_ms())
 
     def update_session(
         self, session_id: str, claim: ClaimToken | None = None, **fields: Any
@@ -125,27 +162,73 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         """Change title, agent, model or the archive marker through a `session.updated` event."""
         self.append(session_id, [SessionUpdated(**fields)], claim)
 
-    def latest_session(self, workspace: str | None = None) -> SessionRow | None:
-        """The most recently updated root session not archived (of `workspace`, when given)."""
+    def latest_session(self, location: str | None = None) -> SessionRow | None:
+        """The most recently updated root session not archived (of `location`, when given),
+        exactly, however many sessions there are: read from the listing index of roots
+        (`sessions_location` for one location).
+
+        The index orders by `listed_ms`, which trails `updated_ms` by less than
+        `LIST_SLACK_MS`: the newest session lies within that slack of the index's first row.
+        """
+        cond = "parent_id IS NULL AND archived_ms IS NULL"
+        params: list[Any] = []
+        if location is not None:
+            cond += " AND location = ?"
+            params.append(location)
+        with self.backend.transaction(write=False) as tx:
+            top = tx.one(
+                f"SELECT listed_ms FROM sessions WHERE {cond} ORDER BY listed_ms DESC, id DESC "
+                "LIMIT 1",
+                params,
+            )
+            if top is None:
+                return None
+            best = tx.one(
+                f"SELECT id FROM sessions WHERE {cond} AND listed_ms > ? "
+                "ORDER BY updated_ms DESC, id DESC LIMIT 1",
+                [*params, int(top[0]) - LIST_SLACK_MS],
+            )
+            return None if best is None else self._get(tx, best[0])
+
+    def children(self, session_id: str) -> list[SessionRow]:
+        """The session's child sessions, oldest first, from the `sessions_parent` index."""
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
-                "SELECT id, metadata, updated_ms, listed_ms FROM sessions "
-                "WHERE parent_id IS NULL AND archived_ms IS NULL "
-                "ORDER BY listed_ms DESC, id DESC LIMIT 500"
+                f"SELECT {ROW_COLS} FROM sessions WHERE parent_id = ? ORDER BY created_ms, id",
+                (session_id,),
             )
-            best: tuple[int, str] | None = None
-            for sid, meta, updated, listed in rows:
-                if best is not None and int(listed) + LIST_SLACK_MS <= best[0]:
-                    break  # every later row was updated before `best` (see LIST_SLACK_MS)
-                key = (int(updated), sid)
-                matches = (
-                    workspace is None or json.loads(meta or "{}").get("workspace") == workspace
+        return [session_row(r) for r in rows]
+
+    def note_waits(self, waits: dict[str, str]) -> None:
+        """Record that these sessions (id -> location) wait for a worker serving their
+        location; sessions not named keep their notes (`clear_wait` ends one)."""
+        if not waits:
+            return
+        now = self.clock.now_ms()
+        with self.backend.transaction(write=True) as tx:
+            for sid, location in sorted(waits.items()):
+                tx.run(
+                    "INSERT INTO session_waits (session_id, location, noted_ms) VALUES (?, ?, ?) "
+                    "ON CONFLICT (session_id) DO UPDATE SET location = excluded.location, "
+                    "noted_ms = excluded.noted_ms",
+                    (sid, location, now),
                 )
-                if matches and (best is None or key > best):
-                    best = key
-            if best is not None:
-                return self._get(tx, best[1])
-        return None
+
+    def clear_wait(self, session_id: str) -> None:
+        """Forget that the session waits for its location (a driver serving it took it)."""
+        with self.backend.transaction(write=True) as tx:
+            tx.run("DELETE FROM session_waits WHERE session_id = ?", (session_id,))
+
+    def wait_for_change(self, timeout_s: float) -> None:
+        """Block until another writer may have committed something, or `timeout_s` passes
+        (PostgreSQL: LISTEN; SQLite: one poll interval)."""
+        self.backend.wait_for_change(timeout_s)
+
+    def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
+        """Call `on_commit` from another thread whenever a commit of any process is announced
+        (PostgreSQL's NOTIFY; SQLite announces nothing, so it is never called and readers
+        poll); return the function that stops watching (it waits for the watcher to end)."""
+        return self.backend.watch_commits(on_commit)
 
     def interrupt_requested(self, session_id: str, after_seq: int) -> bool:
         """Whether an interrupt was requested in the session's log after `after_seq`."""
@@ -158,25 +241,41 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         return row is not None
 
     def last_event_id(self) -> int:
-        """The newest global event id (0 for an empty store)."""
+        """The id of the instance-wide log's last readable event (0 for an empty store)."""
+        return self.last_event_position()[1]
+
+    def last_event_position(self) -> tuple[int, int]:
+        """The `(tx, id)` position of the instance-wide log's last readable event ((0, 0) for an
+        empty store): every event before it is readable now, every later one comes after it."""
         with self.backend.transaction(write=False) as tx:
-            row = tx.one("SELECT MAX(id) FROM events")
-        return int(row[0]) if row and row[0] is not None else 0
+            row = tx.one(_ordered(self.backend.kind).last)
+        return (int(row[0]), int(row[1])) if row and row[1] is not None else (0, 0)
+
+    def event_position(self, event_id: int) -> tuple[int, int]:
+        """The position of the event a client's cursor `event_id` names; for an event no longer
+        stored (its session deleted), `(0, event_id)`, which may repeat events, never skip."""
+        if event_id <= 0 or self.backend.kind != "postgres":
+            return (0, event_id)
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one("SELECT tx::text::bigint FROM events WHERE id = ?", (event_id,))
+        return (0 if row is None else int(row[0]), event_id)
 
     def interrupts_after(self, after_id: int) -> tuple[int, list[tuple[int, str]]]:
-        """Interrupt requests with global id > `after_id` as (id, session), and the newest id.
+        """Interrupt requests after the event `after_id` in the instance-wide log as
+        (id, session), and the id of the log's last readable event (the next `after_id`).
 
         One cheap query per poll serves every session a process drives: it reads only the
         events committed since the previous poll.
         """
+        top_tx, top = self.last_event_position()
+        if top == 0:
+            return after_id, []
         with self.backend.transaction(write=False) as tx:
-            newest = tx.one("SELECT MAX(id) FROM events")
-            top = int(newest[0]) if newest and newest[0] is not None else after_id
             rows = tx.all(
-                "SELECT id, session_id FROM events WHERE id > ? AND id <= ? "
-                "AND type = 'session.interrupt_requested' ORDER BY id",
-                (after_id, top),
-            )
+                _ordered(self.backend.kind).interrupts,
+                (after_id, after_id, top_tx, top) if self.backend.kind == "postgres"
+                else (after_id, top),
+            )  # fmt: skip
         return top, [(int(r[0]), r[1]) for r in rows]
 
     def append_and_admit(
@@ -247,14 +346,26 @@ class SqlStore(ClaimsMixin, ReadsMixin):
             StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3])) for r in rows
         ]
 
-    def events_since(self, after_id: int = 0, limit: int = 1000) -> list[StoredEvent]:
-        """Durable events of every session with global `id > after_id`, in id order."""
+    def events_since(
+        self, after_id: int = 0, limit: int = 1000, *, after_tx: int | None = None
+    ) -> list[StoredEvent]:
+        """Durable events of every session after the event `after_id` in the instance-wide
+        log's order (`StoredEvent.position`; id order on SQLite), only those no transaction can
+        still precede: read again after the last one returned, nothing is skipped or repeated.
+        `after_tx` is that event's `tx` when the caller knows it (it saves a lookup and survives
+        the event's deletion); otherwise it is looked up (`event_position`)."""
+        q = _ordered(self.backend.kind)
         with self.backend.transaction(write=False) as tx:
-            rows = tx.all(
-                "SELECT id, session_id, seq, at_ms, data FROM events WHERE id > ? ORDER BY id LIMIT ?",
-                (after_id, limit),
-            )
-        return [StoredEvent(int(r[0]), r[1], int(r[2]), int(r[3]), load_event(r[4])) for r in rows]
+            if self.backend.kind != "postgres":
+                rows = tx.all(q.since, (after_id, limit))
+            elif after_tx is None:
+                rows = tx.all(q.since, (after_id, after_id, limit))
+            else:
+                rows = tx.all(q.since_known, (after_tx, after_id, limit))
+        return [
+            StoredEvent(int(r[0]), r[1], int(r[2]), int(r[3]), load_event(r[4]), int(r[5]))
+            for r in rows
+        ]
 
     def high_water(self, session_id: str) -> int:
         """The session's newest `seq` (its change counter); `NotFoundError` if unknown."""
@@ -296,17 +407,24 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         self, after_id: int = 0, *, follow: bool = False, idle_timeout_s: float | None = None,
         stop: Callable[[], bool] | None = None,
     ) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
-        """Instance-wide log over every session by global id; same follow contract as `log`."""
+        """Instance-wide log over every session in its order (`events_since`); same follow
+        contract as `log`. `after_id` is the id of the last event already seen."""
         if follow:
             self.backend.wait_for_change(0)
-        last = after_id
-        while batch := self.events_since(last):
+        at: list[int | None] = [after_id, None]  # (id, tx) of the last event read
+
+        def fetch(_last: int) -> list[StoredEvent]:
+            batch = self.events_since(int(at[0] or 0), after_tx=at[1])
+            if batch:
+                at[:] = [batch[-1].id, batch[-1].tx]
+            return batch
+
+        while batch := fetch(0):
             yield from batch
-            last = batch[-1].id
         if not follow:
             return
-        yield SyncMarker(last)
-        yield from self._follow(self.events_since, last, lambda ev: ev.id, idle_timeout_s, stop)
+        yield SyncMarker(int(at[0] or 0))
+        yield from self._follow(fetch, 0, lambda ev: ev.id, idle_timeout_s, stop)
 
     def _follow(
         self, fetch: Callable[[int], list[StoredEvent]], start: int,
@@ -334,6 +452,52 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         """The transcript: every message (delivered inputs included) in log order."""
         return [m for _seq, m in self.messages_with_seq(session_id, after_seq)]
 
+    def last_message_ids(self, session_id: str, count: int) -> list[str]:
+        """The ids of the session's newest `count` transcript messages, oldest first (an
+        unknown session has none). Reads the projection only, not the message bodies."""
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all(
+                "SELECT message_id FROM messages WHERE session_id = ? AND reverted IS NULL "
+                "ORDER BY seq DESC LIMIT ?",
+                (session_id, count),
+            )
+        return [str(r[0]) for r in reversed(rows)]
+
+    def last_messages(self, session_id: str, count: int) -> list[Message]:
+        """The session's newest `count` transcript messages, oldest first; reads only those
+        (`NotFoundError` for an unknown session)."""
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one(
+                "SELECT MIN(seq) FROM (SELECT seq FROM messages WHERE session_id = ? "
+                "ORDER BY seq DESC LIMIT ?) newest",
+                (session_id, max(count, 0)),
+            )
+            if row is None or row[0] is None:
+                if self._get(tx, session_id) is None:
+                    raise NotFoundError(f"no session {session_id}")
+                return []
+            return [m for _s, m in _inbox.transcript_in(tx, session_id, int(row[0]) - 1)]
+
+    def append_if_newest(
+        self, session_id: str, events: Sequence[SessionEvent], newest: str | None
+    ) -> bool:
+        """Append `events` (unfenced, one transaction) only if the session's newest transcript
+        message is still `newest` (None: it has none); return whether they were appended.
+
+        A compare-and-append for writers without a claim that must not both land the same
+        batch (`integrations.openai_agents`): the check and the append hold the session's lock.
+        """
+        with self.backend.transaction(write=True) as tx:
+            tx.lock_session(session_id)
+            row = tx.one(
+                "SELECT message_id FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+                (session_id,),
+            )
+            if (str(row[0]) if row else None) != newest:
+                return False
+            append_events(tx, session_id, events, self.clock.now_ms(), None)
+            return True
+
     def messages_with_seq(self, session_id: str, after_seq: int = 0) -> list[tuple[int, Message]]:
         """The transcript with each message's `seq`."""
         with self.backend.transaction(write=False) as tx:
@@ -352,25 +516,36 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         """Admit one input durably, before any execution (invariants 1 and 3).
 
         With `create`, a session that does not exist yet is inserted in the same transaction
-        (lazy materialization); without it, an unknown session raises `NotFoundError`.
+        (lazy materialization); without it, an unknown session raises `NotFoundError`. Inline
+        media in the payload's blocks is stored as blobs in the same transaction and the
+        payload keeps their refs (`_media.externalize`).
         """
         if delivery not in ("steer", "queue"):
             raise UsageError(f"delivery must be 'steer' or 'queue', not {delivery!r}")
         iid = input_id or f"in_{secrets.token_hex(12)}"
         now = self.clock.now_ms()
-        if not self.backend.admits_on_server:  # SQLite: one transaction here
+        payload, media = externalize(payload)  # inline media: stored once, as blobs
+        if media:  # blobs with the admission: one transaction here (either backend)
             with self.backend.transaction(write=True) as tx:
-                return self._admit_here(tx, session_id, iid, kind, payload, delivery, now, create)
+                admission = self._admit_here(
+                    tx, session_id, iid, kind, payload, delivery, now, create
+                )
+                for data in media:
+                    self._put_blob(tx, data, session_id)
+                return admission
         # PostgreSQL: the whole admission is one statement, its own transaction.
         row = self.backend.admit_alone(
             *_inbox.server_admission(session_id, iid, kind, payload, delivery, now)
         )
-        admitted = _inbox.admission_outcome(
-            row, session_id, iid, kind, payload, delivery, lambda: self.input(session_id, iid)
-        )
-        if admitted is not None:
-            return Admission(*admitted)
-        with self.backend.transaction(write=True) as tx:  # no such session: nothing was written
+        if row is not None:
+            admitted = _inbox.admission_outcome(
+                row, session_id, iid, kind, payload, delivery, lambda: self.input(session_id, iid)
+            )
+            if admitted is not None:
+                return Admission(*admitted)
+        # SQLite (no one-statement admission), or no such session (nothing was written): one
+        # transaction here, which inserts the session first when `create` says how.
+        with self.backend.transaction(write=True) as tx:
             return self._admit_here(tx, session_id, iid, kind, payload, delivery, now, create)
 
     def _admit_here(
@@ -384,25 +559,31 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         if admitted is None:
             if create is None:
                 raise NotFoundError(f"no session {session_id}")
-            self._insert_session(tx, session_id, create)
+            try:
+                self._insert_session(tx, session_id, create)
+                made = True
+            except UsageError:  # a concurrent admission created it (its commit was waited for)
+                made = False
             admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now)
             assert admitted is not None
-            made = True
         item, created = admitted
         return Admission(item, created, made)
 
     def promote(
         self, session_id: str, *, idle: bool, input_id: str | None = None,
         claim: ClaimToken | None = None, start_turn: str | None = None,
+        prelude: Prelude | None = None, first: Sequence[SessionEvent] = (),
     ) -> list[Delivered]:  # fmt: skip
         """Deliver the next inbox items (steers FIFO; one queued item when idle) atomically.
 
-        With `start_turn`, delivered messages also start that turn in the same transaction.
+        With `start_turn`, delivered messages also start that turn in the same transaction;
+        a `prelude` is written just before a delivery of messages (see `Prelude`). `first`
+        (a driver's held reply) is written before everything, delivered or not.
         """
         with self.backend.transaction(write=True) as tx:
             return _inbox.promote_in(
                 tx, session_id, self.clock.now_ms(), idle=idle, input_id=input_id, claim=claim,
-                start_turn=start_turn,
+                start_turn=start_turn, prelude=prelude, first=first,
             )  # fmt: skip
 
     def pending(self, session_id: str) -> list[InboxItem]:
@@ -428,18 +609,7 @@ class SqlStore(ClaimsMixin, ReadsMixin):
             return self._put_blob(tx, data, session_id)
 
     def _put_blob(self, tx: Tx, data: bytes, session_id: str | None) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        tx.run(
-            "INSERT INTO blobs (digest, size, data, created_ms) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT DO NOTHING",
-            (digest, len(data), data, self.clock.now_ms()),
-        )
-        if session_id is not None:
-            tx.run(
-                "INSERT INTO blob_refs (session_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                (session_id, digest),
-            )
-        return digest
+        return put_blob_in(tx, data, session_id, self.clock.now_ms())
 
     def get_blob(self, digest: str) -> bytes:
         """The bytes of a blob; `NotFoundError` if absent."""
@@ -455,9 +625,30 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         self, *, roots_only: bool = True, archived: bool | None = False, limit: int = 50,
         cursor: str | None = None,
     ) -> Page:  # fmt: skip
-        """A page of sessions, newest first, answered from the sessions index alone."""
+        """A page of sessions, newest first, answered from the sessions index alone (a stale
+        `running` reads `interrupted`: `demote_stale`)."""
         with self.backend.transaction(write=False) as tx:
-            return _retention.list_page(tx, roots_only, archived, limit, cursor)
+            page = _retention.list_page(tx, roots_only, archived, limit, cursor)
+            return replace(page, sessions=self._shown(tx, page.sessions))
+
+    def search(
+        self, text: str, *, roots_only: bool = False, archived: bool | None = False,
+        limit: int = 20, offset: int = 0,
+    ) -> _search.SearchPage:  # fmt: skip
+        """Sessions whose content (a message's text, tool calls and results, or the title)
+        holds every word of `text`, ranked by their best matching message, then newest first.
+
+        Words are matched whole and case-insensitively; `word*` matches a prefix. Read from the
+        full-text index (SQLite FTS5, PostgreSQL `tsvector`), never by scanning transcripts.
+        """
+        with self.backend.transaction(write=False) as tx:
+            page = _search.search_in(
+                tx, self.backend.kind, text, roots_only=roots_only, archived=archived,
+                limit=limit, offset=offset,
+            )  # fmt: skip
+            shown = self._shown(tx, [h.session for h in page.hits])
+            hits = [replace(h, session=row) for h, row in zip(page.hits, shown, strict=True)]
+            return replace(page, hits=hits)
 
     def fork(
         self, session_id: str, through_seq: int | None = None, *, new_id: str | None = None,
@@ -467,7 +658,7 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         fresh id); the parent is untouched. Other `fields` override title, agent, model."""
         with self.backend.transaction(write=True) as tx:
             sid = _retention.fork_in(
-                self, tx, session_id, through_seq, {**fields, "session_id": new_id}
+                tx, session_id, through_seq, {**fields, "session_id": new_id}, self.clock.now_ms()
             )
             row = self._get(tx, sid)
         assert row is not None
@@ -486,7 +677,7 @@ class SqlStore(ClaimsMixin, ReadsMixin):
         if action not in ("preview", "archive", "delete"):
             raise UsageError(f"prune action must be preview, archive or delete, not {action!r}")
         with self.backend.transaction(write=action != "preview") as tx:
-            return _retention.prune_in(self, tx, older_than_ms, action)
+            return _retention.prune_in(tx, older_than_ms, action, self.clock.now_ms())
 
     def delete(self, session_id: str) -> PruneCounts:
         """Delete a session and its descendants from every table, and blobs no longer used."""

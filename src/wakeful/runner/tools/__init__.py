@@ -8,12 +8,17 @@ from ._base import (
     ToolInput,
     ToolOutcome,
     input_errors,
+    permission_key,
     run_tool_call,
     tool_spec,
 )
+from ._custom import FunctionTool, check_tool_name, tool
+from ._delegation import Delegation, Delegator
 from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile, confine
+from ._mcp import McpPool, ServerState, mcp_tools
+from ._resolve import load_tool
 from ._shell import Shell
-from ._task import Delegation, Delegator, Task
+from ._task import Task
 from ._work import GoalSet, PlanWrite, TodoWrite
 
 WORK_STATE_TOOLS = ("todo_write", "plan_write", "goal_set")
@@ -41,6 +46,9 @@ __all__ = [
     "WORK_STATE_TOOLS",
     "Delegation",
     "Delegator",
+    "FunctionTool",
+    "McpPool",
+    "ServerState",
     "PermissionPolicy",
     "Tool",
     "ToolContext",
@@ -48,8 +56,13 @@ __all__ = [
     "ToolInput",
     "ToolOutcome",
     "builtin_tools",
+    "check_tool_name",
     "confine",
     "input_errors",
+    "load_tool",
+    "mcp_tools",
+    "permission_key",
     "run_tool_call",
+    "tool",
     "tool_spec",
 ]

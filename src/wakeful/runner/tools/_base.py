@@ -7,19 +7,18 @@ sees. Only cancellation propagates.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from ...messages import ToolCallBlock, ToolResultBlock, ToolResultPart
 from ...providers import ToolSpec
-
-if TYPE_CHECKING:
-    from ._task import Delegator
+from ._delegation import Delegator
 
 Permission = Literal["allow", "ask", "deny"]
 Ask = Callable[[str, dict[str, object]], Awaitable[bool]]
@@ -46,13 +45,16 @@ class ToolOutcome:
     """What a tool returns.
 
     `work_state` is `(kind, value)` with kind `goal`, `plan` or `todos`; the runner persists it
-    as the new value of that kind.
+    as the new value of that kind. `blobs` are stored (once, by digest) with the result: the
+    file contents a file tool replaced and wrote, which a rewind restores (`docs/rewind.md`).
+    Artifacts announced in `metadata["artifacts"]` are recorded with the result.
     """
 
     output: str | tuple[ToolResultPart, ...]
     is_error: bool = False
     metadata: dict[str, JsonValue] | None = None
     work_state: tuple[str, JsonValue] | None = None
+    blobs: tuple[bytes, ...] = ()
 
 
 class Tool(Protocol):
@@ -103,15 +105,35 @@ def tool_spec(tool: Tool) -> ToolSpec:
 class PermissionPolicy:
     """Per-tool permission: allow, ask or deny.
 
-    A tool without a rule of its own gets the `"*"` rule when there is one, else `default`.
+    A tool's rule is the one naming it exactly, else the most specific glob pattern matching it
+    (`mcp__github__*`: the longest pattern wins, ties by order), else the `"*"` rule, else its
+    `builtin` default, else `default`.
     """
 
     rules: Mapping[str, Permission] = field(default_factory=dict)
     default: Permission = "allow"
+    # Built-in per-tool defaults, used below the configured rules (`"*"` included): the runtime
+    # passes `config.DEFAULT_PERMISSIONS` (shell and writes ask).
+    builtin: Mapping[str, Permission] = field(default_factory=dict)
 
     def decide(self, tool_name: str) -> Permission:
-        """The permission for `tool_name`."""
-        return self.rules.get(tool_name, self.rules.get("*", self.default))
+        """The permission for `tool_name`: its rule, a matching pattern, `"*"`, the built-in
+        default."""
+        if tool_name in self.rules:
+            return self.rules[tool_name]
+        patterns = [p for p in self.rules if p != "*" and fnmatch.fnmatchcase(tool_name, p)]
+        if patterns:
+            return self.rules[max(patterns, key=len)]
+        if "*" in self.rules:
+            return self.rules["*"]
+        return self.builtin.get(tool_name, self.default)
+
+
+def permission_key(tool: Tool | None, call_name: str) -> str:
+    """The name `[permissions]` rules match for a call: the tool's own `permission_key` when it
+    declares one (a `FunctionTool` may share a key with others), else the called name."""
+    key = getattr(tool, "permission_key", None)
+    return key if isinstance(key, str) and key else call_name
 
 
 def _error(call: ToolCallBlock, text: str) -> tuple[ToolResultBlock, ToolOutcome]:
@@ -132,20 +154,29 @@ def input_errors(tool_name: str, err: ValidationError) -> str:
     return f"invalid input for {tool_name}: " + "; ".join(lines)
 
 
-async def _authorize(call: ToolCallBlock, policy: PermissionPolicy, ask: Ask | None) -> str | None:
+def declined(tool_name: str) -> str:
+    """The result text of a call the user declined."""
+    return f"permission denied: the user declined {tool_name}"
+
+
+async def _authorize(
+    call: ToolCallBlock, key: str, policy: PermissionPolicy, ask: Ask | None, approved: bool | None
+) -> str | None:
     """None when the call may run, else the denial the model sees."""
-    permission = policy.decide(call.name)
+    permission = policy.decide(key)
     if permission == "allow":
         return None
     if permission == "deny":
         return f"permission denied: {call.name} is not allowed here"
+    if approved is not None:  # decided already (durably, by the runner)
+        return None if approved else declined(call.name)
     if ask is None:
         return f"permission denied: {call.name} needs approval and nobody can approve it"
     try:
         approved = await ask(call.name, dict(call.input))
     except Exception as err:  # a broken approval channel denies; it must not crash the turn
         return f"permission denied: asking for approval of {call.name} failed ({err})"
-    return None if approved else f"permission denied: the user declined {call.name}"
+    return None if approved else declined(call.name)
 
 
 async def run_tool_call(
@@ -154,8 +185,12 @@ async def run_tool_call(
     ctx: ToolContext,
     policy: PermissionPolicy,
     ask: Ask | None = None,
+    approved: bool | None = None,
 ) -> tuple[ToolResultBlock, ToolOutcome]:
     """Validate, authorize and run one call; the result always has `call_id == call.id`.
+
+    `approved` is a decision already made on an `ask` call (True runs it, False declines it);
+    None asks `ask`, when there is one.
 
     An unknown tool, input that fails the schema, a denied (or unapprovable) permission and an
     exception raised by the tool each become an `is_error` result naming the problem; only
@@ -169,7 +204,7 @@ async def run_tool_call(
         args = tool.input_model.model_validate(call.input)
     except ValidationError as err:
         return _error(call, input_errors(call.name, err))
-    denial = await _authorize(call, policy, ask)
+    denial = await _authorize(call, permission_key(tool, call.name), policy, ask, approved)
     if denial is not None:
         return _error(call, denial)
     try:

@@ -1,8 +1,10 @@
 """File tools confined to the workspace root: read, write, edit, list, grep.
 
 Invariant: a path that resolves outside the workspace (absolute elsewhere, `..`, a symlink
-that escapes) is a tool error, never a read or write. The blocking file work of every tool
-runs in a worker thread, so a large read or search never stalls the event loop.
+that escapes) is a tool error, never a read or write; so is a file that is not a regular file
+or has another name (a hard link), which `_open` refuses on the open descriptor. The blocking
+file work of every tool runs in a worker thread, so a large read or search never stalls the
+event loop.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
+from ...store import FILE_CHANGE_KEY, blob_digest
 from ._base import ToolContext, ToolFailure, ToolInput, ToolOutcome
+from ._open import open_for_reading, refusal, write_whole
 
 MAX_READ_BYTES = 64 * 1024
 MAX_READ_LINES = 2000
@@ -80,12 +84,10 @@ class ReadFile:
 
 
 def _read(target: Path, args: ReadFileInput) -> ToolOutcome:
-    if not target.is_file():
-        raise ToolFailure(f"no such file: {args.path}")
     first = args.offset or 1
-    with _os_errors("read", args.path), target.open("rb") as f:
+    with _os_errors("read", args.path), open_for_reading(target, args.path) as f:
         if _is_binary(f.read(BINARY_SNIFF)):
-            size = target.stat().st_size
+            size = os.fstat(f.fileno()).st_size
             return ToolOutcome(
                 f"{args.path} is a binary file ({size} bytes); not shown", is_error=True
             )
@@ -138,19 +140,48 @@ class WriteFile:
     read_only = False
 
     async def run(self, args: WriteFileInput, ctx: ToolContext) -> ToolOutcome:
-        return await asyncio.to_thread(_write, confine(ctx, args.path), args)
+        return await asyncio.to_thread(_write, confine(ctx, args.path), ctx, args)
 
 
-def _write(target: Path, args: WriteFileInput) -> ToolOutcome:
+def _write(target: Path, ctx: ToolContext, args: WriteFileInput) -> ToolOutcome:
     if target.is_dir():
         raise ToolFailure(f"cannot write {args.path}: it is a directory")
-    existed = target.exists()
     data = args.content.encode("utf-8")
     with _os_errors("write", args.path):
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        previous = _previous(target, args.path)
+        existed = write_whole(target, args.path, data)
     verb = "overwrote" if existed else "created"
-    return ToolOutcome(f"{verb} {args.path} ({len(data)} bytes)", metadata={"bytes": len(data)})
+    return _changed(
+        f"{verb} {args.path} ({len(data)} bytes)", ctx, target, previous, data, bytes=len(data)
+    )
+
+
+def _previous(target: Path, path: str) -> bytes | None:
+    """The content a write is about to replace (None: there is no file yet)."""
+    if not os.path.lexists(target):
+        return None
+    with open_for_reading(target, path) as f:
+        return f.read()
+
+
+def _changed(
+    text: str, ctx: ToolContext, target: Path, before: bytes | None, after: bytes, **meta: int
+) -> ToolOutcome:
+    """The outcome of a file change: the contents replaced and written go with the result as
+    blobs, its metadata names them (`FILE_CHANGE_KEY`, read by a rewind) and records the file
+    as an artifact of the session."""
+    rel = str(target.relative_to(ctx.workspace.resolve()))
+    change: dict[str, JsonValue] = {
+        "path": rel,
+        "before": None if before is None else blob_digest(before),
+        "after": blob_digest(after),
+    }
+    artifact: dict[str, JsonValue] = {"kind": "file", "uri": target.as_uri(), "label": rel}
+    blobs = (after,) if before is None else (before, after)
+    return ToolOutcome(
+        text, metadata={**meta, FILE_CHANGE_KEY: change, "artifacts": [artifact]}, blobs=blobs
+    )
 
 
 class EditFileInput(ToolInput):
@@ -169,14 +200,12 @@ class EditFile:
     read_only = False
 
     async def run(self, args: EditFileInput, ctx: ToolContext) -> ToolOutcome:
-        return await asyncio.to_thread(_edit, confine(ctx, args.path), args)
+        return await asyncio.to_thread(_edit, confine(ctx, args.path), ctx, args)
 
 
-def _edit(target: Path, args: EditFileInput) -> ToolOutcome:
-    if not target.is_file():
-        raise ToolFailure(f"no such file: {args.path}")
-    with _os_errors("read", args.path):
-        raw = target.read_bytes()
+def _edit(target: Path, ctx: ToolContext, args: EditFileInput) -> ToolOutcome:
+    with _os_errors("read", args.path), open_for_reading(target, args.path) as f:
+        raw = f.read()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -188,9 +217,10 @@ def _edit(target: Path, args: EditFileInput) -> ToolOutcome:
             f"`old` occurs {count} times in {args.path}; it must occur exactly once{hint}"
         )
     line = text[: text.index(args.old)].count("\n") + 1
+    new = text.replace(args.old, args.new).encode("utf-8")
     with _os_errors("write", args.path):
-        target.write_bytes(text.replace(args.old, args.new).encode("utf-8"))
-    return ToolOutcome(f"edited {args.path} at line {line}", metadata={"line": line})
+        write_whole(target, args.path, new)
+    return _changed(f"edited {args.path} at line {line}", ctx, target, raw, new, line=line)
 
 
 class ListFilesInput(ToolInput):
@@ -265,7 +295,9 @@ def _grep(regex: re.Pattern[str], target: Path, ctx: ToolContext, args: GrepInpu
     if not target.exists():
         raise ToolFailure(f"no such file or directory: {args.path}")
     root = ctx.workspace.resolve()
-    files = [target] if target.is_file() else _walk(target)
+    if not target.is_dir() and (reason := refusal(target.stat(), args.path)) is not None:
+        raise ToolFailure(reason)
+    files = [target] if not target.is_dir() else _walk(target)
     hits: list[str] = []
     for path in files:
         for hit in _search(regex, path, root):
@@ -277,12 +309,16 @@ def _grep(regex: re.Pattern[str], target: Path, ctx: ToolContext, args: GrepInpu
 
 
 def _search(regex: re.Pattern[str], path: Path, root: Path) -> Iterator[str]:
-    """Matching lines of one file; nothing for binary, huge or out-of-workspace files."""
+    """Matching lines of one file; nothing for binary, huge, special (a FIFO would block the
+    read forever), hard-linked or out-of-workspace files."""
     try:
-        if not path.resolve().is_relative_to(root) or path.stat().st_size > MAX_GREP_FILE_BYTES:
+        if not path.resolve().is_relative_to(root):
             return
-        data = path.read_bytes()
-    except (OSError, RuntimeError):
+        with open_for_reading(path, str(path)) as f:
+            if os.fstat(f.fileno()).st_size > MAX_GREP_FILE_BYTES:
+                return
+            data = f.read()
+    except (OSError, RuntimeError, ToolFailure):
         return
     if _is_binary(data):
         return

@@ -1,8 +1,10 @@
 """The shell tool: one command in the workspace, with a timeout and an output cap.
 
 Invariant: no process started by a call outlives it while still holding the call's output.
-The command runs in a process group of its own; on timeout or cancellation the whole group is
-killed, and so is a background job that keeps the output open after the shell exits.
+The command runs in a process group of its own and carries the call's environment mark; on
+timeout or cancellation everything of the call is killed (`_reap.kill_all`: the group, and
+processes that left it with `setsid`), and so is a background job that keeps the output open
+after the shell exits.
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 
 from pydantic import Field, JsonValue
 
 from ._base import ToolContext, ToolInput, ToolOutcome
+from ._reap import MARK, kill_all, new_mark
 
 MAX_OUTPUT = 32 * 1024
 DEFAULT_TIMEOUT_S = 60.0
@@ -86,7 +88,8 @@ class Shell:
     async def run(self, args: ShellInput, ctx: ToolContext) -> ToolOutcome:
         loop = asyncio.get_running_loop()
         capture = _Capture(MAX_OUTPUT)
-        transport, protocol = await loop.subprocess_shell(
+        mark = new_mark()
+        start = asyncio.ensure_future(loop.subprocess_shell(
             lambda: _Watch(capture, loop),
             args.command,
             cwd=ctx.workspace,
@@ -94,12 +97,25 @@ class Shell:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, **(ctx.env or {})},
-        )
+            env={**os.environ, **(ctx.env or {}), MARK: mark},
+        ))  # fmt: skip
         try:
-            timed_out, lingered = await _supervise(transport.get_pid(), protocol, args.timeout_s)
+            # Shielded: cancelled inside, asyncio would kill the shell alone (after waiting for
+            # it, while its children may hold the output open) and leave the children running.
+            transport, protocol = await asyncio.shield(start)
+        except asyncio.CancelledError:  # cancelled while starting: the shell may already run
+            with contextlib.suppress(BaseException):
+                transport, protocol = await start
+                kill_all(transport.get_pid(), mark)
+                await _within(protocol.exited, LINGER_S)
+                transport.close()
+            kill_all(None, mark)
+            raise
+        pid = transport.get_pid()
+        try:
+            timed_out, lingered = await _supervise(pid, mark, protocol, args.timeout_s)
         except BaseException:  # cancelled: nothing of the command may keep running
-            _kill_group(transport.get_pid())
+            kill_all(pid, mark)
             # Reap the killed shell before closing, so no zombie (and no "still running"
             # warning from its Popen) outlives the call; a second cancel only skips the wait.
             with contextlib.suppress(BaseException):
@@ -137,7 +153,7 @@ async def _within(future: asyncio.Future[None], seconds: float) -> bool:
     return bool(done)
 
 
-async def _supervise(pid: int, watch: _Watch, timeout_s: float) -> tuple[bool, bool]:
+async def _supervise(pid: int, mark: str, watch: _Watch, timeout_s: float) -> tuple[bool, bool]:
     """Wait for the command within its timeout, then for its output to close.
 
     Returns (timed out, a background job held the output open and was killed).
@@ -145,12 +161,11 @@ async def _supervise(pid: int, watch: _Watch, timeout_s: float) -> tuple[bool, b
     timed_out = lingered = False
     if not await _within(watch.exited, timeout_s):
         timed_out = True
-        _kill_group(pid)
+        kill_all(pid, mark)
         await watch.exited
     if not await _within(watch.output_closed, LINGER_S):
         lingered = not timed_out
-        _kill_group(pid)
-        # A process that left the group may still hold the pipe; closing the transport ends it.
+        kill_all(pid, mark)
         await _within(watch.output_closed, LINGER_S)
     return timed_out, lingered
 
@@ -174,8 +189,3 @@ def _outcome(
         "truncated": capture.truncated,
     }
     return ToolOutcome(text, is_error=timed_out or code != 0, metadata=metadata)
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)

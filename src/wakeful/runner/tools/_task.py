@@ -8,31 +8,9 @@ and the child's report reaches the parent's inbox when the child settles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
-
 from pydantic import BaseModel, Field
 
 from ._base import ToolContext, ToolFailure, ToolOutcome
-
-
-@dataclass(frozen=True, slots=True)
-class Delegation:
-    """What a delegation did: the child session, and (foreground only) how its turn ended."""
-
-    child_id: str
-    outcome: str | None = None
-    text: str = ""
-
-
-class Delegator(Protocol):
-    """Creates and drives child sessions on behalf of a parent's tool call."""
-
-    async def delegate(
-        self, parent_id: str, prompt: str, agent: str | None, background: bool
-    ) -> Delegation:
-        """Start a child of `parent_id` on `prompt`; in the foreground, drive it to its end."""
-        ...
 
 
 class TaskInput(BaseModel):
@@ -57,7 +35,7 @@ class Task:
     input_model = TaskInput
     read_only = False
 
-    async def run(self, args: TaskInput, ctx: ToolContext) -> ToolOutcome:  # type: ignore[override]
+    async def run(self, args: TaskInput, ctx: ToolContext) -> ToolOutcome:
         """Delegate `args.prompt` to a child session; see the class docstring."""
         if ctx.delegate is None:
             raise ToolFailure("task: delegation is not available in this session")

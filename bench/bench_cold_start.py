@@ -1,0 +1,90 @@
+"""Cold start of the cheap commands (`wakeful --version`, `session list`, `session show`, `log`)
+next to a baseline process that only imports click, sqlite3, json and pydantic, measured in the
+same run: every run is a new process, runs are interleaved in rounds (so the machine's drift hits
+all alike), and each figure is the median. Target (issue 25): each command at most 1.5x the
+baseline.
+
+    python bench/bench_cold_start.py [--runs 15] [--before SRC]
+
+`--before SRC` also runs the commands from another source tree (say an export of main's `src`,
+put first on PYTHONPATH) in the same rounds, for a before/after comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from wakeful.events import MessageAdded
+from wakeful.messages import assistant, user
+from wakeful.store import open_store
+
+BASELINE = "import click, sqlite3, json, pydantic"
+
+
+def fill(path: Path) -> str:
+    """A store with one session of 20 messages; its id."""
+    store = open_store(str(path))
+    try:
+        row = store.create_session(title="cold start")
+        msgs = [
+            user(f"question {i}") if i % 2 == 0 else assistant(f"answer {i}") for i in range(20)
+        ]
+        store.append(row.id, [MessageAdded(message=m) for m in msgs])
+        return row.id
+    finally:
+        store.close()
+
+
+def wall(cmd: list[str], env: dict[str, str]) -> float:
+    """Seconds one new process takes to run `cmd` to the end."""
+    start = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    """Print each command's median wall time, the baseline's, and their ratio."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--before", metavar="SRC", help="another tree's src/ to compare against")
+    args = parser.parse_args()
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "cold.db"
+        sid = fill(db)
+        env = os.environ | {"WAKEFUL_DB": str(db)}
+        cases = {
+            f"baseline: python -c '{BASELINE}'": [py, "-c", BASELINE],
+            "wakeful --version": [py, "-m", "wakeful", "--version"],
+            "wakeful session list": [py, "-m", "wakeful", "session", "list"],
+            "wakeful session show ID": [py, "-m", "wakeful", "session", "show", sid],
+            "wakeful log --session ID": [py, "-m", "wakeful", "log", "--session", sid],
+        }
+        envs = dict.fromkeys(cases, env)
+        if args.before:
+            before_env = env | {"PYTHONPATH": str(Path(args.before).resolve())}
+            for name, cmd in list(cases.items())[1:]:
+                cases[f"{name} (before)"] = cmd
+                envs[f"{name} (before)"] = before_env
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for name, cmd in cases.items():  # warm the file cache and .pyc files once
+            wall(cmd, envs[name])
+        for _ in range(args.runs):
+            for name, cmd in cases.items():
+                times[name].append(wall(cmd, envs[name]))
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    base = medians[next(iter(cases))]
+    print(f"{'command (median of ' + str(args.runs) + ' new processes)':<52}{'ms':>8}{'x base':>8}")
+    for name, m in medians.items():
+        print(f"{name:<52}{m * 1000:>8.0f}{m / base:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""`wakeful approve`: list the calls a session waits on, or decide one and drive the session;
+and the inline question `run` and `chat` ask on a terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..events import ApprovalRequested, Decision
+from ..execution import Runtime
+from ..runner import AskResult, TurnResult, preview
+from ._common import EXIT_CODES, ID, db_option, format_option, print_json, printable
+
+ANSWERS: dict[str, Decision] = {
+    "y": "allow",
+    "yes": "allow",
+    "a": "always",
+    "always": "always",
+    "n": "deny",
+    "no": "deny",
+}
+
+
+def approve_hint(session_id: str, requests: list[ApprovalRequested]) -> str:
+    """The lines `run` prints on stderr when its turn pauses for approval."""
+    lines = [f"[awaiting approval] session {session_id} waits for a decision on:"]
+    for r in requests:
+        lines.append(f"  {r.call_id}  {printable(r.name)}")
+        lines += [f"    {printable(line)}" for line in r.preview.splitlines()[:40]]
+    call = requests[0].call_id if len(requests) == 1 else "CALL"
+    lines.append(f"run: wakeful approve {session_id} {call}   (or --deny, --always)")
+    return "\n".join(lines)
+
+
+def _request_json(r: ApprovalRequested) -> dict[str, Any]:
+    return {"call_id": r.call_id, "name": r.name, "input": r.input, "preview": r.preview}
+
+
+def terminal_ask(workspace: Path, before: Any = None) -> Any:
+    """An approval callback that asks on this terminal: the command or diff, then
+    `y` (once), `a` (always, for this session) or `n` (deny). `before()` runs first (it clears
+    a spinner). End of input denies. The answer is read by a daemon thread, so a question that
+    an interrupt cancels never holds the process."""
+
+    async def ask(name: str, args: dict[str, object]) -> AskResult:
+        if before is not None:
+            before()
+        shown = preview(name, args, workspace)  # type: ignore[arg-type]  # a tool call's args are JSON
+        click.echo(f"\n? {printable(name)} wants to run:", err=True)
+        for line in shown.splitlines():
+            click.echo(f"  {printable(line)}", err=True)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Decision] = loop.create_future()
+
+        def settle(decision: Decision) -> None:
+            if not answer.done():
+                answer.set_result(decision)
+
+        def question() -> None:
+            while True:
+                click.echo(
+                    "allow? [y] once, [a] always this session, [n] deny: ", err=True, nl=False
+                )
+                line = sys.stdin.readline()
+                decision = "deny" if not line else ANSWERS.get(line.strip().lower())
+                if decision is not None:
+                    with contextlib.suppress(RuntimeError):  # the loop ended meanwhile
+                        loop.call_soon_threadsafe(settle, decision)
+                    return
+
+        threading.Thread(target=question, name="wakeful-approval", daemon=True).start()
+        return await answer
+
+    return ask
+
+
+@click.command()
+@click.argument("session", type=ID)
+@click.argument("call", required=False, type=ID)
+@click.option("--deny", is_flag=True, help="Deny the call: the model gets an error result.")
+@click.option("--always", is_flag=True, help="Allow it and this tool for the rest of the session.")
+@click.option("--no-wake", is_flag=True, help="Only record the decision; do not drive the session.")
+@format_option("text", "json")
+@db_option
+def approve(session: str, call: str | None, deny: bool, always: bool, no_wake: bool, fmt: str,
+            db: str | None) -> None:  # fmt: skip
+    """Decide on CALL, a call SESSION waits on (allow once by default), then drive the session:
+    the call runs once, or the model is told it was denied. Without CALL, list what waits."""
+    from ..errors import UsageError
+
+    if deny and always:
+        raise UsageError("use either --deny or --always, not both")
+    decision = "deny" if deny else "always" if always else "allow"
+    if db and str(db).startswith(("http://", "https://")):
+        _remote(str(db), session, call, decision, fmt)
+        return
+    from ._render import Renderer, run_summary
+
+    renderer = Renderer(fmt if fmt == "text" else "none")
+    rt = Runtime(db, listener=renderer)
+    try:
+        session = rt.reads.resolve_session_id(session)  # a unique prefix will do
+    except BaseException:
+        rt.close()
+        raise
+    renderer.session_id = session
+    if call is None:
+        try:
+            _list(session, rt.approvals(session), fmt)
+        finally:
+            rt.close()
+        return
+    sent = rt.approve(session, call, decision, resume=False)
+    if no_wake:
+        rt.close()
+        if fmt == "json":
+            print_json({"session_id": session, "input_id": sent.input_id, "decision": decision})
+        else:
+            click.echo(f"{decision}: recorded as {sent.input_id}")
+        return
+    turns, mine = asyncio.run(_drive(rt, session, sent.input_id))
+    summary = run_summary(session, turns, mine) | {"decision": decision}
+    if fmt == "json":
+        print_json(summary)
+    else:
+        if summary["text"] and not summary["text"].endswith("\n"):
+            click.echo()
+        if summary["outcome"] != "completed":
+            click.echo(f"[{summary['outcome']}] {printable(summary['error'] or '')}", err=True)
+    sys.exit(EXIT_CODES[summary["outcome"]])
+
+
+async def _drive(rt: Runtime, session: str, input_id: str) -> tuple[list[TurnResult], Any]:
+    try:
+        turns = await rt.drive_input(session, input_id)
+        mine = await asyncio.to_thread(rt.input_outcome, session, input_id)
+        return turns, next((t for t in turns if mine and t.turn_id == mine.turn_id), mine)
+    finally:
+        await rt.aclose()
+
+
+def _list(session: str, requests: list[ApprovalRequested], fmt: str) -> None:
+    if fmt == "json":
+        print_json({"session_id": session, "approvals": [_request_json(r) for r in requests]})
+        return
+    if not requests:
+        click.echo(f"nothing awaits approval in {session}")
+        return
+    for r in requests:
+        click.echo(f"{r.call_id}  {printable(r.name)}")
+        for line in r.preview.splitlines():
+            click.echo(f"    {printable(line)}")
+
+
+def _remote(url: str, session: str, call: str | None, decision: str, fmt: str) -> None:
+    from ..client import Client
+
+    with Client(url) as client:
+        if call is None:
+            listed = client.approvals(session)
+            if fmt == "json":
+                print_json({"session_id": session, "approvals": listed})
+            elif not listed:
+                click.echo(f"nothing awaits approval in {session}")
+            for r in listed if fmt != "json" else []:
+                click.echo(f"{r['call_id']}  {printable(r['name'])}")
+                for line in str(r["preview"]).splitlines():
+                    click.echo(f"    {printable(line)}")
+            return
+        out = client.approve(session, call, decision)
+    if fmt == "json":
+        print_json(out)
+    else:
+        click.echo(f"{decision}: recorded as {out['input_id']}")

@@ -1,0 +1,228 @@
+"""`wakeful debug prompt`: one request as the provider received it, rebuilt from its receipt.
+
+The receipt holds section blobs, message ids and the digest of the exact body; the body is
+rebuilt through the provider's own `wire_request` and checked against that digest, so what is
+printed is what was sent. Redaction happens on the printed copy only (the digest is of the
+real body): instruction sections and system messages (the instruction text frozen into the
+transcript) are replaced by a marker, and any secret-looking key is masked, unless
+`--show-sensitive`. `--turn`/`--step`/`--attempt` pick the receipt (default: the newest step of
+the newest turn); `--diff` compares the body with the previous step's.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import JsonValue
+
+from ..config import load_config
+from ..errors import NotFoundError, UsageError
+from ..events import ReceiptRecorded
+from ..providers import make_provider
+from ..runner import rebuild_request, request_digest
+from ..store import SqlStore
+from ._common import ID, REDACTED, db_option, format_option, local_store, print_json
+
+SENSITIVE_PREFIXES = ("system.instructions", "system.agents", "system.skill", "system.memory")
+SECRET_KEYS = ("api_key", "api-key", "authorization", "x-api-key", "password", "secret", "token")
+
+
+@click.group()
+def debug() -> None:
+    """Look inside sessions."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A step receipt and where it sits: its turn's number (1-based, in start order)."""
+
+    turn: int
+    receipt: ReceiptRecorded
+
+
+def step_receipts(store: SqlStore, session_id: str) -> list[Step]:
+    """The session's step receipts in order, each with its turn's number."""
+    order = {t.turn_id: n for n, t in enumerate(store.turns(session_id), 1)}
+    return [Step(order.get(r.turn_id or "", 0), r)
+            for r in store.receipts(session_id) if r.purpose == "step"]  # fmt: skip
+
+
+def pick(steps: list[Step], turn: int | None, step: int | None, attempt: int | None) -> int:
+    """The index in `steps` of the receipt asked for: `turn` (default the newest with a step),
+    `step` in it (default its last), `attempt` (default the last). `NotFoundError` naming
+    what exists when nothing matches."""
+    if not steps:
+        raise NotFoundError("no step receipt in this session (nothing was sent yet)")
+    turn = turn if turn is not None else steps[-1].turn
+    in_turn = [i for i, s in enumerate(steps) if s.turn == turn]
+    if not in_turn:
+        have = sorted({s.turn for s in steps})
+        raise NotFoundError(f"no turn {turn} with a request (turns: {', '.join(map(str, have))})")
+    if step is not None:
+        in_turn = [i for i in in_turn if steps[i].receipt.step == step]
+        if not in_turn:
+            raise NotFoundError(f"no step {step} in turn {turn}")
+    if attempt is not None:
+        in_turn = [i for i in in_turn if steps[i].receipt.attempt == attempt]
+        if not in_turn:
+            raise NotFoundError(f"no attempt {attempt} of that step in turn {turn}")
+    if step is None:  # the last step: its newest attempt
+        last = steps[in_turn[-1]].receipt.step
+        in_turn = [i for i in in_turn if steps[i].receipt.step == last]
+    return in_turn[-1]
+
+
+def _secret_key(key: str) -> bool:
+    lowered = key.lower()
+    return lowered in SECRET_KEYS or lowered.endswith(("_key", "_secret", "_token", "-key"))
+
+
+def redact_body(value: JsonValue, hidden: list[str]) -> JsonValue:
+    """A copy of a request body with every occurrence of a `hidden` text replaced by the
+    marker (longest first) and the value of every secret-looking key masked."""
+    if isinstance(value, str):
+        for text in hidden:
+            value = value.replace(text, REDACTED)
+        return value
+    if isinstance(value, list):
+        return [redact_body(v, hidden) for v in value]
+    if isinstance(value, dict):
+        return {k: "[redacted]" if _secret_key(k) else redact_body(v, hidden)
+                for k, v in value.items()}  # fmt: skip
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Rebuilt:
+    """One receipt's request, rebuilt: sections, the body as sent, and whether it verifies."""
+
+    sections: list[dict[str, Any]]
+    body: JsonValue
+    digest: str
+    verified: bool
+
+
+def rebuild(store: SqlStore, session_id: str, receipt: ReceiptRecorded, show: bool) -> Rebuilt:
+    """The request of `receipt`, built as the runtime built it (the `[providers]` settings of
+    this directory shape the body), redacted unless `show`."""
+    try:
+        options = load_config(Path.cwd().resolve()).providers.model_options(receipt.model)
+        provider = make_provider(receipt.model, **options)
+    except UsageError as err:
+        raise UsageError(f"cannot rebuild the request for {receipt.model}: {err}") from None
+    request = rebuild_request(store, session_id, receipt, provider.name)
+    digest = request_digest(provider, request)
+    hidden: list[str] = []
+    sections = []
+    for sid, source, blob in receipt.sections:
+        content = store.get_blob(blob).decode()
+        secret = sid.startswith(SENSITIVE_PREFIXES) and not show
+        if secret and content.strip():
+            hidden.append(content)
+        sections.append({"id": sid, "source": source, "digest": blob,
+                         "bytes": len(content.encode()),
+                         "content": REDACTED if secret else content})  # fmt: skip
+    if not show:
+        hidden += [m.text() for m in request.messages if m.role == "system" and m.text().strip()]
+    body = provider.wire_request(request)
+    shown = body if show else redact_body(body, sorted(set(hidden), key=len, reverse=True))
+    return Rebuilt(sections, shown, digest, digest == receipt.request_digest)
+
+
+def body_text(body: JsonValue) -> str:
+    """A body as printed and diffed: indented JSON, keys sorted."""
+    return json.dumps(body, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def body_diff(before: JsonValue, after: JsonValue, old: str, new: str) -> list[str]:
+    """A unified diff of two bodies (lines without their newline)."""
+    return list(difflib.unified_diff(body_text(before).splitlines(),
+                                     body_text(after).splitlines(), old, new, lineterm=""))  # fmt: skip
+
+
+def _label(s: Step) -> str:
+    return f"turn {s.turn} step {s.receipt.step} attempt {s.receipt.attempt}"
+
+
+@debug.command()
+@click.option("--session", "session", metavar="ID", type=ID, required=True)
+@click.option("--turn", type=click.IntRange(min=1), default=None,
+              help="Turn number (1 = the first; default: the newest).")  # fmt: skip
+@click.option("--step", type=click.IntRange(min=1), default=None,
+              help="Step in the turn (default: its last).")  # fmt: skip
+@click.option("--attempt", type=click.IntRange(min=1), default=None)
+@click.option("--diff", is_flag=True, help="Show what changed since the previous step's request.")
+@click.option("--show-sensitive", is_flag=True, help="Print instruction content verbatim.")
+@format_option("text", "json")
+@db_option
+def prompt(session: str, turn: int | None, step: int | None, attempt: int | None, diff: bool,
+           show_sensitive: bool, fmt: str, db: str | None) -> None:  # fmt: skip
+    """One request as sent to the provider: its receipt, the body, verified against the digest."""
+    if db and db.startswith(("http://", "https://")):  # the body is rebuilt from local blobs
+        raise UsageError(
+            "debug prompt reads a local store (SQLite path or postgresql:// URL); a server "
+            "gives receipts at GET /sessions/ID/receipts"
+        )
+    store = local_store(db, "debug prompt")
+    try:
+        session = store.resolve_session_id(session)
+        steps = step_receipts(store, session)
+        at = pick(steps, turn, step, attempt)
+        chosen = steps[at]
+        receipt = chosen.receipt
+        now = rebuild(store, session, receipt, show_sensitive)
+        before = (
+            rebuild(store, session, steps[at - 1].receipt, show_sensitive) if diff and at else None
+        )
+    finally:
+        store.close()
+    changes = (
+        body_diff(before.body, now.body, _label(steps[at - 1]), _label(chosen)) if before else None
+    )
+    if show_sensitive:
+        click.echo(
+            "warning: this output contains instruction content verbatim; treat it as sensitive",
+            err=True,
+        )
+    out: dict[str, Any] = {
+        "session_id": session, "turn": chosen.turn, "turn_id": receipt.turn_id,
+        "step": receipt.step, "attempt": receipt.attempt, "model": receipt.model,
+        "receipt_id": receipt.receipt_id, "request_digest": receipt.request_digest,
+        "rebuilt_digest": now.digest, "verified": now.verified, "sections": now.sections,
+        "message_ids": list(receipt.message_ids), "request": now.body,
+    }  # fmt: skip
+    if receipt.trace_id is not None:  # the OpenTelemetry trace of this request
+        out |= {"trace_id": receipt.trace_id, "span_id": receipt.span_id}
+    if diff:
+        out["diff"] = None if changes is None else "\n".join(changes)
+    if fmt == "json":
+        print_json(out)
+        return
+    _print_text(chosen, now, diff, changes)
+
+
+def _print_text(chosen: Step, now: Rebuilt, diff: bool, changes: list[str] | None) -> None:
+    receipt = chosen.receipt
+    click.echo(f"receipt {receipt.receipt_id}  {_label(chosen)}  {receipt.model}")
+    for s in now.sections:
+        click.echo(f"  {s['id']:<24} {s['source']:<20} {s['bytes']:>7} B  {str(s['digest'])[:16]}")
+    click.echo(f"  messages: {len(receipt.message_ids)}")
+    if receipt.trace_id is not None:
+        click.echo(f"  trace {receipt.trace_id}  span {receipt.span_id}")
+    click.echo(
+        f"request digest {receipt.request_digest}  {'verified' if now.verified else 'MISMATCH'}"
+    )
+    if not diff:
+        click.echo("request body (as sent):")
+        click.echo(body_text(now.body))
+    elif changes is None:
+        click.echo("no previous step: this is the session's first request")
+    elif not changes:
+        click.echo("the request body is the same as the previous step's")
+    else:
+        click.echo("\n".join(changes))

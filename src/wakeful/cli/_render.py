@@ -1,0 +1,113 @@
+"""What `run` and `approve` print while a turn streams (`Renderer`) and when it ends
+(`run_summary`)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import Any
+
+import click
+
+from ..runner import LiveEvent, TurnResult
+from ._common import print_jsonl, printable
+from ._tools_view import tool_line
+
+
+class Renderer:
+    """Streams a turn to the terminal: text to stdout; tool calls, retries and (on a terminal) a
+    spinner while waiting on the model or a retry, with the retry's deadline, to stderr."""
+
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        self.session_id: str | None = None  # text mode shows only this session's stream
+        self.waiting: str | None = None  # what the spinner says, None when nothing is awaited
+        self.spinning = fmt == "text" and sys.stderr.isatty()
+        self.tty = sys.stdout.isatty()  # escape sequences in model text are shown, not run
+        self._shown = False
+        self._mid_line = False  # the streamed text so far ends inside a line
+
+    def __call__(self, ev: LiveEvent) -> None:
+        if self.fmt == "jsonl":
+            print_jsonl({"session_id": ev.session_id, "kind": ev.kind, "data": ev.data})
+        elif self.fmt == "text" and ev.session_id in (self.session_id, None):
+            self._text(ev)
+
+    def _text(self, ev: LiveEvent) -> None:
+        if ev.kind == "step":
+            self.waiting = "waiting for the model"
+            return
+        self.waiting = None
+        self.clear()
+        if ev.kind == "text":
+            text = str(ev.data.get("text", ""))
+            sys.stdout.write(printable(text, lines=True) if self.tty else text)
+            sys.stdout.flush()
+            self._mid_line = bool(text) and not text.endswith("\n") or (self._mid_line and not text)
+        elif ev.kind in ("tool_start", "tool_end"):
+            if self._mid_line:  # a call starts on a line of its own
+                click.echo()
+                self._mid_line = False
+            click.echo(tool_line(ev), err=True)
+        elif ev.kind == "retry":
+            delay_ms = int(str(ev.data.get("delay_ms", 0)))
+            at = time.strftime("%H:%M:%S", time.localtime(time.time() + delay_ms / 1000))
+            click.echo(
+                f"\n… {ev.data.get('error_kind')}: retrying in {delay_ms / 1000:.1f}s", err=True
+            )
+            self.waiting = f"{ev.data.get('error_kind')}: retry at {at}"
+
+    def pause(self) -> None:
+        """Stop the spinner until the next step (a question is about to be asked)."""
+        self.waiting = None
+        self.clear()
+
+    def clear(self) -> None:
+        """Erase the spinner line if one is shown."""
+        if self._shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self._shown = False
+
+    async def spin(self) -> None:
+        """Animate the spinner while something is awaited (terminals only)."""
+        frame = 0
+        while self.spinning:
+            await asyncio.sleep(0.1)
+            if self.waiting is not None:
+                sys.stderr.write(f"\r{self.FRAMES[frame % len(self.FRAMES)]} {self.waiting}")
+                sys.stderr.flush()
+                self._shown = True
+                frame += 1
+
+
+def turn_json(t: TurnResult) -> dict[str, Any]:
+    """One turn as a run's JSON lists it."""
+    return {"turn_id": t.turn_id, "outcome": t.outcome, "steps": t.steps, "truncated": t.truncated}
+
+
+def run_summary(
+    session_id: str, turns: list[TurnResult], mine: TurnResult | None = None
+) -> dict[str, Any]:
+    """The run's result: the turn that took its prompt (`mine`; else the last turn run), with
+    every turn this process ran listed under `turns`."""
+    last = mine or (turns[-1] if turns else None)
+    return {
+        "session_id": session_id,
+        "turn_id": last.turn_id if last else None,
+        "outcome": last.outcome if last else "completed",
+        "text": last.final_text if last else "",
+        "error": last.error if last else None,
+        "error_kind": last.error_kind if last else None,
+        "truncated": last.truncated if last else False,
+        "usage": {
+            "input_tokens": sum(t.usage.input_tokens for t in turns),
+            "output_tokens": sum(t.usage.output_tokens for t in turns),
+            "cache_read_tokens": sum(t.usage.cache_read_tokens for t in turns),
+            "cache_write_tokens": sum(t.usage.cache_write_tokens for t in turns),
+        },
+        "turns": [turn_json(t) for t in turns],
+    }

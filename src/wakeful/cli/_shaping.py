@@ -1,0 +1,189 @@
+"""`wakeful session rewind|unrevert|artifacts|meta`: shaping a session after the fact.
+
+Each command works on a local store (a path or a PostgreSQL URL) through the `Runtime`'s public
+methods; `--format json` prints one JSON object. A user mistake is one line and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
+
+import click
+from pydantic import JsonValue
+
+from ..errors import UsageError
+from ._common import ID, db_option, format_option, iso, print_json, printable, require_store
+from ._session import session
+
+if TYPE_CHECKING:  # `session list` loads this module; the runtime loads when a command runs
+    from ..execution import RewindResult, Runtime
+
+T = TypeVar("T")
+
+
+def _with_runtime(db: str | None, work: Callable[[Runtime], T]) -> T:
+    """Run `work` with a runtime over an existing local store, then close it."""
+    if db and db.startswith(("http://", "https://")):
+        raise UsageError("this command needs a local store (a path or a PostgreSQL URL)")
+    require_store(db)
+    from ..execution import Runtime
+
+    rt = Runtime(db)
+    try:
+        return work(rt)
+    finally:
+        asyncio.run(rt.aclose())
+
+
+def _print_result(result: RewindResult, fmt: str, verb: str) -> None:
+    if fmt == "json":
+        print_json(result.as_json() | {"warnings": result.warnings()})
+        return
+    click.echo(f"{verb} {result.session_id}: {result.hidden} message(s) (seq {result.seq})")
+    for path in result.files_restored:
+        click.echo(f"  restored {printable(path)}")
+    for line in result.warnings():
+        click.echo(f"warning: {printable(line)}", err=True)
+    if result.prompt:
+        click.echo(f"the reverted prompt was:\n{printable(result.prompt, lines=True)}")
+
+
+@session.command()
+@click.argument("session_id", type=ID)
+@click.option("--turn", "turn_id", type=ID, help="Revert to just before this turn.")
+@click.option("--input", "input_id", type=ID, help="Revert to just before this input.")
+@click.option("--message", "message_id", type=ID, help="Revert to just before this message.")
+@click.option("--files", is_flag=True, help="Also restore the files those turns changed.")
+@click.option("--force", is_flag=True, help="Overwrite files changed since by anything else.")
+@format_option("text", "json")
+@db_option
+def rewind(
+    session_id: str, turn_id: str | None, input_id: str | None, message_id: str | None,
+    files: bool, force: bool, fmt: str, db: str | None,
+) -> None:  # fmt: skip
+    """Revert a session to just before a turn (default: its newest), an input or a message.
+
+    The later messages leave the conversation (the log keeps them) and the goal, plan, todos
+    and instructions return to what they were; `unrevert` brings everything back until the
+    next input. A session being driven is interrupted first.
+    """
+
+    def work(rt: Runtime) -> RewindResult:
+        sid = rt.reads.resolve_session_id(session_id)
+        return asyncio.run(
+            rt.rewind(sid, turn_id=turn_id, input_id=input_id, message_id=message_id,
+                      files=files, force=force)
+        )  # fmt: skip
+
+    _print_result(_with_runtime(db, work), fmt, "reverted")
+
+
+@session.command()
+@click.argument("session_id", type=ID)
+@click.option("--force", is_flag=True, help="Overwrite files changed since the rewind.")
+@format_option("text", "json")
+@db_option
+def unrevert(session_id: str, force: bool, fmt: str, db: str | None) -> None:
+    """Undo the session's rewind (possible until a new input is delivered)."""
+
+    def work(rt: Runtime) -> RewindResult:
+        sid = rt.reads.resolve_session_id(session_id)
+        return asyncio.run(rt.unrevert(sid, force=force))
+
+    _print_result(_with_runtime(db, work), fmt, "restored")
+
+
+def _since(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        raise UsageError(
+            f"bad --since {raw!r}: give an ISO time (2026-01-31T12:00:00+00:00)"
+        ) from None
+    if when.tzinfo is None:
+        raise UsageError(f"bad --since {raw!r}: give a time zone (+00:00 or Z)")
+    return int(when.timestamp() * 1000)
+
+
+@session.command()
+@click.argument("session_id", type=ID, required=False)
+@click.option("--kind", type=ID, help="Only artifacts of this kind (file, branch, commit, ...).")
+@click.option("--since", help="Only artifacts updated at or after this ISO time.")
+@click.option("--uri", type=ID, help="Reverse lookup: the sessions that produced this URI.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1))
+@format_option("table", "json", default="table")
+@db_option
+def artifacts(
+    session_id: str | None, kind: str | None, since: str | None, uri: str | None, limit: int,
+    fmt: str, db: str | None,
+) -> None:  # fmt: skip
+    """A session's artifacts (files, branches, commits, pull requests, links), newest first;
+    with --uri instead of a session, which sessions produced that artifact."""
+    if (session_id is None) == (uri is None):
+        raise UsageError("give a session, or --uri for a reverse lookup")
+    since_ms = _since(since)
+
+    def work(rt: Runtime) -> list[dict[str, JsonValue]]:
+        if uri is not None:
+            found = rt.reads.find_artifacts(uri, kind=kind, limit=limit)
+        else:
+            sid = rt.reads.resolve_session_id(str(session_id))
+            found = rt.reads.artifacts(sid, kind=kind, since_ms=since_ms, limit=limit)
+        return [a.as_json() for a in found]
+
+    rows = _with_runtime(db, work)
+    if fmt == "json":
+        print_json({"artifacts": rows})
+        return
+    if not rows:
+        click.echo("no artifacts")
+    for row in rows:
+        updated = iso(int(str(row["updated_ms"])))
+        click.echo(f"{row['session_id']}  {updated}  {row['kind']:<12}  "
+                   f"{printable(str(row['uri']))}  {printable(str(row['label']))}")  # fmt: skip
+
+
+def _json_value(raw: str) -> JsonValue:
+    try:
+        value: JsonValue = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw  # a bare word is a string
+    return value
+
+
+@session.command()
+@click.argument("session_id", type=ID)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Set a key (VALUE is JSON, or else a string). Repeatable.")  # fmt: skip
+@click.option("--unset", "unsets", multiple=True, metavar="KEY", help="Remove a key. Repeatable.")
+@format_option("text", "json")
+@db_option
+def meta(
+    session_id: str, sets: tuple[str, ...], unsets: tuple[str, ...], fmt: str, db: str | None
+) -> None:
+    """Show a session's metadata, or merge changes into it (--set, --unset)."""
+    patch: dict[str, JsonValue] = {}
+    for item in sets:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise UsageError(f"bad --set {item!r}: give KEY=VALUE")
+        patch[key] = _json_value(value)
+    for key in unsets:
+        patch[key] = None
+
+    def work(rt: Runtime) -> dict[str, JsonValue]:
+        sid = rt.reads.resolve_session_id(session_id)
+        return rt.update_metadata(sid, patch) if patch else rt.reads.metadata(sid)
+
+    data = _with_runtime(db, work)
+    if fmt == "json":
+        print_json({"metadata": data})
+        return
+    for name, shown in sorted(data.items()):
+        click.echo(f"{printable(name)} = {printable(json.dumps(shown))}")

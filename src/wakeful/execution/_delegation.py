@@ -1,0 +1,21 @@
+"""How a child session was delegated, read from its `session.created` metadata.
+
+Its own module so recovery (below the coordinator) and the `Children` delegator (above it) share
+it without an import cycle.
+"""
+
+from __future__ import annotations
+
+from ..events import SessionCreated
+from ..store import SqlStore
+
+
+def delegation_of(store: SqlStore, session_id: str) -> str | None:
+    """`"foreground"` or `"background"` for a child session, None for any other session."""
+    row = store.find_session(session_id)
+    if row is None or row.parent_id is None:
+        return None
+    [first] = store.events(session_id, limit=1)
+    meta = first.event.metadata if isinstance(first.event, SessionCreated) else None
+    value = (meta or {}).get("delegation")
+    return value if isinstance(value, str) else None

@@ -1,0 +1,222 @@
+"""`StorePort`: the session port over the store, opened by a drain with its claim.
+
+Every store call runs in a worker thread (`asyncio.to_thread`), never on the event loop: the
+store is synchronous (SQLite, and psycopg's pooled connections on PostgreSQL), and one
+session's fsync or round trip must not stall the other sessions this process drives, nor the
+lease keeper (`docs/port.md` has the measurements behind this choice). Writes carry the
+drain's claim (fenced, invariant 5); the held events go first in the next write; section
+blobs are sent once per port; live events go to the runtime's listener; a background child's
+end commits with its report (`settle`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
+
+from pydantic import JsonValue
+
+from ..errors import NotFoundError
+from ..events import (
+    CompactionEnded,
+    SessionEvent,
+    ToolCallEnded,
+    TurnEnded,
+    UsageRecorded,
+)
+from ..instructions import Baseline, InstructionSync, Source, epoch_snapshot
+from ..messages import Message
+from ..runner import (
+    ApprovalLog,
+    LiveEvent,
+    LiveKind,
+    LiveListener,
+    RunContext,
+    TurnResult,
+    read_approvals,
+)
+from ..store import ClaimToken, Delivered, InboxItem, RetryState, SqlStore
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+Settle = Callable[[TurnEnded, TurnResult, ClaimToken | None], Awaitable[None]]
+"""Writes a turn's `turn.ended` (fenced by the claim it is given) together with what must
+commit with it (a background child's report to its parent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PortHooks:
+    """What a driver's port does besides the store: publish live events, settle a turn."""
+
+    listener: LiveListener | None = None
+    settle: Settle | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSetup:
+    """How a driver runs a session here: the turn's dependencies and its port's hooks."""
+
+    ctx: RunContext
+    hooks: PortHooks = PortHooks()
+
+
+async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run a blocking store call in a worker thread: the one policy for store I/O."""
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+class StorePort:
+    """The `SessionPort` of one session over `store`, under `claim` (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: SqlStore,
+        session_id: str,
+        claim: ClaimToken | None,
+        *,
+        sources: Sequence[Source] = (),
+        hooks: PortHooks | None = None,
+    ) -> None:
+        self.store = store
+        self.claim = claim
+        self._sid = session_id
+        self._hooks = hooks or PortHooks()
+        self._sync = InstructionSync(store, session_id, sources)
+        self._held: list[SessionEvent] = []
+        self._stored_blobs: set[str] = set()  # digests this port already stored
+
+    @property
+    def session_id(self) -> str:
+        """The session this port serves."""
+        return self._sid
+
+    # -- writes -------------------------------------------------------------------------------
+
+    async def commit(
+        self, events: Sequence[SessionEvent], blobs: Mapping[str, bytes] | None = None
+    ) -> None:
+        """Write the held events, then `events` and `blobs` (by SHA-256 digest) not stored by
+        this port yet, in one fenced transaction."""
+        fresh = {d: b for d, b in (blobs or {}).items() if d not in self._stored_blobs}
+        if not (self._held or events or fresh):
+            return
+        await off_loop(
+            self.store.append, self._sid, [*self._held, *events], self.claim,
+            blobs=list(fresh.values()),
+        )  # fmt: skip
+        self._held = []
+        self._stored_blobs.update(fresh)
+
+    async def recommit(
+        self, events: Sequence[SessionEvent], blobs: Mapping[str, bytes] | None = None
+    ) -> None:
+        """`commit` again, unless an earlier try committed after all (its calls ended)."""
+        ended = {(e.message_id, e.call_id) for e in events if isinstance(e, ToolCallEnded)}
+        calls = await off_loop(self.store.tool_calls, self._sid)
+        if any((c.message_id, c.call_id) in ended and c.status != "running" for c in calls):
+            self._held = []  # they went with it
+            return
+        await self.commit(events, blobs)
+
+    def hold(self, events: Sequence[SessionEvent]) -> None:
+        """Keep `events` for the next write."""
+        self._held = [*self._held, *events]
+
+    def drop_held(self) -> None:
+        """Forget the held events without writing them (see `SessionPort.drop_held`)."""
+        self._held = []
+
+    @property
+    def holding(self) -> bool:
+        """Whether events are held."""
+        return bool(self._held)
+
+    async def promote_steers(self, epoch: int) -> list[Delivered]:
+        """Held events, the instruction delta and the pending steers, in one transaction."""
+        return await off_loop(self._promote, epoch)
+
+    def _promote(self, epoch: int) -> list[Delivered]:
+        prelude = self._sync.prelude(epoch)
+        delivered = self.store.promote(
+            self._sid, idle=False, claim=self.claim, prelude=prelude, first=self._held
+        )
+        self._held = []
+        return delivered
+
+    async def end(self, end: TurnEnded, result: TurnResult) -> None:
+        """The held events, then the turn's end (through `settle` when the driver has one)."""
+        if self._hooks.settle is None:
+            await self.commit([end])
+            return
+        await self.commit([])
+        await self._hooks.settle(end, result, self.claim)
+
+    def publish(self, kind: LiveKind, data: dict[str, JsonValue]) -> None:
+        """Hand a live event to the runtime's listener, if any."""
+        if self._hooks.listener is not None:
+            self._hooks.listener(LiveEvent(self._sid, kind, data))
+
+    # -- reads --------------------------------------------------------------------------------
+
+    async def messages_after(self, seq: int) -> list[tuple[int, Message]]:
+        """The transcript's messages stored after `seq`."""
+        return await off_loop(self.store.messages_with_seq, self._sid, seq)
+
+    async def compaction_boundary(self) -> int:
+        """The newest compaction's `through_seq` (0: none); a compaction whose summary a
+        rewind or history edit hid does not count (`docs/rewind.md`)."""
+        ended = await off_loop(self.store.live_compactions, self._sid)
+        last = ended[-1].event if ended else None
+        return last.through_seq if isinstance(last, CompactionEnded) else 0
+
+    async def recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
+        """The `usage.recorded` events among the newest `window` events."""
+        return await off_loop(self._recent_usage, window)
+
+    def _recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
+        after = max(0, self.store.high_water(self._sid) - window)
+        found = self.store.events(self._sid, after=after, types=["usage.recorded"])
+        return [(s.seq, s.event) for s in found if isinstance(s.event, UsageRecorded)]
+
+    async def message(self, message_id: str) -> Message | None:
+        """One message of the transcript by id."""
+        messages = await off_loop(self.store.messages, self._sid)
+        return next((m for m in messages if m.id == message_id), None)
+
+    async def blob(self, digest: str) -> bytes | None:
+        """The bytes of a stored blob, None when the store lacks it."""
+        try:
+            return await off_loop(self.store.get_blob, digest)
+        except NotFoundError:
+            return None
+
+    async def pending(self) -> list[InboxItem]:
+        """Pending inbox items in enqueue order."""
+        return await off_loop(self.store.pending, self._sid)
+
+    async def retry_state(self) -> RetryState | None:
+        """The session's scheduled retry, if any."""
+        return await off_loop(self.store.retry_state, self._sid)
+
+    async def work_state(self) -> dict[str, JsonValue]:
+        """The session's work state, by kind."""
+        return await off_loop(self.store.work_state, self._sid)
+
+    async def approvals(self) -> ApprovalLog:
+        """The open approval step and the session's `always` grants."""
+        return await off_loop(read_approvals, self.store, self._sid)
+
+    async def instructions(self, epoch: int) -> Baseline:
+        """The baseline to render, after a fenced delta when a source changed. The sources are
+        read here every step (small files); only a change goes to the store, in a thread."""
+        unchanged = self._sync.unchanged(epoch)
+        if unchanged is not None:
+            return unchanged
+        return await off_loop(self._sync, self.claim, epoch)
+
+    async def instruction_snapshot(self) -> dict[str, str] | None:
+        """The values a new epoch starts from."""
+        return await off_loop(epoch_snapshot, self.store, self._sid)

@@ -1,0 +1,91 @@
+"""`Reads`: the runtime's read model, what entry points (the CLI, the server) read through.
+
+It is the `wakeful.store.Store` protocol (what a remote store answers too) plus the reads only
+a local database answers: one inbox item, blobs, the instance-wide log position, the latest
+session of a location, the sessions with work. `Runtime.reads` is the runtime's own store seen
+through it; writes go through `Runtime` methods (`send`, `fork`, `compact`, `interrupt`, ...).
+
+A new read an entry point needs is added here (and, when a server could answer it as well, to
+`Store` and `RemoteStore`), never reached for through `Runtime.store`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from pydantic import JsonValue
+
+from ..events import StoredEvent
+from ..store import Artifact, InboxItem, PendingRevert, SessionRow, Store
+
+
+class Reads(Store, Protocol):
+    """See the module docstring. `SqlStore` implements it."""
+
+    def input(self, session_id: str, input_id: str) -> InboxItem:
+        """One inbox item by id; `NotFoundError` if unknown."""
+        ...
+
+    def get_blob(self, digest: str) -> bytes:
+        """The bytes of a blob; `NotFoundError` if absent."""
+        ...
+
+    def latest_session(self, location: str | None = None) -> SessionRow | None:
+        """The most recently updated root session not archived (of `location`, when given)."""
+        ...
+
+    def sessions_with_work(self, limit: int = 1000) -> list[str]:
+        """Sessions with pending inputs or an unreleased claim (what recovery drives)."""
+        ...
+
+    def last_event_id(self) -> int:
+        """The id of the instance-wide log's last readable event (0 for an empty store)."""
+        ...
+
+    def last_event_position(self) -> tuple[int, int]:
+        """The `(tx, id)` position of the instance-wide log's last readable event."""
+        ...
+
+    def event_position(self, event_id: int) -> tuple[int, int]:
+        """The position of the event a client's cursor names (see `SqlStore.event_position`)."""
+        ...
+
+    def events_since(
+        self, after_id: int = 0, limit: int = 1000, *, after_tx: int | None = None
+    ) -> list[StoredEvent]:
+        """Durable events of every session after the event `after_id` in the instance-wide
+        log's order (`StoredEvent.position`); see `SqlStore.events_since`."""
+        ...
+
+    def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
+        """Call `on_commit` from another thread when a commit of any process is announced;
+        return the function that stops watching."""
+        ...
+
+    # -- what shapes a session after the fact (`docs/rewind.md`) ------------------------------
+
+    def pending_revert(self, session_id: str) -> PendingRevert | None:
+        """The session's rewind that an unrevert can still undo, or None."""
+        ...
+
+    def artifacts(
+        self, session_id: str, *, kind: str | None = None, since_ms: int | None = None,
+        limit: int | None = None,
+    ) -> list[Artifact]:  # fmt: skip
+        """The session's artifacts, newest update first."""
+        ...
+
+    def find_artifacts(
+        self, uri: str, *, kind: str | None = None, limit: int | None = 100
+    ) -> list[Artifact]:
+        """Reverse lookup: the artifacts with exactly this uri across every session."""
+        ...
+
+    def metadata(self, session_id: str) -> dict[str, JsonValue]:
+        """The session's metadata object."""
+        ...
+
+    def extension_state(self, session_id: str, namespace: str) -> dict[str, JsonValue]:
+        """Every value of one extension's namespace, by key."""
+        ...

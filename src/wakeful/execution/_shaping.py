@@ -1,0 +1,157 @@
+"""The `Runtime`'s operations that shape a session after the fact: rewind and unrevert (with
+files), history edits, artifacts, metadata and extension state (`docs/rewind.md`).
+
+Invariant: a rewind or history edit never races a driver. On a session being driven, a rewind
+is an interrupt followed by the revert, in that order; the store refuses the write itself while
+a live claim or an unfinished turn remains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import JsonValue
+
+from ..errors import ConflictError, UsageError
+from ..runner import crash_point
+from ..store import Artifact, SqlStore
+from ._rewind import (
+    RewindResult,
+    prompt_text,
+    restore_files,
+    revert_moves,
+    unrevert_moves,
+)
+
+if TYPE_CHECKING:
+    from ._runtime import Place
+
+SETTLE_POLL_S = 0.05
+
+
+class ShapingMixin:
+    """Rewind, history edits, artifacts, metadata and extension state of `Runtime`."""
+
+    store: SqlStore
+    busy: Callable[[str], bool]  # `Runtime.busy`
+    interrupt: Callable[[str], bool]  # `Runtime.interrupt`
+    place: Callable[[str | None], Place]  # `Runtime.place`
+
+    async def _settle(self, session_id: str, wait_s: float) -> None:
+        """Interrupt the session's turn if one runs, and wait until no driver holds it."""
+        if not await asyncio.to_thread(self.busy, session_id):
+            return
+        self.interrupt(session_id)
+        deadline = time.monotonic() + wait_s
+        while await asyncio.to_thread(self.busy, session_id):
+            if time.monotonic() > deadline:
+                raise ConflictError(
+                    f"session {session_id} is still driven {wait_s:g}s after the interrupt"
+                )
+            await asyncio.sleep(SETTLE_POLL_S)
+
+    def _root(self, session_id: str) -> Path:
+        return self.place(self.store.get_session(session_id).location).root
+
+    async def rewind(
+        self, session_id: str, *, turn_id: str | None = None, input_id: str | None = None,
+        message_id: str | None = None, files: bool = False, force: bool = False,
+        revision: int | None = None, wait_s: float = 30.0,
+    ) -> RewindResult:  # fmt: skip
+        """Revert the session to just before a turn, an input or a message (none named: its
+        newest turn). The later messages leave the active history (not the log), the work
+        state and instruction values return to what they were; `unrevert` undoes it until a
+        new input is delivered. With `files`, the files those turns changed are restored
+        (`FileConflictError` lists files changed since by anything else, unless `force`).
+        A driven session is interrupted first; `revision`, when given, must be the session's
+        `last_seq` (`ConflictError` otherwise, nothing written)."""
+        await self._settle(session_id, wait_s)
+        plan = await asyncio.to_thread(
+            self.store.plan_revert, session_id, turn_id=turn_id, input_id=input_id,
+            message_id=message_id,
+        )  # fmt: skip
+        if revision is not None and plan.revision != revision:
+            raise ConflictError(
+                f"session {session_id} changed (revision {plan.revision}, not {revision})"
+            )
+        restored = []
+        if files and plan.files:
+            root = self._root(session_id)
+            moves = revert_moves(plan.files)
+            restored = await asyncio.to_thread(
+                restore_files, root, moves, self.store.get_blob, force=force
+            )
+            crash_point("rewind.files")
+        stored = await asyncio.to_thread(
+            lambda: self.store.revert(
+                session_id, turn_id=plan.turn_id, input_id=plan.input_id,
+                message_id=message_id, revision=plan.revision, files=restored,
+            )
+        )  # fmt: skip
+        return RewindResult(
+            session_id, stored.seq, plan.from_seq, plan.hidden,
+            files_restored=tuple(r.path for r in restored),
+            files_left=() if files else tuple(c.path for c in plan.files),
+            shell_calls=plan.shell_calls,
+            prompt=None if plan.first is None else prompt_text(plan.first),
+        )  # fmt: skip
+
+    async def unrevert(
+        self, session_id: str, *, force: bool = False, wait_s: float = 30.0
+    ) -> RewindResult:
+        """Undo the session's pending rewind (`UsageError` when there is none, or a new input
+        made it final): its messages, work state and instruction values come back, and the
+        files it restored return to what it replaced (`FileConflictError` for files changed
+        since, unless `force`)."""
+        await self._settle(session_id, wait_s)
+        pending = await asyncio.to_thread(self.store.pending_revert, session_id)
+        if pending is None:
+            raise UsageError(f"session {session_id} has no rewind to undo")
+        restored = []
+        if pending.files:
+            root = self._root(session_id)
+            restored = await asyncio.to_thread(
+                restore_files, root, unrevert_moves(pending), self.store.get_blob, force=force
+            )
+        stored = await asyncio.to_thread(lambda: self.store.unrevert(session_id, files=restored))
+        return RewindResult(
+            session_id, stored.seq, pending.from_seq, pending.hidden,
+            files_restored=tuple(r.path for r in restored),
+        )  # fmt: skip
+
+    def edit_history(
+        self, session_id: str, *, revision: int, delete_turn: str | None = None,
+        message_id: str | None = None, text: str | None = None,
+    ) -> int:  # fmt: skip
+        """Delete a turn or replace a message's text, guarded by `revision` (see
+        `SqlStore.edit_history`); return the session's new revision."""
+        return self.store.edit_history(
+            session_id, revision=revision, delete_turn=delete_turn, message_id=message_id,
+            text=text,
+        ).seq  # fmt: skip
+
+    # -- artifacts, metadata, extension state (their reads: `Runtime.reads`) ---------------
+
+    def add_artifact(
+        self, session_id: str, kind: str, uri: str, label: str, meta: JsonValue = None
+    ) -> Artifact:
+        """Record an artifact of the session (see `SqlStore.add_artifact`)."""
+        return self.store.add_artifact(session_id, kind, uri, label, meta)
+
+    def update_metadata(self, session_id: str, patch: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        """Merge `patch` into the session's metadata (None removes a key); return the result."""
+        return self.store.update_metadata(session_id, patch)
+
+    def set_extension_state(
+        self, session_id: str, namespace: str, key: str, value: JsonValue
+    ) -> None:
+        """Store one value under an extension's namespace (see `SqlStore.set_extension_state`)."""
+        self.store.set_extension_state(session_id, namespace, key, value)
+
+    def delete_extension_state(self, session_id: str, namespace: str, key: str) -> bool:
+        """Remove one extension value; whether there was one."""
+        return self.store.delete_extension_state(session_id, namespace, key)

@@ -1,0 +1,87 @@
+"""The tools this process offers a session: built-ins, tools registered on the runtime, tools of
+`[tools]` (by import path) and the tools of `[mcp.servers.NAME]`, at the session's location.
+
+Invariant: a `[tools]` entry that cannot be loaded here raises `UsageError`, so the session is
+not driven by this process (its turn ends `blocked`, saying why); an MCP server that cannot
+start does not: its instruction source says it is unavailable and its tools are not offered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from ..config import Config
+from ..errors import UsageError
+from ..instructions import Source
+from ..runner import (
+    Agent,
+    McpPool,
+    Tool,
+    builtin_tools,
+    load_tool,
+    mcp_tools,
+    select_tools,
+    selects_prefix,
+)
+from ..runner.tools import check_tool_name
+
+MCP_SOURCE = "mcp:"  # instruction source keys: `mcp:SERVER`
+
+
+class Toolbox:
+    """Tools of one process; MCP servers are started on first use and reused until `close`."""
+
+    def __init__(self, tools: list[Tool] | None = None) -> None:
+        self.registered: dict[str, Tool] = {}
+        self.mcp = McpPool()
+        self._loaded: dict[tuple[str, str, str], Tool] = {}  # (root, name, path) -> tool
+        for t in tools or ():
+            self.register(t)
+
+    def register(self, tool: Tool) -> None:
+        """Offer `tool` to sessions this process drives (`UsageError`: a bad or built-in name)."""
+        check_tool_name(tool.name)
+        if tool.name in builtin_tools(delegation=True) or tool.name.startswith("mcp__"):
+            raise UsageError(f"tool name {tool.name!r} is taken by a built-in or MCP tool")
+        self.registered[tool.name] = tool
+
+    def configured(self, root: Path, config: Config) -> dict[str, Tool]:
+        """The `[tools]` of `config`, loaded once per process (`UsageError` naming the entry
+        that cannot be loaded)."""
+        out: dict[str, Tool] = {}
+        for name, path in config.tools.items():
+            key = (str(root), name, path)
+            if key not in self._loaded:
+                self._loaded[key] = load_tool(name, path, root)
+            out[name] = self._loaded[key]
+        return out
+
+    def for_agent(
+        self, agent: Agent, root: Path, config: Config, *, delegation: bool
+    ) -> tuple[Agent, dict[str, Tool], list[Source]]:
+        """The agent with its tool list resolved to names, its tools, and the MCP servers'
+        instruction sources. Starts the MCP servers the agent may use (blocking: call it off
+        the event loop)."""
+        available: dict[str, Tool] = dict(builtin_tools(delegation=delegation))
+        available.update(self.registered)
+        available.update(self.configured(root, config))
+        sources: list[Source] = []
+        for name, server in sorted(config.mcp.servers.items()):
+            if not selects_prefix(agent.tools, f"mcp__{name}__"):
+                continue
+            state = self.mcp.state(name, server, root)
+            sources.append(Source(f"{MCP_SOURCE}{name}", _const(state.instruction_text())))
+            for t in mcp_tools(self.mcp, state, server, root):
+                available.setdefault(t.name, t)
+        tools = select_tools(agent.tools, available)
+        return replace(agent, tools=tuple(tools)), tools, sources
+
+    def close(self) -> None:
+        """Stop the MCP servers this process started."""
+        self.mcp.close()
+
+
+def _const(text: str) -> Callable[[], str | None]:
+    return lambda: text

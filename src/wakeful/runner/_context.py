@@ -1,0 +1,114 @@
+"""What a turn depends on, and what it returns: `RunContext` and `TurnResult`.
+
+`RunContext` holds immutable dependencies only (model, agent, tools, policies, clock and the
+signals that stop a turn). Durable state is not among them: a turn reads and writes it through
+its `SessionPort` (`_port.py`), which the driver opens with its claim. Every provider a turn
+uses comes from one injected factory, so the session's model and a `[compaction] model` are
+built with the same `[providers]` options.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from ..clock import Clock, SystemClock
+from ..config import CompactionConfig, RetryConfig
+from ..events import Decision, Outcome
+from ..instructions import Source
+from ..providers import Provider, Usage, make_provider
+from ._agents import Agent
+from .tools import PermissionPolicy, Tool, ToolContext
+
+# The interactive approval callback: (tool name, input) -> True/"allow" (once), "always" (this
+# tool for the rest of the session), False/"deny".
+AskResult: TypeAlias = bool | Decision
+Ask: TypeAlias = Callable[[str, dict[str, object]], Awaitable[AskResult]]
+
+TraceIds: TypeAlias = Callable[[str], "tuple[str, str] | None"]
+"""Session id -> the (trace id, span id) of its current step span, hex, when tracing is on."""
+
+ProviderFactory: TypeAlias = Callable[[str], Provider]
+"""Model spec -> a provider the factory owns (and closes): the caller never closes it."""
+
+
+class Interrupted(Exception):
+    """Raised inside a turn when its interrupt event is set."""
+
+
+class SharedProviders:
+    """A `ProviderFactory` over `make_provider` with no options, one provider per spec, closed
+    together (`aclose`): for scripts and tests that have no `Runtime`."""
+
+    def __init__(self, build: ProviderFactory = make_provider) -> None:
+        self._build = build
+        self._made: dict[str, Provider] = {}
+
+    def __call__(self, spec: str) -> Provider:
+        """The provider of `spec`, built on first use."""
+        if spec not in self._made:
+            self._made[spec] = self._build(spec)
+        return self._made[spec]
+
+    async def aclose(self) -> None:
+        """Close every provider built here."""
+        made, self._made = list(self._made.values()), {}
+        for provider in made:
+            await provider.aclose()
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Everything a turn needs besides its session port: model, agent, tools, policies.
+
+    Immutable: a driver that moves a session builds a new one. `interrupt` and `shutdown` are
+    signals set from outside, not state of the turn.
+    """
+
+    providers: ProviderFactory
+    model_spec: str
+    agent: Agent
+    tools: Mapping[str, Tool]
+    tool_context: ToolContext
+    policy: PermissionPolicy = field(default_factory=PermissionPolicy)
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    clock: Clock = field(default_factory=SystemClock)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    interrupt: asyncio.Event = field(default_factory=asyncio.Event)
+    # Someone present to answer `ask` permissions (a terminal); None: such calls pause the turn
+    # durably until a decision is admitted (`docs/approvals.md`).
+    ask: Ask | None = None
+    instruction_sources: Sequence[Source] = ()
+    rng: random.Random = field(default_factory=random.Random)
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
+    # Set when an interrupt means "this process is shutting down": the turn then stays open
+    # (no `turn.ended`) and `Interrupted` propagates, so the next driver resumes it.
+    shutdown: asyncio.Event | None = None
+    # The current step's trace ids, recorded in its receipt (`runner/_tracing.py`).
+    trace_ids: TraceIds | None = None
+
+    @property
+    def provider(self) -> Provider:
+        """The provider of the session's model (`model_spec`), from the factory."""
+        return self.providers(self.model_spec)
+
+    def shutting_down(self) -> bool:
+        """Whether the process is shutting down (an interrupt then leaves the turn open)."""
+        return self.shutdown is not None and self.shutdown.is_set()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """How a turn ended, with its steps and token usage."""
+
+    turn_id: str
+    outcome: Outcome
+    steps: int
+    usage: Usage
+    error: str | None = None
+    error_kind: str | None = None
+    final_text: str = ""
+    truncated: bool = False  # the last reply stopped at the output limit (`finish: length`)

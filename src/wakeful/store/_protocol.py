@@ -1,0 +1,152 @@
+"""`Store`: what the surfaces (the CLI, a server's clients) read and admit through a store.
+
+Two classes implement it in full: `SqlStore` (a database on this machine, SQLite or
+PostgreSQL) and `wakeful.client.RemoteStore` (a `wakeful serve` server over HTTP). Code written
+against `Store` (listing, showing, following, searching, admitting, forking, archiving,
+deleting) runs unchanged against either and never asks which one it holds; mypy checks both
+against this protocol. What only a session's driver does (claims, appends, promotion) and what
+only a local database offers (pruning, blobs, importing) are `SqlStore`'s alone: callers that
+need them hold a `SqlStore` (the runtime opens one; the CLI's `local_store` refuses a server
+URL with one line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
+
+from pydantic import JsonValue
+
+from ..events import Delivery, InputKind, ReceiptRecorded, StoredEvent
+from ..messages import Message
+from ._reads import ToolCallRow
+from ._records import Admission, Claim, InboxItem, Page, PruneCounts, SessionRow, SyncMarker
+from ._search import SearchPage
+
+
+class Store(Protocol):
+    """A store's sessions as the surfaces use them (see the module docstring)."""
+
+    @property
+    def url(self) -> str:
+        """Where the data lives (a path, a PostgreSQL URL, or a server's base URL)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+    # -- sessions -------------------------------------------------------------------------
+
+    def get_session(self, session_id: str) -> SessionRow:
+        """The session's row; `NotFoundError` if there is none."""
+        ...
+
+    def find_session(self, session_id: str) -> SessionRow | None:
+        """The session's row, or None."""
+        ...
+
+    def resolve_session_id(self, ref: str) -> str:
+        """The full id of the session `ref` (an id or a unique prefix) names; `NotFoundError`,
+        or `AmbiguousIdError` listing the candidates."""
+        ...
+
+    def session_counts(self, session_ids: list[str]) -> dict[str, tuple[int, int]]:
+        """`(turns, child sessions)` of each session in `session_ids`."""
+        ...
+
+    def children(self, session_id: str) -> list[SessionRow]:
+        """The session's child sessions, oldest first."""
+        ...
+
+    def high_water(self, session_id: str) -> int:
+        """The session's newest `seq`; `NotFoundError` if unknown."""
+        ...
+
+    def list_sessions(
+        self, *, roots_only: bool = True, archived: bool | None = False, limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:  # fmt: skip
+        """A page of sessions, newest first."""
+        ...
+
+    def search(
+        self, text: str, *, roots_only: bool = False, archived: bool | None = False,
+        limit: int = 20, offset: int = 0,
+    ) -> SearchPage:  # fmt: skip
+        """Sessions whose content holds every word of `text`, best first."""
+        ...
+
+    def fork(self, session_id: str, through_seq: int | None = None, **fields: Any) -> SessionRow:
+        """A new session holding the messages through `through_seq`; the parent is untouched."""
+        ...
+
+    def set_archived(self, session_id: str, archived: bool = True) -> None:
+        """Set or clear the reversible archive marker."""
+        ...
+
+    def delete(self, session_id: str) -> PruneCounts:
+        """Delete a session and its descendants for good."""
+        ...
+
+    # -- state read from projections --------------------------------------------------------
+
+    def work_state(self, session_id: str) -> dict[str, JsonValue]:
+        """Goal, plan, todos and jobs by kind."""
+        ...
+
+    def current_claim(self, session_id: str) -> Claim | None:
+        """The session's unreleased claim, or None (a record, not proof of life)."""
+        ...
+
+    def tool_calls(self, session_id: str, status: str | None = None) -> list[ToolCallRow]:
+        """Tool calls of the session in start order, optionally only those with `status`
+        (`running` until the call ends)."""
+        ...
+
+    def receipts(self, session_id: str) -> list[ReceiptRecorded]:
+        """The session's prompt receipts, oldest first."""
+        ...
+
+    # -- transcript and inbox -------------------------------------------------------------
+
+    def messages(self, session_id: str, after_seq: int = 0) -> list[Message]:
+        """The transcript in log order."""
+        ...
+
+    def messages_with_seq(self, session_id: str, after_seq: int = 0) -> list[tuple[int, Message]]:
+        """The transcript with each message's `seq`."""
+        ...
+
+    def pending(self, session_id: str) -> list[InboxItem]:
+        """Pending inbox items in enqueue order."""
+        ...
+
+    def admit(
+        self, session_id: str, input_id: str | None, kind: InputKind,
+        payload: dict[str, JsonValue], delivery: Delivery = "steer",
+    ) -> Admission:  # fmt: skip
+        """Admit one input durably (idempotent by `input_id`)."""
+        ...
+
+    # -- the log ----------------------------------------------------------------------------
+
+    def events(
+        self, session_id: str, after: int = 0, limit: int | None = None, types: Sequence[str] = ()
+    ) -> list[StoredEvent]:
+        """Durable events with `seq > after`, in order (optionally of some types)."""
+        ...
+
+    def log(
+        self, session_id: str, after: int = 0, *, follow: bool = False,
+        idle_timeout_s: float | None = None, stop: Callable[[], bool] | None = None,
+    ) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
+        """Durable events after `after`; with `follow`, a `SyncMarker` then live events."""
+        ...
+
+    def log_all(
+        self, after_id: int = 0, *, follow: bool = False, idle_timeout_s: float | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
+        """The instance-wide log in its order (`events_since`); same contract as `log`."""
+        ...

@@ -1,0 +1,257 @@
+"""Full-text search over session content: what is indexed, how a query reads, the backfill.
+
+Invariant: `search_docs` holds, for every session, one row per transcript message with text (at
+the message's `seq`) and one for the title (at seq 0), written in the same transaction as the
+event that adds the message or sets the title: by the projections (`_projections.py`), and for
+an input delivered by name (`inbox.delivered` v2) by the promotion that knows its message
+(`_inbox.promote_in`). What a message contributes is `searchable_text`, and nothing else decides
+it. System messages (instruction text, redacted for most readers) are never indexed.
+
+The SQL that writes the index is the same on both backends; the query differs (SQLite FTS5 with
+bm25, PostgreSQL `tsvector` with `ts_rank`), and both answer sessions ranked by their best
+matching message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+from ..messages import (
+    CompactSummaryBlock,
+    Message,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    tool_result_text,
+)
+from ._backend import Backend, Tx
+from ._records import SESSION_COLS, SessionRow, session_row
+
+if TYPE_CHECKING:
+    from ..events import StoredEvent
+
+# A message contributes at most this many characters (PostgreSQL refuses a tsvector over 1 MB).
+MAX_INDEXED_CHARS = 100_000
+TITLE_SEQ = 0  # the title's row in `search_docs`
+SNIPPET_CHARS = 160
+MAX_TERMS = 16
+BACKFILL_BATCH = 200  # sessions indexed per transaction by the backfill
+
+_WORD = re.compile(r"[^\W_]+\*?")  # letters and digits, as both indexes split words
+Transcript = Callable[[Tx, str], list[tuple[int, Message]]]
+_INSERT = "INSERT INTO search_docs (session_id, seq, body) VALUES (?, ?, ?)"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A session that matches, with its best matching message (`seq` 0: the title) and the
+    text around the first matching word."""
+
+    session: SessionRow
+    seq: int
+    snippet: str
+
+    def to_json(self) -> dict[str, object]:
+        """The hit as JSON: the session row plus `match` (seq and snippet)."""
+        return self.session.to_json() | {"match": {"seq": self.seq, "snippet": self.snippet}}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    """Hits, best first; `next_offset` continues the search (None: no more)."""
+
+    hits: list[SearchHit]
+    next_offset: int | None
+
+
+def searchable_text(message: Message) -> str:
+    """The text a message contributes to the index ("" for none): text, tool calls (name and
+    input), tool results and compaction summaries; never a system message."""
+    if message.role == "system":
+        return ""
+    parts: list[str] = []
+    for block in message.blocks:
+        if isinstance(block, TextBlock):
+            parts.append(block.text)
+        elif isinstance(block, ToolCallBlock):
+            parts.append(f"{block.name} {_values(block.input)}")
+        elif isinstance(block, ToolResultBlock):
+            parts.append(tool_result_text(block.output))
+        elif isinstance(block, CompactSummaryBlock):
+            parts.append(block.summary)
+    return _clean("\n".join(p for p in parts if p))
+
+
+def _values(value: object) -> str:
+    """The leaf values of a tool input, space-separated (keys and JSON punctuation left out)."""
+    if isinstance(value, dict):
+        return " ".join(_values(v) for v in value.values())
+    if isinstance(value, list):
+        return " ".join(_values(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _clean(text: str) -> str:
+    return text.replace("\x00", "")[:MAX_INDEXED_CHARS].strip()
+
+
+def index_message(tx: Tx, session_id: str, seq: int, message: Message) -> None:
+    """Index one transcript message at its `seq` (nothing when it has no searchable text)."""
+    body = searchable_text(message)
+    if body:
+        tx.send(_INSERT, (session_id, seq, body))
+
+
+def index_title(tx: Tx, session_id: str, title: str | None) -> None:
+    """Make `title` the session's indexed title (replacing the previous one)."""
+    tx.send("DELETE FROM search_docs WHERE session_id = ? AND seq = ?", (session_id, TITLE_SEQ))
+    body = _clean(title or "")
+    if body:
+        tx.send(_INSERT, (session_id, TITLE_SEQ, body))
+
+
+def index_deliveries(
+    tx: Tx, session_id: str, stored: Iterable[StoredEvent], messages: dict[str, Message]
+) -> None:
+    """Index the messages that version-2 deliveries name (their events do not carry them)."""
+    for ev in stored:
+        message_id = getattr(ev.event, "message_id", None)
+        if ev.event.type == "inbox.delivered" and message_id in messages:
+            index_message(tx, session_id, ev.seq, messages[message_id])
+
+
+# -- queries ------------------------------------------------------------------------------------
+
+
+def terms(text: str) -> list[str]:
+    """The words of a query, lowercased; a trailing `*` asks for a prefix. `UsageError` when
+    the text has no word at all."""
+    found = [w.lower() for w in _WORD.findall(text)][:MAX_TERMS]
+    if not found:
+        raise UsageError("search needs at least one word (letters or digits)")
+    return found
+
+
+def _match(kind: str, words: Sequence[str]) -> str:
+    """The backend's query string for `words` (all must occur in one message)."""
+    if kind == "postgres":
+        return " & ".join(w[:-1] + ":*" if w.endswith("*") else w for w in words)
+    return " ".join(f'"{w[:-1]}"*' if w.endswith("*") else f'"{w}"' for w in words)
+
+
+# Each matching message, then the best one per session (lower score is better), then sessions.
+# PostgreSQL reads each hit's session row by key (a LATERAL subquery that OFFSET 0 keeps from
+# being flattened): with a join it may hash the whole sessions table once its estimate of a rare
+# word's hits grows with the index (61 ms instead of 0.6 on 100,000 sessions, bench_search.py).
+_BEST = {
+    "sqlite": (
+        "SELECT d.session_id AS sid, d.seq AS seq, d.body AS body, MIN(f.rank) AS score "
+        "FROM search_fts f JOIN search_docs d ON d.id = f.rowid "
+        "WHERE search_fts MATCH ? GROUP BY d.session_id"
+    ),
+    "postgres": (
+        "SELECT DISTINCT ON (d.session_id) d.session_id AS sid, d.seq AS seq, d.body AS body, "
+        "-ts_rank(d.tsv, q.q) AS score FROM search_docs d, to_tsquery('simple', ?) AS q(q) "
+        "WHERE d.tsv @@ q.q ORDER BY d.session_id, score, d.seq"
+    ),
+}
+_SESSION = {
+    "sqlite": "JOIN sessions s ON s.id = b.sid",
+    "postgres": "CROSS JOIN LATERAL (SELECT * FROM sessions WHERE sessions.id = b.sid OFFSET 0) s",
+}
+
+
+def search_in(
+    tx: Tx, kind: str, text: str, *, roots_only: bool, archived: bool | None, limit: int,
+    offset: int,
+) -> SearchPage:  # fmt: skip
+    """Sessions whose content matches every word of `text`, best first (then newest)."""
+
+    if limit < 1 or offset < 0:
+        raise UsageError("limit must be at least 1 and offset not negative")
+    words = terms(text)
+    where = ["1 = 1"]
+    if roots_only:
+        where.append("s.parent_id IS NULL")
+    if archived is not None:
+        where.append("s.archived_ms IS NOT NULL" if archived else "s.archived_ms IS NULL")
+    cols = ", ".join(f"s.{c.strip()}" for c in SESSION_COLS.split(","))
+    rows = tx.all(
+        f"SELECT {cols}, b.seq, b.body FROM ({_BEST[kind]}) b {_SESSION[kind]} "
+        f"WHERE {' AND '.join(where)} ORDER BY b.score, s.updated_ms DESC, s.id DESC "
+        "LIMIT ? OFFSET ?",
+        (_match(kind, words), limit + 1, offset),
+    )
+    hits = [SearchHit(session_row(r[:-2]), int(r[-2]), snippet(r[-1], words)) for r in rows[:limit]]
+    return SearchPage(hits, offset + limit if len(rows) > limit else None)
+
+
+def snippet(body: str, words: Sequence[str], width: int = SNIPPET_CHARS) -> str:
+    """The part of `body` around the first occurrence of one of `words`, whitespace folded,
+    cut at spaces."""
+    flat = " ".join(body.split())
+    lowered = flat.lower()
+    found = [i for w in words if (i := lowered.find(w.rstrip("*"))) >= 0]
+    start = max(0, min(found, default=0) - width // 3)
+    if start > 0:
+        space = flat.find(" ", start, start + 20)
+        start = space + 1 if space >= 0 else start
+    end = start + width
+    if end < len(flat):
+        space = flat.rfind(" ", end - 20, end)
+        end = space if space > start else end
+    return ("…" if start > 0 else "") + flat[start:end] + ("…" if end < len(flat) else "")
+
+
+# -- the backfill of sessions written before the index existed ----------------------------------
+
+
+def backfill(backend: Backend, transcript: Transcript) -> None:
+    """Index the sessions written before migration 7, a batch of sessions per transaction.
+
+    `search_backfill` holds the last session id done; its row goes when every session is
+    indexed. A session's messages already in the index (written after the migration) are left
+    alone, and the session row is locked while it is read, so nothing is indexed twice, also
+    with several processes opening the store at once. Resumes where a crash stopped it. Once it
+    is done, an open only reads (no write transaction: a read-only or busy store still opens).
+    """
+    with backend.transaction(write=False) as tx:
+        if tx.one("SELECT 1 FROM search_backfill") is None:
+            return
+    while True:
+        with backend.transaction(write=True) as tx:
+            marker = tx.one(f"SELECT after_id FROM search_backfill{tx.row_lock()}")
+            if marker is None:
+                return
+            batch = [
+                r[0]
+                for r in tx.all(
+                    "SELECT id FROM sessions WHERE id > ? ORDER BY id LIMIT ?",
+                    (marker[0], BACKFILL_BATCH),
+                )
+            ]
+            for sid in batch:
+                _backfill_session(tx, sid, transcript)
+            if batch:
+                tx.run("UPDATE search_backfill SET after_id = ?", (batch[-1],))
+            else:
+                tx.run("DELETE FROM search_backfill")
+
+
+def _backfill_session(tx: Tx, session_id: str, transcript: Transcript) -> None:
+    row = tx.lock_session(session_id)
+    if row is None:
+        return
+    done = {int(r[0]) for r in tx.all(
+        "SELECT seq FROM search_docs WHERE session_id = ?", (session_id,)
+    )}  # fmt: skip
+    if TITLE_SEQ not in done:
+        title = tx.one("SELECT title FROM sessions WHERE id = ?", (session_id,))
+        index_title(tx, session_id, title[0] if title else None)
+    for seq, message in transcript(tx, session_id):
+        if seq not in done:
+            index_message(tx, session_id, seq, message)

@@ -1,0 +1,160 @@
+"""Projections of the events that shape a session after the fact (`events._shaping`).
+
+Invariant: a pending revert is the session's `reverts` rows plus the `messages` rows whose
+`reverted` names one of them; a delivered input makes it final (`commit_revert`), an unrevert
+clears it. Hidden rows leave every transcript read (`_inbox._MESSAGE_ROWS`), never the log.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import JsonValue
+
+from ..events import (
+    ArtifactRecorded,
+    ExtensionStateSet,
+    HistoryEdited,
+    MetadataUpdated,
+    SessionReverted,
+    SessionUnreverted,
+)
+from ._backend import Tx
+from ._search import index_message
+
+ARTIFACTS_PER_SESSION_CAP = 200  # the spec's ARTIFACTS_PER_SESSION_CAP
+
+
+def _put_state(
+    tx: Tx, sid: str, seq: int, work: dict[str, JsonValue], instructions: dict[str, str]
+) -> None:
+    """Replace the session's work state and instruction values with complete snapshots."""
+    tx.send("DELETE FROM work_state WHERE session_id = ?", (sid,))
+    for kind, value in sorted(work.items()):
+        tx.send(
+            "INSERT INTO work_state (session_id, kind, value, seq) VALUES (?, ?, ?, ?)",
+            (sid, kind, json.dumps(value), seq),
+        )
+    tx.send("DELETE FROM instruction_state WHERE session_id = ?", (sid,))
+    for key, digest in sorted(instructions.items()):
+        tx.send(
+            "INSERT INTO instruction_state (session_id, source_key, digest, seq) VALUES (?, ?, ?, ?)",
+            (sid, key, digest, seq),
+        )
+
+
+def reverted(tx: Tx, sid: str, seq: int, ev: SessionReverted) -> None:
+    """Hide the messages from `from_seq` on (also those an earlier pending revert hid, which
+    this one now owns) and restore the state the event names."""
+    tx.send(
+        "UPDATE messages SET reverted = ? WHERE session_id = ? AND seq >= ?",
+        (seq, sid, ev.from_seq),
+    )
+    tx.send(
+        "INSERT INTO reverts (session_id, revert_seq, from_seq) VALUES (?, ?, ?)",
+        (sid, seq, ev.from_seq),
+    )
+    _put_state(tx, sid, seq, dict(ev.work_state), dict(ev.instructions))
+
+
+def unreverted(tx: Tx, sid: str, seq: int, ev: SessionUnreverted) -> None:
+    """Bring the pending revert's messages and state back."""
+    tx.send(
+        "UPDATE messages SET reverted = NULL WHERE session_id = ? AND reverted IS NOT NULL", (sid,)
+    )
+    tx.send("DELETE FROM reverts WHERE session_id = ?", (sid,))
+    _put_state(tx, sid, seq, dict(ev.work_state), dict(ev.instructions))
+
+
+def commit_revert(tx: Tx, sid: str) -> None:
+    """A new input landed: the pending revert (if any) is final; its hidden messages leave the
+    transcript and search projections for good (their events stay in the log)."""
+    tx.send(
+        "DELETE FROM search_docs WHERE session_id = ? AND seq IN "
+        "(SELECT seq FROM messages WHERE session_id = ? AND reverted IS NOT NULL)",
+        (sid, sid),
+    )
+    tx.send("DELETE FROM messages WHERE session_id = ? AND reverted IS NOT NULL", (sid,))
+    tx.send("DELETE FROM reverts WHERE session_id = ?", (sid,))
+
+
+def history_edited(tx: Tx, sid: str, seq: int, ev: HistoryEdited) -> None:
+    """`delete_turn` drops the named messages from the transcript and search projections;
+    `replace_text` points the message's row at this event, which holds its new body."""
+    if ev.op == "replace_text":
+        assert ev.message is not None
+        row = tx.one(
+            "SELECT seq FROM messages WHERE session_id = ? AND message_id = ?", (sid, ev.message.id)
+        )
+        tx.send(
+            "UPDATE messages SET body_seq = ? WHERE session_id = ? AND message_id = ?",
+            (seq, sid, ev.message.id),
+        )
+        if row is not None:  # the search index follows the new text
+            tx.send("DELETE FROM search_docs WHERE session_id = ? AND seq = ?", (sid, row[0]))
+            index_message(tx, sid, int(row[0]), ev.message)
+        return
+    for message_id in ev.message_ids:
+        tx.send(
+            "DELETE FROM search_docs WHERE session_id = ? AND seq IN "
+            "(SELECT seq FROM messages WHERE session_id = ? AND message_id = ?)",
+            (sid, sid, message_id),
+        )
+        tx.send("DELETE FROM messages WHERE session_id = ? AND message_id = ?", (sid, message_id))
+
+
+def artifact_recorded(tx: Tx, sid: str, seq: int, ev: ArtifactRecorded) -> None:
+    """Upsert by (session, kind, uri): an existing row keeps its id, turn and creation time and
+    takes the new label (and meta, when given); then evict past the cap, `file` artifacts
+    first, oldest first (the spec's `selectArtifactEvictions`)."""
+    meta = None if ev.meta is None else json.dumps(ev.meta)
+    tx.send(
+        "INSERT INTO artifacts (id, session_id, kind, uri, label, meta, turn_id, created_seq, "
+        "created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (session_id, kind, uri) DO UPDATE SET label = excluded.label, "
+        "meta = COALESCE(excluded.meta, artifacts.meta), updated_ms = excluded.updated_ms",
+        (ev.artifact_id, sid, ev.kind, ev.uri, ev.label, meta, ev.turn_id, seq, ev.at_ms, ev.at_ms),
+    )
+    tx.send(
+        "DELETE FROM artifacts WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER "
+        "(ORDER BY CASE WHEN kind = 'file' THEN 0 ELSE 1 END, created_seq) AS place "
+        "FROM artifacts WHERE session_id = ?) ranked "
+        "WHERE place <= (SELECT COUNT(*) FROM artifacts WHERE session_id = ?) - ?)",
+        (sid, sid, ARTIFACTS_PER_SESSION_CAP),
+    )
+
+
+def metadata_updated(tx: Tx, sid: str, seq: int, ev: MetadataUpdated) -> None:
+    """Merge the patch into `sessions.metadata` by key (None removes a key)."""
+    row = tx.one("SELECT metadata FROM sessions WHERE id = ?", (sid,))
+    current = json.loads(row[0]) if row is not None and row[0] else {}
+    tx.send(
+        "UPDATE sessions SET metadata = ? WHERE id = ?",
+        (json.dumps(merge_metadata(current, ev.patch)), sid),
+    )
+
+
+def merge_metadata(
+    current: dict[str, JsonValue], patch: dict[str, JsonValue]
+) -> dict[str, JsonValue]:
+    """`current` with each key of `patch` set (a None value removes the key)."""
+    out = dict(current)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def extension_state_set(tx: Tx, sid: str, seq: int, ev: ExtensionStateSet) -> None:
+    """Set or delete one extension value."""
+    tx.send(
+        "DELETE FROM extension_state WHERE session_id = ? AND namespace = ? AND key = ?",
+        (sid, ev.namespace, ev.key),
+    )
+    if ev.value is not None:
+        tx.send(
+            "INSERT INTO extension_state (session_id, namespace, key, value) VALUES (?, ?, ?, ?)",
+            (sid, ev.namespace, ev.key, json.dumps(ev.value)),
+        )

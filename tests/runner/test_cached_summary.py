@@ -1,0 +1,96 @@
+"""A proactive summary reuses the step's request (001): the same tools, system prompt and
+history, so the provider reads them from its prompt cache, with the summary instruction after
+the history; a reply without a summary falls back to the separate summary request."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from wakeful.config import CompactionConfig, Config, RetryConfig
+from wakeful.events import CompactionEnded, ReceiptRecorded, UsageRecorded
+from wakeful.execution import Runtime
+from wakeful.providers import make_provider
+from wakeful.runner import verify_receipt
+
+PAD = "lorem ipsum dolor sit amet " * 12  # ~80 tokens
+CACHED = {"match": "^Stop the work here", "replies": [{"text": "## Objective\n- cached summary"}]}
+SEPARATE = {"match": "^Summarize the conversation below",
+            "replies": [{"text": "## Objective\n- separate summary"}]}  # fmt: skip
+REFUSING = {"match": "^Stop the work here",
+            "replies": [{"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}]}  # fmt: skip
+
+
+def runtime(tmp_path: Path, rules: list[dict], **compaction: object) -> Runtime:
+    path = tmp_path / "script.json"
+    replies = {"match": ".", "replies": [{"text": "reply " + PAD}]}
+    path.write_text(json.dumps({"rules": [*rules, replies], "chunk_chars": 4096,
+                                "context_window": 3000, "max_output_tokens": 300}))  # fmt: skip
+    config = Config(
+        compaction=CompactionConfig(**{"reserved": 200, "tail_turns": 1, **compaction}),
+        retry=RetryConfig(initial_delay_ms=5, max_delay_ms=50, poll_interval_ms=5),
+    )
+    return Runtime(str(tmp_path / "s.db"), model=f"scripted:{path}", workspace=tmp_path,
+                   config=config)  # fmt: skip
+
+
+async def chat_until_compacted(rt: Runtime) -> tuple[str, CompactionEnded]:
+    sid: str | None = None
+    for i in range(40):
+        [turn] = await rt.run(f"turn {i}: {PAD}", session_id=sid)
+        assert turn.outcome == "completed"
+        sid = sid or rt.store.list_sessions().sessions[0].id
+        ended = [e.event for e in rt.store.events(sid, types=["compaction.ended"])]
+        if ended:
+            assert isinstance(ended[0], CompactionEnded)
+            return sid, ended[0]
+    raise AssertionError("no compaction in 40 turns")
+
+
+def receipt(rt: Runtime, sid: str, rid: str | None) -> ReceiptRecorded:
+    [found] = [r for r in rt.store.receipts(sid) if r.receipt_id == rid]
+    return found
+
+
+async def test_the_summary_request_extends_the_steps_request(tmp_path: Path) -> None:
+    rt = runtime(tmp_path, [CACHED, SEPARATE])
+    sid, ended = await chat_until_compacted(rt)
+    [summary] = [m for m in rt.store.messages(sid) if m.id == ended.summary_message_id]
+    assert "cached summary" in json.dumps(summary.model_dump(mode="json"))
+    used = receipt(rt, sid, ended.receipt_id)
+    assert used.purpose == "compaction"
+    before = [r for r in rt.store.receipts(sid) if r.purpose == "step"]
+    step = max((r for r in before if r.message_ids), key=lambda r: len(r.message_ids))
+    prefix = {s: d for s, _src, d in used.sections if s.startswith("system.") or s == "tools"}
+    assert prefix == {
+        s: d for s, _src, d in step.sections if s.startswith("system.") or s == "tools"
+    }
+    # The history the step sent before is a prefix of what the summary request sent.
+    assert used.message_ids[: len(step.message_ids)] == step.message_ids
+    assert any(s == "input.compaction" for s, _src, _d in used.sections)
+    provider = make_provider(rt.model)
+    assert verify_receipt(rt.store, sid, used, provider)
+    await rt.aclose()
+
+
+async def test_a_reply_without_a_summary_falls_back_to_the_separate_request(
+    tmp_path: Path,
+) -> None:
+    rt = runtime(tmp_path, [REFUSING, SEPARATE])
+    sid, ended = await chat_until_compacted(rt)
+    [summary] = [m for m in rt.store.messages(sid) if m.id == ended.summary_message_id]
+    assert "separate summary" in json.dumps(summary.model_dump(mode="json"))
+    compaction_receipts = [r for r in rt.store.receipts(sid) if r.purpose == "compaction"]
+    assert len(compaction_receipts) == 2  # the cached try, then the separate request
+    assert receipt(rt, sid, ended.receipt_id).message_ids == ()  # the separate one: text only
+    usage = [e.event for e in rt.store.events(sid, types=["usage.recorded"])]
+    tried = compaction_receipts[0].receipt_id
+    assert any(isinstance(u, UsageRecorded) and u.receipt_id == tried for u in usage)
+    await rt.aclose()
+
+
+async def test_reuse_cache_off_asks_the_separate_request_only(tmp_path: Path) -> None:
+    rt = runtime(tmp_path, [CACHED, SEPARATE], reuse_cache=False)
+    sid, ended = await chat_until_compacted(rt)
+    assert [r.message_ids for r in rt.store.receipts(sid) if r.purpose == "compaction"] == [()]
+    await rt.aclose()
