@@ -8,10 +8,12 @@ transaction (see `wakeful.store`). Live-only deltas (streamed text) are never ev
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from ..errors import CorruptStateError
 from ..messages import Message
 from ._shaping import (
     ArtifactRecorded,
@@ -171,7 +173,15 @@ class ApprovalDecided(_Event):
 
 
 class ReceiptRecorded(_Event):
-    """The exact prompt of one physical attempt, persisted before the request (invariant 7)."""
+    """The exact prompt of one physical attempt, persisted before the request (invariant 7).
+
+    The request's history is named by message ids. `base` None: `message_ids` is the whole list
+    (every receipt before issue 25). `base` (receipt id, kept): the list is the first `kept`
+    messages of that earlier receipt of the session, then `message_ids` (only what is new), so a
+    turn's receipts grow with its steps, not with the square of its history
+    (`docs/runner.md`). `full_message_ids` applies the rule; the store's `receipts()` hands out
+    receipts already expanded.
+    """
 
     type: Literal["receipt.recorded"] = "receipt.recorded"
     receipt_id: str
@@ -182,11 +192,26 @@ class ReceiptRecorded(_Event):
     request_digest: str
     sections: tuple[tuple[str, str, str], ...] = ()
     message_ids: tuple[str, ...] = ()
+    base: tuple[str, int] | None = None
     purpose: Literal["step", "compaction"] = "step"
     # The OpenTelemetry trace and span (the step's) this request was sent under, when tracing
     # is on (`docs/tracing.md`): a receipt and its trace find each other.
     trace_id: str | None = None
     span_id: str | None = None
+
+    def full_message_ids(self, base_ids: Sequence[str] | None) -> tuple[str, ...]:
+        """The complete message ids of the request, given the complete ids of the `base`
+        receipt (None for a receipt without a base). Raises `CorruptStateError` when the base
+        is missing or holds fewer than `kept` messages."""
+        if self.base is None:
+            return self.message_ids
+        rid, kept = self.base
+        if base_ids is None or not 0 <= kept <= len(base_ids):
+            raise CorruptStateError(
+                f"receipt {self.receipt_id} extends the first {kept} messages of {rid}, "
+                f"which has {'no list' if base_ids is None else len(base_ids)}"
+            )
+        return (*base_ids[:kept], *self.message_ids)
 
 
 class UsageRecorded(_Event):

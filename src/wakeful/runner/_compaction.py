@@ -59,7 +59,14 @@ from ._context import RunContext
 from ._crashpoints import crash_point
 from ._port import SessionPort
 from ._pricing import usage_event
-from ._prompt import Section, build_request, make_receipt, request_digest, section_blobs
+from ._prompt import (
+    ReceiptChain,
+    Section,
+    build_request,
+    make_receipt,
+    request_digest,
+    section_blobs,
+)
 from ._retry import error_kind
 from ._stream import stream_to_finish
 from ._summary import render_messages, summary_sections
@@ -228,10 +235,17 @@ class Compactor:
     session port. It reads the runner's active-history view (and refreshes it after writing a
     boundary); its own state is the estimate's anchor and its counts."""
 
-    def __init__(self, ctx: RunContext, port: SessionPort, history: ActiveHistory) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        port: SessionPort,
+        history: ActiveHistory,
+        receipts: ReceiptChain,
+    ) -> None:
         self.ctx = ctx
         self.port = port
         self.history = history
+        self.receipts = receipts  # the turn's: a summary request extends the last step's
         self.generation = 0  # compactions this compactor wrote (each starts an epoch)
         self.failures = 0  # failed compactions in a row (this runner)
         self._anchor: _Anchor | None = None
@@ -406,9 +420,10 @@ class Compactor:
         rid = f"rcp_{secrets.token_hex(8)}"
         receipt = make_receipt(
             sections, history, request_digest(provider, req), receipt_id=rid, turn_id=turn_id,
-            step=step, attempt=1, model=spec, purpose="compaction",
+            step=step, attempt=1, model=spec, purpose="compaction", base=self.receipts.last,
         )  # fmt: skip
         await self.port.commit([receipt], section_blobs(sections))
+        self.receipts.committed(receipt, history)
         crash_point("compaction.summarizing")
         self._live(phase="progress", stage="summarizing", attempt=1, chars=0)
         try:

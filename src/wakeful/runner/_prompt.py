@@ -3,7 +3,8 @@
 A prompt is built from sections with stable ids, each with its exact source and the SHA-256
 digest of its content; section contents are blobs (stored once, shared by every attempt that
 uses them). A receipt lists the sections, the ids of the persisted messages the request was
-built from, and the digest of the exact request body. It never copies the transcript: a
+built from (only those after the prefix it shares with the runner's previous receipt, which it
+names as its base), and the digest of the exact request body. It never copies the transcript: a
 receipt can be verified by rebuilding the request from the blobs and the stored messages.
 """
 
@@ -223,8 +224,15 @@ def make_receipt(
     attempt: int,
     model: str,
     purpose: Literal["step", "compaction"] = "step",
+    base: ReceiptBase | None = None,
 ) -> ReceiptRecorded:
-    """Build the receipt event; the caller appends it with `section_blobs(sections)`, fenced."""
+    """Build the receipt event; the caller appends it with `section_blobs(sections)`, fenced.
+
+    With a `base` (an earlier durable receipt of the session) whose messages start the history,
+    the receipt names that base and lists only the ids after the shared prefix; otherwise it
+    lists every id. Either way it names exactly `history`."""
+    ids = tuple(m.id for m in history)
+    kept = 0 if base is None else _shared_prefix(base.message_ids, ids)
     return ReceiptRecorded(
         purpose=purpose,
         receipt_id=receipt_id,
@@ -234,20 +242,59 @@ def make_receipt(
         model=model,
         request_digest=digest,
         sections=tuple((s.id, s.source, s.digest) for s in sections),
-        message_ids=tuple(m.id for m in history),
+        message_ids=ids[kept:],
+        base=(base.receipt_id, kept) if base is not None and kept else None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptBase:
+    """A receipt already committed to the session, with its complete message ids: what the next
+    receipt of the same runner is recorded against."""
+
+    receipt_id: str
+    message_ids: tuple[str, ...]
+
+
+class ReceiptChain:
+    """The newest receipt a runner committed, shared by its steps and its compactions: the base
+    the next receipt is recorded against (None before the first, so that one lists every id)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: ReceiptBase | None = None
+
+    def committed(self, receipt: ReceiptRecorded, history: Sequence[Message]) -> None:
+        """`receipt`, built from `history`, is durable: the next receipt may name it (one whose
+        commit failed never is, or its base would not resolve)."""
+        self.last = ReceiptBase(receipt.receipt_id, tuple(m.id for m in history))
+
+
+def _shared_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
 
 
 def rebuild_request(
     store: SqlStore, session_id: str, receipt: ReceiptRecorded, provider_name: str
 ) -> ModelRequest:
-    """Rebuild the exact request of a receipt from its blobs and the stored messages."""
+    """Rebuild the exact request of a receipt from its blobs and the stored messages (a receipt
+    recorded against a base is expanded through the store's chain of receipts)."""
     sections = [
         Section(sid, source, store.get_blob(digest).decode())
         for sid, source, digest in receipt.sections
     ]
+    ids = (
+        receipt.message_ids
+        if receipt.base is None
+        else store.receipt_message_ids(session_id, receipt.receipt_id)
+    )
     by_id = store.receipt_messages(session_id, receipt.receipt_id)  # as they read then
-    history = MediaResolver(store.get_blob)([by_id[mid] for mid in receipt.message_ids])
+    history = MediaResolver(store.get_blob)([by_id[mid] for mid in ids])
     return build_request(sections, history, provider_name)
 
 

@@ -67,6 +67,7 @@ from ._media import MediaResolver
 from ._port import SessionPort
 from ._pricing import add_usage, usage_event
 from ._prompt import (
+    ReceiptChain,
     Section,
     build_request,
     make_receipt,
@@ -100,7 +101,8 @@ class TurnRunner:
         self._final_text = ""
         self._truncated = False  # the newest reply was cut by the output limit
         self._history = ActiveHistory(port)  # the runner's view; compaction reads it
-        self._compaction = Compactor(ctx, port, self._history)
+        self._receipts = ReceiptChain()  # the newest committed receipt, the next one's base
+        self._compaction = Compactor(ctx, port, self._history, self._receipts)
         self._retry_pending = False  # a retry.scheduled not yet cleared by a recorded reply
         self._retry_read = False  # the stored retry state was read (at the first step)
         self._wire = WireBuilder()  # to_wire, linear in what each step added
@@ -322,12 +324,14 @@ class TurnRunner:
         receipt = make_receipt(
             sections, history, digest, receipt_id=f"rcp_{secrets.token_hex(8)}", turn_id=tid,
             step=step, attempt=attempt, model=ctx.model_spec or ctx.provider.model,
+            base=self._receipts.last,
         )  # fmt: skip
         ids = ctx.trace_ids(self.sid) if ctx.trace_ids is not None else None
         if ids is not None:
             receipt = receipt.model_copy(update={"trace_id": ids[0], "span_id": ids[1]})
         crash_point("receipt.before")
         await self._commit([receipt], section_blobs(sections))  # the port stores each once
+        self._receipts.committed(receipt, history)
         crash_point("receipt.after")
         self._live("step", step=step, attempt=attempt)
         self._receipt_id = receipt.receipt_id

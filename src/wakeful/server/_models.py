@@ -400,7 +400,7 @@ class ReceiptOut(_Out):
     purpose: str
     request_digest: str
     sections: list[SectionOut]
-    message_ids: list[str]
+    message_ids: list[str]  # complete, in request order (expanded from a base receipt)
     trace_id: str | None = None  # the OpenTelemetry trace and step span, when traced
     span_id: str | None = None
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
-from ..errors import AmbiguousIdError, NotFoundError
+from ..errors import AmbiguousIdError, CorruptStateError, NotFoundError
 from ..events import ReceiptRecorded, load_event
 from ..messages import Message
 from ._inbox import message_bodies_in
@@ -138,7 +138,8 @@ class ReadsMixin:
         ]
 
     def receipts(self, session_id: str) -> list[ReceiptRecorded]:
-        """Every prompt receipt of a session, in order."""
+        """Every prompt receipt of a session, in order, each with its complete `message_ids`
+        and no `base` (a receipt recorded against a base is expanded, as if recorded whole)."""
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
                 "SELECT e.data FROM receipts r JOIN events e ON e.session_id = r.session_id "
@@ -146,11 +147,48 @@ class ReadsMixin:
                 (session_id,),
             )
         out: list[ReceiptRecorded] = []
+        full: dict[str, tuple[str, ...]] = {}
         for (data,) in rows:
             event = load_event(data)
             assert isinstance(event, ReceiptRecorded)
+            if event.base is not None:
+                ids = event.full_message_ids(full.get(event.base[0]))
+                event = event.model_copy(update={"message_ids": ids, "base": None})
+            full[event.receipt_id] = event.message_ids
             out.append(event)
         return out
+
+    def receipt_message_ids(self, session_id: str, receipt_id: str) -> tuple[str, ...]:
+        """The complete message ids of one receipt: its own list, or, for one recorded against a
+        base, the chain of earlier receipts it extends, read back to one recorded whole."""
+        chain: list[ReceiptRecorded] = []
+        with self.backend.transaction(write=False) as tx:
+            rid, before = receipt_id, 2**62
+            while True:
+                row = tx.one(
+                    "SELECT e.data, r.seq FROM receipts r JOIN events e "
+                    "ON e.session_id = r.session_id AND e.seq = r.seq "
+                    "WHERE r.session_id = ? AND r.receipt_id = ? AND r.seq < ?",
+                    (session_id, rid, before),
+                )
+                if row is None and not chain:
+                    raise NotFoundError(f"no receipt {receipt_id} in session {session_id}")
+                if row is None:
+                    raise CorruptStateError(
+                        f"receipt {chain[-1].receipt_id} of session {session_id} extends "
+                        f"{rid}, which is not an earlier receipt of that session"
+                    )
+                event = load_event(row[0])
+                assert isinstance(event, ReceiptRecorded)
+                chain.append(event)
+                if event.base is None:
+                    break
+                rid, before = event.base[0], int(row[1])
+        ids: tuple[str, ...] | None = None
+        for event in reversed(chain):
+            ids = event.full_message_ids(ids)
+        assert ids is not None
+        return ids
 
     def receipt_messages(self, session_id: str, receipt_id: str) -> dict[str, Message]:
         """The messages, by id, as the log held them when the receipt was recorded (hidden,

@@ -251,6 +251,10 @@
     var now = {};
     (d.sections || []).forEach(function (s) { now[s[0]] = s[2]; });
     var ids = d.message_ids || [];
+    if (d.base) {  // recorded against an earlier receipt: its first base[1] messages, then these
+      var base = box.querySelector('details.receipt[data-receipt="' + d.base[0] + '"]');
+      if (base) ids = JSON.parse(base.dataset.messages || "[]").slice(0, d.base[1]).concat(ids);
+    }
     var det = el("details", "fold receipt");
     det.dataset.receipt = d.receipt_id;
     det.dataset.sections = JSON.stringify(now);
