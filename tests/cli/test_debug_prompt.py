@@ -82,3 +82,17 @@ def test_a_server_url_is_a_one_line_error(wk: Wk):
         "error: debug prompt reads a local store"
     )
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_receipt_recorded_against_its_base_rebuilds_whole(wk: Wk, workdir: Path):
+    sid = _session(wk, workdir)
+    lines = wk("log", "--session", sid, "--format", "jsonl").stdout.splitlines()
+    events = [json.loads(ln) for ln in lines]
+    logged = [e["data"] for e in events if e.get("type") == "receipt.recorded"]
+    before, newest = logged[-2:]  # turn 2's steps: the first whole (a new run), then a delta
+    assert "base" not in before and len(before["message_ids"]) == 3
+    assert newest["base"] == [before["receipt_id"], 3] and len(newest["message_ids"]) == 2
+    out = _prompt(wk, sid)
+    assert out["receipt_id"] == newest["receipt_id"] and out["verified"]
+    assert out["message_ids"] == before["message_ids"] + newest["message_ids"]
+    assert "messages: 5" in wk("debug", "prompt", "--session", sid).stdout

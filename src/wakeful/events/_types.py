@@ -8,7 +8,6 @@ transaction (see `wakeful.store`). Live-only deltas (streamed text) are never ev
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -179,7 +178,7 @@ class ReceiptRecorded(_Event):
     (every receipt before issue 25). `base` (receipt id, kept): the list is the first `kept`
     messages of that earlier receipt of the session, then `message_ids` (only what is new), so a
     turn's receipts grow with its steps, not with the square of its history
-    (`docs/runner.md`). `full_message_ids` applies the rule; the store's `receipts()` hands out
+    (`docs/runner.md`). `expand` applies the rule; the store's `receipts()` hands out
     receipts already expanded.
     """
 
@@ -199,19 +198,22 @@ class ReceiptRecorded(_Event):
     trace_id: str | None = None
     span_id: str | None = None
 
-    def full_message_ids(self, base_ids: Sequence[str] | None) -> tuple[str, ...]:
-        """The complete message ids of the request, given the complete ids of the `base`
-        receipt (None for a receipt without a base). Raises `CorruptStateError` when the base
-        is missing or holds fewer than `kept` messages."""
+    def expand(self, base_ids: list[str] | None) -> list[str]:
+        """The complete message ids of the request, built in place from `base_ids`, the complete
+        ids of the `base` receipt (None for a receipt without one): a chain of receipts expands
+        in time linear in what they store. Raises `CorruptStateError` when the base is missing
+        or holds fewer than `kept` messages."""
         if self.base is None:
-            return self.message_ids
+            return list(self.message_ids)
         rid, kept = self.base
         if base_ids is None or not 0 <= kept <= len(base_ids):
             raise CorruptStateError(
                 f"receipt {self.receipt_id} extends the first {kept} messages of {rid}, "
                 f"which has {'no list' if base_ids is None else len(base_ids)}"
             )
-        return (*base_ids[:kept], *self.message_ids)
+        del base_ids[kept:]
+        base_ids.extend(self.message_ids)
+        return base_ids
 
 
 class UsageRecorded(_Event):

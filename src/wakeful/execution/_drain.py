@@ -24,7 +24,7 @@ from pydantic import JsonValue
 
 from ..errors import ClaimLostError, LocationUnavailableError, UsageError
 from ..instructions import InstructionSync
-from ..runner import Interrupted, TurnResult, TurnRunner, crash_point
+from ..runner import Interrupted, ReceiptChain, TurnResult, TurnRunner, crash_point
 from ..store import Claim, Delivered, SqlStore, fence
 from ._leases import LeaseKeeper
 from ._move import rebind
@@ -123,10 +123,11 @@ async def drain(
     # Only a drain that ran to its end releases; a shutdown, a lost claim, a cancellation or an
     # unexpected error keeps the claim, so the session is recovered like after a crash.
     release = False
+    receipts = ReceiptChain()  # the drain's turns record each receipt against the one before
     try:
         if first is None:
-            await _recover(claim, setup, port, opts, result)
-        await _turns(setup, port, result, first, make_context)
+            await _recover(claim, setup, port, opts, result, receipts)
+        await _turns(setup, port, result, first, make_context, receipts)
         release = True
     except Interrupted:  # a shutdown interrupt: the open turn stays for the next driver
         result.shutdown = True
@@ -156,7 +157,12 @@ def session_end_data(result: DrainResult) -> dict[str, JsonValue]:
 
 
 async def _recover(
-    claim: Claim, setup: SessionSetup, port: StorePort, opts: DrainOptions, result: DrainResult
+    claim: Claim,
+    setup: SessionSetup,
+    port: StorePort,
+    opts: DrainOptions,
+    result: DrainResult,
+    receipts: ReceiptChain,
 ) -> None:
     store, sid, token = port.store, port.session_id, fence(claim)
     # A call still `running` here has no owner left (this drain holds the claim and ran nothing
@@ -169,7 +175,7 @@ async def _recover(
     turn = await off_loop(open_turn, store, sid)
     if turn is None:
         return
-    runner = TurnRunner(setup.ctx, port)
+    runner = TurnRunner(setup.ctx, port, receipts)
     plan = await off_loop(plan_recovery, store, sid, turn, token, opts.max_recovery_attempts)
     if plan.end is not None:  # settled without another model request
         ended = await runner.settle(
@@ -186,6 +192,7 @@ async def _turns(
     result: DrainResult,
     first: tuple[str, Sequence[Delivered]] | None,
     make_context: Callable[[], SessionSetup],
+    receipts: ReceiptChain,
 ) -> None:
     """Run turns until nothing is deliverable; `first` was delivered with the claim. A move
     (delivered between turns) rebinds the session to the new location (a new context and
@@ -215,7 +222,7 @@ async def _turns(
         for input_id in inputs:
             port.publish("input_delivered", {"input_id": input_id, "delivery": "turn"})
         if any(d.item.kind == "approval" for d in delivered):  # they started the turn
-            turn = await TurnRunner(ctx, port).run(turn_id=tid, decisions=True)
+            turn = await TurnRunner(ctx, port, receipts).run(turn_id=tid, decisions=True)
             result.turns.append(turn)
             if turn.outcome in STOP_OUTCOMES:
                 return
@@ -223,7 +230,7 @@ async def _turns(
         if not inputs:  # a control item is delivered alone; a compaction runs here, idle
             for d in delivered:
                 if d.item.kind == "compaction":
-                    await TurnRunner(ctx, port).compact(d.item)
+                    await TurnRunner(ctx, port, receipts).compact(d.item)
                 elif d.item.kind == "move":
                     try:
                         setup = await off_loop(rebind, store, sid, port.claim, make_context)
@@ -240,7 +247,7 @@ async def _turns(
             if ctx.interrupt.is_set():
                 return
             continue
-        turn = await TurnRunner(ctx, port).run(inputs, turn_id=tid)
+        turn = await TurnRunner(ctx, port, receipts).run(inputs, turn_id=tid)
         result.turns.append(turn)
         if turn.outcome == "interrupted":
             ctx.interrupt.clear()  # an interrupt stops one turn; the next one starts clean

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ._otel_env import configure_from_env
     from ._port import SessionPort
     from ._pricing import cost_usd, known_price
-    from ._prompt import Section, rebuild_request, request_digest, verify_receipt
+    from ._prompt import ReceiptChain, Section, rebuild_request, request_digest, verify_receipt
     from ._runs import RunRecord, run_records
     from ._toolset import select_tools, selects_prefix
     from ._tracing import Tracing
@@ -83,6 +83,7 @@ _LAZY = {
     "MemoryPort": "wakeful.runner._memory_port",
     "PermissionPolicy": "wakeful.runner.tools",
     "ProviderFactory": "wakeful.runner._context",
+    "ReceiptChain": "wakeful.runner._prompt",
     "RunContext": "wakeful.runner._context",
     "RunRecord": "wakeful.runner._runs",
     "Section": "wakeful.runner._prompt",
@@ -144,6 +145,7 @@ __all__ = [
     "MemoryPort",
     "PermissionPolicy",
     "ProviderFactory",
+    "ReceiptChain",
     "RunContext",
     "RunRecord",
     "Section",

@@ -93,7 +93,11 @@ CONTINUE_AFTER_CUT = (
 class TurnRunner:
     """Runs turns of one session under one `RunContext`, through the session's port."""
 
-    def __init__(self, ctx: RunContext, port: SessionPort) -> None:
+    def __init__(
+        self, ctx: RunContext, port: SessionPort, receipts: ReceiptChain | None = None
+    ) -> None:
+        """`receipts`: the chain of an earlier runner of the session in this process (its
+        turns' receipts then extend each other's); none: this runner's first lists every id."""
         self.ctx = ctx
         self.port = port
         self.sid = port.session_id
@@ -101,7 +105,7 @@ class TurnRunner:
         self._final_text = ""
         self._truncated = False  # the newest reply was cut by the output limit
         self._history = ActiveHistory(port)  # the runner's view; compaction reads it
-        self._receipts = ReceiptChain()  # the newest committed receipt, the next one's base
+        self._receipts = receipts if receipts is not None else ReceiptChain()
         self._compaction = Compactor(ctx, port, self._history, self._receipts)
         self._retry_pending = False  # a retry.scheduled not yet cleared by a recorded reply
         self._retry_read = False  # the stored retry state was read (at the first step)

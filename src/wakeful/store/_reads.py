@@ -152,7 +152,8 @@ class ReadsMixin:
             event = load_event(data)
             assert isinstance(event, ReceiptRecorded)
             if event.base is not None:
-                ids = event.full_message_ids(full.get(event.base[0]))
+                base = full.get(event.base[0])
+                ids = tuple(event.expand(None if base is None else list(base)))
                 event = event.model_copy(update={"message_ids": ids, "base": None})
             full[event.receipt_id] = event.message_ids
             out.append(event)
@@ -184,11 +185,11 @@ class ReadsMixin:
                 if event.base is None:
                     break
                 rid, before = event.base[0], int(row[1])
-        ids: tuple[str, ...] | None = None
+        ids: list[str] | None = None
         for event in reversed(chain):
-            ids = event.full_message_ids(ids)
+            ids = event.expand(ids)
         assert ids is not None
-        return ids
+        return tuple(ids)
 
     def receipt_messages(self, session_id: str, receipt_id: str) -> dict[str, Message]:
         """The messages, by id, as the log held them when the receipt was recorded (hidden,
