@@ -6,6 +6,10 @@ runtime's own overhead per step, and a raw `sqlite3` one-row commit with the sam
 same disk, the floor under each of a step's commits (two per step here: the receipt, then the
 reply with the results of its read-only call). Each figure is the median of `--rounds` runs.
 
+It also prints the bytes of the turn's receipts as stored (each names the previous receipt and
+lists only the new message ids, issue 25) beside the same receipts encoded whole, as every
+receipt was before (all message ids of the request), from the same run.
+
     python bench/bench_runner.py [--steps 300] [--rounds 3]
 """
 
@@ -18,9 +22,11 @@ import sqlite3
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from wakeful.config import Config
+from wakeful.events import dump_event
 from wakeful.execution import Runtime
 from wakeful.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
 from wakeful.providers import ModelRequest, make_provider
@@ -37,15 +43,34 @@ def write_script(folder: Path, steps: int) -> str:
     return f"scripted:{path}"
 
 
-async def loop_rate(folder: Path, model: str, steps: int) -> float:
+@dataclass(frozen=True)
+class ReceiptBytes:
+    """A turn's receipts: how many, their stored bytes, and the bytes encoded whole."""
+
+    count: int
+    stored: int
+    whole: int
+    largest_stored: int
+    largest_whole: int
+
+
+async def loop_rate(folder: Path, model: str, steps: int) -> tuple[float, ReceiptBytes]:
     config = Config.model_validate({"agents": {"build": {"max_steps": steps + 5}}})
     rt = Runtime(str(folder / "bench.db"), model=model, workspace=folder, config=config)
     start = time.perf_counter()
     [turn] = await rt.run("go")
     elapsed = time.perf_counter() - start
     assert turn.steps == steps and turn.outcome == "completed", turn
+    sid = rt.store.list_sessions().sessions[0].id
+    whole = [len(dump_event(r).encode()) for r in rt.store.receipts(sid)]  # expanded: no base
     await rt.aclose()
-    return elapsed
+    with sqlite3.connect(folder / "bench.db") as conn:
+        stored = [n for (n,) in conn.execute(
+            "SELECT LENGTH(CAST(data AS BLOB)) FROM events "
+            "WHERE session_id = ? AND type = 'receipt.recorded'", (sid,),
+        )]  # fmt: skip
+    assert len(stored) == len(whole) == steps
+    return elapsed, ReceiptBytes(len(stored), sum(stored), sum(whole), max(stored), max(whole))
 
 
 async def provider_only(model: str, steps: int) -> float:
@@ -102,7 +127,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             model = write_script(folder, n)
-            loops.append(asyncio.run(loop_rate(folder, model, n)))
+            elapsed, sizes = asyncio.run(loop_rate(folder, model, n))
+            loops.append(elapsed)
             bares.append(asyncio.run(provider_only(model, n)))
             raws.append(raw_commit_ms(folder))
     loop, bare, raw = statistics.median(loops), statistics.median(bares), statistics.median(raws)
@@ -112,6 +138,13 @@ def main() -> None:
     print(f"{'runtime overhead per step':<44}{'':>10}{(loop - bare) / n * 1000:>10.2f}")
     print(f"{'raw sqlite3 one-row commit (baseline)':<44}{'':>10}{raw:>10.2f}")
     print(f"rounds: {args.rounds}, medians; target: at least 200 steps/s for the whole loop")
+    c = sizes.count
+    print(f"\nreceipts of the {n}-step turn (the last round; bytes of the event JSON)")
+    print(f"{'encoding':<44}{'total KB':>10}{'B/receipt':>10}{'largest':>10}")
+    print(f"{'stored: a base and the new ids':<44}{sizes.stored / 1000:>10.1f}"
+          f"{sizes.stored / c:>10.0f}{sizes.largest_stored:>10}")  # fmt: skip
+    print(f"{'whole, as before (baseline)':<44}{sizes.whole / 1000:>10.1f}"
+          f"{sizes.whole / c:>10.0f}{sizes.largest_whole:>10}")  # fmt: skip
 
 
 if __name__ == "__main__":
