@@ -31,13 +31,14 @@ def script(tmp_path: Path, steps: int, *, pad: str = "", **top: object) -> str:
     return f"scripted:{path}"
 
 
-def runtime(tmp_path: Path, model: str, **compaction: object) -> Runtime:
+def runtime(tmp_path: Path, model: str, db: str | None = None, **compaction: object) -> Runtime:
     config = Config.model_validate({
         "agents": {"build": {"max_steps": 1000}},
         "compaction": {"reserved": 500, **compaction},
         "retry": {"initial_delay_ms": 5, "max_delay_ms": 50, "poll_interval_ms": 5},
     })  # fmt: skip
-    return Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=config)
+    db = db or str(tmp_path / "s.db")
+    return Runtime(db, model=model, workspace=tmp_path, config=config)
 
 
 def logged(rt: Runtime, sid: str) -> list[ReceiptRecorded]:
@@ -100,9 +101,9 @@ async def test_a_turn_s_receipts_grow_linearly_with_its_steps(tmp_path: Path):
     await rt400.aclose()
 
 
-async def test_receipts_rebuild_across_compactions(tmp_path: Path):
+async def test_receipts_rebuild_across_compactions(tmp_path: Path, db_url: str):
     model = script(tmp_path, 12, pad=PAD, context_window=6000, max_output_tokens=500)
-    rt = runtime(tmp_path, model)
+    rt = runtime(tmp_path, model, db_url)
     [_turn] = await rt.run(f"turn 0: {PAD}")
     sid = rt.store.list_sessions().sessions[0].id
     for i in range(1, 6):
@@ -121,9 +122,9 @@ async def test_receipts_rebuild_across_compactions(tmp_path: Path):
     await rt.aclose()
 
 
-async def test_receipts_rebuild_after_hiding_editing_and_rewinding(tmp_path: Path):
+async def test_receipts_rebuild_after_hiding_editing_and_rewinding(tmp_path: Path, db_url: str):
     model = script(tmp_path, 3)
-    rt = runtime(tmp_path, model)
+    rt = runtime(tmp_path, model, db_url)
     [_one] = await rt.run("first prompt")
     sid = rt.store.list_sessions().sessions[0].id
     [two] = await rt.run("second prompt", session_id=sid)
@@ -142,9 +143,9 @@ async def test_receipts_rebuild_after_hiding_editing_and_rewinding(tmp_path: Pat
     await rt.aclose()
 
 
-async def test_a_fork_records_and_rebuilds_its_own_chain(tmp_path: Path):
+async def test_a_fork_records_and_rebuilds_its_own_chain(tmp_path: Path, db_url: str):
     model = script(tmp_path, 5)
-    rt = runtime(tmp_path, model)
+    rt = runtime(tmp_path, model, db_url)
     [_one] = await rt.run("first prompt")
     sid = rt.store.list_sessions().sessions[0].id
     fork = rt.fork(sid).id
@@ -158,9 +159,9 @@ async def test_a_fork_records_and_rebuilds_its_own_chain(tmp_path: Path):
     await rt.aclose()
 
 
-async def test_the_turns_of_one_drain_extend_each_other(tmp_path: Path):
+async def test_the_turns_of_one_drain_extend_each_other(tmp_path: Path, db_url: str):
     model = script(tmp_path, 2)
-    rt = runtime(tmp_path, model)
+    rt = runtime(tmp_path, model, db_url)
     [_first] = await rt.run("first prompt")
     sid = rt.store.list_sessions().sessions[0].id
     for text in ("second prompt", "third prompt"):
@@ -174,9 +175,11 @@ async def test_the_turns_of_one_drain_extend_each_other(tmp_path: Path):
     await rt.aclose()
 
 
-async def test_whole_receipts_and_receipts_with_a_base_read_side_by_side(tmp_path: Path):
+async def test_whole_receipts_and_receipts_with_a_base_read_side_by_side(
+    tmp_path: Path, db_url: str
+):
     model = script(tmp_path, 3)
-    rt = runtime(tmp_path, model)
+    rt = runtime(tmp_path, model, db_url)
     [_one] = await rt.run("first prompt")
     sid = rt.store.list_sessions().sessions[0].id
     provider = rt.build_provider(model)
