@@ -64,14 +64,16 @@ class _OrderedSql:
 
 
 # The horizon: the oldest transaction still running in the reading snapshot, leaving out those
-# known to belong to another database of the cluster (they cannot write these events; without
-# this, any long transaction elsewhere on the server would hold the follow back). A backend's
-# `backend_xid` is a 32-bit xid: running xids lie within 2^31 of each other, so it names one.
+# known not to write events: another database's (without this, any long transaction elsewhere
+# on the server would hold the follow back) and autovacuum's (an ANALYZE holds an xid while it
+# runs, and would hold the follow back as long). A backend's `backend_xid` is a 32-bit xid: running xids lie within 2^31 of each other, so it
+# names one.
 _BELOW_XMIN = (
     "tx < COALESCE((SELECT min(x) FROM pg_snapshot_xip(pg_current_snapshot()) x "
     "WHERE mod(x::text::bigint, 4294967296) NOT IN (SELECT a.backend_xid::text::bigint FROM "
-    "pg_stat_activity a WHERE a.backend_xid IS NOT NULL AND a.datid <> (SELECT d.oid FROM "
-    "pg_database d WHERE d.datname = current_database()))), "
+    "pg_stat_activity a WHERE a.backend_xid IS NOT NULL AND (a.backend_type = "
+    "'autovacuum worker' OR a.datid <> (SELECT d.oid FROM pg_database d "
+    "WHERE d.datname = current_database())))), "
     "pg_snapshot_xmax(pg_current_snapshot()))"
 )
 _COLUMNS = "id, session_id, seq, at_ms, data"
