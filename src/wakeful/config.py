@@ -64,6 +64,9 @@ class CompactionConfig(_Section):
     # Ask a proactive summary with the step's own request (the provider's prompt cache) before
     # the separate, text-rendered summary request (docs/compaction.md).
     reuse_cache: bool = True
+    # Files read by `read_file` in the summarized history, read again and attached after the
+    # summary (at most this many; 0: off).
+    restore_files: int = Field(5, ge=0, le=50)
 
 
 class RetryConfig(_Section):

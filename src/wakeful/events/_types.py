@@ -265,6 +265,7 @@ class CompactionEnded(_Event):
     receipt_id: str | None = None
     input_id: str | None = None
     instructions: dict[str, str] | None = None  # None: recorded before the first delta
+    restored_files: tuple[str, ...] = ()  # files read again and attached after the summary
 
 
 class CompactionSkipped(_Event):

@@ -27,6 +27,8 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pydantic import JsonValue
+
 from ..config import CompactionConfig
 from ..errors import (
     CompactionError,
@@ -43,8 +45,9 @@ from ..events import (
     MessageAdded,
     SessionEvent,
 )
-from ..messages import CompactSummaryBlock, Message
+from ..messages import CompactSummaryBlock, Message, TextBlock
 from ..providers import (
+    CHARS_PER_TOKEN,
     ModelRequest,
     Provider,
     StreamEvent,
@@ -60,6 +63,7 @@ from ._crashpoints import crash_point
 from ._port import SessionPort
 from ._pricing import usage_event
 from ._prompt import Section, build_request, make_receipt, request_digest, section_blobs
+from ._restore import restore_candidates, restore_files
 from ._retry import error_kind
 from ._stream import stream_to_finish
 from ._summary import render_messages, summary_sections
@@ -141,7 +145,8 @@ class CompactionResult:
 
     `reason` is ``nothing-to-compact``, ``aborted`` or ``failed`` (with `error`). `replaced`
     counts the messages the summary stands in for; `dropped` those of them the summary request
-    left out to fit; `effective_tokens` estimates the next request's history.
+    left out to fit; `effective_tokens` estimates the next request's history; `restored_files`
+    names the files attached after the summary (`_restore`).
     """
 
     compacted: bool
@@ -154,6 +159,7 @@ class CompactionResult:
     model: str | None = None
     usage: Usage | None = None
     effective_tokens: int = 0
+    restored_files: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         """The result as JSON (the CLI contract)."""
@@ -168,6 +174,7 @@ class CompactionResult:
             "model": self.model,
             "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
             "effective_tokens": self.effective_tokens,
+            "restored_files": list(self.restored_files),
         }
 
 
@@ -178,7 +185,7 @@ def result_of(event: SessionEvent) -> CompactionResult | None:
             True, event.reason, summary_id=event.summary_message_id, replaced=event.replaced,
             dropped=event.dropped, model=event.model,
             usage=Usage(event.input_tokens, event.output_tokens),
-            effective_tokens=event.effective_tokens,
+            effective_tokens=event.effective_tokens, restored_files=event.restored_files,
         )  # fmt: skip
     if isinstance(event, CompactionSkipped):
         return CompactionResult(False, event.reason, reason=event.why)
@@ -494,8 +501,11 @@ class Compactor:
         input_id: str | None,
     ) -> CompactionResult:
         block = CompactSummaryBlock(summary=summary.text, through_seq=split.through_seq)
-        meta = {"first_kept_id": split.first_kept_id, "reason": trigger}
-        message = Message(role="user", blocks=(block,), metadata={"compaction": meta})
+        restored, paths = await self._restore(split)
+        meta: dict[str, JsonValue] = {"first_kept_id": split.first_kept_id, "reason": trigger}
+        if paths:
+            meta["restored_files"] = list(paths)
+        message = Message(role="user", blocks=(block, *restored), metadata={"compaction": meta})
         kept = sum(r.tokens for r in split.kept)
         effective = message_tokens(message) + kept + (self._sections or 0)
         usage = summary.usage
@@ -505,7 +515,7 @@ class Compactor:
             dropped=summary.dropped, model=summary.model, input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens, effective_tokens=effective,
             receipt_id=summary.receipt_id, input_id=input_id,
-            instructions=await self.port.instruction_snapshot(),
+            instructions=await self.port.instruction_snapshot(), restored_files=tuple(paths),
         )  # fmt: skip
         await self.port.commit([
             MessageAdded(message=message, turn_id=turn_id),
@@ -517,6 +527,21 @@ class Compactor:
         return CompactionResult(
             True, trigger, summary_id=message.id, replaced=len(split.replaced),
             dropped=summary.dropped, model=summary.model, usage=usage, effective_tokens=effective,
+            restored_files=tuple(paths),
+        )  # fmt: skip
+
+    async def _restore(self, split: Split) -> tuple[list[TextBlock], list[str]]:
+        """The recently read files attached after the summary (`_restore`), bounded by
+        `restore_files` and a fifth of the proactive trigger."""
+        if self.config.restore_files <= 0:
+            return [], []
+        paths = restore_candidates(
+            [r.message for r in split.replaced], [r.message for r in split.kept], split.previous
+        )
+        budget = Budget.of(self.ctx.provider, self.config)
+        return await restore_files(
+            paths, self.ctx.tool_context, limit=self.config.restore_files,
+            budget_chars=budget.trigger // 5 * CHARS_PER_TOKEN,
         )  # fmt: skip
 
     async def _failed(
