@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeAlias, get_args, get_origin
 
 import platformdirs
 from pydantic import (
@@ -51,6 +51,9 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+CompactionStrategy: TypeAlias = Literal["summary", "tail"]
+
+
 class CompactionConfig(_Section):
     """When and how to compact (Zuno `compaction`)."""
 
@@ -67,6 +70,9 @@ class CompactionConfig(_Section):
     # Files read by `read_file` in the summarized history, read again and attached after the
     # summary (at most this many; 0: off).
     restore_files: int = Field(5, ge=0, le=50)
+    # `summary`: a model writes a summary of the older turns; `tail`: older tool results are
+    # hidden on the wire, no summary, no model call (docs/compaction.md).
+    strategy: CompactionStrategy = "summary"
 
 
 class RetryConfig(_Section):

@@ -268,6 +268,21 @@ class CompactionEnded(_Event):
     restored_files: tuple[str, ...] = ()  # files read again and attached after the summary
 
 
+class CompactionTail(_Event):
+    """A compaction under the `tail` strategy: no summary; from now on every tool result in a
+    message before `hide_before_id` (in request order) is sent as a fixed stub, the stored
+    messages untouched. `hidden` counts the tool results this one newly hid; `through_seq` is
+    the seq of the last message before the hide point."""
+
+    type: Literal["compaction.tail"] = "compaction.tail"
+    reason: CompactionTrigger = "auto"
+    hide_before_id: str
+    through_seq: int
+    hidden: int = 0
+    effective_tokens: int = 0
+    input_id: str | None = None
+
+
 class CompactionSkipped(_Event):
     """A compaction that did not run: nothing older than the tail, or an interrupt aborted it."""
 
@@ -336,6 +351,7 @@ SessionEvent: TypeAlias = Annotated[
     | SessionError
     | InterruptRequested
     | CompactionEnded
+    | CompactionTail
     | CompactionSkipped
     | CompactionFailed
     | InstructionsUpdated

@@ -416,6 +416,9 @@ class TurnRunner:
             specs = [tool_spec(ctx.tools[name]) for name in ctx.agent.tools if name in ctx.tools]
             self._tools_section = tools_section(specs, f"agent:{ctx.agent.name}")
         sections.append(self._tools_section)
+        tail = await self._compaction.tail_section()
+        if tail is not None:  # the `tail` strategy's hide point: older tool results hidden
+            sections.append(tail)
         sections.append(
             params_section(ctx.provider.model, ctx.provider.max_output_tokens, attempt, self.sid)
         )
