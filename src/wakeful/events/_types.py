@@ -239,7 +239,7 @@ def location_id(location: str) -> str:
     return "loc_" + hashlib.sha256(location.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
-CompactionTrigger: TypeAlias = Literal["auto", "manual", "overflow"]
+CompactionTrigger: TypeAlias = Literal["auto", "manual", "overflow", "idle"]
 
 
 class CompactionEnded(_Event):
@@ -288,7 +288,8 @@ class CompactionSkipped(_Event):
 
     type: Literal["compaction.skipped"] = "compaction.skipped"
     reason: CompactionTrigger
-    why: Literal["nothing-to-compact", "aborted"]
+    # not-needed: an idle compaction found the session active again, or not long (`idle`)
+    why: Literal["nothing-to-compact", "aborted", "not-needed"]
     input_id: str | None = None
 
 

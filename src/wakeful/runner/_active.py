@@ -237,6 +237,11 @@ class ActiveHistory:
         start = self._summary + 1
         return sum(r.tokens for r in self._rows[start:]) - self._saved(start, len(self._rows))
 
+    def replied_after(self, seq: int) -> bool:
+        """Whether a model reply (an assistant message) was stored after `seq`."""
+        start = bisect.bisect_right(self._seqs, seq)
+        return any(r.message.role == "assistant" for r in self._rows[start:])
+
     def message_at(self, seq: int) -> Message | None:
         """The active message stored at `seq`, if it is loaded."""
         i = bisect.bisect_left(self._seqs, seq)

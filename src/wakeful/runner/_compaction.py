@@ -76,6 +76,11 @@ log = logging.getLogger("wakeful.runner")
 LOOKBACK_EVENTS = 64  # how far back a new runner looks for the last provider-reported usage
 MAX_SHRINK_RETRIES = 3  # summary requests resent smaller after a provider overflow
 SUMMARY_MAX_OUTPUT = 8_000
+IDLE_REASON = "idle"  # the payload `reason` of the control item an idle compaction is admitted as
+REPORTED: tuple[CompactionTrigger, ...] = (
+    "manual",
+    "idle",
+)  # answer a control item, never fail a turn
 RESULT_TYPES = ("compaction.ended", "compaction.tail", "compaction.skipped", "compaction.failed")
 
 
@@ -366,8 +371,13 @@ class Compactor:
             raise CompactionError(f"{err}; the overflow compaction failed: {result.error}") from err
         return False
 
-    async def control(self, item: InboxItem, *, in_turn: bool) -> CompactionResult:
-        """Run the manual compaction an inbox control item asks for (payload: `tail_turns`)."""
+    async def control(
+        self, item: InboxItem, *, in_turn: bool, sections: Sequence[Section] | None = None
+    ) -> CompactionResult:
+        """Run the compaction an inbox control item asks for: manual (payload: `tail_turns`),
+        or idle (payload `reason: idle`, with the sections the next step would send)."""
+        if item.payload.get("reason") == IDLE_REASON:
+            return await self._idle(item, in_turn, sections)
         tail = item.payload.get("tail_turns")
         tail_turns = tail if isinstance(tail, int) and not isinstance(tail, bool) else None
         return await self.run(
@@ -395,7 +405,7 @@ class Compactor:
                 return tail
         split = self.history.split(keep, 1 if in_turn else 0, budget.trigger // 2)
         if split is None:
-            if trigger == "manual":
+            if trigger in REPORTED:
                 await self.port.commit([CompactionSkipped(reason=trigger, why="nothing-to-compact", input_id=input_id)])  # fmt: skip
             return CompactionResult(False, trigger, reason="nothing-to-compact")
         self._live(phase="start", trigger=trigger, replaced=len(split.replaced))
@@ -414,6 +424,29 @@ class Compactor:
         self._live(phase="end", trigger=trigger, summary_id=result.summary_id)
         return result
 
+    async def _idle(
+        self, item: InboxItem, in_turn: bool, sections: Sequence[Section] | None
+    ) -> CompactionResult:
+        """The compaction before the cache expires (`[compaction] before_cache_expiry`): only
+        while the session is still idle since the item was admitted (no reply stored after it,
+        not inside a turn) and long (its request estimate at least `long_request_size` and half the
+        trigger); its summary asks with `sections`, the request the next step would send, so
+        the provider reads the conversation from its cache. Otherwise `not-needed`."""
+        await self.history.refresh()
+        needed = not in_turn and sections is not None and not self.history.replied_after(item.seq)
+        if needed and sections is not None:
+            budget = Budget.of(self.ctx.provider, self.config)
+            floor = max(self.config.long_request_size, budget.trigger // 2)
+            needed = await self.estimate(sections) >= floor
+        if not needed or sections is None:
+            await self.port.commit([CompactionSkipped(reason="idle", why="not-needed", input_id=item.input_id)])  # fmt: skip
+            return CompactionResult(False, "idle", reason="not-needed")
+        self._step_sections = list(sections)
+        try:
+            return await self.run("idle", input_id=item.input_id)
+        finally:
+            self._step_sections = None
+
     # -- the `tail` strategy ---------------------------------------------------------------
 
     async def _hide_older_results(
@@ -427,14 +460,14 @@ class Compactor:
         first_kept = None if split is None else split.first_kept_id
         hidden = 0 if first_kept is None else self.history.hidden_before(first_kept)
         if split is None or first_kept is None or hidden == 0:
-            if trigger != "manual":
+            if trigger not in REPORTED:
                 return None
             await self.port.commit([CompactionSkipped(reason=trigger, why="nothing-to-compact", input_id=input_id)])  # fmt: skip
             return CompactionResult(False, trigger, reason="nothing-to-compact")
         before = self.history.hide_id
         self.history.hide_before(first_kept)
         effective = (self._sections or 0) + self.history.total_tokens()
-        if trigger != "manual" and effective + budget.min_growth > budget.trigger:
+        if trigger not in REPORTED and effective + budget.min_growth > budget.trigger:
             self.history.hide_before(before)
             return None
         self._live(phase="start", trigger=trigger, replaced=hidden)
@@ -624,7 +657,7 @@ class Compactor:
     async def _failed(
         self, trigger: CompactionTrigger, err: Exception, input_id: str | None
     ) -> CompactionResult:
-        if trigger != "manual":  # a manual failure is reported, not counted
+        if trigger not in REPORTED:  # a manual or idle failure is reported, not counted
             self.failures += 1
         await self.port.commit([
             CompactionFailed(
@@ -633,7 +666,7 @@ class Compactor:
         ])  # fmt: skip
         self._live(phase="failed", trigger=trigger, error=str(err))
         limit = self.config.max_failures
-        if trigger != "manual" and self.failures >= limit:
+        if trigger not in REPORTED and self.failures >= limit:
             raise CompactionError(
                 f"compaction failed {self.failures} times in a row (max_failures = {limit}); "
                 f"last error: {err}"
