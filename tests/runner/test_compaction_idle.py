@@ -15,7 +15,7 @@ from wakeful.clock import FakeClock
 from wakeful.config import CompactionConfig, Config, RetryConfig
 from wakeful.events import CompactionEnded, CompactionSkipped
 from wakeful.execution import Runtime, run_worker
-from wakeful.execution._idle import admit_idle_compactions
+from wakeful.execution._idle import admit_idle_compactions, idle_input_id
 from wakeful.providers import make_provider
 from wakeful.runner import verify_receipt
 from wakeful.store import open_store
@@ -141,3 +141,19 @@ class _sqlite:
 
     def __exit__(self, *_exc: object) -> None:
         return None
+
+
+async def test_a_turn_that_starts_first_cancels_it(tmp_path: Path):
+    clock = FakeClock()
+    rt, _config = runtime(tmp_path, str(tmp_path / "s.db"), clock, 200_000)
+    sid, _ended_at = await idle_session(rt)
+    # The race the scan cannot see: a user input admitted just before the idle compaction. The
+    # compaction reaches the runner inside the turn that input started: skipped, no summary.
+    rt.send("four", session_id=sid, resume=False)
+    ended_seq = rt.store.events(sid, types=["turn.ended"])[-1].seq
+    rt.store.admit(sid, idle_input_id(ended_seq), "compaction", {"reason": "idle"}, "queue")
+    await rt.resume(sid)
+    [skipped] = [e.event for e in rt.store.events(sid, types=["compaction.skipped"])]
+    assert isinstance(skipped, CompactionSkipped) and skipped.why == "not-needed"
+    assert not rt.store.events(sid, types=["compaction.ended"])
+    await rt.aclose()
