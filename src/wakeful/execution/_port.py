@@ -31,6 +31,7 @@ from ..instructions import Baseline, InstructionSync, Source, epoch_snapshot
 from ..messages import Message
 from ..runner import (
     ApprovalLog,
+    HeldEvents,
     LiveEvent,
     LiveKind,
     LiveListener,
@@ -69,7 +70,7 @@ async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     return await asyncio.to_thread(fn, *args, **kwargs)
 
 
-class StorePort:
+class StorePort(HeldEvents):
     """The `SessionPort` of one session over `store`, under `claim` (see the module docstring)."""
 
     def __init__(
@@ -86,7 +87,7 @@ class StorePort:
         self._sid = session_id
         self._hooks = hooks or PortHooks()
         self._sync = InstructionSync(store, session_id, sources)
-        self._held: list[SessionEvent] = []
+        super().__init__()
         self._stored_blobs: set[str] = set()  # digests this port already stored
 
     @property
@@ -102,13 +103,13 @@ class StorePort:
         """Write the held events, then `events` and `blobs` (by SHA-256 digest) not stored by
         this port yet, in one fenced transaction."""
         fresh = {d: b for d, b in (blobs or {}).items() if d not in self._stored_blobs}
-        if not (self._held or events or fresh):
+        if not (self.holding or events or fresh):
             return
         await off_loop(
-            self.store.append, self._sid, [*self._held, *events], self.claim,
+            self.store.append, self._sid, self._with_held(events), self.claim,
             blobs=list(fresh.values()),
         )  # fmt: skip
-        self._held = []
+        self._written_held()
         self._stored_blobs.update(fresh)
 
     async def recommit(
@@ -118,22 +119,9 @@ class StorePort:
         ended = {(e.message_id, e.call_id) for e in events if isinstance(e, ToolCallEnded)}
         calls = await off_loop(self.store.tool_calls, self._sid)
         if any((c.message_id, c.call_id) in ended and c.status != "running" for c in calls):
-            self._held = []  # they went with it
+            self._written_held()  # they went with it
             return
         await self.commit(events, blobs)
-
-    def hold(self, events: Sequence[SessionEvent]) -> None:
-        """Keep `events` for the next write."""
-        self._held = [*self._held, *events]
-
-    def drop_held(self) -> None:
-        """Forget the held events without writing them (see `SessionPort.drop_held`)."""
-        self._held = []
-
-    @property
-    def holding(self) -> bool:
-        """Whether events are held."""
-        return bool(self._held)
 
     async def promote_steers(self, epoch: int) -> list[Delivered]:
         """Held events, the instruction delta and the pending steers, in one transaction."""
@@ -142,9 +130,9 @@ class StorePort:
     def _promote(self, epoch: int) -> list[Delivered]:
         prelude = self._sync.prelude(epoch)
         delivered = self.store.promote(
-            self._sid, idle=False, claim=self.claim, prelude=prelude, first=self._held
+            self._sid, idle=False, claim=self.claim, prelude=prelude, first=self._with_held(())
         )
-        self._held = []
+        self._written_held()
         return delivered
 
     async def end(self, end: TurnEnded, result: TurnResult) -> None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..errors import CommitUnknownError
 from ..store import Claim, Outage, SqlStore, is_transient
 from ._owner import current_owner, host_id, owner_is_dead
 from ._runtime import Runtime
@@ -192,11 +193,12 @@ async def run_worker(
         inflight[sid].add_done_callback(lambda _t: inflight.pop(sid, None))
 
     async def attempt(fn: Callable[..., T], *args: object) -> T | None:
-        """`fn(*args)` in a thread; None after a transient store fault, once waited out."""
+        """`fn(*args)` in a thread; None after a transient store fault, once waited out (also
+        a commit whose outcome was lost: the worker reads the store again before it acts)."""
         try:
             result = await asyncio.to_thread(fn, *args)
         except Exception as err:
-            if not is_transient(err):
+            if not (is_transient(err) or isinstance(err, CommitUnknownError)):
                 raise
             await asyncio.wait({stopper}, timeout=outage.failed(err))
             return None

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ._live import LEGACY_KINDS, LiveEvent, LiveKind, LiveListener
     from ._memory_port import MemoryPort
     from ._otel_env import configure_from_env
-    from ._port import SessionPort
+    from ._port import HeldEvents, SessionPort
     from ._pricing import cost_usd, known_price
     from ._prompt import Section, rebuild_request, request_digest, verify_receipt
     from ._runs import RunRecord, run_records
@@ -75,6 +75,7 @@ _LAZY = {
     "CompactionResult": "wakeful.runner._compaction",
     "Compactor": "wakeful.runner._compaction",
     "FunctionTool": "wakeful.runner.tools",
+    "HeldEvents": "wakeful.runner._port",
     "Interrupted": "wakeful.runner._context",
     "LEGACY_KINDS": "wakeful.runner._live",
     "LiveEvent": "wakeful.runner._live",
@@ -139,6 +140,7 @@ __all__ = [
     "FunctionTool",
     "Interrupted",
     "LEGACY_KINDS",
+    "HeldEvents",
     "LiveEvent",
     "LiveKind",
     "LiveListener",

@@ -29,7 +29,14 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from ..config import StoreConfig
-from ..errors import MigrationError, StoreBusyError, StoreError, StoreUnavailableError, UsageError
+from ..errors import (
+    CommitUnknownError,
+    MigrationError,
+    StoreBusyError,
+    StoreError,
+    StoreUnavailableError,
+    UsageError,
+)
 from ._backend import Params, Row
 from ._migrations import MIGRATIONS, statements
 
@@ -74,17 +81,46 @@ def _redact(url: str) -> str:
 
 
 @contextmanager
-def _pipelined(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Pipeline]:
+def _pipelined(
+    conn: psycopg.Connection[Any], committed: Callable[[str | None], bool]
+) -> Iterator[psycopg.Pipeline]:
     """One transaction in pipeline mode: BEGIN travels with the first read, COMMIT with the
-    statements sent after the last one (`conn.transaction()` would add two round trips)."""
+    statements sent after the last one (`conn.transaction()` would add two round trips).
+
+    The transaction's id travels with BEGIN. When the connection is lost after COMMIT was sent,
+    the server may have committed without the client hearing it: `committed(xid)` then asks
+    the server (on another connection) and a committed transaction ends here as a success,
+    an aborted one raises the connection's error (nothing committed: a retry is safe)."""
+    xid: psycopg.Cursor[Any] | None = None
+    committing = False
     try:
         with conn.pipeline() as pipeline:
             conn.execute("BEGIN")
+            xid = conn.execute("SELECT pg_current_xact_id()::text")
             yield pipeline
+            if xid.pgresult is None:  # nothing was read yet: the id must be here before COMMIT
+                pipeline.sync()
+            committing = True
             conn.execute("COMMIT")
+    except psycopg.Error:
+        if not committing or not (conn.broken or conn.closed):
+            raise  # COMMIT never reached the server, or the server answered it: no ambiguity
+        if not committed(_xid_of(xid)):
+            raise
     finally:
         if conn.info.transaction_status not in (_IDLE, _UNKNOWN):  # UNKNOWN: connection lost
             conn.execute("ROLLBACK")
+
+
+def _xid_of(cursor: psycopg.Cursor[Any] | None) -> str | None:
+    """The transaction id a pipelined `SELECT pg_current_xact_id()` returned, if it arrived."""
+    if cursor is None or cursor.pgresult is None:
+        return None
+    try:
+        row = cursor.fetchone()
+    except psycopg.Error:
+        return None
+    return None if row is None else str(row[0])
 
 
 class _Sent:
@@ -247,8 +283,43 @@ class PostgresBackend:
                 with conn.transaction():
                     yield _PgTx(conn, None)
                 return
-            with _pipelined(conn) as pipeline:
+            with _pipelined(conn, self._committed) as pipeline:
                 yield _PgTx(conn, pipeline)
+
+    def _committed(self, xid: str | None) -> bool:
+        """Whether the transaction `xid`, whose COMMIT was sent on a connection lost before
+        the answer came, committed after all. Asks the server on a new connection until it
+        knows: a transaction still in progress (its backend has not noticed the lost client
+        yet) ends by the idle-in-transaction or statement timeout at the latest, so the asking
+        stops a little after both; `CommitUnknownError` when no answer can be had by then (the
+        write may or may not be durable)."""
+        opts = self._options
+        wait_ms = max(opts.idle_in_transaction_timeout_ms, opts.statement_timeout_ms) + 1_000
+        deadline = time.monotonic() + wait_ms / 1000
+        problem = "its transaction id never arrived"
+        while xid is not None:
+            try:
+                with psycopg.connect(
+                    self.url, autocommit=True, connect_timeout=int(self._connect_timeout_s)
+                ) as conn:
+                    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
+                status = None if row is None else row[0]
+            except psycopg.Error as err:
+                status, problem = "unknown", _first_line(err)
+            if status == "committed":
+                log.warning("connection lost during COMMIT; transaction %s committed", xid)
+                return True
+            if status == "aborted":
+                return False
+            if status != "unknown":
+                problem = f"its status stayed {status or 'unknown'}"
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)  # "in progress" (its backend is still ending) or no answer yet
+        raise CommitUnknownError(
+            f"the connection to PostgreSQL at {_redact(self.url)} was lost during COMMIT and "
+            f"whether it committed cannot be told ({problem}); read the store before retrying"
+        )
 
     def admit_alone(
         self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
