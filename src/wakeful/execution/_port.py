@@ -21,6 +21,7 @@ from pydantic import JsonValue
 from ..errors import NotFoundError
 from ..events import (
     CompactionEnded,
+    CompactionTail,
     SessionEvent,
     ToolCallEnded,
     TurnEnded,
@@ -159,6 +160,14 @@ class StorePort(HeldEvents):
         ended = await off_loop(self.store.live_compactions, self._sid)
         last = ended[-1].event if ended else None
         return last.through_seq if isinstance(last, CompactionEnded) else 0
+
+    async def tail_boundary(self) -> tuple[int, str] | None:
+        """The newest `compaction.tail`'s seq and hide point (None: none)."""
+        found = await off_loop(self.store.events, self._sid, 0, None, ["compaction.tail"])
+        last = found[-1] if found else None
+        if last is None or not isinstance(last.event, CompactionTail):
+            return None
+        return last.seq, last.event.hide_before_id
 
     async def recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
         """The `usage.recorded` events among the newest `window` events."""

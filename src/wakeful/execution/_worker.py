@@ -208,7 +208,12 @@ async def run_worker(
     stopper = asyncio.ensure_future(stop.wait())
     change: asyncio.Future[None] | None = None  # one waiter at a time: it holds a thread
     # Due schedules fire beside the drains (`_schedules.py`); a `once` worker fires none.
-    firing = None if once else asyncio.ensure_future(run_schedules(rt.store, stop))
+    # (and idle compactions are admitted before a cache expires: `_idle.py`)
+    firing = None
+    if not once:
+        firing = asyncio.ensure_future(
+            run_schedules(rt.store, stop, compaction=rt.config.compaction)
+        )
     try:
         while not stop.is_set():
             now = loop.time()

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         read_approvals,
     )
     from ._compaction import (
+        IDLE_REASON,
         Budget,
         CompactionResult,
         Compactor,
@@ -99,6 +100,7 @@ _LAZY = {
     "TurnRunner": "wakeful.runner._turn",
     "builtin_tools": "wakeful.runner.tools",
     "compaction_result": "wakeful.runner._compaction",
+    "IDLE_REASON": "wakeful.runner._compaction",
     "configure_from_env": "wakeful.runner._otel_env",
     "cost_usd": "wakeful.runner._pricing",
     "crash_point": "wakeful.runner._crashpoints",
@@ -162,6 +164,7 @@ __all__ = [
     "TurnRunner",
     "builtin_tools",
     "compaction_result",
+    "IDLE_REASON",
     "crash_point",
     "cost_usd",
     "fold_approvals",

@@ -17,6 +17,7 @@ from pydantic import JsonValue
 from ..errors import ClaimLostError, NotFoundError
 from ..events import (
     CompactionEnded,
+    CompactionTail,
     Delivery,
     InputDelivered,
     MessageAdded,
@@ -152,6 +153,11 @@ class MemoryPort(HeldEvents):
         """The newest compaction's `through_seq` (0: none)."""
         ends = [s.event for s in self.log if isinstance(s.event, CompactionEnded)]
         return ends[-1].through_seq if ends else 0
+
+    async def tail_boundary(self) -> tuple[int, str] | None:
+        """The newest `compaction.tail`'s seq and hide point (None: none)."""
+        tails = [(s.seq, s.event) for s in self.log if isinstance(s.event, CompactionTail)]
+        return (tails[-1][0], tails[-1][1].hide_before_id) if tails else None
 
     async def recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
         """The `usage.recorded` events among the newest `window`."""

@@ -104,6 +104,11 @@ class SessionPort(Protocol):
         """The `through_seq` of the newest compaction (0 when the session has none)."""
         ...
 
+    async def tail_boundary(self) -> tuple[int, str] | None:
+        """The newest `compaction.tail` (the `tail` strategy's hide point): its seq and
+        `hide_before_id`; None when the session has none."""
+        ...
+
     async def recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
         """The `usage.recorded` events among the newest `window` events, oldest first."""
         ...

@@ -32,6 +32,7 @@ from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in
 from ._artifacts import ArtifactsMixin
 from ._backend import Backend, Tx
 from ._claims import ClaimsMixin, demote_stale
+from ._idle import IdleMixin
 from ._media import externalize
 from ._meta import MetaMixin
 from ._reads import ReadsMixin
@@ -107,7 +108,9 @@ def _ordered(kind: str) -> _OrderedSql:
     return _ORDERED[kind]
 
 
-class SqlStore(ClaimsMixin, ReadsMixin, SchedulesMixin, RewindMixin, ArtifactsMixin, MetaMixin):
+class SqlStore(
+    ClaimsMixin, ReadsMixin, SchedulesMixin, RewindMixin, ArtifactsMixin, MetaMixin, IdleMixin
+):
     """The store. Open one with `wakeful.store.open_store(url)`."""
 
     def __init__(self, backend: Backend, clock: Clock | None = None) -> None:
