@@ -184,11 +184,12 @@ class Fleet:
         cmd = [WAKEFUL, "worker", "--concurrency", str(self.concurrency)]
         if host.netns is not None:
             cmd = ["ip", "netns", "exec", host.netns, *cmd]  # `ip` execs the worker: same pid
-        log = (self.home / f"worker-h{host.index}-{len(host.workers)}.log").open("wb")
-        return subprocess.Popen(
-            cmd, cwd=self.workspace, env=env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
+        log = self.home / f"worker-h{host.index}-{len(host.workers)}.log"
+        with log.open("wb") as out:  # the worker has its own descriptor
+            return subprocess.Popen(
+                cmd, cwd=self.workspace, env=env, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
 
     def cpu(self) -> float:
         """CPU seconds of every worker so far, stopped ones included."""

@@ -210,7 +210,9 @@ class Run:
     forwarder_cpu: float
     machine_cpu: float
     locks: str
-    resume_s: float | None = None
+    resume_s: float | None = None  # kill to the last orphaned session's first write of a new owner
+    takeover_s: float | None = None  # kill to the last orphaned claim taken over
+    lease_left_s: float | None = None  # kill to the end of the longest orphaned lease
     orphaned: int = 0
     checked: int = 0
 
@@ -244,8 +246,9 @@ def run_fleet(
         started, busy = time.monotonic(), machine_busy_seconds()
         fleet = Fleet(db, work, root, hosts=hosts, workers=workers, concurrency=per_worker,
                       netns=netns)  # fmt: skip
-        orphaned: dict[str, int] = {}
-        kill_ms = 0.0
+        orphaned: dict[str, tuple[int, int]] = {}
+        waiting: dict[str, int] = {}  # orphaned claims not yet taken over: their epochs
+        kill_ms = taken_ms = 0.0
         try:
             deadline = time.monotonic() + timeout
             while (done := _ended(probe)) < load.sessions:
@@ -255,7 +258,12 @@ def run_fleet(
                     kill_ms = time.time() * 1000
                     fleet.hosts[0].kill()
                     orphaned = _held_by(probe, fleet.hosts[0].host_id)
+                    waiting = {sid: epoch for sid, (epoch, _) in orphaned.items()}
+                if waiting and not (waiting := _not_taken(probe, waiting)):
+                    taken_ms = time.time() * 1000
                 time.sleep(0.2)
+            if waiting and not _not_taken(probe, waiting):  # ended before the loop looked
+                taken_ms = time.time() * 1000
             _settled(probe, deadline)
             sampler.stop()
             sampler.sample_backends()
@@ -278,7 +286,10 @@ def run_fleet(
                   forwarders, busy, sampler.locks())  # fmt: skip
         if kill_at is not None:
             run.orphaned = len(orphaned)
-            run.resume_s = _resume_s(probe, orphaned, kill_ms)
+            run.resume_s = _resume_s(probe, {s: e for s, (e, _) in orphaned.items()}, kill_ms)
+            run.takeover_s = (taken_ms - kill_ms) / 1000 if orphaned else 0.0
+            run.lease_left_s = max((u for _, u in orphaned.values()), default=kill_ms)
+            run.lease_left_s = (run.lease_left_s - kill_ms) / 1000
         store = open_store(db)
         ledger = ledger_lines(work) if load.ledger else None
         for sid in sids:
@@ -310,12 +321,22 @@ def _settled(probe: Probe, deadline: float) -> None:
         time.sleep(0.1)
 
 
-def _held_by(probe: Probe, host_id: str) -> dict[str, int]:
+def _held_by(probe: Probe, host_id: str) -> dict[str, tuple[int, int]]:
+    """The claims a host holds: session id to (epoch, lease end in ms)."""
     rows = probe.rows(
-        "SELECT session_id, epoch FROM claims WHERE released = 0 AND owner LIKE %s",
+        "SELECT session_id, epoch, lease_until_ms FROM claims WHERE released = 0 AND owner LIKE %s",
         (host_id + "/%",),
     )
-    return {str(s): int(str(e)) for s, e in rows}
+    return {str(s): (int(str(e)), int(str(u))) for s, e, u in rows}
+
+
+def _not_taken(probe: Probe, epochs: dict[str, int]) -> dict[str, int]:
+    """Those of `epochs` whose claim still has that epoch and is not released."""
+    rows = probe.rows(
+        "SELECT session_id, epoch, released FROM claims WHERE session_id = ANY(%s)",
+        (list(epochs),),
+    )
+    return {str(s): int(str(e)) for s, e, r in rows if int(str(e)) == epochs[str(s)] and not r}
 
 
 def _resume_s(probe: Probe, orphaned: dict[str, int], kill_ms: float) -> float:
@@ -376,8 +397,10 @@ def main() -> None:
                       netns=netns, kill_at=1 / 3)  # fmt: skip
         print(
             f"kill: host 0 of {hosts} SIGKILLed at a third of the steps holding {r.orphaned} "
-            f"sessions; all resumed within {r.resume_s:.1f} s of the kill (lease "
-            f"{load.lease_ms / 1000:.0f} s); {r.checked} sessions checked as the crash tests "
+            f"sessions, whose leases ran out at most {r.lease_left_s:.1f} s later (lease "
+            f"{load.lease_ms / 1000:.0f} s); all taken over {r.takeover_s:.1f} s after the kill, "
+            f"each written to by its new owner within {r.resume_s:.1f} s; "
+            f"{r.checked} sessions checked as the crash tests "
             f"check, ledger included: nothing lost or run twice; {r.per_s():.0f} steps/s "
             f"({spare} drains per worker: the survivors have room for every session)"
         )
