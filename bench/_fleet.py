@@ -86,6 +86,12 @@ class Host:
     forwarder: subprocess.Popen[bytes] | None = None
     cpu_at_exit: float = 0.0
 
+    def owners(self) -> list[str]:
+        """`LIKE` patterns of the claim owners that are this host's workers."""
+        if self.netns is not None:  # a host id of its own
+            return [f"{self.host_id}/%"]
+        return [f"{self.host_id}/{w.pid}/%" for w in self.workers]
+
     def cpu(self) -> float:
         """CPU seconds of this host's workers (and their tool processes) so far."""
         live = sum(cpu_seconds(w.pid) for w in self.workers if w.returncode is None)

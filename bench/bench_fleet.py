@@ -257,7 +257,7 @@ def run_fleet(
                 if kill_at is not None and not kill_ms and _steps(probe) >= kill_at * total:
                     kill_ms = time.time() * 1000
                     fleet.hosts[0].kill()
-                    orphaned = _held_by(probe, fleet.hosts[0].host_id)
+                    orphaned = _held_by(probe, fleet.hosts[0].owners())
                     waiting = {sid: epoch for sid, (epoch, _) in orphaned.items()}
                 if waiting and not (waiting := _not_taken(probe, waiting)):
                     taken_ms = time.time() * 1000
@@ -321,11 +321,12 @@ def _settled(probe: Probe, deadline: float) -> None:
         time.sleep(0.1)
 
 
-def _held_by(probe: Probe, host_id: str) -> dict[str, tuple[int, int]]:
-    """The claims a host holds: session id to (epoch, lease end in ms)."""
+def _held_by(probe: Probe, owners: list[str]) -> dict[str, tuple[int, int]]:
+    """The claims held by `owners` (`LIKE` patterns): session id to (epoch, lease end in ms)."""
     rows = probe.rows(
-        "SELECT session_id, epoch, lease_until_ms FROM claims WHERE released = 0 AND owner LIKE %s",
-        (host_id + "/%",),
+        "SELECT session_id, epoch, lease_until_ms FROM claims "
+        "WHERE released = 0 AND owner LIKE ANY(%s)",
+        (owners,),
     )
     return {str(s): (int(str(e)), int(str(u))) for s, e, u in rows}
 
@@ -382,7 +383,7 @@ def main() -> None:
         print(
             f"{hosts} host(s): {r.per_s():.0f} steps/s = {r.per_s() / r.ideal(load.latency_ms):.3f}"
             f" of the ideal {r.ideal(load.latency_ms):.0f} ({r.in_flight} in flight), "
-            f"x{r.per_s() / base:.2f} of 1 host; {r.commits / r.wall_s:.0f} commits/s "
+            f"x{r.per_s() / base:.2f} of {counts[0]} host(s); {r.commits / r.wall_s:.0f} commits/s "
             f"({r.commits / r.steps:.1f} per step); CPU {1000 * cpu / r.steps:.1f} ms/step "
             f"(workers {1000 * r.worker_cpu / r.steps:.1f}, postgres backends "
             f"{1000 * r.backend_cpu / r.steps:.1f}; {cpu / r.wall_s:.2f} cores busy with them, "
