@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,8 @@ def _used_bytes(path: Path) -> int:
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     pages, free, size = (
-        conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "freelist_count", "page_size")
+        conn.execute(f"PRAGMA {p}").fetchone()[0]
+        for p in ("page_count", "freelist_count", "page_size")
     )
     conn.close()
     return int((pages - free) * size)
@@ -77,12 +78,26 @@ def _by_table(path: Path, empty: dict[str, int], n: int) -> list[tuple[str, floa
 def _table_sizes(path: Path) -> dict[str, int]:
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    out = {str(r[0]): int(r[1]) for r in conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")}
+    out = {
+        str(r[0]): int(r[1])
+        for r in conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
+    }
     conn.close()
     return out
 
 
 SID = "ses_00000000000000000000bench"  # the shape of `new_session_id()`
+
+
+@dataclass
+class Work:
+    """The same messages in each writer's form: texts, the message JSON, the SDK's items (that
+    JSON as a dict) and wakeful's events, all built before any timing."""
+
+    texts: list[str]
+    dumped: list[str]
+    items: list[Any]
+    events: list[Any]
 
 
 class Floor:
@@ -95,8 +110,8 @@ class Floor:
         self.conn.execute("PRAGMA synchronous = FULL")
         self.conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, session_id TEXT, data TEXT)")
 
-    def write(self, message_json: str, item: dict[str, Any], text: str) -> None:
-        self.conn.execute("INSERT INTO t (session_id, data) VALUES (?, ?)", (SID, message_json))
+    def write(self, work: Work, j: int) -> None:
+        self.conn.execute("INSERT INTO t (session_id, data) VALUES (?, ?)", (SID, work.dumped[j]))
 
     def close(self) -> None:
         self.conn.close()
@@ -113,8 +128,8 @@ class Peer:
         self.loop = asyncio.new_event_loop()
         self.loop.run_until_complete(self.session.get_items())  # the schema exists now
 
-    def write(self, message_json: str, item: dict[str, Any], text: str) -> None:
-        self.loop.run_until_complete(self.session.add_items([item]))  # type: ignore[list-item]
+    def write(self, work: Work, j: int) -> None:
+        self.loop.run_until_complete(self.session.add_items([work.items[j]]))
 
     def close(self) -> None:
         self.session.close()
@@ -131,11 +146,8 @@ class Ours:
         self.store = open_store(str(path))
         self.store.create_session(SID)
 
-    def write(self, message_json: str, item: dict[str, Any], text: str) -> None:
-        from wakeful.events import MessageAdded
-        from wakeful.messages import load_message
-
-        self.store.append(SID, [MessageAdded(message=load_message(message_json))])
+    def write(self, work: Work, j: int) -> None:
+        self.store.append(SID, [work.events[j]])
 
     def close(self) -> None:
         self.store.close()
@@ -144,8 +156,8 @@ class Ours:
 class Admit(Ours):
     name = "wakeful admit"
 
-    def write(self, message_json: str, item: dict[str, Any], text: str) -> None:
-        self.store.admit(SID, None, "user", {"text": text})
+    def write(self, work: Work, j: int) -> None:
+        self.store.admit(SID, None, "user", {"text": work.texts[j]})
 
 
 def _child(kind: str, path: str, n: int) -> None:
@@ -198,6 +210,7 @@ def main() -> None:
     if args.child:
         _child(args.child[0], args.child[1], int(args.child[2]))
         return
+    from wakeful.events import MessageAdded
     from wakeful.messages import Message, TextBlock, dump_message
 
     n = args.messages
@@ -207,7 +220,8 @@ def main() -> None:
         for i, t in enumerate(texts)
     ]
     dumped = [dump_message(m) for m in messages]
-    items = [json.loads(d) for d in dumped]
+    work = Work(texts, dumped, [json.loads(d) for d in dumped],
+                [MessageAdded(message=m) for m in messages])  # fmt: skip
     json_size = statistics.mean(len(d.encode()) for d in dumped)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         writers: list[Any] = [
@@ -222,10 +236,10 @@ def main() -> None:
             rates = [0.0] * len(writers)
             for k in range(len(writers)):
                 i = (k + r) % len(writers)
-                write: Callable[[str, dict[str, Any], str], None] = writers[i].write
+                write = writers[i].write
                 t0 = time.perf_counter()
                 for j in batch:
-                    write(dumped[j], items[j], texts[j])
+                    write(work, j)
                 rates[i] = len(batch) / (time.perf_counter() - t0)
             for i, rate in enumerate(rates):
                 shares[i].append(rate / rates[0])
@@ -241,14 +255,20 @@ def main() -> None:
                 loads[kind].append(_load_ms(kind, Path(tmp) / f"{kind}.db", n))
     wall = {k: statistics.median(w for w, _c in v) for k, v in loads.items()}
     cpu = {k: statistics.median(c for _w, c in v) for k, v in loads.items()}
-    print(f"{n:,} messages, {json_size:.0f} bytes of JSON each on average; writes in rounds of "
-          f"{args.chunk}; loads: median of {args.loads} new processes (wall, and CPU time)")
-    print(f"{'':<22}{'load ms':>9}{'x floor':>9}{'CPU ms':>9}{'x floor':>9}"
-          f"{'bytes/msg':>11}{'x json':>8}{'commits/s x floor':>19}")
+    print(
+        f"{n:,} messages, {json_size:.0f} bytes of JSON each on average; writes in rounds of "
+        f"{args.chunk}; loads: median of {args.loads} new processes (wall, and CPU time)"
+    )
+    print(
+        f"{'':<22}{'load ms':>9}{'x floor':>9}{'CPU ms':>9}{'x floor':>9}"
+        f"{'bytes/msg':>11}{'x json':>8}{'commits/s x floor':>19}"
+    )
     for i, (w, key) in enumerate(zip(writers, ("floor", "peer", "ours", "admit"), strict=True)):
         load = (
             f"{wall[key]:9.1f}{wall[key] / wall['floor']:8.2f}x"
-            f"{cpu[key]:9.1f}{cpu[key] / cpu['floor']:8.2f}x" if key in loads else " " * 36
+            f"{cpu[key]:9.1f}{cpu[key] / cpu['floor']:8.2f}x"
+            if key in loads
+            else " " * 36
         )
         print(f"{w.name:<22}{load}{per_msg[i]:>11.0f}{per_msg[i] / json_size:7.2f}x"
               f"{statistics.median(shares[i]):18.2f}x")  # fmt: skip
