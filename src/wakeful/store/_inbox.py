@@ -39,6 +39,7 @@ from ..events import (
 from ..messages import MOVE_RECORD, Message, TextBlock, TextOrigin, block_from_dict
 from ._append import ClaimToken, append_events, put_blob_in
 from ._backend import Row, Tx
+from ._bulk import collector_paused
 from ._records import Delivered, InboxItem, Prelude
 from ._search import index_deliveries
 
@@ -447,8 +448,10 @@ def transcript_in(
     """
     upto = upto_seq if upto_seq is not None else 2**62
     out: list[tuple[int, Message]] = []
-    for seq, data, enqueued in tx.all(_MESSAGE_ROWS, (session_id, after_seq, upto)):
-        message = _row_message(session_id, data, enqueued)
-        assert message is not None, f"message row {session_id}/{seq} has no message"
-        out.append((int(seq), message))
+    rows = tx.all(_MESSAGE_ROWS, (session_id, after_seq, upto))
+    with collector_paused():
+        for seq, data, enqueued in rows:
+            message = _row_message(session_id, data, enqueued)
+            assert message is not None, f"message row {session_id}/{seq} has no message"
+            out.append((int(seq), message))
     return out
