@@ -81,3 +81,21 @@ def test_a_process_from_before_the_change_still_notifies_from_the_admission():
             store.close()
     assert row == ("created",)
     assert announced == [pid]
+
+
+def test_the_notifier_reconnects_after_losing_its_connection():
+    with fresh_database() as url:
+        store = SqlStore(PostgresBackend(url))
+        listener = psycopg.connect(url, autocommit=True)
+        try:
+            listener.execute(f"LISTEN {CHANNEL}")
+            store.create_session("ses_a")
+            [first] = _announced(listener, "ses_a")
+            with psycopg.connect(url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+            store.append("ses_a", [SessionUpdated(title="after the loss")])
+            after_loss = _announced(listener, "ses_a")  # a new connection, half a second later
+        finally:
+            listener.close()
+            store.close()
+    assert after_loss and after_loss != [first]

@@ -49,11 +49,10 @@ class Notifier:
         with self._cond:
             if self._closed:
                 return
-            before = len(self._pending)
             self._pending.update(dict.fromkeys(session_ids))
-            if len(self._pending) == before:
+            if not self._pending:
                 return
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():  # (also after a fork)
                 self._thread = threading.Thread(
                     target=self._run, name="wakeful-notify", daemon=True
                 )
@@ -71,6 +70,7 @@ class Notifier:
 
     def _run(self) -> None:
         conn: psycopg.Connection[Any] | None = None
+        failing = False
         try:
             while True:
                 with self._cond:
@@ -86,15 +86,18 @@ class Notifier:
                         conn = self._connect()
                     conn.execute(NOTIFY_BATCH_SQL, (self._channel, batch))
                     self.sent += 1
+                    failing = False
                 except psycopg.Error as err:
-                    log.warning("NOTIFY failed (%s); followers poll meanwhile", err)
+                    if not failing:  # (once per outage)
+                        log.warning("NOTIFY failed (%s); followers poll meanwhile", err)
+                    failing = True
                     _dropped(conn)
                     conn = None
                     with self._cond:
                         if self._closed:
                             return  # (a closing store does not wait for the server to return)
                         self._pending = dict.fromkeys(batch) | self._pending
-                        self._cond.wait(_RETRY_S)
+                        self._cond.wait_for(lambda: self._closed, _RETRY_S)  # (sends don't end it)
         finally:
             _dropped(conn)
 
