@@ -378,6 +378,21 @@ CREATE TABLE extension_state (
 )
 """
 
+_ADMIT_FUNCTION_11 = _ADMIT_FUNCTION_2.replace(
+    "  PERFORM pg_advisory_xact_lock(p_lock);\n",
+    "  PERFORM 1 FROM sessions WHERE sessions.id = p_session FOR UPDATE;\n",
+)
+
+# Migration 11's admission notifying only when `p_channel` is given: a NOTIFY queued inside the
+# admission's transaction would take PostgreSQL's cluster-wide notify lock at its commit
+# (docs/store.md, "LISTEN"), so this wakeful passes NULL and announces a created item after the
+# statement, from its notifier. The signature is unchanged: a process started before this
+# migration still passes the channel and still notifies (inside, as before).
+_QUIET_ADMIT = _ADMIT_FUNCTION_11.replace(
+    "  IF o_outcome = 'created' THEN\n",
+    "  IF o_outcome = 'created' AND p_channel IS NOT NULL THEN\n",
+)
+
 # Commit order without a database-wide lock (PostgreSQL; docs/store.md, "Instance-wide order").
 # Every event records `tx`: the larger of its transaction's id and the `tx` of the session's
 # previous event, set by a trigger, so a session's events never go back in (tx, id) order. The
@@ -398,10 +413,7 @@ BEGIN
 END
 $$ LANGUAGE plpgsql;
 """
-    + _ADMIT_FUNCTION_2.replace(
-        "  PERFORM pg_advisory_xact_lock(p_lock);\n",
-        "  PERFORM 1 FROM sessions WHERE sessions.id = p_session FOR UPDATE;\n",
-    )
+    + _ADMIT_FUNCTION_11
     + """;
 CREATE TRIGGER events_position BEFORE INSERT ON events FOR EACH ROW
   EXECUTE FUNCTION wakeful_event_position()
@@ -533,6 +545,13 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         "lean_messages",
         _LEAN_MESSAGES_SQLITE,
         "",
+    ),
+    (
+        # No NOTIFY inside the admission's transaction (`_QUIET_ADMIT`); nothing on SQLite.
+        17,
+        "admit_after_commit_notify",
+        "",
+        _QUIET_ADMIT,
     ),
 ]
 

@@ -3,7 +3,9 @@
 Invariant: appends to different sessions share no lock (a session's row lock orders its own
 `seq`); the instance-wide follow reads in commit-safe (tx, id) order below the snapshot's xmin
 (migration 11, docs/store.md "Instance-wide order"), so an event committed late with a smaller
-id is never skipped.
+id is never skipped. No data-writing transaction sends NOTIFY (its commit would take
+PostgreSQL's cluster-wide notify lock): `_PgTx.notify` only records the session, and after the
+commit `_pgnotify.Notifier` announces it from a connection of its own (docs/store.md, "LISTEN").
 
 Faults stay bounded (docs/store.md, "Faults"): every pooled connection carries a lock timeout, a
 statement timeout and an idle-in-transaction timeout (`[store]` of wakeful.toml), so a paused
@@ -39,12 +41,14 @@ from ..errors import (
 )
 from ._backend import Params, Row
 from ._migrations import MIGRATIONS, statements
+from ._pgnotify import Notifier
 
 CHANNEL = "wakeful_events"
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _UNKNOWN = psycopg.pq.TransactionStatus.UNKNOWN
 _OFF = psycopg.pq.PipelineStatus.OFF
 _NO_LOCK = 0  # `wakeful_admit`'s first parameter, unused since migration 11
+_NO_CHANNEL = None  # `wakeful_admit` notifies on none (migration 17): the notifier announces
 _MIGRATE_LOCK = 0x57414B46
 
 log = logging.getLogger("wakeful.store")
@@ -156,6 +160,7 @@ class _PgTx:
     def __init__(self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None) -> None:
         self._conn = conn
         self._pipeline = pipeline
+        self.notified: set[str] = set()  # announced by the backend once the transaction commits
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         return self.query(sql, params).one()
@@ -194,14 +199,15 @@ class _PgTx:
         self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
         event_type: str, data: str, now_ms: int,
     ) -> _Sent:  # fmt: skip
+        self.notified.add(session_id)  # (also when nothing is created: a spurious wake-up)
         return self.query(
             "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (_NO_LOCK, CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
+            (_NO_LOCK, _NO_CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
              data, now_ms),
         )  # fmt: skip
 
     def notify(self, session_id: str) -> None:
-        self.send("SELECT pg_notify(?, ?)", (CHANNEL, session_id))
+        self.notified.add(session_id)
 
     def row_lock(self, *, skip_locked: bool = False) -> str:
         return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
@@ -225,6 +231,7 @@ class PostgresBackend:
         self._admit_cursors: dict[psycopg.Connection[Any], psycopg.Cursor[Any]] = {}
         self._cursors_lock = threading.Lock()
         self._listen_lock = threading.Lock()
+        self._notifier = Notifier(CHANNEL, self._notify_connection)
         try:
             probe = psycopg.connect(url, connect_timeout=int(connect_timeout_s), autocommit=True)
             probe.close()
@@ -261,6 +268,21 @@ class PostgresBackend:
             [v for name, ms in settings.items() for v in (name, f"{ms}ms")],
         )
 
+    def _notify_connection(self) -> psycopg.Connection[Any]:
+        """The notifier's connection: the store's timeouts, and commits that wait for no WAL
+        flush (a notify-only transaction still writes a commit record; losing it in a crash
+        loses only a hint), so the notify lock is held for a moment only."""
+        conn = psycopg.connect(
+            self.url, autocommit=True, connect_timeout=int(self._connect_timeout_s)
+        )
+        try:
+            self._configure(conn)
+            conn.execute("SET synchronous_commit = off")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection that is not known to be dead: one the server ended while it
@@ -277,14 +299,18 @@ class PostgresBackend:
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[_PgTx]:
-        """Open a transaction; faults are translated as `_errors` says."""
+        """Open a transaction; faults are translated as `_errors` says. The sessions it
+        notified are announced once it has committed (`Notifier`)."""
         with self._errors(), self._connection() as conn:
             if not write:
                 with conn.transaction():
-                    yield _PgTx(conn, None)
-                return
-            with _pipelined(conn, self._committed) as pipeline:
-                yield _PgTx(conn, pipeline)
+                    tx = _PgTx(conn, None)
+                    yield tx
+            else:
+                with _pipelined(conn, self._committed) as pipeline:
+                    tx = _PgTx(conn, pipeline)
+                    yield tx
+        self._notifier.send(tx.notified)
 
     def _committed(self, xid: str | None) -> bool:
         """Whether the transaction `xid`, whose COMMIT was sent on a connection lost before
@@ -327,7 +353,8 @@ class PostgresBackend:
     ) -> Row | None:  # fmt: skip
         """A whole admission as one statement outside any transaction block: the server runs
         a single statement as its own transaction, so it commits or not as one, and nothing
-        else travels (no BEGIN, no COMMIT, no pipeline). Returns `(outcome, seq, event_id)`."""
+        else travels (no BEGIN, no COMMIT, no pipeline). Returns `(outcome, seq, event_id)`;
+        a created item is announced after the statement (`Notifier`)."""
         with self._errors(), self._connection() as conn:
             cursor = self._admit_cursors.get(conn)
             if cursor is None:  # one per pooled connection, kept: admissions are the hot path
@@ -338,9 +365,11 @@ class PostgresBackend:
             row: Row | None = cursor.execute(
                 "SELECT o_outcome, o_seq, o_id FROM wakeful_admit("
                 "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (_NO_LOCK, CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
+                (_NO_LOCK, _NO_CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
                  data, now_ms),
             ).fetchone()  # fmt: skip
+        if row is not None and row[0] == "created":
+            self._notifier.send((session_id,))
         return row
 
     @contextmanager
@@ -420,7 +449,9 @@ class PostgresBackend:
             self._listen = None
 
     def close(self) -> None:
-        """Close the pool and the listening connection."""
+        """Send the notifications still queued (waiting up to the connect timeout), then close
+        the notifier, the pool and the listening connection."""
+        self._notifier.close(self._connect_timeout_s)
         self._pool.close()
         with self._listen_lock:
             self._drop_listen()
