@@ -14,6 +14,7 @@ from ._media import blob_digest, media_refs
 from ._open import default_db_path, open_store, resolve_db_url
 from ._owner import current_owner, host_id, owner_is_dead
 from ._protocol import Store
+from ._batch import RecoveryView
 from ._reads import RetryState, ToolCallRow, TurnRow
 from ._records import (
     Admission,
@@ -73,6 +74,7 @@ __all__ = [
     "Page",
     "Prelude",
     "PruneCounts",
+    "RecoveryView",
     "RetryState",
     "SearchHit",
     "SearchPage",

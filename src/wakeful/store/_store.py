@@ -30,11 +30,12 @@ from ..messages import Message
 from . import _inbox, _retention, _search
 from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in
 from ._artifacts import ArtifactsMixin
+from ._batch import BatchMixin
 from ._backend import Backend, Tx
 from ._claims import ClaimsMixin, demote_stale
 from ._media import externalize
 from ._meta import MetaMixin
-from ._reads import ReadsMixin
+from ._reads import ReadsMixin, events_in
 from ._records import (
     ROW_COLS,
     Admission,
@@ -105,7 +106,9 @@ def _ordered(kind: str) -> _OrderedSql:
     return _ORDERED[kind]
 
 
-class SqlStore(ClaimsMixin, ReadsMixin, SchedulesMixin, RewindMixin, ArtifactsMixin, MetaMixin):
+class SqlStore(
+    ClaimsMixin, ReadsMixin, BatchMixin, SchedulesMixin, RewindMixin, ArtifactsMixin, MetaMixin
+):
     """The store. Open one with `wakeful.store.open_store(url)`."""
 
     def __init__(self, backend: Backend, clock: Clock | None = None) -> None:
@@ -331,20 +334,12 @@ class SqlStore(ClaimsMixin, ReadsMixin, SchedulesMixin, RewindMixin, ArtifactsMi
         self, session_id: str, after: int = 0, limit: int | None = None, types: Sequence[str] = ()
     ) -> list[StoredEvent]:
         """Durable events of a session with `seq > after`, in order (optionally of some types)."""
-        sql = "SELECT id, seq, at_ms, data FROM events WHERE session_id = ? AND seq > ?"
-        params: list[Any] = [session_id, after]
-        if types:
-            sql += f" AND type IN ({', '.join('?' for _ in types)})"
-            params += list(types)
-        sql += " ORDER BY seq" + (f" LIMIT {int(limit)}" if limit else "")
         with self.backend.transaction(write=False) as tx:
-            rows = tx.all(sql, params)
+            found = events_in(tx, session_id, after, limit, types)
             # Rows prove the session exists; only an empty answer needs the check.
-            if not rows and self._get(tx, session_id) is None:
+            if not found and self._get(tx, session_id) is None:
                 raise NotFoundError(f"no session {session_id}")
-        return [
-            StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3])) for r in rows
-        ]
+        return found
 
     def events_since(
         self, after_id: int = 0, limit: int = 1000, *, after_tx: int | None = None
