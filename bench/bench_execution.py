@@ -10,9 +10,13 @@
    all at once, without and with a simulated provider latency (`chunk_delay_ms` per chunk).
 
     python bench/bench_execution.py [--orphans 1000] [--sessions 200] [--db URL]
+        [--baseline-src DIR [--baseline-db URL]]
 
 Without `--db` a fresh SQLite file in a temporary directory is used; a `postgresql://` URL
-should name an empty database.
+should name an empty database. `--baseline-src DIR` runs the recovery a second time, right
+after, with the worker of another source tree (`DIR/src` first on `PYTHONPATH`, e.g. a
+`git worktree` of the commit before a change) over the same kind of orphans in a fresh store
+(`--baseline-db`, another empty database, for PostgreSQL), and prints both figures.
 """
 
 from __future__ import annotations
@@ -67,16 +71,19 @@ def orphan(db: str, model: str, workspace: Path, count: int) -> list[str]:
     return sids
 
 
-def recovery(db: str, folder: Path, count: int) -> dict[str, float]:
-    """Time one `wakeful worker --once` recovering `count` orphaned sessions."""
+def recovery(db: str, folder: Path, count: int, src: str | None = None) -> dict[str, float]:
+    """Time one `wakeful worker --once` recovering `count` orphaned sessions (with the worker
+    of the source tree `src`, when given)."""
     work = folder / "work"
-    work.mkdir()
+    work.mkdir(parents=True)
     (work / ".git").mkdir()
     model = write_script(folder / "recovery.json", delay_ms=0)
     start = time.perf_counter()
     sids = orphan(db, model, work, count)
     setup = time.perf_counter() - start
     env = os.environ | {"WAKEFUL_DB": db, "HOME": str(folder), "XDG_CONFIG_HOME": str(folder)}
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(src, "src")), env.get("PYTHONPATH", "")])
     start = time.perf_counter()
     done = subprocess.run(
         [WAKEFUL, "worker", "--once", "--concurrency", "32", "--format", "json"],
@@ -115,17 +122,28 @@ def main() -> None:
     parser.add_argument("--orphans", type=int, default=1000)
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--db", default=None)
+    parser.add_argument("--baseline-src", default=None)
+    parser.add_argument("--baseline-db", default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         db = args.db or str(folder / "bench.db")
         if args.orphans > 0:  # `--orphans 0`: the concurrency figures only
-            r = recovery(db, folder, args.orphans)
+            r = recovery(db, folder / "now", args.orphans)
             print(
                 f"recovery: {r['sessions']} orphaned sessions by one `wakeful worker --once`: "
                 f"{r['worker_s']:.2f} s ({r['per_s']:.0f} sessions/s; setup {r['setup_s']:.1f} s)"
             )
+        if args.orphans > 0 and args.baseline_src:
+            base_db = args.baseline_db or str(folder / "baseline.db")
+            b = recovery(base_db, folder / "baseline", args.orphans, args.baseline_src)
+            print(
+                f"recovery, baseline {args.baseline_src}: {b['worker_s']:.2f} s "
+                f"({b['per_s']:.0f} sessions/s); now x{b['worker_s'] / r['worker_s']:.1f}"
+            )
         n = args.sessions
+        if n <= 0:  # `--sessions 0`: the recovery figures only
+            return
         for delay in (0, 20):
             one = asyncio.run(drive(db, folder, n, delay, together=False))
             all_ = asyncio.run(drive(db, folder, n, delay, together=True))

@@ -241,11 +241,13 @@ class PostgresBackend:
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[_PgTx]:
-        """Open a transaction; faults are translated as `_errors` says."""
+        """Open a transaction; faults are translated as `_errors` says. A read sends its
+        statements without BEGIN and COMMIT: under READ COMMITTED every statement of a
+        transaction block takes its own snapshot anyway and reads lock nothing, so the block
+        would only cost two round trips per read (`docs/store.md`, "Round trips")."""
         with self._errors(), self._connection() as conn:
             if not write:
-                with conn.transaction():
-                    yield _PgTx(conn, None)
+                yield _PgTx(conn, None)
                 return
             with _pipelined(conn) as pipeline:
                 yield _PgTx(conn, pipeline)
