@@ -102,9 +102,7 @@ class Coordinator:
         Cancelling the caller does not cancel the drain: a drain stops by interrupt only, so it
         always leaves its turn and claim consistent. `claim`, `recovered`, `seen`: as for `wake`.
         """
-        return await asyncio.shield(
-            self.wake(session_id, claim, recovered=recovered, seen=seen)
-        )
+        return await asyncio.shield(self.wake(session_id, claim, recovered=recovered, seen=seen))
 
     def interrupt(self, session_id: str, request_id: int | None = None) -> bool:
         """Hard-interrupt local execution; return whether something was running.

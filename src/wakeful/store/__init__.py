@@ -8,13 +8,13 @@ the protocol the surfaces read and admit through, implemented by `SqlStore` and 
 
 from ._append import ClaimToken
 from ._artifacts import ARTIFACTS_PER_SESSION_CAP, Artifact, artifacts_from_metadata
+from ._batch import RecoveryView
 from ._claims import fence
 from ._faults import Outage, is_transient
 from ._media import blob_digest, media_refs
 from ._open import default_db_path, open_store, resolve_db_url
 from ._owner import current_owner, host_id, owner_is_dead
 from ._protocol import Store
-from ._batch import RecoveryView
 from ._reads import RetryState, ToolCallRow, TurnRow
 from ._records import (
     Admission,

@@ -71,7 +71,9 @@ def events_in(
 
 def tool_calls_in(tx: Tx, session_id: str, status: str | None = None) -> list[ToolCallRow]:
     """Tool calls of a session in start order (only those with `status`, if given), in `tx`."""
-    sql = "SELECT message_id, call_id, name, status, started_seq FROM tool_calls WHERE session_id = ?"
+    sql = (
+        "SELECT message_id, call_id, name, status, started_seq FROM tool_calls WHERE session_id = ?"
+    )
     params: list[object] = [session_id]
     if status is not None:
         sql += " AND status = ?"

@@ -30,8 +30,8 @@ from ..messages import Message
 from . import _inbox, _retention, _search
 from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in
 from ._artifacts import ArtifactsMixin
-from ._batch import BatchMixin
 from ._backend import Backend, Tx
+from ._batch import BatchMixin
 from ._claims import ClaimsMixin, demote_stale
 from ._media import externalize
 from ._meta import MetaMixin
