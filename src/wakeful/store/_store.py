@@ -574,7 +574,19 @@ class SqlStore(
         With `start_turn`, delivered messages also start that turn in the same transaction;
         a `prelude` is written just before a delivery of messages (see `Prelude`). `first`
         (a driver's held reply) is written before everything, delivered or not.
+
+        With nothing to write first and no pending item, nothing is locked or written: one
+        read says so (on PostgreSQL the session row lock alone would cost a commit and its WAL
+        flush, at every step boundary). An item admitted after that read is the next
+        promotion's, as it would be had this one run a moment earlier.
         """
+        if not first:
+            with self.backend.transaction(write=False) as tx:
+                found = _inbox.any_pending(tx, session_id)
+            if found is None:
+                raise NotFoundError(f"no session {session_id}")
+            if not found:
+                return []
         with self.backend.transaction(write=True) as tx:
             return _inbox.promote_in(
                 tx, session_id, self.clock.now_ms(), idle=idle, input_id=input_id, claim=claim,
