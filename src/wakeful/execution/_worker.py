@@ -230,8 +230,14 @@ async def run_worker(
             fresh = [c for c in claims or [] if c.session_id not in inflight]
             # (one taken over from a drive here, whose lease lapsed, lapses again)
             stats.taken_over += len(claims or [])
-            # Healed together; after a store fault each drain heals its own session.
-            prepared = await attempt(recover, rt, fresh) if fresh else None
+            # Healed together; after a store fault each drain heals its own session, and so it
+            # does after any other error (which its drain then meets and reports alone).
+            try:
+                prepared = await attempt(recover, rt, fresh) if fresh else None
+            except Exception as failure:
+                log.warning("batch recovery failed, each drain recovers its session: %s: %s",
+                            type(failure).__name__, failure)  # fmt: skip
+                prepared = None
             seen, recovered = prepared or (None, None)
             for claim in fresh:
                 sid = claim.session_id
