@@ -10,6 +10,7 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._agents import BUILTIN_AGENTS, Agent, resolve_agent
     from ._approvals import (
+        APPROVAL_TYPES,
         ApprovalLog,
         ApprovalStep,
         AwaitingApproval,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 # Each public name's module, imported on first use so that importing the package (as a
 # cheap CLI command does) does not load every part of it.
 _LAZY = {
+    "APPROVAL_TYPES": "wakeful.runner._approvals",
     "Agent": "wakeful.runner._agents",
     "ApprovalLog": "wakeful.runner._approvals",
     "ApprovalStep": "wakeful.runner._approvals",
@@ -127,6 +129,7 @@ __getattr__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [
+    "APPROVAL_TYPES",
     "BUILTIN_AGENTS",
     "Agent",
     "ApprovalLog",

@@ -79,6 +79,17 @@ def pending_items(tx: Tx, session_id: str) -> list[InboxItem]:
     return [_item(session_id, r) for r in tx.all(_PENDING_SQL, (session_id,))]
 
 
+def any_pending(tx: Tx, session_id: str) -> bool | None:
+    """Whether the session has a pending item; None when there is no such session. One
+    statement, no lock: what a promotion with nothing to write looks at first."""
+    row = tx.one(
+        "SELECT EXISTS (SELECT 1 FROM inbox WHERE session_id = ? AND status = 'pending'), "
+        "EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
+        (session_id, session_id),
+    )
+    return None if row is None or not row[1] else bool(row[0])
+
+
 DIGEST_SQL = "SELECT digest FROM inbox WHERE session_id = ? AND input_id = ?"
 
 

@@ -299,17 +299,18 @@ class PostgresBackend:
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[_PgTx]:
-        """Open a transaction; faults are translated as `_errors` says. The sessions it
-        notified are announced once it has committed (`Notifier`)."""
+        """Open a transaction; faults are translated as `_errors` says. A read sends its
+        statements without BEGIN and COMMIT: under READ COMMITTED every statement of a
+        transaction block takes its own snapshot anyway and reads lock nothing, so the block
+        would only cost two round trips per read (`docs/store.md`, "Round trips"). The sessions
+        a write notified are announced once it has committed (`Notifier`)."""
         with self._errors(), self._connection() as conn:
             if not write:
-                with conn.transaction():
-                    tx = _PgTx(conn, None)
-                    yield tx
-            else:
-                with _pipelined(conn, self._committed) as pipeline:
-                    tx = _PgTx(conn, pipeline)
-                    yield tx
+                yield _PgTx(conn, None)
+                return
+            with _pipelined(conn, self._committed) as pipeline:
+                tx = _PgTx(conn, pipeline)
+                yield tx
         self._notifier.send(tx.notified)
 
     def _committed(self, xid: str | None) -> bool:
