@@ -59,7 +59,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "cold.db"
         sid = fill(db)
-        env = os.environ | {"WAKEFUL_DB": str(db)}
+        # An installed package has its .pyc files (pip compiles them), so every tree here may
+        # write them: without that a run would time the compiler, not the start.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env |= {"WAKEFUL_DB": str(db)}
         cases = {
             f"baseline: python -c '{BASELINE}'": [py, "-c", BASELINE],
             "wakeful --version": [py, "-m", "wakeful", "--version"],

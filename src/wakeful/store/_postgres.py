@@ -28,7 +28,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ..config import StoreConfig
+from ..config import StoreConfig, store_defaults
 from ..errors import MigrationError, StoreBusyError, StoreError, StoreUnavailableError, UsageError
 from ._backend import Params, Row
 from ._migrations import MIGRATIONS, statements
@@ -183,7 +183,7 @@ class PostgresBackend:
         self.url = url
         self._max_size = max_size
         self._connect_timeout_s = connect_timeout_s
-        self._options = options or StoreConfig()
+        self._options = options or store_defaults()
         self._listen: psycopg.Connection[Any] | None = None
         # A pooled connection serves one thread at a time, and so does its cursor.
         self._admit_cursors: dict[psycopg.Connection[Any], psycopg.Cursor[Any]] = {}
