@@ -320,7 +320,9 @@ class PostgresBackend:
     def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
         """A daemon thread LISTENs (`wait_for_change`) and calls `on_commit` after every NOTIFY
         or quarter second; a failed listening connection is logged and retried a second later
-        (readers poll meanwhile). The returned function stops and joins the thread."""
+        (readers poll meanwhile). The returned function stops and joins the thread and closes
+        the listening connection (the next `wait_for_change` opens another), so no LISTEN is
+        left unread: an unread one would hold back the server's notification queue."""
         stopping = threading.Event()
 
         def listen() -> None:
@@ -339,6 +341,8 @@ class PostgresBackend:
         def stop() -> None:
             stopping.set()
             thread.join()
+            with self._listen_lock:
+                self._drop_listen()
 
         return stop
 
