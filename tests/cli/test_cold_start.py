@@ -20,13 +20,23 @@ HEAVY = ("anthropic", "openai", "prompt_toolkit", "fastapi", "uvicorn", "starlet
          "llama_cpp", "httpx")  # fmt: skip
 
 
+# Modules of our own none of them needs: the provider converters of the message package.
+CONVERTERS = ("wakeful.messages._anthropic", "wakeful.messages._openai_chat",
+              "wakeful.messages._openai_responses", "wakeful.messages._repair")  # fmt: skip
+
+
+def modules(stderr: str) -> set[str]:
+    """Module names in a `-X importtime` report."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
 def imported(stderr: str) -> set[str]:
     """Top-level package names in a `-X importtime` report."""
-    names = set()
-    for line in stderr.splitlines():
-        if line.startswith("import time:") and "|" in line:
-            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
-    return names
+    return {name.split(".")[0] for name in modules(stderr)}
 
 
 @pytest.fixture
@@ -56,6 +66,7 @@ def test_cheap_commands_load_no_sdk_ui_or_server(
         names = imported(done.stderr)
         assert "wakeful" in names  # the report is real: it lists our own package
         assert not names & set(HEAVY), (args, sorted(names & set(HEAVY)))
+        assert not modules(done.stderr) & set(CONVERTERS), args
     assert "0.1.0" in wk("--version").stdout
     assert "cold" in wk("session", "list").stdout
 
