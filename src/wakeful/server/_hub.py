@@ -147,8 +147,9 @@ class Hub:
         self.stats.subscribers = len(self._subs)
 
     def nudge(self) -> None:
-        """Poll now (something was just committed in this process); safe from any thread."""
-        if self._loop is None:
+        """Poll now (something was just committed in this process); safe from any thread.
+        Nothing while nobody follows: a subscription wakes the poller itself."""
+        if self._loop is None or not self._subs:
             return
         if threading.get_ident() == self._thread:
             self._wake.set()
