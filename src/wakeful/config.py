@@ -48,7 +48,7 @@ MAX_COUNT = 100_000  # upper bound of counts (turns, steps, retries): beyond any
 
 class _Section(BaseModel):
     # strict: TOML has real booleans and integers, so `auto = "yes"` is a mistake, not True
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 CompactionStrategy: TypeAlias = Literal["summary", "tail"]
@@ -130,6 +130,12 @@ class StoreConfig(_Section):
     lock_timeout_ms: int = Field(10_000, ge=1, le=HOUR_MS)
     statement_timeout_ms: int = Field(30_000, ge=1, le=HOUR_MS)
     idle_in_transaction_timeout_ms: int = Field(5_000, ge=1, le=HOUR_MS)
+
+
+def store_defaults() -> StoreConfig:
+    """The `[store]` defaults, made without validating (they are the fields' own defaults), so
+    opening a store without a configuration builds no pydantic schema (cold start, issue 25)."""
+    return StoreConfig.model_construct()
 
 
 class ModelSettings(_Section):

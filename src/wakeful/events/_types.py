@@ -33,7 +33,7 @@ ToolStatus: TypeAlias = Literal["completed", "failed"]
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     v: int = 1
 
 

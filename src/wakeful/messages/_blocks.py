@@ -27,7 +27,7 @@ Role: TypeAlias = Literal["user", "assistant", "system"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class _Typed(_Frozen):

@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ..config import StoreConfig
+from ..config import StoreConfig, store_defaults
 from ..errors import (
     CommitUnknownError,
     MigrationError,
@@ -225,7 +225,7 @@ class PostgresBackend:
         self.url = url
         self._max_size = max_size
         self._connect_timeout_s = connect_timeout_s
-        self._options = options or StoreConfig()
+        self._options = options or store_defaults()
         self._listen: psycopg.Connection[Any] | None = None
         # A pooled connection serves one thread at a time, and so does its cursor.
         self._admit_cursors: dict[psycopg.Connection[Any], psycopg.Cursor[Any]] = {}
@@ -421,7 +421,9 @@ class PostgresBackend:
     def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
         """A daemon thread LISTENs (`wait_for_change`) and calls `on_commit` after every NOTIFY
         or quarter second; a failed listening connection is logged and retried a second later
-        (readers poll meanwhile). The returned function stops and joins the thread."""
+        (readers poll meanwhile). The returned function stops and joins the thread and closes
+        the listening connection (the next `wait_for_change` opens another), so no LISTEN is
+        left unread: an unread one would hold back the server's notification queue."""
         stopping = threading.Event()
 
         def listen() -> None:
@@ -440,6 +442,8 @@ class PostgresBackend:
         def stop() -> None:
             stopping.set()
             thread.join()
+            with self._listen_lock:
+                self._drop_listen()
 
         return stop
 

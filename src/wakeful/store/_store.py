@@ -110,7 +110,13 @@ def _ordered(kind: str) -> _OrderedSql:
 
 
 class SqlStore(
-    ClaimsMixin, ReadsMixin, BatchMixin, SchedulesMixin, RewindMixin, ArtifactsMixin, MetaMixin,
+    ClaimsMixin,
+    ReadsMixin,
+    BatchMixin,
+    SchedulesMixin,
+    RewindMixin,
+    ArtifactsMixin,
+    MetaMixin,
     IdleMixin,
 ):
     """The store. Open one with `wakeful.store.open_store(url)`."""
