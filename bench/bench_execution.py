@@ -10,9 +10,15 @@
    all at once, without and with a simulated provider latency (`chunk_delay_ms` per chunk).
 
     python bench/bench_execution.py [--orphans 1000] [--sessions 200] [--db URL]
+        [--baseline-src DIR [--baseline-db URL]] [--rounds N]
 
 Without `--db` a fresh SQLite file in a temporary directory is used; a `postgresql://` URL
-should name an empty database.
+should name an empty database. `--baseline-src DIR` runs the recovery a second time, right
+after, with the worker of another source tree (`DIR/src` first on `PYTHONPATH`, e.g. a
+`git worktree` of the commit before a change) over the same kind of orphans in a fresh store
+(`--baseline-db`, another empty database, for PostgreSQL), and prints both figures;
+`--rounds N` alternates the two N times and prints the medians. With `--rounds` above 1 the
+PostgreSQL databases are dropped and created again between rounds: name ones made for it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import argparse
 import asyncio
 import json
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,29 +75,38 @@ def orphan(db: str, model: str, workspace: Path, count: int) -> list[str]:
     return sids
 
 
-def recovery(db: str, folder: Path, count: int) -> dict[str, float]:
-    """Time one `wakeful worker --once` recovering `count` orphaned sessions."""
+def recovery(db: str, folder: Path, count: int, src: str | None = None) -> dict[str, float]:
+    """Time one `wakeful worker --once` recovering `count` orphaned sessions (with the worker
+    of the source tree `src`, when given)."""
     work = folder / "work"
-    work.mkdir()
+    work.mkdir(parents=True)
     (work / ".git").mkdir()
     model = write_script(folder / "recovery.json", delay_ms=0)
     start = time.perf_counter()
     sids = orphan(db, model, work, count)
     setup = time.perf_counter() - start
     env = os.environ | {"WAKEFUL_DB": db, "HOME": str(folder), "XDG_CONFIG_HOME": str(folder)}
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(src, "src")), env.get("PYTHONPATH", "")])
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
         [WAKEFUL, "worker", "--once", "--concurrency", "32", "--format", "json"],
         cwd=work, env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
     stats = json.loads(done.stdout)
     store = open_store(db)
     ended = sum(store.turns(s)[0].status == "completed" for s in sids)
     held = len(store.claimed_sessions())
     store.close()
     assert ended == count and held == 0, (ended, held, stats)
-    return {"sessions": count, "setup_s": setup, "worker_s": elapsed, "per_s": count / elapsed}
+    return {
+        "sessions": count, "setup_s": setup, "worker_s": elapsed, "per_s": count / elapsed,
+        "cpu_ms": 1000 * cpu / count,
+    }  # fmt: skip
 
 
 async def drive(db: str, folder: Path, count: int, delay_ms: int, together: bool) -> float:
@@ -109,23 +126,68 @@ async def drive(db: str, folder: Path, count: int, delay_ms: int, together: bool
     return elapsed
 
 
+def recoveries(args: argparse.Namespace, folder: Path) -> None:
+    """The recovery figure, `--rounds` times, alternating with the baseline's when given (the
+    machine's speed drifts: alternating puts both under the same drift); medians at the end."""
+    now: list[dict[str, float]] = []
+    base: list[dict[str, float]] = []
+    for n in range(args.rounds):
+        sides = [("now", args.db or "", None, now)]
+        if args.baseline_src:
+            sides.append(("baseline", args.baseline_db or "", args.baseline_src, base))
+        for name, url, src, out in sides:
+            url = fresh(url, folder / f"{name}_{n}.db", again=n > 0)
+            out.append(r := recovery(url, folder / f"{name}_{n}", args.orphans, src))
+            print(
+                f"recovery ({name}{'' if src is None else ' ' + src}): {r['sessions']} orphaned "
+                f"sessions by one `wakeful worker --once`: {r['worker_s']:.2f} s "
+                f"({r['per_s']:.0f} sessions/s, worker CPU {r['cpu_ms']:.1f} ms per session; "
+                f"setup {r['setup_s']:.1f} s)", flush=True,
+            )  # fmt: skip
+    if base:
+        mid = {k: statistics.median(r[k] for r in now) for k in ("worker_s", "cpu_ms")}
+        was = {k: statistics.median(r[k] for r in base) for k in ("worker_s", "cpu_ms")}
+        print(
+            f"recovery, medians of {args.rounds}: now {mid['worker_s']:.2f} s, baseline "
+            f"{was['worker_s']:.2f} s (x{was['worker_s'] / mid['worker_s']:.2f}); worker CPU "
+            f"{mid['cpu_ms']:.1f} vs {was['cpu_ms']:.1f} ms per session"
+        )
+
+
+def fresh(url: str, path: Path, *, again: bool) -> str:
+    """An empty store: a new SQLite file at `path` (whatever `url` names), or the PostgreSQL
+    database `url`, emptied when used `again` (dropped and created: one made for the bench)."""
+    if not url.startswith("postgresql://"):
+        return str(path)
+    if not again:
+        return url
+    import psycopg
+
+    base, name = url.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return url
+
+
 def main() -> None:
     """Run both benchmarks and print their figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orphans", type=int, default=1000)
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--db", default=None)
+    parser.add_argument("--baseline-src", default=None)
+    parser.add_argument("--baseline-db", default=None)
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         db = args.db or str(folder / "bench.db")
         if args.orphans > 0:  # `--orphans 0`: the concurrency figures only
-            r = recovery(db, folder, args.orphans)
-            print(
-                f"recovery: {r['sessions']} orphaned sessions by one `wakeful worker --once`: "
-                f"{r['worker_s']:.2f} s ({r['per_s']:.0f} sessions/s; setup {r['setup_s']:.1f} s)"
-            )
+            recoveries(args, folder)
         n = args.sessions
+        if n <= 0:  # `--sessions 0`: the recovery figures only
+            return
         for delay in (0, 20):
             one = asyncio.run(drive(db, folder, n, delay, together=False))
             all_ = asyncio.run(drive(db, folder, n, delay, together=True))

@@ -2,13 +2,16 @@
 latency from an event's commit to its arrival at SSE followers.
 
     python bench/bench_server.py [--admissions N] [--concurrency C] [--followers F]
-                                 [--events K] [--postgres ADMIN_URL] [--dir DIR]
+                                 [--events K] [--postgres ADMIN_URL] [--dir DIR] [--httpx]
+                                 [--rounds R]
 
 The server is a real `wakeful serve` process (uvicorn) on a free loopback port; the load comes
-from this process over keep-alive connections (httpx). Measures:
+from this process over keep-alive connections. Measures:
 - admissions/s: `POST /sessions/{id}/prompt` with `resume: false`, sequentially and with C
   requests in flight, next to `SqlStore.admit` called directly on a store of the same backend in
-  the same run (same disk, same durability settings);
+  the same run (same disk, same durability settings), interleaved in R rounds. The requests
+  come from `RawClient` (prebuilt bytes on keep-alive connections), so the load generator's own
+  CPU, on the same cores, hardly counts; `--httpx` adds the sequential figure through httpx;
 - commit -> SSE latency: F followers on one session's log (`follow=true`); this process commits
   K admissions straight to the store (as another process would), timing each commit's return,
   and every follower timestamps each event as it parses it (one clock, one process). Also the
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import secrets
@@ -52,8 +56,8 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(db: str, workdir: Path) -> Iterator[str]:
-    """A `wakeful serve` process over `db`; yields its base URL."""
+def serve(db: str, workdir: Path) -> Iterator[tuple[str, int]]:
+    """A `wakeful serve` process over `db`; yields its base URL and process id."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env |= {"HOME": str(workdir), "XDG_CONFIG_HOME": str(workdir / ".config")}
@@ -74,7 +78,7 @@ def serve(db: str, workdir: Path) -> Iterator[str]:
             raise SystemExit(f"wakeful serve did not start: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
         time.sleep(0.05)
     try:
-        yield url
+        yield url, proc.pid
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -106,9 +110,88 @@ async def http_admissions(url: str, n: int, concurrency: int) -> float:
         return n / (time.perf_counter() - start)
 
 
-def direct_admissions(store: SqlStore, n: int) -> float:
-    """Admissions per second calling the store in process (one input per transaction)."""
-    sid = store.create_session(new_session_id()).id
+class RawClient:
+    """A keep-alive HTTP/1.1 connection that sends one prebuilt request at a time and reads
+    the response by its Content-Length: a load generator costing a few microseconds per
+    request, so the figure is the server's (httpx spends ~1 ms of CPU per request on the same
+    two cores; `--httpx` measures with it too)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, url: str) -> RawClient:
+        """A connection to `url`'s host and port."""
+        host, port = url.removeprefix("http://").split(":")
+        return cls(*await asyncio.open_connection(host, int(port)))
+
+    async def request(self, raw: bytes) -> tuple[int, bytes]:
+        """Send `raw` (a whole request); the response's status and body."""
+        self.writer.write(raw)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        return status, await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.writer.close()
+
+
+def prompt_request(url: str, sid: str) -> bytes:
+    """The bytes of one `POST /sessions/{sid}/prompt` with `resume: false`, keep-alive."""
+    body = json.dumps({"text": "benchmark input", "resume": False}).encode()
+    host = url.removeprefix("http://")
+    return (
+        f"POST /sessions/{sid}/prompt HTTP/1.1\r\nHost: {host}\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+def new_session(url: str) -> str:
+    """A new session's id, created through the API."""
+    return str(httpx.post(f"{url}/sessions", json={}, headers=AUTH).json()["session"]["id"])
+
+
+async def raw_admissions(url: str, sid: str, n: int, concurrency: int) -> float:
+    """Admissions per second into session `sid` through the API with `concurrency`
+    connections in flight, each a `RawClient`."""
+    raw = prompt_request(url, sid)
+    conns = [await RawClient.open(url) for _ in range(concurrency)]
+    for conn in conns:  # warm each connection and the path
+        assert (await conn.request(raw))[0] == 202
+    todo = iter(range(n))
+
+    async def worker(conn: RawClient) -> None:
+        for _ in todo:
+            status, body = await conn.request(raw)
+            if status != 202:
+                raise SystemExit(f"admission failed: {status} {body[:200]!r}")
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in conns))
+    rate = n / (time.perf_counter() - start)
+    for conn in conns:
+        conn.close()
+    return rate
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time process `pid` has used so far (Linux `/proc`; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def direct_admissions(store: SqlStore, sid: str, n: int) -> float:
+    """Admissions per second into `sid` calling the store in process (one input per
+    transaction)."""
     start = time.perf_counter()
     for _ in range(n):
         store.admit(sid, None, "user", {"text": "benchmark input"})
@@ -191,12 +274,31 @@ def latency(url: str, db: str, followers: int, events: int, spacing_s: float) ->
 
 def run(db: str, direct_db: str, args: argparse.Namespace, workdir: Path, label: str) -> None:
     """Every measure on one backend: `db` is served, `direct_db` takes the direct admissions."""
-    with serve(db, workdir) as url:
-        seq = asyncio.run(http_admissions(url, args.admissions, 1))
-        conc = asyncio.run(http_admissions(url, args.admissions, args.concurrency))
+    with serve(db, workdir) as (url, pid):
+        # Interleaved in rounds, so the disk's and the machine's drift hits every measure alike.
+        # CPU per admission too (the direct loop's, the server process's over both HTTP runs):
+        # on a busy shared machine it drifts less than the rates.
+        per = max(1, args.admissions // args.rounds)
         store = open_store(direct_db)
-        direct = direct_admissions(store, args.admissions)
+        direct_sid = store.create_session(new_session_id()).id
+        seq_sid, conc_sid = new_session(url), new_session(url)
+        spent = dict.fromkeys(("direct", "seq", "conc", "httpx"), 0.0)
+        cpu_direct = cpu_server = 0.0
+        for _ in range(args.rounds):
+            before = time.process_time()
+            spent["direct"] += per / direct_admissions(store, direct_sid, per)
+            cpu_direct += time.process_time() - before
+            before = cpu_seconds(pid)
+            spent["seq"] += per / asyncio.run(raw_admissions(url, seq_sid, per, 1))
+            spent["conc"] += per / asyncio.run(raw_admissions(url, conc_sid, per, args.concurrency))
+            cpu_server += cpu_seconds(pid) - before
+            if args.httpx:
+                spent["httpx"] += per / asyncio.run(http_admissions(url, per, 1))
         store.close()
+        cpu_direct_us = cpu_direct / (per * args.rounds) * 1e6
+        served = (2 * per + 1 + args.concurrency) * args.rounds  # with each connection's warm-up
+        cpu_server_us = cpu_server / served * 1e6
+        direct, seq, conc, seq_httpx = (per * args.rounds / t if t else 0.0 for t in spent.values())
         (commit_lat, first_lat, post_lat), missing = latency(
             url, db, args.followers, args.events, 0.02
         )
@@ -204,6 +306,9 @@ def run(db: str, direct_db: str, args: argparse.Namespace, workdir: Path, label:
     print(f"admissions/s, direct SqlStore.admit:        {direct:8.0f}")
     print(f"admissions/s, HTTP sequential:               {seq:8.0f}  ({seq / direct:.2f}x direct)")
     print(f"admissions/s, HTTP {args.concurrency:>2} in flight:            {conc:8.0f}  ({conc / direct:.2f}x direct)")  # fmt: skip
+    if args.httpx:
+        print(f"admissions/s, HTTP sequential, httpx client: {seq_httpx:8.0f}  ({seq_httpx / direct:.2f}x direct)")  # fmt: skip
+    print(f"CPU per admission: direct {cpu_direct_us:.0f} us, HTTP server process {cpu_server_us:.0f} us ({cpu_direct_us / cpu_server_us if cpu_server_us else 0:.2f}x direct's rate)")  # fmt: skip
     print(f"commit -> SSE arrival, {args.followers} followers, {args.events} events: {commit_lat}")
     print(f"commit -> SSE arrival at the first of them:             {first_lat}")
     print(f"POST sent -> SSE arrival, {args.followers} followers, {args.events} events: {post_lat}")
@@ -219,6 +324,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=50)
     parser.add_argument("--postgres", metavar="ADMIN_URL", default=None)
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--httpx", action="store_true", help="also admit through httpx")
+    parser.add_argument("--rounds", type=int, default=5, help="admission rounds, interleaved")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         work = Path(tmp)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeAlias, get_args, get_origin
 
 import platformdirs
 from pydantic import (
@@ -48,7 +48,10 @@ MAX_COUNT = 100_000  # upper bound of counts (turns, steps, retries): beyond any
 
 class _Section(BaseModel):
     # strict: TOML has real booleans and integers, so `auto = "yes"` is a mistake, not True
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+
+
+CompactionStrategy: TypeAlias = Literal["summary", "tail"]
 
 
 class CompactionConfig(_Section):
@@ -64,6 +67,27 @@ class CompactionConfig(_Section):
     # Ask a proactive summary with the step's own request (the provider's prompt cache) before
     # the separate, text-rendered summary request (docs/compaction.md).
     reuse_cache: bool = True
+    # Files read by `read_file` in the summarized history, read again and attached after the
+    # summary (at most this many; 0: off).
+    restore_files: int = Field(5, ge=0, le=50)
+    # `summary`: a model writes a summary of the older turns; `tail`: older tool results are
+    # hidden on the wire, no summary, no model call (docs/compaction.md).
+    strategy: CompactionStrategy = "summary"
+    # Compact an idle long session shortly before its provider prompt cache is estimated to
+    # expire, so the summary reads the conversation from the cache (docs/compaction.md).
+    before_cache_expiry: bool = False
+    cache_ttl_s: int = Field(300, ge=10, le=DAY_MS // 1000)  # the cache's estimated lifetime
+    expiry_margin_s: int = Field(60, ge=1, le=DAY_MS // 1000)  # how long before it expires
+    long_request_size: int = Field(100_000, ge=0, le=MAX_TOKENS)  # tokens: a long last request
+
+    @model_validator(mode="after")
+    def _margin_inside_ttl(self) -> CompactionConfig:
+        if self.expiry_margin_s >= self.cache_ttl_s:
+            raise ValueError(
+                f"expiry_margin_s ({self.expiry_margin_s}) must be less than "
+                f"cache_ttl_s ({self.cache_ttl_s})"
+            )
+        return self
 
 
 class RetryConfig(_Section):
@@ -106,6 +130,12 @@ class StoreConfig(_Section):
     lock_timeout_ms: int = Field(10_000, ge=1, le=HOUR_MS)
     statement_timeout_ms: int = Field(30_000, ge=1, le=HOUR_MS)
     idle_in_transaction_timeout_ms: int = Field(5_000, ge=1, le=HOUR_MS)
+
+
+def store_defaults() -> StoreConfig:
+    """The `[store]` defaults, made without validating (they are the fields' own defaults), so
+    opening a store without a configuration builds no pydantic schema (cold start, issue 25)."""
+    return StoreConfig.model_construct()
 
 
 class ModelSettings(_Section):

@@ -29,6 +29,7 @@ Callers decide what to do by the *type* of an error, never by its message::
         ├── StoreBusyError          retryable: the database stayed locked past the busy/lock timeout
         ├── StoreUnavailableError   retryable: the database cannot be reached, or the connection was lost
         ├── StoreFullError          retryable: the disk holding the database is full
+        ├── CommitUnknownError      the connection died during COMMIT and the outcome is unknown
         └── MigrationError          the database schema is newer or broken
 """
 
@@ -195,6 +196,12 @@ class StoreUnavailableError(StoreError):
     retryable = True
 
 
+class CommitUnknownError(StoreError):
+    """The connection to PostgreSQL was lost while the transaction was committing, and the
+    server could not be asked afterwards whether it committed. Not retryable: the write may
+    be durable, so whoever retries must first read what is stored."""
+
+
 class StoreFullError(StoreError):
     """The disk holding the database is full; the transaction committed nothing, and it may
     succeed once space is freed."""
@@ -210,6 +217,7 @@ __all__ = [
     "AuthenticationError",
     "ClaimLostError",
     "CompactionError",
+    "CommitUnknownError",
     "CompactionPromptTooLongError",
     "ConflictError",
     "CorruptStateError",

@@ -20,13 +20,23 @@ HEAVY = ("anthropic", "openai", "prompt_toolkit", "fastapi", "uvicorn", "starlet
          "llama_cpp", "httpx")  # fmt: skip
 
 
+# Modules of our own none of them needs: the provider converters of the message package.
+CONVERTERS = ("wakeful.messages._anthropic", "wakeful.messages._openai_chat",
+              "wakeful.messages._openai_responses", "wakeful.messages._repair")  # fmt: skip
+
+
+def modules(stderr: str) -> set[str]:
+    """Module names in a `-X importtime` report."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
 def imported(stderr: str) -> set[str]:
     """Top-level package names in a `-X importtime` report."""
-    names = set()
-    for line in stderr.splitlines():
-        if line.startswith("import time:") and "|" in line:
-            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
-    return names
+    return {name.split(".")[0] for name in modules(stderr)}
 
 
 @pytest.fixture
@@ -56,6 +66,7 @@ def test_cheap_commands_load_no_sdk_ui_or_server(
         names = imported(done.stderr)
         assert "wakeful" in names  # the report is real: it lists our own package
         assert not names & set(HEAVY), (args, sorted(names & set(HEAVY)))
+        assert not modules(done.stderr) & set(CONVERTERS), args
     assert "0.1.0" in wk("--version").stdout
     assert "cold" in wk("session", "list").stdout
 
@@ -68,3 +79,63 @@ def test_other_commands_still_load_what_they_need(wk: Wk) -> None:
         assert f"  {name} " in out
     assert "search" in wk("session", "--help").stdout
     assert "Usage" in wk("chat", "--help").stdout
+
+
+def _fresh(code: str) -> str:
+    """stdout of `code` run in a new interpreter (no model built by other tests)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_opening_a_store_and_listing_builds_no_model(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    open_store(str(db)).close()
+    out = _fresh(
+        "from wakeful.store import open_store\n"
+        "from wakeful.events import SessionCreated, MessageAdded\n"
+        "from wakeful.config import StoreConfig\n"
+        f"s = open_store({str(db)!r}); s.list_sessions(); s.close()\n"
+        "print(StoreConfig.__pydantic_complete__, SessionCreated.__pydantic_complete__,"
+        " MessageAdded.__pydantic_complete__)"
+    )
+    assert out.split() == ["False", "False", "False"]
+
+
+def test_an_event_is_decoded_by_its_own_model_alone() -> None:
+    # Only the named type's model is built; the others stay deferred until used.
+    out = _fresh(
+        "from wakeful.events import load_event, SessionCreated, TurnEnded\n"
+        'e = load_event(\'{"v":1,"type":"session.created","title":"t"}\')\n'
+        "print(type(e).__name__, e.title, SessionCreated.__pydantic_complete__,"
+        " TurnEnded.__pydantic_complete__)"
+    )
+    assert out.split() == ["SessionCreated", "t", "True", "False"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"type": "session.created", "v": 1, "title": "t"}',  # another key order: the union
+        '{"v":1,"type":"session.updated","type":"session.created","title":"t"}',  # last key wins
+        '{ "v" : 1 , "type" : "session.created" , "title" : "t" }',
+    ],
+)
+def test_any_event_body_still_decodes_as_the_union_reads_it(body: str) -> None:
+    from pydantic import TypeAdapter
+
+    from wakeful.events import SessionCreated, SessionEvent, load_event
+
+    event = load_event(body)
+    assert isinstance(event, SessionCreated) and event.title == "t"
+    assert event == TypeAdapter(SessionEvent).validate_json(body)
+
+
+def test_an_unreadable_event_is_a_store_error() -> None:
+    from wakeful.errors import StoreError
+    from wakeful.events import load_event
+
+    with pytest.raises(StoreError, match="unreadable event"):
+        load_event('{"v":1,"type":"session.created","title":5}')
+    with pytest.raises(StoreError, match="unreadable event"):
+        load_event('{"v":1,"type":"no.such.type"}')

@@ -34,3 +34,25 @@ def test_the_inspector_redirects_a_prefix_to_the_full_address(server: Served):
     r = c.get("/ui/sessions/cafe0", follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"].endswith(f"/ui/sessions/{A}")
     assert c.get("/ui/sessions/nothing-here").status_code == 404
+
+
+def test_a_prompt_resolves_its_prefix_in_the_admission_and_writes_nothing_for_a_bad_one(
+    server: Served,
+):
+    # The prompt route resolves the id in its admission's own thread (one hop per request).
+    server.store.create_session(A, title="one")
+    server.store.create_session(B, title="two")
+    c = server.client()
+    body = {"text": "hi", "resume": False}
+    r = c.post("/sessions/cafe0/prompt", json=body)
+    assert r.status_code == 202 and r.json()["session_id"] == A and r.json()["created"]
+    again = c.post(f"/sessions/{A}/prompt", json=body | {"input_id": r.json()["input_id"]})
+    assert again.status_code == 202 and again.json()["created"] is False
+    ambiguous = c.post("/sessions/cafe/prompt", json=body)
+    assert ambiguous.status_code == 422
+    assert ambiguous.json()["reason"] == f"session id prefix 'cafe' is ambiguous: {A}, {B}"
+    assert c.post("/sessions/ses_beef/prompt", json=body).status_code == 404
+    assert c.post("/sessions/bad!id/prompt", json=body).status_code == 404
+    assert [i.session_id for i in server.store.pending(A)] == [A]
+    assert server.store.pending(B) == []
+    assert server.store.find_session("ses_beef") is None

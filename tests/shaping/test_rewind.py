@@ -146,6 +146,11 @@ async def test_rewind_refuses_files_changed_by_something_else(rt: Runtime, ws: P
     forced = await rt.rewind(sid, turn_id=two, files=True, force=True)
     assert set(forced.files_restored) == {"a.txt", "new.txt"}
     assert (ws / "a.txt").read_text() == "one\n"
+    # what the force overwrote was kept: the unrevert puts the outside change back
+    back = await rt.unrevert(sid)
+    assert set(back.files_restored) == {"a.txt", "new.txt"}
+    assert (ws / "a.txt").read_text() == "changed outside\n"
+    assert (ws / "new.txt").read_text() == "fresh\n"
 
 
 async def test_a_rewind_cut_short_after_the_files_completes_when_run_again(rt: Runtime, ws: Path):

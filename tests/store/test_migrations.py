@@ -185,6 +185,31 @@ def test_fresh_file_is_migrated_without_a_backup(tmp_path: Path):
     assert versions(path) == [(n, name) for n, name, _s, _p in MIGRATIONS]
 
 
+_MESSAGE_COLUMNS = "SELECT session_id, seq, message_id, role, turn_id FROM messages ORDER BY 1, 2"
+
+
+def test_upgraded_messages_are_stored_once(v1_copy: Path, tmp_path: Path):
+    """Migration 15: `messages` keeps its rows in its key alone (WITHOUT ROWID, no second
+    copy), on an upgraded file with every row kept, and on a new one."""
+    conn = sqlite3.connect(v1_copy)
+    before = conn.execute(_MESSAGE_COLUMNS).fetchall()
+    conn.close()
+    assert before  # the fixture has a transcript
+    fresh = tmp_path / "fresh" / "sessions.db"
+    for path in (v1_copy, fresh):
+        open_store(str(path)).close()
+        conn = sqlite3.connect(path)
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="rowid"):
+                conn.execute("SELECT rowid FROM messages")
+            indexes = {r[1] for r in conn.execute("PRAGMA index_list(messages)")}
+            assert "messages_reverted" in indexes
+            if path == v1_copy:
+                assert conn.execute(_MESSAGE_COLUMNS).fetchall() == before
+        finally:
+            conn.close()
+
+
 @pytest.mark.parametrize("journal", ["wal", "delete"])
 def test_newer_schema_is_refused_and_left_untouched(v1_copy: Path, journal: str):
     conn = sqlite3.connect(v1_copy)

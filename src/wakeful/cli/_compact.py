@@ -24,6 +24,11 @@ def _text(result: CompactionResult) -> str:
     if not result.compacted:
         extra = f": {result.error}" if result.error else ""
         return f"not compacted ({result.reason}){extra}"
+    if result.strategy == "tail":
+        return (
+            f"compacted (tail): {result.replaced} older tool results hidden, no summary\n"
+            f"next request ~{result.effective_tokens} tokens"
+        )
     usage = result.usage
     spent = f"{usage.input_tokens} in / {usage.output_tokens} out" if usage else "no usage"
     return (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
@@ -12,6 +11,7 @@ import click
 from .. import __version__
 from ..errors import WakefulError
 from ._common import USAGE_EXIT
+from ._lazy import LazyGroup
 
 # Each command's module, loaded only when the command runs (or `--help` lists it), so a cheap
 # command never pays for what another needs (provider SDKs, prompt_toolkit, the server).
@@ -32,24 +32,7 @@ _COMMANDS = {
 }
 
 
-class _LazyGroup(click.Group):
-    """A group whose subcommands are imported on first lookup."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        """Every command name, registered or lazy, sorted (as `click.Group` lists them)."""
-        return sorted(set(super().list_commands(ctx)) | set(_COMMANDS))
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        """The command named `cmd_name`, importing its module the first time."""
-        if cmd_name not in self.commands and cmd_name in _COMMANDS:
-            module = importlib.import_module(_COMMANDS[cmd_name], __package__)
-            command = getattr(module, cmd_name)
-            assert isinstance(command, click.Command)
-            self.add_command(command, cmd_name)
-        return super().get_command(ctx, cmd_name)
-
-
-@click.group(cls=_LazyGroup)
+@click.group(cls=LazyGroup, lazy=_COMMANDS)
 @click.version_option(__version__, prog_name="wakeful")
 def cli() -> None:
     """wakeful: durable sessions for LLM agents."""

@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import UsageError
-from ..events import MessageAdded
-from ..messages import Message, dump_message, load_message, redact_system
 from ._common import (
     ID,
     REDACTED,
@@ -26,13 +24,24 @@ from ._common import (
     printable,
     store_for,
 )
-from ._tools_view import transcript_lines
+from ._lazy import LazyGroup
 
 if TYPE_CHECKING:
+    from ..messages import Message
     from ..store import SessionRow
 
 
-@click.group()
+# Subcommands in other modules, imported only when named (or listed by `--help`).
+_LAZY = {
+    "search": "._search",
+    "rewind": "._shaping",
+    "unrevert": "._shaping",
+    "artifacts": "._shaping",
+    "meta": "._shaping",
+}
+
+
+@click.group(cls=LazyGroup, lazy=_LAZY)
 def session() -> None:
     """List, inspect and clean up sessions."""
 
@@ -106,7 +115,9 @@ def show(session_id: str, show_sensitive: bool, fmt: str, db: str | None) -> Non
     """
     # The runner and execution layers load here, not at CLI start: only `show` needs them.
     from ..execution import pending_approvals
+    from ..messages import dump_message, redact_system
     from ..runner import run_records
+    from ._tools_view import transcript_lines
 
     store = store_for(db)
     row = store.get_session(store.resolve_session_id(session_id))
@@ -303,6 +314,8 @@ def move(session_id: str, path: str, no_wake: bool, input_id: str | None, fmt: s
 @db_option
 def export(session_id: str, output: str | None, db: str | None) -> None:
     """Export as JSONL: a header line, then one provider-neutral message per line."""
+    from ..messages import dump_message
+
     store = store_for(db)
     row = store.get_session(store.resolve_session_id(session_id))
     session_id = row.id
@@ -330,6 +343,8 @@ def existing_dir(raw: str, what: str) -> str:
 def _read_export(raw: bytes, name: str) -> tuple[dict[str, Any], list[Message]]:
     """The session fields and messages of an export; a one-line `UsageError` for a file that
     is not UTF-8, not an export, or holds text no store can keep."""
+    from ..messages import dump_message, load_message
+
     try:
         lines = [ln for ln in raw.decode("utf-8").splitlines() if ln.strip()]
     except UnicodeDecodeError as err:
@@ -367,6 +382,8 @@ def _read_export(raw: bytes, name: str) -> tuple[dict[str, Any], list[Message]]:
 @db_option
 def import_(path: Any, location: str | None, fmt: str, db: str | None) -> None:
     """Import a JSONL export as a new session living here (or at --location); print its id."""
+    from ..events import MessageAdded
+
     place = existing_dir(location or ".", "--location")
     meta, messages = _read_export(path.read(), path.name)
     store = local_store(db, "importing a session", create=True)
@@ -381,13 +398,3 @@ def import_(path: Any, location: str | None, fmt: str, db: str | None) -> None:
         print_json({"id": row.id, "messages": len(messages)})
     else:
         click.echo(row.id)
-
-
-def _add_subcommands() -> None:
-    from . import _shaping  # noqa: F401 - registers the session shaping commands
-    from ._search import search
-
-    session.add_command(search)
-
-
-_add_subcommands()

@@ -1,7 +1,9 @@
 """`wakeful session rewind|unrevert|artifacts|meta`: shaping a session after the fact.
 
 Each command works on a local store (a path or a PostgreSQL URL) through the `Runtime`'s public
-methods; `--format json` prints one JSON object. A user mistake is one line and a non-zero exit.
+methods, or on a `wakeful serve` server (`--db http://...`, token `$WAKEFUL_SERVER_TOKEN`)
+through `wakeful.client.Client`, printing the same thing either way; `--format json` prints one
+JSON object. A user mistake, here or answered by the server, is one line and a non-zero exit.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from pydantic import JsonValue
@@ -20,36 +22,46 @@ from ._common import ID, db_option, format_option, iso, print_json, printable, r
 from ._session import session
 
 if TYPE_CHECKING:  # `session list` loads this module; the runtime loads when a command runs
+    from ..client import Client
     from ..execution import RewindResult, Runtime
 
 T = TypeVar("T")
 
 
-def _with_runtime(db: str | None, work: Callable[[Runtime], T]) -> T:
-    """Run `work` with a runtime over an existing local store, then close it."""
+def _either(db: str | None, local: Callable[[Runtime], T], remote: Callable[[Client], T]) -> T:
+    """Run `remote` with a client of the server `db` names (an `http(s)://` URL), else `local`
+    with a runtime over an existing local store; close whichever was opened."""
     if db and db.startswith(("http://", "https://")):
-        raise UsageError("this command needs a local store (a path or a PostgreSQL URL)")
+        from ..client import Client
+
+        with Client(db) as client:
+            return remote(client)
     require_store(db)
     from ..execution import Runtime
 
     rt = Runtime(db)
     try:
-        return work(rt)
+        return local(rt)
     finally:
         asyncio.run(rt.aclose())
 
 
-def _print_result(result: RewindResult, fmt: str, verb: str) -> None:
+def _result_json(result: RewindResult) -> dict[str, Any]:
+    """A local rewind's result in the API's shape (`RewindOut`): the fields and `warnings`."""
+    return result.as_json() | {"warnings": result.warnings()}
+
+
+def _print_result(out: dict[str, Any], fmt: str, verb: str) -> None:
     if fmt == "json":
-        print_json(result.as_json() | {"warnings": result.warnings()})
+        print_json(out)
         return
-    click.echo(f"{verb} {result.session_id}: {result.hidden} message(s) (seq {result.seq})")
-    for path in result.files_restored:
-        click.echo(f"  restored {printable(path)}")
-    for line in result.warnings():
-        click.echo(f"warning: {printable(line)}", err=True)
-    if result.prompt:
-        click.echo(f"the reverted prompt was:\n{printable(result.prompt, lines=True)}")
+    click.echo(f"{verb} {out['session_id']}: {out['hidden']} message(s) (seq {out['seq']})")
+    for path in out["files_restored"]:
+        click.echo(f"  restored {printable(str(path))}")
+    for line in out["warnings"]:
+        click.echo(f"warning: {printable(str(line))}", err=True)
+    if out["prompt"]:
+        click.echo(f"the reverted prompt was:\n{printable(str(out['prompt']), lines=True)}")
 
 
 @session.command()
@@ -72,14 +84,18 @@ def rewind(
     next input. A session being driven is interrupted first.
     """
 
-    def work(rt: Runtime) -> RewindResult:
+    def local(rt: Runtime) -> dict[str, Any]:
         sid = rt.reads.resolve_session_id(session_id)
-        return asyncio.run(
+        return _result_json(asyncio.run(
             rt.rewind(sid, turn_id=turn_id, input_id=input_id, message_id=message_id,
                       files=files, force=force)
-        )  # fmt: skip
+        ))  # fmt: skip
 
-    _print_result(_with_runtime(db, work), fmt, "reverted")
+    def remote(client: Client) -> dict[str, Any]:
+        return client.rewind(session_id, turn_id=turn_id, input_id=input_id,
+                             message_id=message_id, files=files, force=force)  # fmt: skip
+
+    _print_result(_either(db, local, remote), fmt, "reverted")
 
 
 @session.command()
@@ -90,11 +106,14 @@ def rewind(
 def unrevert(session_id: str, force: bool, fmt: str, db: str | None) -> None:
     """Undo the session's rewind (possible until a new input is delivered)."""
 
-    def work(rt: Runtime) -> RewindResult:
+    def local(rt: Runtime) -> dict[str, Any]:
         sid = rt.reads.resolve_session_id(session_id)
-        return asyncio.run(rt.unrevert(sid, force=force))
+        return _result_json(asyncio.run(rt.unrevert(sid, force=force)))
 
-    _print_result(_with_runtime(db, work), fmt, "restored")
+    def remote(client: Client) -> dict[str, Any]:
+        return client.unrevert(session_id, force=force)
+
+    _print_result(_either(db, local, remote), fmt, "restored")
 
 
 def _since(raw: str | None) -> int | None:
@@ -116,7 +135,8 @@ def _since(raw: str | None) -> int | None:
 @click.option("--kind", type=ID, help="Only artifacts of this kind (file, branch, commit, ...).")
 @click.option("--since", help="Only artifacts updated at or after this ISO time.")
 @click.option("--uri", type=ID, help="Reverse lookup: the sessions that produced this URI.")
-@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1))
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1, max=500),
+              help="At most this many (the API's bound too).")  # fmt: skip
 @format_option("table", "json", default="table")
 @db_option
 def artifacts(
@@ -129,7 +149,7 @@ def artifacts(
         raise UsageError("give a session, or --uri for a reverse lookup")
     since_ms = _since(since)
 
-    def work(rt: Runtime) -> list[dict[str, JsonValue]]:
+    def local(rt: Runtime) -> list[dict[str, JsonValue]]:
         if uri is not None:
             found = rt.reads.find_artifacts(uri, kind=kind, limit=limit)
         else:
@@ -137,7 +157,14 @@ def artifacts(
             found = rt.reads.artifacts(sid, kind=kind, since_ms=since_ms, limit=limit)
         return [a.as_json() for a in found]
 
-    rows = _with_runtime(db, work)
+    def remote(client: Client) -> list[dict[str, JsonValue]]:
+        if uri is not None:
+            out = client.find_artifacts(uri, kind=kind, limit=limit)
+        else:
+            out = client.artifacts(str(session_id), kind=kind, since_ms=since_ms, limit=limit)
+        return list(out["artifacts"])
+
+    rows = _either(db, local, remote)
     if fmt == "json":
         print_json({"artifacts": rows})
         return
@@ -177,11 +204,15 @@ def meta(
     for key in unsets:
         patch[key] = None
 
-    def work(rt: Runtime) -> dict[str, JsonValue]:
+    def local(rt: Runtime) -> dict[str, JsonValue]:
         sid = rt.reads.resolve_session_id(session_id)
         return rt.update_metadata(sid, patch) if patch else rt.reads.metadata(sid)
 
-    data = _with_runtime(db, work)
+    def remote(client: Client) -> dict[str, JsonValue]:
+        out = client.update_metadata(session_id, patch) if patch else client.metadata(session_id)
+        return dict(out["metadata"])
+
+    data = _either(db, local, remote)
     if fmt == "json":
         print_json({"metadata": data})
         return

@@ -179,6 +179,76 @@ class AsyncClient:
             )
         )
 
+    # -- shaping (docs/rewind.md) ------------------------------------------------------------
+
+    async def rewind(self, session_id: str, *, turn_id: str | None = None, input_id: str | None = None,
+               message_id: str | None = None, files: bool = False, force: bool = False,
+               revision: int | None = None) -> dict[str, Any]:  # fmt: skip
+        """Revert the session to just before a turn, an input or a message (none named: its
+        newest turn); the later messages leave the active history, not the log. With `files`,
+        restore the files those turns changed (a 409 `ConflictError` lists files changed since
+        by something else, unless `force`); `revision` (the `last_seq` read) guards against a
+        session that changed since. Answers what it did: `hidden`, `files_restored`,
+        `files_left`, `shell_calls`, `prompt` and `warnings`."""
+        return await self._send(w.rewind_req(session_id, turn_id, input_id, message_id, files, force,
+                                       revision))  # fmt: skip
+
+    async def unrevert(self, session_id: str, *, force: bool = False) -> dict[str, Any]:
+        """Undo the session's rewind (a 422 `UsageError` when there is none or a new input made
+        it final); answers as `rewind`. `force` overwrites files changed since the rewind."""
+        return await self._send(w.unrevert_req(session_id, force))
+
+    async def edit_history(self, session_id: str, *, revision: int, delete_turn: str | None = None,
+                     message_id: str | None = None, text: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """Delete a turn (`delete_turn`) or replace a message's text (`message_id`, `text`) as
+        one write guarded by `revision`, the session's `last_seq` read: a stale one is a 409
+        `ConflictError` and nothing is written. Answers `{"session_id", "revision"}` (the new)."""
+        return await self._send(w.history_req(session_id, revision, delete_turn, message_id, text))
+
+    async def artifacts(self, session_id: str, *, kind: str | None = None, since_ms: int | None = None,
+                  limit: int = 100) -> dict[str, Any]:  # fmt: skip
+        """The session's artifacts (`{"artifacts": [...]}`), newest update first, optionally of
+        one `kind` and updated at or after `since_ms` (epoch ms); `limit` at most 500."""
+        return await self._send(w.artifacts_req(session_id, kind, since_ms, limit))
+
+    async def add_artifact(self, session_id: str, kind: str, uri: str, label: str = "",
+                     meta: Any = None) -> dict[str, Any]:  # fmt: skip
+        """Record an artifact of the session, upserted by (`kind`, `uri`); answers it."""
+        return await self._send(w.add_artifact_req(session_id, kind, uri, label, meta))
+
+    async def find_artifacts(self, uri: str, *, kind: str | None = None, limit: int = 100) -> dict[str, Any]:  # fmt: skip
+        """Reverse lookup across every session: the artifacts with exactly this `uri` (and
+        `kind`), newest update first (`{"artifacts": [...]}`, each with its `session_id`)."""
+        return await self._send(w.find_artifacts_req(uri, kind, limit))
+
+    async def metadata(self, session_id: str) -> dict[str, Any]:
+        """The session's metadata: `{"session_id", "metadata"}`."""
+        return await self._send(w.metadata_req(session_id))
+
+    async def update_metadata(self, session_id: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge `patch` into the session's metadata (a None value removes the key; at least
+        one key); answers the merged object as `metadata` does."""
+        return await self._send(w.metadata_req(session_id, patch))
+
+    async def extension_state(self, session_id: str, namespace: str) -> dict[str, Any]:
+        """Every value an extension stored in the session:
+        `{"session_id", "namespace", "values"}`."""
+        return await self._send(w.extension_req("GET", session_id, namespace))
+
+    async def set_extension_state(self, session_id: str, namespace: str, key: str,
+                            value: Any) -> dict[str, Any]:  # fmt: skip
+        """Store one JSON value (not null) under `namespace`/`key`; answers the namespace as
+        `extension_state` does (a 422 `UsageError` past the size bounds)."""
+        return await self._send(
+            w.extension_req("PUT", session_id, namespace, key, {"value": value})
+        )
+
+    async def delete_extension_state(
+        self, session_id: str, namespace: str, key: str
+    ) -> dict[str, Any]:
+        """Remove one extension value (none there: nothing happens); answers the namespace."""
+        return await self._send(w.extension_req("DELETE", session_id, namespace, key))
+
     # -- streams -----------------------------------------------------------------------------
 
     def log(self, session_id: str, after: int = 0, *, follow: bool = True, live: bool = False,

@@ -11,6 +11,7 @@ import json
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -129,6 +130,60 @@ def create_req(title: str | None, agent: str | None, model: str | None,
 def session_req(method: str, session_id: str, tail: str = "", body: Any = None, **params: Any) -> Req:  # fmt: skip
     """A call on one session: `/sessions/{id}{tail}`."""
     return Req(method, f"/sessions/{session_id}{tail}", _q(**params), body)
+
+
+def rewind_req(session_id: str, turn_id: str | None, input_id: str | None,
+               message_id: str | None, files: bool, force: bool,
+               revision: int | None) -> Req:  # fmt: skip
+    """POST /sessions/{id}/rewind."""
+    body = _body(turn_id=turn_id, input_id=input_id, message_id=message_id, files=files,
+                 force=force, revision=revision)  # fmt: skip
+    return session_req("POST", session_id, "/rewind", body)
+
+
+def unrevert_req(session_id: str, force: bool) -> Req:
+    """POST /sessions/{id}/unrevert."""
+    return session_req("POST", session_id, "/unrevert", {"force": force})
+
+
+def history_req(session_id: str, revision: int, delete_turn: str | None, message_id: str | None,
+                text: str | None) -> Req:  # fmt: skip
+    """POST /sessions/{id}/history."""
+    body = _body(revision=revision, delete_turn=delete_turn, message_id=message_id, text=text)
+    return session_req("POST", session_id, "/history", body)
+
+
+def artifacts_req(session_id: str, kind: str | None, since_ms: int | None, limit: int) -> Req:
+    """GET /sessions/{id}/artifacts."""
+    return session_req("GET", session_id, "/artifacts", kind=kind, since_ms=since_ms, limit=limit)
+
+
+def add_artifact_req(session_id: str, kind: str, uri: str, label: str, meta: Any) -> Req:
+    """POST /sessions/{id}/artifacts (`meta` None is sent as null)."""
+    body = {"kind": kind, "uri": uri, "label": label, "meta": meta}
+    return session_req("POST", session_id, "/artifacts", body)
+
+
+def find_artifacts_req(uri: str, kind: str | None, limit: int) -> Req:
+    """GET /artifacts: the reverse lookup."""
+    return Req("GET", "/artifacts", _q(uri=uri, kind=kind, limit=limit))
+
+
+def metadata_req(session_id: str, patch: dict[str, Any] | None = None) -> Req:
+    """GET /sessions/{id}/metadata, or with `patch` PATCH it (a None value removes a key)."""
+    if patch is None:
+        return session_req("GET", session_id, "/metadata")
+    return session_req("PATCH", session_id, "/metadata", {"patch": patch})
+
+
+def extension_req(method: str, session_id: str, namespace: str, key: str | None = None,
+                  body: Any = None) -> Req:  # fmt: skip
+    """A call on an extension's namespace (`key` None: the whole namespace); both are quoted
+    as one path segment each."""
+    tail = f"/extensions/{quote(namespace, safe='')}"
+    if key is not None:
+        tail += f"/{quote(key, safe='')}"
+    return session_req(method, session_id, tail, body)
 
 
 def log_params(after: int, follow: bool, live: bool, idle_timeout: float | None,

@@ -16,7 +16,7 @@ from ..messages import Message
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     v: int = 1
 
 
@@ -25,7 +25,7 @@ class FileRestore(BaseModel):
     `digest` the content it now has (None: the file was removed); `replaced` the content it had
     just before (None: it did not exist)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     path: str
     digest: str | None = None
     replaced: str | None = None

@@ -34,7 +34,7 @@ ToolStatus: TypeAlias = Literal["completed", "failed"]
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     v: int = 1
 
 
@@ -266,7 +266,7 @@ def location_id(location: str) -> str:
     return "loc_" + hashlib.sha256(location.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
-CompactionTrigger: TypeAlias = Literal["auto", "manual", "overflow"]
+CompactionTrigger: TypeAlias = Literal["auto", "manual", "overflow", "idle"]
 
 
 class CompactionEnded(_Event):
@@ -292,6 +292,22 @@ class CompactionEnded(_Event):
     receipt_id: str | None = None
     input_id: str | None = None
     instructions: dict[str, str] | None = None  # None: recorded before the first delta
+    restored_files: tuple[str, ...] = ()  # files read again and attached after the summary
+
+
+class CompactionTail(_Event):
+    """A compaction under the `tail` strategy: no summary; from now on every tool result in a
+    message before `hide_before_id` (in request order) is sent as a fixed stub, the stored
+    messages untouched. `hidden` counts the tool results this one newly hid; `through_seq` is
+    the seq of the last message before the hide point."""
+
+    type: Literal["compaction.tail"] = "compaction.tail"
+    reason: CompactionTrigger = "auto"
+    hide_before_id: str
+    through_seq: int
+    hidden: int = 0
+    effective_tokens: int = 0
+    input_id: str | None = None
 
 
 class CompactionSkipped(_Event):
@@ -299,7 +315,8 @@ class CompactionSkipped(_Event):
 
     type: Literal["compaction.skipped"] = "compaction.skipped"
     reason: CompactionTrigger
-    why: Literal["nothing-to-compact", "aborted"]
+    # not-needed: an idle compaction found the session active again, or not long (`idle`)
+    why: Literal["nothing-to-compact", "aborted", "not-needed"]
     input_id: str | None = None
 
 
@@ -362,6 +379,7 @@ SessionEvent: TypeAlias = Annotated[
     | SessionError
     | InterruptRequested
     | CompactionEnded
+    | CompactionTail
     | CompactionSkipped
     | CompactionFailed
     | InstructionsUpdated

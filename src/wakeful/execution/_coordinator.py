@@ -27,6 +27,7 @@ from ..store import Claim, SqlStore, is_transient
 from ._drain import STOP_OUTCOMES, DrainOptions, DrainResult, drain
 from ._leases import LeaseKeeper
 from ._port import SessionSetup
+from ._recovery import Recovered
 
 log = logging.getLogger("wakeful.coordinator")
 
@@ -63,11 +64,17 @@ class Coordinator:
         """Session ids this process is driving right now."""
         return sorted(sid for sid, a in self._active.items() if not a.task.done())
 
-    def wake(self, session_id: str, claim: Claim | None = None) -> asyncio.Task[list[DrainResult]]:
+    def wake(
+        self, session_id: str, claim: Claim | None = None, *, recovered: Recovered | None = None,
+        seen: int | None = None,
+    ) -> asyncio.Task[list[DrainResult]]:  # fmt: skip
         """Start a drain, or ask the running one to drain again when it ends (coalesced).
 
         `claim` is one the caller already took for this session (a worker's takeover): the
-        first drain uses it instead of claiming.
+        first drain uses it instead of claiming, and `recovered` (its batch's healing and plan,
+        `recover_batch`) instead of recovering it. `seen`: the newest global event id read
+        before the caller decided to drive the session (interrupts up to it are not for this
+        drain); None reads it here.
         """
         current = self._active.get(session_id)
         if current is not None and not current.task.done():
@@ -78,21 +85,24 @@ class Coordinator:
         entry = _Active(task=None)  # type: ignore[arg-type]  # the task is set below, once `_run` can see the entry
         # An interrupt requested before this drain began was for an earlier one (or an idle
         # session, a no-op): the store watcher must not apply it here, however late it polls.
-        newest = self.store.last_event_id()
+        newest = self.store.last_event_id() if seen is None else seen
         entry.seen_request = newest
-        entry.task = asyncio.ensure_future(self._run(session_id, entry, claim))
+        entry.task = asyncio.ensure_future(self._run(session_id, entry, claim, recovered))
         self._active[session_id] = entry
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.ensure_future(self._watch(newest))
         return entry.task
 
-    async def resume(self, session_id: str, claim: Claim | None = None) -> list[DrainResult]:
+    async def resume(
+        self, session_id: str, claim: Claim | None = None, *, recovered: Recovered | None = None,
+        seen: int | None = None,
+    ) -> list[DrainResult]:  # fmt: skip
         """Drive the session now, joining the active drain if there is one; wait for it.
 
         Cancelling the caller does not cancel the drain: a drain stops by interrupt only, so it
-        always leaves its turn and claim consistent. `claim`: as for `wake`.
+        always leaves its turn and claim consistent. `claim`, `recovered`, `seen`: as for `wake`.
         """
-        return await asyncio.shield(self.wake(session_id, claim))
+        return await asyncio.shield(self.wake(session_id, claim, recovered=recovered, seen=seen))
 
     def interrupt(self, session_id: str, request_id: int | None = None) -> bool:
         """Hard-interrupt local execution; return whether something was running.
@@ -110,7 +120,9 @@ class Coordinator:
         current.interrupt.set()
         return True
 
-    async def _run(self, session_id: str, entry: _Active, claim: Claim | None) -> list[DrainResult]:
+    async def _run(
+        self, session_id: str, entry: _Active, claim: Claim | None, recovered: Recovered | None
+    ) -> list[DrainResult]:
         results: list[DrainResult] = []
         idle_rechecks = 0
         try:
@@ -118,9 +130,9 @@ class Coordinator:
                 entry.again = False
                 result = await drain(
                     self.store, session_id, lambda: self._make_context(session_id, entry.interrupt),
-                    self.leases, self.options, claim,
+                    self.leases, self.options, claim, recovered,
                 )  # fmt: skip
-                claim = None
+                claim, recovered = None, None
                 results.append(result)
                 if result.busy or result.claim_lost or result.shutdown:
                     return results

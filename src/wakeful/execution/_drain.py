@@ -30,7 +30,13 @@ from ._leases import LeaseKeeper
 from ._move import rebind
 from ._owner import current_owner, owner_is_dead
 from ._port import SessionSetup, StorePort, off_loop
-from ._recovery import heal_running_tools, heal_unstarted_calls, open_turn, plan_recovery
+from ._recovery import (
+    Recovered,
+    heal_running_tools,
+    heal_unstarted_calls,
+    open_turn,
+    plan_recovery,
+)
 from ._unbuildable import block_unbuildable
 
 STOP_OUTCOMES = frozenset({"paused", "blocked", "interrupted"})
@@ -70,11 +76,13 @@ async def drain(
     leases: LeaseKeeper,
     options: DrainOptions | None = None,
     claim: Claim | None = None,
+    recovered: Recovered | None = None,
 ) -> DrainResult:
     """Drive `session_id` until nothing is deliverable; see the module docstring.
 
     `claim`, when given, was already taken (a worker's batch takeover); otherwise the drain
-    takes it with its first turn.
+    takes it with its first turn. `recovered`: the batch also healed the session and planned
+    its open turn (`recover_batch`), so the drain goes straight to that turn.
     """
     opts = options or DrainOptions()
     result = DrainResult(session_id)
@@ -126,7 +134,7 @@ async def drain(
     receipts = ReceiptChain()  # the drain's turns record each receipt against the one before
     try:
         if first is None:
-            await _recover(claim, setup, port, opts, result, receipts)
+            await _recover(claim, setup, port, opts, result, recovered, receipts)
         await _turns(setup, port, result, first, make_context, receipts)
         release = True
     except Interrupted:  # a shutdown interrupt: the open turn stays for the next driver
@@ -157,26 +165,27 @@ def session_end_data(result: DrainResult) -> dict[str, JsonValue]:
 
 
 async def _recover(
-    claim: Claim,
-    setup: SessionSetup,
-    port: StorePort,
-    opts: DrainOptions,
-    result: DrainResult,
-    receipts: ReceiptChain,
-) -> None:
+    claim: Claim, setup: SessionSetup, port: StorePort, opts: DrainOptions, result: DrainResult,
+    recovered: Recovered | None, receipts: ReceiptChain,
+) -> None:  # fmt: skip
     store, sid, token = port.store, port.session_id, fence(claim)
-    # A call still `running` here has no owner left (this drain holds the claim and ran nothing
-    # yet): after a takeover, or after a driver released the claim without saving its result.
-    healed = await off_loop(heal_running_tools, store, sid, token)
-    if claim.taken_over:  # only a crash between a reply and its calls leaves calls unanswered
-        healed += await off_loop(heal_unstarted_calls, store, sid, token)
-    if claim.taken_over or healed:
-        crash_point("drain.healed")
-    turn = await off_loop(open_turn, store, sid)
+    if recovered is not None:  # healed and planned with its batch (`recover_batch`)
+        turn, plan = recovered.turn, recovered.plan
+    else:
+        # A call still `running` here has no owner left (this drain holds the claim and ran
+        # nothing yet): after a takeover, or after a driver released the claim without saving
+        # its result.
+        healed = await off_loop(heal_running_tools, store, sid, token)
+        if claim.taken_over:  # only a crash between a reply and its calls leaves calls unanswered
+            healed += await off_loop(heal_unstarted_calls, store, sid, token)
+        if claim.taken_over or healed:
+            crash_point("drain.healed")
+        turn, plan = await off_loop(open_turn, store, sid), None
     if turn is None:
         return
     runner = TurnRunner(setup.ctx, port, receipts)
-    plan = await off_loop(plan_recovery, store, sid, turn, token, opts.max_recovery_attempts)
+    if plan is None:
+        plan = await off_loop(plan_recovery, store, sid, turn, token, opts.max_recovery_attempts)
     if plan.end is not None:  # settled without another model request
         ended = await runner.settle(
             turn.turn_id, plan.end, plan.final_text, plan.error, plan.error_kind

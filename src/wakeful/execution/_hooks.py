@@ -92,7 +92,7 @@ def hook_event(live: LiveEvent, at_ms: int) -> HookEvent | None:
         if kind is None:
             return None
         data = dict(live.data)
-        data["reason"] = data.pop("trigger", None)  # auto, overflow or manual
+        data["reason"] = data.pop("trigger", None)  # auto, overflow, manual or idle
         if kind == "compaction_end":
             data["outcome"] = "compacted" if phase == "end" else phase
         return HookEvent(kind, live.session_id, data, at_ms)

@@ -21,6 +21,7 @@ from pydantic import JsonValue
 from ..errors import NotFoundError
 from ..events import (
     CompactionEnded,
+    CompactionTail,
     SessionEvent,
     ToolCallEnded,
     TurnEnded,
@@ -30,6 +31,7 @@ from ..instructions import Baseline, InstructionSync, Source, epoch_snapshot
 from ..messages import Message
 from ..runner import (
     ApprovalLog,
+    HeldEvents,
     LiveEvent,
     LiveKind,
     LiveListener,
@@ -68,7 +70,7 @@ async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     return await asyncio.to_thread(fn, *args, **kwargs)
 
 
-class StorePort:
+class StorePort(HeldEvents):
     """The `SessionPort` of one session over `store`, under `claim` (see the module docstring)."""
 
     def __init__(
@@ -85,7 +87,7 @@ class StorePort:
         self._sid = session_id
         self._hooks = hooks or PortHooks()
         self._sync = InstructionSync(store, session_id, sources)
-        self._held: list[SessionEvent] = []
+        super().__init__()
         self._stored_blobs: set[str] = set()  # digests this port already stored
 
     @property
@@ -101,13 +103,13 @@ class StorePort:
         """Write the held events, then `events` and `blobs` (by SHA-256 digest) not stored by
         this port yet, in one fenced transaction."""
         fresh = {d: b for d, b in (blobs or {}).items() if d not in self._stored_blobs}
-        if not (self._held or events or fresh):
+        if not (self.holding or events or fresh):
             return
         await off_loop(
-            self.store.append, self._sid, [*self._held, *events], self.claim,
+            self.store.append, self._sid, self._with_held(events), self.claim,
             blobs=list(fresh.values()),
         )  # fmt: skip
-        self._held = []
+        self._written_held()
         self._stored_blobs.update(fresh)
 
     async def recommit(
@@ -117,22 +119,9 @@ class StorePort:
         ended = {(e.message_id, e.call_id) for e in events if isinstance(e, ToolCallEnded)}
         calls = await off_loop(self.store.tool_calls, self._sid)
         if any((c.message_id, c.call_id) in ended and c.status != "running" for c in calls):
-            self._held = []  # they went with it
+            self._written_held()  # they went with it
             return
         await self.commit(events, blobs)
-
-    def hold(self, events: Sequence[SessionEvent]) -> None:
-        """Keep `events` for the next write."""
-        self._held = [*self._held, *events]
-
-    def drop_held(self) -> None:
-        """Forget the held events without writing them (see `SessionPort.drop_held`)."""
-        self._held = []
-
-    @property
-    def holding(self) -> bool:
-        """Whether events are held."""
-        return bool(self._held)
 
     async def promote_steers(self, epoch: int) -> list[Delivered]:
         """Held events, the instruction delta and the pending steers, in one transaction."""
@@ -141,9 +130,9 @@ class StorePort:
     def _promote(self, epoch: int) -> list[Delivered]:
         prelude = self._sync.prelude(epoch)
         delivered = self.store.promote(
-            self._sid, idle=False, claim=self.claim, prelude=prelude, first=self._held
+            self._sid, idle=False, claim=self.claim, prelude=prelude, first=self._with_held(())
         )
-        self._held = []
+        self._written_held()
         return delivered
 
     async def end(self, end: TurnEnded, result: TurnResult) -> None:
@@ -171,6 +160,14 @@ class StorePort:
         ended = await off_loop(self.store.live_compactions, self._sid)
         last = ended[-1].event if ended else None
         return last.through_seq if isinstance(last, CompactionEnded) else 0
+
+    async def tail_boundary(self) -> tuple[int, str] | None:
+        """The newest `compaction.tail`'s seq and hide point (None: none)."""
+        found = await off_loop(self.store.events, self._sid, 0, None, ["compaction.tail"])
+        last = found[-1] if found else None
+        if last is None or not isinstance(last.event, CompactionTail):
+            return None
+        return last.seq, last.event.hide_before_id
 
     async def recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
         """The `usage.recorded` events among the newest `window` events."""

@@ -10,13 +10,23 @@ crashes; past it the turn fails.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from ..events import MessageAdded, Outcome, SessionEvent, ToolCallEnded
 from ..messages import Message, TextBlock, TextOrigin, ToolResultBlock
-from ..runner import read_approvals
-from ..store import ClaimToken, SqlStore, TurnRow
-from ._delegation import delegation_of
+from ..runner import APPROVAL_TYPES, ApprovalLog, crash_point, fold_approvals, read_approvals
+from ..store import (
+    Claim,
+    ClaimToken,
+    RecoveryView,
+    SqlStore,
+    ToolCallRow,
+    TurnRow,
+    fence,
+)
+from ._delegation import delegation_from, delegation_of
 
 PARTIAL_RESULT = (
     "This tool call was still running when its process stopped; it may have partially run. "
@@ -35,8 +45,14 @@ CONTINUATION = (
 def heal_running_tools(store: SqlStore, session_id: str, claim: ClaimToken | None) -> int:
     """Fail every `running` tool call with a synthetic result; return how many."""
     running = store.tool_calls(session_id, status="running")
-    if not running:
-        return 0
+    if running:
+        store.append(session_id, running_results(running), claim)
+    return len(running)
+
+
+def running_results(running: Sequence[ToolCallRow]) -> list[SessionEvent]:
+    """The events that fail the `running` calls `running`: each call's `tool.ended` (partial),
+    then one result message per assistant message."""
     events: list[SessionEvent] = []
     by_message: dict[str, list[ToolResultBlock]] = {}
     for call in running:
@@ -53,8 +69,7 @@ def heal_running_tools(store: SqlStore, session_id: str, claim: ClaimToken | Non
             role="user", blocks=tuple(results), metadata={"tool_results_for": message_id}
         )
         events.append(MessageAdded(message=reply))
-    store.append(session_id, events, claim)
-    return len(running)
+    return events
 
 
 def heal_unstarted_calls(store: SqlStore, session_id: str, claim: ClaimToken) -> int:
@@ -64,33 +79,50 @@ def heal_unstarted_calls(store: SqlStore, session_id: str, claim: ClaimToken) ->
     persisting its `tool.started` events. The result goes right after it, keeping pairs valid.
     Calls waiting for approval (`approval.requested`) were not started on purpose: they wait on.
     """
-    messages = store.messages(session_id)
+    events = unstarted_results(
+        store.messages(session_id), store.tool_calls(session_id),
+        lambda: read_approvals(store, session_id),
+    )  # fmt: skip
+    if events:
+        store.append(session_id, events, claim)
+    return sum(len(e.message.tool_results()) for e in events if isinstance(e, MessageAdded))
+
+
+def unstarted_results(
+    messages: Sequence[Message], calls: Sequence[ToolCallRow], approvals: Callable[[], ApprovalLog]
+) -> list[SessionEvent]:
+    """The result message for the newest assistant message's calls that never started (see
+    `heal_unstarted_calls`), or nothing; `approvals` is read only when some are missing."""
     last = next(
         (i for i in range(len(messages) - 1, -1, -1)
          if messages[i].role == "assistant" and not messages[i].aborted),
         None,
     )  # fmt: skip
     if last is None or not messages[last].tool_calls():
-        return 0
-    started = {c.call_id for c in store.tool_calls(session_id) if c.message_id == messages[last].id}
+        return []
+    started = {c.call_id for c in calls if c.message_id == messages[last].id}
     answered = {r.call_id for m in messages[last + 1 :] for r in m.tool_results()}
     missing = [c for c in messages[last].tool_calls() if c.id not in started | answered]
-    step = read_approvals(store, session_id).step if missing else None
-    if step is not None and step.message_id == messages[last].id:
-        return 0
     if not missing:
-        return 0
+        return []
+    step = approvals().step
+    if step is not None and step.message_id == messages[last].id:
+        return []
     results = tuple(
         ToolResultBlock(call_id=c.id, output=NOT_RUN_RESULT, is_error=True) for c in missing
     )
     reply = Message(role="user", blocks=results, metadata={"tool_results_for": messages[last].id})
-    store.append(session_id, [MessageAdded(message=reply)], claim)
-    return len(missing)
+    return [MessageAdded(message=reply)]
 
 
 def open_turn(store: SqlStore, session_id: str) -> TurnRow | None:
     """The turn that started and never ended, or None."""
-    running = [t for t in store.turns(session_id) if t.status == "running"]
+    return newest_open(store.turns(session_id))
+
+
+def newest_open(turns: Sequence[TurnRow]) -> TurnRow | None:
+    """The newest of `turns` that started and never ended, or None."""
+    running = [t for t in turns if t.status == "running"]
     return running[-1] if running else None
 
 
@@ -120,26 +152,97 @@ def plan_recovery(
     if read_approvals(store, session_id).step is not None:  # the turn runs or re-pauses it
         return RecoveryPlan()
     messages = [m for seq, m in store.messages_with_seq(session_id, turn.started_seq)]
-    if messages and _is_final_reply(messages[-1]):
-        return RecoveryPlan("completed", final_text=messages[-1].text())
-    if delegation_of(store, session_id) == "foreground":
+    plan, events = decide(
+        turn, messages, lambda: delegation_of(store, session_id), max_attempts, healed=False
+    )
+    if events:
+        store.append(session_id, events, claim)
+    return plan
+
+
+def decide(
+    turn: TurnRow, messages: Sequence[Message], delegation: Callable[[], str | None],
+    max_attempts: int, *, healed: bool,
+) -> tuple[RecoveryPlan, list[SessionEvent]]:  # fmt: skip
+    """`plan_recovery`'s rules (no approval step open) over the turn's `messages`; `healed`:
+    results that heal its calls are being written first (its newest message is then theirs).
+    Returns the plan and the continuation to append (none when the turn ends)."""
+    if not healed and messages and _is_final_reply(messages[-1]):
+        return RecoveryPlan("completed", final_text=messages[-1].text()), []
+    if delegation() == "foreground":
         return RecoveryPlan(
             "failed", error="the parent's task call stopped with its process; not resumed",
             error_kind="orphaned_child",
-        )  # fmt: skip
+        ), []  # fmt: skip
     attempts = sum(1 for m in messages if (m.metadata or {}).get("recovery_of") == turn.turn_id)
     if attempts >= max_attempts:
         return RecoveryPlan(
             "failed", error=f"recovery gave up after {attempts} attempts",
             error_kind="recovery_exhausted",
-        )  # fmt: skip
+        ), []  # fmt: skip
     note = Message(
         role="user",
         blocks=(TextBlock(text=CONTINUATION, origin=TextOrigin(kind="event", source="wakeful")),),
         metadata={"recovery_of": turn.turn_id, "attempt": attempts + 1},
     )
-    store.append(session_id, [MessageAdded(message=note, turn_id=turn.turn_id)], claim)
-    return RecoveryPlan()
+    return RecoveryPlan(), [MessageAdded(message=note, turn_id=turn.turn_id)]
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """A session a batch recovery already healed: its open turn (None: none) and the plan
+    for it (the continuation, if any, is written)."""
+
+    turn: TurnRow | None
+    plan: RecoveryPlan | None
+
+
+def recover_batch(
+    store: SqlStore, claims: Sequence[Claim], max_attempts: int
+) -> dict[str, Recovered]:
+    """Heal and plan the sessions of a batch of taken-over `claims` together: one read
+    transaction for all of them (`SqlStore.recovery_views`), the rules above for each, and one
+    write transaction (`SqlStore.append_batch`) for every session's healing results and
+    continuation, each fenced by its own claim. Returns the sessions recovered; a session whose
+    claim was lost meanwhile (or that is gone) is left out and must not be driven."""
+    views = store.recovery_views([c.session_id for c in claims], APPROVAL_TYPES)
+    out: dict[str, Recovered] = {}
+    writes: list[tuple[str, Sequence[SessionEvent], ClaimToken]] = []
+    for claim in claims:
+        sid, view = claim.session_id, views.get(claim.session_id)
+        if view is None:
+            continue
+        approvals = _approvals(view)
+        messages = [m for _seq, m in view.messages]
+        events = running_results([c for c in view.calls if c.status == "running"])
+        events += unstarted_results(messages, view.calls, approvals)
+        turn, plan = newest_open(view.turns), None
+        if turn is not None and approvals().step is not None:
+            plan = RecoveryPlan()  # the turn runs or re-pauses its approval step
+        elif turn is not None:
+            in_turn = [m for seq, m in view.messages if seq > turn.started_seq]
+            delegation = partial(delegation_from, view.parent_id, view.created)
+            plan, note = decide(turn, in_turn, delegation, max_attempts, healed=bool(events))
+            events += note
+        out[sid] = Recovered(turn, plan)
+        writes.append((sid, events, fence(claim)))
+    written = store.append_batch(writes)
+    lost = {sid for sid, events, _ in writes if events and sid not in written}
+    if written:
+        crash_point("drain.healed")
+    return {sid: r for sid, r in out.items() if sid not in lost}
+
+
+def _approvals(view: RecoveryView) -> Callable[[], ApprovalLog]:
+    """The session's approval log from `view`, folded once when first asked for."""
+    folded: list[ApprovalLog] = []
+
+    def get() -> ApprovalLog:
+        if not folded:
+            folded.append(fold_approvals(view.events, lambda: {c.message_id for c in view.calls}))
+        return folded[0]
+
+    return get
 
 
 def _is_final_reply(message: Message) -> bool:

@@ -48,11 +48,13 @@ def _digest_of(target: Path) -> str | None:
 
 
 def restore_files(
-    root: Path, moves: Sequence[FileMove], blob: Callable[[str], bytes], *, force: bool
-) -> list[FileRestore]:
+    root: Path, moves: Sequence[FileMove], blob: Callable[[str], bytes], *, force: bool,
+    keep: Callable[[bytes], object],
+) -> list[FileRestore]:  # fmt: skip
     """Check every file, then put each back (atomically: a temporary file renamed over it);
     return what was done. `FileConflictError` before anything is written when a file holds
-    something else and `force` is false."""
+    something else and `force` is false; forced, that other content is first given to
+    `keep` (stored as a blob), so the unrevert that reverses this can put it back."""
     plan: list[tuple[Path, FileMove, str | None]] = []
     conflicts: list[str] = []
     for move in moves:
@@ -69,6 +71,8 @@ def restore_files(
         )  # fmt: skip
     done: list[FileRestore] = []
     for target, move, current in plan:
+        if current not in (None, move.expected, move.target):  # forced over another's change
+            keep(target.read_bytes())
         if current != move.target:
             _put(target, None if move.target is None else blob(move.target))
         done.append(FileRestore(path=move.path, digest=move.target, replaced=current))

@@ -621,11 +621,18 @@ class Runtime(ShapingMixin):
         return _schedules.fire_due(self.store)
 
     async def run_schedules(
-        self, stop: asyncio.Event, on_fire: Callable[[ScheduleFire], None] | None = None
+        self,
+        stop: asyncio.Event,
+        on_fire: Callable[[ScheduleFire], None] | None = None,
+        on_idle: Callable[[str], None] | None = None,
     ) -> None:
         """Fire due schedules until `stop` is set, as every worker does beside its drains
-        (each fire is taken by one process only); `on_fire` hears each fire taken here."""
-        await _schedules.run_schedules(self.store, stop, on_fire)
+        (each fire is taken by one process only); `on_fire` hears each fire taken here. Idle
+        compactions are admitted too when `[compaction] before_cache_expiry` is on; `on_idle`
+        hears each session one was admitted to (`_idle.py`)."""
+        await _schedules.run_schedules(
+            self.store, stop, on_fire, compaction=self.config.compaction, on_idle=on_idle
+        )
 
     async def aclose(self) -> None:
         """Wait for local drains, close providers and the store."""

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from pydantic import JsonValue
 
+from ..config import CompactionConfig
 from ..errors import NotFoundError, UsageError
 from ..events import Delivery, SessionCreated
 from ..store import (
@@ -33,6 +34,7 @@ from ..store import (
     is_transient,
     new_schedule_id,
 )
+from ._idle import IDLE_SCAN_S, admit_idle_compactions
 from ._schedule_times import Timing, iso
 
 log = logging.getLogger("wakeful.schedules")
@@ -188,18 +190,32 @@ def fire_due(store: SqlStore, now_ms: int | None = None) -> list[ScheduleFire]:
 
 
 async def run_schedules(
-    store: SqlStore, stop: asyncio.Event, on_fire: Callable[[ScheduleFire], None] | None = None
+    store: SqlStore,
+    stop: asyncio.Event,
+    on_fire: Callable[[ScheduleFire], None] | None = None,
+    *,
+    compaction: CompactionConfig | None = None,
+    on_idle: Callable[[str], None] | None = None,
 ) -> None:
     """Fire due schedules until `stop` is set: a worker's second task. Sleeps until the next
-    due time (at most `MAX_WAIT_S`); a transient store fault is waited out, never fatal."""
+    due time (at most `MAX_WAIT_S`); a transient store fault is waited out, never fatal. With
+    `compaction` (its `before_cache_expiry` on), every `IDLE_SCAN_S` it also admits idle
+    compactions (`_idle.py`); `on_idle` hears each session one was admitted to."""
     outage = Outage(log, "firing schedules")
     stopper = asyncio.ensure_future(stop.wait())
+    loop = asyncio.get_running_loop()
+    next_scan = loop.time()
     try:
         while not stop.is_set():
             wait = MAX_WAIT_S
             try:
                 fired = await asyncio.to_thread(fire_due, store)
                 soonest = await asyncio.to_thread(store.next_schedule_due_ms)
+                if compaction is not None and loop.time() >= next_scan:
+                    next_scan = loop.time() + IDLE_SCAN_S
+                    for sid in await asyncio.to_thread(admit_idle_compactions, store, compaction):
+                        if on_idle is not None:
+                            on_idle(sid)
             except Exception as err:
                 if is_transient(err):
                     wait = outage.failed(err)

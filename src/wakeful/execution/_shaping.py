@@ -83,8 +83,9 @@ class ShapingMixin:
             root = self._root(session_id)
             moves = revert_moves(plan.files)
             restored = await asyncio.to_thread(
-                restore_files, root, moves, self.store.get_blob, force=force
-            )
+                restore_files, root, moves, self.store.get_blob, force=force,
+                keep=lambda data: self.store.put_blob(data, session_id),
+            )  # fmt: skip
             crash_point("rewind.files")
         stored = await asyncio.to_thread(
             lambda: self.store.revert(
@@ -115,8 +116,9 @@ class ShapingMixin:
         if pending.files:
             root = self._root(session_id)
             restored = await asyncio.to_thread(
-                restore_files, root, unrevert_moves(pending), self.store.get_blob, force=force
-            )
+                restore_files, root, unrevert_moves(pending), self.store.get_blob, force=force,
+                keep=lambda data: self.store.put_blob(data, session_id),
+            )  # fmt: skip
         stored = await asyncio.to_thread(lambda: self.store.unrevert(session_id, files=restored))
         return RewindResult(
             session_id, stored.seq, pending.from_seq, pending.hidden,

@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..errors import CommitUnknownError
 from ..store import Claim, Outage, SqlStore, is_transient
 from ._owner import current_owner, host_id, owner_is_dead
+from ._recovery import Recovered, recover_batch
 from ._runtime import Runtime
 from ._schedules import run_schedules
 
@@ -104,6 +106,14 @@ def take_over(rt: Runtime, limit: int, placement: Placement | None = None) -> li
     )  # fmt: skip
 
 
+def recover(rt: Runtime, claims: list[Claim]) -> tuple[int, dict[str, Recovered]]:
+    """Prepare the drives of `claims` (just taken over): the newest global event id (an
+    interrupt requested up to it was for the dead drivers, not for these drains) and the
+    batch's healing and continuations (`recover_batch`: one read and one write transaction)."""
+    seen = rt.store.last_event_id()
+    return seen, recover_batch(rt.store, claims, rt.coordinator.options.max_recovery_attempts)
+
+
 def place(
     store: SqlStore, found: list[str], placement: Placement
 ) -> tuple[list[str], dict[str, str]]:
@@ -155,13 +165,15 @@ async def run_worker(
     outage = Outage(log, "looking for work")  # the worker's own store calls
     failing = Outage(log, "in drains")  # drains: a session is retried after the backoff
 
-    async def drive(sid: str, claim: Claim | None) -> None:
+    async def drive(
+        sid: str, claim: Claim | None, recovered: Recovered | None = None, seen: int | None = None
+    ) -> None:
         async with gate:
             if stop.is_set():
                 return  # a claim taken over stays held, like a shutdown's
             progressed = False
             try:
-                results = await rt.coordinator.resume(sid, claim)
+                results = await rt.coordinator.resume(sid, claim, recovered=recovered, seen=seen)
             except Exception as err:
                 stats.failed.add(sid)
                 if is_transient(err):  # retried after the backoff; a claim left lapses first
@@ -187,16 +199,19 @@ async def run_worker(
             if not progressed:
                 stalled[sid] = loop.time() + rt.coordinator.options.lease_ms / 1000
 
-    def start(sid: str, claim: Claim | None) -> None:
-        inflight[sid] = asyncio.ensure_future(drive(sid, claim))
+    def start(
+        sid: str, claim: Claim | None, recovered: Recovered | None = None, seen: int | None = None
+    ) -> None:
+        inflight[sid] = asyncio.ensure_future(drive(sid, claim, recovered, seen))
         inflight[sid].add_done_callback(lambda _t: inflight.pop(sid, None))
 
     async def attempt(fn: Callable[..., T], *args: object) -> T | None:
-        """`fn(*args)` in a thread; None after a transient store fault, once waited out."""
+        """`fn(*args)` in a thread; None after a transient store fault, once waited out (also
+        a commit whose outcome was lost: the worker reads the store again before it acts)."""
         try:
             result = await asyncio.to_thread(fn, *args)
         except Exception as err:
-            if not is_transient(err):
+            if not (is_transient(err) or isinstance(err, CommitUnknownError)):
                 raise
             await asyncio.wait({stopper}, timeout=outage.failed(err))
             return None
@@ -206,7 +221,12 @@ async def run_worker(
     stopper = asyncio.ensure_future(stop.wait())
     change: asyncio.Future[None] | None = None  # one waiter at a time: it holds a thread
     # Due schedules fire beside the drains (`_schedules.py`); a `once` worker fires none.
-    firing = None if once else asyncio.ensure_future(run_schedules(rt.store, stop))
+    # (and idle compactions are admitted before a cache expires: `_idle.py`)
+    firing = None
+    if not once:
+        firing = asyncio.ensure_future(
+            run_schedules(rt.store, stop, compaction=rt.config.compaction)
+        )
     try:
         while not stop.is_set():
             now = loop.time()
@@ -214,12 +234,25 @@ async def run_worker(
                 del stalled[sid]
                 retrying.discard(sid)
             claims = await attempt(take_over, rt, concurrency - len(inflight), placement)
-            for claim in claims or []:
-                stats.taken_over += 1
-                if claim.session_id in inflight:  # (its lease lapsed here) it lapses again
+            fresh = [c for c in claims or [] if c.session_id not in inflight]
+            # (one taken over from a drive here, whose lease lapsed, lapses again)
+            stats.taken_over += len(claims or [])
+            # Healed together; after a store fault each drain heals its own session, and so it
+            # does after any other error (which its drain then meets and reports alone).
+            try:
+                prepared = await attempt(recover, rt, fresh) if fresh else None
+            except Exception as failure:
+                log.warning("batch recovery failed, each drain recovers its session: %s: %s",
+                            type(failure).__name__, failure)  # fmt: skip
+                prepared = None
+            seen, recovered = prepared or (None, None)
+            for claim in fresh:
+                sid = claim.session_id
+                if recovered is not None and sid not in recovered:
+                    stats.lost += 1  # its claim was taken from this batch meanwhile
                     continue
                 rt.coordinator.leases.hold(claim, lambda: None)  # alive while it waits its turn
-                start(claim.session_id, claim)
+                start(sid, claim, None if recovered is None else recovered[sid], seen)
             found = None if claims is None else await attempt(candidates, rt.store, placement)
             placed = None if found is None else await attempt(place, rt.store, found, placement)
             if placed is None:

@@ -6,8 +6,11 @@ that may be written back (it only deletes). Converters (`to_*`/`from_*`, `auto_d
 between these blocks and each provider's wire shape; decisions are in `docs/messages.md`.
 """
 
-from ._anthropic import AnthropicPayload, from_anthropic, to_anthropic
-from ._autodetect import auto_detect
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 from ._blocks import (
     REASONING_TYPES,
     AudioBlock,
@@ -42,21 +45,54 @@ from ._codec import (
     load_messages,
     message_from_dict,
 )
-from ._memo import IdentityMemo, PrefixMemo
-from ._openai_chat import from_openai_chat, to_openai_chat
-from ._openai_responses import from_openai_responses, to_openai_responses
-from ._pairing import PairingDrop, PairingDropKind, drop_invalid_pairings
 from ._redact import MOVE_RECORD, redact_system
-from ._repair import (
-    DEFAULT_USER_TAIL_DIRECTIVE,
-    SYNTHETIC_TOOL_RESULT,
-    Repair,
-    RepairKind,
-    WireBuilder,
-    is_wire_valid,
-    to_wire,
-)
 from ._wire import MEDIA_TYPES, WireMessage, label_media
+
+if TYPE_CHECKING:
+    from ._anthropic import AnthropicPayload, from_anthropic, to_anthropic
+    from ._autodetect import auto_detect
+    from ._memo import IdentityMemo, PrefixMemo
+    from ._openai_chat import from_openai_chat, to_openai_chat
+    from ._openai_responses import from_openai_responses, to_openai_responses
+    from ._pairing import PairingDrop, PairingDropKind, drop_invalid_pairings
+    from ._repair import (
+        DEFAULT_USER_TAIL_DIRECTIVE,
+        SYNTHETIC_TOOL_RESULT,
+        Repair,
+        RepairKind,
+        WireBuilder,
+        is_wire_valid,
+        to_wire,
+    )
+
+# The converters load on first use: reading and writing the store needs only the blocks and
+# the codec (cold start of `wakeful session list`, issue 25).
+_LAZY = {
+    "AnthropicPayload": "wakeful.messages._anthropic",
+    "from_anthropic": "wakeful.messages._anthropic",
+    "to_anthropic": "wakeful.messages._anthropic",
+    "auto_detect": "wakeful.messages._autodetect",
+    "IdentityMemo": "wakeful.messages._memo",
+    "PrefixMemo": "wakeful.messages._memo",
+    "from_openai_chat": "wakeful.messages._openai_chat",
+    "to_openai_chat": "wakeful.messages._openai_chat",
+    "from_openai_responses": "wakeful.messages._openai_responses",
+    "to_openai_responses": "wakeful.messages._openai_responses",
+    "PairingDrop": "wakeful.messages._pairing",
+    "PairingDropKind": "wakeful.messages._pairing",
+    "drop_invalid_pairings": "wakeful.messages._pairing",
+    "DEFAULT_USER_TAIL_DIRECTIVE": "wakeful.messages._repair",
+    "SYNTHETIC_TOOL_RESULT": "wakeful.messages._repair",
+    "Repair": "wakeful.messages._repair",
+    "RepairKind": "wakeful.messages._repair",
+    "WireBuilder": "wakeful.messages._repair",
+    "is_wire_valid": "wakeful.messages._repair",
+    "to_wire": "wakeful.messages._repair",
+}
+
+
+__getattr__ = lazy_names(__name__, _LAZY, globals())
+
 
 __all__ = [
     "DEFAULT_USER_TAIL_DIRECTIVE",

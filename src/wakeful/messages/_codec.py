@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 from pydantic import TypeAdapter, ValidationError
 
 from ..errors import InvalidMessageError
 from ._blocks import Block, Message
 
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
-_BLOCK: TypeAdapter[Block] = TypeAdapter(Block)
+
+# Built on first use, not at import: a command that decodes no message pays nothing.
+@cache
+def _messages() -> TypeAdapter[list[Message]]:
+    return TypeAdapter(list[Message])
+
+
+@cache
+def _block() -> TypeAdapter[Block]:
+    return TypeAdapter(Block)
 
 
 def _invalid(err: ValidationError, prefix: str) -> InvalidMessageError:
@@ -34,13 +43,13 @@ def load_message(data: str | bytes) -> Message:
 
 def dump_messages(messages: Sequence[Message]) -> str:
     """Encode a list of messages as one JSON array."""
-    return _MESSAGES.dump_json(list(messages), exclude_defaults=True).decode()
+    return _messages().dump_json(list(messages), exclude_defaults=True).decode()
 
 
 def load_messages(data: str | bytes) -> list[Message]:
     """Decode a JSON array of messages; raise `InvalidMessageError` naming the bad field."""
     try:
-        return _MESSAGES.validate_json(data)
+        return _messages().validate_json(data)
     except ValidationError as err:
         raise _invalid(err, "") from None
 
@@ -56,6 +65,6 @@ def message_from_dict(data: object) -> Message:
 def block_from_dict(data: object) -> Block:
     """Validate a Python dict into a block."""
     try:
-        return _BLOCK.validate_python(data)
+        return _block().validate_python(data)
     except ValidationError as err:
         raise _invalid(err, "") from None

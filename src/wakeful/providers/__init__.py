@@ -6,6 +6,7 @@ Imports only `wakeful.messages`, `wakeful.errors` and `wakeful.clock` (an import
 """
 
 from ._base import (
+    CHARS_PER_TOKEN,
     Finish,
     FinishReason,
     ModelRequest,
@@ -70,6 +71,7 @@ __all__ = [
     "UsageReport",
     "check_model",
     "default_limits",
+    "CHARS_PER_TOKEN",
     "estimate_request_tokens",
     "estimate_text_tokens",
     "load_script",

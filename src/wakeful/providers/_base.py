@@ -204,6 +204,9 @@ def message_chars(message: Message) -> int:
     return _SIZES(message)
 
 
+CHARS_PER_TOKEN = 4  # the local estimate's rule: a token is about four characters
+
+
 def estimate_request_tokens(request: ModelRequest) -> int:
     """Estimate the input tokens of `request` as characters / 4, rounded up.
 
@@ -215,7 +218,7 @@ def estimate_request_tokens(request: ModelRequest) -> int:
         chars += message_chars(message)
     for tool in request.tools:
         chars += len(tool.name) + len(tool.description) + _json_len(tool.input_schema)
-    return math.ceil(chars / 4)
+    return math.ceil(chars / CHARS_PER_TOKEN)
 
 
 def media_kinds(accepts: Iterable[str] | None, default: frozenset[str]) -> frozenset[str]:

@@ -10,6 +10,7 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._agents import BUILTIN_AGENTS, Agent, resolve_agent
     from ._approvals import (
+        APPROVAL_TYPES,
         ApprovalLog,
         ApprovalStep,
         AwaitingApproval,
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
         read_approvals,
     )
     from ._compaction import (
+        IDLE_REASON,
         Budget,
         CompactionResult,
         Compactor,
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from ._live import LEGACY_KINDS, LiveEvent, LiveKind, LiveListener
     from ._memory_port import MemoryPort
     from ._otel_env import configure_from_env
-    from ._port import SessionPort
+    from ._port import HeldEvents, SessionPort
     from ._pricing import cost_usd, known_price
     from ._prompt import ReceiptChain, Section, rebuild_request, request_digest, verify_receipt
     from ._runs import RunRecord, run_records
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
 # Each public name's module, imported on first use so that importing the package (as a
 # cheap CLI command does) does not load every part of it.
 _LAZY = {
+    "APPROVAL_TYPES": "wakeful.runner._approvals",
     "Agent": "wakeful.runner._agents",
     "ApprovalLog": "wakeful.runner._approvals",
     "ApprovalStep": "wakeful.runner._approvals",
@@ -74,6 +77,7 @@ _LAZY = {
     "CompactionResult": "wakeful.runner._compaction",
     "Compactor": "wakeful.runner._compaction",
     "FunctionTool": "wakeful.runner.tools",
+    "HeldEvents": "wakeful.runner._port",
     "Interrupted": "wakeful.runner._context",
     "LEGACY_KINDS": "wakeful.runner._live",
     "LiveEvent": "wakeful.runner._live",
@@ -99,6 +103,7 @@ _LAZY = {
     "TurnRunner": "wakeful.runner._turn",
     "builtin_tools": "wakeful.runner.tools",
     "compaction_result": "wakeful.runner._compaction",
+    "IDLE_REASON": "wakeful.runner._compaction",
     "configure_from_env": "wakeful.runner._otel_env",
     "cost_usd": "wakeful.runner._pricing",
     "crash_point": "wakeful.runner._crashpoints",
@@ -125,6 +130,7 @@ __getattr__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [
+    "APPROVAL_TYPES",
     "BUILTIN_AGENTS",
     "Agent",
     "ApprovalLog",
@@ -138,6 +144,7 @@ __all__ = [
     "FunctionTool",
     "Interrupted",
     "LEGACY_KINDS",
+    "HeldEvents",
     "LiveEvent",
     "LiveKind",
     "LiveListener",
@@ -162,6 +169,7 @@ __all__ = [
     "TurnRunner",
     "builtin_tools",
     "compaction_result",
+    "IDLE_REASON",
     "crash_point",
     "cost_usd",
     "fold_approvals",

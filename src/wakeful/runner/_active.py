@@ -22,6 +22,7 @@ from typing import Protocol
 
 from ..messages import CompactSummaryBlock, Message, TextBlock, ToolResultBlock
 from ..providers import ModelRequest, estimate_request_tokens
+from ._tail import hidden_results, hide_results
 
 
 class HistorySource(Protocol):
@@ -110,6 +111,9 @@ class ActiveHistory:
         self._total = 0  # sum of the rows' token estimates
         self._last_seq = 0
         self._loaded = False
+        self._version = 0  # bumped when a summary rebuilds the rows
+        self._hide_id: str | None = None  # the `tail` strategy's hide point (`_tail.py`)
+        self._saving: tuple[tuple[str, int], int, list[int]] | None = None
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -143,6 +147,57 @@ class ActiveHistory:
         self._seqs = [r.seq for r in self._rows]
         self._summary = len(self._rows) - 1
         self._total = sum(r.tokens for r in self._rows)
+        self._version += 1
+
+    # -- the `tail` strategy's hide point ---------------------------------------------------
+
+    def hide_before(self, message_id: str | None) -> None:
+        """From now on estimate the tool results of every message before `message_id` as the
+        `tail` strategy sends them (hidden); None: nothing hidden."""
+        self._hide_id = message_id
+        self._saving = None
+
+    @property
+    def hide_id(self) -> str | None:
+        """The hide point in force (None: none)."""
+        return self._hide_id
+
+    def _savings(self) -> tuple[int, list[int]]:
+        """The index of the hide point's row and the prefix sums of the tokens hiding saves in
+        the rows before it ((0, [0]) while it is not loaded); computed once per hide point."""
+        if self._hide_id is None:
+            return 0, [0]
+        key = (self._hide_id, self._version)
+        if self._saving is not None and self._saving[0] == key:
+            return self._saving[1], self._saving[2]
+        index = next((i for i, r in enumerate(self._rows) if r.message.id == self._hide_id), None)
+        if index is None:
+            return 0, [0]
+        prefix = [0]
+        for row in self._rows[:index]:
+            saved = 0
+            if hidden_results(row.message):
+                saved = max(0, row.tokens - message_tokens(hide_results(row.message)))
+            prefix.append(prefix[-1] + saved)
+        self._saving = (key, index, prefix)
+        return index, prefix
+
+    def _saved(self, lo: int, hi: int) -> int:
+        """The tokens hiding saves among `rows[lo:hi]`."""
+        index, prefix = self._savings()
+        hi = min(hi, index)
+        return prefix[hi] - prefix[lo] if hi > lo else 0
+
+    def hidden_before(self, message_id: str) -> int:
+        """How many tool results in the rows before `message_id` are not hidden yet."""
+        index, _ = self._savings()
+        count = 0
+        for i, row in enumerate(self._rows):
+            if row.message.id == message_id:
+                break
+            if i >= index:
+                count += hidden_results(row.message)
+        return count
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -167,19 +222,25 @@ class ActiveHistory:
         return None if self._summary is None else self._rows[self._summary].seq
 
     def total_tokens(self) -> int:
-        """The estimated tokens of the whole active history."""
-        return self._total
+        """The estimated tokens of the whole active history (hidden tool results as sent)."""
+        return self._total - self._saved(0, len(self._rows))
 
     def tokens_after(self, seq: int) -> int:
         """The estimated tokens of the active messages with a `seq` above `seq`."""
         start = bisect.bisect_right(self._seqs, seq)
-        return sum(r.tokens for r in self._rows[start:])
+        return sum(r.tokens for r in self._rows[start:]) - self._saved(start, len(self._rows))
 
     def new_tokens(self) -> int:
         """The estimated tokens added since the newest summary (everything, without one)."""
         if self._summary is None:
             return self.total_tokens()
-        return sum(r.tokens for r in self._rows[self._summary + 1 :])
+        start = self._summary + 1
+        return sum(r.tokens for r in self._rows[start:]) - self._saved(start, len(self._rows))
+
+    def replied_after(self, seq: int) -> bool:
+        """Whether a model reply (an assistant message) was stored after `seq`."""
+        start = bisect.bisect_right(self._seqs, seq)
+        return any(r.message.role == "assistant" for r in self._rows[start:])
 
     def message_at(self, seq: int) -> Message | None:
         """The active message stored at `seq`, if it is loaded."""

@@ -27,7 +27,9 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..config import CompactionConfig
+from pydantic import JsonValue
+
+from ..config import CompactionConfig, CompactionStrategy
 from ..errors import (
     CompactionError,
     CompactionPromptTooLongError,
@@ -39,12 +41,14 @@ from ..events import (
     CompactionEnded,
     CompactionFailed,
     CompactionSkipped,
+    CompactionTail,
     CompactionTrigger,
     MessageAdded,
     SessionEvent,
 )
-from ..messages import CompactSummaryBlock, Message
+from ..messages import CompactSummaryBlock, Message, TextBlock
 from ..providers import (
+    CHARS_PER_TOKEN,
     ModelRequest,
     Provider,
     StreamEvent,
@@ -67,9 +71,11 @@ from ._prompt import (
     request_digest,
     section_blobs,
 )
+from ._restore import restore_candidates, restore_files
 from ._retry import error_kind
 from ._stream import stream_to_finish
 from ._summary import render_messages, summary_sections
+from ._tail import TAIL_SECTION
 from ._work_state import render_work_state
 
 log = logging.getLogger("wakeful.runner")
@@ -77,7 +83,12 @@ log = logging.getLogger("wakeful.runner")
 LOOKBACK_EVENTS = 64  # how far back a new runner looks for the last provider-reported usage
 MAX_SHRINK_RETRIES = 3  # summary requests resent smaller after a provider overflow
 SUMMARY_MAX_OUTPUT = 8_000
-RESULT_TYPES = ("compaction.ended", "compaction.skipped", "compaction.failed")
+IDLE_REASON = "idle"  # the payload `reason` of the control item an idle compaction is admitted as
+REPORTED: tuple[CompactionTrigger, ...] = (
+    "manual",
+    "idle",
+)  # answer a control item, never fail a turn
+RESULT_TYPES = ("compaction.ended", "compaction.tail", "compaction.skipped", "compaction.failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +159,8 @@ class CompactionResult:
 
     `reason` is ``nothing-to-compact``, ``aborted`` or ``failed`` (with `error`). `replaced`
     counts the messages the summary stands in for; `dropped` those of them the summary request
-    left out to fit; `effective_tokens` estimates the next request's history.
+    left out to fit; `effective_tokens` estimates the next request's history; `restored_files`
+    names the files attached after the summary (`_restore`).
     """
 
     compacted: bool
@@ -161,6 +173,8 @@ class CompactionResult:
     model: str | None = None
     usage: Usage | None = None
     effective_tokens: int = 0
+    restored_files: tuple[str, ...] = ()
+    strategy: CompactionStrategy = "summary"
 
     def to_json(self) -> dict[str, object]:
         """The result as JSON (the CLI contract)."""
@@ -169,12 +183,14 @@ class CompactionResult:
             return out | {"reason": self.reason} | ({"error": self.error} if self.error else {})
         usage = self.usage or Usage(0, 0)
         return out | {
+            "strategy": self.strategy,
             "summary_id": self.summary_id,
             "replaced": self.replaced,
             "dropped": self.dropped,
             "model": self.model,
             "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
             "effective_tokens": self.effective_tokens,
+            "restored_files": list(self.restored_files),
         }
 
 
@@ -185,7 +201,12 @@ def result_of(event: SessionEvent) -> CompactionResult | None:
             True, event.reason, summary_id=event.summary_message_id, replaced=event.replaced,
             dropped=event.dropped, model=event.model,
             usage=Usage(event.input_tokens, event.output_tokens),
-            effective_tokens=event.effective_tokens,
+            effective_tokens=event.effective_tokens, restored_files=event.restored_files,
+        )  # fmt: skip
+    if isinstance(event, CompactionTail):
+        return CompactionResult(
+            True, event.reason, replaced=event.hidden, effective_tokens=event.effective_tokens,
+            strategy="tail",
         )  # fmt: skip
     if isinstance(event, CompactionSkipped):
         return CompactionResult(False, event.reason, reason=event.why)
@@ -211,7 +232,7 @@ class _Anchor:
     tokens: int
     after_seq: int  # the request held every active message up to this seq
     sections: int | None  # its sections' estimate (None: unknown, taken as unchanged)
-    boundary: int | None  # the summary seq its active history started from
+    boundary: tuple[int | None, int | None]  # the summary seq and tail seq it was measured under
 
 
 class _Fallback:
@@ -252,6 +273,8 @@ class Compactor:
         self._anchor_loaded = False
         self._sections: int | None = None  # estimate of the last request's sections
         self._step_sections: list[Section] | None = None  # set while a step's request waits
+        self._tail: tuple[int, str] | None = None  # the newest `compaction.tail`: seq, hide point
+        self._tail_loaded = False
 
     @property
     def config(self) -> CompactionConfig:
@@ -267,15 +290,28 @@ class Compactor:
         if input_tokens <= 0:
             return
         tokens = sections_tokens(sections, self.ctx.provider.name)
-        self._anchor = _Anchor(
-            input_tokens, self.history.last_seq, tokens, self.history.summary_seq
-        )
+        self._anchor = _Anchor(input_tokens, self.history.last_seq, tokens, self._boundary())
         self._anchor_loaded = True
+
+    def _boundary(self) -> tuple[int | None, int | None]:
+        """What the active history's request shape depends on: the newest summary and the
+        newest tail hide point (an anchor measured under others no longer applies)."""
+        return self.history.summary_seq, None if self._tail is None else self._tail[0]
+
+    async def tail_section(self) -> Section | None:
+        """The request section of the `tail` strategy's hide point (`_tail.py`), if any; the
+        first call reads it from the store and tells the active history."""
+        if not self._tail_loaded:
+            self._tail_loaded = True
+            self._tail = await self.port.tail_boundary()
+            self.history.hide_before(None if self._tail is None else self._tail[1])
+        return None if self._tail is None else Section(TAIL_SECTION, "compaction", self._tail[1])
 
     async def estimate(self, sections: Sequence[Section]) -> int:
         """The estimated input tokens of a request from `sections` and the active history."""
         now = sections_tokens(sections, self.ctx.provider.name)
         self._sections = now
+        await self.tail_section()
         anchor = await self._current_anchor()
         if anchor is None:
             return now + self.history.total_tokens()
@@ -287,15 +323,16 @@ class Compactor:
             self._anchor_loaded = True
             self._anchor = await self._stored_anchor()
         anchor = self._anchor
-        if anchor is None or anchor.boundary != self.history.summary_seq:
+        if anchor is None or anchor.boundary != self._boundary():
             return None
         return anchor
 
     async def _stored_anchor(self) -> _Anchor | None:
         """The newest usage a step recorded (right after its assistant message), if recent."""
-        boundary = self.history.summary_seq
+        boundary = self._boundary()
+        floor = max(boundary[0] or 0, boundary[1] or 0)
         for seq, event in reversed(await self.port.recent_usage(LOOKBACK_EVENTS)):
-            if boundary is not None and seq < boundary:
+            if seq < floor:
                 return None
             message = self.history.message_at(seq - 1)
             if message is not None and message.role == "assistant":
@@ -303,6 +340,13 @@ class Compactor:
                     return None
                 return _Anchor(event.input_tokens, seq - 2, None, boundary)
         return None
+
+    def _new_tokens(self) -> tuple[bool, int]:
+        """Whether the active history was compacted before, and the tokens added since."""
+        summary = self.history.summary_seq
+        if self._tail is not None and self._tail[0] > (summary or 0):
+            return True, self.history.tokens_after(self._tail[0])
+        return summary is not None, self.history.new_tokens()
 
     # -- entry points -----------------------------------------------------------------------
 
@@ -314,8 +358,8 @@ class Compactor:
         if not self.config.auto:
             return False
         budget = Budget.of(self.ctx.provider, self.config)
-        compacted_before = self.history.summary_seq is not None
-        if not should_compact(estimate, self.history.new_tokens(), compacted_before, budget):
+        compacted_before, new_tokens = self._new_tokens()
+        if not should_compact(estimate, new_tokens, compacted_before, budget):
             return False
         self._step_sections = list(sections)  # the summary may reuse the step's request
         try:
@@ -341,8 +385,13 @@ class Compactor:
             raise CompactionError(f"{err}; the overflow compaction failed: {result.error}") from err
         return False
 
-    async def control(self, item: InboxItem, *, in_turn: bool) -> CompactionResult:
-        """Run the manual compaction an inbox control item asks for (payload: `tail_turns`)."""
+    async def control(
+        self, item: InboxItem, *, in_turn: bool, sections: Sequence[Section] | None = None
+    ) -> CompactionResult:
+        """Run the compaction an inbox control item asks for: manual (payload: `tail_turns`),
+        or idle (payload `reason: idle`, with the sections the next step would send)."""
+        if item.payload.get("reason") == IDLE_REASON:
+            return await self._idle(item, in_turn, sections)
         tail = item.payload.get("tail_turns")
         tail_turns = tail if isinstance(tail, int) and not isinstance(tail, bool) else None
         return await self.run(
@@ -360,12 +409,17 @@ class Compactor:
         in_turn: bool = False,
     ) -> CompactionResult:
         """Compact now. Inside a turn its newest turn always stays word for word."""
+        await self.tail_section()
         await self.history.refresh()
         budget = Budget.of(self.ctx.provider, self.config)
         keep = max(0, self.config.tail_turns if tail_turns is None else tail_turns)
+        if self.config.strategy == "tail":
+            tail = await self._hide_older_results(trigger, keep, budget, input_id)
+            if tail is not None:
+                return tail
         split = self.history.split(keep, 1 if in_turn else 0, budget.trigger // 2)
         if split is None:
-            if trigger == "manual":
+            if trigger in REPORTED:
                 await self.port.commit([CompactionSkipped(reason=trigger, why="nothing-to-compact", input_id=input_id)])  # fmt: skip
             return CompactionResult(False, trigger, reason="nothing-to-compact")
         self._live(phase="start", trigger=trigger, replaced=len(split.replaced))
@@ -383,6 +437,69 @@ class Compactor:
         self.failures = 0
         self._live(phase="end", trigger=trigger, summary_id=result.summary_id)
         return result
+
+    async def _idle(
+        self, item: InboxItem, in_turn: bool, sections: Sequence[Section] | None
+    ) -> CompactionResult:
+        """The compaction before the cache expires (`[compaction] before_cache_expiry`): only
+        while the session is still idle since the item was admitted (no reply stored after it,
+        not inside a turn) and long (its request estimate at least `long_request_size` and half the
+        trigger); its summary asks with `sections`, the request the next step would send, so
+        the provider reads the conversation from its cache. Otherwise `not-needed`."""
+        await self.history.refresh()
+        needed = not in_turn and sections is not None and not self.history.replied_after(item.seq)
+        if needed and sections is not None:
+            budget = Budget.of(self.ctx.provider, self.config)
+            floor = max(self.config.long_request_size, budget.trigger // 2)
+            needed = await self.estimate(sections) >= floor
+        if not needed or sections is None:
+            await self.port.commit([CompactionSkipped(reason="idle", why="not-needed", input_id=item.input_id)])  # fmt: skip
+            return CompactionResult(False, "idle", reason="not-needed")
+        self._step_sections = list(sections)
+        try:
+            return await self.run("idle", input_id=item.input_id)
+        finally:
+            self._step_sections = None
+
+    # -- the `tail` strategy ---------------------------------------------------------------
+
+    async def _hide_older_results(
+        self, trigger: CompactionTrigger, keep: int, budget: Budget, input_id: str | None
+    ) -> CompactionResult | None:
+        """The `tail` strategy (`_tail.py`): move the hide point to the start of the retained
+        tail (the newest turn always kept, idle or not), no summary, no model call. None (an
+        automatic or overflow compaction only) when hiding cannot leave `min_growth` free below
+        the trigger: the stubs themselves pile up, so then a summary is written instead."""
+        split = self.history.split(keep, 1, budget.trigger // 2)
+        first_kept = None if split is None else split.first_kept_id
+        hidden = 0 if first_kept is None else self.history.hidden_before(first_kept)
+        if split is None or first_kept is None or hidden == 0:
+            if trigger not in REPORTED:
+                return None
+            await self.port.commit([CompactionSkipped(reason=trigger, why="nothing-to-compact", input_id=input_id)])  # fmt: skip
+            return CompactionResult(False, trigger, reason="nothing-to-compact")
+        before = self.history.hide_id
+        self.history.hide_before(first_kept)
+        effective = (self._sections or 0) + self.history.total_tokens()
+        if trigger not in REPORTED and effective + budget.min_growth > budget.trigger:
+            self.history.hide_before(before)
+            return None
+        self._live(phase="start", trigger=trigger, replaced=hidden)
+        event = CompactionTail(
+            reason=trigger, hide_before_id=first_kept, through_seq=split.through_seq,
+            hidden=hidden, effective_tokens=effective, input_id=input_id,
+        )  # fmt: skip
+        try:
+            await self.port.commit([event])
+        except BaseException:
+            self.history.hide_before(before)
+            raise
+        self._tail = await self.port.tail_boundary()
+        self.failures = 0
+        self._live(phase="end", trigger=trigger, summary_id=None)
+        return CompactionResult(
+            True, trigger, replaced=hidden, effective_tokens=effective, strategy="tail"
+        )
 
     # -- the summary call -------------------------------------------------------------------
 
@@ -509,8 +626,11 @@ class Compactor:
         input_id: str | None,
     ) -> CompactionResult:
         block = CompactSummaryBlock(summary=summary.text, through_seq=split.through_seq)
-        meta = {"first_kept_id": split.first_kept_id, "reason": trigger}
-        message = Message(role="user", blocks=(block,), metadata={"compaction": meta})
+        restored, paths = await self._restore(split)
+        meta: dict[str, JsonValue] = {"first_kept_id": split.first_kept_id, "reason": trigger}
+        if paths:
+            meta["restored_files"] = list(paths)
+        message = Message(role="user", blocks=(block, *restored), metadata={"compaction": meta})
         kept = sum(r.tokens for r in split.kept)
         effective = message_tokens(message) + kept + (self._sections or 0)
         usage = summary.usage
@@ -520,7 +640,7 @@ class Compactor:
             dropped=summary.dropped, model=summary.model, input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens, effective_tokens=effective,
             receipt_id=summary.receipt_id, input_id=input_id,
-            instructions=await self.port.instruction_snapshot(),
+            instructions=await self.port.instruction_snapshot(), restored_files=tuple(paths),
         )  # fmt: skip
         await self.port.commit([
             MessageAdded(message=message, turn_id=turn_id),
@@ -532,12 +652,27 @@ class Compactor:
         return CompactionResult(
             True, trigger, summary_id=message.id, replaced=len(split.replaced),
             dropped=summary.dropped, model=summary.model, usage=usage, effective_tokens=effective,
+            restored_files=tuple(paths),
+        )  # fmt: skip
+
+    async def _restore(self, split: Split) -> tuple[list[TextBlock], list[str]]:
+        """The recently read files attached after the summary (`_restore`), bounded by
+        `restore_files` and a fifth of the proactive trigger."""
+        if self.config.restore_files <= 0:
+            return [], []
+        paths = restore_candidates(
+            [r.message for r in split.replaced], [r.message for r in split.kept], split.previous
+        )
+        budget = Budget.of(self.ctx.provider, self.config)
+        return await restore_files(
+            paths, self.ctx.tool_context, limit=self.config.restore_files,
+            budget_chars=budget.trigger // 5 * CHARS_PER_TOKEN,
         )  # fmt: skip
 
     async def _failed(
         self, trigger: CompactionTrigger, err: Exception, input_id: str | None
     ) -> CompactionResult:
-        if trigger != "manual":  # a manual failure is reported, not counted
+        if trigger not in REPORTED:  # a manual or idle failure is reported, not counted
             self.failures += 1
         await self.port.commit([
             CompactionFailed(
@@ -546,7 +681,7 @@ class Compactor:
         ])  # fmt: skip
         self._live(phase="failed", trigger=trigger, error=str(err))
         limit = self.config.max_failures
-        if trigger != "manual" and self.failures >= limit:
+        if trigger not in REPORTED and self.failures >= limit:
             raise CompactionError(
                 f"compaction failed {self.failures} times in a row (max_failures = {limit}); "
                 f"last error: {err}"

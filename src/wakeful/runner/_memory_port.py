@@ -17,6 +17,7 @@ from pydantic import JsonValue
 from ..errors import ClaimLostError, NotFoundError
 from ..events import (
     CompactionEnded,
+    CompactionTail,
     Delivery,
     InputDelivered,
     MessageAdded,
@@ -35,9 +36,10 @@ from ..store import Delivered, InboxItem, RetryState
 from ._approvals import APPROVAL_TYPES, ApprovalLog, fold_approvals
 from ._context import TurnResult
 from ._live import LiveEvent, LiveKind
+from ._port import HeldEvents
 
 
-class MemoryPort:
+class MemoryPort(HeldEvents):
     """A `SessionPort` held in memory (see the module docstring)."""
 
     def __init__(
@@ -56,7 +58,7 @@ class MemoryPort:
         self.results: list[TurnResult] = []  # the results `end` recorded
         self.writes: list[list[SessionEvent]] = []  # each write's events (one transaction)
         self._inbox: list[InboxItem] = []
-        self._held: list[SessionEvent] = []
+        super().__init__()
         self._lost = False
 
     @property
@@ -88,37 +90,24 @@ class MemoryPort:
             if digest not in self.blobs:
                 self.blobs[digest] = data
                 self.blob_writes += 1
-        written = [*self._held, *events]
+        written = self._with_held(events)
         for event in written:
             seq = len(self.log) + 1
             self.log.append(StoredEvent(seq, self._sid, seq, 0, event))
         self.writes.append(written)
-        self._held = []
+        self._written_held()
 
     async def commit(
         self, events: Sequence[SessionEvent], blobs: Mapping[str, bytes] | None = None
     ) -> None:
         """Write the held events, then `events` and new `blobs` (see `SessionPort.commit`)."""
         fresh = {d: b for d, b in (blobs or {}).items() if d not in self.blobs}
-        if self._held or events or fresh:
+        if self.holding or events or fresh:
             self._write(events, fresh)
 
     async def recommit(self, events: Sequence[SessionEvent]) -> None:
         """`commit` again (a memory commit never half-fails, so this is `commit`)."""
         await self.commit(events)
-
-    def hold(self, events: Sequence[SessionEvent]) -> None:
-        """Keep `events` for the next write."""
-        self._held = [*self._held, *events]
-
-    def drop_held(self) -> None:
-        """Forget the held events without writing them (see `SessionPort.drop_held`)."""
-        self._held = []
-
-    @property
-    def holding(self) -> bool:
-        """Whether events are held."""
-        return bool(self._held)
 
     async def promote_steers(self, epoch: int) -> list[Delivered]:
         """Write the held events and deliver the pending steers, in one write."""
@@ -136,7 +125,7 @@ class MemoryPort:
                 MessageAdded(message=message),
             ]
             delivered.append(Delivered(item, message))
-        if self._held or events:
+        if self.holding or events:
             self._write(events, {})
         self._inbox = [i for i in self._inbox if i not in steers]
         return delivered
@@ -164,6 +153,11 @@ class MemoryPort:
         """The newest compaction's `through_seq` (0: none)."""
         ends = [s.event for s in self.log if isinstance(s.event, CompactionEnded)]
         return ends[-1].through_seq if ends else 0
+
+    async def tail_boundary(self) -> tuple[int, str] | None:
+        """The newest `compaction.tail`'s seq and hide point (None: none)."""
+        tails = [(s.seq, s.event) for s in self.log if isinstance(s.event, CompactionTail)]
+        return (tails[-1][0], tails[-1][1].hide_before_id) if tails else None
 
     async def recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
         """The `usage.recorded` events among the newest `window`."""

@@ -104,6 +104,11 @@ class SessionPort(Protocol):
         """The `through_seq` of the newest compaction (0 when the session has none)."""
         ...
 
+    async def tail_boundary(self) -> tuple[int, str] | None:
+        """The newest `compaction.tail` (the `tail` strategy's hide point): its seq and
+        `hide_before_id`; None when the session has none."""
+        ...
+
     async def recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
         """The `usage.recorded` events among the newest `window` events, oldest first."""
         ...
@@ -139,3 +144,33 @@ class SessionPort(Protocol):
     async def instruction_snapshot(self) -> dict[str, str] | None:
         """The instruction values (key -> digest) a new epoch starts from (`epoch_snapshot`)."""
         ...
+
+
+class HeldEvents:
+    """The held-reply buffer both ports share (the contract's second point): events kept out
+    of the store until the port's next write, which sends them first and then calls
+    `_written_held` (never on failure, so a failed write keeps them held)."""
+
+    def __init__(self) -> None:
+        self._held: list[SessionEvent] = []
+
+    def hold(self, events: Sequence[SessionEvent]) -> None:
+        """Keep `events` for the next write."""
+        self._held = [*self._held, *events]
+
+    def drop_held(self) -> None:
+        """Forget the held events without writing them (see `SessionPort.drop_held`)."""
+        self._held = []
+
+    @property
+    def holding(self) -> bool:
+        """Whether events are held."""
+        return bool(self._held)
+
+    def _with_held(self, events: Sequence[SessionEvent]) -> list[SessionEvent]:
+        """What a write sends: the held events, then `events`."""
+        return [*self._held, *events]
+
+    def _written_held(self) -> None:
+        """A write carrying the held events committed: they are no longer held."""
+        self._held = []

@@ -25,6 +25,7 @@ from ..messages import IdentityMemo, Message, TextBlock, to_wire
 from ..providers import ModelRequest, Provider, ToolSpec
 from ..store import SqlStore
 from ._media import MediaResolver
+from ._tail import TAIL_SECTION, apply_tail
 
 SYSTEM_PREFIX = "system."
 # A section whose id starts with this is a request-only user message, sent after the history
@@ -172,7 +173,8 @@ def build_request(
     turn passes its `WireBuilder`, which gives the same messages).
 
     The history is the cacheable prefix; `input.` messages and then `note.` system messages
-    follow it, counted in `ModelRequest.volatile`."""
+    follow it, counted in `ModelRequest.volatile`. A `tail` section hides the tool results
+    before its hide point (`_tail.py`)."""
     system = "\n\n".join(s.content for s in sections if s.id.startswith(SYSTEM_PREFIX))
     tools: tuple[ToolSpec, ...] = ()
     params: dict[str, JsonValue] = {}
@@ -181,6 +183,9 @@ def build_request(
             tools = _tool_specs(s.digest, s.content)
         elif s.id == "params":
             params = json.loads(s.content)
+    hide_before = next((s.content for s in sections if s.id == TAIL_SECTION), None)
+    if hide_before is not None:  # the `tail` strategy's hide point (`_tail.py`)
+        history = apply_tail(history, hide_before)
     extra = [input_message(s) for s in sections if s.id.startswith(INPUT_PREFIX)]
     if extra:
         history = [*history, *extra]

@@ -59,7 +59,7 @@ from ..store import InboxItem, Outage, blob_digest, is_transient, media_refs
 from ._aborted import Streamed, aborted_events
 from ._active import ActiveHistory
 from ._approvals import AwaitingApproval, preview
-from ._compaction import CompactionResult, Compactor
+from ._compaction import IDLE_REASON, CompactionResult, Compactor
 from ._context import Ask, AskResult, Interrupted, RunContext, TurnResult
 from ._crashpoints import crash_point
 from ._live import LiveKind
@@ -176,8 +176,12 @@ class TurnRunner:
             return await self._end(tid, outcome, self._step_count, str(err), error_kind(err))
 
     async def compact(self, item: InboxItem) -> CompactionResult:
-        """Run the manual compaction `item` asks for between turns (idle, no turn open)."""
-        return await self._compaction.control(item, in_turn=False)
+        """Run the compaction `item` asks for between turns (no turn open); an idle one
+        (before the cache expires) is given the sections the next step would send."""
+        sections = None
+        if item.payload.get("reason") == IDLE_REASON:
+            sections = await self._sections(1)
+        return await self._compaction.control(item, in_turn=False, sections=sections)
 
     async def settle(
         self,
@@ -424,6 +428,9 @@ class TurnRunner:
             specs = [tool_spec(ctx.tools[name]) for name in ctx.agent.tools if name in ctx.tools]
             self._tools_section = tools_section(specs, f"agent:{ctx.agent.name}")
         sections.append(self._tools_section)
+        tail = await self._compaction.tail_section()
+        if tail is not None:  # the `tail` strategy's hide point: older tool results hidden
+            sections.append(tail)
         sections.append(
             params_section(ctx.provider.model, ctx.provider.max_output_tokens, attempt, self.sid)
         )

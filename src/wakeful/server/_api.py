@@ -104,6 +104,9 @@ class Op:
     stream: bool = False
     raw: str | None = None  # a non-JSON success media type (e.g. a media blob)
     path_schemas: dict[str, dict[str, str]] = field(default_factory=dict)
+    # False: the handler resolves `{session_id}` (a unique prefix) itself, in the worker thread
+    # of its own store call, saving a thread hop on a hot route (`POST .../prompt`).
+    resolve_id: bool = True
 
 
 class Registry:
@@ -159,8 +162,11 @@ async def _parse(op: Op, request: Request) -> Call[Any, Any]:
         if not SESSION_ID.match(path["session_id"]):
             raise ApiError(404, "not_found", "no such session (malformed id)")
         # a unique prefix names its session (404 for none, 422 listing them for several)
-        store = request.app.state.wakeful.reads
-        path["session_id"] = await asyncio.to_thread(store.resolve_session_id, path["session_id"])
+        if op.resolve_id:
+            store = request.app.state.wakeful.reads
+            path["session_id"] = await asyncio.to_thread(
+                store.resolve_session_id, path["session_id"]
+            )
     query: Any = None
     if op.query is not None:
         params = dict(request.query_params.multi_items())

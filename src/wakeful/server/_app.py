@@ -137,7 +137,7 @@ def create_app(
                 state.wake(sid)
         stop = asyncio.Event()
         firing = (
-            asyncio.ensure_future(runtime.run_schedules(stop, _waker(state)))
+            asyncio.ensure_future(runtime.run_schedules(stop, _waker(state), state.wake))
             if settings.schedules
             else None
         )

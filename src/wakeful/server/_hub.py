@@ -101,12 +101,13 @@ class Hub:
         self.last_tx = 0
 
     async def start(self) -> None:
-        """Begin at the current end of the log (and, on PostgreSQL, LISTEN for commits)."""
+        """Begin at the current end of the log. Commits are watched for (on PostgreSQL, a
+        LISTEN thread) only while someone follows: a NOTIFY nobody needs cost the server more
+        CPU than the admission that sent it (docs/server.md, "Benchmark")."""
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
         self.last_tx, self.last_id = await asyncio.to_thread(self.reads.last_event_position)
         self._task = asyncio.create_task(self._run(), name="wakeful-hub")
-        self._unwatch = self.reads.watch_commits(self._committed)
 
     async def stop(self) -> None:
         """Stop polling and listening."""
@@ -133,6 +134,8 @@ class Hub:
                 self.last_tx, self.last_id = max((self.last_tx, self.last_id), newest)
         sub = Subscription(session_id, live, asyncio.Queue(self.max_queue))
         self._subs.add(sub)
+        if self._unwatch is None and self._task is not None:
+            self._unwatch = self.reads.watch_commits(self._committed)
         self.stats.subscribers = len(self._subs)
         self.stats.peak_subscribers = max(self.stats.peak_subscribers, len(self._subs))
         self._wake.set()
@@ -144,8 +147,9 @@ class Hub:
         self.stats.subscribers = len(self._subs)
 
     def nudge(self) -> None:
-        """Poll now (something was just committed in this process); safe from any thread."""
-        if self._loop is None:
+        """Poll now (something was just committed in this process); safe from any thread.
+        Nothing while nobody follows: a subscription wakes the poller itself."""
+        if self._loop is None or not self._subs:
             return
         if threading.get_ident() == self._thread:
             self._wake.set()
@@ -172,6 +176,11 @@ class Hub:
     async def _run(self) -> None:
         while True:
             if not self._subs:
+                if self._unwatch is not None:  # nobody follows: stop listening for commits
+                    unwatch, self._unwatch = self._unwatch, None
+                    await asyncio.to_thread(unwatch)
+                    if self._subs:  # someone subscribed meanwhile (and watches anew)
+                        continue
                 await self._wake.wait()
                 self._wake.clear()
                 continue

@@ -11,7 +11,8 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from ..errors import UsageError
+from ..errors import NotFoundError, UsageError
+from ..execution import SendResult
 from ..messages import block_from_dict
 from ..runner import TurnResult
 from ._api import ApiError, Call, Registry, respond
@@ -50,15 +51,36 @@ def _turn(t: TurnResult) -> TurnSummaryOut:
     )  # fmt: skip
 
 
-async def admit_prompt(state: ServerState, session_id: str, body: PromptIn) -> AdmissionOut:
-    """Admit `body` into an existing session; wake it (and wait for it) as asked."""
+async def admit_prompt(
+    state: ServerState, session_id: str, body: PromptIn, *, resolve: bool = False
+) -> AdmissionOut:
+    """Admit `body` into an existing session; wake it (and wait for it) as asked.
+
+    With `resolve`, `session_id` may be a unique prefix. The admission itself looks the id up
+    (an unknown session is a `NotFoundError` and nothing is written), so a whole id costs no
+    query of its own; only an id no session has is then resolved as a prefix (404 for none,
+    422 for several) and admitted again. All of it runs in one worker thread: one thread hop
+    per request, not two."""
     if body.wait and not body.resume:
         raise UsageError("wait=true needs resume=true")
     payload = _payload(body)
-    sent = await db(
-        state.runtime.send, session_id=session_id, input_id=body.input_id, payload=payload,
-        delivery=body.delivery, resume=False, create=False,
-    )  # fmt: skip
+
+    def admit(sid: str) -> SendResult:
+        return state.runtime.send(
+            session_id=sid, input_id=body.input_id, payload=payload, delivery=body.delivery,
+            resume=False, create=False,
+        )  # fmt: skip
+
+    def send() -> tuple[str, SendResult]:
+        try:
+            return session_id, admit(session_id)
+        except NotFoundError:
+            if not resolve:
+                raise
+        sid = state.reads.resolve_session_id(session_id)
+        return sid, admit(sid)
+
+    session_id, sent = await db(send)
     state.hub.nudge()
     status = sent.status  # as of admission; re-read only after waiting for the drain
     turns: list[TurnSummaryOut] | None = None
@@ -75,10 +97,10 @@ async def admit_prompt(state: ServerState, session_id: str, body: PromptIn) -> A
 
 @ops.op("POST", "/sessions/{session_id}/prompt", tag="inputs", body=PromptIn, status=202,
         response=AdmissionOut, also={200: ("Admitted and driven (`wait: true`)", AdmissionOut)},
-        errors=(400, 401, 404, 409, 413, 422))  # fmt: skip
+        errors=(400, 401, 404, 409, 413, 422), resolve_id=False)  # fmt: skip
 async def prompt(call: Call[Any, PromptIn]) -> Any:
     """Admit a prompt (steer or queue); with `resume` (default) wake the session's drain."""
-    out = await admit_prompt(call.state, call.path["session_id"], call.body)
+    out = await admit_prompt(call.state, call.path["session_id"], call.body, resolve=True)
     return respond(out, 200 if call.body.wait else 202)
 
 

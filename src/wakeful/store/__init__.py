@@ -8,6 +8,7 @@ the protocol the surfaces read and admit through, implemented by `SqlStore` and 
 
 from ._append import ClaimToken
 from ._artifacts import ARTIFACTS_PER_SESSION_CAP, Artifact, artifacts_from_metadata
+from ._batch import RecoveryView
 from ._claims import fence
 from ._faults import Outage, is_transient
 from ._media import blob_digest, media_refs
@@ -73,6 +74,7 @@ __all__ = [
     "Page",
     "Prelude",
     "PruneCounts",
+    "RecoveryView",
     "RetryState",
     "SearchHit",
     "SearchPage",

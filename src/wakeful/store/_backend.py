@@ -105,7 +105,9 @@ class Tx(Protocol):
         ...
 
     def notify(self, session_id: str) -> None:
-        """Tell followers in other processes that the session has new events (at commit)."""
+        """Tell followers in other processes that the session has new events, once the
+        transaction has committed (never when it rolls back; PostgreSQL: after the commit, from
+        a connection of its own, so no data-writing transaction takes the notify lock)."""
         ...
 
     def row_lock(self, *, skip_locked: bool = False) -> str:

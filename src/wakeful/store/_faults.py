@@ -2,9 +2,9 @@
 a full disk.
 
 A retryable `StoreError` (`StoreBusyError`, `StoreUnavailableError`, `StoreFullError`) committed
-nothing, so the caller may simply try again later (a PostgreSQL connection lost during the
-COMMIT itself is the exception: the server may have committed, so a retried write that must not
-happen twice looks first). `Outage` paces those retries with a bounded exponential
+nothing, so the caller may simply try again later. (A PostgreSQL connection lost during the
+COMMIT itself is resolved by the backend, which asks the server whether it committed; when it
+cannot tell, `CommitUnknownError` is raised, which is not retryable.) `Outage` paces those retries with a bounded exponential
 backoff and logs an outage twice, not once per failed call: when it begins and when it ends.
 """
 

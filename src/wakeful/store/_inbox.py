@@ -39,6 +39,7 @@ from ..events import (
 from ..messages import MOVE_RECORD, Message, TextBlock, TextOrigin, block_from_dict
 from ._append import ClaimToken, append_events, put_blob_in
 from ._backend import Row, Tx
+from ._bulk import collector_paused
 from ._records import Delivered, InboxItem, Prelude
 from ._search import index_deliveries
 
@@ -76,6 +77,17 @@ _PENDING_SQL = (
 def pending_items(tx: Tx, session_id: str) -> list[InboxItem]:
     """Every pending item of a session, in enqueue order."""
     return [_item(session_id, r) for r in tx.all(_PENDING_SQL, (session_id,))]
+
+
+def any_pending(tx: Tx, session_id: str) -> bool | None:
+    """Whether the session has a pending item; None when there is no such session. One
+    statement, no lock: what a promotion with nothing to write looks at first."""
+    row = tx.one(
+        "SELECT EXISTS (SELECT 1 FROM inbox WHERE session_id = ? AND status = 'pending'), "
+        "EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
+        (session_id, session_id),
+    )
+    return None if row is None or not row[1] else bool(row[0])
 
 
 DIGEST_SQL = "SELECT digest FROM inbox WHERE session_id = ? AND input_id = ?"
@@ -447,8 +459,10 @@ def transcript_in(
     """
     upto = upto_seq if upto_seq is not None else 2**62
     out: list[tuple[int, Message]] = []
-    for seq, data, enqueued in tx.all(_MESSAGE_ROWS, (session_id, after_seq, upto)):
-        message = _row_message(session_id, data, enqueued)
-        assert message is not None, f"message row {session_id}/{seq} has no message"
-        out.append((int(seq), message))
+    rows = tx.all(_MESSAGE_ROWS, (session_id, after_seq, upto))
+    with collector_paused():
+        for seq, data, enqueued in rows:
+            message = _row_message(session_id, data, enqueued)
+            assert message is not None, f"message row {session_id}/{seq} has no message"
+            out.append((int(seq), message))
     return out

@@ -378,6 +378,21 @@ CREATE TABLE extension_state (
 )
 """
 
+_ADMIT_FUNCTION_11 = _ADMIT_FUNCTION_2.replace(
+    "  PERFORM pg_advisory_xact_lock(p_lock);\n",
+    "  PERFORM 1 FROM sessions WHERE sessions.id = p_session FOR UPDATE;\n",
+)
+
+# Migration 11's admission notifying only when `p_channel` is given: a NOTIFY queued inside the
+# admission's transaction would take PostgreSQL's cluster-wide notify lock at its commit
+# (docs/store.md, "LISTEN"), so this wakeful passes NULL and announces a created item after the
+# statement, from its notifier. The signature is unchanged: a process started before this
+# migration still passes the channel and still notifies (inside, as before).
+_QUIET_ADMIT = _ADMIT_FUNCTION_11.replace(
+    "  IF o_outcome = 'created' THEN\n",
+    "  IF o_outcome = 'created' AND p_channel IS NOT NULL THEN\n",
+)
+
 # Commit order without a database-wide lock (PostgreSQL; docs/store.md, "Instance-wide order").
 # Every event records `tx`: the larger of its transaction's id and the `tx` of the session's
 # previous event, set by a trigger, so a session's events never go back in (tx, id) order. The
@@ -398,10 +413,7 @@ BEGIN
 END
 $$ LANGUAGE plpgsql;
 """
-    + _ADMIT_FUNCTION_2.replace(
-        "  PERFORM pg_advisory_xact_lock(p_lock);\n",
-        "  PERFORM 1 FROM sessions WHERE sessions.id = p_session FOR UPDATE;\n",
-    )
+    + _ADMIT_FUNCTION_11
     + """;
 CREATE TRIGGER events_position BEFORE INSERT ON events FOR EACH ROW
   EXECUTE FUNCTION wakeful_event_position()
@@ -411,6 +423,30 @@ CREATE TRIGGER events_position BEFORE INSERT ON events FOR EACH ROW
 _CACHE_USAGE = """
 ALTER TABLE sessions ADD COLUMN cache_read_tokens BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN cache_write_tokens BIGINT NOT NULL DEFAULT 0
+"""
+
+# The transcript projection keyed by its primary key alone (SQLite): as a rowid table, `messages`
+# stored every row twice, once in the table and once in its `(session_id, seq)` key, and the
+# transcript read went through the key to the row. WITHOUT ROWID keeps the rows in the key's
+# b-tree: 47 fewer bytes per message, one b-tree search fewer per message read (docs/store.md,
+# "Bytes per message"). PostgreSQL has no such table kind (its heap and key are separate by
+# design): nothing changes there.
+_LEAN_MESSAGES_SQLITE = """
+CREATE TABLE messages_lean (
+  session_id TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  message_id TEXT NOT NULL,
+  role TEXT NOT NULL,
+  turn_id TEXT,
+  reverted BIGINT,
+  body_seq BIGINT,
+  PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+INSERT INTO messages_lean (session_id, seq, message_id, role, turn_id, reverted, body_seq)
+  SELECT session_id, seq, message_id, role, turn_id, reverted, body_seq FROM messages;
+DROP TABLE messages;
+ALTER TABLE messages_lean RENAME TO messages;
+CREATE INDEX messages_reverted ON messages (session_id) WHERE reverted IS NOT NULL
 """
 
 MIGRATIONS: list[tuple[int, str, str, str]] = [
@@ -501,6 +537,21 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         "cache_usage",
         _CACHE_USAGE,
         _CACHE_USAGE,
+    ),
+    (
+        # `messages` without its second copy on SQLite (`_LEAN_MESSAGES_SQLITE`); nothing on
+        # PostgreSQL.
+        15,
+        "lean_messages",
+        _LEAN_MESSAGES_SQLITE,
+        "",
+    ),
+    (
+        # No NOTIFY inside the admission's transaction (`_QUIET_ADMIT`); nothing on SQLite.
+        17,
+        "admit_after_commit_notify",
+        "",
+        _QUIET_ADMIT,
     ),
 ]
 

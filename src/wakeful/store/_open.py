@@ -8,7 +8,7 @@ from pathlib import Path
 import platformdirs
 
 from ..clock import Clock
-from ..config import StoreConfig
+from ..config import StoreConfig, store_defaults
 from ..errors import UsageError
 from ._store import SqlStore
 
@@ -28,7 +28,7 @@ def open_store(
 ) -> SqlStore:
     """Open (and migrate) the store at `url` (see `resolve_db_url`); `options` are the
     `[store]` timeouts of `wakeful.toml` (defaults when None)."""
-    opts = options or StoreConfig()
+    opts = options or store_defaults()
     target = resolve_db_url(url)
     if target.startswith(("http://", "https://")):
         raise UsageError(

@@ -6,6 +6,8 @@ import os
 import socket
 from functools import cache
 
+from ..errors import UsageError
+
 
 def _start_time(pid: int) -> str:
     """The kernel's start time of `pid` (clock ticks since boot), or "" when unknown."""
@@ -20,12 +22,22 @@ def _start_time(pid: int) -> str:
 
 @cache
 def host_id() -> str:
-    """A stable id of this host (machine id when available, else the hostname)."""
+    """A stable id of this host: `$WAKEFUL_HOST_ID` when set; else the machine id with the
+    hostname (containers made from one image often share a machine id, never a hostname, and
+    a process on a host sharing this id whose pid is not running here would count as dead);
+    else the hostname. `UsageError` for an override holding a `/` (the owner's separator)."""
+    override = os.environ.get("WAKEFUL_HOST_ID", "").strip()
+    if override:
+        if "/" in override:
+            raise UsageError(f"WAKEFUL_HOST_ID may not contain '/': {override!r}")
+        return override
+    name = socket.gethostname().replace("/", "_")
     try:
         with open("/etc/machine-id", encoding="ascii") as f:
-            return f.read().strip()[:16] or socket.gethostname()
+            machine = f.read().strip()[:16]
     except OSError:
-        return socket.gethostname()
+        machine = ""
+    return f"{machine}-{name}" if machine else name
 
 
 def current_owner() -> str:

@@ -3,7 +3,9 @@
 Invariant: appends to different sessions share no lock (a session's row lock orders its own
 `seq`); the instance-wide follow reads in commit-safe (tx, id) order below the snapshot's xmin
 (migration 11, docs/store.md "Instance-wide order"), so an event committed late with a smaller
-id is never skipped.
+id is never skipped. No data-writing transaction sends NOTIFY (its commit would take
+PostgreSQL's cluster-wide notify lock): `_PgTx.notify` only records the session, and after the
+commit `_pgnotify.Notifier` announces it from a connection of its own (docs/store.md, "LISTEN").
 
 Faults stay bounded (docs/store.md, "Faults"): every pooled connection carries a lock timeout, a
 statement timeout and an idle-in-transaction timeout (`[store]` of wakeful.toml), so a paused
@@ -28,16 +30,25 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ..config import StoreConfig
-from ..errors import MigrationError, StoreBusyError, StoreError, StoreUnavailableError, UsageError
+from ..config import StoreConfig, store_defaults
+from ..errors import (
+    CommitUnknownError,
+    MigrationError,
+    StoreBusyError,
+    StoreError,
+    StoreUnavailableError,
+    UsageError,
+)
 from ._backend import Params, Row
 from ._migrations import MIGRATIONS, statements
+from ._pgnotify import Notifier
 
 CHANNEL = "wakeful_events"
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _UNKNOWN = psycopg.pq.TransactionStatus.UNKNOWN
 _OFF = psycopg.pq.PipelineStatus.OFF
 _NO_LOCK = 0  # `wakeful_admit`'s first parameter, unused since migration 11
+_NO_CHANNEL = None  # `wakeful_admit` notifies on none (migration 17): the notifier announces
 _MIGRATE_LOCK = 0x57414B46
 
 log = logging.getLogger("wakeful.store")
@@ -74,17 +85,46 @@ def _redact(url: str) -> str:
 
 
 @contextmanager
-def _pipelined(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Pipeline]:
+def _pipelined(
+    conn: psycopg.Connection[Any], committed: Callable[[str | None], bool]
+) -> Iterator[psycopg.Pipeline]:
     """One transaction in pipeline mode: BEGIN travels with the first read, COMMIT with the
-    statements sent after the last one (`conn.transaction()` would add two round trips)."""
+    statements sent after the last one (`conn.transaction()` would add two round trips).
+
+    The transaction's id travels with BEGIN. When the connection is lost after COMMIT was sent,
+    the server may have committed without the client hearing it: `committed(xid)` then asks
+    the server (on another connection) and a committed transaction ends here as a success,
+    an aborted one raises the connection's error (nothing committed: a retry is safe)."""
+    xid: psycopg.Cursor[Any] | None = None
+    committing = False
     try:
         with conn.pipeline() as pipeline:
             conn.execute("BEGIN")
+            xid = conn.execute("SELECT pg_current_xact_id()::text")
             yield pipeline
+            if xid.pgresult is None:  # nothing was read yet: the id must be here before COMMIT
+                pipeline.sync()
+            committing = True
             conn.execute("COMMIT")
+    except psycopg.Error:
+        if not committing or not (conn.broken or conn.closed):
+            raise  # COMMIT never reached the server, or the server answered it: no ambiguity
+        if not committed(_xid_of(xid)):
+            raise
     finally:
         if conn.info.transaction_status not in (_IDLE, _UNKNOWN):  # UNKNOWN: connection lost
             conn.execute("ROLLBACK")
+
+
+def _xid_of(cursor: psycopg.Cursor[Any] | None) -> str | None:
+    """The transaction id a pipelined `SELECT pg_current_xact_id()` returned, if it arrived."""
+    if cursor is None or cursor.pgresult is None:
+        return None
+    try:
+        row = cursor.fetchone()
+    except psycopg.Error:
+        return None
+    return None if row is None else str(row[0])
 
 
 class _Sent:
@@ -120,6 +160,7 @@ class _PgTx:
     def __init__(self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None) -> None:
         self._conn = conn
         self._pipeline = pipeline
+        self.notified: set[str] = set()  # announced by the backend once the transaction commits
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         return self.query(sql, params).one()
@@ -158,14 +199,15 @@ class _PgTx:
         self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
         event_type: str, data: str, now_ms: int,
     ) -> _Sent:  # fmt: skip
+        self.notified.add(session_id)  # (also when nothing is created: a spurious wake-up)
         return self.query(
             "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (_NO_LOCK, CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
+            (_NO_LOCK, _NO_CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
              data, now_ms),
         )  # fmt: skip
 
     def notify(self, session_id: str) -> None:
-        self.send("SELECT pg_notify(?, ?)", (CHANNEL, session_id))
+        self.notified.add(session_id)
 
     def row_lock(self, *, skip_locked: bool = False) -> str:
         return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
@@ -183,12 +225,13 @@ class PostgresBackend:
         self.url = url
         self._max_size = max_size
         self._connect_timeout_s = connect_timeout_s
-        self._options = options or StoreConfig()
+        self._options = options or store_defaults()
         self._listen: psycopg.Connection[Any] | None = None
         # A pooled connection serves one thread at a time, and so does its cursor.
         self._admit_cursors: dict[psycopg.Connection[Any], psycopg.Cursor[Any]] = {}
         self._cursors_lock = threading.Lock()
         self._listen_lock = threading.Lock()
+        self._notifier = Notifier(CHANNEL, self._notify_connection)
         try:
             probe = psycopg.connect(url, connect_timeout=int(connect_timeout_s), autocommit=True)
             probe.close()
@@ -225,6 +268,21 @@ class PostgresBackend:
             [v for name, ms in settings.items() for v in (name, f"{ms}ms")],
         )
 
+    def _notify_connection(self) -> psycopg.Connection[Any]:
+        """The notifier's connection: the store's timeouts, and commits that wait for no WAL
+        flush (a notify-only transaction still writes a commit record; losing it in a crash
+        loses only a hint), so the notify lock is held for a moment only."""
+        conn = psycopg.connect(
+            self.url, autocommit=True, connect_timeout=int(self._connect_timeout_s)
+        )
+        try:
+            self._configure(conn)
+            conn.execute("SET synchronous_commit = off")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection that is not known to be dead: one the server ended while it
@@ -241,14 +299,54 @@ class PostgresBackend:
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[_PgTx]:
-        """Open a transaction; faults are translated as `_errors` says."""
+        """Open a transaction; faults are translated as `_errors` says. A read sends its
+        statements without BEGIN and COMMIT: under READ COMMITTED every statement of a
+        transaction block takes its own snapshot anyway and reads lock nothing, so the block
+        would only cost two round trips per read (`docs/store.md`, "Round trips"). The sessions
+        a write notified are announced once it has committed (`Notifier`)."""
         with self._errors(), self._connection() as conn:
             if not write:
-                with conn.transaction():
-                    yield _PgTx(conn, None)
+                yield _PgTx(conn, None)
                 return
-            with _pipelined(conn) as pipeline:
-                yield _PgTx(conn, pipeline)
+            with _pipelined(conn, self._committed) as pipeline:
+                tx = _PgTx(conn, pipeline)
+                yield tx
+        self._notifier.send(tx.notified)
+
+    def _committed(self, xid: str | None) -> bool:
+        """Whether the transaction `xid`, whose COMMIT was sent on a connection lost before
+        the answer came, committed after all. Asks the server on a new connection until it
+        knows: a transaction still in progress (its backend has not noticed the lost client
+        yet) ends by the idle-in-transaction or statement timeout at the latest, so the asking
+        stops a little after both; `CommitUnknownError` when no answer can be had by then (the
+        write may or may not be durable)."""
+        opts = self._options
+        wait_ms = max(opts.idle_in_transaction_timeout_ms, opts.statement_timeout_ms) + 1_000
+        deadline = time.monotonic() + wait_ms / 1000
+        problem = "its transaction id never arrived"
+        while xid is not None:
+            try:
+                with psycopg.connect(
+                    self.url, autocommit=True, connect_timeout=int(self._connect_timeout_s)
+                ) as conn:
+                    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
+                status = None if row is None else row[0]
+            except psycopg.Error as err:
+                status, problem = "unknown", _first_line(err)
+            if status == "committed":
+                log.warning("connection lost during COMMIT; transaction %s committed", xid)
+                return True
+            if status == "aborted":
+                return False
+            if status != "unknown":
+                problem = f"its status stayed {status or 'unknown'}"
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)  # "in progress" (its backend is still ending) or no answer yet
+        raise CommitUnknownError(
+            f"the connection to PostgreSQL at {_redact(self.url)} was lost during COMMIT and "
+            f"whether it committed cannot be told ({problem}); read the store before retrying"
+        )
 
     def admit_alone(
         self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
@@ -256,7 +354,8 @@ class PostgresBackend:
     ) -> Row | None:  # fmt: skip
         """A whole admission as one statement outside any transaction block: the server runs
         a single statement as its own transaction, so it commits or not as one, and nothing
-        else travels (no BEGIN, no COMMIT, no pipeline). Returns `(outcome, seq, event_id)`."""
+        else travels (no BEGIN, no COMMIT, no pipeline). Returns `(outcome, seq, event_id)`;
+        a created item is announced after the statement (`Notifier`)."""
         with self._errors(), self._connection() as conn:
             cursor = self._admit_cursors.get(conn)
             if cursor is None:  # one per pooled connection, kept: admissions are the hot path
@@ -267,9 +366,11 @@ class PostgresBackend:
             row: Row | None = cursor.execute(
                 "SELECT o_outcome, o_seq, o_id FROM wakeful_admit("
                 "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (_NO_LOCK, CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
+                (_NO_LOCK, _NO_CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
                  data, now_ms),
             ).fetchone()  # fmt: skip
+        if row is not None and row[0] == "created":
+            self._notifier.send((session_id,))
         return row
 
     @contextmanager
@@ -320,7 +421,9 @@ class PostgresBackend:
     def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
         """A daemon thread LISTENs (`wait_for_change`) and calls `on_commit` after every NOTIFY
         or quarter second; a failed listening connection is logged and retried a second later
-        (readers poll meanwhile). The returned function stops and joins the thread."""
+        (readers poll meanwhile). The returned function stops and joins the thread and closes
+        the listening connection (the next `wait_for_change` opens another), so no LISTEN is
+        left unread: an unread one would hold back the server's notification queue."""
         stopping = threading.Event()
 
         def listen() -> None:
@@ -339,6 +442,8 @@ class PostgresBackend:
         def stop() -> None:
             stopping.set()
             thread.join()
+            with self._listen_lock:
+                self._drop_listen()
 
         return stop
 
@@ -349,7 +454,9 @@ class PostgresBackend:
             self._listen = None
 
     def close(self) -> None:
-        """Close the pool and the listening connection."""
+        """Send the notifications still queued (waiting up to the connect timeout), then close
+        the notifier, the pool and the listening connection."""
+        self._notifier.close(self._connect_timeout_s)
         self._pool.close()
         with self._listen_lock:
             self._drop_listen()

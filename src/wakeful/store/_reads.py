@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
 from ..errors import AmbiguousIdError, CorruptStateError, NotFoundError
-from ..events import ReceiptRecorded, load_event
+from ..events import ReceiptRecorded, StoredEvent, load_event
 from ..messages import Message
 from ._inbox import message_bodies_in
 
 if TYPE_CHECKING:
-    from ._backend import Backend
+    from ._backend import Backend, Tx
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,46 @@ class TurnRow:
     started_seq: int
     ended_seq: int | None
     error: str | None
+
+
+def events_in(
+    tx: Tx, session_id: str, after: int = 0, limit: int | None = None, types: Sequence[str] = ()
+) -> list[StoredEvent]:
+    """Durable events of a session with `seq > after`, in order (optionally of some types), in
+    `tx` (an unknown session has none)."""
+    sql = "SELECT id, seq, at_ms, data FROM events WHERE session_id = ? AND seq > ?"
+    params: list[Any] = [session_id, after]
+    if types:
+        sql += f" AND type IN ({', '.join('?' for _ in types)})"
+        params += list(types)
+    sql += " ORDER BY seq" + (f" LIMIT {int(limit)}" if limit else "")
+    return [
+        StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3]))
+        for r in tx.all(sql, params)
+    ]
+
+
+def tool_calls_in(tx: Tx, session_id: str, status: str | None = None) -> list[ToolCallRow]:
+    """Tool calls of a session in start order (only those with `status`, if given), in `tx`."""
+    sql = (
+        "SELECT message_id, call_id, name, status, started_seq FROM tool_calls WHERE session_id = ?"
+    )
+    params: list[object] = [session_id]
+    if status is not None:
+        sql += " AND status = ?"
+        params.append(status)
+    rows = tx.all(sql + " ORDER BY started_seq", params)
+    return [ToolCallRow(r[0], r[1], r[2], r[3], int(r[4])) for r in rows]
+
+
+def turns_in(tx: Tx, session_id: str) -> list[TurnRow]:
+    """Turns of a session in start order, in `tx`."""
+    rows = tx.all(
+        "SELECT turn_id, status, started_seq, ended_seq, error FROM turns "
+        "WHERE session_id = ? ORDER BY started_seq",
+        (session_id,),
+    )
+    return [TurnRow(r[0], r[1], int(r[2]), None if r[3] is None else int(r[3]), r[4]) for r in rows]
 
 
 class ReadsMixin:
@@ -116,26 +157,13 @@ class ReadsMixin:
 
     def tool_calls(self, session_id: str, status: str | None = None) -> list[ToolCallRow]:
         """Tool calls of a session in start order, optionally only those with `status`."""
-        sql = "SELECT message_id, call_id, name, status, started_seq FROM tool_calls WHERE session_id = ?"
-        params: list[object] = [session_id]
-        if status is not None:
-            sql += " AND status = ?"
-            params.append(status)
         with self.backend.transaction(write=False) as tx:
-            rows = tx.all(sql + " ORDER BY started_seq", params)
-        return [ToolCallRow(r[0], r[1], r[2], r[3], int(r[4])) for r in rows]
+            return tool_calls_in(tx, session_id, status)
 
     def turns(self, session_id: str) -> list[TurnRow]:
         """Turns of a session in start order."""
         with self.backend.transaction(write=False) as tx:
-            rows = tx.all(
-                "SELECT turn_id, status, started_seq, ended_seq, error FROM turns "
-                "WHERE session_id = ? ORDER BY started_seq",
-                (session_id,),
-            )
-        return [
-            TurnRow(r[0], r[1], int(r[2]), None if r[3] is None else int(r[3]), r[4]) for r in rows
-        ]
+            return turns_in(tx, session_id)
 
     def receipts(self, session_id: str) -> list[ReceiptRecorded]:
         """Every prompt receipt of a session, in order, each with its complete `message_ids`

@@ -132,6 +132,15 @@ class _SqliteTx:
         return None
 
 
+class _Group:
+    """Writes that share one COMMIT; `error` is why it failed (then none of them committed)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self) -> None:
+        self.error: Exception | None = None
+
+
 class SqliteBackend:
     """A SQLite database file (created on first use; see the module docstring)."""
 
@@ -143,11 +152,29 @@ class SqliteBackend:
         self.poll_s = poll_ms / 1000
         self.read_only = False
         self._lock = threading.RLock()
+        self._group: _Group | None = None  # the writes waiting for one COMMIT (`_write`)
         self._busy_timeout_ms = int(busy_timeout_ms)
         if self.path != ":memory:":
             self._prepare_file()
             self.read_only = not _writable(self.path)
         self._conn = self._open(self.path, read_only=self.read_only)
+        self._reader, self._read_lock = self._conn, self._lock
+        if self.path != ":memory:" and not self.read_only:
+            self._reader = self._connect_reader()
+            self._read_lock = threading.RLock()
+
+    def _connect_reader(self) -> sqlite3.Connection:
+        """The connection reads use (the file is in WAL: a read sees the last commit)."""
+        timeout = self._busy_timeout_ms / 1000
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=timeout
+            )
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        except sqlite3.Error as err:
+            self._conn.close()
+            raise _translate(err, self.path) from None
+        return conn
 
     def _prepare_file(self) -> None:
         """Refuse an empty file; build a missing store aside and link it into place whole."""
@@ -259,21 +286,88 @@ class SqliteBackend:
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[_SqliteTx]:
-        """Open a transaction (BEGIN IMMEDIATE for writes); commit on success."""
-        with self._lock:
+        """Open a transaction (a write joins the open group commit, see `_Group`); a write
+        returns once its group committed. A read runs on a connection of its own (a file
+        store), so it sees only committed data and never waits for a commit's fsync."""
+        if write:
+            with self._write() as tx:
+                yield tx
+            return
+        with self._read_lock:
+            if self._reader is self._conn:
+                self._settle()  # a read never sees writes that are not durable yet
             try:
-                self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                self._reader.execute("BEGIN")
             except sqlite3.Error as err:
                 raise _translate(err, self.path) from None
             try:
-                yield _SqliteTx(self._conn)
-                self._conn.execute("COMMIT")
+                yield _SqliteTx(self._reader)
+                self._reader.execute("COMMIT")
             except sqlite3.Error as err:
-                self._rollback()
+                if self._reader.in_transaction:
+                    self._reader.execute("ROLLBACK")
                 raise _translate(err, self.path) from None
             except BaseException:
-                self._rollback()
+                if self._reader.in_transaction:
+                    self._reader.execute("ROLLBACK")
                 raise
+
+    @contextmanager
+    def _write(self) -> Iterator[_SqliteTx]:
+        """One write: its statements run under a savepoint of the open group (BEGIN IMMEDIATE
+        starts one), then the caller waits for the group's COMMIT (`_settle`), which covers
+        every write that joined meanwhile: concurrent writers of this process share one fsync
+        instead of paying one each. A write that fails is rolled back to its savepoint alone;
+        an error that ended the whole transaction fails the group's other writes too (none of
+        them is committed, each raises)."""
+        with self._lock:
+            if self._group is None:
+                try:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as err:
+                    raise _translate(err, self.path) from None
+                self._group = _Group()
+            group = self._group
+            try:
+                self._conn.execute("SAVEPOINT write")
+                yield _SqliteTx(self._conn)
+                self._conn.execute("RELEASE write")
+            except BaseException as err:
+                self._undo(group)
+                self._settle()  # the others' writes (nothing waits to join a failed one)
+                if isinstance(err, sqlite3.Error):
+                    raise _translate(err, self.path) from None
+                raise
+        time.sleep(0)  # let writers waiting for the lock join this group before it commits
+        with self._lock:
+            self._settle()
+        if group.error is not None:
+            raise group.error
+
+    def _undo(self, group: _Group) -> None:
+        """Roll back the failed write of `group` (under the lock)."""
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK TO write")
+                self._conn.execute("RELEASE write")
+                return
+            except sqlite3.Error:
+                pass
+        # SQLite ended the whole transaction (a full disk, an I/O error): the group is lost.
+        self._rollback()
+        group.error = StoreError(f"database {self.path}: a write of the same commit failed")
+        self._group = None
+
+    def _settle(self) -> None:
+        """Commit the open group, if any (under the lock)."""
+        group, self._group = self._group, None
+        if group is None:
+            return
+        try:
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as err:
+            self._rollback()
+            group.error = _translate(err, self.path)
 
     def _rollback(self) -> None:
         if self._conn.in_transaction:
@@ -295,9 +389,12 @@ class SqliteBackend:
         time.sleep(min(self.poll_s, max(timeout_s, 0.0)))
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connections (after committing an open group)."""
         with self._lock:
+            self._settle()
             self._conn.close()
+        with self._read_lock:
+            self._reader.close()
 
 
 def _applied(conn: sqlite3.Connection, path: str) -> set[int]:

@@ -31,10 +31,12 @@ from . import _inbox, _retention, _search
 from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in
 from ._artifacts import ArtifactsMixin
 from ._backend import Backend, Tx
+from ._batch import BatchMixin
 from ._claims import ClaimsMixin, demote_stale
+from ._idle import IdleMixin
 from ._media import externalize
 from ._meta import MetaMixin
-from ._reads import ReadsMixin
+from ._reads import ReadsMixin, events_in
 from ._records import (
     ROW_COLS,
     Admission,
@@ -64,14 +66,16 @@ class _OrderedSql:
 
 
 # The horizon: the oldest transaction still running in the reading snapshot, leaving out those
-# known to belong to another database of the cluster (they cannot write these events; without
-# this, any long transaction elsewhere on the server would hold the follow back). A backend's
-# `backend_xid` is a 32-bit xid: running xids lie within 2^31 of each other, so it names one.
+# known not to write events: another database's (without this, any long transaction elsewhere
+# on the server would hold the follow back) and autovacuum's (an ANALYZE holds an xid while it
+# runs, and would hold the follow back as long). A backend's `backend_xid` is a 32-bit xid: running xids lie within 2^31 of each other, so it
+# names one.
 _BELOW_XMIN = (
     "tx < COALESCE((SELECT min(x) FROM pg_snapshot_xip(pg_current_snapshot()) x "
     "WHERE mod(x::text::bigint, 4294967296) NOT IN (SELECT a.backend_xid::text::bigint FROM "
-    "pg_stat_activity a WHERE a.backend_xid IS NOT NULL AND a.datid <> (SELECT d.oid FROM "
-    "pg_database d WHERE d.datname = current_database()))), "
+    "pg_stat_activity a WHERE a.backend_xid IS NOT NULL AND (a.backend_type = "
+    "'autovacuum worker' OR a.datid <> (SELECT d.oid FROM pg_database d "
+    "WHERE d.datname = current_database())))), "
     "pg_snapshot_xmax(pg_current_snapshot()))"
 )
 _COLUMNS = "id, session_id, seq, at_ms, data"
@@ -105,7 +109,16 @@ def _ordered(kind: str) -> _OrderedSql:
     return _ORDERED[kind]
 
 
-class SqlStore(ClaimsMixin, ReadsMixin, SchedulesMixin, RewindMixin, ArtifactsMixin, MetaMixin):
+class SqlStore(
+    ClaimsMixin,
+    ReadsMixin,
+    BatchMixin,
+    SchedulesMixin,
+    RewindMixin,
+    ArtifactsMixin,
+    MetaMixin,
+    IdleMixin,
+):
     """The store. Open one with `wakeful.store.open_store(url)`."""
 
     def __init__(self, backend: Backend, clock: Clock | None = None) -> None:
@@ -331,20 +344,12 @@ class SqlStore(ClaimsMixin, ReadsMixin, SchedulesMixin, RewindMixin, ArtifactsMi
         self, session_id: str, after: int = 0, limit: int | None = None, types: Sequence[str] = ()
     ) -> list[StoredEvent]:
         """Durable events of a session with `seq > after`, in order (optionally of some types)."""
-        sql = "SELECT id, seq, at_ms, data FROM events WHERE session_id = ? AND seq > ?"
-        params: list[Any] = [session_id, after]
-        if types:
-            sql += f" AND type IN ({', '.join('?' for _ in types)})"
-            params += list(types)
-        sql += " ORDER BY seq" + (f" LIMIT {int(limit)}" if limit else "")
         with self.backend.transaction(write=False) as tx:
-            rows = tx.all(sql, params)
+            found = events_in(tx, session_id, after, limit, types)
             # Rows prove the session exists; only an empty answer needs the check.
-            if not rows and self._get(tx, session_id) is None:
+            if not found and self._get(tx, session_id) is None:
                 raise NotFoundError(f"no session {session_id}")
-        return [
-            StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3])) for r in rows
-        ]
+        return found
 
     def events_since(
         self, after_id: int = 0, limit: int = 1000, *, after_tx: int | None = None
@@ -579,7 +584,19 @@ class SqlStore(ClaimsMixin, ReadsMixin, SchedulesMixin, RewindMixin, ArtifactsMi
         With `start_turn`, delivered messages also start that turn in the same transaction;
         a `prelude` is written just before a delivery of messages (see `Prelude`). `first`
         (a driver's held reply) is written before everything, delivered or not.
+
+        With nothing to write first and no pending item, nothing is locked or written: one
+        read says so (on PostgreSQL the session row lock alone would cost a commit and its WAL
+        flush, at every step boundary). An item admitted after that read is the next
+        promotion's, as it would be had this one run a moment earlier.
         """
+        if not first:
+            with self.backend.transaction(write=False) as tx:
+                found = _inbox.any_pending(tx, session_id)
+            if found is None:
+                raise NotFoundError(f"no session {session_id}")
+            if not found:
+                return []
         with self.backend.transaction(write=True) as tx:
             return _inbox.promote_in(
                 tx, session_id, self.clock.now_ms(), idle=idle, input_id=input_id, claim=claim,

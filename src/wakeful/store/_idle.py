@@ -1,0 +1,77 @@
+"""Sessions whose provider prompt cache is about to expire (`[compaction] before_cache_expiry`).
+
+A session is *idle since its last turn* when its status is `idle` (its newest turn completed or
+was interrupted), it has no pending input and no live claim, and nothing compacted it after that
+turn ended. Its cache was last refreshed by the turn's final request, which ended at about the
+turn's `turn.ended`: the cache is estimated to expire `ttl_ms` after that. The turn is *long*
+when the newest request usage recorded before its end carried at least `min_tokens` input
+tokens. The result names each such session with the `seq` of that `turn.ended`, so an
+admission keyed on it happens once per idle period whichever process asks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..events import UsageRecorded, load_event
+from ._append import LIST_SLACK_MS
+
+if TYPE_CHECKING:
+    from ._backend import Backend
+
+# A compaction recorded after the turn ended (whichever way it went) settles the idle period.
+SETTLING_TYPES = ("compaction.ended", "compaction.tail", "compaction.skipped", "compaction.failed")
+
+
+class IdleMixin:
+    """The idle-session scan of `SqlStore`."""
+
+    backend: Backend
+
+    def cache_expiring(
+        self, now_ms: int, ttl_ms: int, margin_ms: int, min_tokens: int, limit: int = 100
+    ) -> list[tuple[str, int]]:
+        """Sessions idle since their last turn (module docstring), long, whose cache expires
+        within `margin_ms` from `now_ms` and has not expired yet: (session id, the seq of the
+        last turn's `turn.ended`), oldest first, at most `limit`."""
+        out: list[tuple[str, int]] = []
+        marks = ", ".join("?" for _ in SETTLING_TYPES)
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all(  # last active within the cache lifetime: the listing index bounds it
+                "SELECT s.id FROM sessions s "
+                "LEFT JOIN claims c ON c.session_id = s.id AND c.released = 0 "
+                "WHERE s.listed_ms >= ? AND s.status = 'idle' AND s.archived_ms IS NULL "
+                "AND c.session_id IS NULL "
+                "AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.session_id = s.id "
+                "AND i.status = 'pending') ORDER BY s.listed_ms, s.id",
+                (now_ms - ttl_ms - LIST_SLACK_MS,),
+            )
+            for (sid,) in rows:
+                ended = tx.one(
+                    "SELECT seq, at_ms FROM events WHERE session_id = ? AND type = 'turn.ended' "
+                    "ORDER BY seq DESC LIMIT 1",
+                    (sid,),
+                )
+                if ended is None:
+                    continue
+                seq, at_ms = int(ended[0]), int(ended[1])
+                if not at_ms + ttl_ms - margin_ms <= now_ms < at_ms + ttl_ms:
+                    continue
+                settled = tx.one(
+                    f"SELECT 1 FROM events WHERE session_id = ? AND seq > ? AND type IN ({marks}) "
+                    "LIMIT 1",
+                    (sid, seq, *SETTLING_TYPES),
+                )
+                if settled is not None:
+                    continue
+                usage = tx.one(
+                    "SELECT data FROM events WHERE session_id = ? AND seq < ? "
+                    "AND type = 'usage.recorded' ORDER BY seq DESC LIMIT 1",
+                    (sid, seq),
+                )
+                event = None if usage is None else load_event(usage[0])
+                if isinstance(event, UsageRecorded) and event.input_tokens >= min_tokens:
+                    out.append((sid, seq))
+                    if len(out) >= limit:
+                        break
+        return out

@@ -1,0 +1,108 @@
+"""PostgreSQL's NOTIFY sent after commit, from a connection of its own (docs/store.md, "LISTEN").
+
+A transaction with pending notifies takes one cluster-wide lock at commit (PostgreSQL's
+`PreCommit_Notify`: AccessExclusiveLock on object 0 of pg_database) and holds it until its commit
+record is flushed. Sent inside the data-writing transactions, every append of every process would
+commit one at a time. So a writer only hands its session ids to the `Notifier`, after its commit;
+the notifier's thread sends them in batches (`SELECT pg_notify(...) FROM unnest(...)`), each batch
+its own tiny transaction with `synchronous_commit` off: it writes no data and waits for no WAL
+flush, so it holds the lock for a moment only. A notification is a hint, never the only path:
+every follower also polls, so one lost with a connection only delays a wake-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import psycopg
+
+log = logging.getLogger("wakeful.store")
+
+NOTIFY_BATCH_SQL = "SELECT pg_notify(%s, s) FROM unnest(%s::text[]) AS s"
+_RETRY_S = 0.5  # after a failed send, before reconnecting
+_BATCH = 1000  # session ids per statement
+
+
+class Notifier:
+    """Announces session ids on `channel` from a daemon thread, started by the first `send`.
+
+    `send` never blocks on the database: it records the ids (duplicates coalesce until the next
+    batch goes out) and returns. `connect` opens the notifier's connection (autocommit, with the
+    store's timeouts); a failed send drops it, waits `_RETRY_S` and reconnects, keeping the ids.
+    """
+
+    def __init__(self, channel: str, connect: Callable[[], psycopg.Connection[Any]]) -> None:
+        self._channel = channel
+        self._connect = connect
+        self._pending: dict[str, None] = {}  # (insertion-ordered set)
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.sent = 0  # batches sent (for tests and benchmarks)
+
+    def send(self, session_ids: Iterable[str]) -> None:
+        """Queue `session_ids` to be announced soon; a no-op once closed or when empty."""
+        with self._cond:
+            if self._closed:
+                return
+            self._pending.update(dict.fromkeys(session_ids))
+            if not self._pending:
+                return
+            if self._thread is None or not self._thread.is_alive():  # (also after a fork)
+                self._thread = threading.Thread(
+                    target=self._run, name="wakeful-notify", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def close(self, timeout_s: float) -> None:
+        """Send what is queued (waiting up to `timeout_s`), then stop the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+
+    def _run(self) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        failing = False
+        try:
+            while True:
+                with self._cond:
+                    while not self._pending and not self._closed:
+                        self._cond.wait()
+                    if not self._pending:
+                        return  # closed, everything sent
+                    batch = list(self._pending)[:_BATCH]
+                    for sid in batch:
+                        del self._pending[sid]
+                try:
+                    if conn is None:
+                        conn = self._connect()
+                    conn.execute(NOTIFY_BATCH_SQL, (self._channel, batch))
+                    self.sent += 1
+                    failing = False
+                except psycopg.Error as err:
+                    if not failing:  # (once per outage)
+                        log.warning("NOTIFY failed (%s); followers poll meanwhile", err)
+                    failing = True
+                    _dropped(conn)
+                    conn = None
+                    with self._cond:
+                        if self._closed:
+                            return  # (a closing store does not wait for the server to return)
+                        self._pending = dict.fromkeys(batch) | self._pending
+                        self._cond.wait_for(lambda: self._closed, _RETRY_S)  # (sends don't end it)
+        finally:
+            _dropped(conn)
+
+
+def _dropped(conn: psycopg.Connection[Any] | None) -> None:
+    if conn is not None:
+        with contextlib.suppress(psycopg.Error):
+            conn.close()

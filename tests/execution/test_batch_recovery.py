@@ -1,0 +1,114 @@
+"""Batched recovery (`recover_batch`, `SqlStore.append_batch`): every orphan of a batch is
+settled exactly once, each session's writes fenced by its own claim, and a live claim is never
+taken. Both backends; two workers race over the same orphans."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from tests.allow import ALLOW_WRITES
+from wakeful.config import Config, ExecutionConfig
+from wakeful.events import (
+    MessageAdded,
+    SessionCreated,
+    SessionEvent,
+    ToolCallEnded,
+    ToolCallStarted,
+)
+from wakeful.execution import Runtime, run_worker
+from wakeful.execution._owner import host_id
+from wakeful.execution._recovery import CONTINUATION, NOT_RUN_RESULT, PARTIAL_RESULT
+from wakeful.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
+from wakeful.store import SqlStore, fence, open_store
+
+from .helpers import check_session, epochs, write_script
+
+CONFIG = Config(permissions=ALLOW_WRITES, execution=ExecutionConfig(poll_interval_ms=10))
+DEAD = f"{host_id()}/{os.getpid()}/not-this-process"  # this pid, another start: a dead owner
+LIVE = "another-host/1/1"  # judged by its lease only, which holds for an hour
+
+
+def leave(store: SqlStore, sid: str, model: str, kind: str, owner: str = DEAD) -> None:
+    """Leave `sid` as a driver that died mid-turn leaves it: `running` (a call started),
+    `unstarted` (a reply whose call never started) or `answered` (a final reply, no end)."""
+    created = SessionCreated(agent="build", model=model)
+    store.admit(sid, None, "user", {"text": "work"}, create=created)
+    claim = store.acquire_claim(sid, owner, lease_ms=3_600_000)
+    assert claim is not None
+    token = fence(claim)
+    store.promote(sid, idle=True, claim=token, start_turn=f"turn_{sid}")
+    call = ToolCallBlock(id="call_0", name="goal_set", input={"goal": "g"})
+    blocks = (TextBlock(text="all done"),) if kind == "answered" else (call,)
+    reply = Message(id=f"msg_{sid}", role="assistant", blocks=blocks)
+    events: list[SessionEvent] = [MessageAdded(message=reply, turn_id=f"turn_{sid}")]
+    if kind == "running":
+        events.append(ToolCallStarted(call_id="call_0", message_id=reply.id, name="goal_set",
+                                      input={}))  # fmt: skip
+    store.append(sid, events, token)
+
+
+async def test_two_workers_settle_every_orphan_once_and_leave_live_claims(
+    db_url: str, tmp_path: Path
+):
+    model = write_script(tmp_path / "script.json", [{"match": ".", "replies": [
+        {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}, {"text": "done"},
+    ]}])  # fmt: skip
+    kinds = {f"ses_orphan_{n:03d}": ("running", "unstarted", "answered")[n % 3] for n in range(30)}
+    live = [f"ses_live_{n}" for n in range(3)]
+    setup = open_store(db_url)
+    for sid, kind in kinds.items():
+        leave(setup, sid, model, kind)
+    for sid in live:
+        leave(setup, sid, model, "running", owner=LIVE)
+    held = {sid: (setup.current_claim(sid), setup.events(sid)) for sid in live}
+    setup.close()
+
+    one, two = (Runtime(db_url, model=model, workspace=tmp_path, config=CONFIG) for _ in "ab")
+    stats = await asyncio.gather(
+        run_worker(one, once=True, concurrency=8), run_worker(two, once=True, concurrency=8)
+    )
+    assert sum(s.taken_over for s in stats) == len(kinds)  # each orphan taken once
+    store = one.store
+    for sid, kind in kinds.items():
+        check_session(store, sid)
+        events = [e.event for e in store.events(sid)]
+        blocks = [b for e in events if isinstance(e, MessageAdded) for b in e.message.blocks]
+        texts = [b.text for b in blocks if isinstance(b, TextBlock)]
+        outputs = [b.output for b in blocks if isinstance(b, ToolResultBlock)]
+        ended = [e for e in events if isinstance(e, ToolCallEnded) and e.call_id == "call_0"]
+        assert len(ended) == (kind == "running"), (sid, ended)
+        assert outputs.count(PARTIAL_RESULT) == (kind == "running"), sid
+        assert outputs.count(NOT_RUN_RESULT) == (kind == "unstarted"), sid
+        assert texts.count(CONTINUATION) == (kind != "answered"), sid  # a final reply: no request
+        assert [t.status for t in store.turns(sid)] == ["completed"]
+        assert {e for _s, e in epochs(store, sid)} == {None, 1, 2}  # one takeover: epoch 2
+        assert store.current_claim(sid) is None  # released
+    for sid in live:  # never taken, never written
+        claim, events = held[sid]
+        assert store.current_claim(sid) == claim
+        assert store.events(sid) == events
+    await one.aclose()
+    await two.aclose()
+
+
+def test_a_batch_write_is_fenced_per_session(store: SqlStore, tmp_path: Path):
+    leave(store, "ses_a", "scripted:x", "running")
+    leave(store, "ses_b", "scripted:x", "running")
+    taken = store.take_over_claims(
+        "me/1/1", 60_000, lambda owner: owner == DEAD, local_host=host_id()
+    )
+    assert sorted(c.session_id for c in taken) == ["ses_a", "ses_b"]
+    mine = {c.session_id: c for c in taken}
+    stolen = store.acquire_claim("ses_b", "thief/1/1", 60_000, is_dead=lambda _o: True)
+    assert stolen is not None and stolen.epoch == mine["ses_b"].epoch + 1
+    note = [MessageAdded(message=Message(role="user", blocks=(TextBlock(text="healed"),)))]
+    before = store.get_session("ses_b").last_seq
+    written = store.append_batch([
+        ("ses_b", note, fence(mine["ses_b"])), ("ses_a", note, fence(mine["ses_a"])),
+    ])  # fmt: skip
+    assert written == {"ses_a"}  # the lost claim's session is left out, the other written
+    assert store.messages("ses_a")[-1].text() == "healed"
+    assert store.get_session("ses_b").last_seq == before
+    assert store.append_batch([("ses_a", note, fence(stolen))]) == set()  # not ses_a's claim

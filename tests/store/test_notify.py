@@ -1,0 +1,101 @@
+"""PostgreSQL's NOTIFY is sent outside the data-writing transactions (issue 24).
+
+A transaction that queues a NOTIFY takes the cluster-wide notify lock at its commit and holds it
+until its commit record is flushed, so notifying inside every append would serialize all of
+them. The store's writes here all run on its one pooled connection; a LISTENer must still be
+woken after an append and after each kind of admission (one statement; inside a transaction),
+and every notification must come from another backend (the notifier's connection), never the
+one that wrote the data. Before the change the notifications came from the writing connection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.pg import fresh_database
+from wakeful.events import SessionCreated, SessionUpdated
+from wakeful.store import SqlStore
+from wakeful.store._inbox import server_admission
+from wakeful.store._postgres import CHANNEL, PostgresBackend
+
+pytestmark = pytest.mark.postgres
+
+
+def _announced(listener: psycopg.Connection[Any], session_id: str) -> list[int]:
+    """The pids of the notifications for `session_id` that arrive within 5 s (until the first)."""
+    pids = []
+    for note in listener.notifies(timeout=5.0):
+        if note.payload == session_id:
+            pids.append(note.pid)
+            break
+    return pids
+
+
+def test_writes_are_announced_after_commit_from_another_connection():
+    with fresh_database() as url:
+        store = SqlStore(PostgresBackend(url, max_size=1))  # every write on one connection
+        listener = psycopg.connect(url, autocommit=True)
+        try:
+            listener.execute(f"LISTEN {CHANNEL}")
+            with store.backend.transaction(write=False) as tx:
+                row = tx.one("SELECT pg_backend_pid()")
+            assert row is not None
+            writer = int(row[0])
+            # A missing session: the admission runs in a transaction that creates it.
+            store.admit("ses_a", "i1", "user", {"text": "one"}, create=SessionCreated())
+            after_admit_in_tx = _announced(listener, "ses_a")
+            store.append("ses_a", [SessionUpdated(title="appended")])
+            after_append = _announced(listener, "ses_a")
+            store.admit("ses_a", "i2", "user", {"text": "two"})  # one statement
+            after_admit_alone = _announced(listener, "ses_a")
+        finally:
+            listener.close()
+            store.close()
+    assert after_admit_in_tx and after_append and after_admit_alone  # each woke the listener
+    assert writer not in after_admit_in_tx + after_append + after_admit_alone
+
+
+def test_a_process_from_before_the_change_still_notifies_from_the_admission():
+    """Mixed versions: a process started before migration 17 passes the channel to the
+    admission function, which then still notifies (inside, as it did)."""
+    with fresh_database() as url:
+        store = SqlStore(PostgresBackend(url))
+        listener = psycopg.connect(url, autocommit=True)
+        try:
+            listener.execute(f"LISTEN {CHANNEL}")
+            store.create_session("ses_a")
+            assert _announced(listener, "ses_a")  # (by the notifier, after the commit)
+            with psycopg.connect(url, autocommit=True) as old:
+                args = server_admission("ses_a", "i1", "user", {"text": "x"}, "steer", 1)
+                row = old.execute(
+                    "SELECT o_outcome FROM wakeful_admit(0, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    (CHANNEL, *args),
+                ).fetchone()
+                pid = old.info.backend_pid
+            announced = _announced(listener, "ses_a")
+        finally:
+            listener.close()
+            store.close()
+    assert row == ("created",)
+    assert announced == [pid]
+
+
+def test_the_notifier_reconnects_after_losing_its_connection():
+    with fresh_database() as url:
+        store = SqlStore(PostgresBackend(url))
+        listener = psycopg.connect(url, autocommit=True)
+        try:
+            listener.execute(f"LISTEN {CHANNEL}")
+            store.create_session("ses_a")
+            [first] = _announced(listener, "ses_a")
+            with psycopg.connect(url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+            store.append("ses_a", [SessionUpdated(title="after the loss")])
+            after_loss = _announced(listener, "ses_a")  # a new connection, half a second later
+        finally:
+            listener.close()
+            store.close()
+    assert after_loss and after_loss != [first]
