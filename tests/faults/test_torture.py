@@ -107,7 +107,8 @@ def torture(tmp_path: Path, db: str, hurt: Callable[[], int], pause: tuple[float
     work = make_workspace(tmp_path, lease_ms=3_000)
     store = open_store(db)
     tags = iter(f"T{i}" for i in range(100_000))
-    model = job_script(tmp_path / "script.json", [f"T{i}" for i in range(6 * kills_wanted + 30)])
+    # a run that ends before its kill takes new prompts: enough rules for many more runs than kills
+    model = job_script(tmp_path / "script.json", [f"T{i}" for i in range(30 * kills_wanted + 30)])
     env = cli_env(db, tmp_path)
     for sid in SESSIONS:
         create_session(store, sid, model, [f"job {next(tags)}" for _ in range(2)], workspace=work)
