@@ -4,9 +4,10 @@ A host is a set of worker processes sharing one host id. Where the machine allow
 working `ip netns`), each host is a Linux network namespace of its own: its workers reach
 PostgreSQL over a veth pair, through a TCP forwarder (`socat`) bound to the pair's root-side
 address, because the server listens on loopback only; and they see a machine id of their own
-(`/etc/netns/NAME/machine-id`, which `ip netns exec` binds over `/etc/machine-id`), so their
-`host_id()` differs from every other host's and an orphaned claim of theirs is taken over by
-lease only, as across real machines. Otherwise hosts are plain processes sharing this machine's
+(`/etc/netns/NAME/machine-id`, which `ip netns exec` binds over `/etc/machine-id`) and are given
+that host's id (`WAKEFUL_HOST_ID`, so the harness knows their claims' owners without deriving a
+host id itself), so their `host_id()` differs from every other host's and an orphaned claim of
+theirs is taken over by lease only, as across real machines. Otherwise hosts are plain processes sharing this machine's
 host id (a killed host's claims are then taken over at once, by the dead-owner rule). The
 harness makes its namespaces, veth pairs, forwarders and files, and removes them on `close`.
 """
@@ -190,6 +191,7 @@ class Fleet:
         cmd = [WAKEFUL, "worker", "--concurrency", str(self.concurrency)]
         if host.netns is not None:
             cmd = ["ip", "netns", "exec", host.netns, *cmd]  # `ip` execs the worker: same pid
+            env["WAKEFUL_HOST_ID"] = host.host_id  # the harness names the host's claims by it
         log = self.home / f"worker-h{host.index}-{len(host.workers)}.log"
         with log.open("wb") as out:  # the worker has its own descriptor
             return subprocess.Popen(
