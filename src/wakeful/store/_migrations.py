@@ -449,6 +449,15 @@ ALTER TABLE messages_lean RENAME TO messages;
 CREATE INDEX messages_reverted ON messages (session_id) WHERE reverted IS NOT NULL
 """
 
+# `sessions_parent` holds children only. As a full index, SQLite's planner took it for the
+# listing's `parent_id IS NULL` (an equality it assumes selective), read every root and sorted
+# them all: a first page of 100,000 sessions took ~37 ms instead of a walk of `sessions_roots`.
+# A child lookup (`parent_id = ?`) still uses it: the equality implies `IS NOT NULL`.
+_CHILDREN_INDEX = """
+DROP INDEX sessions_parent;
+CREATE INDEX sessions_parent ON sessions (parent_id) WHERE parent_id IS NOT NULL
+"""
+
 MIGRATIONS: list[tuple[int, str, str, str]] = [
     (
         1,
@@ -552,6 +561,13 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         "admit_after_commit_notify",
         "",
         _QUIET_ADMIT,
+    ),
+    (
+        # The children index without the roots (`_CHILDREN_INDEX`).
+        18,
+        "children_index",
+        _CHILDREN_INDEX,
+        _CHILDREN_INDEX,
     ),
 ]
 
