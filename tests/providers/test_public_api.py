@@ -2,6 +2,7 @@ import wakeful.providers as providers
 
 EXPECTED = {
     "AnthropicProvider",
+    "CHARS_PER_TOKEN",
     "Finish",
     "FinishReason",
     "LocalProvider",

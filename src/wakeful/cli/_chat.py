@@ -147,7 +147,8 @@ class Chat:
 
     async def _settle(self) -> None:
         """Give a turn whose answer is already on screen a moment to end (its last commit) before
-        a command that switches sessions, which a running turn refuses."""
+        a command that switches sessions, which a running turn refuses, or before Ctrl-D
+        leaves (which interrupts a turn still running: the answer shown would not be kept)."""
         deadline = asyncio.get_running_loop().time() + SETTLE_S
         while self.busy() and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110 (the coordinator has no event for a drain ending; bounded by SETTLE_S)
             await asyncio.sleep(0.02)
@@ -345,6 +346,8 @@ async def _loop(chat: Chat) -> None:
             else:
                 line = reading.result()
             if line is None:  # Ctrl-D on an empty line, or a second Ctrl-C
+                if not leave.is_set():  # Ctrl-D: an answer already on screen may be ending
+                    await chat._settle()
                 if chat.busy():
                     chat.rt.interrupt(chat.sid)
                 return
