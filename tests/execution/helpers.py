@@ -18,7 +18,14 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from tests.allow import allow_writes
-from wakeful.events import InputDelivered, InputEnqueued, InputRejected, SessionCreated
+from wakeful.events import (
+    InputDelivered,
+    InputEnqueued,
+    InputRejected,
+    MessageAdded,
+    SessionCreated,
+    StoredEvent,
+)
 from wakeful.messages import drop_invalid_pairings, is_wire_valid, to_wire
 from wakeful.store import SqlStore
 
@@ -139,6 +146,28 @@ def epochs(store: SqlStore, sid: str) -> list[tuple[int, int | None]]:
     return [(int(s), None if e is None else int(e)) for s, e in rows]
 
 
+def twice(store: SqlStore, sid: str, events: Sequence[StoredEvent]) -> str:
+    """The failure message for a message stored twice: each copy's event, epoch and neighbours."""
+    by_id: dict[str, list[int]] = {}
+    for e in events:
+        if isinstance(e.event, MessageAdded):
+            by_id.setdefault(e.event.message.id, []).append(e.seq)
+        elif isinstance(e.event, InputDelivered):
+            mid = e.event.message.id if e.event.message else e.event.message_id
+            if mid is not None:
+                by_id.setdefault(mid, []).append(e.seq)
+    epoch = dict(epochs(store, sid))
+    lines = [f"{sid}: a message stored twice"]
+    for mid, seqs in by_id.items():
+        if len(seqs) > 1:
+            lines.append(f"message {mid} at seq {seqs}")
+            for e in events:
+                if any(abs(e.seq - s) <= 3 for s in seqs):
+                    lines.append(f"  {e.seq} epoch={epoch.get(e.seq)} {e.event.type} "
+                                 f"{e.event.model_dump_json()[:160]}")  # fmt: skip
+    return "\n".join(lines)
+
+
 def ledger_lines(workdir: Path) -> Counter[str]:
     """How often each line occurs in the ledger."""
     path = workdir / LEDGER
@@ -170,7 +199,7 @@ def check_session(store: SqlStore, sid: str, ledger: Counter[str] | None = None)
     assert store.pending(sid) == []
 
     messages = store.messages(sid)
-    assert len({m.id for m in messages}) == len(messages), f"{sid}: a message stored twice"
+    assert len({m.id for m in messages}) == len(messages), twice(store, sid, events)
     in_transcript = Counter((m.metadata or {}).get("input_id") for m in messages)
     delivered = [e.event for e in events if isinstance(e.event, InputDelivered)]
     for d in delivered:  # a control item becomes no message; any other input exactly one

@@ -5,7 +5,10 @@ message stored twice this way), one that did not raises a retryable error, and o
 cannot be learned raises `CommitUnknownError`, which is not retryable.
 
 A TCP proxy between the store and the server cuts the connection at the COMMIT: after
-forwarding it (the server commits) or before (the server never sees it).
+forwarding it (the server commits) or before (the server never sees it), or answers the
+committed COMMIT with what `pg_terminate_backend` makes a server send when it lands just after
+a commit: a FATAL error, the connection closed only a moment later (psycopg raises before it
+sees the connection end: the torture run found a message stored twice this way too).
 """
 
 from __future__ import annotations
@@ -32,14 +35,27 @@ pytestmark = pytest.mark.postgres
 COMMIT = b"COMMIT\x00"  # the statement's text in the Parse message of the extended protocol
 
 
+def _error_response(severity: str, code: str, text: str) -> bytes:
+    """A protocol ErrorResponse message, as the server sends it."""
+    fields = b"".join(
+        kind + value.encode() + b"\x00"
+        for kind, value in ((b"S", severity), (b"V", severity), (b"C", code), (b"M", text))
+    ) + b"\x00"  # fmt: skip
+    return b"E" + (len(fields) + 4).to_bytes(4, "big") + fields
+
+
+TERMINATED = _error_response("FATAL", "57P01", "terminating connection due to administrator command")
+
+
 class CuttingProxy:
     """Forwards TCP to PostgreSQL; once armed, cuts the next connection that sends COMMIT
-    (`after=True`: once the server had time to commit it; `False`: without sending it). With
-    `refuse_after_cut`, every later connection is refused too."""
+    (`after=True`: once the server had time to commit it; `False`: without sending it;
+    `"fatal"`: once committed, the client hears `TERMINATED` and the connection ends 0.5 s
+    later). With `refuse_after_cut`, every later connection is refused too."""
 
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
-        self.armed: bool | None = None  # None: forward everything; else the `after` mode
+        self.armed: bool | str | None = None  # None: forward everything; else the mode
         self.refuse_after_cut = False
         self.cuts = 0
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -72,6 +88,9 @@ class CuttingProxy:
                     if after:
                         server.sendall(data)
                         time.sleep(0.5)  # the server commits; its answer is never passed on
+                    if after == "fatal":
+                        client.sendall(TERMINATED)
+                        time.sleep(0.5)
                     self.cuts += 1
                     break
                 server.sendall(data)
@@ -125,6 +144,16 @@ def test_a_commit_the_server_made_is_a_success_and_is_stored_once():
         store.append("ses_c", [_message("two")])
         ids = [m.id for m in direct.messages("ses_c")]
         assert ids == ["msg_one", "msg_two"]
+
+
+def test_a_commit_answered_by_a_fatal_error_is_asked_about_too():
+    with proxied_store() as (proxy, store, direct):
+        store.create_session("ses_c")
+        proxy.armed = "fatal"
+        store.append("ses_c", [_message("one")])
+        assert proxy.cuts == 1, "the proxy never cut a COMMIT"
+        store.append("ses_c", [_message("two")])
+        assert [m.id for m in direct.messages("ses_c")] == ["msg_one", "msg_two"]
 
 
 def test_a_commit_the_server_never_saw_is_retryable_and_stored_nothing():
