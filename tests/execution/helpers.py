@@ -164,7 +164,7 @@ def twice(store: SqlStore, sid: str, events: Sequence[StoredEvent]) -> str:
             for e in events:
                 if any(abs(e.seq - s) <= 3 for s in seqs):
                     lines.append(f"  {e.seq} epoch={epoch.get(e.seq)} {e.event.type} "
-                                 f"{e.event.model_dump_json()[:160]}")  # fmt: skip
+                                 f"{e.event.model_dump_json()[:600]}")  # fmt: skip
     return "\n".join(lines)
 
 

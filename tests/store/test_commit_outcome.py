@@ -44,14 +44,17 @@ def _error_response(severity: str, code: str, text: str) -> bytes:
     return b"E" + (len(fields) + 4).to_bytes(4, "big") + fields
 
 
-TERMINATED = _error_response("FATAL", "57P01", "terminating connection due to administrator command")
+TERMINATED = _error_response(
+    "FATAL", "57P01", "terminating connection due to administrator command"
+)
 
 
 class CuttingProxy:
     """Forwards TCP to PostgreSQL; once armed, cuts the next connection that sends COMMIT
     (`after=True`: once the server had time to commit it; `False`: without sending it;
     `"fatal"`: once committed, the client hears `TERMINATED` and the connection ends 0.5 s
-    later). With `refuse_after_cut`, every later connection is refused too."""
+    later; `"fatal-now"`: the same without waiting for the commit, which the server still
+    makes). With `refuse_after_cut`, every later connection is refused too."""
 
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
@@ -87,8 +90,9 @@ class CuttingProxy:
                     mute.set()
                     if after:
                         server.sendall(data)
-                        time.sleep(0.5)  # the server commits; its answer is never passed on
-                    if after == "fatal":
+                        if after != "fatal-now":
+                            time.sleep(0.5)  # the server commits; its answer is never passed on
+                    if after in ("fatal", "fatal-now"):
                         client.sendall(TERMINATED)
                         time.sleep(0.5)
                     self.cuts += 1
@@ -146,10 +150,11 @@ def test_a_commit_the_server_made_is_a_success_and_is_stored_once():
         assert ids == ["msg_one", "msg_two"]
 
 
-def test_a_commit_answered_by_a_fatal_error_is_asked_about_too():
+@pytest.mark.parametrize("mode", ["fatal", "fatal-now"])
+def test_a_commit_answered_by_a_fatal_error_is_asked_about_too(mode: str):
     with proxied_store() as (proxy, store, direct):
         store.create_session("ses_c")
-        proxy.armed = "fatal"
+        proxy.armed = mode
         store.append("ses_c", [_message("one")])
         assert proxy.cuts == 1, "the proxy never cut a COMMIT"
         store.append("ses_c", [_message("two")])

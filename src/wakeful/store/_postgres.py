@@ -106,14 +106,28 @@ def _pipelined(
                 pipeline.sync()
             committing = True
             conn.execute("COMMIT")
-    except psycopg.Error:
-        if not committing or not (conn.broken or conn.closed):
+    except psycopg.Error as err:
+        if not committing or _answered(conn, err):
             raise  # COMMIT never reached the server, or the server answered it: no ambiguity
-        if not committed(_xid_of(xid)):
+        txid = _xid_of(xid)
+        with contextlib.suppress(psycopg.Error):
+            conn.close()  # whatever the server still holds of the transaction ends with it
+        if not committed(txid):
             raise
     finally:
         if conn.info.transaction_status not in (_IDLE, _UNKNOWN):  # UNKNOWN: connection lost
             conn.execute("ROLLBACK")
+
+
+def _answered(conn: psycopg.Connection[Any], err: psycopg.Error) -> bool:
+    """Whether `err`, raised after COMMIT was sent, is the server's answer that the transaction
+    did not commit: an error it reported with a state, on a connection that lives on. Anything
+    else leaves the outcome open: a lost connection; a FATAL error (`pg_terminate_backend` lands
+    after the commit as well as before it); an error psycopg raised itself, such as "cannot exit
+    pipeline mode while busy" when the FATAL arrived before the rest of the answer."""
+    if conn.broken or conn.closed or err.sqlstate is None:
+        return False
+    return err.diag.severity_nonlocalized not in ("FATAL", "PANIC")
 
 
 def _xid_of(cursor: psycopg.Cursor[Any] | None) -> str | None:
