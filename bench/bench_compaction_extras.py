@@ -9,7 +9,9 @@ Run: `python bench/bench_compaction_extras.py [--messages N] [--sessions S]`
    best of 15 each, alternating.
 2. The idle scan (`SqlStore.cache_expiring`) over S idle sessions of which all are in the
    cache window (the worst case: every one is examined), against the worker's existing
-   `startable_sessions` scan of the same store (the baseline every poll already pays).
+   `startable_sessions` scan of the same store (the baseline every poll already pays), and
+   the locations query every scan makes first (each location's own settings decide; it runs
+   whatever the settings say, over the sessions active within a day).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_compaction import conversation  # noqa: E402
 
 from wakeful.clock import FakeClock  # noqa: E402
+from wakeful.config import DAY_MS  # noqa: E402
 from wakeful.events import MessageAdded, TurnEnded, TurnStarted, UsageRecorded  # noqa: E402
 from wakeful.runner import Section  # noqa: E402
 from wakeful.runner._prompt import build_request  # noqa: E402
@@ -53,7 +56,7 @@ def requests(n: int, rounds: int = 15) -> tuple[float, float]:
     return plain, tail
 
 
-def scans(folder: Path, sessions: int) -> tuple[float, float, int]:
+def scans(folder: Path, sessions: int) -> tuple[float, float, float, int]:
     clock = FakeClock()
     store = open_store(str(folder / "bench.db"), clock=clock)
     for i in range(sessions):
@@ -70,10 +73,13 @@ def scans(folder: Path, sessions: int) -> tuple[float, float, int]:
     found = store.cache_expiring(now, 300_000, 60_000, 100_000, limit=sessions)
     idle = time.perf_counter() - start
     start = time.perf_counter()
+    store.idle_locations(now - DAY_MS)  # every scan, before it reads each location's settings
+    locations = time.perf_counter() - start
+    start = time.perf_counter()
     store.startable_sessions()
     baseline = time.perf_counter() - start
     store.close()
-    return idle, baseline, len(found)
+    return idle, locations, baseline, len(found)
 
 
 def main() -> None:
@@ -83,12 +89,13 @@ def main() -> None:
     args = parser.parse_args()
     plain, tail = requests(args.messages)
     with tempfile.TemporaryDirectory() as tmp:
-        idle, baseline, found = scans(Path(tmp), args.sessions)
+        idle, locations, baseline, found = scans(Path(tmp), args.sessions)
     print(f"build a step's request over {args.messages:,} messages:")
     print(f"  no hide point (baseline)                 {plain * 1000:9.2f} ms")
     print(f"  tail hide point at 3/4                   {tail * 1000:9.2f} ms")
     print(f"scan {args.sessions:,} idle sessions in their cache window (SQLite):")
     print(f"  startable_sessions, every poll (baseline) {baseline * 1000:8.2f} ms")
+    print(f"  idle_locations, every 10 s                {locations * 1000:8.2f} ms")
     print(f"  cache_expiring, every 10 s ({found} found)   {idle * 1000:8.2f} ms")
 
 

@@ -7,11 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from bench._model_server import cache_prefix
+
 from wakeful.config import CompactionConfig, Config, RetryConfig
 from wakeful.events import CompactionEnded, ReceiptRecorded, UsageRecorded
 from wakeful.execution import Runtime
 from wakeful.providers import make_provider
-from wakeful.runner import verify_receipt
+from wakeful.providers._anthropic import AnthropicProvider
+from wakeful.runner import LiveEvent, compaction_result, rebuild_request, verify_receipt
 
 PAD = "lorem ipsum dolor sit amet " * 12  # ~80 tokens
 CACHED = {"match": "^Stop the work here", "replies": [{"text": "## Objective\n- cached summary"}]}
@@ -93,4 +97,64 @@ async def test_reuse_cache_off_asks_the_separate_request_only(tmp_path: Path) ->
     rt = runtime(tmp_path, [CACHED, SEPARATE], reuse_cache=False)
     sid, ended = await chat_until_compacted(rt)
     assert [r.message_ids for r in rt.store.receipts(sid) if r.purpose == "compaction"] == [()]
+    await rt.aclose()
+
+
+def wire_prefix(rt: Runtime, sid: str, found: ReceiptRecorded) -> tuple[str, int]:
+    """The request of `found` as an Anthropic body would be cached (tools, system, each
+    message: `bench._model_server.cache_prefix`), and how many of its messages are settled."""
+    request = rebuild_request(rt.store, sid, found, "anthropic")
+    body = AnthropicProvider("claude-x", context_window=3000, max_output_tokens=300).wire_request(
+        request
+    )
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    settled = {**body, "messages": messages[: len(messages) - request.volatile]}
+    return cache_prefix(body), len(cache_prefix(settled))
+
+
+WORK = {"match": "^work", "replies": [
+    {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}, {"text": "finished"}]}  # fmt: skip
+
+
+@pytest.mark.parametrize("steered", [False, True])
+async def test_a_manual_summary_extends_the_last_steps_request(
+    tmp_path: Path, steered: bool
+) -> None:
+    """A manual compaction (between turns, or steered into a turn) asks with the request a
+    step would send: the last step's request, byte for byte, is the prefix of the summary's."""
+    rt = runtime(tmp_path, [CACHED, SEPARATE, WORK], auto=False)
+    sid: str | None = None
+    for i in range(4):
+        [turn] = await rt.run(f"turn {i}: {PAD}", session_id=sid)
+        sid = sid or rt.store.list_sessions().sessions[0].id
+    assert sid is not None and not rt.store.events(sid, types=["compaction.ended"])
+    if steered:  # sent while the turn's tool runs: it runs at the next step boundary
+
+        def listener(ev: LiveEvent) -> None:
+            if ev.kind == "tool_start" and compaction_result(rt.store, sid, "c1") is None:
+                rt.compact(sid, tail_turns=1, input_id="c1", resume=False)
+
+        rt.listener = listener
+        [turn] = await rt.run("work now", session_id=sid)
+        assert turn.final_text == "finished"
+    else:
+        rt.compact(sid, tail_turns=1, input_id="c1", resume=False)
+        await rt.resume(sid)
+    result = compaction_result(rt.store, sid, "c1")
+    assert result is not None and result.compacted, result
+    [ended] = [e.event for e in rt.store.events(sid, types=["compaction.ended"])]
+    assert isinstance(ended, CompactionEnded)
+    used = receipt(rt, sid, ended.receipt_id)
+    receipts = rt.store.receipts(sid)  # in log order
+    before = receipts[: receipts.index(used)]
+    last_step = [r for r in before if r.purpose == "step"][-1]
+    assert used.message_ids  # the history itself, not the text-rendered separate request
+    summary_body, _ = wire_prefix(rt, sid, used)
+    step_body, step_settled = wire_prefix(rt, sid, last_step)
+    assert summary_body[:step_settled] == step_body[:step_settled]  # the cached prefix
+    [summary] = [m for m in rt.store.messages(sid) if m.id == ended.summary_message_id]
+    assert "cached summary" in json.dumps(summary.model_dump(mode="json"))
+    provider = make_provider(rt.model)
+    assert verify_receipt(rt.store, sid, used, provider)
     await rt.aclose()

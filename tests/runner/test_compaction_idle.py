@@ -157,3 +157,65 @@ async def test_a_turn_that_starts_first_cancels_it(tmp_path: Path):
     assert isinstance(skipped, CompactionSkipped) and skipped.why == "not-needed"
     assert not rt.store.events(sid, types=["compaction.ended"])
     await rt.aclose()
+
+
+async def test_each_session_is_scanned_under_its_own_locations_settings(tmp_path: Path):
+    """The scanning process's own `[compaction]` has it off; each location's configuration
+    (as a drain there reads it) decides for its sessions, with its own cache lifetime."""
+    clock = FakeClock()
+    rt, own = runtime(tmp_path, str(tmp_path / "s.db"), clock, 200_000, before_cache_expiry=False)
+    assert not own.before_cache_expiry
+    tomls = {
+        "on": "[compaction]\nbefore_cache_expiry = true\nreserved = 500\n",
+        "hour": "[compaction]\nbefore_cache_expiry = true\nreserved = 500\ncache_ttl_s = 3600\n",
+        "off": "[compaction]\nreserved = 500\n",
+        "gone": "[compaction]\nbefore_cache_expiry = true\nreserved = 500\n",
+    }
+    sids: dict[str, str] = {}
+    for name, toml in tomls.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "wakeful.toml").write_text(toml)
+        sids[name] = rt.create_session(model=rt.model, location=str(tmp_path / name)).id
+        for text in ["one", "two", "three"]:
+            [turn] = await rt.run(text, session_id=sids[name])
+            assert turn.outcome == "completed"
+    (tmp_path / "gone" / "wakeful.toml").unlink()
+    (tmp_path / "gone").rmdir()  # not a directory here any more: left alone, no error
+    ended_at = max(rt.store.events(s, types=["turn.ended"])[-1].at_ms for s in sids.values())
+
+    def scan(at_ms: int) -> list[str]:
+        return admit_idle_compactions(rt.store, rt.compaction_at, at_ms)
+
+    assert admit_idle_compactions(rt.store, own, ended_at + TTL - 30_000) == []  # the old way
+    assert scan(ended_at + TTL - 30_000) == [sids["on"]]
+    assert scan(ended_at + 3_600_000 - 30_000) == [sids["hour"]]  # its own cache lifetime
+    assert rt.store.pending(sids["off"]) == [] and rt.store.pending(sids["gone"]) == []
+    await rt.aclose()
+
+
+async def test_the_schedule_loop_scans_with_each_locations_settings(tmp_path: Path):
+    clock = FakeClock()
+    rt, own = runtime(tmp_path, str(tmp_path / "s.db"), clock, 200_000, before_cache_expiry=False)
+    (tmp_path / "on").mkdir()
+    (tmp_path / "on" / "wakeful.toml").write_text(
+        "[compaction]\nbefore_cache_expiry = true\nreserved = 500\n"
+    )
+    sid = rt.create_session(model=rt.model, location=str(tmp_path / "on")).id
+    for text in ["one", "two", "three"]:
+        [turn] = await rt.run(text, session_id=sid)
+    clock.advance(
+        rt.store.events(sid, types=["turn.ended"])[-1].at_ms + TTL - 30_000 - clock.now_ms()
+    )
+    heard: list[str] = []
+    stop = asyncio.Event()
+    firing = asyncio.ensure_future(rt.run_schedules(stop, on_idle=heard.append))
+    try:
+        for _ in range(200):  # the first scan runs at once
+            if heard:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        stop.set()
+        await firing
+    assert heard == [sid]
+    await rt.aclose()

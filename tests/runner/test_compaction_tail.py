@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench._model_server import cache_prefix
+
 from wakeful.events import CompactionTail
 from wakeful.messages import ToolResultBlock
 from wakeful.providers import make_provider
+from wakeful.providers._anthropic import AnthropicProvider
 from wakeful.runner import compaction_result, rebuild_request, verify_receipt
 from wakeful.runner._tail import HIDDEN_RESULT
 
@@ -81,4 +84,37 @@ async def test_a_manual_tail_compaction_reports_what_it_hid(tmp_path: Path):
     await chat(rt, ["turn 4"], sid)  # a new runner reads the hide point from the store
     sent = rebuild_request(rt.store, sid, rt.store.receipts(sid)[-1], make_provider(model).name)
     assert results(list(sent.messages)).count(HIDDEN_RESULT) == 2
+    await rt.aclose()
+
+
+def first_request(rt, sid: str, turn_id: str, provider: str) -> str:
+    """The first step request of `turn_id`, as the Anthropic body is cached (ids left out)."""
+    [first] = [r for r in rt.store.receipts(sid) if r.turn_id == turn_id and r.step == 1][:1]
+    request = rebuild_request(rt.store, sid, first, provider)
+    wire = AnthropicProvider("claude-x", context_window=6000, max_output_tokens=500)
+    return cache_prefix(wire.wire_request(request))
+
+
+async def test_a_fork_keeps_the_hide_point_so_its_next_request_is_the_parents(tmp_path: Path):
+    model = reads(tmp_path)
+    rt = runtime(tmp_path, model, strategy="tail", auto=False)
+    sid = await chat(rt, ["turn 1", "turn 2", "turn 3"])
+    rt.send(session_id=sid, kind="compaction", payload={"tail_turns": 1}, input_id="c1")
+    await rt.resume(sid)
+    assert (result := compaction_result(rt.store, sid, "c1")) is not None and result.compacted
+    fork = rt.fork(sid).id
+    early = rt.fork(sid, rt.store.events(sid, types=["compaction.tail"])[0].seq - 1).id
+    [carried] = [e.event for e in rt.store.events(fork, types=["compaction.tail"])]
+    [parents] = [e.event for e in rt.store.events(sid, types=["compaction.tail"])]
+    assert isinstance(carried, CompactionTail) and isinstance(parents, CompactionTail)
+    assert carried.hide_before_id == parents.hide_before_id and carried.input_id is None
+    assert not rt.store.events(early, types=["compaction.tail"])  # forked before it: none
+
+    provider = make_provider(model).name
+    sent = {}
+    for session in (sid, fork):
+        [turn] = await rt.run("turn 4", session_id=session)
+        sent[session] = first_request(rt, session, turn.turn_id, provider)
+    assert sent[fork] == sent[sid]  # byte for byte, the stubs included
+    assert sent[sid].count("older tool result hidden") == 2
     await rt.aclose()

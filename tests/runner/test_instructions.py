@@ -148,7 +148,9 @@ async def test_a_fork_compacted_before_its_first_turn_keeps_the_adopted_values(t
     rt.send(session_id=fork, kind="compaction", payload={}, input_id="c1", resume=False)
     await rt.resume(fork)
     [ended] = [e.event for e in rt.store.events(fork, types=["compaction.ended"])]
-    assert ended.instructions is None  # type: ignore[union-attr]  # no delta yet: no new epoch
+    # The summary asks with the request a step would send, so the instructions were read as
+    # a step reads them: the fork's first delta (its parent's values) came first.
+    assert ended.instructions == rt.store.instruction_values(parent)  # type: ignore[union-attr]
     await rt.run("five", session_id=fork)
     receipt = rt.store.receipts(fork)[-1]
     assert receipt.message_ids[0] == ended.summary_message_id  # type: ignore[union-attr]

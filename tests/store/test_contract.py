@@ -10,6 +10,7 @@ import pytest
 from wakeful.clock import FakeClock
 from wakeful.errors import ClaimLostError, ConflictError, NotFoundError, UsageError
 from wakeful.events import (
+    CompactionTail,
     InstructionsUpdated,
     MessageAdded,
     SessionCreated,
@@ -192,6 +193,27 @@ def test_fork_copies_messages_and_leaves_parent(store: SqlStore):
     assert texts(store, "ses_a") == ["one", "two", "three"]
     with pytest.raises(UsageError):
         store.fork("ses_a", through_seq=999)
+
+
+def test_fork_carries_the_tail_hide_point_at_its_place(store: SqlStore):
+    store.create_session("ses_a")
+    first = store.add_message("ses_a", assistant("one"))
+    kept = assistant("two")
+    store.add_message("ses_a", kept)
+    [tail] = store.append("ses_a", [CompactionTail(hide_before_id=kept.id, through_seq=first.seq,
+                                                   hidden=1, input_id="c1")])  # fmt: skip
+    store.add_message("ses_a", assistant("three"))
+    child = store.fork("ses_a")
+    assert texts(store, child.id) == ["one", "two", "three"]
+    kinds = [(e.event.type, e.seq) for e in store.events(child.id)][1:]  # after the creation
+    [(_, one), (_, two), (tail_type, carried_at), (_, three)] = kinds
+    assert tail_type == "compaction.tail" and one < two < carried_at < three
+    [carried] = [e.event for e in store.events(child.id, types=["compaction.tail"])]
+    assert isinstance(carried, CompactionTail)
+    assert (carried.hide_before_id, carried.through_seq, carried.hidden) == (kept.id, one, 1)
+    assert carried.input_id is None  # the parent's request, not the fork's
+    before = store.fork("ses_a", through_seq=tail.seq - 1)  # forked before it: none
+    assert not store.events(before.id, types=["compaction.tail"])
 
 
 def test_list_newest_first_roots_only_paged(store: SqlStore, clock):

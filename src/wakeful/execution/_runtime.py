@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from ..config import DEFAULT_PERMISSIONS, Config, load_config
+from ..config import DEFAULT_PERMISSIONS, CompactionConfig, Config, load_config
 from ..errors import LocationUnavailableError, NotFoundError, UsageError
 from ..events import (
     ApprovalRequested,
@@ -228,6 +228,11 @@ class Runtime(ShapingMixin):
                 config = config.with_output_limit(self._output_limit)
             found = self._places[location] = Place(root, config)
         return found
+
+    def compaction_at(self, location: str | None) -> CompactionConfig:
+        """The `[compaction]` settings a session at `location` runs with here: its place's
+        configuration, as its drains read it (`place`; `LocationUnavailableError` likewise)."""
+        return self.place(location).config.compaction
 
     def set_identity(
         self, session_id: str, *, agent: str | None = None, model: str | None = None
@@ -628,10 +633,11 @@ class Runtime(ShapingMixin):
     ) -> None:
         """Fire due schedules until `stop` is set, as every worker does beside its drains
         (each fire is taken by one process only); `on_fire` hears each fire taken here. Idle
-        compactions are admitted too when `[compaction] before_cache_expiry` is on; `on_idle`
-        hears each session one was admitted to (`_idle.py`)."""
+        compactions are admitted too, to the sessions whose own location's `[compaction]` has
+        `before_cache_expiry` on (`compaction_at`); `on_idle` hears each session one was
+        admitted to (`_idle.py`)."""
         await _schedules.run_schedules(
-            self.store, stop, on_fire, compaction=self.config.compaction, on_idle=on_idle
+            self.store, stop, on_fire, compaction=self.compaction_at, on_idle=on_idle
         )
 
     async def aclose(self) -> None:

@@ -34,7 +34,7 @@ from ..store import (
     is_transient,
     new_schedule_id,
 )
-from ._idle import IDLE_SCAN_S, admit_idle_compactions
+from ._idle import IDLE_SCAN_S, Settings, admit_idle_compactions
 from ._schedule_times import Timing, iso
 
 log = logging.getLogger("wakeful.schedules")
@@ -194,13 +194,14 @@ async def run_schedules(
     stop: asyncio.Event,
     on_fire: Callable[[ScheduleFire], None] | None = None,
     *,
-    compaction: CompactionConfig | None = None,
+    compaction: CompactionConfig | Settings | None = None,
     on_idle: Callable[[str], None] | None = None,
 ) -> None:
     """Fire due schedules until `stop` is set: a worker's second task. Sleeps until the next
     due time (at most `MAX_WAIT_S`); a transient store fault is waited out, never fatal. With
-    `compaction` (its `before_cache_expiry` on), every `IDLE_SCAN_S` it also admits idle
-    compactions (`_idle.py`); `on_idle` hears each session one was admitted to."""
+    `compaction` (each location's `[compaction]` settings, `Runtime.compaction_at`, or one
+    configuration for all), every `IDLE_SCAN_S` it also admits idle compactions where
+    `before_cache_expiry` is on (`_idle.py`); `on_idle` hears each session one was admitted to."""
     outage = Outage(log, "firing schedules")
     stopper = asyncio.ensure_future(stop.wait())
     loop = asyncio.get_running_loop()

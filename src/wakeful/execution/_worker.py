@@ -224,9 +224,7 @@ async def run_worker(
     # (and idle compactions are admitted before a cache expires: `_idle.py`)
     firing = None
     if not once:
-        firing = asyncio.ensure_future(
-            run_schedules(rt.store, stop, compaction=rt.config.compaction)
-        )
+        firing = asyncio.ensure_future(run_schedules(rt.store, stop, compaction=rt.compaction_at))
     try:
         while not stop.is_set():
             now = loop.time()

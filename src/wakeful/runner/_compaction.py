@@ -281,6 +281,15 @@ class Compactor:
         """The compaction configuration in force."""
         return self.ctx.compaction
 
+    @property
+    def reuses_cache(self) -> bool:
+        """Whether a summary asks with the step's request first (`reuse_cache`, the `summary`
+        strategy, written by the session's own model): the caller then passes that request's
+        sections to `control`."""
+        config = self.config
+        same_model = config.model is None or config.model == self.ctx.model_spec
+        return config.reuse_cache and config.strategy == "summary" and same_model
+
     # -- the estimate -----------------------------------------------------------------------
 
     def observe(self, input_tokens: int, sections: Sequence[Section]) -> None:
@@ -389,14 +398,19 @@ class Compactor:
         self, item: InboxItem, *, in_turn: bool, sections: Sequence[Section] | None = None
     ) -> CompactionResult:
         """Run the compaction an inbox control item asks for: manual (payload: `tail_turns`),
-        or idle (payload `reason: idle`, with the sections the next step would send)."""
+        or idle (payload `reason: idle`). `sections`: the request the next step would send; a
+        summary asks with them first (the provider's prompt cache, `_cached_summary`)."""
         if item.payload.get("reason") == IDLE_REASON:
             return await self._idle(item, in_turn, sections)
         tail = item.payload.get("tail_turns")
         tail_turns = tail if isinstance(tail, int) and not isinstance(tail, bool) else None
-        return await self.run(
-            "manual", input_id=item.input_id, tail_turns=tail_turns, in_turn=in_turn
-        )
+        self._step_sections = None if sections is None else list(sections)
+        try:
+            return await self.run(
+                "manual", input_id=item.input_id, tail_turns=tail_turns, in_turn=in_turn
+            )
+        finally:
+            self._step_sections = None
 
     async def run(
         self,

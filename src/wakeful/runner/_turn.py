@@ -176,11 +176,12 @@ class TurnRunner:
             return await self._end(tid, outcome, self._step_count, str(err), error_kind(err))
 
     async def compact(self, item: InboxItem) -> CompactionResult:
-        """Run the compaction `item` asks for between turns (no turn open); an idle one
-        (before the cache expires) is given the sections the next step would send."""
+        """Run the compaction `item` asks for between turns (no turn open), given the sections
+        the next step would send when it needs them: a summary asks with them first (the
+        provider's prompt cache), an idle compaction also estimates them."""
         sections = None
-        if item.payload.get("reason") == IDLE_REASON:
-            sections = await self._sections(1)
+        if self._compaction.reuses_cache or item.payload.get("reason") == IDLE_REASON:
+            sections = await self._sections(1)  # (read as a step would: instructions synced)
         return await self._compaction.control(item, in_turn=False, sections=sections)
 
     async def settle(
@@ -247,7 +248,10 @@ class TurnRunner:
                 self._live("input_delivered", input_id=d.item.input_id, delivery="steer")
         for d in delivered:  # a manual compaction request runs at this step boundary
             if d.message is None and d.item.kind == "compaction":
-                await self._compaction.control(d.item, in_turn=True)
+                sections = None  # the next step's: its summary reuses them
+                if self._compaction.reuses_cache:
+                    sections = await self._sections(1)
+                await self._compaction.control(d.item, in_turn=True, sections=sections)
                 self._check_interrupt()
         return any(d.message is not None for d in delivered)
 

@@ -11,6 +11,7 @@ admission keyed on it happens once per idle period whichever process asks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..events import UsageRecorded, load_event
@@ -28,23 +29,49 @@ class IdleMixin:
 
     backend: Backend
 
+    def idle_locations(self, since_ms: int) -> list[str | None]:
+        """The locations (None: sessions recorded without one) of the unarchived idle sessions
+        active since `since_ms`: where `cache_expiring` may find something (each location's
+        configuration decides whether and how it is scanned)."""
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all(
+                "SELECT DISTINCT location FROM sessions WHERE listed_ms >= ? "
+                "AND status = 'idle' AND archived_ms IS NULL",
+                (since_ms - LIST_SLACK_MS,),
+            )
+        return sorted((r[0] for r in rows), key=lambda loc: (loc is not None, loc or ""))
+
     def cache_expiring(
-        self, now_ms: int, ttl_ms: int, margin_ms: int, min_tokens: int, limit: int = 100
+        self,
+        now_ms: int,
+        ttl_ms: int,
+        margin_ms: int,
+        min_tokens: int,
+        limit: int = 100,
+        *,
+        locations: Sequence[str | None] | None = None,
     ) -> list[tuple[str, int]]:
         """Sessions idle since their last turn (module docstring), long, whose cache expires
         within `margin_ms` from `now_ms` and has not expired yet: (session id, the seq of the
-        last turn's `turn.ended`), oldest first, at most `limit`."""
+        last turn's `turn.ended`), oldest first, at most `limit`. `locations`: only sessions at
+        one of them (None in it: those without a location); default every session."""
         out: list[tuple[str, int]] = []
         marks = ", ".join("?" for _ in SETTLING_TYPES)
+        where, params = "", list[str]()
+        if locations is not None:
+            named = [loc for loc in locations if loc is not None]
+            parts = [f"s.location IN ({', '.join('?' for _ in named)})"] if named else []
+            parts += ["s.location IS NULL"] if None in locations else []
+            where, params = f" AND ({' OR '.join(parts) or '1 = 0'})", named
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(  # last active within the cache lifetime: the listing index bounds it
                 "SELECT s.id FROM sessions s "
                 "LEFT JOIN claims c ON c.session_id = s.id AND c.released = 0 "
                 "WHERE s.listed_ms >= ? AND s.status = 'idle' AND s.archived_ms IS NULL "
-                "AND c.session_id IS NULL "
+                f"AND c.session_id IS NULL{where} "
                 "AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.session_id = s.id "
                 "AND i.status = 'pending') ORDER BY s.listed_ms, s.id",
-                (now_ms - ttl_ms - LIST_SLACK_MS,),
+                (now_ms - ttl_ms - LIST_SLACK_MS, *params),
             )
             for (sid,) in rows:
                 ended = tx.one(

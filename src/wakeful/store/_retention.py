@@ -11,7 +11,14 @@ import json
 from typing import Any
 
 from ..errors import NotFoundError, UsageError
-from ..events import MessageAdded, SessionCreated, SessionEvent, SessionUpdated
+from ..events import (
+    CompactionTail,
+    MessageAdded,
+    SessionCreated,
+    SessionEvent,
+    SessionUpdated,
+    load_event,
+)
 from ._append import LIST_SLACK_MS, append_events
 from ._backend import Tx
 from ._inbox import transcript_in
@@ -68,7 +75,9 @@ def list_page(
 
 
 def fork_in(tx: Tx, session_id: str, through: int | None, fields: dict[str, Any], now: int) -> str:
-    """Create a fork of `session_id` copying its messages through `through` (default: all)."""
+    """Create a fork of `session_id` copying its messages through `through` (default: all),
+    and its newest `compaction.tail` hide point among them, at its place in the log (so the
+    fork's next request hides what the parent's would: docs/compaction.md)."""
     parent = get_row(tx, session_id)
     if parent is None:
         raise NotFoundError(f"no session {session_id}")
@@ -85,12 +94,32 @@ def fork_in(tx: Tx, session_id: str, through: int | None, fields: dict[str, Any]
         **fields,
     )  # fmt: skip
     insert_session(tx, sid, created, now)
-    copies: list[SessionEvent] = [
-        MessageAdded(message=m) for _seq, m in transcript_in(tx, session_id, 0, upto)
-    ]
-    if copies:
-        append_events(tx, sid, copies, now)
+    messages = transcript_in(tx, session_id, 0, upto)
+    tail = _newest_tail(tx, session_id, upto)
+    at = len(messages) if tail is None else sum(seq < tail[0] for seq, _m in messages)
+    before: list[SessionEvent] = [MessageAdded(message=m) for _seq, m in messages[:at]]
+    stored = append_events(tx, sid, before, now) if before else []
+    ids = [m.id for _seq, m in messages[:at]]
+    if tail is not None and tail[1].hide_before_id in ids[1:]:  # the `tail` strategy's hide
+        # point, where it was recorded (`through_seq`: the fork's seq of the message before it)
+        through = stored[ids.index(tail[1].hide_before_id) - 1].seq
+        carried = tail[1].model_copy(update={"through_seq": through, "input_id": None})
+        append_events(tx, sid, [carried], now)
+    after: list[SessionEvent] = [MessageAdded(message=m) for _seq, m in messages[at:]]
+    if after:
+        append_events(tx, sid, after, now)
     return sid
+
+
+def _newest_tail(tx: Tx, session_id: str, upto: int) -> tuple[int, CompactionTail] | None:
+    """The session's newest `compaction.tail` at or before `upto`, with its seq."""
+    row = tx.one(
+        "SELECT seq, data FROM events WHERE session_id = ? AND type = 'compaction.tail' "
+        "AND seq <= ? ORDER BY seq DESC LIMIT 1",
+        (session_id, upto),
+    )
+    event = None if row is None else load_event(row[1])
+    return None if row is None or not isinstance(event, CompactionTail) else (int(row[0]), event)
 
 
 def _tree_ids(tx: Tx, roots: list[str]) -> list[str]:
