@@ -41,6 +41,7 @@ from tests.execution.helpers import (
 )
 from tests.pg import fresh_database
 from wakeful.errors import StoreError
+from wakeful.events import TurnEnded
 from wakeful.store import open_store
 
 from .helpers import assert_clean, hold_lock, terminate
@@ -136,10 +137,15 @@ def torture(tmp_path: Path, db: str, hurt: Callable[[], int], pause: tuple[float
         ledger = ledger_lines(work)
         totals: Counter[str] = Counter()
         ends: Counter[str] = Counter()
+        why: Counter[str] = Counter()  # the errors that ended turns, shown with the figures
         for sid in SESSIONS:
             totals.update(check_session(store, sid, ledger))
-            ends.update(f"{e.event.outcome}:{e.event.error_kind or '-'}"  # type: ignore[union-attr]
-                        for e in store.events(sid, types=["turn.ended"]))  # fmt: skip
+            for e in store.events(sid, types=["turn.ended"]):
+                end = e.event
+                assert isinstance(end, TurnEnded)
+                ends[f"{end.outcome}:{end.error_kind or '-'}"] += 1
+                if end.error:
+                    why[end.error[:120]] += 1
     finally:
         outputs = []
         for w in workers:
@@ -156,7 +162,7 @@ def torture(tmp_path: Path, db: str, hurt: Callable[[], int], pause: tuple[float
         f"caused ({torment.hits} locks held / connections ended) in "
         f"{time.monotonic() - started:.0f}s; workers alive, {faults} outages logged by them "
         f"({saves} while saving tool results, each waited out); "
-        f"{dict(totals)}; turn ends {dict(ends)}; ledger lines {sum(ledger.values())}, each once"
+        f"{dict(totals)}; turn ends {dict(ends)} ({dict(why)}); ledger lines {sum(ledger.values())}, each once"
     )
 
 

@@ -7,8 +7,11 @@ the store-backed tests can only see after the fact.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
+from wakeful.config import RetryConfig
+from wakeful.errors import StoreUnavailableError
 from wakeful.events import InputDelivered, MessageAdded, ReceiptRecorded
 from wakeful.runner import (
     BUILTIN_AGENTS,
@@ -20,6 +23,7 @@ from wakeful.runner import (
     TurnRunner,
     builtin_tools,
 )
+from wakeful.store import Delivered, InboxItem
 
 
 def context(tmp_path: Path, replies: list[dict], providers: SharedProviders) -> RunContext:
@@ -89,3 +93,57 @@ async def test_section_blobs_are_sent_once_per_port(tmp_path: Path):
     referenced = [digest for r in receipts for _id, _source, digest in r.sections]
     assert len(receipts) == 3 and set(referenced) <= set(port.blobs)
     assert port.blob_writes == len(set(referenced)) < len(referenced)  # each content once
+
+
+class FlakyPort(MemoryPort):
+    """A port whose store drops out: the chosen calls of `promote_steers` (counted from 1) and
+    of `pending` raise a retryable `StoreUnavailableError`, as a lost connection does."""
+
+    def __init__(
+        self, promote_fails: set[int] = frozenset(), pending_fails: set[int] = frozenset()
+    ):
+        super().__init__()
+        self.promote_fails, self.pending_fails = promote_fails, pending_fails
+        self.promotes = self.pendings = 0
+
+    async def promote_steers(self, epoch: int) -> list[Delivered]:
+        self.promotes += 1
+        if self.promotes in self.promote_fails:
+            raise StoreUnavailableError("PostgreSQL at x failed: terminating connection")
+        return await super().promote_steers(epoch)
+
+    async def pending(self) -> list[InboxItem]:
+        self.pendings += 1
+        if self.pendings in self.pending_fails:
+            raise StoreUnavailableError("PostgreSQL at x failed: terminating connection")
+        return await super().pending()
+
+
+async def test_a_store_fault_between_two_steps_is_waited_out(tmp_path: Path):
+    """The delivery at the boundary after a tool step fails twice (the torture run saw turns
+    end `failed` this way when a connection dropped): the turn waits and goes on."""
+    providers = SharedProviders()
+    port = FlakyPort(promote_fails={2, 3})  # 1: before the turn; 2: after the tool step
+    port.admit("hello")
+    await port.promote_steers(0)
+    call = {"tool_calls": [{"name": "goal_set", "input": {"goal": "x"}}]}
+    ctx = context(tmp_path, [call, {"text": "done"}], providers)
+    result = await TurnRunner(ctx, port).run(["in_0"])
+    await providers.aclose()
+    assert (result.outcome, result.final_text, result.steps) == ("completed", "done", 2)
+    assert port.promotes == 5  # 2 failed, 4 delivered, 5 wrote the final reply
+
+
+async def test_a_store_fault_while_a_retry_waits_does_not_end_the_turn(tmp_path: Path):
+    """A retry's wait looks for steers; that look failing is no reason to fail the turn."""
+    providers = SharedProviders()
+    port = FlakyPort(pending_fails={1, 2})
+    port.admit("hello")
+    await port.promote_steers(0)
+    error = {"kind": "overloaded", "times": 1}
+    ctx = context(tmp_path, [{"text": "done", "error": error}], providers)
+    ctx = replace(ctx, retry=RetryConfig(initial_delay_ms=50, max_delay_ms=50, poll_interval_ms=5))
+    result = await TurnRunner(ctx, port).run(["in_0"])
+    await providers.aclose()
+    assert (result.outcome, result.final_text) == ("completed", "done")
+    assert port.pendings > 2  # the wait looked again after the failed looks

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
 
 from pydantic import JsonValue
 
@@ -55,7 +56,7 @@ from ..providers import (
     Usage,
     UsageReport,
 )
-from ..store import InboxItem, Outage, blob_digest, is_transient, media_refs
+from ..store import Delivered, InboxItem, Outage, blob_digest, is_transient, media_refs
 from ._aborted import Streamed, aborted_events
 from ._active import ActiveHistory
 from ._approvals import AwaitingApproval, preview
@@ -83,6 +84,7 @@ from ._work_state import WORK_STATE_SECTION, render_work_state
 from .tools import permission_key, tool_spec
 
 log = logging.getLogger("wakeful.runner")
+T = TypeVar("T")
 
 CONTINUE_AFTER_CUT = (
     "Your previous reply was cut off before it finished (the stream ended early). "
@@ -218,7 +220,7 @@ class TurnRunner:
             return 0
         while True:
             self._check_interrupt()
-            if step > 0 and await self._promote_steers():
+            if step > 0 and await self._promote_steers(wait_out=True):
                 allowance = self.ctx.agent.max_steps
             if allowance <= 0:
                 raise StepLimitError(
@@ -236,11 +238,18 @@ class TurnRunner:
                 continue
             return step
 
-    async def _promote_steers(self) -> bool:
+    async def _promote_steers(self, *, wait_out: bool = False) -> bool:
         # An instruction change goes before the steers it precedes (003), in their transaction;
-        # a held final reply goes first of all.
+        # a held final reply goes first of all. `wait_out`: between two steps, a store fault is
+        # waited out (`_waited_out`); a held final reply's failed write is the caller's to retry.
         final = self.port.holding
-        delivered = await self.port.promote_steers(self._compaction.generation)
+
+        def promote(_retry: bool) -> Awaitable[list[Delivered]]:
+            return self.port.promote_steers(self._compaction.generation)
+
+        delivered = await (
+            self._waited_out("delivering steers", promote) if wait_out else promote(False)
+        )
         if final:
             crash_point("reply.saved")
         for d in delivered:
@@ -567,8 +576,12 @@ class TurnRunner:
         poll_s = self.ctx.retry.poll_interval_ms / 1000
         while (left := deadline_ms - self.ctx.clock.now_ms()) > 0:
             self._check_interrupt()
-            if any(i.delivery == "steer" for i in await self.port.pending()):
-                return
+            try:
+                if any(i.delivery == "steer" for i in await self.port.pending()):
+                    return
+            except StoreError as err:  # only a hint: looked at again at the next poll
+                if not is_transient(err):
+                    raise
             await self.ctx.sleep(min(poll_s, left / 1000))
 
     # -- tools -------------------------------------------------------------------------------
@@ -590,35 +603,46 @@ class TurnRunner:
     async def _save_results(
         self, events: Sequence[SessionEvent], blobs: Sequence[bytes] = ()
     ) -> None:
-        """Commit a tool step's results: their side effects ran, so a transient store fault (a
-        lock held past the busy timeout, a lost connection, a full disk) is waited out, for as
-        long as it lasts, with the claim kept (the lease keeper goes on renewing it). The
-        backoff doubles up to `Outage`'s bound; the outage is logged when it begins and ends.
+        """Commit a tool step's results: their side effects ran, so a store fault is waited out
+        (`_waited_out`); a retry first looks whether an earlier try committed after all."""
+        stored = {blob_digest(b): b for b in blobs}
+
+        async def save(retry: bool) -> None:
+            await (self.port.recommit if retry else self.port.commit)(events, stored)
+
+        await self._waited_out("saving tool results", save, crash="tool.saving")
+        self._committed(events)
+
+    async def _waited_out(
+        self, what: str, call: Callable[[bool], Awaitable[T]], *, crash: str | None = None
+    ) -> T:
+        """`call(retry)` until it succeeds: a transient store fault (a lock held past the busy
+        timeout, a lost connection, a full disk) is waited out, for as long as it lasts, with
+        the claim kept (the lease keeper goes on renewing it); `retry` says an earlier try
+        failed (it committed nothing: `StoreError.retryable`). For what must not be asked
+        again: tool results (their side effects ran) and the step boundary's delivery (a turn
+        does not end `failed` because a connection dropped between two steps). The backoff
+        doubles up to `Outage`'s bound; the outage is logged when it begins and ends.
 
         A lost claim (`ClaimLostError`), any other store error, or a shutdown ends the wait by
         raising: the calls stay `running` and the next drain's recovery settles them.
         """
-        outage = Outage(log, f"saving tool results of {self.sid}")
+        outage = Outage(log, f"{what} of {self.sid}")
         retry = False
         while True:
-            try:  # a retry first looks whether an earlier try committed after all
-                stored = {blob_digest(b): b for b in blobs}
-                await (
-                    self.port.recommit(events, stored)
-                    if retry
-                    else self.port.commit(events, stored)
-                )
+            try:
+                result = await call(retry)
             except StoreError as err:
                 if not is_transient(err):
                     raise
                 delay = outage.failed(err)
             else:
                 outage.ok()
-                self._committed(events)
-                return
+                return result
             if self.ctx.shutting_down():
                 raise Interrupted
-            crash_point("tool.saving")
+            if crash is not None:
+                crash_point(crash)
             await self.ctx.sleep(delay)
             retry = True
 
