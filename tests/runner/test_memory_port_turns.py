@@ -12,7 +12,7 @@ from pathlib import Path
 
 from wakeful.config import RetryConfig
 from wakeful.errors import StoreUnavailableError
-from wakeful.events import InputDelivered, MessageAdded, ReceiptRecorded
+from wakeful.events import InputDelivered, MessageAdded, ReceiptRecorded, TurnEnded
 from wakeful.runner import (
     BUILTIN_AGENTS,
     LiveEvent,
@@ -20,6 +20,7 @@ from wakeful.runner import (
     RunContext,
     SharedProviders,
     ToolContext,
+    TurnResult,
     TurnRunner,
     builtin_tools,
 )
@@ -96,21 +97,28 @@ async def test_section_blobs_are_sent_once_per_port(tmp_path: Path):
 
 
 class FlakyPort(MemoryPort):
-    """A port whose store drops out: the chosen calls of `promote_steers` (counted from 1) and
-    of `pending` raise a retryable `StoreUnavailableError`, as a lost connection does."""
+    """A port whose store drops out: the chosen calls of `promote_steers`, `pending` and `end`
+    (counted from 1) raise a retryable `StoreUnavailableError`, as a lost connection does."""
 
     def __init__(
         self, promote_fails: set[int] = frozenset(), pending_fails: set[int] = frozenset()
     ):
         super().__init__()
         self.promote_fails, self.pending_fails = promote_fails, pending_fails
-        self.promotes = self.pendings = 0
+        self.end_fails: set[int] = set()
+        self.promotes = self.pendings = self.ends = 0
 
     async def promote_steers(self, epoch: int) -> list[Delivered]:
         self.promotes += 1
         if self.promotes in self.promote_fails:
             raise StoreUnavailableError("PostgreSQL at x failed: terminating connection")
         return await super().promote_steers(epoch)
+
+    async def end(self, end: TurnEnded, result: TurnResult) -> None:
+        self.ends += 1
+        if self.ends in self.end_fails:
+            raise StoreUnavailableError("PostgreSQL at x failed: consuming input failed")
+        await super().end(end, result)
 
     async def pending(self) -> list[InboxItem]:
         self.pendings += 1
@@ -147,3 +155,19 @@ async def test_a_store_fault_while_a_retry_waits_does_not_end_the_turn(tmp_path:
     await providers.aclose()
     assert (result.outcome, result.final_text) == ("completed", "done")
     assert port.pendings > 2  # the wait looked again after the failed looks
+
+
+async def test_a_store_fault_writing_the_end_does_not_change_the_outcome(tmp_path: Path):
+    """The turn's end fails to commit once: it is written again, still `completed` (the torture
+    run saw a completed turn recorded `failed` by the second try)."""
+    providers = SharedProviders()
+    port = FlakyPort()
+    port.end_fails = {1}
+    port.admit("hello")
+    await port.promote_steers(0)
+    ctx = context(tmp_path, [{"text": "done"}], providers)
+    result = await TurnRunner(ctx, port).run(["in_0"])
+    await providers.aclose()
+    assert (result.outcome, result.final_text, port.ends) == ("completed", "done", 2)
+    [ended] = [s.event for s in port.log if isinstance(s.event, TurnEnded)]
+    assert ended.outcome == "completed"

@@ -209,7 +209,9 @@ class TurnRunner:
         cut = self._truncated and outcome == "completed"
         end = TurnEnded(turn_id=tid, outcome=outcome, error=error, error_kind=kind, truncated=cut)
         result = TurnResult(tid, outcome, steps, self._usage, error, kind, self._final_text, cut)
-        await self.port.end(end, result)  # after a held reply, whoever writes the end
+        # After a held reply, whoever writes the end; a store fault is waited out (the turn
+        # did end so: a dropped connection must not turn `completed` into `failed`).
+        await self._waited_out("ending the turn", lambda _retry: self.port.end(end, result))
         self._live("turn_end", outcome=outcome, error=error, truncated=cut)
         return result
 
@@ -620,8 +622,8 @@ class TurnRunner:
         timeout, a lost connection, a full disk) is waited out, for as long as it lasts, with
         the claim kept (the lease keeper goes on renewing it); `retry` says an earlier try
         failed (it committed nothing: `StoreError.retryable`). For what must not be asked
-        again: tool results (their side effects ran) and the step boundary's delivery (a turn
-        does not end `failed` because a connection dropped between two steps). The backoff
+        again: tool results (their side effects ran), the step boundary's delivery and the
+        turn's end (a turn does not end `failed` because a connection dropped there). The backoff
         doubles up to `Outage`'s bound; the outage is logged when it begins and ends.
 
         A lost claim (`ClaimLostError`), any other store error, or a shutdown ends the wait by
