@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..events import UsageRecorded, load_event
 from ._append import LIST_SLACK_MS
 
 if TYPE_CHECKING:
@@ -34,6 +33,8 @@ class IdleMixin:
         """Sessions idle since their last turn (module docstring), long, whose cache expires
         within `margin_ms` from `now_ms` and has not expired yet: (session id, the seq of the
         last turn's `turn.ended`), oldest first, at most `limit`."""
+        from ..events import UsageRecorded, load_event
+
         out: list[tuple[str, int]] = []
         marks = ", ".join("?" for _ in SETTLING_TYPES)
         with self.backend.transaction(write=False) as tx:

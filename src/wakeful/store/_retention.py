@@ -8,15 +8,17 @@ whole tree from every table in one transaction, with the blobs nothing reference
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, UsageError
-from ..events import MessageAdded, SessionCreated, SessionEvent, SessionUpdated
 from ._append import LIST_SLACK_MS, append_events
 from ._backend import Tx
 from ._inbox import transcript_in
 from ._records import ROW_COLS, Page, PruneCounts, new_session_id, session_row
 from ._sessions import get_row, insert_session
+
+if TYPE_CHECKING:
+    from ..events import SessionEvent
 
 _TABLES = (
     "messages", "inbox", "tool_calls", "turns", "receipts", "claims", "retry_state",
@@ -69,6 +71,8 @@ def list_page(
 
 def fork_in(tx: Tx, session_id: str, through: int | None, fields: dict[str, Any], now: int) -> str:
     """Create a fork of `session_id` copying its messages through `through` (default: all)."""
+    from ..events import MessageAdded, SessionCreated
+
     parent = get_row(tx, session_id)
     if parent is None:
         raise NotFoundError(f"no session {session_id}")
@@ -141,6 +145,8 @@ def delete_trees(tx: Tx, roots: list[str]) -> PruneCounts:
 
 def prune_in(tx: Tx, older_than_ms: int, action: str, now: int) -> PruneCounts:
     """Preview, archive or delete root sessions not updated since `older_than_ms`."""
+    from ..events import SessionUpdated
+
     roots = [
         r[0]
         for r in tx.all(
