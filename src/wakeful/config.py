@@ -28,6 +28,12 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
+from ._defaults import (
+    PG_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    PG_LOCK_TIMEOUT_MS,
+    PG_STATEMENT_TIMEOUT_MS,
+    SQLITE_BUSY_TIMEOUT_MS,
+)
 from .errors import UsageError
 
 Permission = Literal["allow", "ask", "deny"]
@@ -126,16 +132,10 @@ class StoreConfig(_Section):
     `idle_in_transaction_timeout_ms`. Past any of them the transaction fails as retryable.
     """
 
-    busy_timeout_ms: int = Field(5_000, ge=1, le=HOUR_MS)
-    lock_timeout_ms: int = Field(10_000, ge=1, le=HOUR_MS)
-    statement_timeout_ms: int = Field(30_000, ge=1, le=HOUR_MS)
-    idle_in_transaction_timeout_ms: int = Field(5_000, ge=1, le=HOUR_MS)
-
-
-def store_defaults() -> StoreConfig:
-    """The `[store]` defaults, made without validating (they are the fields' own defaults), so
-    opening a store without a configuration builds no pydantic schema (cold start, issue 25)."""
-    return StoreConfig.model_construct()
+    busy_timeout_ms: int = Field(SQLITE_BUSY_TIMEOUT_MS, ge=1, le=HOUR_MS)
+    lock_timeout_ms: int = Field(PG_LOCK_TIMEOUT_MS, ge=1, le=HOUR_MS)
+    statement_timeout_ms: int = Field(PG_STATEMENT_TIMEOUT_MS, ge=1, le=HOUR_MS)
+    idle_in_transaction_timeout_ms: int = Field(PG_IDLE_IN_TRANSACTION_TIMEOUT_MS, ge=1, le=HOUR_MS)
 
 
 class ModelSettings(_Section):

@@ -1,6 +1,7 @@
 """The cheap commands (`--version`, `session list`, `session show`, `log`) start without loading
-what only other commands need: the provider SDKs, prompt_toolkit, the server, MCP, llama.cpp
-(issue 25; `bench/bench_cold_start.py` measures the time)."""
+what only other commands need: the provider SDKs, prompt_toolkit, the server, MCP, llama.cpp,
+the configuration models; `--version` and `session list` load no pydantic at all (issue 25;
+`bench/bench_cold_start.py` measures the time)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,12 @@ HEAVY = ("anthropic", "openai", "prompt_toolkit", "fastapi", "uvicorn", "starlet
 
 # Modules of our own none of them needs: the provider converters of the message package.
 CONVERTERS = ("wakeful.messages._anthropic", "wakeful.messages._openai_chat",
-              "wakeful.messages._openai_responses", "wakeful.messages._repair")  # fmt: skip
+              "wakeful.messages._openai_responses", "wakeful.messages._repair",
+              "wakeful.config")  # fmt: skip
+
+# What `--version` and `session list` leave out besides: neither decodes an event or a message,
+# so no pydantic model (nor pydantic itself) is loaded (the store imports them where used).
+MODEL_FREE = ("pydantic", "pydantic_core", "wakeful.events", "wakeful.messages")
 
 
 def modules(stderr: str) -> set[str]:
@@ -67,6 +73,11 @@ def test_cheap_commands_load_no_sdk_ui_or_server(
         assert "wakeful" in names  # the report is real: it lists our own package
         assert not names & set(HEAVY), (args, sorted(names & set(HEAVY)))
         assert not modules(done.stderr) & set(CONVERTERS), args
+        if args[-1] in ("--version", "list"):
+            assert not modules(done.stderr) & set(MODEL_FREE), (
+                args,
+                modules(done.stderr) & set(MODEL_FREE),
+            )
     assert "0.1.0" in wk("--version").stdout
     assert "cold" in wk("session", "list").stdout
 
@@ -100,6 +111,24 @@ def test_opening_a_store_and_listing_builds_no_model(tmp_path: Path) -> None:
         " MessageAdded.__pydantic_complete__)"
     )
     assert out.split() == ["False", "False", "False"]
+
+
+def test_opening_a_store_and_listing_loads_no_model_module(tmp_path: Path) -> None:
+    # The library path `session list` takes: the store package, `open_store`, a listing and
+    # the counts load neither pydantic nor the event and message models.
+    db = tmp_path / "s.db"
+    store = open_store(str(db))
+    store.create_session(title="t")
+    store.close()
+    out = _fresh(
+        "import sys\n"
+        "from wakeful.store import open_store\n"
+        f"s = open_store({str(db)!r})\n"
+        "page = s.list_sessions(); s.session_counts([r.id for r in page.sessions]); s.close()\n"
+        "print(len(page.sessions), *sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'"
+        " or m.startswith(('wakeful.events', 'wakeful.messages', 'wakeful.config'))))"
+    )
+    assert out.split() == ["1"]
 
 
 def test_an_event_is_decoded_by_its_own_model_alone() -> None:

@@ -6,10 +6,10 @@ two text rules every command follows: text from the user must be storable (`TEXT
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -61,7 +61,7 @@ def require_store(db: str | None) -> None:
     if target.startswith(("http://", "https://", "postgresql://", "postgres://")):
         return
     path = target.removeprefix("sqlite:///").removeprefix("sqlite://")
-    if path != ":memory:" and not Path(path).exists():
+    if path != ":memory:" and not os.path.exists(path):
         raise UsageError(f"no store at {path}")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 
@@ -41,8 +40,14 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; a wakeful error prints one line on stderr and exits non-zero, no traceback."""
     # The store replaces connections the server ended and says so once; the pool's own
-    # warning per discarded connection would only repeat it.
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    # warning per discarded connection would only repeat it. Only a PostgreSQL URL (in the
+    # arguments or `$WAKEFUL_DB`) opens the pool, and `logging` stays unloaded otherwise
+    # (cold start, issue 25).
+    args = sys.argv[1:] if argv is None else argv
+    if any("postgres" in a for a in [*args, os.environ.get("WAKEFUL_DB", "")]):
+        import logging
+
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     if any(name.startswith("OTEL_") for name in os.environ):  # traces of this process's turns
         from ..runner import configure_from_env
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -334,6 +333,8 @@ def existing_dir(raw: str, what: str) -> str:
     """`raw` as an absolute, resolved directory path; a one-line `UsageError` naming `what`
     when no such directory exists."""
     check_text(raw, what, empty=False)
+    from pathlib import Path
+
     path = Path(raw).expanduser().resolve()
     if not path.is_dir():
         raise UsageError(f"{what} {raw}: no such directory")

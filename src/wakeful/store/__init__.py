@@ -6,44 +6,106 @@ the protocol the surfaces read and admit through, implemented by `SqlStore` and 
 `wakeful.client.RemoteStore` (`_protocol`).
 """
 
-from ._append import ClaimToken
-from ._artifacts import ARTIFACTS_PER_SESSION_CAP, Artifact, artifacts_from_metadata
-from ._batch import RecoveryView
-from ._claims import fence
-from ._faults import Outage, is_transient
-from ._media import blob_digest, media_refs
-from ._open import default_db_path, open_store, resolve_db_url
-from ._owner import current_owner, host_id, owner_is_dead
-from ._protocol import Store
-from ._reads import RetryState, ToolCallRow, TurnRow
-from ._records import (
-    Admission,
-    Claim,
-    Delivered,
-    DrainStart,
-    InboxItem,
-    Page,
-    Prelude,
-    PruneCounts,
-    SessionRow,
-    SyncMarker,
-    new_session_id,
-)
-from ._rewind import FILE_CHANGE_KEY, FileChange, PendingRevert, RevertPlan
-from ._schedules import (
-    FIRE_HISTORY,
-    FireOutcome,
-    FirePlan,
-    MissedPolicy,
-    Schedule,
-    ScheduleFire,
-    ScheduleKind,
-    fire_input_id,
-    fire_session_id,
-    new_schedule_id,
-)
-from ._search import SearchHit, SearchPage
-from ._store import SqlStore
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ._append import ClaimToken
+    from ._artifacts import ARTIFACTS_PER_SESSION_CAP, Artifact, artifacts_from_metadata
+    from ._batch import RecoveryView
+    from ._claims import fence
+    from ._faults import Outage, is_transient
+    from ._media import blob_digest, media_refs
+    from ._open import default_db_path, open_store, resolve_db_url
+    from ._owner import current_owner, host_id, owner_is_dead
+    from ._protocol import Store
+    from ._reads import RetryState, ToolCallRow, TurnRow
+    from ._records import (
+        Admission,
+        Claim,
+        Delivered,
+        DrainStart,
+        InboxItem,
+        Page,
+        Prelude,
+        PruneCounts,
+        SessionRow,
+        SyncMarker,
+        new_session_id,
+    )
+    from ._rewind import FILE_CHANGE_KEY, FileChange, PendingRevert, RevertPlan
+    from ._schedules import (
+        FIRE_HISTORY,
+        FireOutcome,
+        FirePlan,
+        MissedPolicy,
+        Schedule,
+        ScheduleFire,
+        ScheduleKind,
+        fire_input_id,
+        fire_session_id,
+        new_schedule_id,
+    )
+    from ._search import SearchHit, SearchPage
+    from ._store import SqlStore
+
+# Every name loads from its module on first use: `open_store` needs the store class and its
+# parts, not the protocol, the fault helpers or logging (cold start of `session list`, issue 25).
+_LAZY = {
+    "ClaimToken": "wakeful.store._append",
+    "ARTIFACTS_PER_SESSION_CAP": "wakeful.store._artifacts",
+    "Artifact": "wakeful.store._artifacts",
+    "artifacts_from_metadata": "wakeful.store._artifacts",
+    "RecoveryView": "wakeful.store._batch",
+    "fence": "wakeful.store._claims",
+    "Outage": "wakeful.store._faults",
+    "is_transient": "wakeful.store._faults",
+    "blob_digest": "wakeful.store._media",
+    "media_refs": "wakeful.store._media",
+    "default_db_path": "wakeful.store._open",
+    "open_store": "wakeful.store._open",
+    "resolve_db_url": "wakeful.store._open",
+    "current_owner": "wakeful.store._owner",
+    "host_id": "wakeful.store._owner",
+    "owner_is_dead": "wakeful.store._owner",
+    "Store": "wakeful.store._protocol",
+    "RetryState": "wakeful.store._reads",
+    "ToolCallRow": "wakeful.store._reads",
+    "TurnRow": "wakeful.store._reads",
+    "Admission": "wakeful.store._records",
+    "Claim": "wakeful.store._records",
+    "Delivered": "wakeful.store._records",
+    "DrainStart": "wakeful.store._records",
+    "InboxItem": "wakeful.store._records",
+    "Page": "wakeful.store._records",
+    "Prelude": "wakeful.store._records",
+    "PruneCounts": "wakeful.store._records",
+    "SessionRow": "wakeful.store._records",
+    "SyncMarker": "wakeful.store._records",
+    "new_session_id": "wakeful.store._records",
+    "FILE_CHANGE_KEY": "wakeful.store._rewind",
+    "FileChange": "wakeful.store._rewind",
+    "PendingRevert": "wakeful.store._rewind",
+    "RevertPlan": "wakeful.store._rewind",
+    "FIRE_HISTORY": "wakeful.store._schedules",
+    "FireOutcome": "wakeful.store._schedules",
+    "FirePlan": "wakeful.store._schedules",
+    "MissedPolicy": "wakeful.store._schedules",
+    "Schedule": "wakeful.store._schedules",
+    "ScheduleFire": "wakeful.store._schedules",
+    "ScheduleKind": "wakeful.store._schedules",
+    "fire_input_id": "wakeful.store._schedules",
+    "fire_session_id": "wakeful.store._schedules",
+    "new_schedule_id": "wakeful.store._schedules",
+    "SearchHit": "wakeful.store._search",
+    "SearchPage": "wakeful.store._search",
+    "SqlStore": "wakeful.store._store",
+}
+
+__getattr__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
     "FIRE_HISTORY",

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import ClaimLostError, NotFoundError
-from ..events import SessionEvent, StoredEvent, dump_event
 from ._backend import Pending, Row, Tx
 from ._media import blob_digest
 from ._projections import project
+
+if TYPE_CHECKING:
+    from ..events import SessionEvent, StoredEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,8 @@ def append_events(
     sends the lock, the claim check and the id reservation together (one round trip on
     PostgreSQL), then every insert without waiting (they travel with the commit).
     """
+    from ..events import StoredEvent, dump_event
+
     lock = tx.lock_query(session_id) if locked is None else None
     held = None if claim is None else tx.query(_CLAIM_ROW, (session_id,))
     reserved = ids if ids is not None else tx.event_ids(len(events))

@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import JsonValue
-
 from ..errors import NotFoundError, UsageError
-from ..events import ArtifactRecorded
 from ._append import append_events
-from ._backend import Row, Tx
+from ._backend import Row, Tx, random_hex
 from ._shaped import ARTIFACTS_PER_SESSION_CAP
 
 if TYPE_CHECKING:
+    from pydantic import JsonValue
+
     from ..clock import Clock
+    from ..events import ArtifactRecorded
     from ._backend import Backend
 
 ARTIFACT_KINDS = ("file", "branch", "commit", "pull_request", "link")  # built-ins; the set is open
@@ -73,6 +72,8 @@ def artifact_event(
     at_ms: int = 0,
 ) -> ArtifactRecorded:  # fmt: skip
     """A validated `artifact.recorded` (`UsageError` for a bad kind, uri, label or meta)."""
+    from ..events import ArtifactRecorded
+
     if not _KIND.match(kind):
         raise UsageError(f"bad artifact kind {kind!r}: lowercase letters, digits, _ . - (<= 64)")
     if not uri.strip() or len(uri) > URI_MAX_CHARS:
@@ -82,7 +83,7 @@ def artifact_event(
     if meta is not None and len(json.dumps(meta).encode()) > ARTIFACT_META_MAX_BYTES:
         raise UsageError(f"an artifact's meta is larger than {ARTIFACT_META_MAX_BYTES} bytes")
     return ArtifactRecorded(
-        artifact_id=f"art_{secrets.token_hex(12)}", kind=kind, uri=uri,
+        artifact_id=f"art_{random_hex(12)}", kind=kind, uri=uri,
         label=label[:LABEL_MAX_CHARS], meta=meta, turn_id=turn_id, at_ms=at_ms,
     )  # fmt: skip
 

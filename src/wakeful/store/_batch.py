@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ClaimLostError, NotFoundError
-from ..events import SessionEvent, StoredEvent
-from ..messages import Message
 from ._append import ClaimToken, append_events
 from ._inbox import transcript_in
 from ._reads import ToolCallRow, TurnRow, events_in, tool_calls_in, turns_in
@@ -27,6 +25,8 @@ from ._sessions import get_row
 
 if TYPE_CHECKING:
     from ..clock import Clock
+    from ..events import SessionEvent, StoredEvent
+    from ..messages import Message
     from ._backend import Backend
 
 

@@ -11,7 +11,6 @@ renewed and taken over without the session lock (`renew_claims`, `take_over_clai
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..errors import ClaimLostError, NotFoundError
 from . import _inbox
 from ._append import ClaimToken
-from ._backend import Pending, Row, iter_chunks
+from ._backend import Pending, Row, iter_chunks, random_hex
 from ._owner import owner_is_dead
 from ._records import Claim, DrainStart, Prelude, SessionRow
 
@@ -107,7 +106,7 @@ def _claim_in(
     is_dead: IsDead | None,
 ) -> Claim | None:  # fmt: skip
     """Take the claim whose row `_read_claim` returned (the session is locked); None if live."""
-    token = secrets.token_hex(16)
+    token = random_hex(16)
     if row is None:
         tx.run(
             "INSERT INTO claims (session_id, owner, token, epoch, lease_until_ms, attempts, released) "
@@ -237,7 +236,7 @@ class ClaimsMixin:
             for sid, old_owner, epoch, lease_until, attempts in rows:
                 if lease_until > now and not is_dead(old_owner):
                     continue
-                token = secrets.token_hex(16)
+                token = random_hex(16)
                 taken.append(
                     _retake(tx, sid, owner, token, int(epoch), int(attempts), False, until)
                 )

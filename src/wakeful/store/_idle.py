@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..events import UsageRecorded, load_event
 from ._append import LIST_SLACK_MS
 
 if TYPE_CHECKING:
@@ -55,6 +54,8 @@ class IdleMixin:
         within `margin_ms` from `now_ms` and has not expired yet: (session id, the seq of the
         last turn's `turn.ended`), oldest first, at most `limit`. `locations`: only sessions at
         one of them (None in it: those without a location); default every session."""
+        from ..events import UsageRecorded, load_event
+
         out: list[tuple[str, int]] = []
         marks = ", ".join("?" for _ in SETTLING_TYPES)
         where, params = "", list[str]()

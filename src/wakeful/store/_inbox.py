@@ -12,36 +12,22 @@ commit with it (`docs/locations.md`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
-
-from pydantic import JsonValue, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, InvalidMessageError, NotFoundError
-from ..events import (
-    CONTROL_KINDS,
-    ApprovalDecided,
-    Delivery,
-    InputDelivered,
-    InputEnqueued,
-    InputKind,
-    InputRejected,
-    MessageAdded,
-    SessionError,
-    SessionEvent,
-    SessionMoved,
-    TurnStarted,
-    dump_event,
-    load_event,
-)
-from ..messages import MOVE_RECORD, Message, TextBlock, TextOrigin, block_from_dict
 from ._append import ClaimToken, append_events, put_blob_in
-from ._backend import Row, Tx
+from ._backend import Row, Tx, sha256_hex
 from ._bulk import collector_paused
 from ._records import Delivered, InboxItem, Prelude
 from ._search import index_deliveries
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from ..events import ApprovalDecided, Delivery, InputKind, SessionEvent
+    from ..messages import Message
 
 _ITEM_COLS = "i.input_id, i.seq, i.kind, i.delivery, i.status, i.message_id, e.data"
 
@@ -49,10 +35,12 @@ _ITEM_COLS = "i.input_id, i.seq, i.kind, i.delivery, i.status, i.message_id, e.d
 def content_digest(kind: str, payload: dict[str, JsonValue], delivery: str) -> str:
     """SHA-256 over the canonical JSON of what makes two admissions the same input."""
     canon = json.dumps([kind, payload, delivery], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canon.encode()).hexdigest()
+    return sha256_hex(canon.encode())
 
 
 def _item(session_id: str, row: Sequence[Any]) -> InboxItem:
+    from ..events import InputEnqueued, load_event
+
     event = load_event(row[6])
     assert isinstance(event, InputEnqueued)
     return InboxItem(session_id, row[0], int(row[1]), row[2], row[3], event.payload, row[4], row[5])
@@ -103,6 +91,8 @@ def server_admission(
 ) -> tuple[str, str, str, str, str, str, str, int]:
     """The arguments of a server-side admission (`Tx.admit_on_server`, `Backend.admit_alone`):
     session, input id, kind, delivery, content digest, event type, event JSON, time."""
+    from ..events import InputEnqueued, dump_event
+
     digest = content_digest(kind, payload, delivery)
     event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
     return (session_id, input_id, kind, delivery, digest, event.type, dump_event(event), now_ms)
@@ -160,6 +150,8 @@ def admit_in(
     A database with a server-side admission call (PostgreSQL) runs it as one; elsewhere the
     lock, the idempotency check and the id reservation are sent together, then the writes.
     """
+    from ..events import InputEnqueued, dump_event
+
     digest = content_digest(kind, payload, delivery)
     event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
     sent = tx.admit_on_server(
@@ -198,6 +190,10 @@ def input_message(item: InboxItem) -> Message:
     Payload: ``{"text": str}`` or ``{"blocks": [...]}``, optional ``origin`` and ``metadata``.
     The message id is derived from the input id, so a redelivery could never mint a second one.
     """
+    from pydantic import ValidationError
+
+    from ..messages import Message, TextBlock, TextOrigin, block_from_dict
+
     payload = item.payload
     try:
         if isinstance(payload.get("text"), str):
@@ -216,7 +212,7 @@ def input_message(item: InboxItem) -> Message:
             raise InvalidMessageError("is empty", field="payload.blocks")
         metadata = payload.get("metadata")
         return Message(
-            id=f"msg_in_{hashlib.sha256(f'{item.session_id}/{item.input_id}'.encode()).hexdigest()[:24]}",
+            id=f"msg_in_{sha256_hex(f'{item.session_id}/{item.input_id}'.encode())[:24]}",
             role="user",
             blocks=blocks,
             metadata={"input_id": item.input_id, "kind": item.kind}
@@ -236,6 +232,8 @@ def approval_decision(item: InboxItem) -> ApprovalDecided:
 
     Payload: ``{"call_id": str, "decision": "allow" | "deny" | "always"}``.
     """
+    from ..events import ApprovalDecided
+
     call_id, decision = item.payload.get("call_id"), item.payload.get("decision")
     if not isinstance(call_id, str) or not call_id:
         raise InvalidMessageError("needs `call_id` (string)", field="payload")
@@ -249,6 +247,8 @@ def approval_decision(item: InboxItem) -> ApprovalDecided:
 def _select(
     pending: list[InboxItem], idle: bool, input_id: str | None, awaiting: bool = False
 ) -> list[InboxItem]:
+    from ..events import CONTROL_KINDS
+
     if input_id is not None:
         return [i for i in pending if i.input_id == input_id]
     if awaiting:  # a session awaiting approval takes decisions only; other input waits
@@ -304,6 +304,8 @@ def promote_in(
     first, when messages are delivered. `first` (a driver's held reply) precedes it all and is
     written whether or not anything is delivered.
     """
+    from ..events import CONTROL_KINDS, InputDelivered, TurnStarted
+
     lock = tx.lock_query(session_id)
     rows = tx.query(_PENDING_SQL, (session_id,))
     status = tx.query(_STATUS_SQL, (session_id,))
@@ -365,6 +367,8 @@ def promote_in(
 
 def _reject(events: list[SessionEvent], item: InboxItem, err: InvalidMessageError | str) -> None:
     """Append the rejection of `item` (and the session error that says why) to `events`."""
+    from ..events import InputRejected, SessionError
+
     events.append(InputRejected(input_id=item.input_id, reason=str(err)))
     events.append(
         SessionError(error=f"input {item.input_id} rejected: {err}", input_id=item.input_id)
@@ -383,6 +387,9 @@ def move_text(previous: str | None, location: str) -> str:
 def _move_events(tx: Tx, session_id: str, item: InboxItem) -> list[SessionEvent]:
     """A move's delivery: the delivery, `session.moved` and the system message; or, for a
     payload without an absolute `location`, its rejection."""
+    from ..events import InputDelivered, MessageAdded, SessionMoved
+    from ..messages import MOVE_RECORD, Message, TextBlock
+
     location = item.payload.get("location")
     if not isinstance(location, str) or not location.startswith("/"):
         rejected: list[SessionEvent] = []
@@ -436,6 +443,9 @@ def message_bodies_in(tx: Tx, session_id: str, before_seq: int) -> dict[str, Mes
 
 
 def _row_message(session_id: str, data: str, enqueued: str | None) -> Message | None:
+    from ..events import InputDelivered, InputEnqueued, load_event
+    from ..messages import Message
+
     event = load_event(data)
     message = getattr(event, "message", None)
     if isinstance(event, InputDelivered) and message is None and event.message_id is None:

@@ -8,30 +8,23 @@ sent twice is stored once. Invariant: a ref is exactly the digest `put_blob_in` 
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from pydantic import JsonValue
+from ._backend import sha256_hex
 
-from ..messages import (
-    MEDIA_TYPES,
-    AudioBlock,
-    DocumentBlock,
-    ImageBlock,
-    Message,
-    ToolResultBlock,
-    VideoBlock,
-)
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
-_MEDIA = (ImageBlock, AudioBlock, VideoBlock, DocumentBlock)
+    from ..messages import (
+        Message,
+    )
 
 
 def blob_digest(data: bytes) -> str:
     """The address of a blob (and a media block's `ref`): the hex SHA-256 of its bytes (the one
     place it is derived)."""
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 def externalize(payload: dict[str, JsonValue]) -> tuple[dict[str, JsonValue], list[bytes]]:
@@ -57,6 +50,11 @@ def externalize(payload: dict[str, JsonValue]) -> tuple[dict[str, JsonValue], li
 
 
 def _inline_bytes(block: JsonValue) -> bytes | None:
+    import base64
+    import binascii
+
+    from ..messages import MEDIA_TYPES
+
     if not isinstance(block, dict) or block.get("type") not in MEDIA_TYPES:
         return None
     data = block.get("data")
@@ -70,10 +68,13 @@ def _inline_bytes(block: JsonValue) -> bytes | None:
 
 def media_refs(message: Message) -> Iterator[str]:
     """The blob digests the media of `message` refer to (tool results' parts included)."""
+    from ..messages import AudioBlock, DocumentBlock, ImageBlock, ToolResultBlock, VideoBlock
+
+    media = (ImageBlock, AudioBlock, VideoBlock, DocumentBlock)
     for block in message.blocks:
-        if isinstance(block, _MEDIA) and block.ref is not None:
+        if isinstance(block, media) and block.ref is not None:
             yield block.ref
         elif isinstance(block, ToolResultBlock) and not isinstance(block.output, str):
             for part in block.output:
-                if isinstance(part, _MEDIA) and part.ref is not None:
+                if isinstance(part, media) and part.ref is not None:
                     yield part.ref

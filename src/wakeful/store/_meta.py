@@ -12,15 +12,14 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from pydantic import JsonValue
-
 from ..errors import NotFoundError, UsageError
-from ..events import ExtensionStateSet, MetadataUpdated
 from ._append import append_events
 from ._backend import Tx
 from ._shaped import merge_metadata
 
 if TYPE_CHECKING:
+    from pydantic import JsonValue
+
     from ..clock import Clock
     from ._backend import Backend
 
@@ -61,6 +60,8 @@ class MetaMixin:
     def update_metadata(self, session_id: str, patch: dict[str, JsonValue]) -> dict[str, JsonValue]:
         """Merge `patch` into the metadata by key (a None value removes the key); return the
         result. `UsageError` when the result would exceed `METADATA_MAX_BYTES`."""
+        from ..events import MetadataUpdated
+
         if not patch:
             raise UsageError("the metadata patch is empty")
         with self.backend.transaction(write=True) as tx:
@@ -88,6 +89,8 @@ class MetaMixin:
     ) -> None:
         """Store one JSON value (not None) under the extension's namespace. `UsageError` for an
         unsafe name or a value past the bounds (16 KiB per value, 64 KiB per session)."""
+        from ..events import ExtensionStateSet
+
         _check_name("extension name", namespace)
         _check_name("key", key)
         if value is None:
@@ -113,6 +116,8 @@ class MetaMixin:
 
     def delete_extension_state(self, session_id: str, namespace: str, key: str) -> bool:
         """Remove one extension value; whether there was one (nothing is written when not)."""
+        from ..events import ExtensionStateSet
+
         _check_name("extension name", namespace)
         _check_name("key", key)
         with self.backend.transaction(write=True) as tx:

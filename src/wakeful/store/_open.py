@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import platformdirs
-
-from ..clock import Clock
-from ..config import StoreConfig, store_defaults
+from .._defaults import SQLITE_BUSY_TIMEOUT_MS
 from ..errors import UsageError
 from ._store import SqlStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..clock import Clock
+    from ..config import StoreConfig
 
 
 def default_db_path() -> Path:
     """The default SQLite file: `sessions.db` in the user data directory."""
+    # Loaded only when no store is named (cold start).
+    from pathlib import Path
+
+    import platformdirs
+
     return Path(platformdirs.user_data_dir("wakeful")) / "sessions.db"
 
 
@@ -27,8 +35,8 @@ def open_store(
     url: str | None = None, *, clock: Clock | None = None, options: StoreConfig | None = None
 ) -> SqlStore:
     """Open (and migrate) the store at `url` (see `resolve_db_url`); `options` are the
-    `[store]` timeouts of `wakeful.toml` (defaults when None)."""
-    opts = options or store_defaults()
+    `[store]` timeouts of `wakeful.toml` (defaults when None; opening SQLite without them loads
+    no configuration model, cold start)."""
     target = resolve_db_url(url)
     if target.startswith(("http://", "https://")):
         raise UsageError(
@@ -38,8 +46,9 @@ def open_store(
     if target.startswith(("postgresql://", "postgres://")):
         from ._postgres import PostgresBackend
 
-        return SqlStore(PostgresBackend(target, options=opts), clock)
+        return SqlStore(PostgresBackend(target, options=options), clock)
     from ._sqlite import SqliteBackend
 
     path = target.removeprefix("sqlite:///").removeprefix("sqlite://")
-    return SqlStore(SqliteBackend(path, busy_timeout_ms=opts.busy_timeout_ms), clock)
+    busy_ms = SQLITE_BUSY_TIMEOUT_MS if options is None else options.busy_timeout_ms
+    return SqlStore(SqliteBackend(path, busy_timeout_ms=busy_ms), clock)

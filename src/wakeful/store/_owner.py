@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 from functools import cache
 
 from ..errors import UsageError
@@ -31,6 +30,8 @@ def host_id() -> str:
         if "/" in override:
             raise UsageError(f"WAKEFUL_HOST_ID may not contain '/': {override!r}")
         return override
+    import socket  # only when an owner is named (cold start)
+
     name = socket.gethostname().replace("/", "_")
     try:
         with open("/etc/machine-id", encoding="ascii") as f:

@@ -25,12 +25,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ..config import StoreConfig, store_defaults
+from .._defaults import (
+    PG_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    PG_LOCK_TIMEOUT_MS,
+    PG_STATEMENT_TIMEOUT_MS,
+)
 from ..errors import (
     CommitUnknownError,
     MigrationError,
@@ -42,6 +46,9 @@ from ..errors import (
 from ._backend import Params, Row
 from ._migrations import MIGRATIONS, statements
 from ._pgnotify import Notifier
+
+if TYPE_CHECKING:
+    from ..config import StoreConfig
 
 CHANNEL = "wakeful_events"
 _IDLE = psycopg.pq.TransactionStatus.IDLE
@@ -239,7 +246,15 @@ class PostgresBackend:
         self.url = url
         self._max_size = max_size
         self._connect_timeout_s = connect_timeout_s
-        self._options = options or store_defaults()
+        # The `[store]` timeouts; without options their defaults, and no configuration model.
+        if options is None:
+            self._lock_ms = PG_LOCK_TIMEOUT_MS
+            self._statement_ms = PG_STATEMENT_TIMEOUT_MS
+            self._idle_ms = PG_IDLE_IN_TRANSACTION_TIMEOUT_MS
+        else:
+            self._lock_ms = options.lock_timeout_ms
+            self._statement_ms = options.statement_timeout_ms
+            self._idle_ms = options.idle_in_transaction_timeout_ms
         self._listen: psycopg.Connection[Any] | None = None
         # A pooled connection serves one thread at a time, and so does its cursor.
         self._admit_cursors: dict[psycopg.Connection[Any], psycopg.Cursor[Any]] = {}
@@ -269,14 +284,13 @@ class PostgresBackend:
         """Give a new pooled connection the `[store]` timeouts (one round trip, once). From
         PostgreSQL 17 on, a whole transaction is also bounded by the statement timeout: that
         ends even a transaction whose client paused while the server waited mid-message."""
-        opts = self._options
         settings = {
-            "lock_timeout": opts.lock_timeout_ms,
-            "statement_timeout": opts.statement_timeout_ms,
-            "idle_in_transaction_session_timeout": opts.idle_in_transaction_timeout_ms,
+            "lock_timeout": self._lock_ms,
+            "statement_timeout": self._statement_ms,
+            "idle_in_transaction_session_timeout": self._idle_ms,
         }
         if conn.info.server_version >= 170000:
-            settings["transaction_timeout"] = opts.statement_timeout_ms
+            settings["transaction_timeout"] = self._statement_ms
         conn.execute(
             "SELECT " + ", ".join("set_config(%s, %s, false)" for _ in settings),
             [v for name, ms in settings.items() for v in (name, f"{ms}ms")],
@@ -334,8 +348,7 @@ class PostgresBackend:
         yet) ends by the idle-in-transaction or statement timeout at the latest, so the asking
         stops a little after both; `CommitUnknownError` when no answer can be had by then (the
         write may or may not be durable)."""
-        opts = self._options
-        wait_ms = max(opts.idle_in_transaction_timeout_ms, opts.statement_timeout_ms) + 1_000
+        wait_ms = max(self._idle_ms, self._statement_ms) + 1_000
         deadline = time.monotonic() + wait_ms / 1000
         problem = "its transaction id never arrived"
         while xid is not None:

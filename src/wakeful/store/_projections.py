@@ -9,34 +9,36 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..events import (
-    CompactionEnded,
-    InputDelivered,
-    InputRejected,
-    InstructionsUpdated,
-    MessageAdded,
-    MessagesHidden,
-    ReceiptRecorded,
-    RetryCleared,
-    RetryScheduled,
-    SessionCreated,
-    SessionEvent,
-    SessionMoved,
-    SessionUpdated,
-    ToolCallEnded,
-    ToolCallStarted,
-    TurnEnded,
-    TurnStarted,
-    UsageRecorded,
-    WorkStateUpdated,
-)
-from ..messages import Message
 from . import _shaped
 from ._backend import Tx
 from ._media import media_refs
 from ._search import index_message, index_title
+
+if TYPE_CHECKING:
+    from ..events import (
+        CompactionEnded,
+        InputDelivered,
+        InputRejected,
+        InstructionsUpdated,
+        MessageAdded,
+        MessagesHidden,
+        ReceiptRecorded,
+        RetryCleared,
+        RetryScheduled,
+        SessionCreated,
+        SessionEvent,
+        SessionMoved,
+        SessionUpdated,
+        ToolCallEnded,
+        ToolCallStarted,
+        TurnEnded,
+        TurnStarted,
+        UsageRecorded,
+        WorkStateUpdated,
+    )
+    from ..messages import Message
 
 Projection = Callable[[Tx, str, int, Any], None]
 

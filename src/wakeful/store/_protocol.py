@@ -13,15 +13,17 @@ URL with one line).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import JsonValue
-
-from ..events import Delivery, InputKind, ReceiptRecorded, StoredEvent
-from ..messages import Message
 from ._reads import ToolCallRow
 from ._records import Admission, Claim, InboxItem, Page, PruneCounts, SessionRow, SyncMarker
 from ._search import SearchPage
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from ..events import Delivery, InputKind, ReceiptRecorded, StoredEvent
+    from ..messages import Message
 
 
 class Store(Protocol):

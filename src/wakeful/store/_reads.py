@@ -7,14 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import JsonValue
-
 from ..errors import AmbiguousIdError, CorruptStateError, NotFoundError
-from ..events import ReceiptRecorded, StoredEvent, load_event
-from ..messages import Message
 from ._inbox import message_bodies_in
 
 if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from ..events import ReceiptRecorded, StoredEvent
+    from ..messages import Message
     from ._backend import Backend, Tx
 
 
@@ -57,6 +57,8 @@ def events_in(
 ) -> list[StoredEvent]:
     """Durable events of a session with `seq > after`, in order (optionally of some types), in
     `tx` (an unknown session has none)."""
+    from ..events import StoredEvent, load_event
+
     sql = "SELECT id, seq, at_ms, data FROM events WHERE session_id = ? AND seq > ?"
     params: list[Any] = [session_id, after]
     if types:
@@ -168,6 +170,8 @@ class ReadsMixin:
     def receipts(self, session_id: str) -> list[ReceiptRecorded]:
         """Every prompt receipt of a session, in order, each with its complete `message_ids`
         and no `base` (a receipt recorded against a base is expanded, as if recorded whole)."""
+        from ..events import ReceiptRecorded, load_event
+
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
                 "SELECT e.data FROM receipts r JOIN events e ON e.session_id = r.session_id "
@@ -190,6 +194,8 @@ class ReadsMixin:
     def receipt_message_ids(self, session_id: str, receipt_id: str) -> tuple[str, ...]:
         """The complete message ids of one receipt: its own list, or, for one recorded against a
         base, the chain of earlier receipts it extends, read back to one recorded whole."""
+        from ..events import ReceiptRecorded, load_event
+
         chain: list[ReceiptRecorded] = []
         with self.backend.transaction(write=False) as tx:
             rid, before = receipt_id, 2**62

@@ -3,15 +3,17 @@ and the columns a `SessionRow` is selected with (`ROW_COLS`, `session_row`)."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import JsonValue
+from ._backend import random_hex
 
-from ..events import Delivery, InputKind, SessionEvent, location_id
-from ..messages import Message
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from ..events import Delivery, InputKind, SessionEvent
+    from ..messages import Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,8 @@ class SessionRow:
     @property
     def location_id(self) -> str | None:
         """The stable id of the session's location (`wakeful.events.location_id`)."""
+        from ..events import location_id
+
         return None if self.location is None else location_id(self.location)
 
     @property
@@ -200,7 +204,7 @@ ROW_COLS = f"{SESSION_COLS}, {WAITING_COL}"
 
 def new_session_id() -> str:
     """A fresh session id: ``ses_`` + 24 hex characters."""
-    return f"ses_{secrets.token_hex(12)}"
+    return f"ses_{random_hex(12)}"
 
 
 def session_row(row: Sequence[Any]) -> SessionRow:

@@ -8,22 +8,17 @@ whole tree from every table in one transaction, with the blobs nothing reference
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, UsageError
-from ..events import (
-    CompactionTail,
-    MessageAdded,
-    SessionCreated,
-    SessionEvent,
-    SessionUpdated,
-    load_event,
-)
 from ._append import LIST_SLACK_MS, append_events
 from ._backend import Tx
 from ._inbox import transcript_in
 from ._records import ROW_COLS, Page, PruneCounts, new_session_id, session_row
 from ._sessions import get_row, insert_session
+
+if TYPE_CHECKING:
+    from ..events import CompactionTail, SessionEvent
 
 _TABLES = (
     "messages", "inbox", "tool_calls", "turns", "receipts", "claims", "retry_state",
@@ -78,6 +73,8 @@ def fork_in(tx: Tx, session_id: str, through: int | None, fields: dict[str, Any]
     """Create a fork of `session_id` copying its messages through `through` (default: all),
     and its newest `compaction.tail` hide point among them, at its place in the log (so the
     fork's next request hides what the parent's would: docs/compaction.md)."""
+    from ..events import MessageAdded, SessionCreated
+
     parent = get_row(tx, session_id)
     if parent is None:
         raise NotFoundError(f"no session {session_id}")
@@ -113,6 +110,8 @@ def fork_in(tx: Tx, session_id: str, through: int | None, fields: dict[str, Any]
 
 def _newest_tail(tx: Tx, session_id: str, upto: int) -> tuple[int, CompactionTail] | None:
     """The session's newest `compaction.tail` at or before `upto`, with its seq."""
+    from ..events import CompactionTail, load_event
+
     row = tx.one(
         "SELECT seq, data FROM events WHERE session_id = ? AND type = 'compaction.tail' "
         "AND seq <= ? ORDER BY seq DESC LIMIT 1",
@@ -170,6 +169,8 @@ def delete_trees(tx: Tx, roots: list[str]) -> PruneCounts:
 
 def prune_in(tx: Tx, older_than_ms: int, action: str, now: int) -> PruneCounts:
     """Preview, archive or delete root sessions not updated since `older_than_ms`."""
+    from ..events import SessionUpdated
+
     roots = [
         r[0]
         for r in tx.all(

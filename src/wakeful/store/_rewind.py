@@ -15,29 +15,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pydantic import JsonValue
-
 from ..errors import ConflictError, NotFoundError, UsageError
-from ..events import (
-    CompactionEnded,
-    FileRestore,
-    HistoryEdited,
-    InstructionsUpdated,
-    SessionReverted,
-    SessionUnreverted,
-    StoredEvent,
-    TurnStarted,
-    WorkStateUpdated,
-    load_event,
-)
-from ..messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
 from ._append import append_events
 from ._backend import Tx
 from ._claims import _alive
 from ._inbox import transcript_in
 
 if TYPE_CHECKING:
+    from pydantic import JsonValue
+
     from ..clock import Clock
+    from ..events import FileRestore, HistoryEdited, SessionReverted, StoredEvent
+    from ..messages import Message
     from ._backend import Backend
 
 FILE_CHANGE_KEY = "file_change"  # tool-result metadata: {"path", "before", "after"} (digests)
@@ -112,6 +101,8 @@ class RewindMixin:
         in one transaction; `files` records the file contents the caller restored. Refused
         (nothing written) while the session is being driven (`ConflictError`) or when
         `revision` is not the session's `last_seq` (`ConflictError`)."""
+        from ..events import SessionReverted
+
         with self.backend.transaction(write=True) as tx:
             _check_writable(tx, session_id, revision, self.clock.now_ms())
             plan = _plan(tx, session_id, turn_id, input_id, message_id)
@@ -139,6 +130,8 @@ class RewindMixin:
         """Undo the pending revert: its messages, work state and instruction values are back;
         `files` records the file contents the caller put back. `UsageError` when there is no
         pending revert (none, or a new input made it final)."""
+        from ..events import SessionUnreverted
+
         with self.backend.transaction(write=True) as tx:
             _check_writable(tx, session_id, revision, self.clock.now_ms())
             pending = _pending(tx, session_id)
@@ -155,6 +148,8 @@ class RewindMixin:
     def live_compactions(self, session_id: str) -> list[StoredEvent]:
         """The session's `compaction.ended` events whose summary is still in the transcript
         (a rewind or history edit can hide one), oldest first: where active history starts."""
+        from ..events import CompactionEnded, StoredEvent, load_event
+
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
                 "SELECT id, seq, at_ms, data FROM events WHERE session_id = ? "
@@ -274,6 +269,8 @@ def _target(
 
 def _turn_start(tx: Tx, session_id: str, turn_id: str) -> int:
     """The first `seq` of a turn: its earliest delivered input, else its `turn.started`."""
+    from ..events import TurnStarted, load_event
+
     row = tx.one(
         "SELECT started_seq FROM turns WHERE session_id = ? AND turn_id = ?", (session_id, turn_id)
     )
@@ -316,6 +313,8 @@ def _plan(
 def _effects(messages: Sequence[Message]) -> tuple[tuple[FileChange, ...], tuple[str, ...]]:
     """The file changes the file tools recorded in `messages` (per path: the content before
     the first change and after the last) and the `shell` commands they ran."""
+    from ..messages import ToolCallBlock, ToolResultBlock
+
     first: dict[str, str | None] = {}
     last: dict[str, str | None] = {}
     shells: list[str] = []
@@ -341,6 +340,14 @@ def _state_before(
     """The work state and instruction values as they stood just before `from_seq`, folded from
     the log. A session whose first instruction delta came later keeps that first delta's
     values: the baseline of its instructions is not part of the conversation."""
+    from ..events import (
+        InstructionsUpdated,
+        SessionReverted,
+        SessionUnreverted,
+        WorkStateUpdated,
+        load_event,
+    )
+
     work: dict[str, JsonValue] = {}
     values: dict[str, str] = {}
     seen_instructions = False
@@ -398,6 +405,8 @@ def _undo_state(tx: Tx, session_id: str) -> tuple[dict[str, JsonValue], dict[str
 
 def _revert_events(tx: Tx, session_id: str) -> list[SessionReverted]:
     """The pending reverts' events, oldest first."""
+    from ..events import SessionReverted, load_event
+
     out: list[SessionReverted] = []
     for (data,) in tx.all(
         "SELECT e.data FROM reverts r JOIN events e ON e.session_id = r.session_id "
@@ -442,6 +451,8 @@ def _pending(tx: Tx, session_id: str) -> PendingRevert | None:
 
 def _delete_turn(tx: Tx, session_id: str, turn_id: str, revision: int) -> HistoryEdited:
     """Every visible message from the turn's start to the next turn's start (or the end)."""
+    from ..events import HistoryEdited
+
     start = _turn_start(tx, session_id, turn_id)
     after = tx.all(
         "SELECT t.started_seq, t.turn_id FROM turns t JOIN turns own ON own.session_id = "
@@ -466,6 +477,9 @@ def _delete_turn(tx: Tx, session_id: str, turn_id: str, revision: int) -> Histor
 def _replace_text(
     tx: Tx, session_id: str, message_id: str, text: str, revision: int
 ) -> HistoryEdited:
+    from ..events import HistoryEdited
+    from ..messages import TextBlock
+
     row = tx.one(
         "SELECT seq FROM messages WHERE session_id = ? AND message_id = ? AND reverted IS NULL",
         (session_id, message_id),

@@ -12,20 +12,20 @@ zones) is the caller's business (`wakeful.execution`): the store only compares a
 
 from __future__ import annotations
 
-import hashlib
 import json
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import JsonValue
-
 from ..clock import Clock
 from ..errors import ConflictError, NotFoundError
-from ..events import Delivery, SessionCreated
-from ._backend import Backend, Tx
+from ._backend import Backend, Tx, random_hex, sha256_hex
 from ._records import Admission
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from ..events import Delivery, SessionCreated
 
 ScheduleKind = Literal["cron", "interval", "once"]
 MissedPolicy = Literal["skip", "once"]
@@ -43,7 +43,7 @@ _FIRE_COLS = "schedule_id, due_ms, fired_ms, outcome, session_id, input_id, miss
 
 def new_schedule_id() -> str:
     """A fresh schedule id: ``sch_`` + 24 hex characters."""
-    return f"sch_{secrets.token_hex(12)}"
+    return f"sch_{random_hex(12)}"
 
 
 def fire_input_id(schedule_id: str, due_ms: int) -> str:
@@ -53,7 +53,7 @@ def fire_input_id(schedule_id: str, due_ms: int) -> str:
 
 def fire_session_id(schedule_id: str, due_ms: int) -> str:
     """The id of the session a template schedule creates for its fire due at `due_ms`."""
-    digest = hashlib.sha256(f"{schedule_id}\0{due_ms}".encode()).hexdigest()
+    digest = sha256_hex(f"{schedule_id}\0{due_ms}".encode())
     return f"ses_{digest[:24]}"
 
 

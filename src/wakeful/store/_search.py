@@ -20,19 +20,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from ..messages import (
-    CompactSummaryBlock,
-    Message,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    tool_result_text,
-)
 from ._backend import Backend, Tx
 from ._records import SESSION_COLS, SessionRow, session_row
 
 if TYPE_CHECKING:
     from ..events import StoredEvent
+    from ..messages import Message
+
+    # What the search backfill reads a session's messages with (`transcript_in`).
+    Transcript = Callable[[Tx, str], list[tuple[int, Message]]]
 
 # A message contributes at most this many characters (PostgreSQL refuses a tsvector over 1 MB).
 MAX_INDEXED_CHARS = 100_000
@@ -42,7 +38,6 @@ MAX_TERMS = 16
 BACKFILL_BATCH = 200  # sessions indexed per transaction by the backfill
 
 _WORD = re.compile(r"[^\W_]+\*?")  # letters and digits, as both indexes split words
-Transcript = Callable[[Tx, str], list[tuple[int, Message]]]
 _INSERT = "INSERT INTO search_docs (session_id, seq, body) VALUES (?, ?, ?)"
 
 
@@ -71,6 +66,14 @@ class SearchPage:
 def searchable_text(message: Message) -> str:
     """The text a message contributes to the index ("" for none): text, tool calls (name and
     input), tool results and compaction summaries; never a system message."""
+    from ..messages import (
+        CompactSummaryBlock,
+        TextBlock,
+        ToolCallBlock,
+        ToolResultBlock,
+        tool_result_text,
+    )
+
     if message.role == "system":
         return ""
     parts: list[str] = []

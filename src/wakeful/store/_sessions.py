@@ -6,12 +6,15 @@ The row's columns are `_records.ROW_COLS`.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from ..errors import NotFoundError, UsageError
-from ..events import SessionCreated
 from ._append import append_events
 from ._backend import Tx
 from ._records import ROW_COLS, SessionRow, session_row
+
+if TYPE_CHECKING:
+    from ..events import SessionCreated
 
 
 def get_row(tx: Tx, session_id: str) -> SessionRow | None:

@@ -8,19 +8,22 @@ clears it. Hidden rows leave every transcript read (`_inbox._MESSAGE_ROWS`), nev
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from pydantic import JsonValue
-
-from ..events import (
-    ArtifactRecorded,
-    ExtensionStateSet,
-    HistoryEdited,
-    MetadataUpdated,
-    SessionReverted,
-    SessionUnreverted,
-)
 from ._backend import Tx
 from ._search import index_message
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from ..events import (
+        ArtifactRecorded,
+        ExtensionStateSet,
+        HistoryEdited,
+        MetadataUpdated,
+        SessionReverted,
+        SessionUnreverted,
+    )
 
 ARTIFACTS_PER_SESSION_CAP = 200  # the spec's ARTIFACTS_PER_SESSION_CAP
 

@@ -16,19 +16,20 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
-import shutil
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from urllib.parse import quote
+from typing import TYPE_CHECKING
 
+from .._defaults import SQLITE_BUSY_TIMEOUT_MS
 from ..errors import MigrationError, StoreBusyError, StoreError, StoreFullError
-from ._backend import Params, Row, Rows
+from ._backend import Params, Row, Rows, random_hex
 from ._migrations import MIGRATIONS, statements
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 DISK_FULL = "the disk is full"
@@ -146,7 +147,9 @@ class SqliteBackend:
 
     kind = "sqlite"
 
-    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000, poll_ms: int = 50) -> None:
+    def __init__(
+        self, path: str | Path, *, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS, poll_ms: int = 50
+    ) -> None:
         self.path = str(path)
         self.url = self.path
         self.poll_s = poll_ms / 1000
@@ -179,7 +182,7 @@ class SqliteBackend:
     def _prepare_file(self) -> None:
         """Refuse an empty file; build a missing store aside and link it into place whole."""
         try:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
             size = os.path.getsize(self.path) if os.path.exists(self.path) else None
         except OSError as err:
             raise StoreError(f"cannot create the database at {self.path}: {err.strerror}") from None
@@ -197,7 +200,7 @@ class SqliteBackend:
         rollback journal, so every committed page is in the file itself when it is linked (a
         WAL would hold them beside it, and its checkpoint at close can fail unseen on a full
         disk); the first ordinary open switches it to WAL."""
-        tmp = f"{self.path}.{secrets.token_hex(4)}.new"
+        tmp = f"{self.path}.{random_hex(4)}.new"
         try:
             self._open(tmp, read_only=False, shown=self.path, creating=True).close()
             os.link(tmp, self.path)
@@ -259,6 +262,8 @@ class SqliteBackend:
     def _connect_read_only(path: str, timeout: float) -> sqlite3.Connection:
         """A read-only connection. A WAL database needs its `-shm` file, which a read-only
         directory cannot hold: then the file is opened as immutable (no one can change it)."""
+        from urllib.parse import quote
+
         uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
                                timeout=timeout)  # fmt: skip
@@ -434,6 +439,8 @@ def _migrate(conn: sqlite3.Connection, path: str, done: set[int]) -> None:
     if done and path != ":memory:":
         backup = f"{path}.v{newest}.bak"
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        import shutil
+
         shutil.copyfile(path, backup)
     conn.execute("BEGIN IMMEDIATE")
     try:

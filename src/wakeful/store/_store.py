@@ -6,31 +6,17 @@ from projections and the log. The store is synchronous; async callers run it in 
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
-
-from pydantic import JsonValue
+from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock, SystemClock
 from ..errors import NotFoundError, UsageError
-from ..events import (
-    Delivery,
-    InputKind,
-    MessageAdded,
-    SessionCreated,
-    SessionEvent,
-    SessionUpdated,
-    StoredEvent,
-    load_event,
-)
-from ..messages import Message
 from . import _inbox, _retention, _search
 from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in
 from ._artifacts import ArtifactsMixin
-from ._backend import Backend, Tx
+from ._backend import Backend, Tx, random_hex
 from ._batch import BatchMixin
 from ._claims import ClaimsMixin, demote_stale
 from ._idle import IdleMixin
@@ -53,6 +39,12 @@ from ._records import (
 from ._rewind import RewindMixin
 from ._schedules import SchedulesMixin
 from ._sessions import get_row, insert_session
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from ..events import Delivery, InputKind, SessionCreated, SessionEvent, StoredEvent
+    from ..messages import Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +131,8 @@ class SqlStore(
 
     def create_session(self, session_id: str | None = None, **fields: Any) -> SessionRow:
         """Insert a session row and its `session.created` event; return the row."""
+        from ..events import SessionCreated
+
         sid = session_id or new_session_id()
         with self.backend.transaction(write=True) as tx:
             self._insert_session(tx, sid, SessionCreated(**fields))
@@ -173,6 +167,8 @@ class SqlStore(
         self, session_id: str, claim: ClaimToken | None = None, **fields: Any
     ) -> None:
         """Change title, agent, model or the archive marker through a `session.updated` event."""
+        from ..events import SessionUpdated
+
         self.append(session_id, [SessionUpdated(**fields)], claim)
 
     def latest_session(self, location: str | None = None) -> SessionRow | None:
@@ -338,6 +334,8 @@ class SqlStore(
         claim: ClaimToken | None = None,
     ) -> StoredEvent:  # fmt: skip
         """Append one transcript message."""
+        from ..events import MessageAdded
+
         return self.append(session_id, [MessageAdded(message=message, turn_id=turn_id)], claim)[0]
 
     def events(
@@ -359,6 +357,8 @@ class SqlStore(
         still precede: read again after the last one returned, nothing is skipped or repeated.
         `after_tx` is that event's `tx` when the caller knows it (it saves a lookup and survives
         the event's deletion); otherwise it is looked up (`event_position`)."""
+        from ..events import StoredEvent, load_event
+
         q = _ordered(self.backend.kind)
         with self.backend.transaction(write=False) as tx:
             if self.backend.kind != "postgres":
@@ -527,7 +527,7 @@ class SqlStore(
         """
         if delivery not in ("steer", "queue"):
             raise UsageError(f"delivery must be 'steer' or 'queue', not {delivery!r}")
-        iid = input_id or f"in_{secrets.token_hex(12)}"
+        iid = input_id or f"in_{random_hex(12)}"
         now = self.clock.now_ms()
         payload, media = externalize(payload)  # inline media: stored once, as blobs
         if media:  # blobs with the admission: one transaction here (either backend)
