@@ -54,23 +54,26 @@ def old_layout(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def shares(bodies: list[dict[str, Any]]) -> tuple[float, float, float, int | None]:
+def shares(bodies: list[dict[str, Any]]) -> tuple[float, float, float, int | None, float]:
     """Over requests 2..: (total shared / total size, the median share, the smallest share,
-    the first request from which every share is at least 95%)."""
+    the first request from which every share is at least 95%, and the smallest share of the
+    *previous* request kept as the new one's prefix: what the provider's cache can serve)."""
     texts = [cache_prefix(b) for b in bodies]
     same = size = 0
     each: list[float] = []
+    kept: list[float] = []
     for prev, now in zip(texts, texts[1:], strict=False):
         shared = common_prefix(prev, now)
         same += shared
         size += len(now)
         each.append(shared / len(now))
+        kept.append(shared / len(prev))
     from_step = None
     for i in range(len(each) - 1, -1, -1):
         if each[i] < 0.95:
             break
         from_step = i + 2
-    return same / size, statistics.median(each), min(each), from_step
+    return same / size, statistics.median(each), min(each), from_step, min(kept)
 
 
 def breakpoints(body: dict[str, Any]) -> list[str]:
@@ -117,10 +120,14 @@ async def main() -> None:
             now = shares(bodies)
             old = shares([old_layout(b) for b in bodies])
             print(f"{family}: {len(bodies)} requests, turn cache hit ratio {ratio:.1%}")
-            for name, (total, median, least, start) in (("cache-aware", now), ("baseline", old)):
+            for name, (total, median, least, start, kept) in (
+                ("cache-aware", now),
+                ("baseline", old),
+            ):
                 print(f"  {name:11}: prefix shared with the previous request {total:.1%} "
                       f"overall, median {median:.1%}, least {least:.1%}; every request "
-                      f">= 95% from request {start}")  # fmt: skip
+                      f">= 95% from request {start}; of each previous request at least "
+                      f"{kept:.1%} kept as the next one's prefix")  # fmt: skip
             if family == "anthropic":
                 print(f"  breakpoints of the last request: {', '.join(breakpoints(bodies[-1]))}")
             else:
