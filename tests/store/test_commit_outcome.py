@@ -139,19 +139,10 @@ def _message(text: str) -> MessageAdded:
     return MessageAdded(message=user(text, id=f"msg_{text}"))
 
 
-def test_a_commit_the_server_made_is_a_success_and_is_stored_once():
-    with proxied_store() as (proxy, store, direct):
-        store.create_session("ses_c")
-        proxy.armed = True
-        store.append("ses_c", [_message("one")])
-        assert proxy.cuts == 1, "the proxy never cut a COMMIT"
-        store.append("ses_c", [_message("two")])
-        ids = [m.id for m in direct.messages("ses_c")]
-        assert ids == ["msg_one", "msg_two"]
-
-
-@pytest.mark.parametrize("mode", ["fatal", "fatal-now"])
-def test_a_commit_answered_by_a_fatal_error_is_asked_about_too(mode: str):
+@pytest.mark.parametrize("mode", [True, "fatal", "fatal-now"])
+def test_a_commit_the_server_made_is_a_success_and_is_stored_once(mode: bool | str):
+    """The answer is lost (`True`) or is a FATAL error (`fatal`, `fatal-now`): either way the
+    backend asks, finds the transaction committed and reports success."""
     with proxied_store() as (proxy, store, direct):
         store.create_session("ses_c")
         proxy.armed = mode
