@@ -214,6 +214,7 @@ class Run:
     takeover_s: float | None = None  # kill to the last orphaned claim taken over
     lease_left_s: float | None = None  # kill to the end of the longest orphaned lease
     orphaned: int = 0
+    unfinished: int = 0  # of the orphaned, those whose turn had not ended at the kill
     checked: int = 0
 
     def ideal(self, latency_ms: int) -> float:
@@ -248,6 +249,7 @@ def run_fleet(
                       netns=netns)  # fmt: skip
         orphaned: dict[str, tuple[int, int]] = {}
         waiting: dict[str, int] = {}  # orphaned claims not yet taken over: their epochs
+        unfinished: dict[str, int] = {}  # orphaned sessions whose turn had not ended: epochs
         kill_ms = taken_ms = 0.0
         try:
             deadline = time.monotonic() + timeout
@@ -259,6 +261,10 @@ def run_fleet(
                     fleet.hosts[0].kill()
                     orphaned = _held_by(probe, fleet.hosts[0].owners())
                     waiting = {sid: epoch for sid, (epoch, _) in orphaned.items()}
+                    # A drain releases its claim after its turn ended: a kill in between leaves
+                    # a claim on a finished session, which the new owner takes and releases
+                    # without a write. Only the others must be written to by a new owner.
+                    unfinished = _unfinished(probe, waiting)
                 if waiting and not (waiting := _not_taken(probe, waiting)):
                     taken_ms = time.time() * 1000
                 time.sleep(0.2)
@@ -286,7 +292,8 @@ def run_fleet(
                   forwarders, busy, sampler.locks())  # fmt: skip
         if kill_at is not None:
             run.orphaned = len(orphaned)
-            run.resume_s = _resume_s(probe, {s: e for s, (e, _) in orphaned.items()}, kill_ms)
+            run.resume_s = _resume_s(probe, unfinished, kill_ms)
+            run.unfinished = len(unfinished)
             run.takeover_s = (taken_ms - kill_ms) / 1000 if orphaned else 0.0
             run.lease_left_s = max((u for _, u in orphaned.values()), default=kill_ms)
             run.lease_left_s = (run.lease_left_s - kill_ms) / 1000
@@ -331,6 +338,16 @@ def _held_by(probe: Probe, owners: list[str]) -> dict[str, tuple[int, int]]:
     return {str(s): (int(str(e)), int(str(u))) for s, e, u in rows}
 
 
+def _unfinished(probe: Probe, epochs: dict[str, int]) -> dict[str, int]:
+    """Those of `epochs` whose session's turn has not ended (each session runs one turn)."""
+    rows = probe.rows(
+        "SELECT DISTINCT session_id FROM events WHERE session_id = ANY(%s) AND type = 'turn.ended'",
+        (list(epochs),),
+    )
+    ended = {str(r[0]) for r in rows}
+    return {sid: epoch for sid, epoch in epochs.items() if sid not in ended}
+
+
 def _not_taken(probe: Probe, epochs: dict[str, int]) -> dict[str, int]:
     """Those of `epochs` whose claim still has that epoch and is not released."""
     rows = probe.rows(
@@ -342,7 +359,7 @@ def _not_taken(probe: Probe, epochs: dict[str, int]) -> dict[str, int]:
 
 def _resume_s(probe: Probe, orphaned: dict[str, int], kill_ms: float) -> float:
     """The longest time from the kill to the first write under a newer epoch, over the
-    sessions the killed host held."""
+    sessions the killed host held with work left."""
     worst = 0.0
     for sid, epoch in orphaned.items():
         at = probe.one(
@@ -398,9 +415,9 @@ def main() -> None:
                       netns=netns, kill_at=1 / 3)  # fmt: skip
         print(
             f"kill: host 0 of {hosts} SIGKILLed at a third of the steps holding {r.orphaned} "
-            f"sessions, whose leases ran out at most {r.lease_left_s:.1f} s later (lease "
+            f"sessions ({r.unfinished} with work left), whose leases ran out at most {r.lease_left_s:.1f} s later (lease "
             f"{load.lease_ms / 1000:.0f} s); all taken over {r.takeover_s:.1f} s after the kill, "
-            f"each written to by its new owner within {r.resume_s:.1f} s; "
+            f"each with work left written to by its new owner within {r.resume_s:.1f} s; "
             f"{r.checked} sessions checked as the crash tests "
             f"check, ledger included: nothing lost or run twice; {r.per_s():.0f} steps/s "
             f"({spare} drains per worker: the survivors have room for every session)"

@@ -28,6 +28,9 @@ def test_a_killed_host_s_sessions_finish_on_the_other_host_nothing_lost_or_run_t
         kill_at=1 / 3, timeout=180,
     )  # fmt: skip
     assert run.orphaned > 0, "host 0 held no session when it was killed"
-    assert run.resume_s is not None  # every orphaned session was written to by a new owner
+    # every orphaned session with work left was written to by a new owner (a session whose
+    # turn had ended, its claim not yet released, is only taken over and released)
+    assert run.resume_s is not None
+    print(f"orphaned {run.orphaned}, with work left {run.unfinished}")
     assert run.checked == 30
     assert run.steps == 30 * 3
