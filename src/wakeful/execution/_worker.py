@@ -231,7 +231,8 @@ async def run_worker(
             for sid in [s for s, until in stalled.items() if until <= now]:
                 del stalled[sid]
                 retrying.discard(sid)
-            claims = await attempt(take_over, rt, concurrency - len(inflight), placement)
+            slots = concurrency - len(inflight)
+            claims = await attempt(take_over, rt, slots, placement)
             fresh = [c for c in claims or [] if c.session_id not in inflight]
             # (one taken over from a drive here, whose lease lapsed, lapses again)
             stats.taken_over += len(claims or [])
@@ -261,7 +262,10 @@ async def run_worker(
                 stats.waiting.pop(sid, None)
                 if sid not in inflight and sid not in stalled:
                     start(sid, None)
-            if once and not inflight and not retrying:
+            # `once` ends only after a look with free slots found nothing to take over: drains
+            # that ended during this pass's awaits leave `inflight` empty with orphans whose
+            # owners are dead (their leases still run, so the check below does not see them).
+            if once and not inflight and not retrying and slots > 0 and claims == []:
                 orphans = await attempt(rt.store.has_orphaned_claims, placement.places())
                 if orphans is False:
                     break  # (an orphan's row a paused writer still locks is waited for)

@@ -55,8 +55,7 @@ def _message_added(tx: Tx, sid: str, seq: int, ev: MessageAdded) -> None:
 def _ref_media(tx: Tx, sid: str, message: Message) -> None:
     """The session references every blob its message's media refer to (a fork or an import
     copying the message keeps the bytes alive when the original goes)."""
-    for digest in media_refs(message):
-        _ref_blob(tx, sid, digest)
+    _ref_blobs(tx, sid, list(media_refs(message)))
 
 
 def _delivered(tx: Tx, sid: str, seq: int, ev: InputDelivered) -> None:
@@ -152,14 +151,19 @@ def _receipt(tx: Tx, sid: str, seq: int, ev: ReceiptRecorded) -> None:
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (sid, ev.receipt_id, ev.turn_id, ev.step, ev.attempt, ev.request_digest, seq),
     )
-    for _section, _source, digest in ev.sections:
-        _ref_blob(tx, sid, digest)
+    _ref_blobs(tx, sid, [digest for _section, _source, digest in ev.sections])
 
 
-def _ref_blob(tx: Tx, sid: str, digest: str) -> None:
+def _ref_blobs(tx: Tx, sid: str, digests: list[str]) -> None:
+    """Reference the blobs from the session, in one statement (each distinct digest once)."""
+    unique = list(dict.fromkeys(digests))
+    if not unique:
+        return
     tx.send(
-        "INSERT INTO blob_refs (session_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
-        (sid, digest),
+        "INSERT INTO blob_refs (session_id, digest) VALUES "
+        + ", ".join("(?, ?)" for _ in unique)
+        + " ON CONFLICT DO NOTHING",
+        tuple(v for digest in unique for v in (sid, digest)),
     )
 
 
@@ -208,7 +212,7 @@ def _instructions(tx: Tx, sid: str, seq: int, ev: InstructionsUpdated) -> None:
                 "INSERT INTO instruction_state (session_id, source_key, digest, seq) VALUES (?, ?, ?, ?)",
                 (sid, key, digest, seq),
             )
-            _ref_blob(tx, sid, digest)
+    _ref_blobs(tx, sid, [digest for digest in ev.delta.values() if digest != "removed"])
 
 
 def _compaction(tx: Tx, sid: str, seq: int, ev: CompactionEnded) -> None:
