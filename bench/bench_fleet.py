@@ -38,7 +38,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -229,7 +229,7 @@ def run_fleet(
     kill_at: float | None = None, timeout: float = 900,
 ) -> Run:  # fmt: skip
     """Drive `load` with a fleet of `hosts` x `workers`; kill host 0 at `kill_at` of the steps."""
-    with tempfile.TemporaryDirectory() as tmp, fresh_database(admin) as db:
+    with tempfile.TemporaryDirectory() as tmp, fresh_database(admin) as db, ExitStack() as cleanup:
         root = Path(tmp)
         work = make_workspace(root, load)
         model = write_script(root / "script.json", load)
@@ -239,6 +239,8 @@ def run_fleet(
             create_session(store, sid, model, [f"job {load.tag(n)}"], workspace=work)
         store.close()
         probe, watch = Probe(db), Probe(db)
+        cleanup.callback(probe.conn.close)  # (also when the run fails: no connection is left to
+        cleanup.callback(watch.conn.close)  # the garbage collector, which warns in a later test)
         sampler = Sampler(watch, {probe.pid, watch.pid})
         total = load.sessions * load.steps
         per_worker = concurrency or math.ceil(load.sessions / (hosts * workers))
@@ -297,15 +299,12 @@ def run_fleet(
             run.takeover_s = (taken_ms - kill_ms) / 1000 if orphaned else 0.0
             run.lease_left_s = max((u for _, u in orphaned.values()), default=kill_ms)
             run.lease_left_s = (run.lease_left_s - kill_ms) / 1000
-        store = open_store(db)
+        store = cleanup.enter_context(closing(open_store(db)))
         ledger = ledger_lines(work) if load.ledger else None
         for sid in sids:
             check_session(store, sid, ledger)
-        store.close()
         run.checked = len(sids)
         assert steps == total, f"{steps} steps stored, {total} expected"
-        probe.conn.close()
-        watch.conn.close()
         return run
 
 
