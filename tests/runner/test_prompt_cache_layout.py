@@ -21,11 +21,13 @@ async def test_a_long_session_with_todo_updates_keeps_its_prefix(
     monkeypatch.setenv("BENCH_KEY", "test-key")
     bodies, hit_ratio = await run(family, STEPS, tmp_path)
     assert len(bodies) == STEPS
-    total, _median, _least, every_from = shares(bodies)
+    total, _median, _least, every_from, kept = shares(bodies)
     assert total >= 0.95
     assert every_from is not None and every_from <= STEPS // 2
+    assert kept >= 0.95  # of every request, what the next one keeps as its prefix (the cache's)
     # The same requests with the work state in the system prompt (the layout before) fail it.
-    assert shares([old_layout(b) for b in bodies])[0] < 0.85
+    old_total, *_rest, old_kept = shares([old_layout(b) for b in bodies])
+    assert old_total < 0.85 and old_kept < 0.5
     assert hit_ratio >= 0.9  # the server reports the shared prefix as cache reads
     # The system prompt never changes, although the todos changed every 4 steps.
     system = [b["system"] if family == "anthropic" else b["messages"][0] for b in bodies]
