@@ -6,6 +6,7 @@ SQLite and PostgreSQL; the last test shows that PostgreSQL workers do not wait o
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -127,6 +128,25 @@ def test_take_over_claims_takes_expired_and_dead_owners_only(store: SqlStore, cl
     assert store.take_over_claims("me", LEASE, nobody_dead, local_host="here") == []
 
 
+def test_live_claims_do_not_hide_dead_owners_orphans(store: SqlStore, clock: FakeClock):
+    """A worker's own live claims (their leases end sooner) come first in lease order; a look
+    limited to fewer rows than they are must still find the dead owner's orphans behind them
+    (it found none, and `wakeful worker --once` ended with orphans left)."""
+    dead = orphans(store, 3, "here/7/7")
+    # the dead driver's leases run longer than the live ones below
+    assert store.renew_claims(store.claimed_sessions(), 3_600_000) == set(dead)
+    mine = orphans(store, 3, "here/8/8")
+    taken = store.take_over_claims(
+        "here/8/8", LEASE, lambda owner: owner == "here/7/7", local_host="here", limit=2
+    )
+    assert len(taken) == 2 and {c.session_id for c in taken} <= set(dead)
+    rest = store.take_over_claims(
+        "here/8/8", LEASE, lambda owner: owner == "here/7/7", local_host="here", limit=2
+    )
+    assert {c.session_id for c in taken + rest} == set(dead)
+    assert {c.session_id for c in store.claimed_sessions() if c.owner == "here/8/8"} >= set(mine)
+
+
 def test_take_over_claims_honours_its_limit(store: SqlStore, clock: FakeClock):
     sids = orphans(store, 5, "gone/1/1")
     clock.advance(60_001)
@@ -183,32 +203,25 @@ def test_renew_claims_renews_what_is_still_held(store: SqlStore, clock: FakeCloc
 
 @pytest.mark.postgres
 def test_postgres_takeovers_skip_locked_rows_instead_of_waiting(clock: FakeClock):
-    """While one worker's takeover transaction holds its rows, another takes the rest at once."""
+    """While another worker's takeover transaction holds some claims' rows (locked as
+    `take_over_claims` locks them), a takeover takes the rest at once instead of waiting."""
+    import psycopg
+
     with fresh_database() as url:
-        a, b = open_store(url, clock=clock), open_store(url, clock=clock)
+        store = open_store(url, clock=clock)
         try:
-            sids = orphans(a, 6, "here/1/1")
-            holding, b_done = threading.Event(), threading.Event()
-            taken_b: list[Claim] = []
-
-            def slow_is_dead(owner: str) -> bool:
-                holding.set()  # a's transaction holds its locked rows here
-                assert b_done.wait(10), "b waited for a's rows instead of skipping them"
-                return True
-
-            def run_b() -> None:
-                holding.wait(10)
-                taken_b.extend(
-                    b.take_over_claims("b", LEASE, lambda _o: True, local_host="here", limit=6)
-                )
-                b_done.set()
-
-            thread = threading.Thread(target=run_b)
-            thread.start()
-            taken_a = a.take_over_claims("a", LEASE, slow_is_dead, local_host="here", limit=2)
-            thread.join(10)
-            assert len(taken_a) == 2 and len(taken_b) == 4
-            assert sorted(c.session_id for c in taken_a + taken_b) == sorted(sids)
+            sids = orphans(store, 6, "here/1/1")
+            with psycopg.connect(url) as holder:
+                held = holder.execute(
+                    "SELECT session_id FROM claims ORDER BY session_id LIMIT 2 FOR UPDATE"
+                ).fetchall()
+                started = time.monotonic()
+                taken = store.take_over_claims("b", LEASE, lambda _o: True, local_host="here")
+                assert time.monotonic() - started < 5, "the takeover waited for the held rows"
+                holder.rollback()
+            assert sorted(c.session_id for c in taken) == sorted(
+                set(sids) - {sid for (sid,) in held}
+            )
+            assert len(store.take_over_claims("b", LEASE, lambda _o: True, local_host="here")) == 2
         finally:
-            a.close()
-            b.close()
+            store.close()

@@ -138,6 +138,16 @@ def _retake(
     return Claim(session_id, owner, token, epoch + 1, until, attempts, taken_over=not released)
 
 
+def _dead_owners(tx: Tx, now: int, local_host: str, is_dead: IsDead) -> list[str]:
+    """The owners on `local_host` that hold live leases and `is_dead`."""
+    held = tx.all(
+        "SELECT DISTINCT owner FROM claims WHERE released = 0 AND lease_until_ms > ? "
+        "AND owner LIKE ?",
+        (now, f"{local_host}/%"),
+    )
+    return [owner for (owner,) in held if is_dead(owner)]
+
+
 def _has_running_call(tx: Tx, session_id: str) -> bool:
     """Whether a tool call of the session is still `running`."""
     return (
@@ -221,25 +231,28 @@ class ClaimsMixin:
         """
         now = self.clock.now_ms()
         until = now + lease_ms
-        pattern = f"{local_host}/%" if local_host else ""
-        taken: list[Claim] = []
         where, params = place_filter(places)
+        columns = "SELECT session_id, epoch, attempts FROM claims WHERE released = 0 AND "
+        rest = _in_places(where, "claims.session_id") + " ORDER BY lease_until_ms, session_id LIMIT ?"
         with self.backend.transaction(write=True) as tx:
-            rows = tx.all(
-                "SELECT session_id, owner, epoch, lease_until_ms, attempts FROM claims "
-                "WHERE released = 0 AND (lease_until_ms <= ? OR owner LIKE ?)"
-                + _in_places(where, "claims.session_id")
-                + " ORDER BY lease_until_ms, session_id LIMIT ?"
-                + tx.row_lock(skip_locked=True),
-                (now, pattern, *params, limit),
-            )
-            for sid, old_owner, epoch, lease_until, attempts in rows:
-                if lease_until > now and not is_dead(old_owner):
-                    continue
-                token = random_hex(16)
-                taken.append(
-                    _retake(tx, sid, owner, token, int(epoch), int(attempts), False, until)
+            lock = tx.row_lock(skip_locked=True)
+            rows = tx.all(columns + "lease_until_ms <= ?" + rest + lock, (now, *params, limit))
+            # Then live leases of dead owners on this host. Which owners are dead is asked
+            # first: the live claims of running drivers (this worker's own, whose leases end
+            # sooner, among them) must not fill the limit and hide the orphans behind them.
+            dead: list[str] = []
+            if local_host and len(rows) < limit:
+                dead = _dead_owners(tx, now, local_host, is_dead)
+            if dead:
+                marks = ", ".join("?" for _ in dead)
+                rows += tx.all(
+                    columns + f"lease_until_ms > ? AND owner IN ({marks})" + rest + lock,
+                    (now, *dead, *params, limit - len(rows)),
                 )
+            taken = [
+                _retake(tx, sid, owner, random_hex(16), int(epoch), int(attempts), False, until)
+                for sid, epoch, attempts in rows
+            ]
         return taken
 
     def has_orphaned_claims(self, places: Places = None) -> bool:
