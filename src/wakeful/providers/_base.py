@@ -204,6 +204,14 @@ def message_chars(message: Message) -> int:
     return _SIZES(message)
 
 
+def _tool_chars(tool: ToolSpec) -> int:
+    return len(tool.name) + len(tool.description) + _json_len(tool.input_schema)
+
+
+# A request's tools are the same objects step after step (`runner._prompt` keeps them by the
+# tools section's digest): their size is measured once, not re-serialized for every request.
+_TOOL_SIZES = IdentityMemo(_tool_chars, size=4096)
+
 CHARS_PER_TOKEN = 4  # the local estimate's rule: a token is about four characters
 
 
@@ -217,7 +225,7 @@ def estimate_request_tokens(request: ModelRequest) -> int:
     for message in request.messages:
         chars += message_chars(message)
     for tool in request.tools:
-        chars += len(tool.name) + len(tool.description) + _json_len(tool.input_schema)
+        chars += _TOOL_SIZES(tool)
     return math.ceil(chars / CHARS_PER_TOKEN)
 
 

@@ -181,10 +181,16 @@ class TurnRunner:
         """Run the compaction `item` asks for between turns (no turn open), given the sections
         the next step would send when it needs them: a summary asks with them first (the
         provider's prompt cache), an idle compaction also estimates them."""
-        sections = None
-        if self._compaction.reuses_cache or item.payload.get("reason") == IDLE_REASON:
-            sections = await self._sections(1)  # (read as a step would: instructions synced)
+        sections = await self._summary_sections(idle=item.payload.get("reason") == IDLE_REASON)
         return await self._compaction.control(item, in_turn=False, sections=sections)
+
+    async def _summary_sections(self, *, idle: bool = False) -> list[Section] | None:
+        """The sections the next step would send (read as a step reads them: instructions
+        synced) when a compaction's summary asks with them first (the provider's prompt cache)
+        or an `idle` compaction estimates them; None when neither needs them."""
+        if self._compaction.reuses_cache or idle:
+            return await self._sections(1)
+        return None
 
     async def settle(
         self,
@@ -259,9 +265,7 @@ class TurnRunner:
                 self._live("input_delivered", input_id=d.item.input_id, delivery="steer")
         for d in delivered:  # a manual compaction request runs at this step boundary
             if d.message is None and d.item.kind == "compaction":
-                sections = None  # the next step's: its summary reuses them
-                if self._compaction.reuses_cache:
-                    sections = await self._sections(1)
+                sections = await self._summary_sections()
                 await self._compaction.control(d.item, in_turn=True, sections=sections)
                 self._check_interrupt()
         return any(d.message is not None for d in delivered)
