@@ -233,7 +233,8 @@ class ClaimsMixin:
         until = now + lease_ms
         where, params = place_filter(places)
         columns = "SELECT session_id, epoch, attempts FROM claims WHERE released = 0 AND "
-        rest = _in_places(where, "claims.session_id") + " ORDER BY lease_until_ms, session_id LIMIT ?"
+        order = " ORDER BY lease_until_ms, session_id LIMIT ?"
+        rest = _in_places(where, "claims.session_id") + order
         with self.backend.transaction(write=True) as tx:
             lock = tx.row_lock(skip_locked=True)
             rows = tx.all(columns + "lease_until_ms <= ?" + rest + lock, (now, *params, limit))
