@@ -38,3 +38,25 @@ def test_a_changed_message_changes_the_digest() -> None:
     first = request_digest(provider, ModelRequest(model="m", system="", messages=(a,)))
     second = request_digest(provider, ModelRequest(model="m", system="", messages=(b,)))
     assert first != second
+
+
+def test_prefix_memo_reuses_the_shared_start_of_a_history():
+    """A history whose newest message was replaced by its stored copy costs the changed tail
+    only; a message changed in the middle is measured again from there (values stay right)."""
+    from wakeful.messages import PrefixMemo, assistant, user
+
+    calls: list[str] = []
+
+    def size(m):
+        calls.append(m.id)
+        return len(m.blocks[0].text)
+
+    memo = PrefixMemo(size)
+    a, b, c = user("one"), assistant("two two"), user("three")
+    assert memo((a, b, c)) == [3, 7, 5] and len(calls) == 3
+    c2, d = user("three!"), assistant("four")
+    assert memo((a, b, c2, d)) == [3, 7, 6, 4]
+    assert calls[3:] == [c2.id, d.id]  # a and b were not measured again
+    b2 = assistant("2")
+    assert memo((a, b2, c2, d)) == [3, 1, 6, 4]
+    assert calls[5:] == [b2.id, c2.id, d.id]

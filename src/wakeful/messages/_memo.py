@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
+from operator import is_
 from typing import Generic, TypeVar
 
 from ._blocks import Message
@@ -42,10 +43,11 @@ class IdentityMemo(Generic[A, T]):
 
 
 class PrefixMemo(Generic[T]):
-    """`memo(messages)` is `[fn(m) for m in messages]`, reusing the list of an earlier call whose
-    messages were a prefix of these (the very same objects), so a growing history costs what it
-    gained. `fn` must be pure; one entry is kept per first message (a session's history), at
-    most `size`. The returned list is shared: read it, do not change it."""
+    """`memo(messages)` is `[fn(m) for m in messages]`, reusing the values of an earlier call
+    for the messages these start with (the very same objects, as far as both agree: a growing
+    history whose newest message was replaced by its stored copy costs what changed). `fn` must
+    be pure; one entry is kept per first message (a session's history), at most `size`. The
+    returned list is shared: read it, do not change it."""
 
     __slots__ = ("_fn", "_entries", "_size")
 
@@ -61,17 +63,27 @@ class PrefixMemo(Generic[T]):
         key = id(messages[0])
         hit = self._entries.get(key)
         fn = self._fn
-        if hit is not None:
-            seen, values = hit
-            n = len(seen)
-            if n <= len(messages) and all(a is b for a, b in zip(seen, messages[:n], strict=True)):
-                out = values + [fn(m) for m in messages[n:]] if len(messages) > n else values
-            else:
-                out = [fn(m) for m in messages]
-        else:
+        if hit is None:
             out = [fn(m) for m in messages]
+        else:
+            seen, values = hit
+            kept = _shared(seen, messages)
+            if kept == len(seen) == len(messages):
+                out = values
+            else:
+                out = values[:kept] + [fn(m) for m in messages[kept:]]
         self._entries[key] = (messages, out)
         self._entries.move_to_end(key)
         if len(self._entries) > self._size:
             self._entries.popitem(last=False)
         return out
+
+
+def _shared(a: tuple[Message, ...], b: tuple[Message, ...]) -> int:
+    """How many leading items `a` and `b` share (the same objects). The identities are compared
+    in C (`map(is_, …)`): a Python loop over a long history cost more than `fn` itself."""
+    same = list(map(is_, a, b))
+    try:
+        return same.index(False)
+    except ValueError:
+        return len(same)

@@ -26,6 +26,7 @@ from ..messages import (
     IdentityMemo,
     ImageBlock,
     Message,
+    PrefixMemo,
     ProviderReasoningBlock,
     RedactedThinkingBlock,
     ServerToolResultBlock,
@@ -214,19 +215,30 @@ _TOOL_SIZES = IdentityMemo(_tool_chars, size=4096)
 
 CHARS_PER_TOKEN = 4  # the local estimate's rule: a token is about four characters
 
+# A request's messages extend the previous request's of the session (the very same objects):
+# their sizes are kept per history, and only the new messages are measured.
+_HISTORY_SIZES = PrefixMemo(message_chars, size=1024)
+
+
+def _estimate(request: ModelRequest) -> int:
+    chars = len(request.system) + sum(_HISTORY_SIZES(request.messages))
+    chars += sum(_TOOL_SIZES(tool) for tool in request.tools)
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+# A provider may estimate one request more than once (the scripted one: to check the context
+# window and for each usage report).
+_ESTIMATES = IdentityMemo(_estimate, size=64)
+
 
 def estimate_request_tokens(request: ModelRequest) -> int:
     """Estimate the input tokens of `request` as characters / 4, rounded up.
 
     Counts the system prompt, every block's content (media as a fixed allowance) and the tool
-    specs. Deterministic: the same request always gives the same number.
+    specs. Deterministic: the same request always gives the same number (memoized: a request
+    is frozen).
     """
-    chars = len(request.system)
-    for message in request.messages:
-        chars += message_chars(message)
-    for tool in request.tools:
-        chars += _TOOL_SIZES(tool)
-    return math.ceil(chars / CHARS_PER_TOKEN)
+    return _ESTIMATES(request)
 
 
 def media_kinds(accepts: Iterable[str] | None, default: frozenset[str]) -> frozenset[str]:
