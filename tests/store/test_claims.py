@@ -6,7 +6,6 @@ SQLite and PostgreSQL; the last test shows that PostgreSQL workers do not wait o
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -215,9 +214,8 @@ def test_postgres_takeovers_skip_locked_rows_instead_of_waiting(clock: FakeClock
                 held = holder.execute(
                     "SELECT session_id FROM claims ORDER BY session_id LIMIT 2 FOR UPDATE"
                 ).fetchall()
-                started = time.monotonic()
+                # (waiting for the held rows would end in the lock timeout's StoreBusyError)
                 taken = store.take_over_claims("b", LEASE, lambda _o: True, local_host="here")
-                assert time.monotonic() - started < 5, "the takeover waited for the held rows"
                 holder.rollback()
             assert sorted(c.session_id for c in taken) == sorted(
                 set(sids) - {sid for (sid,) in held}
