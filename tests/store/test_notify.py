@@ -19,7 +19,7 @@ from tests.pg import fresh_database
 from wakeful.events import SessionCreated, SessionUpdated
 from wakeful.store import SqlStore
 from wakeful.store._inbox import server_admission
-from wakeful.store._postgres import CHANNEL, PostgresBackend
+from wakeful.store._postgres import CHANNEL, WORK_CHANNEL, PostgresBackend
 
 pytestmark = pytest.mark.postgres
 
@@ -99,3 +99,28 @@ def test_the_notifier_reconnects_after_losing_its_connection():
             listener.close()
             store.close()
     assert after_loss and after_loss != [first]
+
+
+def test_only_admissions_are_announced_on_the_work_channel():
+    """Workers wait on the work channel: an append to another session must not wake them (it
+    woke every worker of a fleet for every append), an admission must, in either form."""
+    with fresh_database() as url:
+        store = SqlStore(PostgresBackend(url))
+        listener = psycopg.connect(url, autocommit=True)
+        seen: list[str] = []
+        try:
+            listener.execute(f"LISTEN {WORK_CHANNEL}")
+            store.create_session("ses_old")
+            store.create_session("ses_busy")
+            store.append("ses_busy", [SessionUpdated(title="appended")])
+            store.admit("ses_new", "i1", "user", {"text": "one"}, create=SessionCreated())
+            store.admit("ses_old", "i1", "user", {"text": "two"})  # one statement
+            for note in listener.notifies(timeout=5.0):
+                seen.append(note.payload)
+                if "ses_old" in seen:
+                    break
+            store.wait_for_work(0)  # (the store's own wait listens there too)
+        finally:
+            listener.close()
+            store.close()
+    assert seen == ["ses_new", "ses_old"]  # (in order: ses_busy's append was announced first)

@@ -6,7 +6,8 @@ Several workers (processes, hosts) may run at once, and each session has one dri
   concurrent workers take disjoint sessions without waiting on each other;
 - a session with pending input and no claim is started by `SqlStore.start_drain`, whose claim
   row decides a race between workers (the loser sees a live claim and moves on).
-PostgreSQL NOTIFY wakes a waiting worker at once; SQLite is polled. SIGTERM is a shutdown:
+PostgreSQL NOTIFY of an admission (new input) wakes a waiting worker at once; SQLite is polled,
+and so is what no admission announces (an expired lease, a dead owner). SIGTERM is a shutdown:
 local turns are interrupted and their claims kept for the next worker. `once=True` returns when
 nothing is left to do, an orphaned claim included (one whose row a paused writer still locks is
 waited for until the database ends that writer's transaction). A worker serves some locations (`locations`, or by default every
@@ -146,7 +147,8 @@ async def run_worker(
 
     Each session found gets one drive task (at most `concurrency` drain at a time, and at most
     that many claims taken over and waiting); the store is looked at again whenever a drive ends
-    or `poll_interval_ms` passes (PostgreSQL: a NOTIFY from any writer ends the wait early). A
+    or `poll_interval_ms` passes (PostgreSQL: an admission's NOTIFY, from any process, ends the
+    wait early; other sessions' appends do not, `SqlStore.wait_for_work`). A
     session whose drain made no progress (paused, blocked, held elsewhere) is left alone for one
     lease period; one whose drain hit a transient store fault is tried again after the backoff
     (and `once` waits for that retry).
@@ -270,7 +272,7 @@ async def run_worker(
                 if orphans is False:
                     break  # (an orphan's row a paused writer still locks is waited for)
             if change is None or change.done():
-                change = asyncio.ensure_future(asyncio.to_thread(rt.store.wait_for_change, poll_s))
+                change = asyncio.ensure_future(asyncio.to_thread(rt.store.wait_for_work, poll_s))
             waiting: set[asyncio.Future[Any]] = {stopper, change, *inflight.values()}
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if change.done() and (err := change.exception()) is not None:

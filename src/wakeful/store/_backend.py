@@ -145,6 +145,11 @@ class Backend(Protocol):
         """Block until another writer may have committed something, or the timeout passes."""
         ...
 
+    def wait_for_work(self, timeout_s: float) -> None:
+        """`wait_for_change` for admissions only (new input: what may make a session
+        startable), or the timeout."""
+        ...
+
     def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
         """Call `on_commit` (from another thread) whenever any process may have committed,
         as far as the database can tell without polling; return the function that stops

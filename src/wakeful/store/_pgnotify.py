@@ -28,28 +28,34 @@ _BATCH = 1000  # session ids per statement
 
 
 class Notifier:
-    """Announces session ids on `channel` from a daemon thread, started by the first `send`.
+    """Announces session ids on `channel` (and those given new input also on `work_channel`)
+    from a daemon thread, started by the first `send`.
 
     `send` never blocks on the database: it records the ids (duplicates coalesce until the next
     batch goes out) and returns. `connect` opens the notifier's connection (autocommit, with the
     store's timeouts); a failed send drops it, waits `_RETRY_S` and reconnects, keeping the ids.
     """
 
-    def __init__(self, channel: str, connect: Callable[[], psycopg.Connection[Any]]) -> None:
-        self._channel = channel
+    def __init__(
+        self, channel: str, work_channel: str, connect: Callable[[], psycopg.Connection[Any]]
+    ) -> None:
+        self._channels = (channel, work_channel)
         self._connect = connect
-        self._pending: dict[str, None] = {}  # (insertion-ordered set)
+        self._pending: dict[str, bool] = {}  # session id -> also on the work channel (in order)
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
         self.sent = 0  # batches sent (for tests and benchmarks)
 
-    def send(self, session_ids: Iterable[str]) -> None:
-        """Queue `session_ids` to be announced soon; a no-op once closed or when empty."""
+    def send(self, session_ids: Iterable[str], work: Iterable[str] = ()) -> None:
+        """Queue `session_ids` to be announced soon, `work` (some of them) also on the work
+        channel; a no-op once closed or when empty."""
         with self._cond:
             if self._closed:
                 return
-            self._pending.update(dict.fromkeys(session_ids))
+            admitted = set(work)
+            for sid in session_ids:
+                self._pending[sid] = self._pending.get(sid, False) or sid in admitted
             if not self._pending:
                 return
             if self._thread is None or not self._thread.is_alive():  # (also after a fork)
@@ -78,13 +84,14 @@ class Notifier:
                         self._cond.wait()
                     if not self._pending:
                         return  # closed, everything sent
-                    batch = list(self._pending)[:_BATCH]
-                    for sid in batch:
-                        del self._pending[sid]
+                    batch = {sid: self._pending.pop(sid) for sid in list(self._pending)[:_BATCH]}
                 try:
                     if conn is None:
                         conn = self._connect()
-                    conn.execute(NOTIFY_BATCH_SQL, (self._channel, batch))
+                    events, work = self._channels
+                    conn.execute(NOTIFY_BATCH_SQL, (events, list(batch)))
+                    if admitted := [sid for sid, also in batch.items() if also]:
+                        conn.execute(NOTIFY_BATCH_SQL, (work, admitted))
                     self.sent += 1
                     failing = False
                 except psycopg.Error as err:
@@ -96,7 +103,9 @@ class Notifier:
                     with self._cond:
                         if self._closed:
                             return  # (a closing store does not wait for the server to return)
-                        self._pending = dict.fromkeys(batch) | self._pending
+                        for sid, also in self._pending.items():  # (sent again, in order)
+                            batch[sid] = batch.get(sid, False) or also
+                        self._pending = batch
                         self._cond.wait_for(lambda: self._closed, _RETRY_S)  # (sends don't end it)
         finally:
             _dropped(conn)

@@ -50,7 +50,10 @@ from ._pgnotify import Notifier
 if TYPE_CHECKING:
     from ..config import StoreConfig
 
-CHANNEL = "wakeful_events"
+CHANNEL = "wakeful_events"  # every committed append and admission (followers, the hub)
+# Admissions only: new input, the one change that makes a session startable (a worker waits on
+# this channel, so other sessions' appends do not wake every worker of a fleet).
+WORK_CHANNEL = "wakeful_work"
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _UNKNOWN = psycopg.pq.TransactionStatus.UNKNOWN
 _OFF = psycopg.pq.PipelineStatus.OFF
@@ -189,6 +192,7 @@ class _PgTx:
         self._pipeline = pipeline
         self._sink: psycopg.Cursor[Any] | None = None  # `send`'s cursor (see there)
         self.notified: set[str] = set()  # announced by the backend once the transaction commits
+        self.admitted: set[str] = set()  # of those, the ones given new input (`WORK_CHANNEL`)
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         return self.query(sql, params).one()
@@ -233,6 +237,7 @@ class _PgTx:
         event_type: str, data: str, now_ms: int,
     ) -> _Sent:  # fmt: skip
         self.notified.add(session_id)  # (also when nothing is created: a spurious wake-up)
+        self.admitted.add(session_id)
         return self.query(
             "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (_NO_LOCK, _NO_CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
@@ -244,6 +249,22 @@ class _PgTx:
 
     def row_lock(self, *, skip_locked: bool = False) -> str:
         return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
+
+
+class _Listener:
+    """A LISTENing connection on one channel, opened on first use (one waiter at a time)."""
+
+    def __init__(self, channel: str) -> None:
+        self.channel = channel
+        self.conn: psycopg.Connection[Any] | None = None
+        self.lock = threading.Lock()
+
+    def drop(self) -> None:
+        """Close the connection (under `lock`): the next wait opens another."""
+        if self.conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self.conn.close()
+            self.conn = None
 
 
 class PostgresBackend:
@@ -267,12 +288,11 @@ class PostgresBackend:
             self._lock_ms = options.lock_timeout_ms
             self._statement_ms = options.statement_timeout_ms
             self._idle_ms = options.idle_in_transaction_timeout_ms
-        self._listen: psycopg.Connection[Any] | None = None
+        self._listeners = {name: _Listener(name) for name in (CHANNEL, WORK_CHANNEL)}
         # A pooled connection serves one thread at a time, and so does its cursor.
         self._admit_cursors: dict[psycopg.Connection[Any], psycopg.Cursor[Any]] = {}
         self._cursors_lock = threading.Lock()
-        self._listen_lock = threading.Lock()
-        self._notifier = Notifier(CHANNEL, self._notify_connection)
+        self._notifier = Notifier(CHANNEL, WORK_CHANNEL, self._notify_connection)
         try:
             probe = psycopg.connect(url, connect_timeout=int(connect_timeout_s), autocommit=True)
             probe.close()
@@ -351,7 +371,7 @@ class PostgresBackend:
             with _pipelined(conn, self._committed) as pipeline:
                 tx = _PgTx(conn, pipeline)
                 yield tx
-        self._notifier.send(tx.notified)
+        self._notifier.send(tx.notified, work=tx.admitted)
 
     def _committed(self, xid: str | None) -> bool:
         """Whether the transaction `xid`, whose COMMIT was sent on a connection lost before
@@ -409,7 +429,7 @@ class PostgresBackend:
                  data, now_ms),
             ).fetchone()  # fmt: skip
         if row is not None and row[0] == "created":
-            self._notifier.send((session_id,))
+            self._notifier.send((session_id,), work=(session_id,))
         return row
 
     @contextmanager
@@ -438,23 +458,31 @@ class PostgresBackend:
             raise UsageError(f"PostgreSQL cannot store a value: {_first_line(err)}") from None
 
     def wait_for_change(self, timeout_s: float) -> None:
-        """Block on LISTEN until a NOTIFY arrives or the timeout passes. A lost listening
-        connection is dropped and reopened by the next call; meanwhile the wait is a sleep
-        (callers read the store after every wait, so nothing is missed, only noticed later)."""
-        with self._listen_lock:
+        """Block on LISTEN until a NOTIFY of any commit arrives or the timeout passes. A lost
+        listening connection is dropped and reopened by the next call; meanwhile the wait is a
+        sleep (callers read the store after every wait, so nothing is missed, only noticed
+        later)."""
+        self._wait(self._listeners[CHANNEL], timeout_s)
+
+    def wait_for_work(self, timeout_s: float) -> None:
+        """`wait_for_change` for admissions only (`WORK_CHANNEL`)."""
+        self._wait(self._listeners[WORK_CHANNEL], timeout_s)
+
+    def _wait(self, listener: _Listener, timeout_s: float) -> None:
+        with listener.lock:
             try:
-                if self._listen is None:
-                    self._listen = psycopg.connect(
+                if listener.conn is None:
+                    listener.conn = psycopg.connect(
                         self.url, autocommit=True, connect_timeout=int(self._connect_timeout_s)
                     )
-                    self._listen.execute(f"LISTEN {CHANNEL}")
-                for _ in self._listen.notifies(timeout=max(timeout_s, 0.001), stop_after=1):
+                    listener.conn.execute(f"LISTEN {listener.channel}")
+                for _ in listener.conn.notifies(timeout=max(timeout_s, 0.001), stop_after=1):
                     break
                 # Drain what else is queued so one burst wakes us once.
-                for _ in self._listen.notifies(timeout=0.001):
+                for _ in listener.conn.notifies(timeout=0.001):
                     pass
             except psycopg.Error:
-                self._drop_listen()
+                listener.drop()
                 time.sleep(max(timeout_s, 0.0))
 
     def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
@@ -481,24 +509,20 @@ class PostgresBackend:
         def stop() -> None:
             stopping.set()
             thread.join()
-            with self._listen_lock:
-                self._drop_listen()
+            listener = self._listeners[CHANNEL]
+            with listener.lock:
+                listener.drop()
 
         return stop
 
-    def _drop_listen(self) -> None:
-        if self._listen is not None:
-            with contextlib.suppress(psycopg.Error):
-                self._listen.close()
-            self._listen = None
-
     def close(self) -> None:
         """Send the notifications still queued (waiting up to the connect timeout), then close
-        the notifier, the pool and the listening connection."""
+        the notifier, the pool and the listening connections."""
         self._notifier.close(self._connect_timeout_s)
         self._pool.close()
-        with self._listen_lock:
-            self._drop_listen()
+        for listener in self._listeners.values():
+            with listener.lock:
+                listener.drop()
 
     def _migrate(self) -> None:
         with self._pool.connection() as conn, conn.transaction():

@@ -393,6 +393,10 @@ class SqliteBackend:
         """Sleep one poll interval (bounded by the timeout)."""
         time.sleep(min(self.poll_s, max(timeout_s, 0.0)))
 
+    def wait_for_work(self, timeout_s: float) -> None:
+        """Sleep one poll interval (bounded by the timeout), as `wait_for_change`."""
+        self.wait_for_change(timeout_s)
+
     def close(self) -> None:
         """Close the connections (after committing an open group)."""
         with self._lock:

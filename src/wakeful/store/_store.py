@@ -233,6 +233,12 @@ class SqlStore(
         (PostgreSQL: LISTEN; SQLite: one poll interval)."""
         self.backend.wait_for_change(timeout_s)
 
+    def wait_for_work(self, timeout_s: float) -> None:
+        """Block until another process may have admitted input (what makes a session
+        startable), or `timeout_s` passes (PostgreSQL: LISTEN on the admissions' channel, so
+        appends to sessions do not wake a worker; SQLite: one poll interval)."""
+        self.backend.wait_for_work(timeout_s)
+
     def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
         """Call `on_commit` from another thread whenever a commit of any process is announced
         (PostgreSQL's NOTIFY; SQLite announces nothing, so it is never called and readers
