@@ -31,6 +31,17 @@ class RetryState:
 
 
 @dataclass(frozen=True, slots=True)
+class InstructionState:
+    """What planning an instruction delta reads about a session, read together
+    (`ReadsMixin.instruction_state`)."""
+
+    values: dict[str, str]  # current instruction digests by source key
+    started: bool  # the session has its first `instructions.updated`
+    forked_from: str | None
+    last_seq: int  # the session's newest seq when read (where a prelude is planned)
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallRow:
     """A tool call as its projection says: `running` until it ends."""
 
@@ -69,6 +80,13 @@ def events_in(
         StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3]))
         for r in tx.all(sql, params)
     ]
+
+
+def _instruction_values_in(tx: Tx, session_id: str) -> dict[str, str]:
+    rows = tx.all(
+        "SELECT source_key, digest FROM instruction_state WHERE session_id = ?", (session_id,)
+    )
+    return dict(rows)
 
 
 def tool_calls_in(tx: Tx, session_id: str, status: str | None = None) -> list[ToolCallRow]:
@@ -250,8 +268,45 @@ class ReadsMixin:
     def instruction_values(self, session_id: str) -> dict[str, str]:
         """Current instruction digests by source key."""
         with self.backend.transaction(write=False) as tx:
-            rows = tx.all(
-                "SELECT source_key, digest FROM instruction_state WHERE session_id = ?",
-                (session_id,),
+            return _instruction_values_in(tx, session_id)
+
+    def instruction_state(self, session_id: str) -> InstructionState:
+        """The session's current instruction digests, whether its first `instructions.updated`
+        exists, the session it was forked from and its newest seq, in one read transaction of
+        two statements (what an instruction delta is planned from: `instructions._sync`);
+        `NotFoundError` if there is no such session. The session row is read first, so
+        `last_seq` is never newer than the values."""
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one(
+                "SELECT last_seq, forked_from, CASE WHEN EXISTS (SELECT 1 FROM events "
+                "WHERE session_id = ? AND type = 'instructions.updated') THEN 1 ELSE 0 END "
+                "FROM sessions WHERE id = ?",
+                (session_id, session_id),
             )
-        return dict(rows)
+            if row is None:
+                raise NotFoundError(f"no session {session_id}")
+            values = _instruction_values_in(tx, session_id)
+        return InstructionState(values, bool(row[2]), row[1], int(row[0]))
+
+    def recent_events(
+        self, session_id: str, window: int, types: Sequence[str]
+    ) -> list[StoredEvent]:
+        """The events of `types` among the session's newest `window` events, in order: one
+        statement (the newest seq is read by it, not before it); `NotFoundError` if there is no
+        such session."""
+        from ..events import StoredEvent, load_event
+
+        marks = ", ".join("?" for _ in types)
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all(
+                "SELECT id, seq, at_ms, data FROM events WHERE session_id = ? AND seq > "
+                "(SELECT last_seq FROM sessions WHERE id = ?) - ? "
+                f"AND type IN ({marks}) ORDER BY seq",
+                (session_id, session_id, window, *types),
+            )
+            if not rows and tx.one("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) is None:
+                raise NotFoundError(f"no session {session_id}")  # rows prove it exists
+        return [
+            StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3]))
+            for r in rows
+        ]
