@@ -16,6 +16,7 @@ from wakeful.events import (
     SessionCreated,
     SessionUpdated,
     TurnStarted,
+    UsageRecorded,
 )
 from wakeful.messages import assistant
 from wakeful.store import Prelude, SqlStore, SyncMarker, current_owner, fence
@@ -387,3 +388,32 @@ def test_a_prelude_is_written_just_before_a_delivery_of_messages_or_dropped(stor
     types = [e.type for e in store.events("ses_a", after=store.high_water("ses_a") - 3)]
     assert types == ["instructions.updated", "inbox.delivered", "turn.started"]
     assert store.get_blob(hashlib.sha256(b"value").hexdigest()) == b"value"
+
+
+def test_instruction_state_and_recent_events_read_together_what_separate_reads_say(
+    store: SqlStore,
+):
+    store.create_session("ses_a")
+    state = store.instruction_state("ses_a")
+    assert (state.values, state.started, state.forked_from) == ({}, False, None)
+    assert state.last_seq == store.high_water("ses_a")
+    digest = hashlib.sha256(b"value").hexdigest()
+    store.append("ses_a", [InstructionsUpdated(delta={"AGENTS.md": digest})], blobs=[b"value"])
+    usage = [UsageRecorded(input_tokens=n) for n in range(1, 4)]
+    store.append("ses_a", [usage[0], SessionUpdated(title="t"), usage[1], usage[2]])
+    state = store.instruction_state("ses_a")
+    assert state.values == store.instruction_values("ses_a") == {"AGENTS.md": digest}
+    assert state.started and state.last_seq == store.high_water("ses_a")
+    fork = store.fork("ses_a", new_id="ses_f")
+    assert store.instruction_state(fork.id).forked_from == "ses_a"
+    # The usage events among the newest `window` events: the high-water read and the events
+    # after it, as one statement.
+    for window in (0, 1, 2, 3, 100):
+        after = max(0, store.high_water("ses_a") - window)
+        expected = store.events("ses_a", after=after, types=["usage.recorded"])
+        assert store.recent_events("ses_a", window, ["usage.recorded"]) == expected
+    assert [e.event for e in store.recent_events("ses_a", 3, ["usage.recorded"])] == usage[1:]
+    assert store.recent_events("ses_a", 2, ["compaction.tail"]) == []
+    for read in (store.instruction_state, lambda s: store.recent_events(s, 5, ["x"])):
+        with pytest.raises(NotFoundError):
+            read("ses_nope")
