@@ -398,11 +398,12 @@ def test_instruction_state_and_recent_events_read_together_what_separate_reads_s
     assert (state.values, state.started, state.forked_from) == ({}, False, None)
     assert state.last_seq == store.high_water("ses_a")
     digest = hashlib.sha256(b"value").hexdigest()
-    store.append("ses_a", [InstructionsUpdated(delta={"AGENTS.md": digest})], blobs=[b"value"])
+    delta = {"AGENTS.md": digest, "builtin": digest}
+    store.append("ses_a", [InstructionsUpdated(delta=delta)], blobs=[b"value"])
     usage = [UsageRecorded(input_tokens=n) for n in range(1, 4)]
     store.append("ses_a", [usage[0], SessionUpdated(title="t"), usage[1], usage[2]])
     state = store.instruction_state("ses_a")
-    assert state.values == store.instruction_values("ses_a") == {"AGENTS.md": digest}
+    assert state.values == store.instruction_values("ses_a") == delta
     assert state.started and state.last_seq == store.high_water("ses_a")
     fork = store.fork("ses_a", new_id="ses_f")
     assert store.instruction_state(fork.id).forked_from == "ses_a"

@@ -272,21 +272,22 @@ class ReadsMixin:
 
     def instruction_state(self, session_id: str) -> InstructionState:
         """The session's current instruction digests, whether its first `instructions.updated`
-        exists, the session it was forked from and its newest seq, in one read transaction of
-        two statements (what an instruction delta is planned from: `instructions._sync`);
-        `NotFoundError` if there is no such session. The session row is read first, so
-        `last_seq` is never newer than the values."""
+        exists, the session it was forked from and its newest seq, as one statement (what an
+        instruction delta is planned from: `instructions._sync`; all of it from one snapshot);
+        `NotFoundError` if there is no such session."""
         with self.backend.transaction(write=False) as tx:
-            row = tx.one(
-                "SELECT last_seq, forked_from, CASE WHEN EXISTS (SELECT 1 FROM events "
-                "WHERE session_id = ? AND type = 'instructions.updated') THEN 1 ELSE 0 END "
-                "FROM sessions WHERE id = ?",
-                (session_id, session_id),
+            rows = tx.all(
+                "SELECT s.last_seq, s.forked_from, CASE WHEN EXISTS (SELECT 1 FROM events e "
+                "WHERE e.session_id = s.id AND e.type = 'instructions.updated') THEN 1 ELSE 0 "
+                "END, i.source_key, i.digest FROM sessions s LEFT JOIN instruction_state i "
+                "ON i.session_id = s.id WHERE s.id = ?",
+                (session_id,),
             )
-            if row is None:
-                raise NotFoundError(f"no session {session_id}")
-            values = _instruction_values_in(tx, session_id)
-        return InstructionState(values, bool(row[2]), row[1], int(row[0]))
+        if not rows:
+            raise NotFoundError(f"no session {session_id}")
+        values = {str(r[3]): str(r[4]) for r in rows if r[3] is not None}
+        last_seq, forked_from, started = rows[0][:3]
+        return InstructionState(values, bool(started), forked_from, int(last_seq))
 
     def recent_events(
         self, session_id: str, window: int, types: Sequence[str]
