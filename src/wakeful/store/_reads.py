@@ -68,18 +68,23 @@ def events_in(
 ) -> list[StoredEvent]:
     """Durable events of a session with `seq > after`, in order (optionally of some types), in
     `tx` (an unknown session has none)."""
-    from ..events import StoredEvent, load_event
-
-    sql = "SELECT id, seq, at_ms, data FROM events WHERE session_id = ? AND seq > ?"
+    sql = f"SELECT {EVENT_COLS} FROM events WHERE session_id = ? AND seq > ?"
     params: list[Any] = [session_id, after]
     if types:
         sql += f" AND type IN ({', '.join('?' for _ in types)})"
         params += list(types)
     sql += " ORDER BY seq" + (f" LIMIT {int(limit)}" if limit else "")
-    return [
-        StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3]))
-        for r in tx.all(sql, params)
-    ]
+    return [stored_event(session_id, r) for r in tx.all(sql, params)]
+
+
+EVENT_COLS = "id, seq, at_ms, data"  # what `stored_event` reads
+
+
+def stored_event(session_id: str, r: Sequence[Any]) -> StoredEvent:
+    """The `StoredEvent` of a row of `EVENT_COLS` of `session_id`."""
+    from ..events import StoredEvent, load_event
+
+    return StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3]))
 
 
 def _instruction_values_in(tx: Tx, session_id: str) -> dict[str, str]:
@@ -91,25 +96,36 @@ def _instruction_values_in(tx: Tx, session_id: str) -> dict[str, str]:
 
 def tool_calls_in(tx: Tx, session_id: str, status: str | None = None) -> list[ToolCallRow]:
     """Tool calls of a session in start order (only those with `status`, if given), in `tx`."""
-    sql = (
-        "SELECT message_id, call_id, name, status, started_seq FROM tool_calls WHERE session_id = ?"
-    )
+    sql = f"SELECT {TOOL_CALL_COLS} FROM tool_calls WHERE session_id = ?"
     params: list[object] = [session_id]
     if status is not None:
         sql += " AND status = ?"
         params.append(status)
-    rows = tx.all(sql + " ORDER BY started_seq", params)
-    return [ToolCallRow(r[0], r[1], r[2], r[3], int(r[4])) for r in rows]
+    return [tool_call_row(r) for r in tx.all(sql + " ORDER BY started_seq", params)]
+
+
+TOOL_CALL_COLS = "message_id, call_id, name, status, started_seq"  # what `tool_call_row` reads
+
+
+def tool_call_row(r: Sequence[Any]) -> ToolCallRow:
+    """The `ToolCallRow` of a row of `TOOL_CALL_COLS`."""
+    return ToolCallRow(r[0], r[1], r[2], r[3], int(r[4]))
 
 
 def turns_in(tx: Tx, session_id: str) -> list[TurnRow]:
     """Turns of a session in start order, in `tx`."""
     rows = tx.all(
-        "SELECT turn_id, status, started_seq, ended_seq, error FROM turns "
-        "WHERE session_id = ? ORDER BY started_seq",
-        (session_id,),
+        f"SELECT {TURN_COLS} FROM turns WHERE session_id = ? ORDER BY started_seq", (session_id,)
     )
-    return [TurnRow(r[0], r[1], int(r[2]), None if r[3] is None else int(r[3]), r[4]) for r in rows]
+    return [turn_row(r) for r in rows]
+
+
+TURN_COLS = "turn_id, status, started_seq, ended_seq, error"  # what `turn_row` reads
+
+
+def turn_row(r: Sequence[Any]) -> TurnRow:
+    """The `TurnRow` of a row of `TURN_COLS`."""
+    return TurnRow(r[0], r[1], int(r[2]), None if r[3] is None else int(r[3]), r[4])
 
 
 class ReadsMixin:
@@ -295,19 +311,14 @@ class ReadsMixin:
         """The events of `types` among the session's newest `window` events, in order: one
         statement (the newest seq is read by it, not before it); `NotFoundError` if there is no
         such session."""
-        from ..events import StoredEvent, load_event
-
         marks = ", ".join("?" for _ in types)
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
-                "SELECT id, seq, at_ms, data FROM events WHERE session_id = ? AND seq > "
+                f"SELECT {EVENT_COLS} FROM events WHERE session_id = ? AND seq > "
                 "(SELECT last_seq FROM sessions WHERE id = ?) - ? "
                 f"AND type IN ({marks}) ORDER BY seq",
                 (session_id, session_id, window, *types),
             )
             if not rows and tx.one("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) is None:
                 raise NotFoundError(f"no session {session_id}")  # rows prove it exists
-        return [
-            StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3]))
-            for r in rows
-        ]
+        return [stored_event(session_id, r) for r in rows]
