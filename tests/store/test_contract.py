@@ -15,6 +15,7 @@ from wakeful.events import (
     MessageAdded,
     SessionCreated,
     SessionUpdated,
+    ToolCallStarted,
     TurnStarted,
     UsageRecorded,
 )
@@ -418,3 +419,24 @@ def test_instruction_state_and_recent_events_read_together_what_separate_reads_s
     for read in (store.instruction_state, lambda s: store.recent_events(s, 5, ["x"])):
         with pytest.raises(NotFoundError):
             read("ses_nope")
+
+
+def test_recovery_views_read_a_batch_as_the_per_session_reads_say(store: SqlStore):
+    store.create_session("ses_b")
+    store.create_session("ses_a")
+    store.create_session("ses_c", parent_id="ses_a")
+    for n, sid in enumerate(("ses_a", "ses_c")):
+        store.append(sid, [TurnStarted(turn_id=f"t{n}"), MessageAdded(message=assistant("hi"))])
+        store.append(sid, [ToolCallStarted(call_id="c1", message_id="m1", name="read")])
+        store.append(sid, [SessionUpdated(title=f"s{n}"), TurnStarted(turn_id=f"u{n}")])
+    types = ["session.updated", "tool.started"]
+    views = store.recovery_views(["ses_c", "ses_nope", "ses_b", "ses_a"], types)
+    assert list(views) == ["ses_c", "ses_b", "ses_a"]  # asked order; unknown ones left out
+    for sid, view in views.items():
+        assert view.messages == store.messages_with_seq(sid)
+        assert view.calls == store.tool_calls(sid) and view.turns == store.turns(sid)
+        assert view.events == store.events(sid, types=types)
+        assert view.parent_id == store.get_session(sid).parent_id
+        assert view.created == store.events(sid, limit=1)[0]
+    assert views["ses_c"].parent_id == "ses_a" and len(views["ses_a"].turns) == 2
+    assert store.recovery_views(["ses_b"])["ses_b"].events == []
