@@ -440,3 +440,12 @@ def test_recovery_views_read_a_batch_as_the_per_session_reads_say(store: SqlStor
         assert view.created == store.events(sid, limit=1)[0]
     assert views["ses_c"].parent_id == "ses_a" and len(views["ses_a"].turns) == 2
     assert store.recovery_views(["ses_b"])["ses_b"].events == []
+
+
+def test_get_blobs_reads_several_blobs_at_once_and_refuses_a_missing_one(store: SqlStore):
+    store.create_session("ses_a")
+    one, two = store.put_blob(b"one", "ses_a"), store.put_blob(b"two", "ses_a")
+    assert store.get_blobs([two, one, two]) == {one: b"one", two: b"two"}
+    assert store.get_blobs([]) == {}
+    with pytest.raises(NotFoundError):
+        store.get_blobs([one, "0" * 64])

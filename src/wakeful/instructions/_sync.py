@@ -222,4 +222,5 @@ def epoch_snapshot(store: SqlStore, session_id: str) -> dict[str, str] | None:
 def baseline(store: SqlStore, session_id: str) -> Baseline:
     """The epoch's initial values (later changes of the epoch live in the transcript)."""
     digests = _epoch_digests(store, session_id)
-    return Baseline([(key, store.get_blob(digest).decode()) for key, digest in digests.items()])
+    texts = store.get_blobs(list(digests.values())) if digests else {}
+    return Baseline([(key, texts[digest].decode()) for key, digest in digests.items()])
