@@ -308,17 +308,18 @@ class ReadsMixin:
     def recent_events(
         self, session_id: str, window: int, types: Sequence[str]
     ) -> list[StoredEvent]:
-        """The events of `types` among the session's newest `window` events, in order: one
-        statement (the newest seq is read by it, not before it); `NotFoundError` if there is no
-        such session."""
+        """The events of `types` among the session's newest `window` events, in order, as one
+        statement: the newest seq is read by it, and the session's row answers even when no
+        event does (`NotFoundError` if there is no such session)."""
         marks = ", ".join("?" for _ in types)
+        cols = ", ".join(f"e.{c}" for c in EVENT_COLS.split(", "))
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
-                f"SELECT {EVENT_COLS} FROM events WHERE session_id = ? AND seq > "
-                "(SELECT last_seq FROM sessions WHERE id = ?) - ? "
-                f"AND type IN ({marks}) ORDER BY seq",
-                (session_id, session_id, window, *types),
+                f"SELECT {cols} FROM sessions s LEFT JOIN events e ON e.session_id = s.id "
+                "AND e.seq > (SELECT w.last_seq FROM sessions w WHERE w.id = ?) - ? "
+                f"AND e.type IN ({marks}) WHERE s.id = ? ORDER BY e.seq",
+                (session_id, window, *types, session_id),
             )
-            if not rows and tx.one("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) is None:
-                raise NotFoundError(f"no session {session_id}")  # rows prove it exists
-        return [stored_event(session_id, r) for r in rows]
+        if not rows:
+            raise NotFoundError(f"no session {session_id}")
+        return [stored_event(session_id, r) for r in rows if r[0] is not None]
