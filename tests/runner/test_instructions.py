@@ -156,3 +156,35 @@ async def test_a_fork_compacted_before_its_first_turn_keeps_the_adopted_values(t
     assert receipt.message_ids[0] == ended.summary_message_id  # type: ignore[union-attr]
     assert section_text(rt, receipt, "system.instructions.AGENTS.md") == "Use tabs."
     await rt.aclose()
+
+
+async def test_a_drain_plans_unchanged_instructions_once_per_turn_not_again_before_idling(
+    tmp_path: Path, monkeypatch
+):
+    # The drain's idle promotion after a turn shares its port's instruction sync: with the
+    # sources reading as the turn's last sync read them, no delta is planned from the store
+    # again. A source changed between the turns of one drain is still admitted before the
+    # delivery that follows (the next test of the plan: the change's delta and message).
+    from wakeful.instructions import _sync
+
+    planned: list[str] = []
+    plan = _sync._plan
+
+    def counting(store, session_id, *args):  # type: ignore[no-untyped-def]
+        planned.append(session_id)
+        return plan(store, session_id, *args)
+
+    monkeypatch.setattr(_sync, "_plan", counting)
+    rt, _ = runtime(tmp_path, [{"match": ".", "replies": [{"text": "ok"}]}])
+    (rt.workspace / "AGENTS.md").write_text("Be brief.")
+    [turn] = await rt.run("go")
+    assert turn.outcome == "completed"
+    # The drain's first delivery (its prelude) and the turn's sync; not the idle promotion.
+    assert len(planned) == 2
+    sid = planned[0]
+    (rt.workspace / "AGENTS.md").write_text("Be verbose.")
+    await rt.run("again", session_id=sid)
+    first, change = deltas(rt, sid)
+    assert change.text is not None and "Be verbose." in change.text
+    assert len(planned) == 4
+    await rt.aclose()

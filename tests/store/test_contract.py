@@ -15,7 +15,9 @@ from wakeful.events import (
     MessageAdded,
     SessionCreated,
     SessionUpdated,
+    ToolCallStarted,
     TurnStarted,
+    UsageRecorded,
 )
 from wakeful.messages import assistant
 from wakeful.store import Prelude, SqlStore, SyncMarker, current_owner, fence
@@ -387,3 +389,63 @@ def test_a_prelude_is_written_just_before_a_delivery_of_messages_or_dropped(stor
     types = [e.type for e in store.events("ses_a", after=store.high_water("ses_a") - 3)]
     assert types == ["instructions.updated", "inbox.delivered", "turn.started"]
     assert store.get_blob(hashlib.sha256(b"value").hexdigest()) == b"value"
+
+
+def test_instruction_state_and_recent_events_read_together_what_separate_reads_say(
+    store: SqlStore,
+):
+    store.create_session("ses_a")
+    state = store.instruction_state("ses_a")
+    assert (state.values, state.started, state.forked_from) == ({}, False, None)
+    assert state.last_seq == store.high_water("ses_a")
+    digest = hashlib.sha256(b"value").hexdigest()
+    delta = {"AGENTS.md": digest, "builtin": digest}
+    store.append("ses_a", [InstructionsUpdated(delta=delta)], blobs=[b"value"])
+    usage = [UsageRecorded(input_tokens=n) for n in range(1, 4)]
+    store.append("ses_a", [usage[0], SessionUpdated(title="t"), usage[1], usage[2]])
+    state = store.instruction_state("ses_a")
+    assert state.values == store.instruction_values("ses_a") == delta
+    assert state.started and state.last_seq == store.high_water("ses_a")
+    fork = store.fork("ses_a", new_id="ses_f")
+    assert store.instruction_state(fork.id).forked_from == "ses_a"
+    # The usage events among the newest `window` events: the high-water read and the events
+    # after it, as one statement.
+    for window in (0, 1, 2, 3, 100):
+        after = max(0, store.high_water("ses_a") - window)
+        expected = store.events("ses_a", after=after, types=["usage.recorded"])
+        assert store.recent_events("ses_a", window, ["usage.recorded"]) == expected
+    assert [e.event for e in store.recent_events("ses_a", 3, ["usage.recorded"])] == usage[1:]
+    assert store.recent_events("ses_a", 2, ["compaction.tail"]) == []
+    for read in (store.instruction_state, lambda s: store.recent_events(s, 5, ["x"])):
+        with pytest.raises(NotFoundError):
+            read("ses_nope")
+
+
+def test_recovery_views_read_a_batch_as_the_per_session_reads_say(store: SqlStore):
+    store.create_session("ses_b")
+    store.create_session("ses_a")
+    store.create_session("ses_c", parent_id="ses_a")
+    for n, sid in enumerate(("ses_a", "ses_c")):
+        store.append(sid, [TurnStarted(turn_id=f"t{n}"), MessageAdded(message=assistant("hi"))])
+        store.append(sid, [ToolCallStarted(call_id="c1", message_id="m1", name="read")])
+        store.append(sid, [SessionUpdated(title=f"s{n}"), TurnStarted(turn_id=f"u{n}")])
+    types = ["session.updated", "tool.started"]
+    views = store.recovery_views(["ses_c", "ses_nope", "ses_b", "ses_a"], types)
+    assert list(views) == ["ses_c", "ses_b", "ses_a"]  # asked order; unknown ones left out
+    for sid, view in views.items():
+        assert view.messages == store.messages_with_seq(sid)
+        assert view.calls == store.tool_calls(sid) and view.turns == store.turns(sid)
+        assert view.events == store.events(sid, types=types)
+        assert view.parent_id == store.get_session(sid).parent_id
+        assert view.created == store.events(sid, limit=1)[0]
+    assert views["ses_c"].parent_id == "ses_a" and len(views["ses_a"].turns) == 2
+    assert store.recovery_views(["ses_b"])["ses_b"].events == []
+
+
+def test_get_blobs_reads_several_blobs_at_once_and_refuses_a_missing_one(store: SqlStore):
+    store.create_session("ses_a")
+    one, two = store.put_blob(b"one", "ses_a"), store.put_blob(b"two", "ses_a")
+    assert store.get_blobs([two, one, two]) == {one: b"one", two: b"two"}
+    assert store.get_blobs([]) == {}
+    with pytest.raises(NotFoundError):
+        store.get_blobs([one, "0" * 64])

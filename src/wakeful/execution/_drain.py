@@ -209,7 +209,6 @@ async def _turns(
     if result.turns and result.turns[-1].outcome in STOP_OUTCOMES:
         return
     store, sid, ctx = port.store, port.session_id, setup.ctx
-    sync = InstructionSync(store, sid, ctx.instruction_sources)
     while True:
         if result.turns and result.turns[-1].outcome == "failed":
             # A turn that failed on a store fault may leave calls `running` (a reply committed
@@ -221,7 +220,7 @@ async def _turns(
             if ctx.shutting_down():
                 return  # leave pending input for the next driver rather than start a turn
             tid = new_turn_id()
-            prelude = await off_loop(sync.prelude)
+            prelude = await off_loop(port.prelude)
             delivered = await off_loop(
                 store.promote, sid, idle=True, claim=port.claim, start_turn=tid, prelude=prelude
             )
@@ -252,7 +251,6 @@ async def _turns(
                         store, sid, port.claim, sources=ctx.instruction_sources,
                         hooks=setup.hooks,
                     )  # fmt: skip
-                    sync = InstructionSync(store, sid, ctx.instruction_sources)
             if ctx.interrupt.is_set():
                 return
             continue

@@ -39,7 +39,7 @@ from ..runner import (
     TurnResult,
     read_approvals,
 )
-from ..store import ClaimToken, Delivered, InboxItem, RetryState, SqlStore
+from ..store import ClaimToken, Delivered, InboxItem, Prelude, RetryState, SqlStore
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -127,6 +127,13 @@ class StorePort(HeldEvents):
         """Held events, the instruction delta and the pending steers, in one transaction."""
         return await off_loop(self._promote, epoch)
 
+    def prelude(self, epoch: int = 0) -> Prelude | None:
+        """The instruction delta to write before the next idle delivery (`InstructionSync.prelude`
+        of this port's sync, blocking: the drain runs it `off_loop`). The drain's turns and its
+        idle promotions share the one sync, so a delta the turn's last sync found (or not) is
+        not planned again from the store when the sources still read the same."""
+        return self._sync.prelude(epoch)
+
     def _promote(self, epoch: int) -> list[Delivered]:
         prelude = self._sync.prelude(epoch)
         delivered = self.store.promote(
@@ -170,12 +177,8 @@ class StorePort(HeldEvents):
         return last.seq, last.event.hide_before_id
 
     async def recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
-        """The `usage.recorded` events among the newest `window` events."""
-        return await off_loop(self._recent_usage, window)
-
-    def _recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
-        after = max(0, self.store.high_water(self._sid) - window)
-        found = self.store.events(self._sid, after=after, types=["usage.recorded"])
+        """The `usage.recorded` events among the newest `window` events (one statement)."""
+        found = await off_loop(self.store.recent_events, self._sid, window, ["usage.recorded"])
         return [(s.seq, s.event) for s in found if isinstance(s.event, UsageRecorded)]
 
     async def message(self, message_id: str) -> Message | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ..errors import InstructionSourceError
 from ..events import CompactionEnded, InstructionsUpdated, MessageAdded, SessionEvent
 from ..messages import Message, TextBlock
-from ..store import ClaimToken, Prelude, SqlStore
+from ..store import ClaimToken, InstructionState, Prelude, SqlStore
 from ._sources import Source
 
 REMOVED = "removed"
@@ -97,12 +97,12 @@ class InstructionSync:
         read = _read_all(self._sources)
         if self._last is not None and self._last[0] == _seen(read) and self._last[1] == epoch:
             return None
-        at_seq = self._store.high_water(self._sid)
+        state = self._store.instruction_state(self._sid)  # with the seq it is planned at
         try:
-            events, blobs = _plan(self._store, self._sid, read)
+            events, blobs = _plan(self._store, self._sid, state, read)
         except InstructionSourceError:
             return None
-        return Prelude(tuple(events), tuple(blobs), at_seq) if events else None
+        return Prelude(tuple(events), tuple(blobs), state.last_seq) if events else None
 
 
 def _seen(read: dict[str, str | None | OSError]) -> tuple[tuple[str, str | None], ...]:
@@ -118,25 +118,28 @@ def _sync(
     read: dict[str, str | None | OSError],
     claim: ClaimToken | None,
 ) -> Baseline:
-    events, blobs = _plan(store, session_id, read)
+    events, blobs = _plan(store, session_id, store.instruction_state(session_id), read)
     if events:
         store.append(session_id, events, claim, blobs=blobs)
     return baseline(store, session_id)
 
 
 def _plan(
-    store: SqlStore, session_id: str, read: dict[str, str | None | OSError]
+    store: SqlStore,
+    session_id: str,
+    state: InstructionState,
+    read: dict[str, str | None | OSError],
 ) -> tuple[list[SessionEvent], list[bytes]]:
-    """The events (and value blobs) that bring the stored instruction state up to `read`.
+    """The events (and value blobs) that bring the stored instruction `state` (the session's,
+    read in one transaction: `SqlStore.instruction_state`) up to `read`.
 
     The first delta of a session must be complete: an unreadable source then raises
     `InstructionSourceError` (the turn is blocked) rather than being left out silently. Later,
     an unreadable source keeps its stored value.
     """
-    current = store.instruction_values(session_id)
-    first = not store.events(session_id, types=["instructions.updated"], limit=1)
+    current, first = state.values, not state.started
     events: list[SessionEvent] = []
-    if first and (adopted := _parent_values(store, session_id)):
+    if first and (adopted := _parent_values(store, state.forked_from)):
         events.append(InstructionsUpdated(delta=adopted))  # a fork starts from its parent's
         current, first = dict(adopted), False
     if first:
@@ -180,9 +183,8 @@ def _render_change(delta: dict[str, str], read: dict[str, str | None | OSError])
     return "\n".join(parts)
 
 
-def _parent_values(store: SqlStore, session_id: str) -> dict[str, str] | None:
+def _parent_values(store: SqlStore, forked_from: str | None) -> dict[str, str] | None:
     """A fork's parent's newest values: the fork's complete first delta (without text)."""
-    forked_from = store.get_session(session_id).forked_from
     if forked_from is None or store.find_session(forked_from) is None:
         return None
     return epoch_snapshot(store, forked_from) or None
@@ -208,8 +210,9 @@ def epoch_snapshot(store: SqlStore, session_id: str) -> dict[str, str] | None:
     Keys keep the current epoch's order; keys that appeared since follow, sorted. None before
     the session's first delta: the epoch then still starts at that first delta.
     """
-    current = store.instruction_values(session_id)
-    if not current and not store.events(session_id, types=["instructions.updated"], limit=1):
+    state = store.instruction_state(session_id)
+    current = state.values
+    if not current and not state.started:
         return None
     order = [key for key in _epoch_digests(store, session_id) if key in current]
     order += sorted(key for key in current if key not in order)
@@ -219,4 +222,5 @@ def epoch_snapshot(store: SqlStore, session_id: str) -> dict[str, str] | None:
 def baseline(store: SqlStore, session_id: str) -> Baseline:
     """The epoch's initial values (later changes of the epoch live in the transcript)."""
     digests = _epoch_digests(store, session_id)
-    return Baseline([(key, store.get_blob(digest).decode()) for key, digest in digests.items()])
+    texts = store.get_blobs(list(digests.values())) if digests else {}
+    return Baseline([(key, texts[digest].decode()) for key, digest in digests.items()])

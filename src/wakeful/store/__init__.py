@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ._open import default_db_path, open_store, resolve_db_url
     from ._owner import current_owner, host_id, owner_is_dead
     from ._protocol import Store
-    from ._reads import RetryState, ToolCallRow, TurnRow
+    from ._reads import InstructionState, RetryState, ToolCallRow, TurnRow
     from ._records import (
         Admission,
         Claim,
@@ -72,6 +72,7 @@ _LAZY = {
     "host_id": "wakeful.store._owner",
     "owner_is_dead": "wakeful.store._owner",
     "Store": "wakeful.store._protocol",
+    "InstructionState": "wakeful.store._reads",
     "RetryState": "wakeful.store._reads",
     "ToolCallRow": "wakeful.store._reads",
     "TurnRow": "wakeful.store._reads",
@@ -133,6 +134,7 @@ __all__ = [
     "DrainStart",
     "InboxItem",
     "Outage",
+    "InstructionState",
     "Page",
     "Prelude",
     "PruneCounts",

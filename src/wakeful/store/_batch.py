@@ -19,9 +19,18 @@ from typing import TYPE_CHECKING
 
 from ..errors import ClaimLostError, NotFoundError
 from ._append import ClaimToken, append_events
-from ._inbox import transcript_in
-from ._reads import ToolCallRow, TurnRow, events_in, tool_calls_in, turns_in
-from ._sessions import get_row
+from ._backend import Row, iter_chunks
+from ._inbox import transcripts_in
+from ._reads import (
+    EVENT_COLS,
+    TOOL_CALL_COLS,
+    TURN_COLS,
+    ToolCallRow,
+    TurnRow,
+    stored_event,
+    tool_call_row,
+    turn_row,
+)
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -54,20 +63,53 @@ class BatchMixin:
         self, session_ids: Sequence[str], types: Sequence[str] = ()
     ) -> dict[str, RecoveryView]:
         """Each named session as recovery reads it (`RecoveryView`; `types` are the event
-        types to read), in one read transaction; unknown sessions are left out."""
+        types to read), in one read transaction of six statements per 500 sessions (each kind
+        of row for all of them at once, not a statement per session); unknown sessions are left
+        out."""
         out: dict[str, RecoveryView] = {}
         with self.backend.transaction(write=False) as tx:
-            for sid in session_ids:
-                row = get_row(tx, sid)
-                if row is None:
-                    continue
-                first = events_in(tx, sid, limit=1)
-                out[sid] = RecoveryView(
-                    messages=transcript_in(tx, sid), calls=tool_calls_in(tx, sid),
-                    turns=turns_in(tx, sid), events=events_in(tx, sid, types=types) if types else [],
-                    parent_id=row.parent_id, created=first[0] if first else None,
-                )  # fmt: skip
-        return out
+            for chunk in iter_chunks(list(dict.fromkeys(session_ids)), 500):
+                marks = ", ".join("?" for _ in chunk)
+                parents = {
+                    str(r[0]): r[1]
+                    for r in tx.all(
+                        f"SELECT id, parent_id FROM sessions WHERE id IN ({marks})", chunk
+                    )
+                }
+                first = _by_session(tx.all(
+                    f"SELECT session_id, {EVENT_COLS} FROM events e WHERE session_id IN ({marks}) "
+                    "AND seq = (SELECT MIN(f.seq) FROM events f WHERE f.session_id = e.session_id)",
+                    chunk,
+                ))  # fmt: skip
+                events: dict[str, list[Row]] = {}
+                if types:
+                    events = _by_session(tx.all(
+                        f"SELECT session_id, {EVENT_COLS} FROM events WHERE session_id IN "
+                        f"({marks}) AND type IN ({', '.join('?' for _ in types)}) "
+                        "ORDER BY session_id, seq",
+                        [*chunk, *types],
+                    ))  # fmt: skip
+                calls = _by_session(tx.all(
+                    f"SELECT session_id, {TOOL_CALL_COLS} FROM tool_calls WHERE session_id IN "
+                    f"({marks}) ORDER BY session_id, started_seq",
+                    chunk,
+                ))  # fmt: skip
+                turns = _by_session(tx.all(
+                    f"SELECT session_id, {TURN_COLS} FROM turns WHERE session_id IN ({marks}) "
+                    "ORDER BY session_id, started_seq",
+                    chunk,
+                ))  # fmt: skip
+                messages = transcripts_in(tx, list(parents))
+                for sid, parent_id in parents.items():
+                    created = [stored_event(sid, r) for r in first.get(sid, [])]
+                    out[sid] = RecoveryView(
+                        messages=messages.get(sid, []),
+                        calls=[tool_call_row(r) for r in calls.get(sid, [])],
+                        turns=[turn_row(r) for r in turns.get(sid, [])],
+                        events=[stored_event(sid, r) for r in events.get(sid, [])],
+                        parent_id=parent_id, created=created[0] if created else None,
+                    )  # fmt: skip
+        return {sid: out[sid] for sid in session_ids if sid in out}
 
     def append_batch(
         self, batches: Sequence[tuple[str, Sequence[SessionEvent], ClaimToken]]
@@ -87,3 +129,11 @@ class BatchMixin:
                     continue  # checked before anything of it was sent: nothing to undo
                 written.add(sid)
         return written
+
+
+def _by_session(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """Rows whose first column is a session id, by session (the rest of each row, in order)."""
+    out: dict[str, list[Row]] = {}
+    for row in rows:
+        out.setdefault(str(row[0]), []).append(row[1:])
+    return out

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, InvalidMessageError, NotFoundError
 from ._append import ClaimToken, append_events, put_blob_in
-from ._backend import Row, Tx, sha256_hex
+from ._backend import Row, Tx, iter_chunks, sha256_hex
 from ._bulk import collector_paused
 from ._records import Delivered, InboxItem, Prelude
 from ._search import index_deliveries
@@ -411,14 +411,21 @@ def _move_events(tx: Tx, session_id: str, item: InboxItem) -> list[SessionEvent]
     ]
 
 
-_MESSAGE_ROWS = (
-    "SELECT m.seq, e.data, q.data FROM messages m "
-    "JOIN events e ON e.session_id = m.session_id AND e.seq = COALESCE(m.body_seq, m.seq) "
-    "LEFT JOIN inbox i ON e.type = 'inbox.delivered' AND i.session_id = m.session_id "
-    "AND i.settled_seq = m.seq "
-    "LEFT JOIN events q ON q.session_id = i.session_id AND q.seq = i.seq "
-    "WHERE m.session_id = ? AND m.seq > ? AND m.seq <= ? AND m.reverted IS NULL ORDER BY m.seq"
-)
+def _message_rows(sessions: str) -> str:
+    """The transcript's rows `(seq, event, enqueued event, session)` of the sessions `sessions`
+    (a condition on `m.session_id`) with `seq` in a range, by session, in log order."""
+    return (
+        "SELECT m.seq, e.data, q.data, m.session_id FROM messages m "
+        "JOIN events e ON e.session_id = m.session_id AND e.seq = COALESCE(m.body_seq, m.seq) "
+        "LEFT JOIN inbox i ON e.type = 'inbox.delivered' AND i.session_id = m.session_id "
+        "AND i.settled_seq = m.seq "
+        "LEFT JOIN events q ON q.session_id = i.session_id AND q.seq = i.seq "
+        f"WHERE m.session_id {sessions} AND m.seq > ? AND m.seq <= ? AND m.reverted IS NULL "
+        "ORDER BY m.session_id, m.seq"
+    )
+
+
+_MESSAGE_ROWS = _message_rows("= ?")
 
 
 _LOG_MESSAGE_ROWS = (
@@ -468,11 +475,24 @@ def transcript_in(
     it), or a version-2 `inbox.delivered` (derived again from the enqueued payload).
     """
     upto = upto_seq if upto_seq is not None else 2**62
-    out: list[tuple[int, Message]] = []
-    rows = tx.all(_MESSAGE_ROWS, (session_id, after_seq, upto))
+    return _transcripts(tx.all(_MESSAGE_ROWS, (session_id, after_seq, upto))).get(session_id, [])
+
+
+def transcripts_in(tx: Tx, session_ids: Sequence[str]) -> dict[str, list[tuple[int, Message]]]:
+    """`transcript_in` of each of `session_ids` (whole), with one statement per 500 sessions;
+    a session without messages is left out."""
+    out: dict[str, list[tuple[int, Message]]] = {}
+    for chunk in iter_chunks(session_ids, 500):
+        sql = _message_rows(f"IN ({', '.join('?' for _ in chunk)})")
+        out.update(_transcripts(tx.all(sql, (*chunk, 0, 2**62))))
+    return out
+
+
+def _transcripts(rows: Sequence[Row]) -> dict[str, list[tuple[int, Message]]]:
+    out: dict[str, list[tuple[int, Message]]] = {}
     with collector_paused():
-        for seq, data, enqueued in rows:
+        for seq, data, enqueued, session_id in rows:
             message = _row_message(session_id, data, enqueued)
             assert message is not None, f"message row {session_id}/{seq} has no message"
-            out.append((int(seq), message))
+            out.setdefault(session_id, []).append((int(seq), message))
     return out

@@ -31,6 +31,17 @@ class RetryState:
 
 
 @dataclass(frozen=True, slots=True)
+class InstructionState:
+    """What planning an instruction delta reads about a session, read together
+    (`ReadsMixin.instruction_state`)."""
+
+    values: dict[str, str]  # current instruction digests by source key
+    started: bool  # the session has its first `instructions.updated`
+    forked_from: str | None
+    last_seq: int  # the session's newest seq when read (where a prelude is planned)
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallRow:
     """A tool call as its projection says: `running` until it ends."""
 
@@ -57,41 +68,64 @@ def events_in(
 ) -> list[StoredEvent]:
     """Durable events of a session with `seq > after`, in order (optionally of some types), in
     `tx` (an unknown session has none)."""
-    from ..events import StoredEvent, load_event
-
-    sql = "SELECT id, seq, at_ms, data FROM events WHERE session_id = ? AND seq > ?"
+    sql = f"SELECT {EVENT_COLS} FROM events WHERE session_id = ? AND seq > ?"
     params: list[Any] = [session_id, after]
     if types:
         sql += f" AND type IN ({', '.join('?' for _ in types)})"
         params += list(types)
     sql += " ORDER BY seq" + (f" LIMIT {int(limit)}" if limit else "")
-    return [
-        StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3]))
-        for r in tx.all(sql, params)
-    ]
+    return [stored_event(session_id, r) for r in tx.all(sql, params)]
+
+
+EVENT_COLS = "id, seq, at_ms, data"  # what `stored_event` reads
+
+
+def stored_event(session_id: str, r: Sequence[Any]) -> StoredEvent:
+    """The `StoredEvent` of a row of `EVENT_COLS` of `session_id`."""
+    from ..events import StoredEvent, load_event
+
+    return StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3]))
+
+
+def _instruction_values_in(tx: Tx, session_id: str) -> dict[str, str]:
+    rows = tx.all(
+        "SELECT source_key, digest FROM instruction_state WHERE session_id = ?", (session_id,)
+    )
+    return dict(rows)
 
 
 def tool_calls_in(tx: Tx, session_id: str, status: str | None = None) -> list[ToolCallRow]:
     """Tool calls of a session in start order (only those with `status`, if given), in `tx`."""
-    sql = (
-        "SELECT message_id, call_id, name, status, started_seq FROM tool_calls WHERE session_id = ?"
-    )
+    sql = f"SELECT {TOOL_CALL_COLS} FROM tool_calls WHERE session_id = ?"
     params: list[object] = [session_id]
     if status is not None:
         sql += " AND status = ?"
         params.append(status)
-    rows = tx.all(sql + " ORDER BY started_seq", params)
-    return [ToolCallRow(r[0], r[1], r[2], r[3], int(r[4])) for r in rows]
+    return [tool_call_row(r) for r in tx.all(sql + " ORDER BY started_seq", params)]
+
+
+TOOL_CALL_COLS = "message_id, call_id, name, status, started_seq"  # what `tool_call_row` reads
+
+
+def tool_call_row(r: Sequence[Any]) -> ToolCallRow:
+    """The `ToolCallRow` of a row of `TOOL_CALL_COLS`."""
+    return ToolCallRow(r[0], r[1], r[2], r[3], int(r[4]))
 
 
 def turns_in(tx: Tx, session_id: str) -> list[TurnRow]:
     """Turns of a session in start order, in `tx`."""
     rows = tx.all(
-        "SELECT turn_id, status, started_seq, ended_seq, error FROM turns "
-        "WHERE session_id = ? ORDER BY started_seq",
-        (session_id,),
+        f"SELECT {TURN_COLS} FROM turns WHERE session_id = ? ORDER BY started_seq", (session_id,)
     )
-    return [TurnRow(r[0], r[1], int(r[2]), None if r[3] is None else int(r[3]), r[4]) for r in rows]
+    return [turn_row(r) for r in rows]
+
+
+TURN_COLS = "turn_id, status, started_seq, ended_seq, error"  # what `turn_row` reads
+
+
+def turn_row(r: Sequence[Any]) -> TurnRow:
+    """The `TurnRow` of a row of `TURN_COLS`."""
+    return TurnRow(r[0], r[1], int(r[2]), None if r[3] is None else int(r[3]), r[4])
 
 
 class ReadsMixin:
@@ -250,8 +284,42 @@ class ReadsMixin:
     def instruction_values(self, session_id: str) -> dict[str, str]:
         """Current instruction digests by source key."""
         with self.backend.transaction(write=False) as tx:
+            return _instruction_values_in(tx, session_id)
+
+    def instruction_state(self, session_id: str) -> InstructionState:
+        """The session's current instruction digests, whether its first `instructions.updated`
+        exists, the session it was forked from and its newest seq, as one statement (what an
+        instruction delta is planned from: `instructions._sync`; all of it from one snapshot);
+        `NotFoundError` if there is no such session."""
+        with self.backend.transaction(write=False) as tx:
             rows = tx.all(
-                "SELECT source_key, digest FROM instruction_state WHERE session_id = ?",
+                "SELECT s.last_seq, s.forked_from, CASE WHEN EXISTS (SELECT 1 FROM events e "
+                "WHERE e.session_id = s.id AND e.type = 'instructions.updated') THEN 1 ELSE 0 "
+                "END, i.source_key, i.digest FROM sessions s LEFT JOIN instruction_state i "
+                "ON i.session_id = s.id WHERE s.id = ?",
                 (session_id,),
             )
-        return dict(rows)
+        if not rows:
+            raise NotFoundError(f"no session {session_id}")
+        values = {str(r[3]): str(r[4]) for r in rows if r[3] is not None}
+        last_seq, forked_from, started = rows[0][:3]
+        return InstructionState(values, bool(started), forked_from, int(last_seq))
+
+    def recent_events(
+        self, session_id: str, window: int, types: Sequence[str]
+    ) -> list[StoredEvent]:
+        """The events of `types` among the session's newest `window` events, in order, as one
+        statement: the newest seq is read by it, and the session's row answers even when no
+        event does (`NotFoundError` if there is no such session)."""
+        marks = ", ".join("?" for _ in types)
+        cols = ", ".join(f"e.{c}" for c in EVENT_COLS.split(", "))
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all(
+                f"SELECT {cols} FROM sessions s LEFT JOIN events e ON e.session_id = s.id "
+                "AND e.seq > (SELECT w.last_seq FROM sessions w WHERE w.id = ?) - ? "
+                f"AND e.type IN ({marks}) WHERE s.id = ? ORDER BY e.seq",
+                (session_id, window, *types, session_id),
+            )
+        if not rows:
+            raise NotFoundError(f"no session {session_id}")
+        return [stored_event(session_id, r) for r in rows if r[0] is not None]

@@ -16,7 +16,7 @@ from ..errors import NotFoundError, UsageError
 from . import _inbox, _retention, _search
 from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in
 from ._artifacts import ArtifactsMixin
-from ._backend import Backend, Tx, random_hex
+from ._backend import Backend, Tx, iter_chunks, random_hex
 from ._batch import BatchMixin
 from ._claims import ClaimsMixin, demote_stale
 from ._idle import IdleMixin
@@ -641,6 +641,21 @@ class SqlStore(
         if row is None:
             raise NotFoundError(f"no blob {digest}")
         return bytes(row[0])
+
+    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """The bytes of each blob in `digests`, by digest, read with one statement per 500;
+        `NotFoundError` if any is absent."""
+        found: dict[str, bytes] = {}
+        wanted = list(dict.fromkeys(digests))
+        with self.backend.transaction(write=False) as tx:
+            for chunk in iter_chunks(wanted, 500):
+                marks = ", ".join("?" for _ in chunk)
+                rows = tx.all(f"SELECT digest, data FROM blobs WHERE digest IN ({marks})", chunk)
+                found.update((str(r[0]), bytes(r[1])) for r in rows)
+        missing = [d for d in wanted if d not in found]
+        if missing:
+            raise NotFoundError(f"no blob {missing[0]}")
+        return found
 
     # -- listing and retention ----------------------------------------------------------------
 
