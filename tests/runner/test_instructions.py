@@ -188,3 +188,29 @@ async def test_a_drain_plans_unchanged_instructions_once_per_turn_not_again_befo
     assert change.text is not None and "Be verbose." in change.text
     assert len(planned) == 4
     await rt.aclose()
+
+
+async def test_a_compaction_between_turns_of_one_drain_starts_the_next_turns_epoch(
+    tmp_path: Path,
+):
+    # One drain runs "two" (its sync finds the change: a delta, the epoch's old baseline),
+    # the compaction (a new epoch from the values it snapshots) and "five". The turn after the
+    # compaction must render the new epoch's values, not the baseline its port's sync kept.
+    rt, model = runtime(tmp_path, [{"match": ".", "replies": [{"text": "ok"}]}])
+    agents = rt.workspace / "AGENTS.md"
+    agents.write_text("Use tabs.")
+    sid = (await rt.run("one"))[0] and rt.store.list_sessions().sessions[0].id
+    for text in ("x", "y"):  # (enough history for the summary to replace some)
+        await rt.run(text, session_id=sid)
+    agents.write_text("Use spaces.")
+    rt.send("two", session_id=sid, resume=False)
+    rt.send(session_id=sid, kind="compaction", payload={}, input_id="c1", resume=False)
+    rt.send("five", session_id=sid, resume=False)
+    results = await rt.resume(sid)
+    assert [t.outcome for t in results] == ["completed", "completed"]
+    assert rt.store.events(sid, types=["compaction.ended"])
+    two, five = rt.store.receipts(sid)[-2:]
+    assert section_text(rt, two, "system.instructions.AGENTS.md") == "Use tabs."
+    assert section_text(rt, five, "system.instructions.AGENTS.md") == "Use spaces."
+    assert verify_receipt(rt.store, sid, five, make_provider(model))
+    await rt.aclose()

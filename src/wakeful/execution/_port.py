@@ -111,6 +111,8 @@ class StorePort(HeldEvents):
         )  # fmt: skip
         self._written_held()
         self._stored_blobs.update(fresh)
+        if any(isinstance(e, CompactionEnded) for e in events):
+            self._sync.forget()  # a new epoch: its baseline is read from the store
 
     async def recommit(
         self, events: Sequence[SessionEvent], blobs: Mapping[str, bytes] | None = None

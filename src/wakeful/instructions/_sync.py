@@ -82,6 +82,12 @@ class InstructionSync:
         self._last = (seen, epoch, base)
         return base
 
+    def forget(self) -> None:
+        """Drop what the last call read: a compaction this driver wrote started an epoch (its
+        baseline is in the store) that a later caller may not know of (the `epoch` counts the
+        compactions of one turn runner, and a drain's turns each have their own)."""
+        self._last = None
+
     def unchanged(self, epoch: int) -> Baseline | None:
         """The baseline of the last call when the sources still say the same at the same
         `epoch` (no store access: a caller may skip its trip to the store); else None."""
