@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from tests.pg import ADMIN_URL
+from wakeful.store._postgres import WORK_CHANNEL
 
 HOLD_LOCK = str(Path(__file__).with_name("scripts") / "hold_lock.py")
 
@@ -59,8 +60,9 @@ def terminate(url: str) -> int:
 
 
 def listening(url: str) -> bool:
-    """Whether some connection of the database is LISTENing (a worker waits on it)."""
-    return bool(backends(url, "LISTEN wakeful_events"))
+    """Whether some connection of the database is LISTENing where a worker waits (the
+    admissions' channel)."""
+    return bool(backends(url, f"LISTEN {WORK_CHANNEL}"))
 
 
 @contextmanager
