@@ -166,6 +166,29 @@ async def test_promoting_with_nothing_held_or_pending_writes_nothing(harness: Ha
     assert harness.written() == []
 
 
+async def test_the_history_read_after_a_step_boundary_is_never_stale(harness: Harness):
+    # The store port reads the next history ahead during a step boundary's promotion (one
+    # thread hop instead of two): whatever is written after it must still be read.
+    port = harness.port
+    seen = await port.messages_after(harness.start)
+    last = seen[-1][0] if seen else harness.start
+    port.hold([said("tool result")])
+    harness.admit("a steer")
+    await port.promote_steers(0)
+    await port.commit([said("written after the boundary")])
+    after = await port.messages_after(last)
+    assert [m.text() for _, m in after] == [
+        "tool result", "a steer", "written after the boundary",
+    ]  # fmt: skip
+    await port.promote_steers(0)
+    assert await port.messages_after(after[-1][0]) == []
+    await port.promote_steers(0)
+    port.hold([said("final")])
+    end = TurnEnded(turn_id="t", outcome="completed")
+    await port.end(end, TurnResult("t", "completed", 1, Usage(0, 0)))
+    assert [m.text() for _, m in await port.messages_after(after[-1][0])] == ["final"]
+
+
 async def test_the_end_goes_after_the_held_reply(harness: Harness):
     port = harness.port
     await port.commit([TurnStarted(turn_id="turn_1", input_ids=())])
@@ -271,3 +294,35 @@ async def test_live_events_reach_the_listener_and_are_not_stored(harness: Harnes
     harness.port.publish("text", {"text": "hi"})
     assert [(e.session_id, e.kind, e.data) for e in harness.live] == [(SID, "text", {"text": "hi"})]
     assert harness.written() == []
+
+
+def test_a_step_boundary_reads_the_next_history_in_its_own_thread_hop(tmp_path: Path):
+    # StorePort only: after `promote_steers`, the history read the step makes next is served
+    # from the read made with the promotion (a step costs one hop fewer), and equals a fresh read.
+    import asyncio
+
+    harnesses = store_harness(str(tmp_path / "s.db"), [])
+    harness = next(harnesses)
+    port = harness.port
+    assert isinstance(port, StorePort)
+    reads: list[int] = []
+    read = port.store.messages_with_seq
+
+    def counted(session_id: str, after: int = 0) -> list[tuple[int, Message]]:
+        reads.append(after)
+        return read(session_id, after)
+
+    port.store.messages_with_seq = counted  # type: ignore[method-assign]  # a spy on a real store
+
+    async def step() -> None:
+        seen = await port.messages_after(0)  # the first input, "hello"
+        port.hold([said("result")])
+        harness.admit("steer")
+        await port.promote_steers(0)
+        assert reads == [0, seen[-1][0]]  # the second read ran with the promotion
+        ahead = await port.messages_after(seen[-1][0])
+        assert len(reads) == 2 and ahead == read(SID, seen[-1][0])
+        assert [m.text() for _, m in ahead] == ["result", "steer"]
+
+    asyncio.run(step())
+    harnesses.close()

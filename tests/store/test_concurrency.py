@@ -260,3 +260,40 @@ def test_threads_admitting_the_same_input_ids_create_each_once(db_url: str):
         enqueued = [getattr(e.event, "input_id", None) for e in log if e.type == "inbox.enqueued"]
         assert sorted(enqueued) == sorted(ids)
         assert [e.seq for e in log] == list(range(1, len(ids) + 2))
+
+
+def test_a_lone_sqlite_write_commits_without_yielding_and_a_waiting_one_is_let_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # The group commit yields the CPU (`time.sleep(0)`) before its COMMIT only when another
+    # write waits for the lock to join it: alone, a yield costs a time slice on a busy machine.
+    import wakeful.store._sqlite as sqlite_backend
+
+    backend = SqliteBackend(tmp_path / "s.db")
+    yields: list[float] = []
+    monkeypatch.setattr(sqlite_backend.time, "sleep", yields.append)
+
+    def write(title: str) -> None:
+        with backend.transaction(write=True) as tx:
+            tx.run("INSERT INTO blob_refs (session_id, digest) VALUES (?, ?)", (title, "d"))
+
+    write("alone")
+    assert yields == []
+    with backend._lock:  # another write arrives and waits for the lock
+        other = threading.Thread(target=write, args=("waiting",))
+        other.start()
+        deadline = time.monotonic() + 5
+        while backend._arriving == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)  # the real sleep (the module's is the spy)
+        write("holding")
+        assert yields == [0]
+    other.join(5)
+    assert backend._arriving == 0
+
+
+def test_sqlite_temporary_storage_is_in_memory(tmp_path: Path):
+    # A write's savepoint journal spilled to a file in /var/tmp (open, write, unlink) once a
+    # step: the temporary store is kept in memory on the writer and the reader.
+    backend = SqliteBackend(tmp_path / "s.db")
+    for conn in (backend._conn, backend._reader):
+        assert conn.execute("PRAGMA temp_store").fetchone() == (2,)

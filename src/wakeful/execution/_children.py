@@ -25,7 +25,7 @@ from ..events import InputKind, SessionCreated, TurnEnded
 from ..runner import TurnResult, crash_point
 from ..runner.tools import Delegation
 from ..store import ClaimToken, SqlStore, new_session_id
-from ._port import off_loop
+from ._off_loop import off_loop
 
 if TYPE_CHECKING:
     from ._coordinator import Coordinator

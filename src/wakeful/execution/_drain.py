@@ -28,8 +28,9 @@ from ..runner import Interrupted, ReceiptChain, TurnResult, TurnRunner, crash_po
 from ..store import Claim, Delivered, SqlStore, fence
 from ._leases import LeaseKeeper
 from ._move import rebind
+from ._off_loop import off_loop
 from ._owner import current_owner, owner_is_dead
-from ._port import SessionSetup, StorePort, off_loop
+from ._port import SessionSetup, StorePort
 from ._recovery import (
     Recovered,
     heal_running_tools,

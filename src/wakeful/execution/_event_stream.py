@@ -23,7 +23,7 @@ from pydantic import JsonValue
 from ..events import StoredEvent
 from ..runner import LiveEvent
 from ..store import SqlStore
-from ._port import off_loop
+from ._off_loop import off_loop
 
 _DELTAS = frozenset({"text", "reasoning", "tool_input"})  # no durable read before these
 

@@ -1,6 +1,6 @@
 """`StorePort`: the session port over the store, opened by a drain with its claim.
 
-Every store call runs in a worker thread (`asyncio.to_thread`), never on the event loop: the
+Every store call runs in a worker thread (`off_loop`, `_off_loop.py`), never on the event loop: the
 store is synchronous (SQLite, and psycopg's pooled connections on PostgreSQL), and one
 session's fsync or round trip must not stall the other sessions this process drives, nor the
 lease keeper (`docs/port.md` has the measurements behind this choice). Writes carry the
@@ -11,14 +11,13 @@ end commits with its report (`settle`).
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ParamSpec, TypeVar
 
 from pydantic import JsonValue
 
-from ..errors import NotFoundError
+from ..errors import NotFoundError, StoreError
 from ..events import (
     CompactionEnded,
     CompactionTail,
@@ -40,9 +39,7 @@ from ..runner import (
     read_approvals,
 )
 from ..store import ClaimToken, Delivered, InboxItem, Prelude, RetryState, SqlStore
-
-P = ParamSpec("P")
-T = TypeVar("T")
+from ._off_loop import off_loop
 
 Settle = Callable[[TurnEnded, TurnResult, ClaimToken | None], Awaitable[None]]
 """Writes a turn's `turn.ended` (fenced by the claim it is given) together with what must
@@ -65,11 +62,6 @@ class SessionSetup:
     hooks: PortHooks = PortHooks()
 
 
-async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run a blocking store call in a worker thread: the one policy for store I/O."""
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
 class StorePort(HeldEvents):
     """The `SessionPort` of one session over `store`, under `claim` (see the module docstring)."""
 
@@ -89,6 +81,9 @@ class StorePort(HeldEvents):
         self._sync = InstructionSync(store, session_id, sources)
         super().__init__()
         self._stored_blobs: set[str] = set()  # digests this port already stored
+        # The transcript read a step boundary makes ahead (`_promote`): (after, messages).
+        self._next_after: int | None = None  # the `after` of the history's next read
+        self._ahead: tuple[int, list[tuple[int, Message]]] | None = None
 
     @property
     def session_id(self) -> str:
@@ -105,6 +100,7 @@ class StorePort(HeldEvents):
         fresh = {d: b for d, b in (blobs or {}).items() if d not in self._stored_blobs}
         if not (self.holding or events or fresh):
             return
+        self._ahead = None  # a read ahead of this write would miss it
         await off_loop(
             self.store.append, self._sid, self._with_held(events), self.claim,
             blobs=list(fresh.values()),
@@ -126,7 +122,9 @@ class StorePort(HeldEvents):
         await self.commit(events, blobs)
 
     async def promote_steers(self, epoch: int) -> list[Delivered]:
-        """Held events, the instruction delta and the pending steers, in one transaction."""
+        """Held events, the instruction delta and the pending steers, in one transaction; in
+        the same thread hop, the transcript's next read is made ahead (`messages_after`)."""
+        self._ahead = None
         return await off_loop(self._promote, epoch)
 
     def prelude(self, epoch: int = 0) -> Prelude | None:
@@ -142,10 +140,15 @@ class StorePort(HeldEvents):
             self._sid, idle=False, claim=self.claim, prelude=prelude, first=self._with_held(())
         )
         self._written_held()
+        if self._next_after is not None:  # the step's history read comes next: save a hop
+            after = self._next_after
+            with contextlib.suppress(StoreError):  # the write is done; else read when asked
+                self._ahead = (after, self.store.messages_with_seq(self._sid, after))
         return delivered
 
     async def end(self, end: TurnEnded, result: TurnResult) -> None:
         """The held events, then the turn's end (through `settle` when the driver has one)."""
+        self._ahead = None
         if self._hooks.settle is None:
             await self.commit([end])
             return
@@ -160,8 +163,15 @@ class StorePort(HeldEvents):
     # -- reads --------------------------------------------------------------------------------
 
     async def messages_after(self, seq: int) -> list[tuple[int, Message]]:
-        """The transcript's messages stored after `seq`."""
-        return await off_loop(self.store.messages_with_seq, self._sid, seq)
+        """The transcript's messages stored after `seq` (read ahead by the step boundary's
+        promotion when nothing was written through this port since)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == seq:
+            found = ahead[1]
+        else:
+            found = await off_loop(self.store.messages_with_seq, self._sid, seq)
+        self._next_after = found[-1][0] if found else seq
+        return found
 
     async def compaction_boundary(self) -> int:
         """The newest compaction's `through_seq` (0: none); a compaction whose summary a
@@ -217,6 +227,7 @@ class StorePort(HeldEvents):
         unchanged = self._sync.unchanged(epoch)
         if unchanged is not None:
             return unchanged
+        self._ahead = None  # the sync may write a delta
         return await off_loop(self._sync, self.claim, epoch)
 
     async def instruction_snapshot(self) -> dict[str, str] | None:

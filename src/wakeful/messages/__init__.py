@@ -51,7 +51,7 @@ from ._wire import MEDIA_TYPES, WireMessage, label_media
 if TYPE_CHECKING:
     from ._anthropic import AnthropicPayload, from_anthropic, to_anthropic
     from ._autodetect import auto_detect
-    from ._memo import IdentityMemo, PrefixMemo
+    from ._memo import IdentityMemo, PrefixMemo, shared_prefix
     from ._openai_chat import from_openai_chat, to_openai_chat
     from ._openai_responses import from_openai_responses, to_openai_responses
     from ._pairing import PairingDrop, PairingDropKind, drop_invalid_pairings
@@ -74,6 +74,7 @@ _LAZY = {
     "auto_detect": "wakeful.messages._autodetect",
     "IdentityMemo": "wakeful.messages._memo",
     "PrefixMemo": "wakeful.messages._memo",
+    "shared_prefix": "wakeful.messages._memo",
     "from_openai_chat": "wakeful.messages._openai_chat",
     "to_openai_chat": "wakeful.messages._openai_chat",
     "from_openai_responses": "wakeful.messages._openai_responses",
@@ -129,6 +130,7 @@ __all__ = [
     "drop_invalid_pairings",
     "IdentityMemo",
     "PrefixMemo",
+    "shared_prefix",
     "dump_message",
     "dump_messages",
     "from_anthropic",

@@ -9,7 +9,7 @@ bounded and drops its oldest entries first.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import is_
 from typing import Generic, TypeVar
 
@@ -67,7 +67,7 @@ class PrefixMemo(Generic[T]):
             out = [fn(m) for m in messages]
         else:
             seen, values = hit
-            kept = _shared(seen, messages)
+            kept = shared_prefix(seen, messages)
             if kept == len(seen) == len(messages):
                 out = values
             else:
@@ -79,7 +79,7 @@ class PrefixMemo(Generic[T]):
         return out
 
 
-def _shared(a: tuple[Message, ...], b: tuple[Message, ...]) -> int:
+def shared_prefix(a: Sequence[object], b: Sequence[object]) -> int:
     """How many leading items `a` and `b` share (the same objects). The identities are compared
     in C (`map(is_, …)`): a Python loop over a long history cost more than `fn` itself."""
     same = list(map(is_, a, b))

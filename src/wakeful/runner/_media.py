@@ -23,6 +23,7 @@ from ..messages import (
     IdentityMemo,
     ImageBlock,
     Message,
+    PrefixMemo,
     TextBlock,
     ToolResultBlock,
     VideoBlock,
@@ -46,10 +47,11 @@ class MediaResolver:
     def __init__(self, get_blob: GetBlob) -> None:
         self._get_blob = get_blob
         self._memo: IdentityMemo[Message, Message] = IdentityMemo(self._resolve, size=4096)
+        self._prefix = PrefixMemo(self._memo, size=8)  # a step's history extends the last one
 
     def __call__(self, messages: Sequence[Message]) -> list[Message]:
         """`messages`, each with its refs resolved (the same object when it has none)."""
-        return [self._memo(m) for m in messages]
+        return list(self._prefix(tuple(messages)))
 
     def _resolve(self, message: Message) -> Message:
         if not has_refs(message):

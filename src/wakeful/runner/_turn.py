@@ -45,7 +45,15 @@ from ..events import (
     TurnStarted,
     WorkStateUpdated,
 )
-from ..messages import Message, Repair, TextBlock, TextOrigin, WireBuilder, new_message_id
+from ..messages import (
+    Message,
+    Repair,
+    TextBlock,
+    TextOrigin,
+    WireBuilder,
+    new_message_id,
+    shared_prefix,
+)
 from ..providers import (
     Finish,
     ModelRequest,
@@ -120,6 +128,7 @@ class TurnRunner:
         self._step_count = 0  # steps begun in the current turn (`TurnResult.steps`)
         self._blobs: dict[str, bytes] = {}  # media blobs read through the port, by digest
         self._scanned: set[str] = set()  # messages whose media refs were read
+        self._scanned_history: tuple[Message, ...] = ()  # the history `_resolved` last read
         self._media = MediaResolver(self._blob)  # media refs, resolved for the wire
         self._receipt_id: str | None = None  # the current attempt's receipt
 
@@ -392,12 +401,14 @@ class TurnRunner:
     async def _resolved(self, history: Sequence[Message]) -> list[Message]:
         """`history` with media refs resolved for the wire (`_media.py`): the blobs the messages
         refer to are read through the port first, each once per runner."""
-        for message in history:
+        kept = shared_prefix(self._scanned_history, history)  # in C; only what is new is read
+        for message in history[kept:]:
             if message.id not in self._scanned:
                 self._scanned.add(message.id)
                 for ref in media_refs(message):
                     if ref not in self._blobs and (data := await self.port.blob(ref)) is not None:
                         self._blobs[ref] = data
+        self._scanned_history = tuple(history)
         return self._media(history)
 
     def _blob(self, digest: str) -> bytes:

@@ -156,6 +156,8 @@ class SqliteBackend:
         self.read_only = False
         self._lock = threading.RLock()
         self._group: _Group | None = None  # the writes waiting for one COMMIT (`_write`)
+        self._arriving = 0  # writes waiting for `_lock` (they may join the open group)
+        self._arrivals_lock = threading.Lock()
         self._busy_timeout_ms = int(busy_timeout_ms)
         if self.path != ":memory:":
             self._prepare_file()
@@ -174,6 +176,7 @@ class SqliteBackend:
                 self.path, isolation_level=None, check_same_thread=False, timeout=timeout
             )
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            conn.execute("PRAGMA temp_store = MEMORY")
         except sqlite3.Error as err:
             self._conn.close()
             raise _translate(err, self.path) from None
@@ -250,6 +253,7 @@ class SqliteBackend:
                 self._enter_wal(conn)
             conn.execute(f"PRAGMA synchronous = {_synchronous()}")
             conn.execute("PRAGMA foreign_keys = OFF")
+            conn.execute("PRAGMA temp_store = MEMORY")
             _migrate(conn, path, done)
         except BaseException as err:
             conn.close()
@@ -325,7 +329,11 @@ class SqliteBackend:
         instead of paying one each. A write that fails is rolled back to its savepoint alone;
         an error that ended the whole transaction fails the group's other writes too (none of
         them is committed, each raises)."""
+        with self._arrivals_lock:
+            self._arriving += 1
         with self._lock:
+            with self._arrivals_lock:
+                self._arriving -= 1
             if self._group is None:
                 try:
                     self._conn.execute("BEGIN IMMEDIATE")
@@ -343,7 +351,8 @@ class SqliteBackend:
                 if isinstance(err, sqlite3.Error):
                     raise _translate(err, self.path) from None
                 raise
-        time.sleep(0)  # let writers waiting for the lock join this group before it commits
+        if self._arriving:  # let writers waiting for the lock join this group before it commits
+            time.sleep(0)  # (alone, no yield: on a busy machine it costs a time slice)
         with self._lock:
             self._settle()
         if group.error is not None:
