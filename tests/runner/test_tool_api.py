@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from wakeful.config import Config
 from wakeful.errors import UsageError
+from wakeful.events import SessionEvent
 from wakeful.execution import Runtime
 from wakeful.messages import ToolCallBlock
 from wakeful.runner.tools import run_tool_call
@@ -238,3 +241,44 @@ def test_a_registered_tool_may_not_take_a_builtin_name() -> None:
     with pytest.raises(UsageError, match="taken by a built-in"):
         rt.add_tool(fake)
     rt.store.close()
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+async def test_read_only_results_wait_for_the_step_boundary_to_commit(
+    tmp_path: Path, read_only: bool
+) -> None:
+    """A step whose calls are all read-only writes its reply and results with the next step
+    boundary (one commit per step fewer); other results commit on their own, at once."""
+
+    @tool(read_only=read_only)
+    def peek(args: Pair, ctx: ToolContext) -> str:
+        """Answers ok."""
+        return "ok"
+
+    model = scripted(tmp_path, [
+        {"tool_calls": [{"name": "peek", "input": {"a": 1, "b": 2}}]},
+        {"tool_calls": [{"name": "peek", "input": {"a": 3, "b": 4}}]},
+        {"text": "done"},
+    ])  # fmt: skip
+    rt = Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=Config(),
+                 tools=[peek])  # fmt: skip
+    appended: list[list[str]] = []
+    append = rt.store.append
+
+    def spy(session_id: str, events: Sequence[SessionEvent], *args: Any, **kwargs: Any) -> Any:
+        appended.append([e.type for e in events])
+        return append(session_id, events, *args, **kwargs)
+
+    rt.store.append = spy  # type: ignore[method-assign]  # a spy on the real store
+    try:
+        [turn] = await rt.run("go")
+        assert turn.outcome == "completed" and turn.steps == 3
+        results_appended = sum("tool.ended" in types for types in appended)
+        assert results_appended == (0 if read_only else 2)
+        sid = rt.store.list_sessions().sessions[0].id
+        assert [c.status for c in rt.store.tool_calls(sid)] == ["completed", "completed"]
+        texts = [m.text() or str([r.output for r in m.tool_results()])
+                 for m in rt.store.messages(sid)]  # fmt: skip
+        assert texts[-1] == "done" and texts.count("['ok']") == 2
+    finally:
+        await rt.aclose()

@@ -67,8 +67,8 @@ class SessionPort(Protocol):
         ...
 
     def hold(self, events: Sequence[SessionEvent]) -> None:
-        """Keep `events` for the next write, which writes them first (replacing held ones is
-        a mistake: the caller writes before holding again)."""
+        """Keep `events` for the next write, which writes them first, after any held before
+        (a held reply, then its read-only calls' results)."""
         ...
 
     def drop_held(self) -> None:

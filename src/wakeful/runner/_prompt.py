@@ -16,13 +16,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from operator import attrgetter, is_, ne
+from operator import attrgetter, ne
 from typing import Literal
 
 from pydantic import JsonValue
 
 from ..events import ReceiptRecorded
-from ..messages import IdentityMemo, Message, TextBlock, to_wire
+from ..messages import IdentityMemo, Message, TextBlock, shared_prefix, to_wire
 from ..providers import ModelRequest, Provider, ToolSpec
 from ..store import SqlStore
 from ._media import MediaResolver
@@ -110,9 +110,10 @@ def _body_json(body: dict[str, JsonValue]) -> str:
 _entry_json: IdentityMemo[JsonValue, str] = IdentityMemo(canonical_json)
 
 
-# id(first entry) -> (the entries, "[" + their JSON joined): a request whose messages extend an
-# earlier one's (the same objects first) encodes only the new ones. The entries are kept alive.
-_JOINED: OrderedDict[int, tuple[list[JsonValue], str]] = OrderedDict()
+# id(first entry) -> (the entries, their JSON texts): a request whose messages start with an
+# earlier one's (the same objects, as far as both agree: the newest message of a history is
+# replaced by its stored copy each step) encodes only the rest. The entries are kept alive.
+_JOINED: OrderedDict[int, tuple[tuple[JsonValue, ...], list[str]]] = OrderedDict()
 
 
 def _messages_json(entries: list[JsonValue]) -> str:
@@ -121,24 +122,13 @@ def _messages_json(entries: list[JsonValue]) -> str:
         return "[]"
     key = id(entries[0])
     hit = _JOINED.get(key)
-    if hit is not None and len(hit[0]) <= len(entries):
-        seen, text = hit
-        n = len(seen)
-        if all(map(is_, seen, entries)):  # in C: a Python loop here cost more than the JSON
-            rest = [_entry_json(v) for v in entries[n:]]
-            head = text if not rest else text + "," + ",".join(rest)
-            _remember(key, entries, head)
-            return head + "]"
-    head = "[" + ",".join([_entry_json(v) for v in entries])
-    _remember(key, entries, head)
-    return head + "]"
-
-
-def _remember(key: int, entries: list[JsonValue], head: str) -> None:
-    _JOINED[key] = (list(entries), head)
+    kept, texts = (0, []) if hit is None else (shared_prefix(hit[0], entries), hit[1])
+    texts = texts[:kept] + [_entry_json(v) for v in entries[kept:]]
+    _JOINED[key] = (tuple(entries), texts)
     _JOINED.move_to_end(key)
     if len(_JOINED) > 64:
         _JOINED.popitem(last=False)
+    return "[" + ",".join(texts) + "]"
 
 
 def tools_section(tools: Sequence[ToolSpec], source: str) -> Section:
@@ -274,7 +264,12 @@ class ReceiptChain:
     def committed(self, receipt: ReceiptRecorded, history: Sequence[Message]) -> None:
         """`receipt`, built from `history`, is durable: the next receipt may name it (one whose
         commit failed never is, or its base would not resolve)."""
-        self.last = ReceiptBase(receipt.receipt_id, message_ids(history))
+        last, base = self.last, receipt.base
+        if base is not None and last is not None and base[0] == last.receipt_id:
+            ids = last.message_ids[: base[1]] + receipt.message_ids  # what make_receipt split
+        else:
+            ids = message_ids(history)
+        self.last = ReceiptBase(receipt.receipt_id, ids)
 
 
 _ID = attrgetter("id")

@@ -129,6 +129,7 @@ class TurnRunner:
         self._blobs: dict[str, bytes] = {}  # media blobs read through the port, by digest
         self._scanned: set[str] = set()  # messages whose media refs were read
         self._scanned_history: tuple[Message, ...] = ()  # the history `_resolved` last read
+        self._step_held = False  # the held events are a read-only tool step, not a final reply
         self._media = MediaResolver(self._blob)  # media refs, resolved for the wire
         self._receipt_id: str | None = None  # the current attempt's receipt
 
@@ -259,7 +260,7 @@ class TurnRunner:
         # An instruction change goes before the steers it precedes (003), in their transaction;
         # a held final reply goes first of all. `wait_out`: between two steps, a store fault is
         # waited out (`_waited_out`); a held final reply's failed write is the caller's to retry.
-        final = self.port.holding
+        final = self.port.holding and not self._step_held  # a final reply, not a tool step
 
         def promote(_retry: bool) -> Awaitable[list[Delivered]]:
             return self.port.promote_steers(self._compaction.generation)
@@ -267,6 +268,7 @@ class TurnRunner:
         delivered = await (
             self._waited_out("delivering steers", promote) if wait_out else promote(False)
         )
+        self._step_held = False
         if final:
             crash_point("reply.saved")
         for d in delivered:
@@ -622,6 +624,15 @@ class TurnRunner:
     ) -> None:
         """Commit a tool step's results: their side effects ran, so a store fault is waited out
         (`_waited_out`); a retry first looks whether an earlier try committed after all."""
+        if self.port.holding and not blobs:
+            # The reply is held (its calls are all read-only, `_hold_reply`): its results wait
+            # with it for the step boundary's write, which comes next (`_promote_steers`). A
+            # crash before it loses the step, as a crash during the calls does, and the step is
+            # asked again: nothing outside the session changed. One commit per step fewer.
+            self.port.hold(events)
+            self._step_held = True
+            self._committed(events)
+            return
         stored = {blob_digest(b): b for b in blobs}
 
         async def save(retry: bool) -> None:
