@@ -9,12 +9,13 @@ each accepts, and the models nested in it. `shaped` uses it to turn a stored bod
 what `model_dump(mode="json", exclude_none=True)` of its validated model gives (defaults
 filled in, the fields in their order, `null` left out) when the body is one the model accepts
 as it is: every key known, every required field present, every value of the field's JSON kind
-(an `int` where a `float` is declared is not: the model would convert it). Anything else raises
-`NotPlain`, and `event_data` then decodes that body through the models, so a body the plain
-reading does not vouch for prints exactly as before, and an unreadable one still raises
-`StoreError`. What `shaped` does not re-check: the items of a list of scalars, a string's
-minimum length, and the media blocks' one-of-`data`-or-`ref` rule. No body the store writes
-breaks them (the write path validates every event), and the displays only print them.
+(an `int` where a `float` is declared is not: the model would convert it), each literal one of
+its values, each string at least its minimum length, each item of a list of strings or
+integers of that kind. Anything else raises `NotPlain`, and `event_data` then decodes that body
+through the models, so a body the plain reading does not vouch for prints exactly as before,
+and an unreadable one still raises `StoreError`. The one rule `shaped` does not re-check is a
+media block's one-of-`data`-or-`ref` (a model validator, not a field's type): no body the store
+writes breaks it (the write path validates every event), and the displays only print it.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def shaped(model: str, value: object) -> dict[str, Any]:
     if len(value) > len(fields) or not value.keys() <= {f[0] for f in fields}:
         raise NotPlain(model)
     out: dict[str, Any] = {}
-    for name, default, kinds, literals, nested in fields:
+    for name, default, kinds, literals, nested, items, least in fields:
         if name not in value:
             if default is REQUIRED:
                 raise NotPlain(f"{model}.{name}")
@@ -53,9 +54,12 @@ def shaped(model: str, value: object) -> dict[str, Any]:
             continue
         item = value[name]
         kind = _KIND.get(type(item), "")
-        if "any" not in kinds and kind not in kinds:
-            raise NotPlain(f"{model}.{name}")
-        if literals and kind == "str" and item not in literals:
+        if (
+            ("any" not in kinds and kind not in kinds)
+            or (literals and kind == "str" and item not in literals)
+            or (least and kind == "str" and len(item) < least)
+            or (items and kind == "list" and any(_KIND.get(type(i)) not in items for i in item))
+        ):
             raise NotPlain(f"{model}.{name}")
         if item is None:
             continue
@@ -82,7 +86,7 @@ def without_defaults(model: str, data: dict[str, Any]) -> dict[str, Any]:
     gives it: every field at its default left out, in the nested models too, but a block's
     `type`, which its serializer always writes (`dump_message`)."""
     out: dict[str, Any] = {}
-    for name, default, _kinds, _literals, nested in MODELS[model]:
+    for name, default, _kinds, _literals, nested, _items, _least in MODELS[model]:
         if name not in data:
             continue
         item = data[name]
@@ -170,11 +174,13 @@ def derive_shapes() -> tuple[dict[str, str], dict[str, str], dict[str, tuple[Any
             kinds: set[str] = set()
             literals: set[str] = set()
             nested: list[type[BaseModel]] = []
-            _annotation(info.annotation, kinds, literals, nested)
+            items: set[str] = set()
+            _annotation(info.annotation, kinds, literals, nested, items)
             for model in nested:
                 visit(model)
+            least = max((getattr(m, "min_length", 0) for m in info.metadata), default=0)
             spec = (name, default, tuple(sorted(kinds)), tuple(sorted(literals)),
-                    tuple(m.__name__ for m in nested))  # fmt: skip
+                    tuple(m.__name__ for m in nested), tuple(sorted(items)), least)  # fmt: skip
             fields.append(spec)
         if issubclass(cls, _Typed):  # its serializer writes `type` first
             fields.sort(key=lambda f: f[0] != "type")
@@ -191,7 +197,9 @@ def _json(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def _annotation(tp: Any, kinds: set[str], literals: set[str], nested: list[Any]) -> None:
+def _annotation(
+    tp: Any, kinds: set[str], literals: set[str], nested: list[Any], items: set[str]
+) -> None:
     from types import NoneType, UnionType
     from typing import Annotated, Literal, Union, get_args, get_origin
 
@@ -201,18 +209,21 @@ def _annotation(tp: Any, kinds: set[str], literals: set[str], nested: list[Any])
     if tp is JsonValue:
         kinds.add("any")
     elif origin is Annotated:
-        _annotation(get_args(tp)[0], kinds, literals, nested)
+        _annotation(get_args(tp)[0], kinds, literals, nested, items)
     elif origin in (Union, UnionType):
         for arg in get_args(tp):
-            _annotation(arg, kinds, literals, nested)
+            _annotation(arg, kinds, literals, nested, items)
     elif origin is Literal:
         kinds.add("str")
         literals.update(get_args(tp))
     elif origin in (tuple, list):
         kinds.add("list")
-        for arg in get_args(tp):
+        args = get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis and args[0] in (str, int):
+            items.add(_KIND[args[0]])  # a homogeneous tuple of scalars: its items' kind
+        for arg in args:
             if isinstance(arg, type) and issubclass(arg, BaseModel) or get_origin(arg):
-                _annotation(arg, set(), set(), nested)  # the models in it, not its kinds
+                _annotation(arg, set(), set(), nested, set())  # the models in it only
     elif origin is dict:
         kinds.add("dict")
     elif isinstance(tp, type) and issubclass(tp, BaseModel):
@@ -242,7 +253,8 @@ def render_shapes() -> str:
         "TYPES: dict[str, str] = {",
         *(f"    {k!r}: {v!r}," for k, v in types.items()),
         "}",
-        "# model: ((field, default or ..., JSON kinds, literal values, nested models), ...)",
+        "# model: ((field, default or ..., JSON kinds, literal values, nested models,",
+        "#          kinds of the items of a list, minimum length of a string), ...)",
         "MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {",
     ]
     for name, fields in models.items():
