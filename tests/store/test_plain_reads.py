@@ -122,6 +122,9 @@ def test_bodies_the_store_did_not_write_read_as_the_models_read_them() -> None:
         added.replace('"id":"', '"id":"x'),
         '{"v":1,"type":"turn.started","turn_id":"t","input_ids":["a",1]}',  # invalid inside a list
         '{"v":1,"type":"message.added","message":{"role":"user","blocks":[]}}',  # no id: minted
+        '{"v":1,"type":"message.added","message":{"id":"m","role":"user","blocks":["x"]}}',
+        added.replace('"text":"hi"', '"text":"hi","origin":"me"'),
+        '{"v":1,"type":"tool.started","call_id":"","message_id":"m","name":"n"}',  # too short
     ]
     for body in variants:
         try:

@@ -74,7 +74,7 @@ def _nested(models: tuple[str, ...], item: Any) -> Any:
         return [_nested(models, one) for one in item]
     if len(models) == 1:
         return shaped(models[0], item)
-    kind = item.get("type")
+    kind = item.get("type") if isinstance(item, dict) else None
     for model in models:
         if TYPES.get(model) == kind:
             return shaped(model, item)

@@ -1,8 +1,9 @@
 """Hiding instruction prose: a system message's text is what carries it into a transcript.
 
 Every reader that shows a transcript without the sensitive view (the server's responses and
-streams, `wakeful session show`) builds its messages through `redact_system`, so what is
-hidden is decided here once. A system message wakeful writes about the session itself (a move's
+streams) builds its messages through `redact_system`, and `wakeful session show`, which reads
+plain message dumps, through `redact_plain`; both ask `is_instruction` (`_plain.py`), so what is
+hidden is decided once. A system message wakeful writes about the session itself (a move's
 record: `metadata.kind` in `PLAIN_KINDS`) holds no instruction prose and is shown as it is.
 """
 
