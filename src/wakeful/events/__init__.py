@@ -16,7 +16,7 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._codec import StoredEvent, dump_event, load_event
     from ._location import location_id
-    from ._plain import PlainEvent, event_data, without_defaults
+    from ._plain import NotPlain, PlainEvent, event_data, shaped, without_defaults
     from ._shaping import (
         ArtifactRecorded,
         ExtensionStateSet,
@@ -111,6 +111,8 @@ _LAZY = {
     "location_id": "wakeful.events._location",
     "PlainEvent": "wakeful.events._plain",
     "event_data": "wakeful.events._plain",
+    "NotPlain": "wakeful.events._plain",
+    "shaped": "wakeful.events._plain",
     "without_defaults": "wakeful.events._plain",
 }
 
@@ -163,6 +165,8 @@ __all__ = [
     "location_id",
     "dump_event",
     "event_data",
+    "NotPlain",
+    "shaped",
     "without_defaults",
     "load_event",
 ]

@@ -224,7 +224,7 @@ def input_message(item: InboxItem) -> Message:
 def _input_fields(
     session_id: str, input_id: str, kind: str, payload: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
-    """The id and the metadata of an input's message (`input_message`, `_plain_input_message`):
+    """The id and the metadata of an input's message (`input_message`, `_plain_row_message`):
     the id derived from the input id, so a redelivery could never mint a second one."""
     metadata = payload.get("metadata")
     return (
@@ -482,11 +482,13 @@ def plain_transcript_in(tx: Tx, session_id: str) -> list[dict[str, Any]]:
     `model_dump(mode="json", exclude_none=True)` of each gives, read without building models
     where the plain reading vouches for the stored JSON (`wakeful.events.shaped`), else
     through the models (`wakeful session show`, issue 25)."""
+    from ..events import NotPlain
+
     out: list[dict[str, Any]] = []
     for seq, data, enqueued, _sid in tx.all(_MESSAGE_ROWS, (session_id, 0, 2**62)):
         try:
             message = _plain_row_message(session_id, data, enqueued)
-        except ValueError:  # `NotPlain`: this row's message through the models
+        except NotPlain:  # this row's message through the models
             model = _row_message(session_id, data, enqueued)
             message = None if model is None else model.model_dump(mode="json", exclude_none=True)
         assert message is not None, f"message row {session_id}/{seq} has no message"
@@ -497,8 +499,7 @@ def plain_transcript_in(tx: Tx, session_id: str) -> list[dict[str, Any]]:
 def _plain_row_message(session_id: str, data: str, enqueued: str | None) -> dict[str, Any] | None:
     """`_row_message` as a plain dump; `NotPlain` for a delivery whose message the plain
     reading cannot derive (a payload of blocks: the model may convert their values)."""
-    from ..events import event_data
-    from ..events._plain import NotPlain, shaped
+    from ..events import NotPlain, event_data, shaped
 
     event = event_data(data)
     message = event.get("message")
