@@ -8,7 +8,9 @@ package has them.
     python bench/bench_cold_start.py [--runs 15] [--before SRC]
 
 `--before SRC` also runs the commands from another source tree (say an export of main's `src`,
-put first on PYTHONPATH) in the same rounds, for a before/after comparison.
+put first on PYTHONPATH) in the same rounds, for a before/after comparison. `--db URL --session
+ID` times `show` and `log` of an existing session instead of the 20-message one made here (say
+one a `wakeful run` with tool calls wrote: it has a location, deliveries, receipts and usage).
 """
 
 from __future__ import annotations
@@ -61,11 +63,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--before", metavar="SRC", help="another tree's src/ to compare against")
+    parser.add_argument("--db", metavar="URL", help="an existing store (with --session)")
+    parser.add_argument("--session", metavar="ID", help="a session of --db to show and log")
     args = parser.parse_args()
+    if bool(args.db) != bool(args.session):
+        parser.error("--db and --session go together")
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "cold.db"
-        sid = fill(db)
+        db = args.db or str(Path(tmp) / "cold.db")
+        sid = args.session or fill(Path(db))
         # An installed package has its .pyc files (pip compiles them), so every tree here may
         # write them: without that a run would time the compiler, not the start.
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

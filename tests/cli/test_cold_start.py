@@ -1,6 +1,7 @@
 """The cheap commands (`--version`, `session list`, `session show`, `log`) start without loading
 what only other commands need: the provider SDKs, prompt_toolkit, the server, MCP, llama.cpp,
-the configuration models; `--version` and `session list` load no pydantic at all (issue 25;
+the configuration models; none of them loads pydantic or builds a model for what the store
+wrote (`show` and `log` read it as plain JSON, `wakeful.events._plain`; issue 25,
 `bench/bench_cold_start.py` measures the time)."""
 
 from __future__ import annotations
@@ -12,8 +13,21 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Wk
-from wakeful.events import MessageAdded
-from wakeful.messages import assistant, user
+from wakeful.events import (
+    ApprovalRequested,
+    MessageAdded,
+    ReceiptRecorded,
+    RetryScheduled,
+    TurnEnded,
+    UsageRecorded,
+)
+from wakeful.messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from wakeful.store import open_store
 
 # Top-level packages none of the cheap commands may import.
@@ -29,6 +43,11 @@ CONVERTERS = ("wakeful.messages._anthropic", "wakeful.messages._openai_chat",
 # What `--version` and `session list` leave out besides: neither decodes an event or a message,
 # so no pydantic model (nor pydantic itself) is loaded (the store imports them where used).
 MODEL_FREE = ("pydantic", "pydantic_core", "wakeful.events", "wakeful.messages")
+
+# What `session show` and `log` leave out: they read the stored JSON without the models.
+MODELS = ("pydantic", "pydantic.main", "wakeful.events._types", "wakeful.events._codec",
+          "wakeful.messages._blocks", "wakeful.messages._codec", "wakeful.runner._turn",
+          "wakeful.execution")  # fmt: skip
 
 
 def modules(stderr: str) -> set[str]:
@@ -47,12 +66,30 @@ def imported(stderr: str) -> set[str]:
 
 @pytest.fixture
 def session_id(db_url: str) -> str:
+    """A session with a delivered input, a tool call and its result (an image among its
+    output), a run with its usage, a receipt and a retry, and a call waiting for approval."""
     store = open_store(db_url)
     try:
         row = store.create_session(title="cold")
-        store.append(
-            row.id, [MessageAdded(message=user("hi")), MessageAdded(message=assistant("yo"))]
-        )
+        call = ToolCallBlock(id="c1", name="shell", input={"command": "ls"})
+        result = ToolResultBlock(call_id="c1", output=(
+            TextBlock(text="a.txt"), ImageBlock(media_type="image/png", data="aGk=")))  # fmt: skip
+        asking = Message(role="assistant", blocks=(
+            ToolCallBlock(id="c2", name="shell", input={"command": "rm x"}),))  # fmt: skip
+        store.admit(row.id, "in1", "user", {"text": "hi"})
+        store.promote(row.id, idle=True, start_turn="t1")
+        store.append(row.id, [
+            MessageAdded(message=Message(role="assistant", blocks=(TextBlock(text="yo"), call))),
+            MessageAdded(message=Message(role="user", blocks=(result,))),
+            UsageRecorded(input_tokens=5, output_tokens=2, cost_usd=0.5),
+            ReceiptRecorded(receipt_id="r", turn_id="t1", step=1, attempt=1, model="m",
+                            request_digest="d"),
+            RetryScheduled(turn_id="t1", step=1, attempt=2, deadline_ms=1, error_kind="k",
+                           error="e"),
+            MessageAdded(message=asking),
+            ApprovalRequested(call_id="c2", message_id=asking.id, name="shell", preview="$ rm x"),
+            TurnEnded(turn_id="t1", outcome="paused", error="awaiting approval"),
+        ])  # fmt: skip
         return row.id
     finally:
         store.close()
@@ -62,7 +99,9 @@ def test_cheap_commands_load_no_sdk_ui_or_server(
     wk: Wk, session_id: str, cli_env: dict[str, str], workdir: Path
 ) -> None:
     commands = [["--version"], ["session", "list"], ["session", "show", session_id],
-                ["log", "--session", session_id]]  # fmt: skip
+                ["session", "show", session_id, "--format", "json"],
+                ["log", "--session", session_id],
+                ["log", "--session", session_id, "--format", "jsonl"]]  # fmt: skip
     for args in commands:
         done = subprocess.run(
             [sys.executable, "-X", "importtime", "-m", "wakeful", *args], cwd=workdir,
@@ -78,8 +117,15 @@ def test_cheap_commands_load_no_sdk_ui_or_server(
                 args,
                 modules(done.stderr) & set(MODEL_FREE),
             )
+        assert not modules(done.stderr) & set(MODELS), (args, modules(done.stderr) & set(MODELS))
     assert "0.1.0" in wk("--version").stdout
     assert "cold" in wk("session", "list").stdout
+    shown = wk("session", "show", session_id).stdout
+    assert "→ shell  ls\n  a.txt\n  [image image/png]" in shown
+    assert "awaiting approval: c2  shell\n    $ rm x" in shown
+    assert "run t1: paused, 1 steps, 5 in / 2 out, 1 retries" in shown
+    assert "pending inputs" not in shown
+    assert "cost_usd=0.5" in wk("log", "--session", session_id).stdout
 
 
 def test_other_commands_still_load_what_they_need(wk: Wk) -> None:

@@ -69,7 +69,7 @@ async def test_an_interrupt_keeps_the_streamed_text_as_an_aborted_message(
     assert isinstance(usage, UsageRecorded) and usage.input_tokens > 0
     assert usage.output_tokens == 0
     assert ("assistant, aborted (not sent to the model)", text) in transcript_lines(
-        rt.store.messages(sid)
+        rt.store.plain_messages(sid)
     )
     # The next request does not contain it.
     rt.listener = None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
-from ..events import StoredEvent
-from ..store import SyncMarker
+from ..events import PlainEvent
+from ..store import SqlStore, SyncMarker
 from ._common import (
     ID,
     db_option,
@@ -17,6 +18,9 @@ from ._common import (
     printable,
     store_for,
 )
+
+if TYPE_CHECKING:
+    from ..events import StoredEvent
 
 
 def shorten(value: object, width: int = 60) -> str:
@@ -32,8 +36,11 @@ def shorten(value: object, width: int = 60) -> str:
     return f"{cut}… ({len(text)} chars)"
 
 
-def _line(ev: StoredEvent) -> str:
-    data = ev.event.model_dump(mode="json", exclude_none=True)
+def _line(ev: StoredEvent | PlainEvent) -> str:
+    if isinstance(ev, PlainEvent):
+        data = dict(ev.data)
+    else:
+        data = ev.event.model_dump(mode="json", exclude_none=True)
     data.pop("type", None)
     data.pop("v", None)
     brief = ", ".join(f"{k}={shorten(v)}" for k, v in data.items())
@@ -59,8 +66,11 @@ def log(
     """Durable events of a session after SEQ (exclusive)."""
     store = store_for(db)
     session = store.resolve_session_id(session)
+    # A local store hands out the bodies as plain JSON, with no model built where the stored
+    # JSON allows (`SqlStore.plain_log`; issue 25, cold start); a server's, as models.
+    read = store.plain_log if isinstance(store, SqlStore) else store.log
     try:
-        for item in store.log(session, after, follow=follow, idle_timeout_s=idle_timeout):
+        for item in read(session, after, follow=follow, idle_timeout_s=idle_timeout):
             if isinstance(item, SyncMarker):
                 if fmt == "jsonl":
                     print_jsonl({"type": "sync", "seq": item.watermark})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import click
 
@@ -27,7 +27,8 @@ from ._lazy import LazyGroup
 
 if TYPE_CHECKING:
     from ..messages import Message
-    from ..store import SessionRow
+    from ..runner import RunRecord
+    from ..store import SessionRow, SqlStore, Store
 
 
 # Subcommands in other modules, imported only when named (or listed by `--help`).
@@ -112,36 +113,34 @@ def show(session_id: str, show_sensitive: bool, fmt: str, db: str | None) -> Non
     Instruction text (the system messages that record a change of AGENTS.md and the like) is
     redacted unless --show-sensitive.
     """
-    # The runner and execution layers load here, not at CLI start: only `show` needs them.
-    from ..execution import pending_approvals
-    from ..messages import dump_message, redact_system
-    from ..runner import run_records
-    from ._tools_view import transcript_lines
-
     store = store_for(db)
-    row = store.get_session(store.resolve_session_id(session_id))
-    session_id = row.id
-    messages = store.messages(session_id)
+    try:
+        row = store.get_session(store.resolve_session_id(session_id))
+        session_id = row.id
+        view = _plain_view(store, session_id) if _local(store) else _model_view(store, session_id)
+        children = [r.id for r in store.children(session_id)]
+        work = store.work_state(session_id)
+    finally:
+        store.close()
+    messages, pending, runs, waiting = view
     if not show_sensitive:
-        messages = [redact_system(m, REDACTED) for m in messages]
+        from ..messages import redact_plain
+
+        messages = [redact_plain(m, REDACTED) for m in messages]
     else:
         click.echo(
             "warning: this output contains instruction text verbatim; treat it as sensitive",
             err=True,
         )
-    children = [r.id for r in store.children(session_id)]
-    pending = store.pending(session_id)
-    work = store.work_state(session_id)
-    runs = run_records(store, session_id)
-    waiting = pending_approvals(store, session_id)
-    store.close()
     if fmt == "json":
+        from ..events import without_defaults
+
         print_json(_row_json(row) | {
-            "messages": [json.loads(dump_message(m)) for m in messages],
-            "children": children, "pending": [p.input_id for p in pending], "work_state": work,
+            "messages": [without_defaults("Message", m) for m in messages],
+            "children": children, "pending": pending, "work_state": work,
             "runs": [r.to_json() for r in runs],
-            "approvals": [{"call_id": w.call_id, "name": w.name, "input": w.input,
-                           "preview": w.preview} for w in waiting],
+            "approvals": [{"call_id": w["call_id"], "name": w["name"], "input": w["input"],
+                           "preview": w["preview"]} for w in waiting],
         })  # fmt: skip
         return
     click.echo(
@@ -164,6 +163,8 @@ def show(session_id: str, show_sensitive: bool, fmt: str, db: str | None) -> Non
         click.echo(f"↳ child of {row.parent_id}")
     if children:
         click.echo(f"child sessions: {', '.join(children)}")
+    from ._tools_view import transcript_lines
+
     calls = False
     for label, body in transcript_lines(messages):
         if label.startswith("→"):  # a tool call, its result indented under it
@@ -175,10 +176,10 @@ def show(session_id: str, show_sensitive: bool, fmt: str, db: str | None) -> Non
             click.echo(f"\n[{printable(label)}] {printable(body, lines=True)}")
             calls = False
     if pending:
-        click.echo(f"\npending inputs: {', '.join(p.input_id for p in pending)}")
+        click.echo(f"\npending inputs: {', '.join(pending)}")
     for w in waiting:
-        click.echo(f"\nawaiting approval: {w.call_id}  {printable(w.name)}")
-        for line in w.preview.splitlines():
+        click.echo(f"\nawaiting approval: {w['call_id']}  {printable(w['name'])}")
+        for line in w["preview"].splitlines():
             click.echo(f"    {printable(line)}")
     if waiting:
         click.echo(f"decide with: wakeful approve {row.id} CALL [--deny | --always]")
@@ -186,6 +187,42 @@ def show(session_id: str, show_sensitive: bool, fmt: str, db: str | None) -> Non
         click.echo(f"run {r.id}: {r.outcome or r.status}{' (truncated)' if r.truncated else ''}, "
                    f"{r.steps} steps, {r.tokens_in} in / {r.tokens_out} out, "
                    f"{len(r.retries)} retries")  # fmt: skip
+
+
+# What `show` prints besides the session row: the transcript (plain message dumps), the
+# pending input ids, the run records and the calls waiting for approval (plain bodies).
+_View = tuple[list[dict[str, Any]], list[str], "list[RunRecord]", list[dict[str, Any]]]
+
+
+def _local(store: Store) -> TypeGuard[SqlStore]:
+    from ..store import SqlStore
+
+    return isinstance(store, SqlStore)
+
+
+def _plain_view(store: SqlStore, session_id: str) -> _View:
+    """What `show` prints, read from the stored JSON without building models where it allows
+    (`SqlStore.plain_messages`, `plain_events`): the cold start of issue 25 (docs/cli.md)."""
+    from ..runner import APPROVAL_TYPES, run_records, waiting_requests
+
+    events = store.plain_events(session_id, types=APPROVAL_TYPES)
+    waiting = waiting_requests(
+        [(e.seq, e.data) for e in events],
+        lambda: {c.message_id for c in store.tool_calls(session_id)},
+    )
+    return (store.plain_messages(session_id), store.pending_ids(session_id),
+            run_records(store, session_id), waiting)  # fmt: skip
+
+
+def _model_view(store: Store, session_id: str) -> _View:
+    """`_plain_view` of any `Store` (a server's), through the models."""
+    from ..execution import pending_approvals
+    from ..runner import run_records
+
+    messages = [m.model_dump(mode="json", exclude_none=True) for m in store.messages(session_id)]
+    waiting = [w.model_dump(mode="json") for w in pending_approvals(store, session_id)]
+    return (messages, [p.input_id for p in store.pending(session_id)],
+            run_records(store, session_id), waiting)  # fmt: skip
 
 
 @session.command()

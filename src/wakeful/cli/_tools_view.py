@@ -8,14 +8,14 @@ the text `printable`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pydantic import JsonValue
-
-from ..messages import Message, ToolCallBlock, ToolResultBlock, tool_result_text
+from ..messages import result_text
 from ._common import printable
 
-if TYPE_CHECKING:  # `session show` prints transcripts without loading the runner
+if TYPE_CHECKING:  # `session show` prints transcripts without the runner or pydantic
+    from pydantic import JsonValue
+
     from ..runner import LiveEvent
 
 WIDTH = 100  # a summary line is cut here (the stored value stays whole)
@@ -67,30 +67,33 @@ def result_summary(text: str, is_error: bool) -> str:
     return f"{'✗' if is_error else '✓'} {head}{more}"
 
 
-def transcript_lines(messages: list[Message]) -> list[tuple[str, str]]:
+def transcript_lines(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """A transcript as `(label, body)` entries: text messages as they are, each tool call
     with its result right under it (`→ shell  ls -la` then the output), results never
-    repeated on their own. Calls without a result yet read `(no result yet)`."""
-    results = {b.call_id: b for m in messages for b in m.blocks if isinstance(b, ToolResultBlock)}
+    repeated on their own. Calls without a result yet read `(no result yet)`. The messages are
+    plain dumps (`SqlStore.plain_messages`: `model_dump(mode="json", exclude_none=True)`)."""
+    results = {b["call_id"]: b for m in messages for b in m["blocks"] if b["type"] == "tool_result"}
     out: list[tuple[str, str]] = []
     for m in messages:
-        cut = ", truncated at the output limit" if (m.metadata or {}).get("truncated") else ""
-        if m.aborted:  # output an interrupt cut short: shown, never sent to a model
+        cut = (
+            ", truncated at the output limit" if (m.get("metadata") or {}).get("truncated") else ""
+        )
+        if m["aborted"]:  # output an interrupt cut short: shown, never sent to a model
             cut = ", aborted (not sent to the model)"
-        text = m.text()
-        calls = [b for b in m.blocks if isinstance(b, ToolCallBlock)]
+        text = "".join(b["text"] for b in m["blocks"] if b["type"] == "text")
+        calls = [b for b in m["blocks"] if b["type"] == "tool_call"]
         if text:
-            out.append((f"{m.role}{cut}", text))
-        elif not calls and not any(isinstance(b, ToolResultBlock) for b in m.blocks):
-            out.append((f"{m.role}{cut}", ", ".join(b.type for b in m.blocks)))
+            out.append((f"{m['role']}{cut}", text))
+        elif not calls and not any(b["type"] == "tool_result" for b in m["blocks"]):
+            out.append((f"{m['role']}{cut}", ", ".join(b["type"] for b in m["blocks"])))
         for call in calls:
-            result = results.get(call.id)
+            result = results.get(call["id"])
             body = "(no result yet)"
             if result is not None:
-                body = _indent(tool_result_text(result.output), 20)
-                if result.is_error:
+                body = _indent(result_text(result["output"]), 20)
+                if result["is_error"]:
                     body = "  ✗ error: " + body[2:]
-            out.append((f"→ {call_summary(call.name, call.input)}", body))
+            out.append((f"→ {call_summary(call['name'], call['input'])}", body))
     return out
 
 

@@ -2,55 +2,121 @@
 
 Every change to a session is one of these events; the store writes an event and the projection
 rows it implies in one transaction.
+
+The names load from their modules on first use (`lazy_names`): a reader of plain event bodies
+(`PlainEvent`, `event_data`) loads no model and no pydantic (issue 25, cold start).
 """
 
-from ._codec import StoredEvent, dump_event, load_event
-from ._shaping import (
-    ArtifactRecorded,
-    ExtensionStateSet,
-    FileRestore,
-    HistoryEdited,
-    MetadataUpdated,
-    SessionReverted,
-    SessionUnreverted,
-)
-from ._types import (
-    CONTROL_KINDS,
-    ApprovalDecided,
-    ApprovalRequested,
-    CompactionEnded,
-    CompactionFailed,
-    CompactionSkipped,
-    CompactionTail,
-    CompactionTrigger,
-    Decision,
-    Delivery,
-    InputDelivered,
-    InputEnqueued,
-    InputKind,
-    InputRejected,
-    InstructionsUpdated,
-    InterruptRequested,
-    MessageAdded,
-    MessagesHidden,
-    Outcome,
-    ReceiptRecorded,
-    RetryCleared,
-    RetryScheduled,
-    SessionCreated,
-    SessionError,
-    SessionEvent,
-    SessionMoved,
-    SessionUpdated,
-    ToolCallEnded,
-    ToolCallStarted,
-    ToolStatus,
-    TurnEnded,
-    TurnStarted,
-    UsageRecorded,
-    WorkStateUpdated,
-    location_id,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ._codec import StoredEvent, dump_event, load_event
+    from ._location import location_id
+    from ._plain import NotPlain, PlainEvent, event_data, shaped, without_defaults
+    from ._shaping import (
+        ArtifactRecorded,
+        ExtensionStateSet,
+        FileRestore,
+        HistoryEdited,
+        MetadataUpdated,
+        SessionReverted,
+        SessionUnreverted,
+    )
+    from ._types import (
+        CONTROL_KINDS,
+        ApprovalDecided,
+        ApprovalRequested,
+        CompactionEnded,
+        CompactionFailed,
+        CompactionSkipped,
+        CompactionTail,
+        CompactionTrigger,
+        Decision,
+        Delivery,
+        InputDelivered,
+        InputEnqueued,
+        InputKind,
+        InputRejected,
+        InstructionsUpdated,
+        InterruptRequested,
+        MessageAdded,
+        MessagesHidden,
+        Outcome,
+        ReceiptRecorded,
+        RetryCleared,
+        RetryScheduled,
+        SessionCreated,
+        SessionError,
+        SessionEvent,
+        SessionMoved,
+        SessionUpdated,
+        ToolCallEnded,
+        ToolCallStarted,
+        ToolStatus,
+        TurnEnded,
+        TurnStarted,
+        UsageRecorded,
+        WorkStateUpdated,
+    )
+
+_LAZY = {
+    "StoredEvent": "wakeful.events._codec",
+    "dump_event": "wakeful.events._codec",
+    "load_event": "wakeful.events._codec",
+    "ArtifactRecorded": "wakeful.events._shaping",
+    "ExtensionStateSet": "wakeful.events._shaping",
+    "FileRestore": "wakeful.events._shaping",
+    "HistoryEdited": "wakeful.events._shaping",
+    "MetadataUpdated": "wakeful.events._shaping",
+    "SessionReverted": "wakeful.events._shaping",
+    "SessionUnreverted": "wakeful.events._shaping",
+    "CONTROL_KINDS": "wakeful.events._types",
+    "ApprovalDecided": "wakeful.events._types",
+    "ApprovalRequested": "wakeful.events._types",
+    "CompactionEnded": "wakeful.events._types",
+    "CompactionFailed": "wakeful.events._types",
+    "CompactionSkipped": "wakeful.events._types",
+    "CompactionTail": "wakeful.events._types",
+    "CompactionTrigger": "wakeful.events._types",
+    "Decision": "wakeful.events._types",
+    "Delivery": "wakeful.events._types",
+    "InputDelivered": "wakeful.events._types",
+    "InputEnqueued": "wakeful.events._types",
+    "InputKind": "wakeful.events._types",
+    "InputRejected": "wakeful.events._types",
+    "InstructionsUpdated": "wakeful.events._types",
+    "InterruptRequested": "wakeful.events._types",
+    "MessageAdded": "wakeful.events._types",
+    "MessagesHidden": "wakeful.events._types",
+    "Outcome": "wakeful.events._types",
+    "ReceiptRecorded": "wakeful.events._types",
+    "RetryCleared": "wakeful.events._types",
+    "RetryScheduled": "wakeful.events._types",
+    "SessionCreated": "wakeful.events._types",
+    "SessionError": "wakeful.events._types",
+    "SessionEvent": "wakeful.events._types",
+    "SessionMoved": "wakeful.events._types",
+    "SessionUpdated": "wakeful.events._types",
+    "ToolCallEnded": "wakeful.events._types",
+    "ToolCallStarted": "wakeful.events._types",
+    "ToolStatus": "wakeful.events._types",
+    "TurnEnded": "wakeful.events._types",
+    "TurnStarted": "wakeful.events._types",
+    "UsageRecorded": "wakeful.events._types",
+    "WorkStateUpdated": "wakeful.events._types",
+    "location_id": "wakeful.events._location",
+    "PlainEvent": "wakeful.events._plain",
+    "event_data": "wakeful.events._plain",
+    "NotPlain": "wakeful.events._plain",
+    "shaped": "wakeful.events._plain",
+    "without_defaults": "wakeful.events._plain",
+}
+
+__getattr__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
     "ArtifactRecorded",
@@ -87,6 +153,7 @@ __all__ = [
     "SessionEvent",
     "SessionMoved",
     "SessionUpdated",
+    "PlainEvent",
     "StoredEvent",
     "ToolCallEnded",
     "ToolCallStarted",
@@ -97,5 +164,9 @@ __all__ = [
     "WorkStateUpdated",
     "location_id",
     "dump_event",
+    "event_data",
+    "NotPlain",
+    "shaped",
+    "without_defaults",
     "load_event",
 ]

@@ -7,7 +7,6 @@ transaction (see `wakeful.store`). Live-only deltas (streamed text) are never ev
 
 from __future__ import annotations
 
-import hashlib
 from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -258,12 +257,6 @@ class SessionError(_Event):
     type: Literal["session.error"] = "session.error"
     error: str
     input_id: str | None = None
-
-
-def location_id(location: str) -> str:
-    """The stable id of a location (an absolute workspace path): ``loc_`` + the first 16 hex
-    characters of the SHA-256 of the path. The one place a location id is derived."""
-    return "loc_" + hashlib.sha256(location.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 CompactionTrigger: TypeAlias = Literal["auto", "manual", "overflow", "idle"]

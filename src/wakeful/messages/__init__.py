@@ -11,50 +11,50 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_names
-from ._blocks import (
-    REASONING_TYPES,
-    AudioBlock,
-    Block,
-    CompactSummaryBlock,
-    DocumentBlock,
-    ImageBlock,
-    Message,
-    ProviderReasoningBlock,
-    RedactedThinkingBlock,
-    Role,
-    ServerToolResultBlock,
-    ServerToolUseBlock,
-    TextBlock,
-    TextOrigin,
-    ThinkingBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    ToolResultPart,
-    VideoBlock,
-    assistant,
-    new_message_id,
-    system,
-    tool_result_text,
-    user,
-)
-from ._codec import (
-    block_from_dict,
-    dump_message,
-    dump_messages,
-    load_message,
-    load_messages,
-    message_from_dict,
-)
-from ._redact import MOVE_RECORD, redact_system
-from ._wire import MEDIA_TYPES, WireMessage, label_media
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicPayload, from_anthropic, to_anthropic
     from ._autodetect import auto_detect
+    from ._blocks import (
+        REASONING_TYPES,
+        AudioBlock,
+        Block,
+        CompactSummaryBlock,
+        DocumentBlock,
+        ImageBlock,
+        Message,
+        ProviderReasoningBlock,
+        RedactedThinkingBlock,
+        Role,
+        ServerToolResultBlock,
+        ServerToolUseBlock,
+        TextBlock,
+        TextOrigin,
+        ThinkingBlock,
+        ToolCallBlock,
+        ToolResultBlock,
+        ToolResultPart,
+        VideoBlock,
+        assistant,
+        new_message_id,
+        system,
+        tool_result_text,
+        user,
+    )
+    from ._codec import (
+        block_from_dict,
+        dump_message,
+        dump_messages,
+        load_message,
+        load_messages,
+        message_from_dict,
+    )
     from ._memo import IdentityMemo, PrefixMemo, shared_prefix
     from ._openai_chat import from_openai_chat, to_openai_chat
     from ._openai_responses import from_openai_responses, to_openai_responses
     from ._pairing import PairingDrop, PairingDropKind, drop_invalid_pairings
+    from ._plain import redact_plain, result_text
+    from ._redact import MOVE_RECORD, redact_system
     from ._repair import (
         DEFAULT_USER_TAIL_DIRECTIVE,
         SYNTHETIC_TOOL_RESULT,
@@ -64,10 +64,49 @@ if TYPE_CHECKING:
         is_wire_valid,
         to_wire,
     )
+    from ._wire import MEDIA_TYPES, WireMessage, label_media
 
-# The converters load on first use: reading and writing the store needs only the blocks and
-# the codec (cold start of `wakeful session list`, issue 25).
+# Every name loads on first use: reading and writing the store needs only the blocks and the
+# codec, and the plain readers (`redact_plain`, `result_text`) not even those (cold start,
+# issue 25).
 _LAZY = {
+    "REASONING_TYPES": "wakeful.messages._blocks",
+    "AudioBlock": "wakeful.messages._blocks",
+    "Block": "wakeful.messages._blocks",
+    "CompactSummaryBlock": "wakeful.messages._blocks",
+    "DocumentBlock": "wakeful.messages._blocks",
+    "ImageBlock": "wakeful.messages._blocks",
+    "Message": "wakeful.messages._blocks",
+    "ProviderReasoningBlock": "wakeful.messages._blocks",
+    "RedactedThinkingBlock": "wakeful.messages._blocks",
+    "Role": "wakeful.messages._blocks",
+    "ServerToolResultBlock": "wakeful.messages._blocks",
+    "ServerToolUseBlock": "wakeful.messages._blocks",
+    "TextBlock": "wakeful.messages._blocks",
+    "TextOrigin": "wakeful.messages._blocks",
+    "ThinkingBlock": "wakeful.messages._blocks",
+    "ToolCallBlock": "wakeful.messages._blocks",
+    "ToolResultBlock": "wakeful.messages._blocks",
+    "ToolResultPart": "wakeful.messages._blocks",
+    "VideoBlock": "wakeful.messages._blocks",
+    "assistant": "wakeful.messages._blocks",
+    "new_message_id": "wakeful.messages._blocks",
+    "system": "wakeful.messages._blocks",
+    "tool_result_text": "wakeful.messages._blocks",
+    "user": "wakeful.messages._blocks",
+    "block_from_dict": "wakeful.messages._codec",
+    "dump_message": "wakeful.messages._codec",
+    "dump_messages": "wakeful.messages._codec",
+    "load_message": "wakeful.messages._codec",
+    "load_messages": "wakeful.messages._codec",
+    "message_from_dict": "wakeful.messages._codec",
+    "MOVE_RECORD": "wakeful.messages._redact",
+    "redact_system": "wakeful.messages._redact",
+    "MEDIA_TYPES": "wakeful.messages._wire",
+    "WireMessage": "wakeful.messages._wire",
+    "label_media": "wakeful.messages._wire",
+    "redact_plain": "wakeful.messages._plain",
+    "result_text": "wakeful.messages._plain",
     "AnthropicPayload": "wakeful.messages._anthropic",
     "from_anthropic": "wakeful.messages._anthropic",
     "to_anthropic": "wakeful.messages._anthropic",
@@ -148,7 +187,9 @@ __all__ = [
     "to_openai_responses",
     "WireBuilder",
     "MOVE_RECORD",
+    "redact_plain",
     "redact_system",
+    "result_text",
     "to_wire",
     "tool_result_text",
     "user",

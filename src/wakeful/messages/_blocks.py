@@ -23,6 +23,8 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from ._plain import media_label
+
 Role: TypeAlias = Literal["user", "assistant", "system"]
 
 
@@ -260,5 +262,5 @@ def tool_result_text(output: str | tuple[ToolResultPart, ...]) -> str:
         if isinstance(part, TextBlock):
             parts.append(part.text)
         else:
-            parts.append(f"[{part.type} {part.media_type}{' ' + part.name if part.name else ''}]")
+            parts.append(media_label(part.type, part.media_type, part.name))
     return "\n".join(parts)

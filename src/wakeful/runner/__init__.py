@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         fold_approvals,
         preview,
         read_approvals,
+        waiting_requests,
     )
     from ._compaction import (
         IDLE_REASON,
@@ -108,6 +109,7 @@ _LAZY = {
     "cost_usd": "wakeful.runner._pricing",
     "crash_point": "wakeful.runner._crashpoints",
     "fold_approvals": "wakeful.runner._approvals",
+    "waiting_requests": "wakeful.runner._approvals",
     "known_price": "wakeful.runner._pricing",
     "load_tool": "wakeful.runner.tools",
     "mcp_tools": "wakeful.runner.tools",
@@ -173,6 +175,7 @@ __all__ = [
     "crash_point",
     "cost_usd",
     "fold_approvals",
+    "waiting_requests",
     "known_price",
     "load_tool",
     "mcp_tools",

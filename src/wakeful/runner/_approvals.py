@@ -13,16 +13,18 @@ place that reads it from the log.
 
 from __future__ import annotations
 
-import difflib
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import JsonValue
+if TYPE_CHECKING:  # `session show` reads the waiting calls without the event models
+    from pathlib import Path
 
-from ..events import ApprovalDecided, ApprovalRequested, Decision, StoredEvent
-from ..store import Store
+    from pydantic import JsonValue
+
+    from ..events import ApprovalRequested, Decision, StoredEvent
+    from ..store import Store
 
 APPROVAL_TYPES = ("approval.requested", "approval.decided")
 MAX_PREVIEW = 20_000  # characters of a diff shown; the rest is summarized
@@ -77,36 +79,56 @@ def fold_approvals(
 ) -> ApprovalLog:
     """The approval log of a session from its approval events (oldest first); `started`
     gives the ids of the messages whose calls have started (read only when a step may wait)."""
+    grants, step = _fold([(s.seq, vars(s.event)) for s in events], started)
+    if step is None:
+        return ApprovalLog(None, grants)
+    message_id, seq, requests, decisions = step
+    found = tuple(cast("ApprovalRequested", events[i].event) for i in requests)
+    return ApprovalLog(ApprovalStep(message_id, seq, found, decisions), grants)
+
+
+def waiting_requests(
+    events: Sequence[tuple[int, dict[str, Any]]], started: Callable[[], Collection[str]]
+) -> list[dict[str, Any]]:
+    """`ApprovalStep.pending` of `fold_approvals` from the plain approval events
+    (`(seq, body)`, `SqlStore.plain_events`): the bodies of the requests that wait."""
+    _grants, step = _fold(events, started)
+    if step is None:
+        return []
+    found = [events[i][1] for i in step[2]]
+    return [r for r in found if r["call_id"] not in step[3]]
+
+
+def _fold(
+    events: Sequence[tuple[int, Mapping[str, Any]]], started: Callable[[], Collection[str]]
+) -> tuple[frozenset[str], tuple[str, int, list[int], dict[str, Decision]] | None]:
+    """The one reading of the approval events (`(seq, fields)`, oldest first): the `always`
+    grants, and the open step (None when nothing waits): the newest requested message whose
+    calls have not started, the seq of its first request, the positions of its requests (the
+    first per call) and the first decision on each."""
     names: dict[str, str] = {}
     grants: set[str] = set()
     newest: str | None = None
-    for stored in events:
-        ev = stored.event
-        if isinstance(ev, ApprovalRequested):
-            names[ev.call_id] = ev.name
-            newest = ev.message_id
-        elif isinstance(ev, ApprovalDecided) and ev.decision == "always":
-            name = ev.name or names.get(ev.call_id)
+    for _seq, ev in events:
+        if ev["type"] == "approval.requested":
+            names[ev["call_id"]] = ev["name"]
+            newest = ev["message_id"]
+        elif ev["type"] == "approval.decided" and ev["decision"] == "always":
+            name = ev.get("name") or names.get(ev["call_id"])
             if name:
                 grants.add(name)
-    step = None
-    if newest is not None and newest not in started():
-        step = _step(newest, events)
-    return ApprovalLog(step, frozenset(grants))
-
-
-def _step(message_id: str, events: Sequence[StoredEvent]) -> ApprovalStep:
-    requests: dict[str, ApprovalRequested] = {}
+    if newest is None or newest in started():
+        return frozenset(grants), None
+    requests: dict[str, int] = {}
     decisions: dict[str, Decision] = {}
-    seq = 0
-    for stored in events:
-        ev = stored.event
-        if isinstance(ev, ApprovalRequested) and ev.message_id == message_id:
-            seq = seq or stored.seq
-            requests.setdefault(ev.call_id, ev)
-        elif isinstance(ev, ApprovalDecided) and ev.call_id in requests:
-            decisions.setdefault(ev.call_id, ev.decision)  # the first decision holds
-    return ApprovalStep(message_id, seq, tuple(requests.values()), decisions)
+    first = 0
+    for i, (seq, ev) in enumerate(events):
+        if ev["type"] == "approval.requested" and ev["message_id"] == newest:
+            first = first or seq
+            requests.setdefault(ev["call_id"], i)
+        elif ev["type"] == "approval.decided" and ev["call_id"] in requests:
+            decisions.setdefault(ev["call_id"], ev["decision"])  # the first decision holds
+    return frozenset(grants), (newest, first, list(requests.values()), decisions)
 
 
 def preview(name: str, args: dict[str, JsonValue], workspace: Path | None = None) -> str:
@@ -140,6 +162,8 @@ def _current(workspace: Path | None, path: str) -> str | None:
 
 
 def _diff(path: str, before: str | None, after: str, created: bool = False) -> str:
+    import difflib
+
     lines = difflib.unified_diff(
         (before or "").splitlines(keepends=True), after.splitlines(keepends=True),
         fromfile="/dev/null" if created else f"a/{path}", tofile=f"b/{path}",

@@ -6,18 +6,12 @@ Nothing new is stored: a record is folded from `turn.started`, `usage.recorded`,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..events import (
-    ReceiptRecorded,
-    RetryScheduled,
-    StoredEvent,
-    TurnEnded,
-    TurnStarted,
-    UsageRecorded,
-)
-from ..store import Store
+if TYPE_CHECKING:  # `session show` folds the plain event bodies, without the event models
+    from ..store import Store
 
 STATUS = {"completed": "completed", "interrupted": "aborted", "failed": "error", "blocked": "error",
           "paused": "error"}  # fmt: skip
@@ -61,25 +55,24 @@ class RunRecord:
         }  # fmt: skip
 
 
-def _fold(run: RunRecord, ev: StoredEvent) -> None:
-    event = ev.event
-    if isinstance(event, UsageRecorded):
-        run.tokens_in += event.input_tokens
-        run.tokens_out += event.output_tokens
-        run.tokens_cache_read += event.cache_read_tokens
-        run.tokens_cache_write += event.cache_write_tokens
-        run.cost_usd += event.cost_usd
-    elif isinstance(event, ReceiptRecorded):
-        run.steps = max(run.steps, event.step)
-    elif isinstance(event, RetryScheduled):
-        run.retries.append({"attempt": event.attempt, "error_kind": event.error_kind,
-                            "deadline_ms": event.deadline_ms})  # fmt: skip
-    elif isinstance(event, TurnEnded):
-        run.status = STATUS[event.outcome]
-        run.outcome = event.outcome
-        run.ended_ms = ev.at_ms
-        run.error = event.error
-        run.truncated = event.truncated
+def _fold(run: RunRecord, kind: str, event: Mapping[str, Any], at_ms: int) -> None:
+    if kind == "usage.recorded":
+        run.tokens_in += event["input_tokens"]
+        run.tokens_out += event["output_tokens"]
+        run.tokens_cache_read += event["cache_read_tokens"]
+        run.tokens_cache_write += event["cache_write_tokens"]
+        run.cost_usd += event["cost_usd"]
+    elif kind == "receipt.recorded":
+        run.steps = max(run.steps, event["step"])
+    elif kind == "retry.scheduled":
+        run.retries.append({"attempt": event["attempt"], "error_kind": event["error_kind"],
+                            "deadline_ms": event["deadline_ms"]})  # fmt: skip
+    elif kind == "turn.ended":
+        run.status = STATUS[event["outcome"]]
+        run.outcome = event["outcome"]
+        run.ended_ms = at_ms
+        run.error = event.get("error")
+        run.truncated = event["truncated"]
 
 
 def run_records(store: Store, session_id: str) -> list[RunRecord]:
@@ -87,17 +80,24 @@ def run_records(store: Store, session_id: str) -> list[RunRecord]:
 
     A turn still `running` whose session reads `interrupted` (its driver died: no live claim,
     see `SqlStore.find_session`) is reported as `aborted`, as the spec shows a run whose process
-    died.
+    died. A local store's events are folded as plain bodies (`SqlStore.plain_events`: no model
+    is built for them), any other `Store`'s as their models' fields.
     """
+    from ..store import SqlStore
+
     kinds = ["turn.started", "turn.ended", "usage.recorded", "receipt.recorded", "retry.scheduled"]
+    if isinstance(store, SqlStore):
+        events = [(e.at_ms, e.type, e.data) for e in store.plain_events(session_id, types=kinds)]
+    else:
+        events = [(e.at_ms, e.type, vars(e.event)) for e in store.events(session_id, types=kinds)]
     runs: list[RunRecord] = []
     current: RunRecord | None = None
-    for ev in store.events(session_id, types=kinds):
-        if isinstance(ev.event, TurnStarted):
-            current = RunRecord(ev.event.turn_id, ev.event.input_ids, ev.at_ms)
+    for at_ms, kind, event in events:
+        if kind == "turn.started":
+            current = RunRecord(event["turn_id"], tuple(event["input_ids"]), at_ms)
             runs.append(current)
         elif current is not None:
-            _fold(current, ev)
+            _fold(current, kind, event, at_ms)
     if runs and runs[-1].status == "running" and store.get_session(session_id).status != "running":
         runs[-1].status = "aborted"
     return runs

@@ -67,6 +67,11 @@ def pending_items(tx: Tx, session_id: str) -> list[InboxItem]:
     return [_item(session_id, r) for r in tx.all(_PENDING_SQL, (session_id,))]
 
 
+def pending_input_ids(tx: Tx, session_id: str) -> list[str]:
+    """The input ids of `pending_items`, in the same order, without decoding the items."""
+    return [str(r[0]) for r in tx.all(_PENDING_SQL, (session_id,))]
+
+
 def any_pending(tx: Tx, session_id: str) -> bool | None:
     """Whether the session has a pending item; None when there is no such session. One
     statement, no lock: what a promotion with nothing to write looks at first."""
@@ -195,6 +200,7 @@ def input_message(item: InboxItem) -> Message:
     from ..messages import Message, TextBlock, TextOrigin, block_from_dict
 
     payload = item.payload
+    message_id, metadata = _input_fields(item.session_id, item.input_id, item.kind, payload)
     try:
         if isinstance(payload.get("text"), str):
             origin = payload.get("origin")
@@ -210,16 +216,21 @@ def input_message(item: InboxItem) -> Message:
             raise InvalidMessageError("needs `text` (string) or `blocks` (list)", field="payload")
         if not blocks:
             raise InvalidMessageError("is empty", field="payload.blocks")
-        metadata = payload.get("metadata")
-        return Message(
-            id=f"msg_in_{sha256_hex(f'{item.session_id}/{item.input_id}'.encode())[:24]}",
-            role="user",
-            blocks=blocks,
-            metadata={"input_id": item.input_id, "kind": item.kind}
-            | (metadata if isinstance(metadata, dict) else {}),
-        )
+        return Message(id=message_id, role="user", blocks=blocks, metadata=metadata)
     except ValidationError as err:
         raise InvalidMessageError(err.errors()[0]["msg"], field="payload") from None
+
+
+def _input_fields(
+    session_id: str, input_id: str, kind: str, payload: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The id and the metadata of an input's message (`input_message`, `_plain_row_message`):
+    the id derived from the input id, so a redelivery could never mint a second one."""
+    metadata = payload.get("metadata")
+    return (
+        f"msg_in_{sha256_hex(f'{session_id}/{input_id}'.encode())[:24]}",
+        {"input_id": input_id, "kind": kind} | (metadata if isinstance(metadata, dict) else {}),
+    )
 
 
 AWAITING_APPROVAL = "awaiting_approval"
@@ -464,6 +475,50 @@ def _row_message(session_id: str, data: str, enqueued: str | None) -> Message | 
                          source.payload, "delivered")  # fmt: skip
         message = input_message(item)
     return message if isinstance(message, Message) else None
+
+
+def plain_transcript_in(tx: Tx, session_id: str) -> list[dict[str, Any]]:
+    """`transcript_in`'s messages (all of them) as plain dumps, what
+    `model_dump(mode="json", exclude_none=True)` of each gives, read without building models
+    where the plain reading vouches for the stored JSON (`wakeful.events.shaped`), else
+    through the models (`wakeful session show`, issue 25)."""
+    from ..events import NotPlain
+
+    out: list[dict[str, Any]] = []
+    for seq, data, enqueued, _sid in tx.all(_MESSAGE_ROWS, (session_id, 0, 2**62)):
+        try:
+            message = _plain_row_message(session_id, data, enqueued)
+        except NotPlain:  # this row's message through the models
+            model = _row_message(session_id, data, enqueued)
+            message = None if model is None else model.model_dump(mode="json", exclude_none=True)
+        assert message is not None, f"message row {session_id}/{seq} has no message"
+        out.append(message)
+    return out
+
+
+def _plain_row_message(session_id: str, data: str, enqueued: str | None) -> dict[str, Any] | None:
+    """`_row_message` as a plain dump; `NotPlain` for a delivery whose message the plain
+    reading cannot derive (a payload of blocks: the model may convert their values)."""
+    from ..events import NotPlain, event_data, shaped
+
+    event = event_data(data)
+    message = event.get("message")
+    if event["type"] == "inbox.delivered" and message is None:
+        if event.get("message_id") is None or enqueued is None:
+            return None  # a control item's delivery: no message
+        source = event_data(enqueued)
+        payload = source["payload"]
+        text = payload.get("text")
+        if source["type"] != "inbox.enqueued" or not isinstance(text, str):
+            raise NotPlain("an input of blocks")
+        origin = payload.get("origin")
+        block = {"type": "text", "text": text} | ({} if origin is None else {"origin": origin})
+        message_id, metadata = _input_fields(session_id, source["input_id"], source["kind"],
+                                             payload)  # fmt: skip
+        message = shaped(
+            "Message", {"id": message_id, "role": "user", "blocks": [block], "metadata": metadata}
+        )
+    return message if isinstance(message, dict) else None
 
 
 def transcript_in(

@@ -13,7 +13,7 @@ from ._inbox import message_bodies_in
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
-    from ..events import ReceiptRecorded, StoredEvent
+    from ..events import PlainEvent, ReceiptRecorded, StoredEvent
     from ..messages import Message
     from ._backend import Backend, Tx
 
@@ -68,13 +68,32 @@ def events_in(
 ) -> list[StoredEvent]:
     """Durable events of a session with `seq > after`, in order (optionally of some types), in
     `tx` (an unknown session has none)."""
-    sql = f"SELECT {EVENT_COLS} FROM events WHERE session_id = ? AND seq > ?"
+    return [stored_event(session_id, r) for r in _event_rows(tx, session_id, after, limit, types)]
+
+
+def plain_events_in(
+    tx: Tx, session_id: str, after: int = 0, limit: int | None = None, types: Sequence[str] = ()
+) -> list[PlainEvent]:
+    """`events_in` with each body as plain JSON (`PlainEvent`, `event_data`): no model built
+    for a body the plain reading vouches for."""
+    from ..events import PlainEvent, event_data
+
+    return [
+        PlainEvent(int(r[0]), session_id, int(r[1]), int(r[2]), r[4], event_data(r[3]))
+        for r in _event_rows(tx, session_id, after, limit, types)
+    ]
+
+
+def _event_rows(
+    tx: Tx, session_id: str, after: int, limit: int | None, types: Sequence[str]
+) -> list[Any]:
+    sql = f"SELECT {EVENT_COLS}, type FROM events WHERE session_id = ? AND seq > ?"
     params: list[Any] = [session_id, after]
     if types:
         sql += f" AND type IN ({', '.join('?' for _ in types)})"
         params += list(types)
     sql += " ORDER BY seq" + (f" LIMIT {int(limit)}" if limit else "")
-    return [stored_event(session_id, r) for r in tx.all(sql, params)]
+    return tx.all(sql, params)
 
 
 EVENT_COLS = "id, seq, at_ms, data"  # what `stored_event` reads

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock, SystemClock
 from ..errors import NotFoundError, UsageError
@@ -22,7 +22,7 @@ from ._claims import ClaimsMixin, demote_stale
 from ._idle import IdleMixin
 from ._media import externalize
 from ._meta import MetaMixin
-from ._reads import ReadsMixin, events_in
+from ._reads import ReadsMixin, events_in, plain_events_in
 from ._records import (
     ROW_COLS,
     Admission,
@@ -43,8 +43,17 @@ from ._sessions import get_row, insert_session
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
-    from ..events import Delivery, InputKind, SessionCreated, SessionEvent, StoredEvent
+    from ..events import (
+        Delivery,
+        InputKind,
+        PlainEvent,
+        SessionCreated,
+        SessionEvent,
+        StoredEvent,
+    )
     from ..messages import Message
+
+_E = TypeVar("_E", bound="StoredEvent | PlainEvent")  # what a log yields: models or plain bodies
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,12 +401,37 @@ class SqlStore(
         event is missed or repeated, also when written by another process. It ends when `stop()`
         is true or nothing arrives for `idle_timeout_s`.
         """
+        return self._log(self.events, session_id, after, follow, idle_timeout_s, stop)
+
+    def plain_events(
+        self, session_id: str, after: int = 0, limit: int | None = None, types: Sequence[str] = ()
+    ) -> list[PlainEvent]:
+        """`events` with each body as plain JSON (`wakeful.events.PlainEvent`), as its model
+        dumps it but read without building one where the stored JSON allows (`event_data`):
+        for readers that print or fold events (`wakeful log`, `session show`; issue 25)."""
+        with self.backend.transaction(write=False) as tx:
+            found = plain_events_in(tx, session_id, after, limit, types)
+            if not found and self._get(tx, session_id) is None:
+                raise NotFoundError(f"no session {session_id}")
+        return found
+
+    def plain_log(
+        self, session_id: str, after: int = 0, *, follow: bool = False,
+        idle_timeout_s: float | None = None, stop: Callable[[], bool] | None = None,
+    ) -> Iterator[PlainEvent | SyncMarker]:  # fmt: skip
+        """`log` of `plain_events`: the same events, markers and follow contract."""
+        return self._log(self.plain_events, session_id, after, follow, idle_timeout_s, stop)
+
+    def _log(
+        self, events: Callable[..., list[_E]], session_id: str, after: int, follow: bool,
+        idle_timeout_s: float | None, stop: Callable[[], bool] | None,
+    ) -> Iterator[_E | SyncMarker]:  # fmt: skip
         if follow:
             self.backend.wait_for_change(0)  # subscribe (LISTEN) before capturing the watermark
         watermark = self.high_water(session_id)
         last = after
         while last < watermark:
-            batch = self.events(session_id, last, limit=1000)
+            batch = events(session_id, last, limit=1000)
             for ev in batch:
                 if ev.seq > watermark:
                     break
@@ -410,7 +444,7 @@ class SqlStore(
         last = max(last, watermark)
         yield SyncMarker(last)
         yield from self._follow(
-            lambda after: self.events(session_id, after, limit=1000),
+            lambda after: events(session_id, after, limit=1000),
             last, lambda ev: ev.seq, idle_timeout_s, stop,
         )  # fmt: skip
 
@@ -438,10 +472,10 @@ class SqlStore(
         yield from self._follow(fetch, 0, lambda ev: ev.id, idle_timeout_s, stop)
 
     def _follow(
-        self, fetch: Callable[[int], list[StoredEvent]], start: int,
-        key: Callable[[StoredEvent], int], idle_timeout_s: float | None,
+        self, fetch: Callable[[int], list[_E]], start: int,
+        key: Callable[[_E], int], idle_timeout_s: float | None,
         stop: Callable[[], bool] | None,
-    ) -> Iterator[StoredEvent]:  # fmt: skip
+    ) -> Iterator[_E]:  # fmt: skip
         last = start
         idle_since = time.monotonic()
         while not (stop and stop()):
@@ -508,6 +542,15 @@ class SqlStore(
                 return False
             append_events(tx, session_id, events, self.clock.now_ms(), None)
             return True
+
+    def plain_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """`messages` as plain dumps (`model_dump(mode="json", exclude_none=True)` of each),
+        read without building models where the stored JSON allows (`wakeful session show`)."""
+        with self.backend.transaction(write=False) as tx:
+            found = _inbox.plain_transcript_in(tx, session_id)
+            if not found and self._get(tx, session_id) is None:
+                raise NotFoundError(f"no session {session_id}")
+            return found
 
     def messages_with_seq(self, session_id: str, after_seq: int = 0) -> list[tuple[int, Message]]:
         """The transcript with each message's `seq`."""
@@ -613,6 +656,11 @@ class SqlStore(
         """Pending inbox items in enqueue order."""
         with self.backend.transaction(write=False) as tx:
             return _inbox.pending_items(tx, session_id)
+
+    def pending_ids(self, session_id: str) -> list[str]:
+        """The input ids of `pending`, read without decoding the items."""
+        with self.backend.transaction(write=False) as tx:
+            return _inbox.pending_input_ids(tx, session_id)
 
     def input(self, session_id: str, input_id: str) -> InboxItem:
         """One inbox item by id; `NotFoundError` if unknown."""

@@ -1,0 +1,44 @@
+"""Rules on a message that hold for the model and for its plain JSON dump alike (what
+`wakeful session show` reads without building models, issue 25): which system messages carry
+instruction prose (`is_instruction`, applied by `redact_system` and `redact_plain`) and how a
+tool result reads as text (`media_label`, used by `tool_result_text` and `result_text`).
+No pydantic here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MOVE_RECORD = "move"  # `metadata.kind` of the system message that records a move
+PLAIN_KINDS = frozenset({MOVE_RECORD})  # system messages that record an event, not instructions
+
+
+def is_instruction(role: str, metadata: dict[str, Any] | None) -> bool:
+    """Whether a message with this role and metadata carries instruction prose: a system
+    message, but those wakeful writes about the session itself (`PLAIN_KINDS`)."""
+    return role == "system" and (metadata or {}).get("kind") not in PLAIN_KINDS
+
+
+def media_label(kind: str, media_type: str, name: str | None) -> str:
+    """How a media part of a tool result reads as text: `[image image/png name]`."""
+    return f"[{kind} {media_type}{' ' + name if name else ''}]"
+
+
+def redact_plain(message: dict[str, Any], marker: str) -> dict[str, Any]:
+    """`redact_system` of a message's plain dump (`model_dump(mode="json",
+    exclude_none=True)`): an instruction message's text blocks replaced by `marker`."""
+    if not is_instruction(message["role"], message.get("metadata")):
+        return message
+    blocks = [
+        {"type": "text", "text": marker} if b["type"] == "text" else b for b in message["blocks"]
+    ]
+    return message | {"blocks": blocks}
+
+
+def result_text(output: str | list[dict[str, Any]]) -> str:
+    """`tool_result_text` of a tool result's plain `output`."""
+    if isinstance(output, str):
+        return output
+    return "\n".join(
+        p["text"] if p["type"] == "text" else media_label(p["type"], p["media_type"], p.get("name"))
+        for p in output
+    )
