@@ -17,7 +17,8 @@ hits all alike; a writer's share is the median over rounds of its rate over the 
 the same round. Bytes per message are the pages in use after a checkpoint, less the empty
 store's. Loads run in a new process each (R rounds, order rotating): the child imports, then
 times opening the file and reading the whole transcript (the floor: connect, SELECT + json.loads
-of the same rows; SQLiteSession: `get_items()`; wakeful: `open_store` + `messages()`).
+of the same rows; SQLiteSession: `get_items()`; wakeful: `open_store` + `messages()`, and
+beside it `plain_messages()`, the same transcript as JSON dicts, as `SQLiteSession` returns).
 """
 
 from __future__ import annotations
@@ -176,6 +177,13 @@ def _child(kind: str, path: str, n: int) -> None:
         session = SQLiteSession(SID, path)
         got = asyncio.run(session.get_items())  # type: ignore[arg-type]
         t1 = time.perf_counter()
+    elif kind == "plain":
+        from wakeful.store import open_store
+
+        c0, t0 = time.process_time(), time.perf_counter()
+        store = open_store(path)
+        got = store.plain_messages(SID)
+        t1 = time.perf_counter()
     else:
         from wakeful.store import open_store
 
@@ -247,12 +255,15 @@ def main() -> None:
             w.close()
         per_msg = [(_used_bytes(w.path) - e) / n for w, e in zip(writers, empty, strict=True)]
         tables = _by_table(writers[2].path, empty_tables, n)
-        loads: dict[str, list[tuple[float, float]]] = {"floor": [], "peer": [], "ours": []}
+        loads: dict[str, list[tuple[float, float]]] = {
+            "floor": [], "peer": [], "ours": [], "plain": [],
+        }  # fmt: skip
         kinds = list(loads)
+        files = {"floor": "floor", "peer": "peer", "ours": "ours", "plain": "ours"}
         for r in range(args.loads):
             for k in range(len(kinds)):
                 kind = kinds[(k + r) % len(kinds)]
-                loads[kind].append(_load_ms(kind, Path(tmp) / f"{kind}.db", n))
+                loads[kind].append(_load_ms(kind, Path(tmp) / f"{files[kind]}.db", n))
     wall = {k: statistics.median(w for w, _c in v) for k, v in loads.items()}
     cpu = {k: statistics.median(c for _w, c in v) for k, v in loads.items()}
     print(
@@ -272,12 +283,19 @@ def main() -> None:
         )
         print(f"{w.name:<22}{load}{per_msg[i]:>11.0f}{per_msg[i] / json_size:7.2f}x"
               f"{statistics.median(shares[i]):18.2f}x")  # fmt: skip
+    print(
+        f"{'wakeful, plain dicts':<22}{wall['plain']:9.1f}{wall['plain'] / wall['floor']:8.2f}x"
+        f"{cpu['plain']:9.1f}{cpu['plain'] / cpu['floor']:8.2f}x   (the same file: "
+        "plain_messages, JSON dicts as SQLiteSession returns, not Message models)"
+    )
     print("wakeful append, bytes per message by table and index: "
           + ", ".join(f"{name} {size:.0f}" for name, size in tables))  # fmt: skip
     print(
         f"targets: load <= 1.3x floor: {wall['ours'] / wall['floor']:.2f}x wall, "
         f"{cpu['ours'] / cpu['floor']:.2f}x CPU; load <= SQLiteSession: "
         f"{wall['ours'] / wall['peer']:.2f}x wall, {cpu['ours'] / cpu['peer']:.2f}x CPU; "
+        f"plain load: {wall['plain'] / wall['floor']:.2f}x wall, "
+        f"{cpu['plain'] / cpu['floor']:.2f}x CPU of the floor; "
         f"bytes <= 1.5x json: {per_msg[2] / json_size:.2f}x; bytes < SQLiteSession: "
         f"{per_msg[2]:.0f} vs {per_msg[1]:.0f}; append, admit >= 0.5x floor: "
         f"{statistics.median(shares[2]):.2f}x, {statistics.median(shares[3]):.2f}x"
