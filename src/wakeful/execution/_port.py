@@ -23,6 +23,7 @@ from ..events import (
     CompactionEnded,
     CompactionTail,
     SessionEvent,
+    StoredEvent,
     ToolCallEnded,
     TurnEnded,
     UsageRecorded,
@@ -30,6 +31,8 @@ from ..events import (
 from ..instructions import Baseline, InstructionSync, Source, epoch_snapshot
 from ..messages import Message
 from ..runner import (
+    APPROVAL_TYPES,
+    LOOKBACK_EVENTS,
     ApprovalLog,
     HeldEvents,
     LiveEvent,
@@ -37,9 +40,17 @@ from ..runner import (
     LiveListener,
     RunContext,
     TurnResult,
-    read_approvals,
+    fold_approvals,
 )
-from ..store import ClaimToken, Delivered, InboxItem, Prelude, RetryState, SqlStore
+from ..store import (
+    ClaimToken,
+    Delivered,
+    InboxItem,
+    Prelude,
+    RetryState,
+    SqlStore,
+    TurnOpening,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -89,6 +100,9 @@ class StorePort(HeldEvents):
         self._sync = InstructionSync(store, session_id, sources)
         super().__init__()
         self._stored_blobs: set[str] = set()  # digests this port already stored
+        # What `approvals` read with the turn's other opening reads (`SqlStore.turn_opening`),
+        # each part handed out once, by the read it answers; dropped at this port's next write.
+        self._opening: dict[str, object] = {}
 
     @property
     def session_id(self) -> str:
@@ -105,6 +119,7 @@ class StorePort(HeldEvents):
         fresh = {d: b for d, b in (blobs or {}).items() if d not in self._stored_blobs}
         if not (self.holding or events or fresh):
             return
+        self._opening.clear()
         await off_loop(
             self.store.append, self._sid, self._with_held(events), self.claim,
             blobs=list(fresh.values()),
@@ -137,6 +152,7 @@ class StorePort(HeldEvents):
         return self._sync.prelude(epoch)
 
     def _promote(self, epoch: int) -> list[Delivered]:
+        self._opening.clear()
         prelude = self._sync.prelude(epoch)
         delivered = self.store.promote(
             self._sid, idle=False, claim=self.claim, prelude=prelude, first=self._with_held(())
@@ -166,13 +182,17 @@ class StorePort(HeldEvents):
     async def compaction_boundary(self) -> int:
         """The newest compaction's `through_seq` (0: none); a compaction whose summary a
         rewind or history edit hid does not count (`docs/rewind.md`)."""
-        ended = await off_loop(self.store.live_compactions, self._sid)
+        ended = self._opened("compactions")
+        if ended is None:
+            ended = await off_loop(self.store.live_compactions, self._sid)
         last = ended[-1].event if ended else None
         return last.through_seq if isinstance(last, CompactionEnded) else 0
 
     async def tail_boundary(self) -> tuple[int, str] | None:
         """The newest `compaction.tail`'s seq and hide point (None: none)."""
-        found = await off_loop(self.store.events, self._sid, 0, None, ["compaction.tail"])
+        found = self._opened("tails")
+        if found is None:
+            found = await off_loop(self.store.events, self._sid, 0, None, ["compaction.tail"])
         last = found[-1] if found else None
         if last is None or not isinstance(last.event, CompactionTail):
             return None
@@ -180,7 +200,9 @@ class StorePort(HeldEvents):
 
     async def recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
         """The `usage.recorded` events among the newest `window` events (one statement)."""
-        found = await off_loop(self.store.recent_events, self._sid, window, ["usage.recorded"])
+        found = self._opened("usage") if window == LOOKBACK_EVENTS else None
+        if found is None:
+            found = await off_loop(self.store.recent_events, self._sid, window, ["usage.recorded"])
         return [(s.seq, s.event) for s in found if isinstance(s.event, UsageRecorded)]
 
     async def message(self, message_id: str) -> Message | None:
@@ -201,15 +223,48 @@ class StorePort(HeldEvents):
 
     async def retry_state(self) -> RetryState | None:
         """The session's scheduled retry, if any."""
+        if "retry" in self._opening:
+            retry = self._opening.pop("retry")
+            assert retry is None or isinstance(retry, RetryState)
+            return retry
         return await off_loop(self.store.retry_state, self._sid)
 
     async def work_state(self) -> dict[str, JsonValue]:
         """The session's work state, by kind."""
+        if "work" in self._opening:
+            work = self._opening.pop("work")
+            assert isinstance(work, dict)
+            return work
         return await off_loop(self.store.work_state, self._sid)
 
     async def approvals(self) -> ApprovalLog:
-        """The open approval step and the session's `always` grants."""
-        return await off_loop(read_approvals, self.store, self._sid)
+        """The open approval step and the session's `always` grants.
+
+        A turn reads this first, so the reads its first step makes next (retry state, work
+        state, compaction boundary and tail, recent usage) are read with it, in one store call
+        (`SqlStore.turn_opening`), and handed out by those reads, each once. Nothing those
+        reads return changes without a write of this port's claim (the driver's own; an
+        instruction delta touches none of them), so each part is dropped at this port's next
+        write and read from the store again after it."""
+        log, opening = await off_loop(self._open)
+        self._opening = {
+            "retry": opening.retry, "work": opening.work, "tails": opening.tails,
+            "compactions": opening.compactions, "usage": opening.usage,
+        }  # fmt: skip
+        return log
+
+    def _open(self) -> tuple[ApprovalLog, TurnOpening]:
+        opening = self.store.turn_opening(self._sid, APPROVAL_TYPES, LOOKBACK_EVENTS)
+        log = fold_approvals(
+            opening.approvals, lambda: {c.message_id for c in self.store.tool_calls(self._sid)}
+        )
+        return log, opening
+
+    def _opened(self, part: str) -> list[StoredEvent] | None:
+        """The events `part` of the turn's opening read, once (None: read the store)."""
+        found = self._opening.pop(part, None)
+        assert found is None or isinstance(found, list)
+        return found
 
     async def instructions(self, epoch: int) -> Baseline:
         """The baseline to render, after a fenced delta when a source changed. The sources are

@@ -122,15 +122,34 @@ def _insert_events(tx: Tx, rows: Sequence[tuple[object, ...]]) -> None:
 
 def put_blob_in(tx: Tx, data: bytes, session_id: str | None, now_ms: int) -> str:
     """Store `data` once by its SHA-256 digest (and reference it from the session) in `tx`."""
-    digest = blob_digest(data)
-    tx.send(
-        "INSERT INTO blobs (digest, size, data, created_ms) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT DO NOTHING",
-        (digest, len(data), data, now_ms),
-    )
-    if session_id is not None:
-        tx.send(
-            "INSERT INTO blob_refs (session_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            (session_id, digest),
-        )
+    [digest] = put_blobs_in(tx, [data], session_id, now_ms)
     return digest
+
+
+# Blobs per INSERT statement (4 parameters each, as `_EVENT_ROWS` far below the limits).
+_BLOB_ROWS = 100
+
+
+def put_blobs_in(tx: Tx, blobs: Sequence[bytes], session_id: str | None, now_ms: int) -> list[str]:
+    """`put_blob_in` for each of `blobs`, as one `INSERT` for the blobs and one for the
+    session's references (per `_BLOB_ROWS`) instead of two statements per blob; returns the
+    digests in the order given. Rows go in digest order, so two transactions storing the same
+    new blobs wait on each other in one order (no deadlock)."""
+    digests = [blob_digest(data) for data in blobs]
+    rows = sorted(dict(zip(digests, blobs, strict=True)).items())
+    for start in range(0, len(rows), _BLOB_ROWS):
+        chunk = rows[start : start + _BLOB_ROWS]
+        tx.send(
+            "INSERT INTO blobs (digest, size, data, created_ms) VALUES "
+            + ", ".join("(?, ?, ?, ?)" for _ in chunk)
+            + " ON CONFLICT DO NOTHING",
+            tuple(v for digest, data in chunk for v in (digest, len(data), data, now_ms)),
+        )
+        if session_id is not None:
+            tx.send(
+                "INSERT INTO blob_refs (session_id, digest) VALUES "
+                + ", ".join("(?, ?)" for _ in chunk)
+                + " ON CONFLICT DO NOTHING",
+                tuple(v for digest, _ in chunk for v in (session_id, digest)),
+            )
+    return digests

@@ -127,8 +127,10 @@ class Backend(Protocol):
     kind: str
     url: str
 
-    def transaction(self, *, write: bool) -> AbstractContextManager[Tx]:
-        """Open a transaction; commit when the block ends, roll back on an exception."""
+    def transaction(self, *, write: bool, batched: bool = False) -> AbstractContextManager[Tx]:
+        """Open a transaction; commit when the block ends, roll back on an exception.
+        `batched` (reads): the queries sent with `Tx.query` before the first row is read
+        travel together (one round trip on PostgreSQL; nothing changes on SQLite)."""
         ...
 
     def admit_alone(

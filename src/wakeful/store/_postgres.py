@@ -358,15 +358,21 @@ class PostgresBackend:
         raise StoreUnavailableError(f"no working connection to PostgreSQL at {_redact(self.url)}")
 
     @contextmanager
-    def transaction(self, *, write: bool) -> Iterator[_PgTx]:
+    def transaction(self, *, write: bool, batched: bool = False) -> Iterator[_PgTx]:
         """Open a transaction; faults are translated as `_errors` says. A read sends its
         statements without BEGIN and COMMIT: under READ COMMITTED every statement of a
         transaction block takes its own snapshot anyway and reads lock nothing, so the block
-        would only cost two round trips per read (`docs/store.md`, "Round trips"). The sessions
-        a write notified are announced once it has committed (`Notifier`)."""
+        would only cost two round trips per read (`docs/store.md`, "Round trips"). A `batched`
+        read runs in pipeline mode: what it sends with `query` before reading a row travels
+        together and is answered in one round trip. The sessions a write notified are
+        announced once it has committed (`Notifier`)."""
         with self._errors(), self._connection() as conn:
             if not write:
-                yield _PgTx(conn, None)
+                if not batched:
+                    yield _PgTx(conn, None)
+                    return
+                with conn.pipeline() as pipeline:
+                    yield _PgTx(conn, pipeline)
                 return
             with _pipelined(conn, self._committed) as pipeline:
                 tx = _PgTx(conn, pipeline)

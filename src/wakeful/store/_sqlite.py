@@ -290,7 +290,7 @@ class SqliteBackend:
                 time.sleep(0.005)
 
     @contextmanager
-    def transaction(self, *, write: bool) -> Iterator[_SqliteTx]:
+    def transaction(self, *, write: bool, batched: bool = False) -> Iterator[_SqliteTx]:
         """Open a transaction (a write joins the open group commit, see `_Group`); a write
         returns once its group committed. A read runs on a connection of its own (a file
         store), so it sees only committed data and never waits for a commit's fsync."""
