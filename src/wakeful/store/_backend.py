@@ -96,6 +96,14 @@ class Tx(Protocol):
         """
         ...
 
+    def claim_and_ids(self, session_id: str, n: int) -> Pending:
+        """The session's claim row and `n` new event ids, as one row: `(token, epoch,
+        released, ids)` (the first three None when the session has no claim row; `ids` a list,
+        ascending, as `event_ids` reserves them). One statement where a fenced append sent two.
+        Call it after the session's lock, as `event_ids`: the claim is then read after the
+        lock was granted (a takeover that committed meanwhile is seen)."""
+        ...
+
     def admit_on_server(
         self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
         event_type: str, data: str, now_ms: int,

@@ -118,6 +118,14 @@ class _SqliteTx:
         base = 0 if row is None else int(row[0])
         return Rows([(base + i,) for i in range(1, n + 1)])
 
+    def claim_and_ids(self, session_id: str, n: int) -> Rows:
+        """`Tx.claim_and_ids`: the claim row, then `event_ids` (no round trips to save)."""
+        row = self.one(
+            "SELECT token, epoch, released FROM claims WHERE session_id = ?", (session_id,)
+        )
+        ids = [int(r[0]) for r in self.event_ids(n).all()]
+        return Rows([(*(row or (None, None, None)), ids)])
+
     def notify(self, session_id: str) -> None:
         """Followers poll; nothing to send."""
 
