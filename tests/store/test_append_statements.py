@@ -3,6 +3,7 @@ per statement, so every statement of the hot path counts)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import psycopg
@@ -26,12 +27,15 @@ def store() -> Iterator[SqlStore]:
 
 
 def _sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The statements psycopg sends from now on (their first words)."""
+    """The statements psycopg sends from this thread from now on (their first words; the
+    notifier's thread sends its own)."""
     sent: list[str] = []
     execute = psycopg.Cursor.execute
+    here = threading.get_ident()
 
     def counted(self, query, *args, **kwargs):  # type: ignore[no-untyped-def]
-        sent.append(" ".join(str(query).split()[:6]))
+        if threading.get_ident() == here:
+            sent.append(" ".join(str(query).split()[:6]))
         return execute(self, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Cursor, "execute", counted)

@@ -80,7 +80,8 @@ class Tx(Protocol):
         ...
 
     def lock_session(self, session_id: str) -> Row | None:
-        """Lock a session row for this transaction; return (last_seq, root_id, listed_ms) or None."""
+        """Lock a session row for this transaction; return (last_seq, root_id, listed_ms,
+        status) or None."""
         ...
 
     def lock_query(self, session_id: str) -> Pending:

@@ -308,12 +308,11 @@ def promote_in(
 
     lock = tx.lock_query(session_id)
     rows = tx.query(_PENDING_SQL, (session_id,))
-    status = tx.query(_STATUS_SQL, (session_id,))
     locked = lock.one()
     if locked is None:
         raise NotFoundError(f"no session {session_id}")
     pending = [_item(session_id, r) for r in rows.all()]
-    awaiting = _awaiting(status.one())
+    awaiting = locked[3] == AWAITING_APPROVAL  # the locked row's status
     events: list[SessionEvent] = []
     delivered: list[Delivered] = []
     while not delivered:

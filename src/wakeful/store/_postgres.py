@@ -175,9 +175,9 @@ class _Sent:
 
 
 _XID = "SELECT pg_current_xact_id()::text"
-_LOCK = "SELECT last_seq, root_id, listed_ms FROM sessions WHERE id = ? FOR UPDATE"
+_LOCK = "SELECT last_seq, root_id, listed_ms, status FROM sessions WHERE id = ? FOR UPDATE"
 _LOCK_XID = (
-    "SELECT last_seq, root_id, listed_ms, pg_current_xact_id()::text FROM sessions "
+    "SELECT last_seq, root_id, listed_ms, status, pg_current_xact_id()::text FROM sessions "
     "WHERE id = ? FOR UPDATE"
 )
 
@@ -256,10 +256,10 @@ class _PgTx:
     def lock_query(self, session_id: str) -> _Sent:
         if self._pipeline is None or self._xid is not None:
             return self.query(_LOCK, (session_id,))
-        # A write's first statement: the transaction id comes as a fourth column (one
+        # A write's first statement: the transaction id comes as a fifth column (one
         # statement fewer per append; the `tx` trigger does not care when the id is assigned).
         cursor = self._conn.execute(_sql(_LOCK_XID), (session_id,))
-        self._xid = (cursor, 3)
+        self._xid = (cursor, 4)
         return _Sent(cursor, self._pipeline)
 
     def event_ids(self, n: int) -> _Sent:

@@ -106,7 +106,7 @@ class _SqliteTx:
     def lock_session(self, session_id: str) -> Row | None:
         # BEGIN IMMEDIATE already holds the database write lock.
         return self.one(
-            "SELECT last_seq, root_id, listed_ms FROM sessions WHERE id = ?", (session_id,)
+            "SELECT last_seq, root_id, listed_ms, status FROM sessions WHERE id = ?", (session_id,)
         )
 
     def lock_query(self, session_id: str) -> Rows:
