@@ -214,3 +214,43 @@ async def test_a_compaction_between_turns_of_one_drain_starts_the_next_turns_epo
     assert section_text(rt, five, "system.instructions.AGENTS.md") == "Use spaces."
     assert verify_receipt(rt.store, sid, five, make_provider(model))
     await rt.aclose()
+
+
+def test_a_drivers_first_delta_gives_its_baseline_without_reading_it_back(tmp_path: Path):
+    """Issue 24 (recovery CPU): the sync that writes a session's first delta under a claim
+    knows the epoch's values (the sources it just read); reading the compactions, the first
+    delta and its blobs back cost three statements on every session's first turn."""
+    from wakeful.events import SessionCreated
+    from wakeful.instructions import InstructionSync, baseline, workspace_sources
+    from wakeful.store import fence, open_store
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "AGENTS.md").write_text("Use tabs.")
+    store = open_store(str(tmp_path / "s.db"))
+    store.admit("ses_a", None, "user", {"text": "hi"}, create=SessionCreated(agent="build"))
+    claim = store.acquire_claim("ses_a", "host/1/x", lease_ms=60_000)
+    assert claim is not None
+    sources = workspace_sources(workspace, {"style": "Be brief."})
+    reads: list[str] = []
+    for name in ("live_compactions", "events", "get_blobs", "instruction_state"):
+        method = getattr(store, name)
+
+        def counted(*args, _name=name, _method=method, **kwargs):
+            reads.append(_name)
+            return _method(*args, **kwargs)
+
+        setattr(store, name, counted)
+    sync = InstructionSync(store, "ses_a", sources)
+    base = sync(fence(claim), 0)
+    assert reads == ["instruction_state"]  # the old code also read the three back
+    [first] = [e.event for e in store.events("ses_a", types=["instructions.updated"])]
+    assert isinstance(first, InstructionsUpdated) and first.text is None
+    assert base == baseline(store, "ses_a")  # the same values, in the same order
+    assert [k for k, _ in base.values] == ["builtin", "AGENTS.md", "config:style"]
+    # A later change is read back as before (the epoch's values stay the first delta's).
+    (workspace / "AGENTS.md").write_text("Use spaces.")
+    reads.clear()
+    later = InstructionSync(store, "ses_a", sources)(fence(claim), 0)
+    assert "live_compactions" in reads and later == base
+    store.close()

@@ -285,6 +285,28 @@ async def test_approvals_read_the_open_step(harness: Harness):
     assert log.step is not None and [r.call_id for r in log.step.pending] == ["call_1"]
 
 
+async def test_reads_after_a_turns_opening_see_the_ports_own_writes(harness: Harness):
+    """The store port reads a turn's opening reads with `approvals` (one store call) and
+    hands them out once; a write of the port in between makes them read the store again."""
+    port = harness.port
+    assert (await port.approvals()).step is None
+    summary = Message(role="user", blocks=(TextBlock(text="summary"),))
+    await port.commit([
+        WorkStateUpdated(kind="goal", value="g"),
+        RetryScheduled(turn_id="t", step=1, attempt=2, deadline_ms=5, error_kind="x", error="e"),
+        said("reply"), UsageRecorded(input_tokens=7),
+        MessageAdded(message=summary), CompactionEnded(summary_message_id=summary.id, through_seq=1),
+    ])  # fmt: skip
+    assert await port.work_state() == {"goal": "g"}
+    state = await port.retry_state()
+    assert state is not None and state.attempt == 2
+    assert [u.input_tokens for _, u in await port.recent_usage(64)] == [7]
+    assert await port.compaction_boundary() == 1
+    # Handed out once: the next turn's opening reads again, the second read goes to the store.
+    await port.approvals()
+    assert await port.work_state() == await port.work_state() == {"goal": "g"}
+
+
 async def test_instructions_render_the_sources(harness: Harness):
     base = await harness.port.instructions(0)
     assert ("AGENTS.md", "be brief") in base.values

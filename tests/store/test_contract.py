@@ -10,14 +10,19 @@ import pytest
 from wakeful.clock import FakeClock
 from wakeful.errors import ClaimLostError, ConflictError, NotFoundError, UsageError
 from wakeful.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    CompactionEnded,
     CompactionTail,
     InstructionsUpdated,
     MessageAdded,
+    RetryScheduled,
     SessionCreated,
     SessionUpdated,
     ToolCallStarted,
     TurnStarted,
     UsageRecorded,
+    WorkStateUpdated,
 )
 from wakeful.messages import assistant
 from wakeful.store import Prelude, SqlStore, SyncMarker, current_owner, fence
@@ -419,6 +424,43 @@ def test_instruction_state_and_recent_events_read_together_what_separate_reads_s
     for read in (store.instruction_state, lambda s: store.recent_events(s, 5, ["x"])):
         with pytest.raises(NotFoundError):
             read("ses_nope")
+
+
+def test_turn_opening_reads_at_once_what_the_separate_reads_say(store: SqlStore):
+    """Issue 24 (recovery CPU): a turn's opening reads are one store call (one round trip on
+    PostgreSQL), each part equal to the read it replaces."""
+    approvals = ["approval.requested", "approval.decided"]
+
+    def check(sid: str) -> None:
+        opening = store.turn_opening(sid, approvals, 3)
+        assert opening.approvals == store.events(sid, types=approvals)
+        assert opening.retry == store.retry_state(sid)
+        assert opening.work == store.work_state(sid)
+        assert opening.tails == store.events(sid, types=["compaction.tail"])
+        assert opening.compactions == store.live_compactions(sid)
+        assert opening.usage == store.recent_events(sid, 3, ["usage.recorded"])
+
+    store.create_session("ses_a")
+    check("ses_a")  # nothing of any part
+    summary = assistant("the summary")
+    store.append("ses_a", [
+        ApprovalRequested(call_id="c1", message_id="m1", name="bash"),
+        UsageRecorded(input_tokens=1),
+        MessageAdded(message=summary),
+        CompactionEnded(summary_message_id=summary.id, through_seq=2),
+        CompactionEnded(summary_message_id="msg_not_stored", through_seq=3),  # not live
+        ApprovalDecided(call_id="c1", decision="always", name="bash"),
+        CompactionTail(hide_before_id=summary.id, through_seq=4),
+        WorkStateUpdated(kind="goal", value="g"),
+        RetryScheduled(turn_id="t1", step=1, attempt=2, deadline_ms=5, error_kind="x", error="e"),
+        UsageRecorded(input_tokens=2),
+        SessionUpdated(title="t"),
+    ])  # fmt: skip
+    check("ses_a")
+    assert len(store.turn_opening("ses_a", approvals, 3).compactions) == 1
+    assert [e.event.input_tokens for e in store.turn_opening("ses_a", approvals, 3).usage] == [2]  # type: ignore[union-attr]
+    with pytest.raises(NotFoundError):
+        store.turn_opening("ses_nope", approvals, 3)
 
 
 def test_recovery_views_read_a_batch_as_the_per_session_reads_say(store: SqlStore):

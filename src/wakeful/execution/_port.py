@@ -22,6 +22,7 @@ from ..events import (
     CompactionEnded,
     CompactionTail,
     SessionEvent,
+    StoredEvent,
     ToolCallEnded,
     TurnEnded,
     UsageRecorded,
@@ -29,6 +30,8 @@ from ..events import (
 from ..instructions import Baseline, InstructionSync, Source, epoch_snapshot
 from ..messages import Message
 from ..runner import (
+    APPROVAL_TYPES,
+    LOOKBACK_EVENTS,
     ApprovalLog,
     HeldEvents,
     LiveEvent,
@@ -36,9 +39,17 @@ from ..runner import (
     LiveListener,
     RunContext,
     TurnResult,
-    read_approvals,
+    fold_approvals,
 )
-from ..store import ClaimToken, Delivered, InboxItem, Prelude, RetryState, SqlStore
+from ..store import (
+    ClaimToken,
+    Delivered,
+    InboxItem,
+    Prelude,
+    RetryState,
+    SqlStore,
+    TurnOpening,
+)
 from ._off_loop import off_loop
 
 Settle = Callable[[TurnEnded, TurnResult, ClaimToken | None], Awaitable[None]]
@@ -81,9 +92,13 @@ class StorePort(HeldEvents):
         self._sync = InstructionSync(store, session_id, sources)
         super().__init__()
         self._stored_blobs: set[str] = set()  # digests this port already stored
-        # The transcript read a step boundary makes ahead (`_promote`): (after, messages).
+        # Reads made ahead, each handed out once and dropped at this port's next write (a read
+        # ahead of a write would miss it): the transcript's next read, made by a step
+        # boundary's promotion (`_promote`: (after, messages)), and what `approvals` read with
+        # the turn's other opening reads (`SqlStore.turn_opening`), by the read it answers.
         self._next_after: int | None = None  # the `after` of the history's next read
         self._ahead: tuple[int, list[tuple[int, Message]]] | None = None
+        self._opening: dict[str, object] = {}
 
     @property
     def session_id(self) -> str:
@@ -100,7 +115,7 @@ class StorePort(HeldEvents):
         fresh = {d: b for d, b in (blobs or {}).items() if d not in self._stored_blobs}
         if not (self.holding or events or fresh):
             return
-        self._ahead = None  # a read ahead of this write would miss it
+        self._drop_reads_ahead()
         await off_loop(
             self.store.append, self._sid, self._with_held(events), self.claim,
             blobs=list(fresh.values()),
@@ -124,7 +139,7 @@ class StorePort(HeldEvents):
     async def promote_steers(self, epoch: int) -> list[Delivered]:
         """Held events, the instruction delta and the pending steers, in one transaction; in
         the same thread hop, the transcript's next read is made ahead (`messages_after`)."""
-        self._ahead = None
+        self._drop_reads_ahead()
         return await off_loop(self._promote, epoch)
 
     def prelude(self, epoch: int = 0) -> Prelude | None:
@@ -148,12 +163,17 @@ class StorePort(HeldEvents):
 
     async def end(self, end: TurnEnded, result: TurnResult) -> None:
         """The held events, then the turn's end (through `settle` when the driver has one)."""
-        self._ahead = None
+        self._drop_reads_ahead()
         if self._hooks.settle is None:
             await self.commit([end])
             return
         await self.commit([])
         await self._hooks.settle(end, result, self.claim)
+
+    def _drop_reads_ahead(self) -> None:
+        """A write through this port is coming: what was read ahead of it would miss it."""
+        self._ahead = None
+        self._opening.clear()
 
     def publish(self, kind: LiveKind, data: dict[str, JsonValue]) -> None:
         """Hand a live event to the runtime's listener, if any."""
@@ -176,13 +196,17 @@ class StorePort(HeldEvents):
     async def compaction_boundary(self) -> int:
         """The newest compaction's `through_seq` (0: none); a compaction whose summary a
         rewind or history edit hid does not count (`docs/rewind.md`)."""
-        ended = await off_loop(self.store.live_compactions, self._sid)
+        ended = self._opened("compactions")
+        if ended is None:
+            ended = await off_loop(self.store.live_compactions, self._sid)
         last = ended[-1].event if ended else None
         return last.through_seq if isinstance(last, CompactionEnded) else 0
 
     async def tail_boundary(self) -> tuple[int, str] | None:
         """The newest `compaction.tail`'s seq and hide point (None: none)."""
-        found = await off_loop(self.store.events, self._sid, 0, None, ["compaction.tail"])
+        found = self._opened("tails")
+        if found is None:
+            found = await off_loop(self.store.events, self._sid, 0, None, ["compaction.tail"])
         last = found[-1] if found else None
         if last is None or not isinstance(last.event, CompactionTail):
             return None
@@ -190,7 +214,9 @@ class StorePort(HeldEvents):
 
     async def recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
         """The `usage.recorded` events among the newest `window` events (one statement)."""
-        found = await off_loop(self.store.recent_events, self._sid, window, ["usage.recorded"])
+        found = self._opened("usage") if window == LOOKBACK_EVENTS else None
+        if found is None:
+            found = await off_loop(self.store.recent_events, self._sid, window, ["usage.recorded"])
         return [(s.seq, s.event) for s in found if isinstance(s.event, UsageRecorded)]
 
     async def message(self, message_id: str) -> Message | None:
@@ -211,15 +237,48 @@ class StorePort(HeldEvents):
 
     async def retry_state(self) -> RetryState | None:
         """The session's scheduled retry, if any."""
+        if "retry" in self._opening:
+            retry = self._opening.pop("retry")
+            assert retry is None or isinstance(retry, RetryState)
+            return retry
         return await off_loop(self.store.retry_state, self._sid)
 
     async def work_state(self) -> dict[str, JsonValue]:
         """The session's work state, by kind."""
+        if "work" in self._opening:
+            work = self._opening.pop("work")
+            assert isinstance(work, dict)
+            return work
         return await off_loop(self.store.work_state, self._sid)
 
     async def approvals(self) -> ApprovalLog:
-        """The open approval step and the session's `always` grants."""
-        return await off_loop(read_approvals, self.store, self._sid)
+        """The open approval step and the session's `always` grants.
+
+        A turn reads this first, so the reads its first step makes next (retry state, work
+        state, compaction boundary and tail, recent usage) are read with it, in one store call
+        (`SqlStore.turn_opening`), and handed out by those reads, each once. Nothing those
+        reads return changes without a write of this port's claim (the driver's own; an
+        instruction delta touches none of them), so each part is dropped at this port's next
+        write and read from the store again after it."""
+        log, opening = await off_loop(self._open)
+        self._opening = {
+            "retry": opening.retry, "work": opening.work, "tails": opening.tails,
+            "compactions": opening.compactions, "usage": opening.usage,
+        }  # fmt: skip
+        return log
+
+    def _open(self) -> tuple[ApprovalLog, TurnOpening]:
+        opening = self.store.turn_opening(self._sid, APPROVAL_TYPES, LOOKBACK_EVENTS)
+        log = fold_approvals(
+            opening.approvals, lambda: {c.message_id for c in self.store.tool_calls(self._sid)}
+        )
+        return log, opening
+
+    def _opened(self, part: str) -> list[StoredEvent] | None:
+        """The events `part` of the turn's opening read, once (None: read the store)."""
+        found = self._opening.pop(part, None)
+        assert found is None or isinstance(found, list)
+        return found
 
     async def instructions(self, epoch: int) -> Baseline:
         """The baseline to render, after a fenced delta when a source changed. The sources are
@@ -227,7 +286,8 @@ class StorePort(HeldEvents):
         unchanged = self._sync.unchanged(epoch)
         if unchanged is not None:
             return unchanged
-        self._ahead = None  # the sync may write a delta
+        self._ahead = None  # the sync may write a delta (to the transcript: the opening's
+        # parts are none of its business, see `approvals`)
         return await off_loop(self._sync, self.claim, epoch)
 
     async def instruction_snapshot(self) -> dict[str, str] | None:

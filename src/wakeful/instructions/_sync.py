@@ -124,10 +124,26 @@ def _sync(
     read: dict[str, str | None | OSError],
     claim: ClaimToken | None,
 ) -> Baseline:
-    events, blobs = _plan(store, session_id, store.instruction_state(session_id), read)
+    state = store.instruction_state(session_id)
+    events, blobs = _plan(store, session_id, state, read)
     if events:
         store.append(session_id, events, claim, blobs=blobs)
+        if claim is not None and not state.started and state.forked_from is None:
+            return _first_baseline(events, read)
     return baseline(store, session_id)
+
+
+def _first_baseline(
+    events: Sequence[SessionEvent], read: dict[str, str | None | OSError]
+) -> Baseline:
+    """The baseline right after this driver wrote its session's first delta (fenced by its
+    claim, so no other first delta exists), from what it read instead of the store: the
+    epoch starts at that delta (no compaction snapshots values before a first delta), whose
+    values are the sources just read (`baseline` would read the compactions, the first delta
+    and its blobs back: three statements on every session's first turn)."""
+    [delta] = [e for e in events if isinstance(e, InstructionsUpdated)]
+    values = [(k, read[k]) for k, d in delta.delta.items() if d != REMOVED]
+    return Baseline([(k, v) for k, v in values if isinstance(v, str)])
 
 
 def _plan(

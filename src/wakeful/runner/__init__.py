@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     )
     from ._compaction import (
         IDLE_REASON,
+        LOOKBACK_EVENTS,
         Budget,
         CompactionResult,
         Compactor,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 # cheap CLI command does) does not load every part of it.
 _LAZY = {
     "APPROVAL_TYPES": "wakeful.runner._approvals",
+    "LOOKBACK_EVENTS": "wakeful.runner._compaction",
     "Agent": "wakeful.runner._agents",
     "ApprovalLog": "wakeful.runner._approvals",
     "ApprovalStep": "wakeful.runner._approvals",
@@ -133,6 +135,7 @@ __getattr__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
     "APPROVAL_TYPES",
+    "LOOKBACK_EVENTS",
     "BUILTIN_AGENTS",
     "Agent",
     "ApprovalLog",

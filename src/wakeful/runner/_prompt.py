@@ -49,7 +49,21 @@ class Section:
     digest: str = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "digest", hashlib.sha256(self.content.encode()).hexdigest())
+        content = self.content
+        digest = _digest(content) if len(content) <= _MEMO_CHARS else _digest.__wrapped__(content)
+        object.__setattr__(self, "digest", digest)
+
+
+_MEMO_CHARS = 65_536  # longer texts (a compaction's input) are hashed, not kept
+
+
+@lru_cache(maxsize=128)
+def _digest(content: str) -> str:
+    """The SHA-256 hex digest of `content`, hashed once per distinct text while it stays in
+    the cache: every step rebuilds its sections from mostly the same texts (the system prompt,
+    the instructions, the tools: alike across sessions), and hashing them again each time was
+    ~1.5% of a worker's CPU (issue 24)."""
+    return hashlib.sha256(content.encode()).hexdigest()
 
 
 def input_message(section: Section) -> Message:

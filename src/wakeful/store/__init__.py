@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._faults import Outage, is_transient
     from ._media import blob_digest, media_refs
     from ._open import default_db_path, open_store, resolve_db_url
+    from ._opening import TurnOpening
     from ._owner import current_owner, host_id, owner_is_dead
     from ._protocol import Store
     from ._reads import InstructionState, RetryState, ToolCallRow, TurnRow
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 # parts, not the protocol, the fault helpers or logging (cold start of `session list`, issue 25).
 _LAZY = {
     "ClaimToken": "wakeful.store._append",
+    "TurnOpening": "wakeful.store._opening",
     "ARTIFACTS_PER_SESSION_CAP": "wakeful.store._artifacts",
     "Artifact": "wakeful.store._artifacts",
     "artifacts_from_metadata": "wakeful.store._artifacts",
@@ -147,6 +149,7 @@ __all__ = [
     "Store",
     "SyncMarker",
     "ToolCallRow",
+    "TurnOpening",
     "TurnRow",
     "current_owner",
     "default_db_path",

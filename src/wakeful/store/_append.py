@@ -68,24 +68,37 @@ def append_events(
     `locked` is the session's `lock_session` row when the caller already holds it, and `ids`
     the caller's `tx.event_ids(len(events))`, sent with its own queries; without them this
     sends the lock, the claim check and the id reservation together (one round trip on
-    PostgreSQL), then every insert without waiting (they travel with the commit).
+    PostgreSQL; the claim and the ids as one statement, `Tx.claim_and_ids`, read after the
+    lock), then every insert without waiting (they travel with the commit).
     """
     from ..events import StoredEvent, dump_event
 
     lock = tx.lock_query(session_id) if locked is None else None
-    held = None if claim is None else tx.query(_CLAIM_ROW, (session_id,))
-    reserved = ids if ids is not None else tx.event_ids(len(events))
+    # The claim and the ids in one statement, when the caller reserved none (`claim_and_ids`).
+    both = tx.claim_and_ids(session_id, len(events)) if claim and ids is None else None
+    held = None if claim is None or both else tx.query(_CLAIM_ROW, (session_id,))
+    reserved = None if both else ids if ids is not None else tx.event_ids(len(events))
     if lock is not None:
         locked = lock.one()
     if locked is None:
         raise NotFoundError(f"no session {session_id}")
-    if claim is not None and held is not None:
-        _check_claim_row(session_id, claim, held.one())
+    event_ids: list[int]
+    if both is not None:
+        assert claim is not None
+        fenced = both.one()
+        assert fenced is not None
+        _check_claim_row(session_id, claim, fenced)
+        event_ids = [int(i) for i in fenced[3]]
+    else:
+        if claim is not None and held is not None:
+            _check_claim_row(session_id, claim, held.one())
+        assert reserved is not None
+        event_ids = [int(r[0]) for r in reserved.all()]
     seq = int(locked[0])
     epoch = claim and claim.epoch
     stored: list[StoredEvent] = []
     rows: list[tuple[object, ...]] = []
-    for event, (event_id,) in zip(events, reserved.all(), strict=True):
+    for event, event_id in zip(events, event_ids, strict=True):
         seq += 1
         rows.append((event_id, session_id, seq, event.type, now_ms, dump_event(event), epoch))
         stored.append(StoredEvent(int(event_id), session_id, seq, now_ms, event))
@@ -122,15 +135,34 @@ def _insert_events(tx: Tx, rows: Sequence[tuple[object, ...]]) -> None:
 
 def put_blob_in(tx: Tx, data: bytes, session_id: str | None, now_ms: int) -> str:
     """Store `data` once by its SHA-256 digest (and reference it from the session) in `tx`."""
-    digest = blob_digest(data)
-    tx.send(
-        "INSERT INTO blobs (digest, size, data, created_ms) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT DO NOTHING",
-        (digest, len(data), data, now_ms),
-    )
-    if session_id is not None:
-        tx.send(
-            "INSERT INTO blob_refs (session_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            (session_id, digest),
-        )
+    [digest] = put_blobs_in(tx, [data], session_id, now_ms)
     return digest
+
+
+# Blobs per INSERT statement (4 parameters each, as `_EVENT_ROWS` far below the limits).
+_BLOB_ROWS = 100
+
+
+def put_blobs_in(tx: Tx, blobs: Sequence[bytes], session_id: str | None, now_ms: int) -> list[str]:
+    """`put_blob_in` for each of `blobs`, as one `INSERT` for the blobs and one for the
+    session's references (per `_BLOB_ROWS`) instead of two statements per blob; returns the
+    digests in the order given. Rows go in digest order, so two transactions storing the same
+    new blobs wait on each other in one order (no deadlock)."""
+    digests = [blob_digest(data) for data in blobs]
+    rows = sorted(dict(zip(digests, blobs, strict=True)).items())
+    for start in range(0, len(rows), _BLOB_ROWS):
+        chunk = rows[start : start + _BLOB_ROWS]
+        tx.send(
+            "INSERT INTO blobs (digest, size, data, created_ms) VALUES "
+            + ", ".join("(?, ?, ?, ?)" for _ in chunk)
+            + " ON CONFLICT DO NOTHING",
+            tuple(v for digest, data in chunk for v in (digest, len(data), data, now_ms)),
+        )
+        if session_id is not None:
+            tx.send(
+                "INSERT INTO blob_refs (session_id, digest) VALUES "
+                + ", ".join("(?, ?)" for _ in chunk)
+                + " ON CONFLICT DO NOTHING",
+                tuple(v for digest, _ in chunk for v in (session_id, digest)),
+            )
+    return digests

@@ -80,7 +80,8 @@ class Tx(Protocol):
         ...
 
     def lock_session(self, session_id: str) -> Row | None:
-        """Lock a session row for this transaction; return (last_seq, root_id, listed_ms) or None."""
+        """Lock a session row for this transaction; return (last_seq, root_id, listed_ms,
+        status) or None."""
         ...
 
     def lock_query(self, session_id: str) -> Pending:
@@ -94,6 +95,14 @@ class Tx(Protocol):
         are then serialized, so its ids grow with its `seq` (ids of different sessions may
         commit out of order on PostgreSQL: docs/store.md, "Instance-wide order").
         """
+        ...
+
+    def claim_and_ids(self, session_id: str, n: int) -> Pending:
+        """The session's claim row and `n` new event ids, as one row: `(token, epoch,
+        released, ids)` (the first three None when the session has no claim row; `ids` a list,
+        ascending, as `event_ids` reserves them). One statement where a fenced append sent two.
+        Call it after the session's lock, as `event_ids`: the claim is then read after the
+        lock was granted (a takeover that committed meanwhile is seen)."""
         ...
 
     def admit_on_server(
@@ -127,8 +136,10 @@ class Backend(Protocol):
     kind: str
     url: str
 
-    def transaction(self, *, write: bool) -> AbstractContextManager[Tx]:
-        """Open a transaction; commit when the block ends, roll back on an exception."""
+    def transaction(self, *, write: bool, batched: bool = False) -> AbstractContextManager[Tx]:
+        """Open a transaction; commit when the block ends, roll back on an exception.
+        `batched` (reads): the queries sent with `Tx.query` before the first row is read
+        travel together (one round trip on PostgreSQL; nothing changes on SQLite)."""
         ...
 
     def admit_alone(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, InvalidMessageError, NotFoundError
-from ._append import ClaimToken, append_events, put_blob_in
+from ._append import ClaimToken, append_events, put_blobs_in
 from ._backend import Row, Tx, iter_chunks, sha256_hex
 from ._bulk import collector_paused
 from ._records import Delivered, InboxItem, Prelude
@@ -319,12 +319,11 @@ def promote_in(
 
     lock = tx.lock_query(session_id)
     rows = tx.query(_PENDING_SQL, (session_id,))
-    status = tx.query(_STATUS_SQL, (session_id,))
     locked = lock.one()
     if locked is None:
         raise NotFoundError(f"no session {session_id}")
     pending = [_item(session_id, r) for r in rows.all()]
-    awaiting = _awaiting(status.one())
+    awaiting = locked[3] == AWAITING_APPROVAL  # the locked row's status
     events: list[SessionEvent] = []
     delivered: list[Delivered] = []
     while not delivered:
@@ -366,8 +365,8 @@ def promote_in(
         events.append(TurnStarted(turn_id=start_turn, input_ids=inputs))
     if prelude is not None and inputs and int(locked[0]) == prelude.at_seq:
         events[:0] = prelude.events
-        for data in prelude.blobs:
-            put_blob_in(tx, data, session_id, now_ms)
+        if prelude.blobs:
+            put_blobs_in(tx, prelude.blobs, session_id, now_ms)
     events[:0] = first
     if events:
         stored = append_events(tx, session_id, events, now_ms, claim, locked=locked)

@@ -97,29 +97,30 @@ def _redact(url: str) -> str:
 @contextmanager
 def _pipelined(
     conn: psycopg.Connection[Any], committed: Callable[[str | None], bool]
-) -> Iterator[psycopg.Pipeline]:
+) -> Iterator[_PgTx]:
     """One transaction in pipeline mode: BEGIN travels with the first read, COMMIT with the
     statements sent after the last one (`conn.transaction()` would add two round trips).
 
-    The transaction's id travels with BEGIN. When the connection is lost after COMMIT was sent,
-    the server may have committed without the client hearing it: `committed(xid)` then asks
-    the server (on another connection) and a committed transaction ends here as a success,
-    an aborted one raises the connection's error (nothing committed: a retry is safe)."""
-    xid: psycopg.Cursor[Any] | None = None
+    The transaction's id travels with its first statement (`_PgTx.xid`: with the session row
+    lock, as a column of it, when that comes first, as in every append). When the connection
+    is lost after COMMIT was sent, the server may have committed without the client hearing
+    it: `committed(xid)` then asks the server (on another connection) and a committed
+    transaction ends here as a success, an aborted one raises the connection's error (nothing
+    committed: a retry is safe)."""
+    tx: _PgTx | None = None
     committing = False
     try:
         with conn.pipeline() as pipeline:
             conn.execute("BEGIN")
-            xid = conn.execute("SELECT pg_current_xact_id()::text")
-            yield pipeline
-            if xid.pgresult is None:  # nothing was read yet: the id must be here before COMMIT
-                pipeline.sync()
+            tx = _PgTx(conn, pipeline)
+            yield tx
+            tx.xid_arrived()  # the id must be here before COMMIT
             committing = True
             conn.execute("COMMIT")
     except psycopg.Error as err:
         if not committing or _answered(conn, err):
             raise  # COMMIT never reached the server, or the server answered it: no ambiguity
-        txid = _xid_of(xid)
+        txid = None if tx is None else tx.xid()
         with contextlib.suppress(psycopg.Error):
             conn.close()  # whatever the server still holds of the transaction ends with it
         if not committed(txid):
@@ -138,17 +139,6 @@ def _answered(conn: psycopg.Connection[Any], err: psycopg.Error) -> bool:
     if conn.broken or conn.closed or err.sqlstate is None:
         return False
     return err.diag.severity_nonlocalized not in ("FATAL", "PANIC")
-
-
-def _xid_of(cursor: psycopg.Cursor[Any] | None) -> str | None:
-    """The transaction id a pipelined `SELECT pg_current_xact_id()` returned, if it arrived."""
-    if cursor is None or cursor.pgresult is None:
-        return None
-    try:
-        row = cursor.fetchone()
-    except psycopg.Error:
-        return None
-    return None if row is None else str(row[0])
 
 
 class _Sent:
@@ -184,6 +174,14 @@ class _Sent:
         return self._cursor.fetchall()
 
 
+_XID = "SELECT pg_current_xact_id()::text"
+_LOCK = "SELECT last_seq, root_id, listed_ms, status FROM sessions WHERE id = ? FOR UPDATE"
+_LOCK_XID = (
+    "SELECT last_seq, root_id, listed_ms, status, pg_current_xact_id()::text FROM sessions "
+    "WHERE id = ? FOR UPDATE"
+)
+
+
 class _PgTx:
     """A transaction; a write transaction runs in pipeline mode (see `Tx.query`/`Tx.send`)."""
 
@@ -191,6 +189,8 @@ class _PgTx:
         self._conn = conn
         self._pipeline = pipeline
         self._sink: psycopg.Cursor[Any] | None = None  # `send`'s cursor (see there)
+        # A write's transaction id: the cursor and column it arrives in (`xid`).
+        self._xid: tuple[psycopg.Cursor[Any], int] | None = None
         self.notified: set[str] = set()  # announced by the backend once the transaction commits
         self.admitted: set[str] = set()  # of those, the ones given new input (`WORK_CHANNEL`)
 
@@ -200,19 +200,52 @@ class _PgTx:
     def all(self, sql: str, params: Params = ()) -> list[Row]:
         return self.query(sql, params).all()
 
+    def _ask_xid(self) -> None:
+        """Send `pg_current_xact_id()` (a write, before its first statement but the lock)."""
+        if self._pipeline is not None and self._xid is None:
+            self._xid = (self._conn.execute(_XID), 0)
+
+    def xid_arrived(self) -> None:
+        """Make sure the transaction id has arrived (a round trip when nothing was read yet:
+        it must be known before COMMIT is sent, see `_pipelined`)."""
+        self._ask_xid()
+        assert self._xid is not None and self._pipeline is not None
+        cursor, _ = self._xid
+        if cursor.pgresult is None:
+            self._pipeline.sync()
+        if self.xid() is None:  # the lock it came with found no row: ask on its own
+            self._xid = None
+            self._ask_xid()
+            self._pipeline.sync()
+
+    def xid(self) -> str | None:
+        """The transaction id, when it has arrived (read from the result, not the cursor: the
+        lock's row is its caller's to fetch)."""
+        if self._xid is None:
+            return None
+        cursor, column = self._xid
+        result = cursor.pgresult
+        if result is None or result.ntuples == 0:
+            return None
+        value = result.get_value(0, column)
+        return None if value is None else bytes(value).decode()
+
     def run(self, sql: str, params: Params = ()) -> int:
+        self._ask_xid()
         cursor = self._conn.execute(_sql(sql), params)
         if self._pipeline is not None:
             self._pipeline.sync()  # the row count arrives with the result (see `_Sent`)
         return cursor.rowcount
 
     def query(self, sql: str, params: Params = ()) -> _Sent:
+        self._ask_xid()
         return _Sent(self._conn.execute(_sql(sql), params), self._pipeline)
 
     def send(self, sql: str, params: Params = ()) -> None:
         # Nobody reads these results, so one cursor serves them all: `conn.execute` makes a
         # cursor per statement, which costs as much client CPU as the statement itself in
         # pipeline mode. An error still surfaces at the next Sync or the COMMIT.
+        self._ask_xid()
         if self._sink is None:
             self._sink = self._conn.cursor()
         self._sink.execute(_sql(sql), params)
@@ -221,15 +254,26 @@ class _PgTx:
         return self.lock_query(session_id).one()
 
     def lock_query(self, session_id: str) -> _Sent:
-        return self.query(
-            "SELECT last_seq, root_id, listed_ms FROM sessions WHERE id = ? FOR UPDATE",
-            (session_id,),
-        )
+        if self._pipeline is None or self._xid is not None:
+            return self.query(_LOCK, (session_id,))
+        # A write's first statement: the transaction id comes as a fifth column (one
+        # statement fewer per append; the `tx` trigger does not care when the id is assigned).
+        cursor = self._conn.execute(_sql(_LOCK_XID), (session_id,))
+        self._xid = (cursor, 4)
+        return _Sent(cursor, self._pipeline)
 
     def event_ids(self, n: int) -> _Sent:
         return self.query(
             "SELECT nextval(pg_get_serial_sequence('events', 'id')) FROM generate_series(1, ?)",
             (n,),
+        )
+
+    def claim_and_ids(self, session_id: str, n: int) -> _Sent:
+        return self.query(
+            "SELECT c.token, c.epoch, c.released, ARRAY(SELECT nextval(pg_get_serial_sequence("
+            "'events', 'id')) FROM generate_series(1, ?)) FROM (SELECT 1) AS one "
+            "LEFT JOIN claims c ON c.session_id = ?",
+            (n, session_id),
         )
 
     def admit_on_server(
@@ -358,18 +402,23 @@ class PostgresBackend:
         raise StoreUnavailableError(f"no working connection to PostgreSQL at {_redact(self.url)}")
 
     @contextmanager
-    def transaction(self, *, write: bool) -> Iterator[_PgTx]:
+    def transaction(self, *, write: bool, batched: bool = False) -> Iterator[_PgTx]:
         """Open a transaction; faults are translated as `_errors` says. A read sends its
         statements without BEGIN and COMMIT: under READ COMMITTED every statement of a
         transaction block takes its own snapshot anyway and reads lock nothing, so the block
-        would only cost two round trips per read (`docs/store.md`, "Round trips"). The sessions
-        a write notified are announced once it has committed (`Notifier`)."""
+        would only cost two round trips per read (`docs/store.md`, "Round trips"). A `batched`
+        read runs in pipeline mode: what it sends with `query` before reading a row travels
+        together and is answered in one round trip. The sessions a write notified are
+        announced once it has committed (`Notifier`)."""
         with self._errors(), self._connection() as conn:
             if not write:
-                yield _PgTx(conn, None)
+                if not batched:
+                    yield _PgTx(conn, None)
+                    return
+                with conn.pipeline() as pipeline:
+                    yield _PgTx(conn, pipeline)
                 return
-            with _pipelined(conn, self._committed) as pipeline:
-                tx = _PgTx(conn, pipeline)
+            with _pipelined(conn, self._committed) as tx:
                 yield tx
         self._notifier.send(tx.notified, work=tx.admitted)
 

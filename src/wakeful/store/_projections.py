@@ -197,21 +197,26 @@ def _retry_cleared(tx: Tx, sid: str, seq: int, ev: RetryCleared) -> None:
 
 
 def _work_state(tx: Tx, sid: str, seq: int, ev: WorkStateUpdated) -> None:
-    tx.send("DELETE FROM work_state WHERE session_id = ? AND kind = ?", (sid, ev.kind))
-    tx.send(
-        "INSERT INTO work_state (session_id, kind, value, seq) VALUES (?, ?, ?, ?)",
+    tx.send(  # one upsert, not a delete and an insert (a statement fewer: issue 24)
+        "INSERT INTO work_state (session_id, kind, value, seq) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (session_id, kind) DO UPDATE SET value = excluded.value, seq = excluded.seq",
         (sid, ev.kind, json.dumps(ev.value), seq),
     )
 
 
 def _instructions(tx: Tx, sid: str, seq: int, ev: InstructionsUpdated) -> None:
     for key, digest in ev.delta.items():
-        tx.send("DELETE FROM instruction_state WHERE session_id = ? AND source_key = ?", (sid, key))
-        if digest != "removed":
+        if digest == "removed":
             tx.send(
-                "INSERT INTO instruction_state (session_id, source_key, digest, seq) VALUES (?, ?, ?, ?)",
-                (sid, key, digest, seq),
+                "DELETE FROM instruction_state WHERE session_id = ? AND source_key = ?", (sid, key)
             )
+            continue
+        tx.send(  # one upsert, not a delete and an insert
+            "INSERT INTO instruction_state (session_id, source_key, digest, seq) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (session_id, source_key) "
+            "DO UPDATE SET digest = excluded.digest, seq = excluded.seq",
+            (sid, key, digest, seq),
+        )
     _ref_blobs(tx, sid, [digest for digest in ev.delta.values() if digest != "removed"])
 
 

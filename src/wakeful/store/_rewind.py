@@ -148,7 +148,7 @@ class RewindMixin:
     def live_compactions(self, session_id: str) -> list[StoredEvent]:
         """The session's `compaction.ended` events whose summary is still in the transcript
         (a rewind or history edit can hide one), oldest first: where active history starts."""
-        from ..events import CompactionEnded, StoredEvent, load_event
+        from ..events import StoredEvent, load_event
 
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
@@ -160,25 +160,7 @@ class RewindMixin:
                 StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3]))
                 for r in rows
             ]
-            ids = [
-                e.event.summary_message_id for e in found if isinstance(e.event, CompactionEnded)
-            ]
-            visible: set[str] = set()
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ", ".join("?" for _ in chunk)
-                visible |= {
-                    str(r[0])
-                    for r in tx.all(
-                        f"SELECT message_id FROM messages WHERE session_id = ? "
-                        f"AND reverted IS NULL AND message_id IN ({marks})",
-                        (session_id, *chunk),
-                    )
-                }
-        return [
-            e for e in found
-            if isinstance(e.event, CompactionEnded) and e.event.summary_message_id in visible
-        ]  # fmt: skip
+            return visible_compactions(tx, session_id, found)
 
     # -- history edits -------------------------------------------------------------------------
 
@@ -497,3 +479,27 @@ def _replace_text(
     return HistoryEdited(
         op="replace_text", revision=revision, message_ids=(message_id,), message=new
     )
+
+
+def visible_compactions(tx: Tx, session_id: str, found: list[StoredEvent]) -> list[StoredEvent]:
+    """Those of the session's `compaction.ended` events `found` (oldest first) whose summary
+    message is still in the transcript, read in `tx` (a rewind or history edit can hide one)."""
+    from ..events import CompactionEnded
+
+    ids = [e.event.summary_message_id for e in found if isinstance(e.event, CompactionEnded)]
+    visible: set[str] = set()
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        visible |= {
+            str(r[0])
+            for r in tx.all(
+                f"SELECT message_id FROM messages WHERE session_id = ? "
+                f"AND reverted IS NULL AND message_id IN ({marks})",
+                (session_id, *chunk),
+            )
+        }
+    return [
+        e for e in found
+        if isinstance(e.event, CompactionEnded) and e.event.summary_message_id in visible
+    ]  # fmt: skip

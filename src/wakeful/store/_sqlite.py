@@ -106,7 +106,7 @@ class _SqliteTx:
     def lock_session(self, session_id: str) -> Row | None:
         # BEGIN IMMEDIATE already holds the database write lock.
         return self.one(
-            "SELECT last_seq, root_id, listed_ms FROM sessions WHERE id = ?", (session_id,)
+            "SELECT last_seq, root_id, listed_ms, status FROM sessions WHERE id = ?", (session_id,)
         )
 
     def lock_query(self, session_id: str) -> Rows:
@@ -117,6 +117,14 @@ class _SqliteTx:
         row = self.one("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
         base = 0 if row is None else int(row[0])
         return Rows([(base + i,) for i in range(1, n + 1)])
+
+    def claim_and_ids(self, session_id: str, n: int) -> Rows:
+        """`Tx.claim_and_ids`: the claim row, then `event_ids` (no round trips to save)."""
+        row = self.one(
+            "SELECT token, epoch, released FROM claims WHERE session_id = ?", (session_id,)
+        )
+        ids = [int(r[0]) for r in self.event_ids(n).all()]
+        return Rows([(*(row or (None, None, None)), ids)])
 
     def notify(self, session_id: str) -> None:
         """Followers poll; nothing to send."""
@@ -294,7 +302,7 @@ class SqliteBackend:
                 time.sleep(0.005)
 
     @contextmanager
-    def transaction(self, *, write: bool) -> Iterator[_SqliteTx]:
+    def transaction(self, *, write: bool, batched: bool = False) -> Iterator[_SqliteTx]:
         """Open a transaction (a write joins the open group commit, see `_Group`); a write
         returns once its group committed. A read runs on a connection of its own (a file
         store), so it sees only committed data and never waits for a commit's fsync."""

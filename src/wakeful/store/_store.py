@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..clock import Clock, SystemClock
 from ..errors import NotFoundError, UsageError
 from . import _inbox, _retention, _search
-from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in
+from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in, put_blobs_in
 from ._artifacts import ArtifactsMixin
 from ._backend import Backend, Tx, iter_chunks, random_hex
 from ._batch import BatchMixin
@@ -22,6 +22,7 @@ from ._claims import ClaimsMixin, demote_stale
 from ._idle import IdleMixin
 from ._media import externalize
 from ._meta import MetaMixin
+from ._opening import OpeningMixin
 from ._reads import ReadsMixin, events_in, plain_events_in
 from ._records import (
     ROW_COLS,
@@ -119,6 +120,7 @@ class SqlStore(
     ArtifactsMixin,
     MetaMixin,
     IdleMixin,
+    OpeningMixin,
 ):
     """The store. Open one with `wakeful.store.open_store(url)`."""
 
@@ -339,9 +341,10 @@ class SqlStore(
         transaction, so an event never points at a blob that is not there.
         """
         with self.backend.transaction(write=True) as tx:
-            stored = append_events(tx, session_id, events, self.clock.now_ms(), claim)
-            for data in blobs:
-                self._put_blob(tx, data, session_id)
+            now_ms = self.clock.now_ms()
+            stored = append_events(tx, session_id, events, now_ms, claim)
+            if blobs:
+                put_blobs_in(tx, blobs, session_id, now_ms)
             return stored
 
     def add_message(
@@ -584,8 +587,7 @@ class SqlStore(
                 admission = self._admit_here(
                     tx, session_id, iid, kind, payload, delivery, now, create
                 )
-                for data in media:
-                    self._put_blob(tx, data, session_id)
+                put_blobs_in(tx, media, session_id, now)
                 return admission
         # PostgreSQL: the whole admission is one statement, its own transaction.
         row = self.backend.admit_alone(

@@ -1,0 +1,104 @@
+"""`turn_opening`: what a turn reads about its session before its first step, in one call.
+
+A turn starts by reading its approval log, its scheduled retry, its work state, the newest
+`compaction.tail`, the live compactions (where the active history starts) and the recent
+`usage.recorded` events. Read one by one that was six store calls (six thread hops for a
+driver, six round trips on PostgreSQL); here it is one call, and on PostgreSQL one round
+trip (the statements are pipelined: `Backend.transaction(batched=True)`), a second one only
+when the session has compactions whose summaries must be checked for visibility.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import NotFoundError
+from ._reads import EVENT_COLS, RetryState, stored_event
+from ._rewind import visible_compactions
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from ..events import StoredEvent
+    from ._backend import Backend
+
+_TAIL = "compaction.tail"
+_ENDED = "compaction.ended"
+_USAGE = "usage.recorded"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOpening:
+    """A session's state at a turn's start (see the module docstring), each part as the
+    single read of it would return it."""
+
+    approvals: list[StoredEvent]  # events of the requested approval types, oldest first
+    retry: RetryState | None  # `retry_state`
+    work: dict[str, JsonValue]  # `work_state`
+    tails: list[StoredEvent]  # the `compaction.tail` events, oldest first
+    compactions: list[StoredEvent]  # `live_compactions`
+    usage: list[StoredEvent]  # `recent_events(window, ["usage.recorded"])`
+
+
+class OpeningMixin:
+    """`SqlStore.turn_opening`."""
+
+    backend: Backend
+
+    def turn_opening(
+        self, session_id: str, approval_types: Sequence[str], usage_window: int
+    ) -> TurnOpening:
+        """The session's `TurnOpening`: events of `approval_types`, the `usage.recorded`
+        events among its newest `usage_window`, and the rest as described there, read in one
+        call; `NotFoundError` if there is no such session."""
+        kinds = (*approval_types, _TAIL, _ENDED)
+        marks = ", ".join("?" for _ in kinds)
+        cols = ", ".join(f"e.{c}" for c in EVENT_COLS.split(", "))
+        with self.backend.transaction(write=False, batched=True) as tx:
+            logged = tx.query(
+                f"SELECT {EVENT_COLS}, type FROM events WHERE session_id = ? "
+                f"AND type IN ({marks}) ORDER BY seq",
+                (session_id, *kinds),
+            )
+            usage = tx.query(  # as `recent_events`: the session's row answers for no event
+                f"SELECT {cols} FROM sessions s LEFT JOIN events e ON e.session_id = s.id "
+                "AND e.seq > (SELECT w.last_seq FROM sessions w WHERE w.id = ?) - ? "
+                "AND e.type = ? WHERE s.id = ? ORDER BY e.seq",
+                (session_id, usage_window, _USAGE, session_id),
+            )
+            retry = tx.query(
+                "SELECT turn_id, step, attempt, deadline_ms, error_kind, error FROM retry_state "
+                "WHERE session_id = ?",
+                (session_id,),
+            )
+            work = tx.query(
+                "SELECT kind, value FROM work_state WHERE session_id = ? ORDER BY kind",
+                (session_id,),
+            )
+            usage_rows = usage.all()
+            if not usage_rows:
+                raise NotFoundError(f"no session {session_id}")
+            rows = logged.all()
+            r = retry.one()
+            work_rows = work.all()
+            approvals: list[StoredEvent] = []
+            tails: list[StoredEvent] = []
+            ended: list[StoredEvent] = []
+            for row in rows:
+                kind = str(row[4])
+                into = ended if kind == _ENDED else tails if kind == _TAIL else approvals
+                into.append(stored_event(session_id, row))
+            compactions = visible_compactions(tx, session_id, ended) if ended else []
+        return TurnOpening(
+            approvals=approvals,
+            retry=None if r is None else RetryState(
+                r[0], int(r[1]), int(r[2]), int(r[3]), r[4], r[5]
+            ),
+            work={kind: json.loads(value) for kind, value in work_rows},
+            tails=tails,
+            compactions=compactions,
+            usage=[stored_event(session_id, u) for u in usage_rows if u[0] is not None],
+        )  # fmt: skip
