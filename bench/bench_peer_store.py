@@ -15,8 +15,9 @@ FULL for all three):
 Writes run interleaved in rounds of C commits per writer (order rotating) so the disk's drift
 hits all alike; a writer's share is the median over rounds of its rate over the floor's rate in
 the same round. Bytes per message are the pages in use after a checkpoint, less the empty
-store's. Loads run in a new process each (R rounds, order rotating): the child imports, then
-times opening the file and reading the whole transcript (the floor: connect, SELECT + json.loads
+store's. Loads run in a new process each (R rounds, order rotating): the child imports (for wakeful,
+the message and event models too, as `agents` is imported for SQLiteSession), then times
+opening the file and reading the whole transcript (the floor: connect, SELECT + json.loads
 of the same rows; SQLiteSession: `get_items()`; wakeful: `open_store` + `messages()`, and
 beside it `plain_messages()`, the same transcript as JSON dicts, as `SQLiteSession` returns).
 """
@@ -185,8 +186,14 @@ def _child(kind: str, path: str, n: int) -> None:
         got = store.plain_messages(SID)
         t1 = time.perf_counter()
     else:
+        import wakeful.events
+        import wakeful.messages
         from wakeful.store import open_store
 
+        # What the load returns is imported first, as `agents` (pydantic and all) is for
+        # SQLiteSession: the store itself imports no model (cold start), so without this the
+        # import of pydantic and the model modules would fall inside the timed load.
+        wakeful.messages.Message, wakeful.events.MessageAdded  # noqa: B018
         c0, t0 = time.process_time(), time.perf_counter()
         store = open_store(path)
         got = store.messages(SID)  # type: ignore[assignment]

@@ -360,12 +360,7 @@ class SqlStore(
         self, session_id: str, after: int = 0, limit: int | None = None, types: Sequence[str] = ()
     ) -> list[StoredEvent]:
         """Durable events of a session with `seq > after`, in order (optionally of some types)."""
-        with self.backend.transaction(write=False) as tx:
-            found = events_in(tx, session_id, after, limit, types)
-            # Rows prove the session exists; only an empty answer needs the check.
-            if not found and self._get(tx, session_id) is None:
-                raise NotFoundError(f"no session {session_id}")
-        return found
+        return self._session_events(events_in, session_id, after, limit, types)
 
     def events_since(
         self, after_id: int = 0, limit: int = 1000, *, after_tx: int | None = None
@@ -412,8 +407,15 @@ class SqlStore(
         """`events` with each body as plain JSON (`wakeful.events.PlainEvent`), as its model
         dumps it but read without building one where the stored JSON allows (`event_data`):
         for readers that print or fold events (`wakeful log`, `session show`; issue 25)."""
+        return self._session_events(plain_events_in, session_id, after, limit, types)
+
+    def _session_events(
+        self, read: Callable[..., list[_E]], session_id: str, after: int, limit: int | None,
+        types: Sequence[str],
+    ) -> list[_E]:  # fmt: skip
         with self.backend.transaction(write=False) as tx:
-            found = plain_events_in(tx, session_id, after, limit, types)
+            found = read(tx, session_id, after, limit, types)
+            # Rows prove the session exists; only an empty answer needs the check.
             if not found and self._get(tx, session_id) is None:
                 raise NotFoundError(f"no session {session_id}")
         return found
