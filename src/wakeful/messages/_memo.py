@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from operator import is_
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ._blocks import Message
 
@@ -79,11 +79,13 @@ class PrefixMemo(Generic[T]):
         return out
 
 
-def shared_prefix(a: Sequence[object], b: Sequence[object]) -> int:
-    """How many leading items `a` and `b` share (the same objects). The identities are compared
-    in C (`map(is_, …)`): a Python loop over a long history cost more than `fn` itself."""
-    same = list(map(is_, a, b))
+def shared_prefix(
+    a: Sequence[object], b: Sequence[object], same: Callable[[Any, Any], bool] = is_
+) -> int:
+    """How many leading items `a` and `b` share: the same objects, or equal ones with `same=eq`.
+    Compared in C (`map`): a Python loop over a long history cost more than `fn` itself."""
+    agree = list(map(same, a, b))
     try:
-        return same.index(False)
+        return agree.index(False)
     except ValueError:
-        return len(same)
+        return len(agree)

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from operator import attrgetter, ne
+from operator import attrgetter, eq
 from typing import Literal
 
 from pydantic import JsonValue
@@ -242,7 +242,7 @@ def make_receipt(
     the receipt names that base and lists only the ids after the shared prefix; otherwise it
     lists every id. Either way it names exactly `history`."""
     ids = message_ids(history)
-    kept = 0 if base is None else _shared_prefix(base.message_ids, ids)
+    kept = 0 if base is None else shared_prefix(base.message_ids, ids, same=eq)
     return ReceiptRecorded(
         purpose=purpose,
         receipt_id=receipt_id,
@@ -292,15 +292,6 @@ _ID = attrgetter("id")
 def message_ids(history: Sequence[Message]) -> tuple[str, ...]:
     """The ids of `history`'s messages, in order (in C: this runs on every step's history)."""
     return tuple(map(_ID, history))
-
-
-def _shared_prefix(a: Sequence[str], b: Sequence[str]) -> int:
-    """How many leading ids `a` and `b` share (compared in C)."""
-    differs = list(map(ne, a, b))
-    try:
-        return differs.index(True)
-    except ValueError:
-        return len(differs)
 
 
 def rebuild_request(

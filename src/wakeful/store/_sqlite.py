@@ -176,6 +176,13 @@ class SqliteBackend:
             self._reader = self._connect_reader()
             self._read_lock = threading.RLock()
 
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        """What every connection of this backend sets (the writer, the reader, a read-only
+        one): the busy timeout, and temporary storage in memory (a write's savepoint journal
+        spilled to a file in /var/tmp once per turn step otherwise)."""
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        conn.execute("PRAGMA temp_store = MEMORY")
+
     def _connect_reader(self) -> sqlite3.Connection:
         """The connection reads use (the file is in WAL: a read sees the last commit)."""
         timeout = self._busy_timeout_ms / 1000
@@ -183,8 +190,7 @@ class SqliteBackend:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=timeout
             )
-            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-            conn.execute("PRAGMA temp_store = MEMORY")
+            self._configure(conn)
         except sqlite3.Error as err:
             self._conn.close()
             raise _translate(err, self.path) from None
@@ -245,7 +251,7 @@ class SqliteBackend:
         except sqlite3.Error as err:
             raise _translate(err, shown, creating=creating) from None
         try:
-            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            self._configure(conn)
             # Refuse a foreign, newer or damaged file before anything writes to it: switching
             # to WAL rewrites the file header.
             done = _applied(conn, shown)
@@ -261,7 +267,6 @@ class SqliteBackend:
                 self._enter_wal(conn)
             conn.execute(f"PRAGMA synchronous = {_synchronous()}")
             conn.execute("PRAGMA foreign_keys = OFF")
-            conn.execute("PRAGMA temp_store = MEMORY")
             _migrate(conn, path, done)
         except BaseException as err:
             conn.close()
