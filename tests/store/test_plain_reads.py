@@ -276,3 +276,28 @@ def test_reading_plain_loads_no_pydantic(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["4", "1"]
+
+
+def test_an_optional_field_left_none_reads_back(tmp_path: Path) -> None:
+    # The write path drops `None` fields (`dump_event`), so a field that may be None must have
+    # a default: else the event is stored and then unreadable (`RetryScheduled.turn_id` was).
+    required = [
+        f"{model}.{name}"
+        for model, fields in _shapes.MODELS.items()
+        for name, default, kinds, *_ in fields
+        if default is REQUIRED and "null" in kinds
+    ]
+    assert required == []
+    store = open_store(str(tmp_path / "s.db"))
+    try:
+        sid = store.create_session().id
+        retry = RetryScheduled(
+            turn_id=None, step=1, attempt=2, deadline_ms=5, error_kind="rate_limit", error="e"
+        )
+        store.append(sid, [retry], None)
+        assert store.events(sid)[-1].event == retry
+        assert json.dumps(store.plain_events(sid)[-1].data) == _dump(retry)
+        state = store.retry_state(sid)
+        assert state is not None and state.turn_id is None and state.attempt == 2
+    finally:
+        store.close()

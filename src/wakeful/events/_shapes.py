@@ -281,7 +281,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
     'RetryScheduled': (
         ('v', 1, ('int',), (), (), (), 0),
         ('type', 'retry.scheduled', ('str',), ('retry.scheduled',), (), (), 0),
-        ('turn_id', ..., ('null', 'str'), (), (), (), 0),
+        ('turn_id', None, ('null', 'str'), (), (), (), 0),
         ('step', ..., ('int',), (), (), (), 0),
         ('attempt', ..., ('int',), (), (), (), 0),
         ('deadline_ms', ..., ('int',), (), (), (), 0),

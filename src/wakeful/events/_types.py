@@ -234,7 +234,7 @@ class RetryScheduled(_Event):
     """A durable retry deadline (invariant 9)."""
 
     type: Literal["retry.scheduled"] = "retry.scheduled"
-    turn_id: str | None
+    turn_id: str | None = None  # stored without the key when None (`dump_event`)
     step: int
     attempt: int
     deadline_ms: int
