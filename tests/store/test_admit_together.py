@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from wakeful.errors import ConflictError, NotFoundError, UsageError
 from wakeful.store import Admission, AdmissionRequest, SqlStore
+
+IMAGE = {"type": "image", "media_type": "image/png",
+         "data": base64.b64encode(b"\x89PNG-bytes").decode()}  # fmt: skip
 
 
 def _text(text: str) -> dict[str, object]:
@@ -39,11 +44,12 @@ def test_mixed_outcomes_in_one_transaction(store: SqlStore) -> None:
         AdmissionRequest(a, "bad", "user", _text("mode"), "sideways"),  # type: ignore[arg-type]
         AdmissionRequest(a, "twice", "user", _text("again")),
         AdmissionRequest(a, "twice", "user", _text("again")),  # the same input, once
+        AdmissionRequest(b, "pic", "user", {"blocks": [IMAGE]}),  # its bytes kept as a blob
     ]
     out = store.admit_together(requests)
     assert [type(o) for o in out] == [
         Admission, Admission, Admission, ConflictError, NotFoundError, UsageError, Admission,
-        Admission,
+        Admission, Admission,
     ]  # fmt: skip
     for r, o in zip(requests, out, strict=True):  # each error is the one `admit` raises alone
         if isinstance(o, Exception):
@@ -59,7 +65,15 @@ def test_mixed_outcomes_in_one_transaction(store: SqlStore) -> None:
     assert again.item.seq == twice.item.seq
     # Exactly the created inputs were written, each once, the log gap-free.
     assert _log(store, a) == [*before_a, (first.item.seq, "a1"), (twice.item.seq, "twice")]
-    assert _log(store, b) == [*before_b, (second.item.seq, second.item.input_id)]
+    pic = out[8]
+    assert isinstance(pic, Admission) and pic.created
+    [block] = pic.item.payload["blocks"]  # type: ignore[misc]
+    assert "data" not in block and store.get_blob(block["ref"]) == b"\x89PNG-bytes"
+    assert _log(store, b) == [
+        *before_b,
+        (second.item.seq, second.item.input_id),
+        (pic.item.seq, "pic"),
+    ]
     assert [e[0] for e in _log(store, a)] == list(range(1, len(_log(store, a)) + 1))
     assert {i.input_id for i in store.pending(a)} == {"dup", "a1", "twice"}
 

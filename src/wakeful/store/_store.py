@@ -66,6 +66,11 @@ def _input_id(input_id: str | None, delivery: Delivery) -> str:
     return input_id or f"in_{random_hex(12)}"
 
 
+def _no_session(session_id: str) -> NotFoundError:
+    """What an admission into a session that does not exist raises."""
+    return NotFoundError(f"no session {session_id}")
+
+
 _E = TypeVar("_E", bound="StoredEvent | PlainEvent")  # what a log yields: models or plain bodies
 
 
@@ -652,18 +657,20 @@ class SqlStore(
     ) -> None:
         """`admit_together`'s transaction: fills in `outcomes`, or raises (all rolled back)."""
         now = self.clock.now_ms()
+        externalized = [externalize(r.payload) for _, r in todo]  # inline media: as blobs
+        requests = [
+            replace(r, payload=p) for (_, r), (p, _) in zip(todo, externalized, strict=True)
+        ]
         with self.backend.transaction(write=True) as tx:
-            for index, r in todo:
-                assert r.input_id is not None
-                payload, media = externalize(r.payload)
-                try:
-                    outcomes[index] = self._admit_here(
-                        tx, r.session_id, r.input_id, r.kind, payload, r.delivery, now, None
-                    )
-                except (NotFoundError, ConflictError) as err:  # found before writing anything
-                    outcomes[index] = err
-                    continue
-                put_blobs_in(tx, media, r.session_id, now)
+            admitted = _inbox.admit_all_in(tx, requests, now)
+            for (index, r), (_, media), out in zip(todo, externalized, admitted, strict=True):
+                if out is None:
+                    outcomes[index] = _no_session(r.session_id)
+                elif isinstance(out, ConflictError):
+                    outcomes[index] = out
+                else:
+                    outcomes[index] = Admission(*out)
+                    put_blobs_in(tx, media, r.session_id, now)
 
     def _admit_alone(self, r: AdmissionRequest) -> Admission | Exception:
         """`admit` of one request, its error returned rather than raised."""
@@ -682,7 +689,7 @@ class SqlStore(
         made = False
         if admitted is None:
             if create is None:
-                raise NotFoundError(f"no session {session_id}")
+                raise _no_session(session_id)
             try:
                 self._insert_session(tx, session_id, create)
                 made = True
