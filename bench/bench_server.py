@@ -244,6 +244,16 @@ def direct_admissions(store: SqlStore, sid: str, n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
+async def hopped_admissions(store: SqlStore, sid: str, n: int) -> float:
+    """`direct_admissions` with each call in a worker thread from an event loop, as the
+    server makes it (`asyncio.to_thread`): what one admission after another costs with the
+    thread hop that keeps store calls off the event loop, and no HTTP."""
+    start = time.perf_counter()
+    for _ in range(n):
+        await asyncio.to_thread(store.admit, sid, None, "user", {"text": "benchmark input"})
+    return n / (time.perf_counter() - start)
+
+
 # -- commit -> SSE latency ---------------------------------------------------------------------
 
 
@@ -329,12 +339,15 @@ def run(db: str, direct_db: str, args: argparse.Namespace, workdir: Path, label:
         store = open_store(direct_db)
         direct_sid = store.create_session(new_session_id()).id
         seq_sid, conc_sid = new_session(url), new_session(url)
-        spent = dict.fromkeys(("direct", "seq", "conc", "httpx", "floor1", "floorc"), 0.0)
-        cpu = dict.fromkeys(("direct", "seq", "conc"), 0.0)
+        spent = dict.fromkeys(("direct", "hopped", "seq", "conc", "httpx", "floor1", "floorc"), 0.0)
+        cpu = dict.fromkeys(("direct", "hopped", "seq", "conc"), 0.0)
         for _ in range(args.rounds):
             before = time.process_time()
             spent["direct"] += per / direct_admissions(store, direct_sid, per)
             cpu["direct"] += time.process_time() - before
+            before = time.process_time()
+            spent["hopped"] += per / asyncio.run(hopped_admissions(store, direct_sid, per))
+            cpu["hopped"] += time.process_time() - before
             before = cpu_seconds(pid)
             spent["seq"] += per / asyncio.run(raw_admissions(url, seq_sid, per, 1))
             cpu["seq"] += cpu_seconds(pid) - before
@@ -347,21 +360,24 @@ def run(db: str, direct_db: str, args: argparse.Namespace, workdir: Path, label:
                 spent["httpx"] += per / asyncio.run(http_admissions(url, per, 1))
         store.close()
         n = per * args.rounds
-        served = {"direct": n, "seq": n + args.rounds, "conc": n + args.rounds * c}  # warm-ups
+        served = {"direct": n, "hopped": n, "seq": n + args.rounds, "conc": n + args.rounds * c}
         cpu_us = {k: cpu[k] / served[k] * 1e6 for k in cpu}
-        direct, seq, conc, seq_httpx, floor1, floorc = (n / t if t else 0.0 for t in spent.values())
+        direct, hopped, seq, conc, seq_httpx, floor1, floorc = (
+            n / t if t else 0.0 for t in spent.values()
+        )
         (commit_lat, first_lat, post_lat), missing = latency(
             url, db, args.followers, args.events, 0.02
         )
     print(f"\n[{label}]")
     print(f"admissions/s, direct SqlStore.admit:        {direct:8.0f}")
+    print(f"admissions/s, direct, each in a thread hop:  {hopped:8.0f}  ({hopped / direct:.2f}x direct)")  # fmt: skip
     print(f"admissions/s, HTTP sequential:               {seq:8.0f}  ({seq / direct:.2f}x direct)")
     print(f"admissions/s, HTTP {c:>2} in flight:            {conc:8.0f}  ({conc / direct:.2f}x direct)")  # fmt: skip
     if args.httpx:
         print(f"admissions/s, HTTP sequential, httpx client: {seq_httpx:8.0f}  ({seq_httpx / direct:.2f}x direct)")  # fmt: skip
     print(f"floor, bare uvicorn app answering a constant, sequential: {floor1:6.0f}/s  ({floor1 / direct:.2f}x direct; HTTP sequential is {seq / floor1:.2f}x it)")  # fmt: skip
     print(f"floor, bare uvicorn app answering a constant, {c:>2} in flight: {floorc:6.0f}/s  ({floorc / direct:.2f}x direct; HTTP in flight is {conc / floorc:.2f}x it)")  # fmt: skip
-    print(f"CPU per admission: direct {cpu_us['direct']:.0f} us; server process, sequential {cpu_us['seq']:.0f} us, {c} in flight {cpu_us['conc']:.0f} us")  # fmt: skip
+    print(f"CPU per admission: direct {cpu_us['direct']:.0f} us, in a thread hop {cpu_us['hopped']:.0f} us; server process, sequential {cpu_us['seq']:.0f} us, {c} in flight {cpu_us['conc']:.0f} us")  # fmt: skip
     print(f"commit -> SSE arrival, {args.followers} followers, {args.events} events: {commit_lat}")
     print(f"commit -> SSE arrival at the first of them:             {first_lat}")
     print(f"POST sent -> SSE arrival, {args.followers} followers, {args.events} events: {post_lat}")
