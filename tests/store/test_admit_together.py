@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import base64
 
+import psycopg
 import pytest
 
-from wakeful.errors import ConflictError, NotFoundError, UsageError
-from wakeful.store import Admission, AdmissionRequest, SqlStore
+from wakeful.config import StoreConfig
+from wakeful.errors import ConflictError, NotFoundError, StoreBusyError, UsageError
+from wakeful.store import Admission, AdmissionRequest, SqlStore, open_store
 
 IMAGE = {"type": "image", "media_type": "image/png",
          "data": base64.b64encode(b"\x89PNG-bytes").decode()}  # fmt: skip
@@ -98,3 +100,31 @@ def test_a_refused_value_rolls_back_and_each_is_admitted_alone(store: SqlStore) 
     assert (type(lone), str(lone)) == (UsageError, str(out[1]))
     assert [i for _, i in _log(store, a)] == [None, "good1", "good2"]
     assert [s for s, _ in _log(store, a)] == [1, 2, 3]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_a_lock_timeout_mid_batch_fails_that_request_alone(db_url: str) -> None:
+    """A session row held by another transaction: the batch's call for it times out on the
+    server, after the calls sent before it and with those after it skipped (one pipeline).
+    The transaction rolls back and each request is admitted alone: the held session's fails
+    with the lock timeout (`StoreBusyError`, 503 over HTTP), the others are admitted once."""
+    store = open_store(db_url, options=StoreConfig(lock_timeout_ms=100))
+    try:
+        a = store.create_session("ses_together_free").id
+        held = store.create_session("ses_together_held").id
+        with psycopg.connect(db_url) as other:
+            other.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (held,))
+            out = store.admit_together([
+                AdmissionRequest(a, "first", "user", _text("before")),
+                AdmissionRequest(held, "stuck", "user", _text("held")),
+                AdmissionRequest(a, "last", "user", _text("after")),
+            ])  # fmt: skip
+            other.rollback()
+        assert isinstance(out[0], Admission) and out[0].created
+        assert isinstance(out[1], StoreBusyError)
+        assert isinstance(out[2], Admission) and out[2].created
+        assert [i for _, i in _log(store, a)] == [None, "first", "last"]
+        assert [i for _, i in _log(store, held)] == [None]
+    finally:
+        store.close()
