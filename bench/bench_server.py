@@ -11,7 +11,12 @@ from this process over keep-alive connections. Measures:
   requests in flight, next to `SqlStore.admit` called directly on a store of the same backend in
   the same run (same disk, same durability settings), interleaved in R rounds. The requests
   come from `RawClient` (prebuilt bytes on keep-alive connections), so the load generator's own
-  CPU, on the same cores, hardly counts; `--httpx` adds the sequential figure through httpx;
+  CPU, on the same cores, hardly counts; `--httpx` adds the sequential figure through httpx.
+  Beside them, two bounds: the direct admissions each through `asyncio.to_thread` (the thread
+  hop that keeps the server's store calls off its event loop, without HTTP), and the floor, a
+  bare ASGI app on the same uvicorn answering a constant (`floor_app`), under the same load:
+  no HTTP admission beats it. CPU per admission: the direct loops', and the server process's
+  sequential and in flight apart;
 - commit -> SSE latency: F followers on one session's log (`follow=true`); this process commits
   K admissions straight to the store (as another process would), timing each commit's return,
   and every follower timestamps each event as it parses it (one clock, one process). Also the
