@@ -61,8 +61,8 @@ async def admit_prompt(
     (an unknown session is a `NotFoundError` and nothing is written), so a whole id costs no
     query of its own; only an id no session has is then resolved as a prefix (404 for none,
     422 for several) and admitted again, in a second worker-thread call. The admission goes
-    through the server's `AdmissionLane`: alone when nothing else is being admitted, else in
-    one transaction with the prompts that arrived meanwhile."""
+    through the server's `AdmissionLane`: alone when one of its calls is free, else in one
+    transaction with the prompts that arrived while they were busy."""
     if body.wait and not body.resume:
         raise UsageError("wait=true needs resume=true")
     payload = _payload(body)
