@@ -11,7 +11,12 @@ from this process over keep-alive connections. Measures:
   requests in flight, next to `SqlStore.admit` called directly on a store of the same backend in
   the same run (same disk, same durability settings), interleaved in R rounds. The requests
   come from `RawClient` (prebuilt bytes on keep-alive connections), so the load generator's own
-  CPU, on the same cores, hardly counts; `--httpx` adds the sequential figure through httpx;
+  CPU, on the same cores, hardly counts; `--httpx` adds the sequential figure through httpx.
+  Beside them, two bounds: the direct admissions each through `asyncio.to_thread` (the thread
+  hop that keeps the server's store calls off its event loop, without HTTP), and the floor, a
+  bare ASGI app on the same uvicorn answering a constant (`floor_app`), under the same load:
+  no HTTP admission beats it. CPU per admission: the direct loops', and the server process's
+  sequential and in flight apart;
 - commit -> SSE latency: F followers on one session's log (`follow=true`); this process commits
   K admissions straight to the store (as another process would), timing each commit's return,
   and every follower timestamps each event as it parses it (one clock, one process). Also the
@@ -37,6 +42,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -59,23 +65,68 @@ def free_port() -> int:
 def serve(db: str, workdir: Path) -> Iterator[tuple[str, int]]:
     """A `wakeful serve` process over `db`; yields its base URL and process id."""
     port = free_port()
+    with _server(
+        [sys.executable, "-m", "wakeful", "serve", "--port", str(port), "--token", TOKEN,
+         "--db", db, "--log-level", "warning", "--no-recover", "--model", "local"],
+        port, workdir,
+    ) as running:  # fmt: skip
+        yield running
+
+
+async def floor_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A bare ASGI app answering every request with a constant `AdmissionOut`-sized body after
+    reading the request's: what uvicorn and httptools alone cost per request (`floor`)."""
+    if scope["type"] != "http":
+        return
+    more = True
+    while more:
+        more = (await receive()).get("more_body", False)
+    await send({"type": "http.response.start", "status": 202, "headers": _FLOOR_HEAD})
+    await send({"type": "http.response.body", "body": _FLOOR_BODY})
+
+
+_FLOOR_BODY = json.dumps({
+    "session_id": "ses_" + "0" * 26, "input_id": "in_" + "0" * 24, "created": True,
+    "status": "pending", "turns": None,
+}, separators=(",", ":")).encode()  # fmt: skip
+_FLOOR_HEAD = [(b"content-length", str(len(_FLOOR_BODY)).encode()),
+               (b"content-type", b"application/json")]  # fmt: skip
+
+
+@contextmanager
+def floor(workdir: Path) -> Iterator[tuple[str, int]]:
+    """`floor_app` on uvicorn with the options `wakeful serve` gives it (httptools picked as
+    there; no lifespan: nothing to start); yields its base URL and process id. Its rate is a
+    ceiling for any HTTP admission on this machine with this load generator."""
+    port = free_port()
+    root = str(Path(__file__).resolve().parents[1])
+    with _server(
+        [sys.executable, "-c", "import sys, uvicorn; sys.path.insert(0, sys.argv[1]); "
+         "uvicorn.run('bench.bench_server:floor_app', port=int(sys.argv[2]), "
+         "log_level='warning', lifespan='off', timeout_graceful_shutdown=5)", root, str(port)],
+        port, workdir,
+    ) as running:  # fmt: skip
+        yield running
+
+
+@contextmanager
+def _server(command: list[str], port: int, workdir: Path) -> Iterator[tuple[str, int]]:
+    """A server process on loopback `port`, started with `command`, once it answers."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env |= {"HOME": str(workdir), "XDG_CONFIG_HOME": str(workdir / ".config")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "wakeful", "serve", "--port", str(port), "--token", TOKEN,
-         "--db", db, "--log-level", "warning", "--no-recover", "--model", "local"],
-        cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        command, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
         try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/health", timeout=1).status_code in (200, 202):
                 break
         except httpx.TransportError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"wakeful serve did not start: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
+            raise SystemExit(f"{command[1:3]} did not start: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
         time.sleep(0.05)
     try:
         yield url, proc.pid
@@ -198,6 +249,16 @@ def direct_admissions(store: SqlStore, sid: str, n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
+async def hopped_admissions(store: SqlStore, sid: str, n: int) -> float:
+    """`direct_admissions` with each call in a worker thread from an event loop, as the
+    server makes it (`asyncio.to_thread`): what one admission after another costs with the
+    thread hop that keeps store calls off the event loop, and no HTTP."""
+    start = time.perf_counter()
+    for _ in range(n):
+        await asyncio.to_thread(store.admit, sid, None, "user", {"text": "benchmark input"})
+    return n / (time.perf_counter() - start)
+
+
 # -- commit -> SSE latency ---------------------------------------------------------------------
 
 
@@ -274,41 +335,54 @@ def latency(url: str, db: str, followers: int, events: int, spacing_s: float) ->
 
 def run(db: str, direct_db: str, args: argparse.Namespace, workdir: Path, label: str) -> None:
     """Every measure on one backend: `db` is served, `direct_db` takes the direct admissions."""
-    with serve(db, workdir) as (url, pid):
+    with serve(db, workdir) as (url, pid), floor(workdir) as (floor_url, _):
         # Interleaved in rounds, so the disk's and the machine's drift hits every measure alike.
-        # CPU per admission too (the direct loop's, the server process's over both HTTP runs):
+        # CPU per admission too (the direct loop's, the server process's in each HTTP run):
         # on a busy shared machine it drifts less than the rates.
         per = max(1, args.admissions // args.rounds)
+        c = args.concurrency
         store = open_store(direct_db)
         direct_sid = store.create_session(new_session_id()).id
         seq_sid, conc_sid = new_session(url), new_session(url)
-        spent = dict.fromkeys(("direct", "seq", "conc", "httpx"), 0.0)
-        cpu_direct = cpu_server = 0.0
+        spent = dict.fromkeys(("direct", "hopped", "seq", "conc", "httpx", "floor1", "floorc"), 0.0)
+        cpu = dict.fromkeys(("direct", "hopped", "seq", "conc"), 0.0)
         for _ in range(args.rounds):
             before = time.process_time()
             spent["direct"] += per / direct_admissions(store, direct_sid, per)
-            cpu_direct += time.process_time() - before
+            cpu["direct"] += time.process_time() - before
+            before = time.process_time()
+            spent["hopped"] += per / asyncio.run(hopped_admissions(store, direct_sid, per))
+            cpu["hopped"] += time.process_time() - before
             before = cpu_seconds(pid)
             spent["seq"] += per / asyncio.run(raw_admissions(url, seq_sid, per, 1))
-            spent["conc"] += per / asyncio.run(raw_admissions(url, conc_sid, per, args.concurrency))
-            cpu_server += cpu_seconds(pid) - before
+            cpu["seq"] += cpu_seconds(pid) - before
+            before = cpu_seconds(pid)
+            spent["conc"] += per / asyncio.run(raw_admissions(url, conc_sid, per, c))
+            cpu["conc"] += cpu_seconds(pid) - before
+            spent["floor1"] += per / asyncio.run(raw_admissions(floor_url, seq_sid, per, 1))
+            spent["floorc"] += per / asyncio.run(raw_admissions(floor_url, seq_sid, per, c))
             if args.httpx:
                 spent["httpx"] += per / asyncio.run(http_admissions(url, per, 1))
         store.close()
-        cpu_direct_us = cpu_direct / (per * args.rounds) * 1e6
-        served = (2 * per + 1 + args.concurrency) * args.rounds  # with each connection's warm-up
-        cpu_server_us = cpu_server / served * 1e6
-        direct, seq, conc, seq_httpx = (per * args.rounds / t if t else 0.0 for t in spent.values())
+        n = per * args.rounds
+        served = {"direct": n, "hopped": n, "seq": n + args.rounds, "conc": n + args.rounds * c}
+        cpu_us = {k: cpu[k] / served[k] * 1e6 for k in cpu}
+        direct, hopped, seq, conc, seq_httpx, floor1, floorc = (
+            n / t if t else 0.0 for t in spent.values()
+        )
         (commit_lat, first_lat, post_lat), missing = latency(
             url, db, args.followers, args.events, 0.02
         )
     print(f"\n[{label}]")
     print(f"admissions/s, direct SqlStore.admit:        {direct:8.0f}")
+    print(f"admissions/s, direct, each in a thread hop:  {hopped:8.0f}  ({hopped / direct:.2f}x direct)")  # fmt: skip
     print(f"admissions/s, HTTP sequential:               {seq:8.0f}  ({seq / direct:.2f}x direct)")
-    print(f"admissions/s, HTTP {args.concurrency:>2} in flight:            {conc:8.0f}  ({conc / direct:.2f}x direct)")  # fmt: skip
+    print(f"admissions/s, HTTP {c:>2} in flight:            {conc:8.0f}  ({conc / direct:.2f}x direct)")  # fmt: skip
     if args.httpx:
         print(f"admissions/s, HTTP sequential, httpx client: {seq_httpx:8.0f}  ({seq_httpx / direct:.2f}x direct)")  # fmt: skip
-    print(f"CPU per admission: direct {cpu_direct_us:.0f} us, HTTP server process {cpu_server_us:.0f} us ({cpu_direct_us / cpu_server_us if cpu_server_us else 0:.2f}x direct's rate)")  # fmt: skip
+    print(f"floor, bare uvicorn app answering a constant, sequential: {floor1:6.0f}/s  ({floor1 / direct:.2f}x direct; HTTP sequential is {seq / floor1:.2f}x it)")  # fmt: skip
+    print(f"floor, bare uvicorn app answering a constant, {c:>2} in flight: {floorc:6.0f}/s  ({floorc / direct:.2f}x direct; HTTP in flight is {conc / floorc:.2f}x it)")  # fmt: skip
+    print(f"CPU per admission: direct {cpu_us['direct']:.0f} us, in a thread hop {cpu_us['hopped']:.0f} us; server process, sequential {cpu_us['seq']:.0f} us, {c} in flight {cpu_us['conc']:.0f} us")  # fmt: skip
     print(f"commit -> SSE arrival, {args.followers} followers, {args.events} events: {commit_lat}")
     print(f"commit -> SSE arrival at the first of them:             {first_lat}")
     print(f"POST sent -> SSE arrival, {args.followers} followers, {args.events} events: {post_lat}")

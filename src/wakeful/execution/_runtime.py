@@ -46,6 +46,7 @@ from ..runner import (
 )
 from ..store import (
     Admission,
+    AdmissionRequest,
     PruneCounts,
     Schedule,
     ScheduleFire,
@@ -362,13 +363,29 @@ class Runtime(ShapingMixin):
                 location=str(self.workspace),
             )  # fmt: skip
         adm: Admission = self.store.admit(sid, input_id, kind, payload, delivery, create=made)
+        sent = self._admitted(sid, adm, kind, delivery)
+        if resume:
+            self._wake(sid)
+        return sent
+
+    def admit_together(self, requests: Sequence[AdmissionRequest]) -> list[SendResult | Exception]:
+        """`send` of each request into its existing session, none woken (`resume=False`,
+        `create=False`), in one store transaction (`SqlStore.admit_together`): each one's
+        `SendResult`, or the error `send` would raise for it, in order."""
+        return [
+            out if isinstance(out, Exception) else self._admitted(r.session_id, out, r.kind, r.delivery)
+            for r, out in zip(requests, self.store.admit_together(requests), strict=True)
+        ]  # fmt: skip
+
+    def _admitted(
+        self, sid: str, adm: Admission, kind: InputKind, delivery: Delivery
+    ) -> SendResult:
+        """Tell the hooks of an admission; what `send` returns for it."""
         if self.hooks:
             self.hooks.emit(HookEvent(
                 "input_admitted", sid, {"input_id": adm.item.input_id, "kind": kind,
                 "delivery": delivery, "created": adm.created}, self.store.clock.now_ms(),
             ))  # fmt: skip
-        if resume:
-            self._wake(sid)
         return SendResult(sid, adm.item.input_id, adm.created, adm.session_created, adm.item.status)
 
     @property

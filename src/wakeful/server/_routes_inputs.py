@@ -15,6 +15,7 @@ from ..errors import NotFoundError, UsageError
 from ..execution import SendResult
 from ..messages import block_from_dict
 from ..runner import TurnResult
+from ..store import AdmissionRequest
 from ._api import ApiError, Call, Registry, respond
 from ._models import (
     AdmissionOut,
@@ -59,28 +60,29 @@ async def admit_prompt(
     With `resolve`, `session_id` may be a unique prefix. The admission itself looks the id up
     (an unknown session is a `NotFoundError` and nothing is written), so a whole id costs no
     query of its own; only an id no session has is then resolved as a prefix (404 for none,
-    422 for several) and admitted again. All of it runs in one worker thread: one thread hop
-    per request, not two."""
+    422 for several) and admitted again, in a second worker-thread call. The admission goes
+    through the server's `AdmissionLane`: alone when one of its calls is free, else in one
+    transaction with the prompts that arrived while they were busy."""
     if body.wait and not body.resume:
         raise UsageError("wait=true needs resume=true")
     payload = _payload(body)
 
-    def admit(sid: str) -> SendResult:
-        return state.runtime.send(
+    def request(sid: str) -> AdmissionRequest:
+        return AdmissionRequest(sid, body.input_id, "user", payload, body.delivery)
+
+    def resolved() -> tuple[str, SendResult]:
+        sid = state.reads.resolve_session_id(session_id)
+        return sid, state.runtime.send(
             session_id=sid, input_id=body.input_id, payload=payload, delivery=body.delivery,
             resume=False, create=False,
         )  # fmt: skip
 
-    def send() -> tuple[str, SendResult]:
-        try:
-            return session_id, admit(session_id)
-        except NotFoundError:
-            if not resolve:
-                raise
-        sid = state.reads.resolve_session_id(session_id)
-        return sid, admit(sid)
-
-    session_id, sent = await db(send)
+    try:
+        sent = await state.lane.admit(request(session_id))
+    except NotFoundError:
+        if not resolve:
+            raise
+        session_id, sent = await db(resolved)
     state.hub.nudge()
     status = sent.status  # as of admission; re-read only after waiting for the drain
     turns: list[TurnSummaryOut] | None = None

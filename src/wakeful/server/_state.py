@@ -13,13 +13,16 @@ import logging
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..execution import Reads, Runtime
 from ..store import SessionRow
 from ._auth import Tokens
 from ._hub import Hub
 from ._models import SessionOut, UsageOut
+
+if TYPE_CHECKING:
+    from ._lane import AdmissionLane
 
 T = TypeVar("T")
 log = logging.getLogger("wakeful.server")
@@ -48,7 +51,13 @@ class ServerState:
     settings: Settings
     hub: Hub
     own_runtime: bool = False
+    lane: AdmissionLane = field(init=False)  # prompts' admissions (`_lane.py`)
     _watched: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
+
+    def __post_init__(self) -> None:
+        from ._lane import AdmissionLane  # (it calls `db`, defined here)
+
+        self.lane = AdmissionLane(self.runtime)
 
     @property
     def reads(self) -> Reads:

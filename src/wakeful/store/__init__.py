@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._reads import InstructionState, RetryState, ToolCallRow, TurnRow
     from ._records import (
         Admission,
+        AdmissionRequest,
         Claim,
         Delivered,
         DrainStart,
@@ -79,6 +80,7 @@ _LAZY = {
     "ToolCallRow": "wakeful.store._reads",
     "TurnRow": "wakeful.store._reads",
     "Admission": "wakeful.store._records",
+    "AdmissionRequest": "wakeful.store._records",
     "Claim": "wakeful.store._records",
     "Delivered": "wakeful.store._records",
     "DrainStart": "wakeful.store._records",
@@ -130,6 +132,7 @@ __all__ = [
     "artifacts_from_metadata",
     "blob_digest",
     "Admission",
+    "AdmissionRequest",
     "Claim",
     "ClaimToken",
     "Delivered",

@@ -117,6 +117,18 @@ class Admission:
 
 
 @dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    """One input to admit into an existing session (`SqlStore.admit_together`): the arguments
+    of `admit` without `create`."""
+
+    session_id: str
+    input_id: str | None
+    kind: InputKind
+    payload: dict[str, JsonValue]
+    delivery: Delivery = "steer"
+
+
+@dataclass(frozen=True, slots=True)
 class Delivered:
     """One item promoted out of the inbox; `message` is None for control items."""
 

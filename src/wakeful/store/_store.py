@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock, SystemClock
-from ..errors import NotFoundError, UsageError
+from ..errors import ConflictError, NotFoundError, UsageError
 from . import _inbox, _retention, _search
 from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in, put_blobs_in
 from ._artifacts import ArtifactsMixin
@@ -27,6 +27,7 @@ from ._reads import ReadsMixin, events_in, plain_events_in
 from ._records import (
     ROW_COLS,
     Admission,
+    AdmissionRequest,
     Delivered,
     InboxItem,
     Page,
@@ -53,6 +54,22 @@ if TYPE_CHECKING:
         StoredEvent,
     )
     from ..messages import Message
+
+_NOT_YET = UsageError("not admitted yet")  # `admit_together`'s place holder
+
+
+def _input_id(input_id: str | None, delivery: Delivery) -> str:
+    """The id an admission stores (a fresh one when none is given), after checking that
+    `delivery` is a mode."""
+    if delivery not in ("steer", "queue"):
+        raise UsageError(f"delivery must be 'steer' or 'queue', not {delivery!r}")
+    return input_id or f"in_{random_hex(12)}"
+
+
+def _no_session(session_id: str) -> NotFoundError:
+    """What an admission into a session that does not exist raises."""
+    return NotFoundError(f"no session {session_id}")
+
 
 _E = TypeVar("_E", bound="StoredEvent | PlainEvent")  # what a log yields: models or plain bodies
 
@@ -579,9 +596,7 @@ class SqlStore(
         media in the payload's blocks is stored as blobs in the same transaction and the
         payload keeps their refs (`_media.externalize`).
         """
-        if delivery not in ("steer", "queue"):
-            raise UsageError(f"delivery must be 'steer' or 'queue', not {delivery!r}")
-        iid = input_id or f"in_{random_hex(12)}"
+        iid = _input_id(input_id, delivery)
         now = self.clock.now_ms()
         payload, media = externalize(payload)  # inline media: stored once, as blobs
         if media:  # blobs with the admission: one transaction here (either backend)
@@ -606,6 +621,64 @@ class SqlStore(
         with self.backend.transaction(write=True) as tx:
             return self._admit_here(tx, session_id, iid, kind, payload, delivery, now, create)
 
+    def admit_together(self, requests: Sequence[AdmissionRequest]) -> list[Admission | Exception]:
+        """Admit each request into its existing session as `admit` would, all in one write
+        transaction (one commit), and return each one's outcome in order: its `Admission`, or
+        the error `admit` raises for it (an unknown session, an input id naming other content,
+        a bad delivery mode...). Each admission is durable when this returns.
+
+        An unknown session or a conflicting input id is found before that request writes
+        anything, so it fails alone and the others go on in the same transaction. Any other
+        failure (a statement the database refuses, a failed commit) rolls the whole
+        transaction back; every request is then admitted alone, under the input id it was
+        given here, so each gets exactly what `admit` gives it (and one that did commit, when
+        a commit's outcome was unknown, is found again, not doubled). One request is `admit`."""
+        outcomes: list[Admission | Exception] = []
+        todo: list[tuple[int, AdmissionRequest]] = []
+        for r in requests:
+            try:
+                todo.append((len(outcomes), replace(r, input_id=_input_id(r.input_id, r.delivery))))
+            except UsageError as err:
+                outcomes.append(err)
+                continue
+            outcomes.append(_NOT_YET)
+        if len(todo) > 1:
+            try:
+                self._admit_in_one(todo, outcomes)
+                return outcomes
+            except Exception:  # rolled back: nothing of it was written
+                pass
+        for index, r in todo:
+            outcomes[index] = self._admit_alone(r)
+        return outcomes
+
+    def _admit_in_one(
+        self, todo: list[tuple[int, AdmissionRequest]], outcomes: list[Admission | Exception]
+    ) -> None:
+        """`admit_together`'s transaction: fills in `outcomes`, or raises (all rolled back)."""
+        now = self.clock.now_ms()
+        externalized = [externalize(r.payload) for _, r in todo]  # inline media: as blobs
+        requests = [
+            replace(r, payload=p) for (_, r), (p, _) in zip(todo, externalized, strict=True)
+        ]
+        with self.backend.transaction(write=True) as tx:
+            admitted = _inbox.admit_all_in(tx, requests, now)
+            for (index, r), (_, media), out in zip(todo, externalized, admitted, strict=True):
+                if out is None:
+                    outcomes[index] = _no_session(r.session_id)
+                elif isinstance(out, ConflictError):
+                    outcomes[index] = out
+                else:
+                    outcomes[index] = Admission(*out)
+                    put_blobs_in(tx, media, r.session_id, now)
+
+    def _admit_alone(self, r: AdmissionRequest) -> Admission | Exception:
+        """`admit` of one request, its error returned rather than raised."""
+        try:
+            return self.admit(r.session_id, r.input_id, r.kind, r.payload, r.delivery)
+        except Exception as err:
+            return err
+
     def _admit_here(
         self, tx: Tx, session_id: str, iid: str, kind: InputKind, payload: dict[str, JsonValue],
         delivery: Delivery, now: int, create: SessionCreated | None,
@@ -616,7 +689,7 @@ class SqlStore(
         made = False
         if admitted is None:
             if create is None:
-                raise NotFoundError(f"no session {session_id}")
+                raise _no_session(session_id)
             try:
                 self._insert_session(tx, session_id, create)
                 made = True
