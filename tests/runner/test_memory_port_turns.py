@@ -7,12 +7,19 @@ the store-backed tests can only see after the fact.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from wakeful.config import RetryConfig
 from wakeful.errors import StoreUnavailableError
-from wakeful.events import InputDelivered, MessageAdded, ReceiptRecorded, TurnEnded
+from wakeful.events import (
+    InputDelivered,
+    MessageAdded,
+    ReceiptRecorded,
+    SessionEvent,
+    TurnEnded,
+)
 from wakeful.runner import (
     BUILTIN_AGENTS,
     LiveEvent,
@@ -108,11 +115,13 @@ class FlakyPort(MemoryPort):
         self.end_fails: set[int] = set()
         self.promotes = self.pendings = self.ends = 0
 
-    async def promote_steers(self, epoch: int) -> list[Delivered]:
+    async def promote_steers_then(
+        self, epoch: int, then: Sequence[SessionEvent], then_blobs: Mapping[str, bytes]
+    ) -> tuple[list[Delivered], bool]:
         self.promotes += 1
         if self.promotes in self.promote_fails:
             raise StoreUnavailableError("PostgreSQL at x failed: terminating connection")
-        return await super().promote_steers(epoch)
+        return await super().promote_steers_then(epoch, then, then_blobs)
 
     async def end(self, end: TurnEnded, result: TurnResult) -> None:
         self.ends += 1
