@@ -385,9 +385,8 @@ class TurnRunner:
         prepared = await self._written_ahead(tid, step, attempt)
         written = prepared is not None  # its receipt went with the step boundary's write
         if prepared is None:
-            sections = await self._sections(
-                attempt
-            )  # instructions first: a change lands in history
+            # instructions first: a change lands in history
+            sections = await self._sections(attempt)
             history = await self._messages()
             if await self._compaction.before_request(tid, step, sections):
                 sections = await self._sections(attempt)  # the boundary started a new epoch
