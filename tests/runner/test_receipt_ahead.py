@@ -5,10 +5,13 @@ still rebuilds to the exact request it records."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.pg import fresh_database
 from wakeful.config import Config
 from wakeful.events import ReceiptRecorded, SessionEvent
 from wakeful.execution import Runtime
@@ -18,12 +21,21 @@ from wakeful.runner import LiveEvent, verify_receipt
 CALL = {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}
 
 
-def runtime(tmp_path: Path, replies: list[dict[str, Any]]) -> tuple[Runtime, str]:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield str(tmp_path / "s.db")
+    else:
+        with fresh_database() as url:
+            yield url
+
+
+def runtime(tmp_path: Path, db: str, replies: list[dict[str, Any]]) -> tuple[Runtime, str]:
     path = tmp_path / "script.json"
     path.write_text(json.dumps({"rules": [{"match": ".", "replies": replies}]}))
     model = f"scripted:{path}"
     config = Config.model_validate({"agents": {"build": {"max_steps": 100}}})
-    return Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=config), model
+    return Runtime(db, model=model, workspace=tmp_path, config=config), model
 
 
 class Writes:
@@ -67,9 +79,9 @@ def check_receipts(rt: Runtime, sid: str, model: str) -> list[ReceiptRecorded]:
 
 
 async def test_a_read_only_step_writes_its_results_and_the_next_receipt_in_one_commit(
-    tmp_path: Path,
+    tmp_path: Path, db: str
 ):
-    rt, model = runtime(tmp_path, [CALL] * 4 + [{"text": "done"}])
+    rt, model = runtime(tmp_path, db, [CALL] * 4 + [{"text": "done"}])
     live: list[LiveEvent] = []
     publish = rt._publish
 
@@ -100,9 +112,9 @@ async def test_a_read_only_step_writes_its_results_and_the_next_receipt_in_one_c
 
 
 async def test_a_steer_delivered_at_the_boundary_discards_the_receipt_built_ahead(
-    tmp_path: Path,
+    tmp_path: Path, db: str
 ):
-    rt, model = runtime(tmp_path, [CALL, CALL, {"text": "done"}])
+    rt, model = runtime(tmp_path, db, [CALL, CALL, {"text": "done"}])
     steered: list[str] = []
 
     def listener(ev: LiveEvent) -> None:
