@@ -9,7 +9,9 @@ path writes a `turn.ended` (invariant 10). All durable state goes through the tu
 view and calls compaction as a collaborator. Tool results, whose side effects already
 happened, are saved through transient store faults (`_save_results`), with the claim kept. A
 final reply is held and commits with the steers that arrived while it streamed (one
-transaction), or with the turn's end.
+transaction), or with the turn's end. After a read-only tool step the next step's first attempt
+is built ahead and its receipt written by the step boundary's transaction when nothing is
+delivered there (`_build_ahead`): one write per such step.
 """
 
 from __future__ import annotations
