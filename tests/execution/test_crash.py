@@ -288,3 +288,31 @@ def test_a_read_only_step_is_durable_with_its_results_or_not_at_all(tmp_path: Pa
         assert store.messages(SID)[-1].text() == "the notes say: the notes"
     finally:
         store.close()
+
+
+def test_a_crash_after_a_boundary_that_wrote_the_next_receipt_recovers(tmp_path: Path):
+    # After a read-only step, the step boundary writes its reply and results and the next
+    # step's receipt in one commit (`TurnRunner._build_ahead`); killed right after it
+    # (`receipt.after` of step 2), the store holds step 1 whole and a receipt with no reply:
+    # the state a kill after `receipt.after` always leaves. The next process asks step 2 again.
+    work = make_workspace(tmp_path)
+    reads = {"tool_calls": [{"name": "goal_set", "input": {"goal": "read on"}}]}
+    rule = {"match": "^summarize$", "replies": [reads, {"text": "all read"}]}
+    db = str(tmp_path / "sessions.db")
+    store = open_store(db)
+    try:
+        create_session(store, SID, write_script(tmp_path / "script.json", [rule]), ["summarize"],
+                       workspace=work)  # fmt: skip
+        env = cli_env(db, tmp_path, WAKEFUL_CRASH_AT="receipt.after@2")
+        code, _out, err = finish(wakeful(["run", "--session", SID], env, work))
+        assert code == -9, err
+        assert [m.role for m in store.messages(SID)] == ["user", "assistant", "user"]
+        assert [c.status for c in store.tool_calls(SID)] == ["completed"]
+        assert [(r.step, r.attempt) for r in store.receipts(SID)] == [(1, 1), (2, 1)]
+        code, _out, err = finish(wakeful(["run", "--session", SID], cli_env(db, tmp_path), work))
+        assert code == 0, err
+        check_session(store, SID, {})
+        assert store.messages(SID)[-1].text() == "all read"
+        assert len(store.receipts(SID)) == 3  # step 2's request was sent once, after recovery
+    finally:
+        store.close()

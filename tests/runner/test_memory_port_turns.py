@@ -7,12 +7,23 @@ the store-backed tests can only see after the fact.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from wakeful.config import RetryConfig
 from wakeful.errors import StoreUnavailableError
-from wakeful.events import InputDelivered, MessageAdded, ReceiptRecorded, TurnEnded
+from wakeful.events import (
+    InputDelivered,
+    MessageAdded,
+    ReceiptRecorded,
+    SessionEvent,
+    TurnEnded,
+    UsageRecorded,
+)
+from wakeful.messages import Message
 from wakeful.runner import (
     BUILTIN_AGENTS,
     LiveEvent,
@@ -108,11 +119,13 @@ class FlakyPort(MemoryPort):
         self.end_fails: set[int] = set()
         self.promotes = self.pendings = self.ends = 0
 
-    async def promote_steers(self, epoch: int) -> list[Delivered]:
+    async def promote_steers_then(
+        self, epoch: int, then: Sequence[SessionEvent], then_blobs: Mapping[str, bytes]
+    ) -> tuple[list[Delivered], bool]:
         self.promotes += 1
         if self.promotes in self.promote_fails:
             raise StoreUnavailableError("PostgreSQL at x failed: terminating connection")
-        return await super().promote_steers(epoch)
+        return await super().promote_steers_then(epoch, then, then_blobs)
 
     async def end(self, end: TurnEnded, result: TurnResult) -> None:
         self.ends += 1
@@ -171,3 +184,35 @@ async def test_a_store_fault_writing_the_end_does_not_change_the_outcome(tmp_pat
     assert (result.outcome, result.final_text, port.ends) == ("completed", "done", 2)
     [ended] = [s.event for s in port.log if isinstance(s.event, TurnEnded)]
     assert ended.outcome == "completed"
+
+
+class CopyingPort(MemoryPort):
+    """A port whose reads hand out copies that differ from what was written (a store whose
+    round trip changed a message): what was built ahead from the held objects cannot be
+    trusted, and the step builds its request again from what it reads."""
+
+    async def messages_after(self, seq: int) -> list[tuple[int, Message]]:
+        found = await super().messages_after(seq)
+        return [(n, m.model_copy(update={"metadata": {**(m.metadata or {}), "x": 1}}))
+                for n, m in found]  # fmt: skip
+
+
+async def test_a_step_built_ahead_is_built_again_when_the_history_read_differs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    providers = SharedProviders()
+    port = CopyingPort()
+    port.admit("hello")
+    await port.promote_steers(0)
+    call = {"tool_calls": [{"name": "goal_set", "input": {"goal": "x"}}]}
+    ctx = context(tmp_path, [call, {"text": "done"}], providers)
+    result = await TurnRunner(ctx, port).run(["in_0"])
+    await providers.aclose()
+    assert result.outcome == "completed" and result.steps == 2
+    receipts = [s.event for s in port.log if isinstance(s.event, ReceiptRecorded)]
+    used = {s.event.receipt_id for s in port.log if isinstance(s.event, UsageRecorded)}
+    # step 2's receipt written with the boundary names a request never sent; the one sent
+    # was built from the history as read, and carries the copies' ids all the same
+    assert [r.step for r in receipts] == [1, 2, 2] and len(used) == 2
+    assert receipts[1].receipt_id not in used and receipts[2].receipt_id in used
+    assert "written ahead does not match" in caplog.text

@@ -22,6 +22,7 @@ from wakeful.events import (
     ApprovalRequested,
     CompactionEnded,
     MessageAdded,
+    ReceiptRecorded,
     RetryCleared,
     RetryScheduled,
     SessionCreated,
@@ -36,6 +37,7 @@ from wakeful.instructions import Source
 from wakeful.messages import Message, TextBlock, ToolCallBlock
 from wakeful.providers import Usage
 from wakeful.runner import LiveEvent, MemoryPort, SessionPort, TurnResult
+from wakeful.runner._prompt import Section, make_receipt, section_blobs
 from wakeful.store import fence, open_store
 
 SID = "ses_port_contract"
@@ -187,6 +189,69 @@ async def test_the_history_read_after_a_step_boundary_is_never_stale(harness: Ha
     end = TurnEnded(turn_id="t", outcome="completed")
     await port.end(end, TurnResult("t", "completed", 1, Usage(0, 0)))
     assert [m.text() for _, m in await port.messages_after(after[-1][0])] == ["final"]
+
+
+def ahead(receipt_id: str) -> tuple[ReceiptRecorded, dict[str, bytes]]:
+    """A next step's receipt built ahead of a step boundary, with its section blobs."""
+    sections = [Section("system.agent", "agent:build", f"built ahead as {receipt_id}")]
+    receipt = make_receipt(
+        sections, [], "0" * 64, receipt_id=receipt_id, turn_id="t", step=2, attempt=1, model="m"
+    )
+    return receipt, section_blobs(sections)
+
+
+def receipt_ids(events: list[SessionEvent]) -> list[str]:
+    return [e.receipt_id for e in events if isinstance(e, ReceiptRecorded)]
+
+
+async def test_a_boundary_writes_the_next_receipt_only_when_nothing_is_delivered(
+    harness: Harness,
+):
+    port = harness.port
+    await port.instructions(0)  # the sources as the step read them
+    receipt, blobs = ahead("rcp_a")
+    port.hold([said("tool result")])
+    assert await port.promote_steers_then(0, [receipt], blobs) == ([], True)
+    written = harness.written()
+    assert texts(written) == ["tool result"] and written[-1] == receipt  # last, in one write
+    assert [harness.blob(d) for d in blobs] == list(blobs.values())
+    port.hold([said("second result")])
+    harness.admit("a steer")
+    other, other_blobs = ahead("rcp_b")
+    delivered, wrote = await port.promote_steers_then(0, [other], other_blobs)
+    assert [d.message.text() for d in delivered if d.message] == ["a steer"] and not wrote
+    assert await harness.transcript() == ["tool result", "second result", "a steer"]
+    assert receipt_ids(harness.written()) == ["rcp_a"]
+    assert [harness.blob(d) for d in other_blobs] == [None]
+    assert await port.promote_steers_then(0, [other], other_blobs) == ([], True)  # no hold
+    assert receipt_ids(harness.written()) == ["rcp_a", "rcp_b"]
+
+
+def test_a_boundary_after_an_instruction_change_does_not_write_the_next_receipt(tmp_path: Path):
+    # StorePort only (a memory port records no deltas): a source changed after the step read
+    # it, so the next step is built after the delta, not ahead; nothing delivered, no delta
+    # written at the boundary (it goes before a delivery, or with the next step's read).
+    import asyncio
+
+    agents = tmp_path / "AGENTS.md"
+    agents.write_text("be brief")
+    harnesses = store_harness(str(tmp_path / "s.db"), [Source("AGENTS.md", agents.read_text)])
+    harness = next(harnesses)
+    port = harness.port
+
+    async def boundary() -> None:
+        assert (await port.instructions(0)).values == [("AGENTS.md", "be brief")]
+        assert port.instructions_unchanged(0) is not None
+        agents.write_text("be thorough")
+        assert port.instructions_unchanged(0) is None
+        receipt, blobs = ahead("rcp_a")
+        port.hold([said("tool result")])
+        assert await port.promote_steers_then(0, [receipt], blobs) == ([], False)
+        assert texts(harness.written()) == ["tool result"]
+        assert receipt_ids(harness.written()) == []
+
+    asyncio.run(boundary())
+    harnesses.close()
 
 
 async def test_the_end_goes_after_the_held_reply(harness: Harness):

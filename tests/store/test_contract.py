@@ -110,6 +110,32 @@ def test_malformed_input_is_settled_and_does_not_strand(store: SqlStore):
     assert store.pending("ses_a") == []
 
 
+def test_a_promotions_tail_is_written_last_only_when_nothing_is_delivered(store: SqlStore):
+    # `then` (a runner's next receipt, built ahead of the step boundary) with its blobs
+    store.create_session("ses_a")
+    first, then = (
+        [MessageAdded(message=assistant("held"))],
+        [MessageAdded(message=assistant("then"))],
+    )
+    assert store.promote("ses_a", idle=False, first=first, then=then, then_blobs=[b"s"]) == []
+    assert [m.text() for m in store.messages("ses_a")] == ["held", "then"]
+    assert store.get_blob(hashlib.sha256(b"s").hexdigest()) == b"s"
+    store.admit("ses_a", "bad", "user", {"nope": 1})  # rejected: no history changes
+    assert store.promote("ses_a", idle=False, then=then) == []
+    assert [m.text() for m in store.messages("ses_a")][-1] == "then"
+    assert [e.type for e in store.events("ses_a")][-3:] == [
+        "inbox.rejected", "session.error", "message.added",
+    ]  # fmt: skip
+    store.admit("ses_a", "steer", "user", {"text": "steer"})
+    again, unwritten = (
+        MessageAdded(message=assistant("again")),
+        MessageAdded(message=assistant("x")),
+    )
+    delivered = store.promote("ses_a", idle=False, first=[again], then=[unwritten])
+    assert [d.item.input_id for d in delivered] == ["steer"]
+    assert [m.text() for m in store.messages("ses_a")][-2:] == ["again", "steer"]
+
+
 def test_seq_is_gap_free_and_global_ids_grow(store: SqlStore):
     store.create_session("ses_a")
     store.create_session("ses_b")

@@ -139,8 +139,19 @@ class StorePort(HeldEvents):
     async def promote_steers(self, epoch: int) -> list[Delivered]:
         """Held events, the instruction delta and the pending steers, in one transaction; in
         the same thread hop, the transcript's next read is made ahead (`messages_after`)."""
+        return (await self.promote_steers_then(epoch, (), {}))[0]
+
+    async def promote_steers_then(
+        self, epoch: int, then: Sequence[SessionEvent], then_blobs: Mapping[str, bytes]
+    ) -> tuple[list[Delivered], bool]:
+        """`promote_steers`, with `then` (the next step's receipt) last in its transaction
+        when nothing is delivered and the instruction sources read as at the last sync."""
         self._drop_reads_ahead()
-        return await off_loop(self._promote, epoch)
+        fresh = {d: b for d, b in then_blobs.items() if d not in self._stored_blobs}
+        delivered, wrote = await off_loop(self._promote, epoch, then, list(fresh.values()))
+        if wrote:
+            self._stored_blobs.update(fresh)
+        return delivered, wrote
 
     def prelude(self, epoch: int = 0) -> Prelude | None:
         """The instruction delta to write before the next idle delivery (`InstructionSync.prelude`
@@ -149,17 +160,24 @@ class StorePort(HeldEvents):
         not planned again from the store when the sources still read the same."""
         return self._sync.prelude(epoch)
 
-    def _promote(self, epoch: int) -> list[Delivered]:
-        prelude = self._sync.prelude(epoch)
+    def _promote(
+        self, epoch: int, then: Sequence[SessionEvent], then_blobs: list[bytes]
+    ) -> tuple[list[Delivered], bool]:
+        if then and self._sync.unchanged(epoch) is not None:
+            prelude = None  # the sources read as at the last sync: no delta (`prelude` agrees)
+        else:  # a source changed: the next step is built after the delta, not ahead
+            then, then_blobs = (), []
+            prelude = self._sync.prelude(epoch)
         delivered = self.store.promote(
-            self._sid, idle=False, claim=self.claim, prelude=prelude, first=self._with_held(())
-        )
+            self._sid, idle=False, claim=self.claim, prelude=prelude, first=self._with_held(()),
+            then=then, then_blobs=then_blobs,
+        )  # fmt: skip
         self._written_held()
         if self._next_after is not None:  # the step's history read comes next: save a hop
             after = self._next_after
             with contextlib.suppress(StoreError):  # the write is done; else read when asked
                 self._ahead = (after, self.store.messages_with_seq(self._sid, after))
-        return delivered
+        return delivered, bool(then) and not delivered
 
     async def end(self, end: TurnEnded, result: TurnResult) -> None:
         """The held events, then the turn's end (through `settle` when the driver has one)."""
@@ -289,6 +307,11 @@ class StorePort(HeldEvents):
         self._ahead = None  # the sync may write a delta (to the transcript: the opening's
         # parts are none of its business, see `approvals`)
         return await off_loop(self._sync, self.claim, epoch)
+
+    def instructions_unchanged(self, epoch: int) -> Baseline | None:
+        """The baseline of the last sync when the sources still read the same (no store call;
+        the sources are read in the caller's thread, as `instructions` reads them)."""
+        return self._sync.unchanged(epoch)
 
     async def instruction_snapshot(self) -> dict[str, str] | None:
         """The values a new epoch starts from."""

@@ -114,6 +114,7 @@ class ActiveHistory:
         self._version = 0  # bumped when a summary rebuilds the rows
         self._hide_id: str | None = None  # the `tail` strategy's hide point (`_tail.py`)
         self._saving: tuple[tuple[str, int], int, list[int]] | None = None
+        self._expected: dict[str, Message] = {}  # messages the next refresh reads (`expect`)
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -123,9 +124,20 @@ class ActiveHistory:
         if not self._loaded:
             self._loaded = True
             self._last_seq = await self.port.compaction_boundary()
+        expected, self._expected = self._expected, {}
         for seq, message in await self.port.messages_after(self._last_seq):
+            mine = expected.get(message.id)
+            if mine is not None and mine == message:
+                message = mine
             self._add(seq, message)
             self._last_seq = seq
+
+    def expect(self, messages: Sequence[Message]) -> None:
+        """The next `refresh` reads `messages` (just written through the port): each message it
+        reads that equals one of them is kept as that very object, so that what was built from
+        them ahead of the write (a step's request, the wire builder's settled prefix, which go
+        by identity) still holds."""
+        self._expected = {m.id: m for m in messages}
 
     def _add(self, seq: int, message: Message) -> None:
         row = Row(seq, message, message_tokens(message))

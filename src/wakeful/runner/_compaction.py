@@ -363,12 +363,7 @@ class Compactor:
         """Proactive compaction before a step's request; True when the request must be rebuilt.
 
         The caller has just read the active history (`messages()`), so it is not read again."""
-        estimate = await self.estimate(sections)
-        if not self.config.auto:
-            return False
-        budget = Budget.of(self.ctx.provider, self.config)
-        compacted_before, new_tokens = self._new_tokens()
-        if not should_compact(estimate, new_tokens, compacted_before, budget):
+        if not await self.due(sections):
             return False
         self._step_sections = list(sections)  # the summary may reuse the step's request
         try:
@@ -376,6 +371,18 @@ class Compactor:
         finally:
             self._step_sections = None
         return result.compacted
+
+    async def due(self, sections: Sequence[Section], extra: Sequence[Message] = ()) -> bool:
+        """Whether `before_request` would compact before a request from `sections` and the
+        active history as last read, followed by `extra` (messages about to be written, after
+        everything read: a step built ahead of its boundary's write, `TurnRunner._ahead`)."""
+        added = sum(message_tokens(m) for m in extra)
+        estimate = await self.estimate(sections) + added
+        if not self.config.auto:
+            return False
+        budget = Budget.of(self.ctx.provider, self.config)
+        compacted_before, new_tokens = self._new_tokens()
+        return should_compact(estimate, new_tokens + added, compacted_before, budget)
 
     async def recover_overflow(self, turn_id: str, step: int, err: ContextOverflowError) -> bool:
         """The one compaction a provider-confirmed overflow allows; False when interrupted.

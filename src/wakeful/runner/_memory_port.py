@@ -111,6 +111,13 @@ class MemoryPort(HeldEvents):
 
     async def promote_steers(self, epoch: int) -> list[Delivered]:
         """Write the held events and deliver the pending steers, in one write."""
+        return (await self.promote_steers_then(epoch, (), {}))[0]
+
+    async def promote_steers_then(
+        self, epoch: int, then: Sequence[SessionEvent], then_blobs: Mapping[str, bytes]
+    ) -> tuple[list[Delivered], bool]:
+        """`promote_steers`, with `then` and its new blobs last in the write when no steer is
+        delivered (instructions are rendered as the sources read: no delta is ever due)."""
         steers = [i for i in self._inbox if i.delivery == "steer"]
         events: list[SessionEvent] = []
         delivered: list[Delivered] = []
@@ -125,10 +132,15 @@ class MemoryPort(HeldEvents):
                 MessageAdded(message=message),
             ]
             delivered.append(Delivered(item, message))
+        wrote = bool(then) and not delivered
+        blobs: Mapping[str, bytes] = {}
+        if wrote:
+            events += then
+            blobs = {d: b for d, b in then_blobs.items() if d not in self.blobs}
         if self.holding or events:
-            self._write(events, {})
+            self._write(events, blobs)
         self._inbox = [i for i in self._inbox if i not in steers]
-        return delivered
+        return delivered, wrote
 
     async def end(self, end: TurnEnded, result: TurnResult) -> None:
         """Write the held events, then `end`."""
@@ -204,6 +216,9 @@ class MemoryPort(HeldEvents):
 
     async def instructions(self, epoch: int) -> Baseline:
         """The sources as they read now (unreadable or absent ones left out)."""
+        return self._read_sources()
+
+    def _read_sources(self) -> Baseline:
         values: list[tuple[str, str]] = []
         for source in self._sources:
             try:
@@ -213,6 +228,10 @@ class MemoryPort(HeldEvents):
             if text is not None:
                 values.append((source.key, text))
         return Baseline(values)
+
+    def instructions_unchanged(self, epoch: int) -> Baseline | None:
+        """The sources as they read now: a memory port never has a delta to write."""
+        return self._read_sources()
 
     async def instruction_snapshot(self) -> dict[str, str] | None:
         """None: a memory port records no instruction values."""

@@ -15,6 +15,10 @@ The contract:
   are read-only, or a final reply) out of the store until the next write of any kind — a
   `commit`, `promote_steers`, `end` — which writes them first, in its own transaction. A
   failed write keeps them held.
+- **A step boundary may carry the next step's receipt.** `promote_steers_then` writes it
+  (`then`) last in the boundary's transaction only when nothing is delivered and no
+  instruction delta is due, and says whether it did: a read-only tool step then costs one
+  write (`docs/port.md`).
 - **Blobs are stored once.** A blob the port already stored is not sent again.
 - **Live events are published, never stored** (`publish`), to in-process subscribers.
 - **Reads are what a turn needs**: its active history (messages after a seq, the compaction
@@ -81,9 +85,23 @@ class SessionPort(Protocol):
         """Whether events are held."""
         ...
 
+    @property
+    def held(self) -> Sequence[SessionEvent]:
+        """The held events, in the order the next write sends them."""
+        ...
+
     async def promote_steers(self, epoch: int) -> list[Delivered]:
         """At a step boundary: write the held events, the instruction delta (if a source
         changed at `epoch`) and deliver pending steers, in one fenced transaction."""
+        ...
+
+    async def promote_steers_then(
+        self, epoch: int, then: Sequence[SessionEvent], then_blobs: Mapping[str, bytes]
+    ) -> tuple[list[Delivered], bool]:
+        """`promote_steers`, and in its transaction, last, `then` (the next step's receipt)
+        with its blobs (one stored before is not sent again), only when nothing is delivered
+        and no instruction source changed since the last `instructions` at `epoch`. Returns
+        what was delivered and whether `then` was written."""
         ...
 
     async def end(self, end: TurnEnded, result: TurnResult) -> None:
@@ -141,6 +159,11 @@ class SessionPort(Protocol):
         """The instruction baseline to render, after a fenced delta when a source changed."""
         ...
 
+    def instructions_unchanged(self, epoch: int) -> Baseline | None:
+        """What `instructions` would return when it has nothing to write (no source changed
+        since its last call at `epoch`), without touching the store; else None."""
+        ...
+
     async def instruction_snapshot(self) -> dict[str, str] | None:
         """The instruction values (key -> digest) a new epoch starts from (`epoch_snapshot`)."""
         ...
@@ -166,6 +189,11 @@ class HeldEvents:
     def holding(self) -> bool:
         """Whether events are held."""
         return bool(self._held)
+
+    @property
+    def held(self) -> Sequence[SessionEvent]:
+        """The held events, in the order the next write sends them."""
+        return tuple(self._held)
 
     def _with_held(self, events: Sequence[SessionEvent]) -> list[SessionEvent]:
         """What a write sends: the held events, then `events`."""

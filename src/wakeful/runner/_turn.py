@@ -9,15 +9,19 @@ path writes a `turn.ended` (invariant 10). All durable state goes through the tu
 view and calls compaction as a collaborator. Tool results, whose side effects already
 happened, are saved through transient store faults (`_save_results`), with the claim kept. A
 final reply is held and commits with the steers that arrived while it streamed (one
-transaction), or with the turn's end.
+transaction), or with the turn's end. After a read-only tool step the next step's first attempt
+is built ahead and its receipt written by the step boundary's transaction when nothing is
+delivered there (`_build_ahead`): one write per such step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from pydantic import JsonValue
@@ -38,6 +42,7 @@ from ..events import (
     Decision,
     MessageAdded,
     Outcome,
+    ReceiptRecorded,
     RetryCleared,
     RetryScheduled,
     SessionEvent,
@@ -45,6 +50,7 @@ from ..events import (
     TurnStarted,
     WorkStateUpdated,
 )
+from ..instructions import Baseline
 from ..messages import (
     Message,
     Repair,
@@ -100,6 +106,20 @@ CONTINUE_AFTER_CUT = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """An attempt's request and receipt, built before the receipt is written (`_prepare`).
+
+    `fresh`: built ahead of a step boundary (`_build_ahead`), the held messages the boundary
+    writes, which end `history` (the history the request carries)."""
+
+    sections: list[Section]
+    history: list[Message]
+    request: ModelRequest
+    receipt: ReceiptRecorded
+    fresh: tuple[Message, ...] = ()
+
+
 class TurnRunner:
     """Runs turns of one session under one `RunContext`, through the session's port."""
 
@@ -132,6 +152,7 @@ class TurnRunner:
         self._step_held = False  # the held events are a read-only tool step, not a final reply
         self._media = MediaResolver(self._blob)  # media refs, resolved for the wire
         self._receipt_id: str | None = None  # the current attempt's receipt
+        self._ahead: _Prepared | None = None  # the next attempt, its receipt already written
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -167,6 +188,7 @@ class TurnRunner:
         run it ends at once, without asking the model anything.
         """
         tid = turn_id or f"turn_{secrets.token_hex(8)}"
+        self._ahead = None
         if turn_id is None:
             await self._commit([TurnStarted(turn_id=tid, input_ids=tuple(input_ids))])
         self._step_count = 0  # every step begun, whatever ends the turn
@@ -238,8 +260,10 @@ class TurnRunner:
             return 0
         while True:
             self._check_interrupt()
-            if step > 0 and await self._promote_steers(wait_out=True):
-                allowance = self.ctx.agent.max_steps
+            if step > 0:
+                ahead = await self._build_ahead(tid, step + 1) if allowance > 0 else None
+                if await self._promote_steers(wait_out=True, ahead=ahead):
+                    allowance = self.ctx.agent.max_steps
             if allowance <= 0:
                 raise StepLimitError(
                     f"agent {self.ctx.agent.name} used its {self.ctx.agent.max_steps} steps"
@@ -256,21 +280,34 @@ class TurnRunner:
                 continue
             return step
 
-    async def _promote_steers(self, *, wait_out: bool = False) -> bool:
+    async def _promote_steers(
+        self, *, wait_out: bool = False, ahead: _Prepared | None = None
+    ) -> bool:
         # An instruction change goes before the steers it precedes (003), in their transaction;
         # a held final reply goes first of all. `wait_out`: between two steps, a store fault is
         # waited out (`_waited_out`); a held final reply's failed write is the caller's to retry.
+        # `ahead`: the next step's first attempt, built ahead (`_build_ahead`): its receipt is
+        # written last in the same transaction when nothing is delivered (one write per step).
         final = self.port.holding and not self._step_held  # a final reply, not a tool step
+        then: list[SessionEvent] = [] if ahead is None else [ahead.receipt]
+        blobs = {} if ahead is None else section_blobs(ahead.sections)
 
-        def promote(_retry: bool) -> Awaitable[list[Delivered]]:
-            return self.port.promote_steers(self._compaction.generation)
+        def promote(_retry: bool) -> Awaitable[tuple[list[Delivered], bool]]:
+            return self.port.promote_steers_then(self._compaction.generation, then, blobs)
 
-        delivered = await (
+        if ahead is not None:
+            crash_point("receipt.before")
+        delivered, wrote = await (
             self._waited_out("delivering steers", promote) if wait_out else promote(False)
         )
         self._step_held = False
         if final:
             crash_point("reply.saved")
+        if wrote and ahead is not None:  # the next attempt uses it (`_attempt`)
+            self._receipts.committed(ahead.receipt, ahead.history)
+            self._history.expect(ahead.fresh)
+            self._ahead = ahead
+            crash_point("receipt.after")
         for d in delivered:
             if d.message is not None:
                 self._live("input_delivered", input_id=d.item.input_id, delivery="steer")
@@ -347,30 +384,30 @@ class TurnRunner:
         ctx = self.ctx
         self._streamed = Streamed()  # an interrupt before the stream keeps nothing of before
         self._receipt_id = None
-        sections = await self._sections(attempt)  # instructions first: a change lands in history
-        history = await self._messages()
-        if await self._compaction.before_request(tid, step, sections):
-            sections = await self._sections(attempt)  # the boundary started a new epoch
+        prepared = await self._written_ahead(tid, step, attempt)
+        written = prepared is not None  # its receipt went with the step boundary's write
+        if prepared is None:
+            # instructions first: a change lands in history
+            sections = await self._sections(attempt)
             history = await self._messages()
-        self._check_interrupt()
-        request = build_request(
-            sections, await self._resolved(history), ctx.provider.name, self._wire_repaired
-        )
-        digest = request_digest(ctx.provider, request)
+            if await self._compaction.before_request(tid, step, sections):
+                sections = await self._sections(attempt)  # the boundary started a new epoch
+                history = await self._messages()
+            self._check_interrupt()
+            prepared = await self._prepare(tid, step, attempt, sections, history)
+        else:
+            self._check_interrupt()
+        sections, request, receipt = prepared.sections, prepared.request, prepared.receipt
         self._live("step_start", turn_id=tid, step=step, attempt=attempt,
                    model=ctx.provider.model, provider=ctx.provider.name)  # fmt: skip
-        receipt = make_receipt(
-            sections, history, digest, receipt_id=f"rcp_{secrets.token_hex(8)}", turn_id=tid,
-            step=step, attempt=attempt, model=ctx.model_spec or ctx.provider.model,
-            base=self._receipts.last,
-        )  # fmt: skip
-        ids = ctx.trace_ids(self.sid) if ctx.trace_ids is not None else None
-        if ids is not None:
-            receipt = receipt.model_copy(update={"trace_id": ids[0], "span_id": ids[1]})
-        crash_point("receipt.before")
-        await self._commit([receipt], section_blobs(sections))  # the port stores each once
-        self._receipts.committed(receipt, history)
-        crash_point("receipt.after")
+        if not written:
+            ids = ctx.trace_ids(self.sid) if ctx.trace_ids is not None else None
+            if ids is not None:  # the step's span, opened by `step_start`
+                receipt = receipt.model_copy(update={"trace_id": ids[0], "span_id": ids[1]})
+            crash_point("receipt.before")
+            await self._commit([receipt], section_blobs(sections))  # the port stores each once
+            self._receipts.committed(receipt, prepared.history)
+            crash_point("receipt.after")
         self._live("step", step=step, attempt=attempt)
         self._receipt_id = receipt.receipt_id
         finish = await self._stream(request, partial)
@@ -399,6 +436,72 @@ class TurnRunner:
         if finish.reason == "content_filter":
             raise ContentFilterError("the provider stopped the reply with a content filter")
         return message
+
+    async def _prepare(
+        self,
+        tid: str,
+        step: int,
+        attempt: int,
+        sections: list[Section],
+        history: list[Message],
+        fresh: tuple[Message, ...] = (),
+    ) -> _Prepared:
+        """The attempt's request from `sections` and `history`, and its receipt (not written;
+        without the step span's trace ids, which exist once `step_start` is published)."""
+        ctx = self.ctx
+        request = build_request(
+            sections, await self._resolved(history), ctx.provider.name, self._wire_repaired
+        )
+        receipt = make_receipt(
+            sections, history, request_digest(ctx.provider, request),
+            receipt_id=f"rcp_{secrets.token_hex(8)}", turn_id=tid, step=step, attempt=attempt,
+            model=ctx.model_spec or ctx.provider.model, base=self._receipts.last,
+        )  # fmt: skip
+        return _Prepared(sections, history, request, receipt, fresh)
+
+    async def _build_ahead(self, tid: str, step: int) -> _Prepared | None:
+        """The first attempt of `step`, built before the boundary that ends a read-only tool
+        step, for that boundary to write its receipt (`_promote_steers`): exactly as `_attempt`
+        would build it after the boundary when nothing is delivered there. None when it could
+        differ or cannot be known without the store: no read-only step is held as the active
+        history last read left it (its reply first among the held events), an interrupt is
+        set, an instruction source changed (a delta is due), compaction would run before the
+        request, or a tracing SDK records spans (the receipt names the step's span, opened by
+        `step_start`)."""
+        held = self.port.held
+        if not (self._step_held and held and isinstance(held[0], MessageAdded)):
+            return None
+        if held[0].message.role != "assistant" or self.ctx.interrupt.is_set():
+            return None
+        if self.ctx.trace_ids is not None and self.ctx.trace_ids(self.sid) is not None:
+            return None
+        base = self.port.instructions_unchanged(self._compaction.generation)
+        if base is None:
+            return None
+        sections = await self._sections(1, base)
+        fresh = tuple(e.message for e in held if isinstance(e, MessageAdded))
+        if await self._compaction.due(sections, fresh):
+            return None
+        history = [*self._history.messages(), *fresh]
+        return await self._prepare(tid, step, 1, sections, history, fresh)
+
+    async def _written_ahead(self, tid: str, step: int, attempt: int) -> _Prepared | None:
+        """The attempt built ahead whose receipt the step boundary wrote, when it is this one
+        and the active history now read is, message for message (by identity: `expect`), the
+        one its request carries. A mismatch (which a correct port never produces) leaves that
+        receipt without a request, as an interrupt after `receipt.after` does, and the attempt
+        is built again."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return None
+        receipt = ahead.receipt
+        if (receipt.turn_id, receipt.step, receipt.attempt) != (tid, step, attempt):
+            return None
+        history = await self._messages()
+        if len(history) == len(ahead.history) and all(map(operator.is_, history, ahead.history)):
+            return ahead
+        log.warning("the receipt %s written ahead does not match %s", receipt.receipt_id, self.sid)
+        return None
 
     async def _resolved(self, history: Sequence[Message]) -> list[Message]:
         """`history` with media refs resolved for the wire (`_media.py`): the blobs the messages
@@ -446,10 +549,13 @@ class TurnRunner:
         await self._history.refresh()
         return self._history.messages()
 
-    async def _sections(self, attempt: int) -> list[Section]:
+    async def _sections(self, attempt: int, base: Baseline | None = None) -> list[Section]:
+        """The sections of an attempt's request; `base`: the instruction baseline, when the
+        caller has it (else it is read, after a delta when a source changed)."""
         ctx = self.ctx
         sections = [Section("system.agent", f"agent:{ctx.agent.name}", ctx.agent.system_prompt)]
-        base = await self.port.instructions(self._compaction.generation)
+        if base is None:
+            base = await self.port.instructions(self._compaction.generation)
         sections += [Section(f"system.instructions.{key}", key, text) for key, text in base.values]
         if self._work is None:  # read once: after that only this runner's tool steps change it
             self._work = await self.port.work_state()

@@ -335,6 +335,8 @@ def promote_in(
     start_turn: str | None = None,
     prelude: Prelude | None = None,
     first: Sequence[SessionEvent] = (),
+    then: Sequence[SessionEvent] = (),
+    then_blobs: Sequence[bytes] = (),
 ) -> list[Delivered]:
     """Deliver the next items by the steer/queue rules, inside `tx`; return what was delivered.
 
@@ -345,7 +347,9 @@ def promote_in(
     awaiting approval takes decisions only; each is recorded as an `approval.decided` event in
     the delivery's transaction. A `prelude` planned at the session's current last seq goes
     first, when messages are delivered. `first` (a driver's held reply) precedes it all and is
-    written whether or not anything is delivered.
+    written whether or not anything is delivered. `then` (the next step's receipt, with its
+    `then_blobs`) is written last, only when nothing is delivered (so no prelude either; a
+    rejected item changes no history): an empty list says it was.
     """
     from ..events import CONTROL_KINDS, InputDelivered, TurnStarted
 
@@ -399,6 +403,10 @@ def promote_in(
         events[:0] = prelude.events
         if prelude.blobs:
             put_blobs_in(tx, prelude.blobs, session_id, now_ms)
+    if not delivered and then:
+        events += then
+        if then_blobs:
+            put_blobs_in(tx, then_blobs, session_id, now_ms)
     events[:0] = first
     if events:
         stored = append_events(tx, session_id, events, now_ms, claim, locked=locked)

@@ -704,19 +704,22 @@ class SqlStore(
         self, session_id: str, *, idle: bool, input_id: str | None = None,
         claim: ClaimToken | None = None, start_turn: str | None = None,
         prelude: Prelude | None = None, first: Sequence[SessionEvent] = (),
+        then: Sequence[SessionEvent] = (), then_blobs: Sequence[bytes] = (),
     ) -> list[Delivered]:  # fmt: skip
         """Deliver the next inbox items (steers FIFO; one queued item when idle) atomically.
 
         With `start_turn`, delivered messages also start that turn in the same transaction;
         a `prelude` is written just before a delivery of messages (see `Prelude`). `first`
-        (a driver's held reply) is written before everything, delivered or not.
+        (a driver's held reply) is written before everything, delivered or not. `then` (the
+        next step's receipt, with `then_blobs`) is written last only when nothing is
+        delivered: an empty list says it was (`promote_in`).
 
         With nothing to write first and no pending item, nothing is locked or written: one
         read says so (on PostgreSQL the session row lock alone would cost a commit and its WAL
         flush, at every step boundary). An item admitted after that read is the next
         promotion's, as it would be had this one run a moment earlier.
         """
-        if not first:
+        if not first and not then:
             with self.backend.transaction(write=False) as tx:
                 found = _inbox.any_pending(tx, session_id)
             if found is None:
@@ -726,7 +729,8 @@ class SqlStore(
         with self.backend.transaction(write=True) as tx:
             return _inbox.promote_in(
                 tx, session_id, self.clock.now_ms(), idle=idle, input_id=input_id, claim=claim,
-                start_turn=start_turn, prelude=prelude, first=first,
+                start_turn=start_turn, prelude=prelude, first=first, then=then,
+                then_blobs=then_blobs,
             )  # fmt: skip
 
     def pending(self, session_id: str) -> list[InboxItem]:
