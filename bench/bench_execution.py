@@ -21,6 +21,16 @@ after, with the worker of another source tree (`DIR/src` first on `PYTHONPATH`, 
 (`--baseline-db`, another empty database, for PostgreSQL), and prints both figures;
 `--rounds N` alternates the two N times and prints the medians. With `--rounds` above 1 the
 PostgreSQL databases are dropped and created again between rounds: name ones made for it.
+
+Each side's orphans are made by its own tree's code (the baseline's in a subprocess): a tree
+that adds a migration can be compared with one whose worker would refuse the newer schema.
+Each worker imports wakeful from a copy of its tree's package in the temporary directory with
+the bytecode compiled before the first timed run, as installing a package does (the trees are
+not written to): with `PYTHONDONTWRITEBYTECODE=1` in the environment, as on the machine these
+figures come from, every worker started from a source tree compiled wakeful (~0.1-0.2 s). On PostgreSQL the figures also give the
+CPU per session of the server processes serving the bench's database (read from `/proc`
+while the worker runs, when the server runs on this machine) and its commits per session
+(`pg_stat_database.xact_commit`, with the worker's polls).
 """
 
 from __future__ import annotations
@@ -30,10 +40,12 @@ import asyncio
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -77,27 +89,127 @@ def orphan(db: str, model: str, workspace: Path, count: int) -> list[str]:
     return sids
 
 
-def recovery(db: str, folder: Path, count: int, src: str | None = None) -> dict[str, float]:
-    """Time one `wakeful worker --once` recovering `count` orphaned sessions (with the worker
-    of the source tree `src`, when given)."""
+def compiled_copy(folder: Path, src: str | None) -> str:
+    """A copy of the wakeful package of the source tree `src` (this process's when None) under
+    `folder`, its bytecode compiled as installing a package does (the tree is not written to);
+    returns the directory to put first on `PYTHONPATH`."""
+    import wakeful
+
+    package = Path(wakeful.__file__).parent if src is None else Path(src, "src", "wakeful")
+    shutil.copytree(package, folder / "wakeful", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(folder)],
+        check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    return str(folder)
+
+
+def tree_env(path: str) -> dict[str, str]:
+    """The environment of a process importing wakeful from `path` first."""
+    return os.environ | {"PYTHONPATH": os.pathsep.join([path, os.environ.get("PYTHONPATH", "")])}
+
+
+def orphan_with(
+    path: str | None, db: str, model: str, work: Path, count: int
+) -> list[str]:  # fmt: skip
+    """`orphan`, by the code at `path` (in a subprocess, see `tree_env`) when given: its store,
+    its schema (a baseline's worker refuses a newer one)."""
+    if path is None:
+        return orphan(db, model, work, count)
+    code = (
+        "import json, sys; from pathlib import Path; from bench.bench_execution import orphan; "
+        "print(json.dumps(orphan(sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))"
+    )
+    env = tree_env(path)
+    env["PYTHONPATH"] += os.pathsep + str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", code, db, model, str(work), str(count)],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    sids: list[str] = json.loads(done.stdout)
+    return sids
+
+
+class ServerCpu:
+    """The CPU time of the PostgreSQL server processes serving database `db` while it runs,
+    sampled from `/proc` (so only when the server runs on this machine; 0 otherwise): a backend
+    that exits between two samples loses its last few milliseconds."""
+
+    def __init__(self, db: str) -> None:
+        self._name = f" {db.rsplit('/', 1)[1]} " if db.startswith("postgresql://") else None
+        self._seen: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> ServerCpu:
+        if self._name is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    @property
+    def seconds(self) -> float:
+        return sum(self._seen.values())
+
+    def _sample(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        while not self._stop.is_set():
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        cmd = f.read().decode(errors="replace")
+                    if not cmd.startswith("postgres:") or self._name not in cmd:
+                        continue
+                    with open(f"/proc/{pid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    self._seen[pid] = (int(fields[11]) + int(fields[12])) / tick
+                except (OSError, IndexError):
+                    pass
+            self._stop.wait(0.05)
+
+
+def commits(db: str) -> int:
+    """PostgreSQL's count of committed transactions in `db` (0 for SQLite)."""
+    if not db.startswith("postgresql://"):
+        return 0
+    import psycopg
+
+    with psycopg.connect(db, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def recovery(
+    db: str, folder: Path, count: int, path: str, *, own: bool
+) -> dict[str, float]:  # fmt: skip
+    """Time one `wakeful worker --once` recovering `count` orphaned sessions, the worker
+    importing wakeful from `path` (a `compiled_copy`): this process's code when `own`, else
+    another tree's, whose own code then makes the orphans."""
     work = folder / "work"
     work.mkdir(parents=True)
     (work / ".git").mkdir()
     model = write_script(folder / "recovery.json", delay_ms=0)
     start = time.perf_counter()
-    sids = orphan(db, model, work, count)
+    sids = orphan_with(None if own else path, db, model, work, count)
     setup = time.perf_counter() - start
-    env = os.environ | {"WAKEFUL_DB": db, "HOME": str(folder), "XDG_CONFIG_HOME": str(folder)}
-    if src is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(Path(src, "src")), env.get("PYTHONPATH", "")])
+    env = tree_env(path) | {"WAKEFUL_DB": db, "HOME": str(folder), "XDG_CONFIG_HOME": str(folder)}
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    committed = commits(db)
     start = time.perf_counter()
-    done = subprocess.run(
-        [WAKEFUL, "worker", "--once", "--concurrency", "32", "--format", "json"],
-        cwd=work, env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+    with ServerCpu(db) as server:
+        done = subprocess.run(
+            [WAKEFUL, "worker", "--once", "--concurrency", "32", "--format", "json"],
+            cwd=work, env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    committed = commits(db) - committed
     cpu = after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
     stats = json.loads(done.stdout)
     store = open_store(db)
@@ -107,7 +219,8 @@ def recovery(db: str, folder: Path, count: int, src: str | None = None) -> dict[
     assert ended == count and held == 0, (ended, held, stats)
     return {
         "sessions": count, "setup_s": setup, "worker_s": elapsed, "per_s": count / elapsed,
-        "cpu_ms": 1000 * cpu / count,
+        "cpu_ms": 1000 * cpu / count, "server_ms": 1000 * server.seconds / count,
+        "commits": committed / count,
     }  # fmt: skip
 
 
@@ -150,27 +263,45 @@ def recoveries(args: argparse.Namespace, folder: Path) -> None:
     machine's speed drifts: alternating puts both under the same drift); medians at the end."""
     now: list[dict[str, float]] = []
     base: list[dict[str, float]] = []
+    here = compiled_copy(folder / "code_now", None)
+    there = compiled_copy(folder / "code_baseline", args.baseline_src) if args.baseline_src else ""
     for n in range(args.rounds):
         sides = [("now", args.db or "", None, now)]
         if args.baseline_src:
             sides.append(("baseline", args.baseline_db or "", args.baseline_src, base))
         for name, url, src, out in sides:
             url = fresh(url, folder / f"{name}_{n}.db", again=n > 0)
-            out.append(r := recovery(url, folder / f"{name}_{n}", args.orphans, src))
+            path = here if src is None else there
+            out.append(r := recovery(url, folder / f"{name}_{n}", args.orphans, path, own=not src))
             print(
                 f"recovery ({name}{'' if src is None else ' ' + src}): {r['sessions']} orphaned "
                 f"sessions by one `wakeful worker --once`: {r['worker_s']:.2f} s "
-                f"({r['per_s']:.0f} sessions/s, worker CPU {r['cpu_ms']:.1f} ms per session; "
-                f"setup {r['setup_s']:.1f} s)", flush=True,
+                f"({r['per_s']:.0f} sessions/s, worker CPU {r['cpu_ms']:.1f} ms per session"
+                f"{server_figures(r)}; setup {r['setup_s']:.1f} s; load average "
+                f"{os.getloadavg()[0]:.1f})", flush=True,
             )  # fmt: skip
     if base:
-        mid = {k: statistics.median(r[k] for r in now) for k in ("worker_s", "cpu_ms")}
-        was = {k: statistics.median(r[k] for r in base) for k in ("worker_s", "cpu_ms")}
+        keys = ("worker_s", "cpu_ms", "server_ms", "commits")
+        mid = {k: statistics.median(r[k] for r in now) for k in keys}
+        was = {k: statistics.median(r[k] for r in base) for k in keys}
         print(
             f"recovery, medians of {args.rounds}: now {mid['worker_s']:.2f} s, baseline "
             f"{was['worker_s']:.2f} s (x{was['worker_s'] / mid['worker_s']:.2f}); worker CPU "
             f"{mid['cpu_ms']:.1f} vs {was['cpu_ms']:.1f} ms per session"
+            + (
+                f"; server CPU {mid['server_ms']:.1f} vs {was['server_ms']:.1f} ms, commits "
+                f"{mid['commits']:.1f} vs {was['commits']:.1f} per session"
+                if mid["commits"]
+                else ""
+            )
         )
+
+
+def server_figures(r: dict[str, float]) -> str:
+    """The PostgreSQL server's share of a recovery figure (nothing for SQLite)."""
+    if not r["commits"]:
+        return ""
+    return f", server CPU {r['server_ms']:.1f} ms, {r['commits']:.1f} commits per session"
 
 
 def fresh(url: str, path: Path, *, again: bool) -> str:

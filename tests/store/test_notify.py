@@ -10,6 +10,7 @@ one that wrote the data. Before the change the notifications came from the writi
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg
@@ -124,3 +125,41 @@ def test_only_admissions_are_announced_on_the_work_channel():
             listener.close()
             store.close()
     assert seen == ["ses_new", "ses_old"]  # (in order: ses_busy's append was announced first)
+
+
+def test_a_stream_of_commits_is_announced_in_a_few_batches_and_nothing_is_lost():
+    """Sessions written one after another, a millisecond apart, for ~0.1 s: each is announced,
+    in at most one batch per `GAP_S` (one per write before: ~100 notify transactions), and the
+    first of a quiet moment at once."""
+    from wakeful.store._pgnotify import GAP_S, Notifier
+
+    with fresh_database() as url:
+        listener = psycopg.connect(url, autocommit=True)
+        listener.execute(f"LISTEN {CHANNEL}")
+        notifier = Notifier(CHANNEL, WORK_CHANNEL, lambda: psycopg.connect(url, autocommit=True))
+        try:
+            sids = [f"ses_{n:03d}" for n in range(100)]
+            start = time.monotonic()
+            for sid in sids:
+                notifier.send([sid])
+                time.sleep(0.001)
+            spent = time.monotonic() - start
+            seen: set[str] = set()
+            for note in listener.notifies(timeout=5.0):
+                seen.add(note.payload)
+                if seen >= set(sids):
+                    break
+            batches = notifier.sent
+            time.sleep(2 * GAP_S)  # quiet: the next one goes out at once
+            start = time.monotonic()
+            notifier.send(["ses_quiet"])
+            for note in listener.notifies(timeout=5.0):
+                if note.payload == "ses_quiet":
+                    break
+            alone = time.monotonic() - start
+        finally:
+            notifier.close(5.0)
+            listener.close()
+    assert seen >= set(sids)
+    assert batches <= spent / GAP_S + 2, (batches, spent)
+    assert alone < GAP_S / 2 + 0.05  # (a round trip to the server and back, no gap waited)
