@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import operator
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -498,7 +497,7 @@ class TurnRunner:
         if (receipt.turn_id, receipt.step, receipt.attempt) != (tid, step, attempt):
             return None
         history = await self._messages()
-        if len(history) == len(ahead.history) and all(map(operator.is_, history, ahead.history)):
+        if len(history) == len(ahead.history) == shared_prefix(history, ahead.history):
             return ahead
         log.warning("the receipt %s written ahead does not match %s", receipt.receipt_id, self.sid)
         return None
