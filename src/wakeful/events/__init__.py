@@ -16,7 +16,15 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._codec import StoredEvent, dump_event, load_event
     from ._location import location_id
-    from ._plain import NotPlain, PlainEvent, event_data, shaped, without_defaults
+    from ._plain import (
+        MESSAGE_ADDED_HEAD,
+        SHAPES_DIGEST,
+        NotPlain,
+        PlainEvent,
+        event_data,
+        shaped,
+        without_defaults,
+    )
     from ._shaping import (
         ArtifactRecorded,
         ExtensionStateSet,
@@ -114,6 +122,8 @@ _LAZY = {
     "NotPlain": "wakeful.events._plain",
     "shaped": "wakeful.events._plain",
     "without_defaults": "wakeful.events._plain",
+    "MESSAGE_ADDED_HEAD": "wakeful.events._plain",
+    "SHAPES_DIGEST": "wakeful.events._plain",
 }
 
 __getattr__ = lazy_names(__name__, _LAZY, globals())
@@ -168,5 +178,7 @@ __all__ = [
     "NotPlain",
     "shaped",
     "without_defaults",
+    "MESSAGE_ADDED_HEAD",
+    "SHAPES_DIGEST",
     "load_event",
 ]

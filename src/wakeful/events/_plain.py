@@ -24,9 +24,17 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ._shapes import EVENTS, MODELS, TYPES
+from ._shapes import DIGEST, EVENTS, MODELS, TYPES
 
 REQUIRED = ...  # a field's default in `MODELS` when it has none
+
+# The shapes of today's models, digested (`_shapes.DIGEST`): what `sessions.message_shapes`
+# holds for a session whose stored message bodies were all written under these shapes.
+SHAPES_DIGEST = DIGEST
+
+# How `dump_event` begins a `message.added` body: its message follows, as
+# `model_dump_json(exclude_none=True)` wrote it (`tests/store/test_plain_reads.py` pins both).
+MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'
 
 _KIND = {str: "str", int: "int", float: "float", bool: "bool", type(None): "null", list: "list",
          dict: "dict"}  # fmt: skip
@@ -238,6 +246,8 @@ def _annotation(
 
 def render_shapes() -> str:
     """The text of `_shapes.py` derived from the models (`derive_shapes`)."""
+    import hashlib
+
     events, types, models = derive_shapes()
     lines = [
         '"""Derived from the event and message models by `_plain.render_shapes` (do not edit;',
@@ -261,5 +271,11 @@ def render_shapes() -> str:
         lines.append(f"    {name!r}: (")
         lines += [f"        {spec!r}," for spec in fields]
         lines.append("    ),")
-    lines += ["}", "# fmt: on", ""]
-    return "\n".join(lines).replace("Ellipsis", "...")
+    lines.append("}")
+    text = "\n".join(lines).replace("Ellipsis", "...")
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return (
+        f"{text}\n# The shapes above, digested: `sessions.message_shapes` names the shapes a "
+        "session's message\n# bodies were written under (docs/store.md, \"Loading a "
+        f'transcript").\nDIGEST = {digest!r}\n# fmt: on\n'
+    )

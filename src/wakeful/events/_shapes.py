@@ -423,4 +423,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('value', None, ('any',), (), (), (), 0),
     ),
 }
+# The shapes above, digested: `sessions.message_shapes` names the shapes a session's message
+# bodies were written under (docs/store.md, "Loading a transcript").
+DIGEST = '3d4797539d813998'
 # fmt: on
