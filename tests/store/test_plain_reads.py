@@ -411,3 +411,21 @@ def test_an_unknown_session_has_no_plain_transcript(store: SqlStore) -> None:
         store.plain_messages("ses_missing")
     sid = store.create_session().id
     assert store.plain_messages(sid) == []
+
+
+def test_bodies_read_as_stored_load_not_even_the_plain_reader(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    store = open_store(str(db))
+    sid = store.create_session().id
+    store.append(sid, [MessageAdded(message=m) for m in _messages()])
+    store.close()
+    code = (
+        "import sys\n"
+        "from wakeful.store import open_store\n"
+        f"s = open_store({str(db)!r}); m = s.plain_messages({sid!r}); s.close()\n"
+        "print(len(m), sorted(n for n in sys.modules if n.startswith(('pydantic', "
+        "'wakeful.events._plain', 'wakeful.messages'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == [str(len(_messages())), "[]"]

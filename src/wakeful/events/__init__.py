@@ -16,15 +16,8 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._codec import StoredEvent, dump_event, load_event
     from ._location import location_id
-    from ._plain import (
-        MESSAGE_ADDED_HEAD,
-        SHAPES_DIGEST,
-        NotPlain,
-        PlainEvent,
-        event_data,
-        shaped,
-        without_defaults,
-    )
+    from ._plain import NotPlain, PlainEvent, event_data, shaped, without_defaults
+    from ._shapes import MESSAGE_ADDED_HEAD, SHAPES_DIGEST
     from ._shaping import (
         ArtifactRecorded,
         ExtensionStateSet,
@@ -122,8 +115,8 @@ _LAZY = {
     "NotPlain": "wakeful.events._plain",
     "shaped": "wakeful.events._plain",
     "without_defaults": "wakeful.events._plain",
-    "MESSAGE_ADDED_HEAD": "wakeful.events._plain",
-    "SHAPES_DIGEST": "wakeful.events._plain",
+    "MESSAGE_ADDED_HEAD": "wakeful.events._shapes",
+    "SHAPES_DIGEST": "wakeful.events._shapes",
 }
 
 __getattr__ = lazy_names(__name__, _LAZY, globals())

@@ -24,17 +24,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ._shapes import DIGEST, EVENTS, MODELS, TYPES
+from ._shapes import EVENTS, MODELS, TYPES
 
 REQUIRED = ...  # a field's default in `MODELS` when it has none
-
-# The shapes of today's models, digested (`_shapes.DIGEST`): what `sessions.message_shapes`
-# holds for a session whose stored message bodies were all written under these shapes.
-SHAPES_DIGEST = DIGEST
-
-# How `dump_event` begins a `message.added` body: its message follows, as
-# `model_dump_json(exclude_none=True)` wrote it (`tests/store/test_plain_reads.py` pins both).
-MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'
 
 _KIND = {str: "str", int: "int", float: "float", bool: "bool", type(None): "null", list: "list",
          dict: "dict"}  # fmt: skip
@@ -274,8 +266,16 @@ def render_shapes() -> str:
     lines.append("}")
     text = "\n".join(lines).replace("Ellipsis", "...")
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return (
-        f"{text}\n# The shapes above, digested: `sessions.message_shapes` names the shapes a "
-        "session's message\n# bodies were written under (docs/store.md, \"Loading a "
-        f'transcript").\nDIGEST = {digest!r}\n# fmt: on\n'
-    )
+    v, kind = (spec[1] for spec in models["MessageAdded"][:2])  # `v` and `type`, dumped first
+    head = json.dumps({"v": v, "type": kind}, separators=(",", ":"))[:-1] + ',"message":'
+    return "\n".join([
+        text,
+        "# The shapes above, digested: `sessions.message_shapes` names the shapes a session's",
+        '# message bodies were written under (docs/store.md, "Loading a transcript").',
+        f"SHAPES_DIGEST = {digest!r}",
+        "# How `dump_event` begins a `message.added` body; the message follows, as",
+        "# `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).",
+        f"MESSAGE_ADDED_HEAD = {head!r}",
+        "# fmt: on",
+        "",
+    ])  # fmt: skip

@@ -555,7 +555,7 @@ def plain_transcript_in(tx: Tx, session_id: str) -> list[dict[str, Any]]:
     stored: `dump_event` wrote it as that dump of the validated model, so no model is built
     and nothing is reshaped. Any other row is read where the plain reading vouches for the
     stored JSON (`wakeful.events.shaped`), else through the models."""
-    from ..events import MESSAGE_ADDED_HEAD, SHAPES_DIGEST, NotPlain
+    from ..events import MESSAGE_ADDED_HEAD, SHAPES_DIGEST  # (not the plain reader's models)
 
     shapes = tx.one("SELECT message_shapes FROM sessions WHERE id = ?", (session_id,))
     if shapes is None:
@@ -570,16 +570,24 @@ def plain_transcript_in(tx: Tx, session_id: str) -> list[dict[str, Any]]:
                 out.append(decode(data, start)[0])
                 continue
             source = None if delivered is None else enqueued.get((session_id, int(delivered)))
-            try:
-                message = _plain_row_message(session_id, data, source)
-            except NotPlain:  # this row's message through the models
-                model = _row_message(session_id, data, source)
-                message = (
-                    None if model is None else model.model_dump(mode="json", exclude_none=True)
-                )
+            message = _reshaped_row_message(session_id, data, source)
             assert message is not None, f"a message row of {session_id} has no message"
             out.append(message)
     return out
+
+
+def _reshaped_row_message(
+    session_id: str, data: str, enqueued: str | None
+) -> dict[str, Any] | None:
+    """`_row_message` as a plain dump: read plain where the plain reading vouches for the
+    stored JSON, else through the models."""
+    from ..events import NotPlain
+
+    try:
+        return _plain_row_message(session_id, data, enqueued)
+    except NotPlain:  # this row's message through the models
+        model = _row_message(session_id, data, enqueued)
+        return None if model is None else model.model_dump(mode="json", exclude_none=True)
 
 
 # Decodes one JSON value at an offset of a text and stops there: the message of a

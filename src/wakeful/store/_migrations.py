@@ -460,7 +460,7 @@ CREATE INDEX sessions_parent ON sessions (parent_id) WHERE parent_id IS NOT NULL
 
 # The shapes a session's stored message bodies were written under (`_append.append_events`):
 # NULL while it has none, the digest of the event and message models' shapes
-# (`wakeful.events._shapes.DIGEST`) while every body was written under those, '-' once bodies
+# (`wakeful.events.SHAPES_DIGEST`) while every body was written under those, '-' once bodies
 # of two shapes (or of a store older than this migration) may be mixed. A transcript read
 # returns the bodies of a session of today's digest as stored, without reshaping each one
 # (docs/store.md, "Loading a transcript"); the sessions that already hold messages are '-'.
