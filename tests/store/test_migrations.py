@@ -17,7 +17,8 @@ import pytest
 
 from tests.pg import fresh_database
 from wakeful.errors import MigrationError
-from wakeful.events import ReceiptRecorded, SessionCreated
+from wakeful.events import MessageAdded, ReceiptRecorded, SessionCreated
+from wakeful.messages import assistant
 from wakeful.store import SqlStore, open_store
 from wakeful.store._migrations import LATEST, MIGRATIONS
 
@@ -103,6 +104,10 @@ def check_v1_data(store: SqlStore) -> None:
     assert store.instruction_values(ALPHA) == {"builtin:system": SECTION}
     assert store.retry_state(ALPHA) is None
     assert store.current_claim(ALPHA) is None  # released
+    # Migration 19: bodies written before it may be of other shapes (read reshaped).
+    with store.backend.transaction(write=False) as tx:
+        shapes = dict(tx.all("SELECT id, message_shapes FROM sessions"))
+    assert shapes == {row.id: "-" for row in every}
 
 
 def test_fixture_is_schema_version_1(v1_copy: Path):
@@ -157,6 +162,12 @@ def test_upgraded_file_takes_new_writes(v1_copy: Path):
         ]
         seqs = [e.seq for e in store.events(ALPHA)]
         assert seqs == list(range(1, 26))
+        store.append(ALPHA, [MessageAdded(message=assistant("a new body"))])
+        assert store.plain_messages(ALPHA) == [
+            m.model_dump(mode="json", exclude_none=True) for m in store.messages(ALPHA)
+        ]
+        with store.backend.transaction(write=False) as tx:
+            assert tx.one("SELECT message_shapes FROM sessions WHERE id = ?", (ALPHA,)) == ("-",)
     finally:
         store.close()
 

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from wakeful.errors import StoreError
+from wakeful.errors import NotFoundError, StoreError
 from wakeful.events import (
+    MESSAGE_ADDED_HEAD,
+    SHAPES_DIGEST,
     ApprovalDecided,
     ApprovalRequested,
     MessageAdded,
@@ -301,3 +303,129 @@ def test_an_optional_field_left_none_reads_back(tmp_path: Path) -> None:
         assert state is not None and state.turn_id is None and state.attempt == 2
     finally:
         store.close()
+
+
+# -- message bodies read as stored (`sessions.message_shapes`, migration 19) -------------------
+
+
+def _message_shapes(store: SqlStore, sid: str) -> str | None:
+    with store.backend.transaction(write=False) as tx:
+        row = tx.one("SELECT message_shapes FROM sessions WHERE id = ?", (sid,))
+    assert row is not None
+    return None if row[0] is None else str(row[0])
+
+
+def _set_message_shapes(store: SqlStore, sid: str, shapes: str) -> None:
+    """What a body written by a wakeful of other models leaves (or a store before migration 19)."""
+    with store.backend.transaction(write=True) as tx:
+        tx.send("UPDATE sessions SET message_shapes = ? WHERE id = ?", (shapes, sid))
+
+
+def test_a_stored_message_is_what_its_model_dumps() -> None:
+    # What reading a body as stored relies on: `dump_event` writes a `message.added` body as
+    # MESSAGE_ADDED_HEAD and then the message as `model_dump(mode="json", exclude_none=True)`
+    # gives it, and the model read back from it dumps the same (no default left out, no value
+    # the model would convert). Were `dump_event` to leave defaults out, this fails first.
+    for message in _messages():
+        for event in (MessageAdded(message=message), MessageAdded(message=message, turn_id="t")):
+            body = dump_event(event)
+            assert body.startswith(MESSAGE_ADDED_HEAD), body
+            stored, _end = json.JSONDecoder().raw_decode(body, len(MESSAGE_ADDED_HEAD))
+            dumped = message.model_dump(mode="json", exclude_none=True)
+            assert json.dumps(stored) == json.dumps(dumped), body
+            read = load_event(body)
+            assert isinstance(read, MessageAdded)
+            assert json.dumps(read.message.model_dump(mode="json", exclude_none=True)) == (
+                json.dumps(stored)
+            )
+
+
+def test_a_session_names_the_shapes_of_its_message_bodies(store: SqlStore) -> None:
+    sid = store.create_session().id
+    assert _message_shapes(store, sid) is None  # no body yet
+    store.admit(sid, "in1", "user", {"text": "hi"})
+    store.promote(sid, idle=True)  # a delivery derives its message: it stores no body
+    assert _message_shapes(store, sid) is None
+    store.append(sid, [MessageAdded(message=assistant("one"))])
+    assert _message_shapes(store, sid) == SHAPES_DIGEST
+    store.append(sid, [UsageRecorded(input_tokens=1), MessageAdded(message=assistant("two"))])
+    assert _message_shapes(store, sid) == SHAPES_DIGEST
+    # Bodies of other shapes in the session: from the next body on, mixed for good.
+    _set_message_shapes(store, sid, "0123456789abcdef")
+    store.append(sid, [UsageRecorded(input_tokens=1)])  # no body: nothing changes
+    assert _message_shapes(store, sid) == "0123456789abcdef"
+    store.append(sid, [MessageAdded(message=assistant("three"))])
+    assert _message_shapes(store, sid) == "-"
+    store.append(sid, [MessageAdded(message=assistant("four"))])
+    assert _message_shapes(store, sid) == "-"
+    assert [m["blocks"][0]["text"] for m in store.plain_messages(sid)] == [
+        "hi", "one", "two", "three", "four"]  # fmt: skip
+
+
+def test_every_kind_of_message_reads_plain_as_through_the_models_as_stored_or_not(
+    store: SqlStore,
+) -> None:
+    sid = _fill(store)
+    store.append(sid, [MessageAdded(message=m) for m in _messages()])
+    replaced = store.messages(sid)[0]  # the system message
+    store.edit_history(sid, revision=store.get_session(sid).last_seq, message_id=replaced.id,
+                       text="replaced")  # fmt: skip
+    store.admit(sid, "in6", "user", {"text": "after the edit"})
+    store.promote(sid, idle=True)
+    store.append(sid, [MessageAdded(message=assistant("last"), turn_id="t9")])
+    assert _message_shapes(store, sid) == SHAPES_DIGEST
+    expected = [json.dumps(m.model_dump(mode="json", exclude_none=True))
+                for m in store.messages(sid)]  # fmt: skip
+    assert len(expected) > len(_messages())
+    assert "replaced" in expected[0] and "after the edit" in expected[-2]
+    assert [json.dumps(m) for m in store.plain_messages(sid)] == expected  # as stored
+    _set_message_shapes(store, sid, "-")
+    assert [json.dumps(m) for m in store.plain_messages(sid)] == expected  # reshaped
+
+
+def test_a_body_is_read_as_stored_only_in_a_session_of_todays_shapes(tmp_path: Path) -> None:
+    # A body an older wakeful wrote (no `aborted`: the field came later) reads as the models
+    # read it, with the default filled in, in a session whose bodies may be of mixed shapes;
+    # a session of today's shapes vouches for its bodies, which are then not reshaped.
+    store = open_store(str(tmp_path / "s.db"))
+    try:
+        sid = store.create_session().id
+        store.append(sid, [MessageAdded(message=assistant("old"))])
+        with store.backend.transaction(write=True) as tx:
+            tx.send("UPDATE events SET data = replace(data, ',\"aborted\":false', '') "
+                    "WHERE session_id = ? AND type = 'message.added'", (sid,))  # fmt: skip
+        [typed] = store.messages(sid)
+        assert typed.aborted is False
+        filled = typed.model_dump(mode="json", exclude_none=True)
+        assert filled["aborted"] is False
+        _set_message_shapes(store, sid, "-")
+        assert store.plain_messages(sid) == [filled]
+        _set_message_shapes(store, sid, SHAPES_DIGEST)
+        assert store.plain_messages(sid) == [{k: v for k, v in filled.items() if k != "aborted"}]
+    finally:
+        store.close()
+
+
+def test_an_unknown_session_has_no_plain_transcript(store: SqlStore) -> None:
+    with pytest.raises(NotFoundError):
+        store.plain_messages("ses_missing")
+    sid = store.create_session().id
+    assert store.plain_messages(sid) == []
+
+
+def test_bodies_read_as_stored_load_not_even_the_plain_reader(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    store = open_store(str(db))
+    sid = store.create_session().id
+    store.append(sid, [MessageAdded(message=m) for m in _messages()])
+    store.close()
+    code = (
+        "import sys\n"
+        "from wakeful.store import open_store\n"
+        f"s = open_store({str(db)!r}); m = s.plain_messages({sid!r}); s.close()\n"
+        "print(len(m), sorted(n for n in sys.modules if n.startswith(('pydantic', "
+        "'wakeful.events._plain', 'wakeful.messages'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == [str(len(_messages())), "[]"]

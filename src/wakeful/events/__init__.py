@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ._codec import StoredEvent, dump_event, load_event
     from ._location import location_id
     from ._plain import NotPlain, PlainEvent, event_data, shaped, without_defaults
+    from ._shapes import MESSAGE_ADDED_HEAD, SHAPES_DIGEST
     from ._shaping import (
         ArtifactRecorded,
         ExtensionStateSet,
@@ -114,6 +115,8 @@ _LAZY = {
     "NotPlain": "wakeful.events._plain",
     "shaped": "wakeful.events._plain",
     "without_defaults": "wakeful.events._plain",
+    "MESSAGE_ADDED_HEAD": "wakeful.events._shapes",
+    "SHAPES_DIGEST": "wakeful.events._shapes",
 }
 
 __getattr__ = lazy_names(__name__, _LAZY, globals())
@@ -168,5 +171,7 @@ __all__ = [
     "NotPlain",
     "shaped",
     "without_defaults",
+    "MESSAGE_ADDED_HEAD",
+    "SHAPES_DIGEST",
     "load_event",
 ]

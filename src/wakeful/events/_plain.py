@@ -238,6 +238,8 @@ def _annotation(
 
 def render_shapes() -> str:
     """The text of `_shapes.py` derived from the models (`derive_shapes`)."""
+    import hashlib
+
     events, types, models = derive_shapes()
     lines = [
         '"""Derived from the event and message models by `_plain.render_shapes` (do not edit;',
@@ -261,5 +263,19 @@ def render_shapes() -> str:
         lines.append(f"    {name!r}: (")
         lines += [f"        {spec!r}," for spec in fields]
         lines.append("    ),")
-    lines += ["}", "# fmt: on", ""]
-    return "\n".join(lines).replace("Ellipsis", "...")
+    lines.append("}")
+    text = "\n".join(lines).replace("Ellipsis", "...")
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    v, kind = (spec[1] for spec in models["MessageAdded"][:2])  # `v` and `type`, dumped first
+    head = json.dumps({"v": v, "type": kind}, separators=(",", ":"))[:-1] + ',"message":'
+    return "\n".join([
+        text,
+        "# The shapes above, digested: `sessions.message_shapes` names the shapes a session's",
+        '# message bodies were written under (docs/store.md, "Loading a transcript").',
+        f"SHAPES_DIGEST = {digest!r}",
+        "# How `dump_event` begins a `message.added` body; the message follows, as",
+        "# `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).",
+        f"MESSAGE_ADDED_HEAD = {head!r}",
+        "# fmt: on",
+        "",
+    ])  # fmt: skip

@@ -423,4 +423,10 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('value', None, ('any',), (), (), (), 0),
     ),
 }
+# The shapes above, digested: `sessions.message_shapes` names the shapes a session's
+# message bodies were written under (docs/store.md, "Loading a transcript").
+SHAPES_DIGEST = '3d4797539d813998'
+# How `dump_event` begins a `message.added` body; the message follows, as
+# `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
+MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'
 # fmt: on

@@ -71,7 +71,7 @@ def append_events(
     PostgreSQL; the claim and the ids as one statement, `Tx.claim_and_ids`, read after the
     lock), then every insert without waiting (they travel with the commit).
     """
-    from ..events import StoredEvent, dump_event
+    from ..events import SHAPES_DIGEST, StoredEvent, dump_event
 
     lock = tx.lock_query(session_id) if locked is None else None
     # The claim and the ids in one statement, when the caller reserved none (`claim_and_ids`).
@@ -107,13 +107,29 @@ def append_events(
         project(tx, session_id, item.seq, item.event)
     # `listed_ms` is only assigned when it moves: an unchanged listing index is left untouched.
     moves = listed_ms_after(int(locked[2]), now_ms) != int(locked[2])
+    shapes = SHAPES_DIGEST if any(_has_body(e) for e in events) else None
     tx.send(
-        f"UPDATE sessions SET last_seq = ?, updated_ms = ?{', listed_ms = ?' if moves else ''} "
-        "WHERE id = ?",
-        (seq, now_ms, *((now_ms,) if moves else ()), session_id),
-    )
+        f"UPDATE sessions SET last_seq = ?, updated_ms = ?{', listed_ms = ?' if moves else ''}"
+        f"{_SHAPES_KEPT if shapes else ''} WHERE id = ?",
+        (seq, now_ms, *((now_ms,) if moves else ()), *((shapes, shapes) if shapes else ()),
+         session_id),
+    )  # fmt: skip
     tx.notify(session_id)
     return stored
+
+
+# A write that stores message bodies sets its session's `message_shapes` (migration 19) to the
+# shapes it wrote them under (the digest, given twice) while every body the session holds was
+# written under those, else to '-' for good: the session's bodies may then be of mixed shapes.
+_SHAPES_KEPT = (
+    ", message_shapes = CASE WHEN message_shapes IS NULL OR message_shapes = ? THEN ? ELSE '-' END"
+)
+
+
+def _has_body(event: SessionEvent) -> bool:
+    """Whether the event's stored body holds a message a transcript reads back from it
+    (`message.added`, a version-1 delivery, a history edit replacing a text)."""
+    return getattr(event, "message", None) is not None
 
 
 # Events per INSERT statement: one statement per row cost PostgreSQL's client as much CPU as

@@ -461,21 +461,50 @@ def _move_events(tx: Tx, session_id: str, item: InboxItem) -> list[SessionEvent]
     ]
 
 
-def _message_rows(sessions: str) -> str:
-    """The transcript's rows `(seq, event, enqueued event, session)` of the sessions `sessions`
-    (a condition on `m.session_id`) with `seq` in a range, by session, in log order."""
+def _message_rows(sessions: str, columns: str) -> str:
+    """The transcript's rows of the sessions `sessions` (a condition on `m.session_id`) with
+    `seq` in a range, by session, in log order: `columns` of each visible message row `m` and
+    of the event `e` that holds its message (its own, or the history edit that replaced its
+    text)."""
     return (
-        "SELECT m.seq, e.data, q.data, m.session_id FROM messages m "
+        f"SELECT {columns} FROM messages m "
         "JOIN events e ON e.session_id = m.session_id AND e.seq = COALESCE(m.body_seq, m.seq) "
-        "LEFT JOIN inbox i ON e.type = 'inbox.delivered' AND i.session_id = m.session_id "
-        "AND i.settled_seq = m.seq "
-        "LEFT JOIN events q ON q.session_id = i.session_id AND q.seq = i.seq "
         f"WHERE m.session_id {sessions} AND m.seq > ? AND m.seq <= ? AND m.reverted IS NULL "
         "ORDER BY m.session_id, m.seq"
     )
 
 
-_MESSAGE_ROWS = _message_rows("= ?")
+# A transcript row's `seq` when its event is an input's delivery (whose message may have to be
+# derived from the enqueued event), else NULL: the second column of every transcript read.
+_DELIVERED_SEQ = "CASE WHEN e.type = 'inbox.delivered' THEN m.seq END"
+_TYPED_COLUMNS = f"m.seq, {_DELIVERED_SEQ}, e.data, m.session_id"
+_PLAIN_COLUMNS = f"e.data, {_DELIVERED_SEQ}"  # (one session; a row's seq matters for neither)
+
+
+def _enqueued_rows(sessions: str) -> str:
+    """`(session, settled seq, enqueued event)` of the inputs of the sessions `sessions` settled
+    at a `seq` in a range: the event a version-2 delivery derives its message from."""
+    return (
+        "SELECT i.session_id, i.settled_seq, q.data FROM inbox i "
+        "JOIN events q ON q.session_id = i.session_id AND q.seq = i.seq "
+        f"WHERE i.session_id {sessions} AND i.settled_seq > ? AND i.settled_seq <= ?"
+    )
+
+
+def _transcript_rows(
+    tx: Tx, session_ids: Sequence[str], after_seq: int, upto_seq: int, columns: str
+) -> tuple[list[Row], dict[tuple[str, int], str]]:
+    """The transcript rows (`_message_rows` with `columns`, the second of them
+    `_DELIVERED_SEQ`) of `session_ids` in `(after_seq, upto_seq]`, and the enqueued events of
+    the inputs delivered among them by `(session, seq)`. That second statement runs only when
+    a row is a delivery: a transcript without delivered inputs is one indexed join, with no
+    inbox lookup per message."""
+    sessions = "= ?" if len(session_ids) == 1 else f"IN ({', '.join('?' for _ in session_ids)})"
+    rows = tx.all(_message_rows(sessions, columns), (*session_ids, after_seq, upto_seq))
+    if all(row[1] is None for row in rows):
+        return rows, {}
+    enqueued = tx.all(_enqueued_rows(sessions), (*session_ids, after_seq, upto_seq))
+    return rows, {(str(sid), int(seq)): data for sid, seq, data in enqueued}
 
 
 _LOG_MESSAGE_ROWS = (
@@ -518,21 +547,52 @@ def _row_message(session_id: str, data: str, enqueued: str | None) -> Message | 
 
 def plain_transcript_in(tx: Tx, session_id: str) -> list[dict[str, Any]]:
     """`transcript_in`'s messages (all of them) as plain dumps, what
-    `model_dump(mode="json", exclude_none=True)` of each gives, read without building models
-    where the plain reading vouches for the stored JSON (`wakeful.events.shaped`), else
-    through the models (`wakeful session show`, issue 25)."""
+    `model_dump(mode="json", exclude_none=True)` of each gives (`wakeful session show`, issue
+    25); `NotFoundError` for an unknown session.
+
+    A session whose message bodies were all written under today's shapes
+    (`sessions.message_shapes`, migration 19) gives each `message.added` body's message as
+    stored: `dump_event` wrote it as that dump of the validated model, so no model is built
+    and nothing is reshaped. Any other row is read where the plain reading vouches for the
+    stored JSON (`wakeful.events.shaped`), else through the models."""
+    from ..events import MESSAGE_ADDED_HEAD, SHAPES_DIGEST  # (not the plain reader's models)
+
+    shapes = tx.one("SELECT message_shapes FROM sessions WHERE id = ?", (session_id,))
+    if shapes is None:
+        raise NotFoundError(f"no session {session_id}")
+    as_stored = shapes[0] == SHAPES_DIGEST
+    decode, start = _decode_at, len(MESSAGE_ADDED_HEAD)
+    out: list[dict[str, Any]] = []
+    rows, enqueued = _transcript_rows(tx, [session_id], 0, 2**62, _PLAIN_COLUMNS)
+    with collector_paused():
+        for data, delivered in rows:
+            if as_stored and data.startswith(MESSAGE_ADDED_HEAD):
+                out.append(decode(data, start)[0])
+                continue
+            source = None if delivered is None else enqueued.get((session_id, int(delivered)))
+            message = _reshaped_row_message(session_id, data, source)
+            assert message is not None, f"a message row of {session_id} has no message"
+            out.append(message)
+    return out
+
+
+def _reshaped_row_message(
+    session_id: str, data: str, enqueued: str | None
+) -> dict[str, Any] | None:
+    """`_row_message` as a plain dump: read plain where the plain reading vouches for the
+    stored JSON, else through the models."""
     from ..events import NotPlain
 
-    out: list[dict[str, Any]] = []
-    for seq, data, enqueued, _sid in tx.all(_MESSAGE_ROWS, (session_id, 0, 2**62)):
-        try:
-            message = _plain_row_message(session_id, data, enqueued)
-        except NotPlain:  # this row's message through the models
-            model = _row_message(session_id, data, enqueued)
-            message = None if model is None else model.model_dump(mode="json", exclude_none=True)
-        assert message is not None, f"message row {session_id}/{seq} has no message"
-        out.append(message)
-    return out
+    try:
+        return _plain_row_message(session_id, data, enqueued)
+    except NotPlain:  # this row's message through the models
+        model = _row_message(session_id, data, enqueued)
+        return None if model is None else model.model_dump(mode="json", exclude_none=True)
+
+
+# Decodes one JSON value at an offset of a text and stops there: the message of a
+# `message.added` body, without the envelope around it.
+_decode_at = json.JSONDecoder().raw_decode
 
 
 def _plain_row_message(session_id: str, data: str, enqueued: str | None) -> dict[str, Any] | None:
@@ -569,7 +629,8 @@ def transcript_in(
     it), or a version-2 `inbox.delivered` (derived again from the enqueued payload).
     """
     upto = upto_seq if upto_seq is not None else 2**62
-    return _transcripts(tx.all(_MESSAGE_ROWS, (session_id, after_seq, upto))).get(session_id, [])
+    rows, enqueued = _transcript_rows(tx, [session_id], after_seq, upto, _TYPED_COLUMNS)
+    return _transcripts(rows, enqueued).get(session_id, [])
 
 
 def transcripts_in(tx: Tx, session_ids: Sequence[str]) -> dict[str, list[tuple[int, Message]]]:
@@ -577,16 +638,18 @@ def transcripts_in(tx: Tx, session_ids: Sequence[str]) -> dict[str, list[tuple[i
     a session without messages is left out."""
     out: dict[str, list[tuple[int, Message]]] = {}
     for chunk in iter_chunks(session_ids, 500):
-        sql = _message_rows(f"IN ({', '.join('?' for _ in chunk)})")
-        out.update(_transcripts(tx.all(sql, (*chunk, 0, 2**62))))
+        out.update(_transcripts(*_transcript_rows(tx, chunk, 0, 2**62, _TYPED_COLUMNS)))
     return out
 
 
-def _transcripts(rows: Sequence[Row]) -> dict[str, list[tuple[int, Message]]]:
+def _transcripts(
+    rows: Sequence[Row], enqueued: dict[tuple[str, int], str]
+) -> dict[str, list[tuple[int, Message]]]:
     out: dict[str, list[tuple[int, Message]]] = {}
     with collector_paused():
-        for seq, data, enqueued, session_id in rows:
-            message = _row_message(session_id, data, enqueued)
+        for seq, delivered, data, session_id in rows:
+            source = None if delivered is None else enqueued.get((session_id, int(delivered)))
+            message = _row_message(session_id, data, source)
             assert message is not None, f"message row {session_id}/{seq} has no message"
             out.setdefault(session_id, []).append((int(seq), message))
     return out

@@ -458,6 +458,18 @@ DROP INDEX sessions_parent;
 CREATE INDEX sessions_parent ON sessions (parent_id) WHERE parent_id IS NOT NULL
 """
 
+# The shapes a session's stored message bodies were written under (`_append.append_events`):
+# NULL while it has none, the digest of the event and message models' shapes
+# (`wakeful.events.SHAPES_DIGEST`) while every body was written under those, '-' once bodies
+# of two shapes (or of a store older than this migration) may be mixed. A transcript read
+# returns the bodies of a session of today's digest as stored, without reshaping each one
+# (docs/store.md, "Loading a transcript"); the sessions that already hold messages are '-'.
+_MESSAGE_SHAPES = """
+ALTER TABLE sessions ADD COLUMN message_shapes TEXT;
+UPDATE sessions SET message_shapes = '-'
+  WHERE EXISTS (SELECT 1 FROM messages m WHERE m.session_id = sessions.id)
+"""
+
 MIGRATIONS: list[tuple[int, str, str, str]] = [
     (
         1,
@@ -568,6 +580,13 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         "children_index",
         _CHILDREN_INDEX,
         _CHILDREN_INDEX,
+    ),
+    (
+        # Which shapes a session's message bodies were written under (`_MESSAGE_SHAPES`).
+        19,
+        "message_shapes",
+        _MESSAGE_SHAPES,
+        _MESSAGE_SHAPES,
     ),
 ]
 

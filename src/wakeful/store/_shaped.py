@@ -2,7 +2,7 @@
 
 Invariant: a pending revert is the session's `reverts` rows plus the `messages` rows whose
 `reverted` names one of them; a delivered input makes it final (`commit_revert`), an unrevert
-clears it. Hidden rows leave every transcript read (`_inbox._MESSAGE_ROWS`), never the log.
+clears it. Hidden rows leave every transcript read (`_inbox._message_rows`), never the log.
 """
 
 from __future__ import annotations

@@ -569,10 +569,7 @@ class SqlStore(
         """`messages` as plain dumps (`model_dump(mode="json", exclude_none=True)` of each),
         read without building models where the stored JSON allows (`wakeful session show`)."""
         with self.backend.transaction(write=False) as tx:
-            found = _inbox.plain_transcript_in(tx, session_id)
-            if not found and self._get(tx, session_id) is None:
-                raise NotFoundError(f"no session {session_id}")
-            return found
+            return _inbox.plain_transcript_in(tx, session_id)
 
     def messages_with_seq(self, session_id: str, after_seq: int = 0) -> list[tuple[int, Message]]:
         """The transcript with each message's `seq`."""
