@@ -111,12 +111,12 @@ def _pipelined(
     committing = False
     try:
         with conn.pipeline() as pipeline:
+            conn.execute("BEGIN")
             tx = _PgTx(conn, pipeline)
-            tx.control("BEGIN")
             yield tx
             tx.xid_arrived()  # the id must be here before COMMIT
             committing = True
-            tx.control("COMMIT")
+            conn.execute("COMMIT")
     except psycopg.Error as err:
         if not committing or _answered(conn, err):
             raise  # COMMIT never reached the server, or the server answered it: no ambiguity
@@ -232,8 +232,7 @@ class _PgTx:
 
     def run(self, sql: str, params: Params = ()) -> int:
         self._ask_xid()
-        cursor = self._sink_cursor()  # its row count is read here, before anything else is sent
-        cursor.execute(_sql(sql), params)
+        cursor = self._conn.execute(_sql(sql), params)
         if self._pipeline is not None:
             self._pipeline.sync()  # the row count arrives with the result (see `_Sent`)
         return cursor.rowcount
@@ -243,21 +242,13 @@ class _PgTx:
         return _Sent(self._conn.execute(_sql(sql), params), self._pipeline)
 
     def send(self, sql: str, params: Params = ()) -> None:
+        # Nobody reads these results, so one cursor serves them all: `conn.execute` makes a
+        # cursor per statement, which costs as much client CPU as the statement itself in
+        # pipeline mode. An error still surfaces at the next Sync or the COMMIT.
         self._ask_xid()
-        self._sink_cursor().execute(_sql(sql), params)
-
-    def control(self, sql: str) -> None:
-        """Send `BEGIN` or `COMMIT` (`_pipelined`) on the statements' shared cursor."""
-        self._sink_cursor().execute(sql)
-
-    def _sink_cursor(self) -> psycopg.Cursor[Any]:
-        # Statements whose rows nobody reads later share one cursor per transaction: `send`,
-        # `run` (its row count is read at once), BEGIN and COMMIT. `conn.execute` makes a cursor
-        # per statement, which costs as much client CPU as the statement itself in pipeline
-        # mode. An error still surfaces at the next Sync or the COMMIT.
         if self._sink is None:
             self._sink = self._conn.cursor()
-        return self._sink
+        self._sink.execute(_sql(sql), params)
 
     def lock_session(self, session_id: str) -> Row | None:
         return self.lock_query(session_id).one()
