@@ -221,7 +221,10 @@ async def _turns(
             if ctx.shutting_down():
                 return  # leave pending input for the next driver rather than start a turn
             tid = new_turn_id()
-            delivered = await off_loop(port.promote_idle, tid)
+            prelude = await off_loop(port.prelude)
+            delivered = await off_loop(
+                store.promote, sid, idle=True, claim=port.claim, start_turn=tid, prelude=prelude
+            )
         if not delivered:
             return
         inputs = [d.item.input_id for d in delivered if d.message is not None]

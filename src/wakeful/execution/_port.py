@@ -45,6 +45,7 @@ from ..store import (
     ClaimToken,
     Delivered,
     InboxItem,
+    Prelude,
     RetryState,
     SqlStore,
     TurnOpening,
@@ -152,17 +153,12 @@ class StorePort(HeldEvents):
             self._stored_blobs.update(fresh)
         return delivered, wrote
 
-    def promote_idle(self, start_turn: str) -> list[Delivered]:
-        """Deliver what is pending to an idle session, starting turn `start_turn` when anything
-        is, with the instruction delta written before it (`InstructionSync.prelude` of this
-        port's sync). Blocking, one store call: the drain runs it `off_loop`, a hop per idle
-        check instead of one for the delta and one for the promotion. The drain's turns and its
+    def prelude(self, epoch: int = 0) -> Prelude | None:
+        """The instruction delta to write before the next idle delivery (`InstructionSync.prelude`
+        of this port's sync, blocking: the drain runs it `off_loop`). The drain's turns and its
         idle promotions share the one sync, so a delta the turn's last sync found (or not) is
         not planned again from the store when the sources still read the same."""
-        return self.store.promote(
-            self._sid, idle=True, claim=self.claim, start_turn=start_turn,
-            prelude=self._sync.prelude(),
-        )  # fmt: skip
+        return self._sync.prelude(epoch)
 
     def _promote(
         self, epoch: int, then: Sequence[SessionEvent], then_blobs: list[bytes]
