@@ -5,11 +5,10 @@ from __future__ import annotations
 import hashlib
 
 from hypothesis import given
-from hypothesis import strategies as st
 
 from wakeful.messages import Message, to_wire
 from wakeful.providers import ModelRequest, ScriptedProvider, ToolSpec
-from wakeful.runner._prompt import canonical_json, request_digest, tools_section
+from wakeful.runner._prompt import canonical_json, request_digest
 
 from ..messages.strategies import PROPERTY, conversations
 
@@ -30,29 +29,6 @@ def test_memoized_digest_is_the_digest_of_the_canonical_body(messages: list[Mess
     for cut in (len(wire) // 2, len(wire), len(wire)):  # repeated: the memo answers
         request = ModelRequest(model="m", system="sys ✓", messages=wire[:cut], tools=tools)
         assert request_digest(provider, request) == plain_digest(provider, request)
-
-
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-    max_leaves=8,
-)
-
-
-@PROPERTY
-@given(st.lists(st.tuples(st.text(), st.text(), st.dictionaries(st.text(), _JSON)), max_size=4))
-def test_tools_section_is_the_canonical_json_of_the_specs(
-    specs: list[tuple[str, str, dict[str, object]]],
-) -> None:
-    """Composed from memoized schema encodings, the section is the text `canonical_json`
-    gives, also the second time (from the memo)."""
-    tools = [ToolSpec(name, description, schema) for name, description, schema in specs]  # type: ignore[arg-type]
-    plain = canonical_json(
-        [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
-         for t in tools]
-    )  # fmt: skip
-    for _ in range(2):
-        assert tools_section(tools, "agent:a").content == plain
 
 
 def test_a_changed_message_changes_the_digest() -> None:

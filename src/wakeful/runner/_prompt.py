@@ -146,16 +146,12 @@ def _messages_json(entries: list[JsonValue]) -> str:
 
 
 def tools_section(tools: Sequence[ToolSpec], source: str) -> Section:
-    """The tool specs as a section: `canonical_json` of the list of `{"name", "description",
-    "input_schema"}` objects, composed from each schema's memoized encoding (`_entry_json`: a
-    tool's schema is the same read-only object for every session, `tools/_base.py`, and
-    encoding every schema again was ~1.7% of a worker's CPU per recovered session, issue 24)."""
+    """The tool specs as a section (canonical JSON)."""
     specs = [
-        f'{{"description":{canonical_json(t.description)},'
-        f'"input_schema":{_entry_json(t.input_schema)},"name":{canonical_json(t.name)}}}'
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
         for t in tools
     ]
-    return Section("tools", source, "[" + ",".join(specs) + "]")
+    return Section("tools", source, canonical_json(specs))
 
 
 def params_section(
