@@ -606,9 +606,11 @@ class SqlStore(
                 )
                 put_blobs_in(tx, media, session_id, now)
                 return admission
-        # PostgreSQL: the whole admission is one statement, its own transaction.
+        # PostgreSQL: the whole admission is one statement, its own transaction. What it
+        # writes is built once, for that statement or for the transaction below.
+        prepared = _inbox.enqueued(iid, kind, payload, delivery)
         row = self.backend.admit_alone(
-            *_inbox.server_admission(session_id, iid, kind, payload, delivery, now)
+            *_inbox.server_admission(session_id, iid, kind, payload, delivery, now, prepared)
         )
         if row is not None:
             admitted = _inbox.admission_outcome(
@@ -619,7 +621,9 @@ class SqlStore(
         # SQLite (no one-statement admission), or no such session (nothing was written): one
         # transaction here, which inserts the session first when `create` says how.
         with self.backend.transaction(write=True) as tx:
-            return self._admit_here(tx, session_id, iid, kind, payload, delivery, now, create)
+            return self._admit_here(
+                tx, session_id, iid, kind, payload, delivery, now, create, prepared
+            )
 
     def admit_together(self, requests: Sequence[AdmissionRequest]) -> list[Admission | Exception]:
         """Admit each request into its existing session as `admit` would, all in one write
@@ -682,10 +686,11 @@ class SqlStore(
     def _admit_here(
         self, tx: Tx, session_id: str, iid: str, kind: InputKind, payload: dict[str, JsonValue],
         delivery: Delivery, now: int, create: SessionCreated | None,
+        prepared: _inbox.Enqueued | None = None,
     ) -> Admission:  # fmt: skip
         """Admit inside `tx`, inserting the session first when it is missing and `create` says
-        how (lazy materialization)."""
-        admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now)
+        how (lazy materialization). `prepared` is `_inbox.enqueued` of the input, when built."""
+        admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now, prepared)
         made = False
         if admitted is None:
             if create is None:
@@ -695,7 +700,7 @@ class SqlStore(
                 made = True
             except UsageError:  # a concurrent admission created it (its commit was waited for)
                 made = False
-            admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now)
+            admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now, prepared)
             assert admitted is not None
         item, created = admitted
         return Admission(item, created, made)
