@@ -813,6 +813,7 @@ class SqlStore(
         Words are matched whole and case-insensitively; `word*` matches a prefix. Read from the
         full-text index (SQLite FTS5, PostgreSQL `tsvector`), never by scanning transcripts.
         """
+        _search.index_pending(self.backend)  # SQLite: the rows waiting for their batch
         with self.backend.transaction(write=False) as tx:
             page = _search.search_in(
                 tx, self.backend.kind, text, roots_only=roots_only, archived=archived,

@@ -1,0 +1,111 @@
+"""SQLite's full-text index takes new rows in batches (migration 19, issue 25): a row waits in
+`search_pending` until the row that completes a batch, or a search, indexes it. A search still
+finds every committed message, and the index never holds a deleted row nor misses a kept one."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from wakeful.events import MessageAdded
+from wakeful.messages import user
+from wakeful.store import SqlStore, open_store
+from wakeful.store._migrations import SEARCH_BATCH
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlStore]:
+    opened = open_store(str(tmp_path / "s.db"))
+    opened.create_session("ses_a")
+    opened.create_session("ses_b")
+    yield opened
+    opened.close()
+
+
+def _conn(store: SqlStore) -> sqlite3.Connection:
+    conn: sqlite3.Connection = store.backend._conn  # type: ignore[attr-defined]
+    return conn
+
+
+def _pending(store: SqlStore) -> int:
+    return int(_conn(store).execute("SELECT COUNT(*) FROM search_pending").fetchone()[0])
+
+
+def _index_matches_content(store: SqlStore) -> None:
+    """FTS5's check of the index against `search_docs` (every row indexed, nothing else)."""
+    _conn(store).execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def _say(store: SqlStore, sid: str, *texts: str) -> None:
+    for text in texts:
+        store.append(sid, [MessageAdded(message=user(text))])
+
+
+def test_a_search_finds_the_messages_still_waiting_for_their_batch(store: SqlStore) -> None:
+    _say(store, "ses_a", "alpha one", "beta two")
+    assert _pending(store) == 2  # not indexed by their commits
+    assert [h.session.id for h in store.search("beta").hits] == ["ses_a"]
+    assert _pending(store) == 0
+    _index_matches_content(store)
+
+
+def test_the_row_that_completes_a_batch_indexes_it(store: SqlStore) -> None:
+    _say(store, "ses_a", *(f"word{i} common" for i in range(SEARCH_BATCH + 5)))
+    assert 0 < _pending(store) < SEARCH_BATCH  # a batch was indexed by a write, no search ran
+    found = store.search("common")
+    assert [h.session.id for h in found.hits] == ["ses_a"] and _pending(store) == 0
+    _index_matches_content(store)
+
+
+def test_deleting_waiting_and_indexed_rows_keeps_the_index_exact(store: SqlStore) -> None:
+    """A deleted row leaves the index only if it was in it: deleting a row that was never
+    indexed must not take its words out of the index (that corrupts FTS5)."""
+    _say(store, "ses_b", "shared indexed early")
+    assert store.search("early").hits  # indexed now
+    _say(store, "ses_b", "shared waiting late")
+    _say(store, "ses_a", "shared kept")
+    assert _pending(store) == 2
+    store.delete("ses_b")  # one indexed row, one waiting
+    assert [h.session.id for h in store.search("shared").hits] == ["ses_a"]
+    assert store.search("late").hits == [] and store.search("early").hits == []
+    _index_matches_content(store)
+
+
+def test_a_store_upgraded_from_migration_18_keeps_its_index(tmp_path: Path) -> None:
+    """Rows indexed before migration 19 stay indexed (nothing waits after the upgrade), and
+    deleting them still takes them out of the index."""
+    path = tmp_path / "old.db"
+    store = open_store(str(path))
+    store.create_session("ses_a")
+    _say(store, "ses_a", "before upgrade")
+    store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(
+        """
+        DROP TRIGGER search_docs_added; DROP TRIGGER search_docs_batch;
+        DROP TRIGGER search_docs_removed; DROP TABLE search_pending;
+        CREATE TRIGGER search_docs_added AFTER INSERT ON search_docs BEGIN
+          INSERT INTO search_fts (rowid, body) VALUES (new.id, new.body);
+        END;
+        CREATE TRIGGER search_docs_removed AFTER DELETE ON search_docs BEGIN
+          INSERT INTO search_fts (search_fts, rowid, body) VALUES ('delete', old.id, old.body);
+        END;
+        INSERT INTO search_fts (search_fts) VALUES ('rebuild');
+        DELETE FROM schema_migrations WHERE version = 19;
+        """
+    )
+    conn.close()
+    store = open_store(str(path))
+    try:
+        assert _pending(store) == 0
+        _index_matches_content(store)
+        _say(store, "ses_a", "after upgrade")
+        assert {h.session.id for h in store.search("upgrade").hits} == {"ses_a"}
+        store.delete("ses_a")
+        assert store.search("upgrade").hits == []
+        _index_matches_content(store)
+    finally:
+        store.close()
