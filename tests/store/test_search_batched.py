@@ -1,5 +1,5 @@
-"""SQLite's full-text index takes new rows in batches (migration 19, issue 25): a row waits in
-`search_pending` until the row that completes a batch, or a search, indexes it. A search still
+"""SQLite's full-text index takes new rows in batches (migration 19, issue 25): a row above
+`search_indexed.upto` waits until the row that completes a batch, or a search, indexes it. A search still
 finds every committed message, and the index never holds a deleted row nor misses a kept one."""
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def _conn(store: SqlStore) -> sqlite3.Connection:
 
 
 def _pending(store: SqlStore) -> int:
-    return int(_conn(store).execute("SELECT COUNT(*) FROM search_pending").fetchone()[0])
+    waiting = "SELECT COUNT(*) FROM search_docs WHERE id > (SELECT upto FROM search_indexed)"
+    return int(_conn(store).execute(waiting).fetchone()[0])
 
 
 def _index_matches_content(store: SqlStore) -> None:
@@ -74,6 +75,20 @@ def test_deleting_waiting_and_indexed_rows_keeps_the_index_exact(store: SqlStore
     _index_matches_content(store)
 
 
+def test_a_row_that_reuses_an_indexed_id_is_indexed_at_once(store: SqlStore) -> None:
+    """Deleting the newest rows lets their ids be given again: a row at or below the indexed
+    mark goes into the index with its own commit (the mark must keep meaning "indexed")."""
+    _say(store, "ses_a", "first")
+    _say(store, "ses_b", "newest one", "newest two")
+    assert store.search("newest").hits and _pending(store) == 0
+    store.delete("ses_b")  # the newest rows: their ids are free again
+    _say(store, "ses_a", "reused")
+    assert _pending(store) == 0  # indexed by its commit, not waiting
+    _index_matches_content(store)
+    assert [h.session.id for h in store.search("reused").hits] == ["ses_a"]
+    assert store.search("newest").hits == []
+
+
 def test_a_store_upgraded_from_migration_18_keeps_its_index(tmp_path: Path) -> None:
     """Rows indexed before migration 19 stay indexed (nothing waits after the upgrade), and
     deleting them still takes them out of the index."""
@@ -85,8 +100,8 @@ def test_a_store_upgraded_from_migration_18_keeps_its_index(tmp_path: Path) -> N
     conn = sqlite3.connect(path, isolation_level=None)
     conn.executescript(
         """
-        DROP TRIGGER search_docs_added; DROP TRIGGER search_docs_batch;
-        DROP TRIGGER search_docs_removed; DROP TABLE search_pending;
+        DROP TRIGGER search_docs_added;
+        DROP TRIGGER search_docs_removed; DROP TABLE search_indexed;
         CREATE TRIGGER search_docs_added AFTER INSERT ON search_docs BEGIN
           INSERT INTO search_fts (rowid, body) VALUES (new.id, new.body);
         END;

@@ -460,36 +460,37 @@ CREATE INDEX sessions_parent ON sessions (parent_id) WHERE parent_id IS NOT NULL
 
 # Full-text indexing in batches (SQLite; issue 25). FTS5 writes a new segment, its structure
 # record, an `_idx` row and the row's size at every commit that indexes anything: 7 of the 16.5
-# WAL pages an appended message's commit wrote, and a third of its CPU. A new `search_docs` row
-# (still written in its message's transaction) is now listed in `search_pending`; the row whose
-# id is a multiple of SEARCH_BATCH indexes every pending row and itself as one segment; a search
-# first indexes what is pending (`_search.index_pending`), so it finds every committed message
-# as before. A deleted row leaves the index only if it was in it. PostgreSQL's index is written
-# with each row as before (its GIN index has its own pending list).
+# WAL pages an appended message's commit wrote, and a third of its CPU. `search_indexed.upto`
+# now says which `search_docs` rows the index holds: exactly those with `id <= upto`. A new row
+# (still written in its message's transaction) above it waits, and costs its commit nothing
+# more; the row whose id is a multiple of SEARCH_BATCH indexes every waiting row and itself as
+# one segment, and a search first indexes what waits (`_search.index_pending`), so it finds
+# every committed message as before. A row that gets an id at or below `upto` (ids are reused
+# once the newest rows are deleted) is indexed at once; a deleted row leaves the index only if
+# it was in it. PostgreSQL's index is written with each row as before (its GIN index keeps its
+# own pending list).
 SEARCH_BATCH = 64  # part of migration 19: changed only by a new migration
 SEARCH_FLUSH = (
-    "INSERT INTO search_fts (rowid, body) SELECT d.id, d.body FROM search_pending p "
-    "JOIN search_docs d ON d.id = p.id ORDER BY p.id",
-    "DELETE FROM search_pending",
+    "INSERT INTO search_fts (rowid, body) SELECT id, body FROM search_docs "
+    "WHERE id > (SELECT upto FROM search_indexed) ORDER BY id",
+    "UPDATE search_indexed SET upto = COALESCE((SELECT MAX(id) FROM search_docs), upto)",
 )
+# One trigger, so that no second one sees the mark this one moved (their order is SQLite's).
+# A reused id (at or below the mark) has no waiting row above it: the range is that row alone.
 _SEARCH_BATCHED = f"""
-CREATE TABLE search_pending (id INTEGER PRIMARY KEY);
+CREATE TABLE search_indexed (upto INTEGER NOT NULL);
+INSERT INTO search_indexed (upto) SELECT COALESCE(MAX(id), 0) FROM search_docs;
 DROP TRIGGER search_docs_added;
 CREATE TRIGGER search_docs_added AFTER INSERT ON search_docs
-WHEN new.id % {SEARCH_BATCH} <> 0 BEGIN
-  INSERT INTO search_pending (id) VALUES (new.id);
-END;
-CREATE TRIGGER search_docs_batch AFTER INSERT ON search_docs
-WHEN new.id % {SEARCH_BATCH} = 0 BEGIN
-  INSERT INTO search_pending (id) VALUES (new.id);
-  {SEARCH_FLUSH[0]};
-  {SEARCH_FLUSH[1]};
+WHEN new.id % {SEARCH_BATCH} = 0 OR new.id <= (SELECT upto FROM search_indexed) BEGIN
+  INSERT INTO search_fts (rowid, body) SELECT id, body FROM search_docs
+    WHERE id > (SELECT MIN(upto, new.id - 1) FROM search_indexed) ORDER BY id;
+  UPDATE search_indexed SET upto = MAX(upto, new.id);
 END;
 DROP TRIGGER search_docs_removed;
-CREATE TRIGGER search_docs_removed AFTER DELETE ON search_docs BEGIN
-  INSERT INTO search_fts (search_fts, rowid, body) SELECT 'delete', old.id, old.body
-    WHERE NOT EXISTS (SELECT 1 FROM search_pending WHERE id = old.id);
-  DELETE FROM search_pending WHERE id = old.id;
+CREATE TRIGGER search_docs_removed AFTER DELETE ON search_docs
+WHEN old.id <= (SELECT upto FROM search_indexed) BEGIN
+  INSERT INTO search_fts (search_fts, rowid, body) VALUES ('delete', old.id, old.body);
 END
 """
 

@@ -9,9 +9,9 @@ it. System messages (instruction text, redacted for most readers) are never inde
 
 The SQL that writes the index is the same on both backends; the query differs (SQLite FTS5 with
 bm25, PostgreSQL `tsvector` with `ts_rank`), and both answer sessions ranked by their best
-matching message. SQLite's FTS5 index takes new rows in batches (migration 19): a row waits in
-`search_pending` until a batch or a search indexes it (`index_pending`), so a search still
-finds every committed message.
+matching message. SQLite's FTS5 index takes new rows in batches (migration 19): a row above
+`search_indexed.upto` waits until a batch or a search indexes it (`index_pending`), so a
+search still finds every committed message.
 """
 
 from __future__ import annotations
@@ -171,6 +171,9 @@ _SESSION = {
 }
 
 
+_WAITING = "SELECT 1 FROM search_docs WHERE id > (SELECT upto FROM search_indexed) LIMIT 1"
+
+
 def index_pending(backend: Backend) -> None:
     """Index the `search_docs` rows still waiting for their batch (SQLite, migration 19), so a
     search that follows finds every committed message. A read first: when nothing waits,
@@ -180,7 +183,7 @@ def index_pending(backend: Backend) -> None:
     if backend.kind != "sqlite" or getattr(backend, "read_only", False):
         return
     with backend.transaction(write=False) as tx:
-        if tx.one("SELECT 1 FROM search_pending LIMIT 1") is None:
+        if tx.one(_WAITING) is None:
             return
     with backend.transaction(write=True) as tx:
         for statement in SEARCH_FLUSH:
