@@ -53,6 +53,26 @@ def test_a_search_finds_the_messages_still_waiting_for_their_batch(store: SqlSto
     _index_matches_content(store)
 
 
+def test_closing_the_store_indexes_what_waits(tmp_path: Path) -> None:
+    """A store that cannot write (a read-only file) searches what is indexed: the writer that
+    closes indexes its waiting rows first, so only a crash leaves rows waiting."""
+    path = tmp_path / "s.db"
+    store = open_store(str(path))
+    store.create_session("ses_a")
+    _say(store, "ses_a", "written then closed")
+    assert _pending(store) == 1
+    store.close()
+    conn = sqlite3.connect(path)
+    try:
+        waiting = "SELECT COUNT(*) FROM search_docs WHERE id > (SELECT upto FROM search_indexed)"
+        assert conn.execute(waiting).fetchone()[0] == 0
+        hits = "SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH 'closed'"
+        assert conn.execute(hits).fetchone()[0] == 1
+    finally:
+        conn.close()
+    open_store(str(path)).close()  # nothing waits: a close that indexes nothing
+
+
 def test_the_row_that_completes_a_batch_indexes_it(store: SqlStore) -> None:
     _say(store, "ses_a", *(f"word{i} common" for i in range(SEARCH_BATCH + 5)))
     assert 0 < _pending(store) < SEARCH_BATCH  # a batch was indexed by a write, no search ran

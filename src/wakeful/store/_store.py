@@ -6,13 +6,14 @@ from projections and the log. The store is synchronous; async callers run it in 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock, SystemClock
-from ..errors import ConflictError, NotFoundError, UsageError
+from ..errors import ConflictError, NotFoundError, StoreError, UsageError
 from . import _inbox, _retention, _search
 from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in, put_blobs_in
 from ._artifacts import ArtifactsMixin
@@ -152,7 +153,12 @@ class SqlStore(
         return self.backend.url
 
     def close(self) -> None:
-        """Release the database connections."""
+        """Index the search rows still waiting for their batch (SQLite), then release the
+        database connections. The indexing is an optimization for readers that cannot write
+        (a read-only store searches what is indexed): when it fails (a busy, full or closed
+        store) the rows keep waiting, and the next batch or search indexes them."""
+        with contextlib.suppress(StoreError):
+            _search.index_pending(self.backend)
         self.backend.close()
 
     # -- sessions -------------------------------------------------------------------------
