@@ -185,6 +185,11 @@ def test_upgraded_file_is_searchable(v1_copy: Path):
         assert found == {ALPHA, fork}  # the fork copied them
         assert [h.session.id for h in store.search("answer", archived=True).hits] == ["ses_v1_beta"]
         assert [h.session.id for h in store.search("report").hits] == ["ses_v1_child"]
+        # Migration 20: after a search nothing waits, and the index is exactly `search_docs`.
+        conn = store.backend._conn  # type: ignore[attr-defined]
+        conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+        waiting = "SELECT COUNT(*) FROM search_docs WHERE id > (SELECT upto FROM search_indexed)"
+        assert conn.execute(waiting).fetchone()[0] == 0
     finally:
         store.close()
 

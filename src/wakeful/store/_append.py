@@ -62,6 +62,7 @@ def append_events(
     *,
     locked: Row | None = None,
     ids: Pending | None = None,
+    data: Sequence[str] | None = None,
 ) -> list[StoredEvent]:
     """Append events to an existing session inside `tx`; return them as stored.
 
@@ -98,9 +99,10 @@ def append_events(
     epoch = claim and claim.epoch
     stored: list[StoredEvent] = []
     rows: list[tuple[object, ...]] = []
-    for event, event_id in zip(events, event_ids, strict=True):
+    bodies = [dump_event(event) for event in events] if data is None else data
+    for event, event_id, body in zip(events, event_ids, bodies, strict=True):
         seq += 1
-        rows.append((event_id, session_id, seq, event.type, now_ms, dump_event(event), epoch))
+        rows.append((event_id, session_id, seq, event.type, now_ms, body, epoch))
         stored.append(StoredEvent(int(event_id), session_id, seq, now_ms, event))
     _insert_events(tx, rows)
     for item in stored:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, InvalidMessageError, NotFoundError
@@ -27,7 +28,7 @@ from ._search import index_deliveries
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
-    from ..events import ApprovalDecided, Delivery, InputKind, SessionEvent
+    from ..events import ApprovalDecided, Delivery, InputEnqueued, InputKind, SessionEvent
     from ..messages import Message
 
 _ITEM_COLS = "i.input_id, i.seq, i.kind, i.delivery, i.status, i.message_id, e.data"
@@ -87,6 +88,26 @@ def any_pending(tx: Tx, session_id: str) -> bool | None:
 DIGEST_SQL = "SELECT digest FROM inbox WHERE session_id = ? AND input_id = ?"
 
 
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """What an admission writes, built once per admission: the content digest, the
+    `inbox.enqueued` event and that event's JSON (`dump_event`)."""
+
+    digest: str
+    event: InputEnqueued
+    data: str
+
+
+def enqueued(
+    input_id: str, kind: InputKind, payload: dict[str, JsonValue], delivery: Delivery
+) -> Enqueued:
+    """The digest, event and event JSON of admitting `payload` as `input_id`."""
+    from ..events import InputEnqueued, dump_event
+
+    event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
+    return Enqueued(content_digest(kind, payload, delivery), event, dump_event(event))
+
+
 def server_admission(
     session_id: str,
     input_id: str,
@@ -94,14 +115,13 @@ def server_admission(
     payload: dict[str, JsonValue],
     delivery: Delivery,
     now_ms: int,
+    prepared: Enqueued | None = None,
 ) -> tuple[str, str, str, str, str, str, str, int]:
     """The arguments of a server-side admission (`Tx.admit_on_server`, `Backend.admit_alone`):
-    session, input id, kind, delivery, content digest, event type, event JSON, time."""
-    from ..events import InputEnqueued, dump_event
-
-    digest = content_digest(kind, payload, delivery)
-    event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
-    return (session_id, input_id, kind, delivery, digest, event.type, dump_event(event), now_ms)
+    session, input id, kind, delivery, content digest, event type, event JSON, time.
+    `prepared` is `enqueued` of the same input when the caller built it already."""
+    p = prepared or enqueued(input_id, kind, payload, delivery)
+    return (session_id, input_id, kind, delivery, p.digest, p.event.type, p.data, now_ms)
 
 
 def admission_outcome(
@@ -149,19 +169,19 @@ def admit_in(
     payload: dict[str, JsonValue],
     delivery: Delivery,
     now_ms: int,
+    prepared: Enqueued | None = None,
 ) -> tuple[InboxItem, bool] | None:
     """Admit one input inside `tx`; return (item, created), or None when the session does not
     exist (nothing written).
 
     A database with a server-side admission call (PostgreSQL) runs it as one; elsewhere the
     lock, the idempotency check and the id reservation are sent together, then the writes.
+    `prepared` is `enqueued` of the same input when the caller built it already.
     """
-    from ..events import InputEnqueued, dump_event
-
-    digest = content_digest(kind, payload, delivery)
-    event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
+    made = prepared or enqueued(input_id, kind, payload, delivery)
+    digest = made.digest
     sent = tx.admit_on_server(
-        session_id, input_id, kind, delivery, digest, event.type, dump_event(event), now_ms
+        session_id, input_id, kind, delivery, digest, made.event.type, made.data, now_ms
     )
     if sent is not None:
         return admission_outcome(
@@ -181,7 +201,9 @@ def admit_in(
         if found[0] != digest and not _resent_after_delivery(item, kind, payload):
             raise _conflict(session_id, input_id)
         return item, False
-    [stored] = append_events(tx, session_id, [event], now_ms, locked=locked, ids=ids)
+    [stored] = append_events(
+        tx, session_id, [made.event], now_ms, locked=locked, ids=ids, data=[made.data]
+    )
     tx.send(
         "INSERT INTO inbox (session_id, input_id, seq, kind, delivery, digest, status) "
         "VALUES (?, ?, ?, ?, ?, ?, 'pending')",

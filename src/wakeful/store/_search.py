@@ -9,7 +9,9 @@ it. System messages (instruction text, redacted for most readers) are never inde
 
 The SQL that writes the index is the same on both backends; the query differs (SQLite FTS5 with
 bm25, PostgreSQL `tsvector` with `ts_rank`), and both answer sessions ranked by their best
-matching message.
+matching message. SQLite's FTS5 index takes new rows in batches (migration 20): a row above
+`search_indexed.upto` waits until a batch or a search indexes it (`index_pending`), so a
+search still finds every committed message.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ._backend import Backend, Tx
+from ._migrations import SEARCH_FLUSH
 from ._records import SESSION_COLS, SessionRow, session_row
 
 if TYPE_CHECKING:
@@ -166,6 +169,25 @@ _SESSION = {
     "sqlite": "JOIN sessions s ON s.id = b.sid",
     "postgres": "CROSS JOIN LATERAL (SELECT * FROM sessions WHERE sessions.id = b.sid OFFSET 0) s",
 }
+
+
+_WAITING = "SELECT 1 FROM search_docs WHERE id > (SELECT upto FROM search_indexed) LIMIT 1"
+
+
+def index_pending(backend: Backend) -> None:
+    """Index the `search_docs` rows still waiting for their batch (SQLite, migration 20), so a
+    search that follows finds every committed message. A read first: when nothing waits,
+    nothing is locked or written. Nothing on PostgreSQL (each row is indexed as it is written)
+    nor on a read-only store (it cannot write: it searches what its writers indexed, all but at
+    most a batch of their newest rows)."""
+    if backend.kind != "sqlite" or getattr(backend, "read_only", False):
+        return
+    with backend.transaction(write=False) as tx:
+        if tx.one(_WAITING) is None:
+            return
+    with backend.transaction(write=True) as tx:
+        for statement in SEARCH_FLUSH:
+            tx.run(statement)
 
 
 def search_in(

@@ -347,19 +347,30 @@ class SqliteBackend:
         with self._lock:
             with self._arrivals_lock:
                 self._arriving -= 1
-            if self._group is None:
+            # The write that opens the group is its first: alone in the transaction while it
+            # runs (others join only once it let go of the lock), so a failure rolls the whole
+            # transaction back and it needs no savepoint (two statements fewer per lone write).
+            opens = self._group is None
+            if opens:
                 try:
                     self._conn.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as err:
                     raise _translate(err, self.path) from None
                 self._group = _Group()
             group = self._group
+            assert group is not None
             try:
-                self._conn.execute("SAVEPOINT write")
+                if not opens:
+                    self._conn.execute("SAVEPOINT write")
                 yield _SqliteTx(self._conn)
-                self._conn.execute("RELEASE write")
+                if not opens:
+                    self._conn.execute("RELEASE write")
             except BaseException as err:
-                self._undo(group)
+                if opens:
+                    self._rollback()  # nothing else is in the group: the whole of it goes
+                    self._group = None
+                else:
+                    self._undo(group)
                 self._settle()  # the others' writes (nothing waits to join a failed one)
                 if isinstance(err, sqlite3.Error):
                     raise _translate(err, self.path) from None

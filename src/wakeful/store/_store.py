@@ -6,13 +6,14 @@ from projections and the log. The store is synchronous; async callers run it in 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clock import Clock, SystemClock
-from ..errors import ConflictError, NotFoundError, UsageError
+from ..errors import ConflictError, NotFoundError, StoreError, UsageError
 from . import _inbox, _retention, _search
 from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in, put_blobs_in
 from ._artifacts import ArtifactsMixin
@@ -152,7 +153,12 @@ class SqlStore(
         return self.backend.url
 
     def close(self) -> None:
-        """Release the database connections."""
+        """Index the search rows still waiting for their batch (SQLite), then release the
+        database connections. The indexing is an optimization for readers that cannot write
+        (a read-only store searches what is indexed): when it fails (a busy, full or closed
+        store) the rows keep waiting, and the next batch or search indexes them."""
+        with contextlib.suppress(StoreError):
+            _search.index_pending(self.backend)
         self.backend.close()
 
     # -- sessions -------------------------------------------------------------------------
@@ -603,9 +609,11 @@ class SqlStore(
                 )
                 put_blobs_in(tx, media, session_id, now)
                 return admission
-        # PostgreSQL: the whole admission is one statement, its own transaction.
+        # PostgreSQL: the whole admission is one statement, its own transaction. What it
+        # writes is built once, for that statement or for the transaction below.
+        prepared = _inbox.enqueued(iid, kind, payload, delivery)
         row = self.backend.admit_alone(
-            *_inbox.server_admission(session_id, iid, kind, payload, delivery, now)
+            *_inbox.server_admission(session_id, iid, kind, payload, delivery, now, prepared)
         )
         if row is not None:
             admitted = _inbox.admission_outcome(
@@ -616,7 +624,9 @@ class SqlStore(
         # SQLite (no one-statement admission), or no such session (nothing was written): one
         # transaction here, which inserts the session first when `create` says how.
         with self.backend.transaction(write=True) as tx:
-            return self._admit_here(tx, session_id, iid, kind, payload, delivery, now, create)
+            return self._admit_here(
+                tx, session_id, iid, kind, payload, delivery, now, create, prepared
+            )
 
     def admit_together(self, requests: Sequence[AdmissionRequest]) -> list[Admission | Exception]:
         """Admit each request into its existing session as `admit` would, all in one write
@@ -679,10 +689,11 @@ class SqlStore(
     def _admit_here(
         self, tx: Tx, session_id: str, iid: str, kind: InputKind, payload: dict[str, JsonValue],
         delivery: Delivery, now: int, create: SessionCreated | None,
+        prepared: _inbox.Enqueued | None = None,
     ) -> Admission:  # fmt: skip
         """Admit inside `tx`, inserting the session first when it is missing and `create` says
-        how (lazy materialization)."""
-        admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now)
+        how (lazy materialization). `prepared` is `_inbox.enqueued` of the input, when built."""
+        admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now, prepared)
         made = False
         if admitted is None:
             if create is None:
@@ -692,7 +703,7 @@ class SqlStore(
                 made = True
             except UsageError:  # a concurrent admission created it (its commit was waited for)
                 made = False
-            admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now)
+            admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now, prepared)
             assert admitted is not None
         item, created = admitted
         return Admission(item, created, made)
@@ -805,6 +816,7 @@ class SqlStore(
         Words are matched whole and case-insensitively; `word*` matches a prefix. Read from the
         full-text index (SQLite FTS5, PostgreSQL `tsvector`), never by scanning transcripts.
         """
+        _search.index_pending(self.backend)  # SQLite: the rows waiting for their batch
         with self.backend.transaction(write=False) as tx:
             page = _search.search_in(
                 tx, self.backend.kind, text, roots_only=roots_only, archived=archived,

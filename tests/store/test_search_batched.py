@@ -1,0 +1,134 @@
+"""SQLite's full-text index takes new rows in batches (migration 20, issue 25): a row above
+`search_indexed.upto` waits until the row that completes a batch, or a search, indexes it. A search still
+finds every committed message, and the index never holds a deleted row nor misses a kept one."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from wakeful.events import MessageAdded
+from wakeful.messages import user
+from wakeful.store import SqlStore, _sqlite, open_store
+from wakeful.store._migrations import MIGRATIONS, SEARCH_BATCH
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlStore]:
+    opened = open_store(str(tmp_path / "s.db"))
+    opened.create_session("ses_a")
+    opened.create_session("ses_b")
+    yield opened
+    opened.close()
+
+
+def _conn(store: SqlStore) -> sqlite3.Connection:
+    conn: sqlite3.Connection = store.backend._conn  # type: ignore[attr-defined]
+    return conn
+
+
+def _pending(store: SqlStore) -> int:
+    waiting = "SELECT COUNT(*) FROM search_docs WHERE id > (SELECT upto FROM search_indexed)"
+    return int(_conn(store).execute(waiting).fetchone()[0])
+
+
+def _index_matches_content(store: SqlStore) -> None:
+    """FTS5's check of the index against `search_docs` (every row indexed, nothing else)."""
+    _conn(store).execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def _say(store: SqlStore, sid: str, *texts: str) -> None:
+    for text in texts:
+        store.append(sid, [MessageAdded(message=user(text))])
+
+
+def test_a_search_finds_the_messages_still_waiting_for_their_batch(store: SqlStore) -> None:
+    _say(store, "ses_a", "alpha one", "beta two")
+    assert _pending(store) == 2  # not indexed by their commits
+    assert [h.session.id for h in store.search("beta").hits] == ["ses_a"]
+    assert _pending(store) == 0
+    _index_matches_content(store)
+
+
+def test_closing_the_store_indexes_what_waits(tmp_path: Path) -> None:
+    """A store that cannot write (a read-only file) searches what is indexed: the writer that
+    closes indexes its waiting rows first, so only a crash leaves rows waiting."""
+    path = tmp_path / "s.db"
+    store = open_store(str(path))
+    store.create_session("ses_a")
+    _say(store, "ses_a", "written then closed")
+    assert _pending(store) == 1
+    store.close()
+    conn = sqlite3.connect(path)
+    try:
+        waiting = "SELECT COUNT(*) FROM search_docs WHERE id > (SELECT upto FROM search_indexed)"
+        assert conn.execute(waiting).fetchone()[0] == 0
+        hits = "SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH 'closed'"
+        assert conn.execute(hits).fetchone()[0] == 1
+    finally:
+        conn.close()
+    open_store(str(path)).close()  # nothing waits: a close that indexes nothing
+
+
+def test_the_row_that_completes_a_batch_indexes_it(store: SqlStore) -> None:
+    _say(store, "ses_a", *(f"word{i} common" for i in range(SEARCH_BATCH + 5)))
+    assert 0 < _pending(store) < SEARCH_BATCH  # a batch was indexed by a write, no search ran
+    found = store.search("common")
+    assert [h.session.id for h in found.hits] == ["ses_a"] and _pending(store) == 0
+    _index_matches_content(store)
+
+
+def test_deleting_waiting_and_indexed_rows_keeps_the_index_exact(store: SqlStore) -> None:
+    """A deleted row leaves the index only if it was in it: deleting a row that was never
+    indexed must not take its words out of the index (that corrupts FTS5)."""
+    _say(store, "ses_b", "shared indexed early")
+    assert store.search("early").hits  # indexed now
+    _say(store, "ses_b", "shared waiting late")
+    _say(store, "ses_a", "shared kept")
+    assert _pending(store) == 2
+    store.delete("ses_b")  # one indexed row, one waiting
+    assert [h.session.id for h in store.search("shared").hits] == ["ses_a"]
+    assert store.search("late").hits == [] and store.search("early").hits == []
+    _index_matches_content(store)
+
+
+def test_a_row_that_reuses_an_indexed_id_is_indexed_at_once(store: SqlStore) -> None:
+    """Deleting the newest rows lets their ids be given again: a row at or below the indexed
+    mark goes into the index with its own commit (the mark must keep meaning "indexed")."""
+    _say(store, "ses_a", "first")
+    _say(store, "ses_b", "newest one", "newest two")
+    assert store.search("newest").hits and _pending(store) == 0
+    store.delete("ses_b")  # the newest rows: their ids are free again
+    _say(store, "ses_a", "reused")
+    assert _pending(store) == 0  # indexed by its commit, not waiting
+    _index_matches_content(store)
+    assert [h.session.id for h in store.search("reused").hits] == ["ses_a"]
+    assert store.search("newest").hits == []
+
+
+def test_a_store_upgraded_from_migration_18_keeps_its_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows indexed before migration 20 stay indexed (nothing waits after the upgrade), and
+    deleting them still takes them out of the index."""
+    path = tmp_path / "old.db"
+    with monkeypatch.context() as old:
+        old.setattr(_sqlite, "MIGRATIONS", [m for m in MIGRATIONS if m[0] < 20])
+        store = open_store(str(path))
+        store.create_session("ses_a")
+        _say(store, "ses_a", "before upgrade")
+        store.close()
+    store = open_store(str(path))
+    try:
+        assert _pending(store) == 0
+        _index_matches_content(store)
+        _say(store, "ses_a", "after upgrade")
+        assert {h.session.id for h in store.search("upgrade").hits} == {"ses_a"}
+        store.delete("ses_a")
+        assert store.search("upgrade").hits == []
+        _index_matches_content(store)
+    finally:
+        store.close()
