@@ -38,7 +38,9 @@ def task(prompt: str, **more: object) -> dict[str, object]:
 
 RULES = [
     {"match": "^child: greet$", "replies": [{"text": "hello from the child"}]},
-    {"match": "^child: slow$", "replies": [{"text": "child report body " * 10}]},
+    # 225 chunks: at 3 ms each the child outlasts the rest of its parent's turn even on a slow,
+    # loaded machine (at 12 chunks a parent turn slower than 33 ms met the report still running)
+    {"match": "^child: slow$", "replies": [{"text": "child report body " * 200}]},
     {"match": "^child: nest$", "replies": [task("child: greet"), {"text": "could not nest"}]},
     {"match": "^parent fg$", "replies": [task("child: greet"), {"text": "parent done"}]},
     {"match": "^parent nest$", "replies": [task("child: nest"), {"text": "parent done"}]},
