@@ -34,6 +34,14 @@ SHELL_TOOL = "shell"
 REMOVED = "removed"  # an instruction delta's value for a source that went away
 _STATE_TYPES = ("work_state.updated", "instructions.updated", "session.reverted",
                 "session.unreverted")  # fmt: skip
+# A `messages` row `m` that is an instruction change's system note: `instructions._sync` writes
+# the note in the same append as its `instructions.updated`, right after it (seq + 1). A note
+# records session state, not a turn's conversation: a history edit never hides one (the stored
+# values would run ahead of what later requests show), and a rewind to a note starts at its delta.
+INSTRUCTION_NOTE = (
+    "EXISTS (SELECT 1 FROM events d WHERE d.session_id = m.session_id AND d.seq = m.seq - 1 "
+    "AND d.type = 'instructions.updated')"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,12 +240,13 @@ def _target(
         return int(row[0]), None, input_id
     if message_id is not None:
         row = tx.one(
-            "SELECT seq FROM messages WHERE session_id = ? AND message_id = ? AND reverted IS NULL",
+            f"SELECT m.seq, {INSTRUCTION_NOTE} FROM messages m WHERE m.session_id = ? "
+            "AND m.message_id = ? AND m.reverted IS NULL",
             (session_id, message_id),
         )
         if row is None:
             raise NotFoundError(f"no visible message {message_id} in session {session_id}")
-        return int(row[0]), None, None
+        return int(row[0]) - (1 if row[1] else 0), None, None  # a note: from its delta on
     if turn_id is None:
         newest = tx.one(
             "SELECT turn_id FROM turns WHERE session_id = ? ORDER BY started_seq DESC LIMIT 1",
@@ -284,7 +293,7 @@ def _plan(
     hidden = transcript_in(tx, session_id, from_seq - 1)
     if not hidden:
         raise UsageError(f"nothing to revert: session {session_id} shows nothing from there on")
-    if turn is None and not _visible_seq(tx, session_id, from_seq):
+    if iid is not None and not _visible_seq(tx, session_id, from_seq):
         raise UsageError("that input is already reverted")
     files, shells = _effects([m for _seq, m in hidden])
     return RevertPlan(
@@ -432,7 +441,9 @@ def _pending(tx: Tx, session_id: str) -> PendingRevert | None:
 
 
 def _delete_turn(tx: Tx, session_id: str, turn_id: str, revision: int) -> HistoryEdited:
-    """Every visible message from the turn's start to the next turn's start (or the end)."""
+    """Every visible message from the turn's start to the next turn's start (or the end),
+    except instruction notes (`INSTRUCTION_NOTE`: the next turn's prelude, a change between
+    two steps), which stay where they are."""
     from ..events import HistoryEdited
 
     start = _turn_start(tx, session_id, turn_id)
@@ -444,8 +455,8 @@ def _delete_turn(tx: Tx, session_id: str, turn_id: str, revision: int) -> Histor
     )
     end = min((_turn_start(tx, session_id, str(t)) for _s, t in after), default=2**62)
     rows = tx.all(
-        "SELECT message_id FROM messages WHERE session_id = ? AND seq >= ? AND seq < ? "
-        "AND reverted IS NULL ORDER BY seq",
+        "SELECT m.message_id FROM messages m WHERE m.session_id = ? AND m.seq >= ? AND m.seq < ? "
+        f"AND m.reverted IS NULL AND NOT {INSTRUCTION_NOTE} ORDER BY m.seq",
         (session_id, start, end),
     )
     if not rows:
