@@ -7,7 +7,13 @@ import pytest
 
 from wakeful.clock import FakeClock
 from wakeful.errors import ConflictError, NotFoundError, UsageError
-from wakeful.events import MessageAdded, TurnEnded, TurnStarted, WorkStateUpdated
+from wakeful.events import (
+    InstructionsUpdated,
+    MessageAdded,
+    TurnEnded,
+    TurnStarted,
+    WorkStateUpdated,
+)
 from wakeful.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock, is_wire_valid
 from wakeful.store import ARTIFACTS_PER_SESSION_CAP, SqlStore
 
@@ -113,6 +119,40 @@ def test_deleting_a_turn_keeps_the_pairing_valid(store: SqlStore, sid: str):
     calls = {b.id for m in messages for b in m.blocks if isinstance(b, ToolCallBlock)}
     results = {b.call_id for m in messages for b in m.blocks if isinstance(b, ToolResultBlock)}
     assert calls == results == {"c1", "c3"}
+
+
+def note(store: SqlStore, sid: str, version: str) -> None:
+    """An instruction change as a driver admits it: the delta, then its system note."""
+    text = f"Standing instructions changed:\n- AGENTS.md is now:\n{version}"
+    store.append(sid, [
+        InstructionsUpdated(delta={"AGENTS.md": version * 32}, text=text),
+        MessageAdded(message=Message(role="system", blocks=(TextBlock(text=text),))),
+    ])  # fmt: skip
+
+
+def test_deleting_a_turn_keeps_instruction_notes_on_both_sides(store: SqlStore, sid: str):
+    turn(store, sid, 1)
+    note(store, sid, "a")  # before turn 2
+    turn(store, sid, 2)
+    note(store, sid, "b")  # after turn 2, before turn 3's input
+    turn(store, sid, 3)
+    store.edit_history(sid, revision=store.get_session(sid).last_seq, delete_turn="turn_2")
+    assert [t.rsplit("\n", 1)[-1] for t in texts(store, sid)] == [
+        "prompt 1", "answer 1", "a", "b", "prompt 3", "answer 3",
+    ]  # fmt: skip
+    assert is_wire_valid(store.messages(sid))
+
+
+def test_rewinding_to_an_instruction_note_starts_at_its_delta(store: SqlStore, sid: str):
+    note(store, sid, "a")
+    turn(store, sid, 1)
+    note(store, sid, "b")
+    [_note_a, *_, note_b] = [m for m in store.messages(sid) if m.role == "system"]
+    plan = store.plan_revert(sid, message_id=note_b.id)
+    assert plan.hidden == 1 and plan.first is not None and plan.first.id == note_b.id
+    store.revert(sid, message_id=note_b.id)
+    assert store.instruction_state(sid).values == {"AGENTS.md": "a" * 32}
+    assert texts(store, sid)[-1] == "answer 1"
 
 
 def test_replacing_a_message_text(store: SqlStore, sid: str):
