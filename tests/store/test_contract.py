@@ -1,9 +1,11 @@
-"""The store contract: one suite, run unchanged against SQLite and PostgreSQL."""
+"""The store contract: one suite, run unchanged against SQLite (a file and the in-memory store,
+`memory_store`) and PostgreSQL."""
 
 from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterator
 
 import pytest
 
@@ -25,10 +27,37 @@ from wakeful.events import (
     WorkStateUpdated,
 )
 from wakeful.messages import assistant
-from wakeful.store import Prelude, SqlStore, SyncMarker, current_owner, fence
+from tests.pg import fresh_database
+from wakeful.store import (
+    Prelude,
+    SqlStore,
+    SyncMarker,
+    current_owner,
+    fence,
+    memory_store,
+    open_store,
+)
 from wakeful.store._append import LIST_SLACK_MS
 
 NEW = SessionCreated(title="t")
+
+
+@pytest.fixture(params=["sqlite", "memory", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path, clock: FakeClock) -> Iterator[SqlStore]:
+    """Each backend, the in-memory store among them."""
+    if request.param == "memory":
+        s = memory_store(clock=clock)
+        yield s
+        s.close()
+    elif request.param == "sqlite":
+        s = open_store(str(tmp_path / "sessions.db"), clock=clock)
+        yield s
+        s.close()
+    else:
+        with fresh_database() as url:
+            s = open_store(url, clock=clock)
+            yield s
+            s.close()
 
 
 def texts(store: SqlStore, sid: str) -> list[str]:

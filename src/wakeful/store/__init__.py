@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ._claims import fence
     from ._faults import Outage, is_transient
     from ._media import blob_digest, media_refs
-    from ._open import default_db_path, open_store, resolve_db_url
+    from ._open import default_db_path, memory_store, open_store, resolve_db_url
     from ._opening import TurnOpening
     from ._owner import current_owner, host_id, owner_is_dead
     from ._protocol import Store
@@ -70,6 +70,7 @@ _LAZY = {
     "media_refs": "wakeful.store._media",
     "default_db_path": "wakeful.store._open",
     "open_store": "wakeful.store._open",
+    "memory_store": "wakeful.store._open",
     "resolve_db_url": "wakeful.store._open",
     "current_owner": "wakeful.store._owner",
     "host_id": "wakeful.store._owner",
@@ -159,6 +160,7 @@ __all__ = [
     "fence",
     "is_transient",
     "media_refs",
+    "memory_store",
     "host_id",
     "new_session_id",
     "open_store",

@@ -52,3 +52,14 @@ def open_store(
     path = target.removeprefix("sqlite:///").removeprefix("sqlite://")
     busy_ms = SQLITE_BUSY_TIMEOUT_MS if options is None else options.busy_timeout_ms
     return SqlStore(SqliteBackend(path, busy_timeout_ms=busy_ms), clock)
+
+
+MEMORY = ":memory:"
+
+
+def memory_store(*, clock: Clock | None = None) -> SqlStore:
+    """A new, empty store that lives in this process's memory (SQLite `:memory:`): every
+    `SqlStore` method works on it, a `Runtime` can drive sessions on it, and nothing is kept
+    when it is closed or the process ends (the seed's `createMemoryStore`). Each call opens a
+    store of its own; `open_store(":memory:")` is the same."""
+    return open_store(MEMORY, clock=clock)
