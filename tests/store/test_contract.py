@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.pg import fresh_database
 from wakeful.clock import FakeClock
 from wakeful.errors import ClaimLostError, ConflictError, NotFoundError, UsageError
 from wakeful.events import (
@@ -27,7 +28,6 @@ from wakeful.events import (
     WorkStateUpdated,
 )
 from wakeful.messages import assistant
-from tests.pg import fresh_database
 from wakeful.store import (
     Prelude,
     SqlStore,

@@ -5,6 +5,7 @@ a store of its own, a runtime drives turns on it, and nothing outlives it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from wakeful.execution import Runtime
@@ -36,4 +37,4 @@ async def test_a_runtime_drives_turns_on_a_memory_store(tmp_path: Path):
     assert [m.text() for m in store.messages(sid)] == ["hi", "hello", "again", "hello"]
     assert len(store.receipts(sid)) == 2
     await rt.aclose()
-    assert not list(tmp_path.glob("*.db"))  # nothing was written to disk
+    assert sorted(p.name for p in os.scandir(tmp_path)) == ["script.json"]  # nothing on disk
