@@ -52,10 +52,14 @@ def test_every_route_but_health_needs_a_valid_token(server: Served):
                 assert r.json()["error"] == "unauthorized"
                 assert r.headers["www-authenticate"].startswith("Bearer")
             assert TOKEN not in r.text
+    sensitive = server.client(SENSITIVE)
     for method, url, body in calls:
         target = url.replace(sid, victim) if method == "DELETE" else url
-        r = right.request(method, target, json=body, follow_redirects=False)
+        # A blob by digest may hold instructions: only the sensitive scope reads it.
+        c = sensitive if url.startswith("/blobs/") else right
+        r = c.request(method, target, json=body, follow_redirects=False)
         assert r.status_code not in (401, 403) and r.status_code < 500, (method, url, r.text)
+    assert right.get(f"/blobs/{'0' * 64}").status_code == 403
     assert anonymous.get("/health").status_code == 200
     assert anonymous.get("/ui/login").status_code == 200
 

@@ -24,7 +24,7 @@ import httpx
 import pytest
 from openapi_schema_validator import OAS31Validator
 
-from tests.server.conftest import TOKEN, MakeServer, Served, script, wait_for
+from tests.server.conftest import SENSITIVE, TOKEN, MakeServer, Served, script, wait_for
 
 PNG = base64.b64encode(
     base64.b64decode(
@@ -193,8 +193,27 @@ def test_every_live_response_validates_against_the_document(served: Served) -> N
     doc.check(f"{one}/history", stale)
     doc.check(f"{one}/rewind", c.post(f"/sessions/{sid}/rewind", json={}))
     doc.check(f"{one}/unrevert", c.post(f"/sessions/{sid}/unrevert", json={}))
+    _host(c, doc, sid, served)
     documented = {(p, m) for p, ops in doc.doc["paths"].items() for m in ops}
     assert documented - doc.seen == set()
+
+
+def _host(c: httpx.Client, doc: Document, sid: str, served: Served) -> None:
+    """What hosts that keep sessions write (docs/hosts.md), and their documented errors."""
+    one = "/sessions/{session_id}"
+    doc.check(one, c.patch(f"/sessions/{sid}", json={"title": "renamed"}))
+    doc.check(one, c.patch(f"/sessions/{sid}", json={"title": "   "}))
+    note = {"type": "message.added", "message": {"role": "user", "blocks": [{"type": "text", "text": "n"}]}}  # fmt: skip
+    doc.check(f"{one}/events", c.post(f"/sessions/{sid}/events", json={"events": [note]}))
+    doc.check(f"{one}/events", c.post(f"/sessions/{sid}/events", json={"events": [{"type": "turn.ended"}]}))  # fmt: skip
+    put = doc.check("/blobs", c.post("/blobs", json={"data": PNG}))
+    digest = put.json()["digest"]
+    got = served.client(SENSITIVE).get(f"/blobs/{digest}")
+    assert got.status_code == 200 and got.content == base64.b64decode(PNG)
+    raw = doc.doc["paths"]["/blobs/{digest}"]["get"]["responses"]["200"]["content"]
+    assert [s["schema"] for s in raw.values()] == [{"type": "string", "format": "binary"}]
+    doc.check("/blobs/{digest}", c.get(f"/blobs/{digest}"))  # 403: no sensitive scope
+    doc.check("/prune", c.post("/prune", json={"older_than_ms": 0}))
 
 
 def _schedules(c: httpx.Client, doc: Document, sid: str, served: Served) -> None:

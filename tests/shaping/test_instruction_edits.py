@@ -123,3 +123,14 @@ async def test_rewinding_to_an_instruction_note_reverts_its_change(rt: Runtime):
     assert rt.store.get_blob(digest).decode() == "v2"  # the state before the hidden note
     await rt.run("turn C", session_id=sid)
     assert last_request_notes(rt, sid) == ["v1", "v2", "v3"]
+
+
+async def test_deleting_the_first_turn_hides_its_input(rt: Runtime):
+    # The session's first delta (no note) is written just before the first input's delivery:
+    # that input is no note, and goes with its turn.
+    agents(rt, "v0")
+    [zero] = await rt.run("turn zero")
+    sid = rt.store.list_sessions().sessions[0].id
+    await rt.run("turn one", session_id=sid)
+    rt.edit_history(sid, revision=rt.store.get_session(sid).last_seq, delete_turn=zero.turn_id)
+    assert [m.text() for m in rt.store.messages(sid)] == ["turn one", "ok"]

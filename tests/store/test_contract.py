@@ -23,6 +23,7 @@ from wakeful.events import (
     SessionCreated,
     SessionUpdated,
     ToolCallStarted,
+    TurnEnded,
     TurnStarted,
     UsageRecorded,
     WorkStateUpdated,
@@ -30,6 +31,7 @@ from wakeful.events import (
 from wakeful.messages import assistant
 from wakeful.store import (
     Prelude,
+    SessionSummary,
     SqlStore,
     SyncMarker,
     current_owner,
@@ -546,3 +548,31 @@ def test_get_blobs_reads_several_blobs_at_once_and_refuses_a_missing_one(store: 
     assert store.get_blobs([]) == {}
     with pytest.raises(NotFoundError):
         store.get_blobs([one, "0" * 64])
+
+
+def test_summaries_count_what_a_listing_shows(store: SqlStore):
+    store.create_session("ses_s", title=None)
+    blocks = [{"type": "text", "text": "first\n  question"}, {"type": "text", "text": "in blocks"}]
+    store.admit("ses_s", "i1", "user", {"blocks": blocks})  # type: ignore[dict-item]
+    store.promote("ses_s", idle=True, start_turn="turn_1")
+    store.append("ses_s", [TurnEnded(turn_id="turn_1", outcome="completed")])
+    store.append("ses_s", [TurnStarted(turn_id="turn_x"),  # (a turn without an input)
+                           TurnEnded(turn_id="turn_x", outcome="completed")])  # fmt: skip
+    store.admit("ses_s", "i2", "user", {"text": "second " + "x" * 300})
+    store.promote("ses_s", idle=True, start_turn="turn_2")
+    store.append("ses_s", [TurnEnded(turn_id="turn_2", outcome="completed")])
+    store.admit("ses_s", "c1", "compaction", {"reason": "manual"})  # not a user message
+    store.add_artifact("ses_s", "link", "https://example.com/a", "a")
+    store.create_session("ses_child", parent_id="ses_s")
+    store.create_session("ses_other")
+    got = store.session_summaries(["ses_s", "ses_other", "ses_none"])
+    s = got["ses_s"]
+    assert (s.turns, s.child_sessions, s.user_messages, s.artifacts) == (3, 1, 2, 1)
+    assert s.first_prompt == "first question in blocks"
+    assert got["ses_other"] == got["ses_none"] == SessionSummary()
+    store.revert("ses_s", input_id="i1")  # hides both inputs: nothing the user sent shows
+    hidden = store.session_summaries(["ses_s"])["ses_s"]
+    assert (hidden.user_messages, hidden.first_prompt) == (0, None)
+    store.unrevert("ses_s")
+    store.revert("ses_s", input_id="i2")
+    assert store.session_summaries(["ses_s"])["ses_s"].user_messages == 1

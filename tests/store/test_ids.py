@@ -27,10 +27,11 @@ def test_an_exact_id_or_a_unique_prefix_names_a_session(store: SqlStore):
     assert store.resolve_session_id("ses_ab") == "ses_ab"
 
 
-def test_session_counts_are_turns_and_children(store: SqlStore):
+def test_session_summaries_count_turns_and_children(store: SqlStore):
     store.create_session(A)
     store.create_session(parent_id=A)
     store.create_session(parent_id=A)
     store.create_session(B)
-    assert store.session_counts([A, B]) == {A: (0, 2), B: (0, 0)}
-    assert store.session_counts([]) == {}
+    got = store.session_summaries([A, B])
+    assert {k: (v.turns, v.child_sessions) for k, v in got.items()} == {A: (0, 2), B: (0, 0)}
+    assert store.session_summaries([]) == {}

@@ -7,8 +7,7 @@ reconnect with `Last-Event-ID` like the sync ones.
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -19,7 +18,8 @@ from ._wire import ServerEvent
 
 
 class AsyncClient:
-    """An async client of one server. `token` defaults to `$WAKEFUL_SERVER_TOKEN`."""
+    """An async client of one server. `token` defaults to `$WAKEFUL_SERVER_TOKEN`; `headers` are
+    sent with every request; `timeout` (seconds) bounds each request but a stream's reads."""
 
     def __init__(
         self,
@@ -29,9 +29,9 @@ class AsyncClient:
         timeout: float = 30.0,
         stream_read_timeout: float = 60.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        token = token if token is not None else os.environ.get("WAKEFUL_SERVER_TOKEN")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = w.auth_headers(token, headers)
         self.base_url = base_url.rstrip("/")
         self.stream_read_timeout = stream_read_timeout
         self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout,
@@ -65,21 +65,29 @@ class AsyncClient:
         return await self._send(w.Req("GET", "/health"))
 
     async def list_sessions(self, *, roots: bool = True, archived: bool | None = False, limit: int = 50,
-                      cursor: str | None = None, q: str | None = None) -> dict[str, Any]:  # fmt: skip
-        """A page of sessions (`archived=None`: both); `next_cursor` continues."""
-        return await self._send(w.sessions_req(roots, archived, limit, cursor, q))
+                      cursor: str | None = None, q: str | None = None, agent: str | None = None,
+                      location: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """A page of sessions (`archived=None`: both), each with its `summary`; only those of
+        `agent` and at `location` (`this`: the server's workspace, or an absolute directory)
+        when given; `next_cursor` continues."""
+        return await self._send(w.sessions_req(roots, archived, limit, cursor, q, agent, location))
 
     async def create_session(self, *, title: str | None = None, agent: str | None = None,
                        model: str | None = None, metadata: dict[str, Any] | None = None,
-                       prompt: str | None = None, **prompt_options: Any) -> dict[str, Any]:  # fmt: skip
-        """Create a session; with `prompt`, admit it too (options as for `prompt`)."""
+                       prompt: str | None = None, session_id: str | None = None,
+                       location: str | None = None, **prompt_options: Any) -> dict[str, Any]:  # fmt: skip
+        """Create a session (with `session_id`, that id: 409 `ConflictError` when taken;
+        `location`, a directory of the server's host); with `prompt`, admit it too (options as
+        for `prompt`)."""
         body = None
         if prompt is not None:
             body = w.prompt_body(prompt, None, prompt_options.get("input_id"),
                                  prompt_options.get("delivery", "steer"),
                                  prompt_options.get("resume", True), prompt_options.get("wait", False),
                                  prompt_options.get("metadata"))  # fmt: skip
-        return await self._send(w.create_req(title, agent, model, metadata, body))
+        return await self._send(
+            w.create_req(title, agent, model, metadata, body, session_id, location)
+        )
 
     async def get_session(self, session_id: str) -> dict[str, Any]:
         """One session with children, pending count, work state and claim."""
@@ -146,12 +154,19 @@ class AsyncClient:
 
     # -- reads -------------------------------------------------------------------------------
 
-    async def messages(self, session_id: str, after_seq: int = 0, *, sensitive: bool = False) -> dict[str, Any]:  # fmt: skip
-        """The transcript (system text redacted unless `sensitive` and the token allows it)."""
+    async def messages(self, session_id: str, after_seq: int = 0, *, limit: int | None = None,
+                 sensitive: bool = False) -> dict[str, Any]:  # fmt: skip
+        """The transcript after `after_seq` (system text redacted unless `sensitive` and the
+        token allows it); with `limit`, a page of at most that many (`next_after` continues)."""
         return await self._send(
             w.session_req(
-                "GET", session_id, "/messages", after_seq=after_seq, sensitive=sensitive or None
-            )
+                "GET",
+                session_id,
+                "/messages",
+                after_seq=after_seq,
+                limit=limit,
+                sensitive=sensitive or None,
+            )  # fmt: skip
         )
 
     async def pending(self, session_id: str) -> dict[str, Any]:
@@ -248,6 +263,37 @@ class AsyncClient:
     ) -> dict[str, Any]:
         """Remove one extension value (none there: nothing happens); answers the namespace."""
         return await self._send(w.extension_req("DELETE", session_id, namespace, key))
+
+    # -- hosts that keep sessions (docs/hosts.md) -------------------------------------------
+
+    async def rename(self, session_id: str, title: str) -> dict[str, Any]:
+        """Set the session's title; answers the session."""
+        return await self._send(w.rename_req(session_id, title))
+
+    async def append_events(self, session_id: str, events: list[dict[str, Any]],
+                      blobs: Sequence[bytes] = ()) -> dict[str, Any]:  # fmt: skip
+        """Append events (each as the log shows its `data`) of the kinds a host may write,
+        with `blobs`, in one transaction: `{"seqs", "ids", "last_seq"}`. A 409
+        `ConflictError` while the session is driven; a 422 `UsageError` names a refused kind."""
+        return await self._send(w.append_req(session_id, events, blobs))
+
+    async def put_blob(self, data: bytes, session_id: str | None = None) -> dict[str, Any]:
+        """Store bytes once by SHA-256 (referenced by `session_id`): `{"digest", "bytes"}`."""
+        return await self._send(w.put_blob_req(data, session_id))
+
+    async def get_blob(self, digest: str) -> bytes:
+        """A blob's bytes (needs a token with the sensitive scope: 403 `UnauthorizedError`)."""
+        try:
+            response = await self._http.get(f"/blobs/{quote(digest, safe='')}")
+        except httpx.TransportError as err:
+            raise w.unreachable(self.base_url, err) from err
+        w.raise_for(response)
+        return response.content
+
+    async def prune(self, older_than_ms: int, action: str = "preview") -> dict[str, Any]:
+        """Root sessions idle since before `older_than_ms`: `preview`, `archive` or `delete`
+        them; answers the counts."""
+        return await self._send(w.prune_req(older_than_ms, action))
 
     # -- streams -----------------------------------------------------------------------------
 

@@ -3,15 +3,17 @@
 It implements the `wakeful.store.Store` protocol in full and answers with the store's records
 (`SessionRow`, `Page`, `StoredEvent`, `SyncMarker`, `InboxItem`, `Message`, `ReceiptRecorded`,
 `PruneCounts`, `Claim`), so code written against `Store` for listing, showing, following and
-admitting works against a server unchanged. Writes that only a driver makes (claims, appends,
-promotion) are not offered: the server's own coordinator drives its sessions; the few such
-methods here raise a one-line `UsageError`. What the server redacts stays redacted here.
+admitting works against a server unchanged. It also writes what a host that keeps sessions
+writes (create, append, prune, blobs: `docs/hosts.md`), with the server fencing each append by
+a claim of its own. Writes that only a driver makes (claims, promotion) are not offered: the
+server's own coordinator drives its sessions. What the server redacts stays redacted here
+(reading a blob by digest needs the sensitive scope).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -22,6 +24,7 @@ from ..events import (
     Delivery,
     InputKind,
     ReceiptRecorded,
+    SessionEvent,
     StoredEvent,
     ToolCallEnded,
     ToolCallStarted,
@@ -37,6 +40,7 @@ from ..store import (
     SearchHit,
     SearchPage,
     SessionRow,
+    SessionSummary,
     SyncMarker,
     ToolCallRow,
 )
@@ -68,10 +72,15 @@ def _item(session_id: str, data: dict[str, Any]) -> InboxItem:
 
 
 class RemoteStore:
-    """The store of a server at `url` (`http://HOST:PORT`); `token` as for `Client`."""
+    """The store of a server at `url` (`http://HOST:PORT`); `token` as for `Client`, `headers`
+    sent with every request, `timeout` (seconds) bounding each (the seed's `createRemoteStore`
+    options)."""
 
-    def __init__(self, url: str, token: str | None = None, *, client: Client | None = None) -> None:
-        self.client = client or Client(url, token)
+    def __init__(
+        self, url: str, token: str | None = None, *, headers: Mapping[str, str] | None = None,
+        timeout: float = 30.0, client: Client | None = None,
+    ) -> None:  # fmt: skip
+        self.client = client or Client(url, token, headers=headers, timeout=timeout)
         self._url = url
 
     @property
@@ -86,12 +95,15 @@ class RemoteStore:
     # -- sessions ----------------------------------------------------------------------------
 
     def list_sessions(self, *, roots_only: bool = True, archived: bool | None = False,
-                      limit: int = 50, cursor: str | None = None) -> Page:  # fmt: skip
-        """A page of sessions, newest first (the API caps a page at 500)."""
+                      limit: int = 50, cursor: str | None = None, agent: str | None = None,
+                      location: str | None = None) -> Page:  # fmt: skip
+        """A page of sessions, newest first (of `agent`, at `location`, when given; the API
+        caps a page at 500)."""
         rows: list[SessionRow] = []
         while True:
             page = self.client.list_sessions(roots=roots_only, archived=archived,
-                                             limit=min(limit - len(rows), 500), cursor=cursor)  # fmt: skip
+                                             limit=min(limit - len(rows), 500), cursor=cursor,
+                                             agent=agent, location=location)  # fmt: skip
             rows += [session_row(s) for s in page["sessions"]]
             cursor = page["next_cursor"]
             if cursor is None or len(rows) >= limit:
@@ -121,12 +133,17 @@ class RemoteStore:
         resolves it (`NotFoundError`, or a `UsageError` naming the candidates)."""
         return self.get_session(ref).id
 
-    def session_counts(self, session_ids: list[str]) -> dict[str, tuple[int, int]]:
-        """`(turns, child sessions)` of each session, read from the server's session pages."""
-        out: dict[str, tuple[int, int]] = {}
-        for sid in session_ids:
-            detail = self.client.get_session(sid)
-            out[sid] = (len(self.client.turns(sid)["turns"]), len(detail["children"]))
+    def session_summaries(self, session_ids: Sequence[str]) -> dict[str, SessionSummary]:
+        """What a listing shows beside each session, from each session's page."""
+        out: dict[str, SessionSummary] = {}
+        for sid in dict.fromkeys(session_ids):
+            try:
+                s = self.client.get_session(sid)["summary"]
+            except NotFoundError:  # as a local store: an unknown session counts nothing
+                out[sid] = SessionSummary()
+                continue
+            out[sid] = SessionSummary(s["turns"], s["child_sessions"], s["user_messages"],
+                                      s["artifacts"], s["first_prompt"])  # fmt: skip
         return out
 
     def find_session(self, session_id: str) -> SessionRow | None:
@@ -172,14 +189,24 @@ class RemoteStore:
 
     # -- transcript, inbox, receipts ---------------------------------------------------------
 
-    def messages_with_seq(self, session_id: str, after_seq: int = 0) -> list[tuple[int, Message]]:
-        """The transcript with each message's `seq`."""
-        data = self.client.messages(session_id, after_seq)
-        return [(int(m["seq"]), message_from_dict(m["message"])) for m in data["messages"]]
+    def messages_with_seq(self, session_id: str, after_seq: int = 0,
+                          limit: int | None = None) -> list[tuple[int, Message]]:  # fmt: skip
+        """The transcript with each message's `seq`: after `after_seq`, at most `limit` (the
+        API serves at most 1,000 a request: a larger limit reads several pages)."""
+        out: list[tuple[int, Message]] = []
+        while True:
+            want = None if limit is None else min(limit - len(out), 1000)
+            data = self.client.messages(session_id, after_seq, limit=want)
+            out += [(int(m["seq"]), message_from_dict(m["message"])) for m in data["messages"]]
+            after = data.get("next_after")
+            if want is None or after is None or len(out) == limit:
+                return out
+            after_seq = int(after)
 
-    def messages(self, session_id: str, after_seq: int = 0) -> list[Message]:
-        """The transcript in log order."""
-        return [m for _, m in self.messages_with_seq(session_id, after_seq)]
+    def messages(self, session_id: str, after_seq: int = 0,
+                 limit: int | None = None) -> list[Message]:  # fmt: skip
+        """The transcript in log order (a page: see `messages_with_seq`)."""
+        return [m for _, m in self.messages_with_seq(session_id, after_seq, limit)]
 
     def pending(self, session_id: str) -> list[InboxItem]:
         """Pending inbox items in enqueue order."""
@@ -232,27 +259,57 @@ class RemoteStore:
             ))  # fmt: skip
         return out
 
-    # -- what only a local store does --------------------------------------------------------
+    # -- what hosts that keep sessions write (docs/hosts.md) ---------------------------------
 
-    def _local_only(self, what: str) -> UsageError:
-        return UsageError(f"{what} is not available through a server ({self._url}); "
-                          "run it where the database is")  # fmt: skip
+    def create_session(self, session_id: str | None = None, **fields: Any) -> SessionRow:
+        """Create a top-level session (with `session_id`, that id: `ConflictError` when taken)
+        of `title`, `agent`, `model`, `metadata` and `location` (a directory of the server's
+        host; default: the server's workspace). The server checks agent and model."""
+        extra = set(fields) - {"title", "agent", "model", "metadata", "location"}
+        if extra:
+            raise UsageError(f"a remote store creates top-level sessions of title, agent, model, "
+                             f"metadata and location, not {', '.join(sorted(extra))}")  # fmt: skip
+        made = self.client.create_session(session_id=session_id, **fields)
+        return session_row(made["session"])
 
-    def create_session(self, *args: Any, **kw: Any) -> SessionRow:
-        """Not offered remotely (create through `Client.create_session`)."""
-        raise self._local_only("creating a session with its own id and fields")
+    def update_session(self, session_id: str, claim: Any = None, **fields: Any) -> None:
+        """Rename the session (`title` only: agent and model change through a fork or the
+        server's own commands)."""
+        if claim is not None or set(fields) != {"title"}:
+            raise UsageError("a remote store updates a session's title only, without a claim")
+        self.client.rename(session_id, fields["title"])
 
-    def append(self, *args: Any, **kw: Any) -> list[StoredEvent]:
-        """Not offered remotely: only a session's driver appends."""
-        raise self._local_only("appending events")
+    def append(self, session_id: str, events: Sequence[SessionEvent], claim: Any = None, *,
+               blobs: Sequence[bytes] = ()) -> list[StoredEvent]:  # fmt: skip
+        """Append events of the kinds a host may write (messages, work state, usage) and store
+        `blobs` with them, in one transaction on the server, which takes the session's claim
+        for the write itself (so `claim` must be None). `ConflictError` while a driver holds
+        the session; `UsageError` names a kind a host may not write."""
+        if claim is not None:
+            raise UsageError("a remote append takes no claim: the server fences it itself")
+        bodies = [e.model_dump(mode="json", exclude_none=True) for e in events]
+        out = self.client.append_events(session_id, bodies, blobs)
+        at = int(out["at_ms"])
+        return [StoredEvent(int(i), session_id, int(seq), at, e)
+                for i, seq, e in zip(out["ids"], out["seqs"], events, strict=True)]  # fmt: skip
 
-    def prune(self, *args: Any, **kw: Any) -> PruneCounts:
-        """Not offered remotely."""
-        raise self._local_only("pruning")
+    def prune(self, older_than_ms: int, action: str = "preview") -> PruneCounts:
+        """Root sessions idle since before `older_than_ms`: `preview`, `archive` or `delete`."""
+        c = self.client.prune(older_than_ms, action)
+        return PruneCounts(sessions=c["sessions"], events=c["events"], messages=c["messages"],
+                           roots=c["roots"])  # fmt: skip
+
+    def put_blob(self, data: bytes, session_id: str | None = None) -> str:
+        """Store bytes once by SHA-256 and return the digest; with a session, reference it."""
+        return str(self.client.put_blob(data, session_id)["digest"])
 
     def get_blob(self, digest: str) -> bytes:
-        """Not offered remotely (media: `GET /sessions/{id}/media/{digest}`)."""
-        raise self._local_only("reading blobs")
+        """The bytes of a blob (the token needs the sensitive scope); `NotFoundError` if absent."""
+        return self.client.get_blob(digest)
+
+    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """The bytes of each blob in `digests`, by digest; `NotFoundError` if any is absent."""
+        return {d: self.get_blob(d) for d in dict.fromkeys(digests)}
 
     # -- the log -----------------------------------------------------------------------------
 

@@ -7,9 +7,8 @@ connection, so a consumer sees every durable event once.
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -20,7 +19,9 @@ from ._wire import ServerEvent
 
 
 class Client:
-    """A client of one server. `token` defaults to `$WAKEFUL_SERVER_TOKEN`."""
+    """A client of one server. `token` defaults to `$WAKEFUL_SERVER_TOKEN`; `headers` are sent
+    with every request (a proxy's own authentication, tracing); `timeout` (seconds) bounds each
+    request but a stream's reads (`stream_read_timeout`)."""
 
     def __init__(
         self,
@@ -30,9 +31,9 @@ class Client:
         timeout: float = 30.0,
         stream_read_timeout: float = 60.0,
         transport: httpx.BaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        token = token if token is not None else os.environ.get("WAKEFUL_SERVER_TOKEN")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = w.auth_headers(token, headers)
         self.base_url = base_url.rstrip("/")
         self.stream_read_timeout = stream_read_timeout
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout,
@@ -64,21 +65,27 @@ class Client:
         return self._send(w.Req("GET", "/health"))
 
     def list_sessions(self, *, roots: bool = True, archived: bool | None = False, limit: int = 50,
-                      cursor: str | None = None, q: str | None = None) -> dict[str, Any]:  # fmt: skip
-        """A page of sessions (`archived=None`: both); `next_cursor` continues."""
-        return self._send(w.sessions_req(roots, archived, limit, cursor, q))
+                      cursor: str | None = None, q: str | None = None, agent: str | None = None,
+                      location: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """A page of sessions (`archived=None`: both), each with its `summary`; only those of
+        `agent` and at `location` (`this`: the server's workspace, or an absolute directory)
+        when given; `next_cursor` continues."""
+        return self._send(w.sessions_req(roots, archived, limit, cursor, q, agent, location))
 
     def create_session(self, *, title: str | None = None, agent: str | None = None,
                        model: str | None = None, metadata: dict[str, Any] | None = None,
-                       prompt: str | None = None, **prompt_options: Any) -> dict[str, Any]:  # fmt: skip
-        """Create a session; with `prompt`, admit it too (options as for `prompt`)."""
+                       prompt: str | None = None, session_id: str | None = None,
+                       location: str | None = None, **prompt_options: Any) -> dict[str, Any]:  # fmt: skip
+        """Create a session (with `session_id`, that id: 409 `ConflictError` when taken;
+        `location`, a directory of the server's host); with `prompt`, admit it too (options as
+        for `prompt`)."""
         body = None
         if prompt is not None:
             body = w.prompt_body(prompt, None, prompt_options.get("input_id"),
                                  prompt_options.get("delivery", "steer"),
                                  prompt_options.get("resume", True), prompt_options.get("wait", False),
                                  prompt_options.get("metadata"))  # fmt: skip
-        return self._send(w.create_req(title, agent, model, metadata, body))
+        return self._send(w.create_req(title, agent, model, metadata, body, session_id, location))
 
     def get_session(self, session_id: str) -> dict[str, Any]:
         """One session with children, pending count, work state and claim."""
@@ -145,12 +152,19 @@ class Client:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def messages(self, session_id: str, after_seq: int = 0, *, sensitive: bool = False) -> dict[str, Any]:  # fmt: skip
-        """The transcript (system text redacted unless `sensitive` and the token allows it)."""
+    def messages(self, session_id: str, after_seq: int = 0, *, limit: int | None = None,
+                 sensitive: bool = False) -> dict[str, Any]:  # fmt: skip
+        """The transcript after `after_seq` (system text redacted unless `sensitive` and the
+        token allows it); with `limit`, a page of at most that many (`next_after` continues)."""
         return self._send(
             w.session_req(
-                "GET", session_id, "/messages", after_seq=after_seq, sensitive=sensitive or None
-            )
+                "GET",
+                session_id,
+                "/messages",
+                after_seq=after_seq,
+                limit=limit,
+                sensitive=sensitive or None,
+            )  # fmt: skip
         )
 
     def pending(self, session_id: str) -> dict[str, Any]:
@@ -243,6 +257,37 @@ class Client:
     def delete_extension_state(self, session_id: str, namespace: str, key: str) -> dict[str, Any]:
         """Remove one extension value (none there: nothing happens); answers the namespace."""
         return self._send(w.extension_req("DELETE", session_id, namespace, key))
+
+    # -- hosts that keep sessions (docs/hosts.md) -------------------------------------------
+
+    def rename(self, session_id: str, title: str) -> dict[str, Any]:
+        """Set the session's title; answers the session."""
+        return self._send(w.rename_req(session_id, title))
+
+    def append_events(self, session_id: str, events: list[dict[str, Any]],
+                      blobs: Sequence[bytes] = ()) -> dict[str, Any]:  # fmt: skip
+        """Append events (each as the log shows its `data`) of the kinds a host may write,
+        with `blobs`, in one transaction: `{"seqs", "ids", "last_seq"}`. A 409
+        `ConflictError` while the session is driven; a 422 `UsageError` names a refused kind."""
+        return self._send(w.append_req(session_id, events, blobs))
+
+    def put_blob(self, data: bytes, session_id: str | None = None) -> dict[str, Any]:
+        """Store bytes once by SHA-256 (referenced by `session_id`): `{"digest", "bytes"}`."""
+        return self._send(w.put_blob_req(data, session_id))
+
+    def get_blob(self, digest: str) -> bytes:
+        """A blob's bytes (needs a token with the sensitive scope: 403 `UnauthorizedError`)."""
+        try:
+            response = self._http.get(f"/blobs/{quote(digest, safe='')}")
+        except httpx.TransportError as err:
+            raise w.unreachable(self.base_url, err) from err
+        w.raise_for(response)
+        return response.content
+
+    def prune(self, older_than_ms: int, action: str = "preview") -> dict[str, Any]:
+        """Root sessions idle since before `older_than_ms`: `preview`, `archive` or `delete`
+        them; answers the counts."""
+        return self._send(w.prune_req(older_than_ms, action))
 
     # -- streams -----------------------------------------------------------------------------
 

@@ -7,8 +7,10 @@ catch the same types as with a local store. Every `ApiError` has `status`, `erro
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -106,10 +108,11 @@ def _body(**fields: Any) -> dict[str, Any]:
 
 
 def sessions_req(roots: bool, archived: bool | None, limit: int, cursor: str | None,
-                 q: str | None) -> Req:  # fmt: skip
+                 q: str | None, agent: str | None = None, location: str | None = None) -> Req:  # fmt: skip
     """GET /sessions."""
     flag = "all" if archived is None else str(archived).lower()
-    return Req("GET", "/sessions", _q(roots=roots, archived=flag, limit=limit, cursor=cursor, q=q))
+    return Req("GET", "/sessions", _q(roots=roots, archived=flag, limit=limit, cursor=cursor, q=q,
+                                      agent=agent, location=location))  # fmt: skip
 
 
 def prompt_body(text: str | None, blocks: list[dict[str, Any]] | None, input_id: str | None,
@@ -121,10 +124,48 @@ def prompt_body(text: str | None, blocks: list[dict[str, Any]] | None, input_id:
 
 
 def create_req(title: str | None, agent: str | None, model: str | None,
-               metadata: dict[str, Any] | None, prompt: dict[str, Any] | None) -> Req:  # fmt: skip
+               metadata: dict[str, Any] | None, prompt: dict[str, Any] | None,
+               session_id: str | None = None, location: str | None = None) -> Req:  # fmt: skip
     """POST /sessions."""
-    return Req("POST", "/sessions", body=_body(title=title, agent=agent, model=model,
-                                               metadata=metadata, prompt=prompt))  # fmt: skip
+    return Req("POST", "/sessions", body=_body(id=session_id, title=title, agent=agent,
+                                               model=model, metadata=metadata, location=location,
+                                               prompt=prompt))  # fmt: skip
+
+
+def auth_headers(token: str | None, headers: Mapping[str, str] | None) -> dict[str, str]:
+    """A client's headers: `headers` as given, then the bearer `token` (default:
+    `$WAKEFUL_SERVER_TOKEN`), which a given `Authorization` header replaces."""
+    token = token if token is not None else os.environ.get("WAKEFUL_SERVER_TOKEN")
+    out = {"Authorization": f"Bearer {token}"} if token else {}
+    return out | dict(headers or {})
+
+
+# -- what hosts that keep sessions write (`RemoteStore`; docs/hosts.md) -------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def append_req(session_id: str, events: list[dict[str, Any]], blobs: Sequence[bytes]) -> Req:
+    """POST /sessions/{id}/events."""
+    return session_req("POST", session_id, "/events",
+                       {"events": events, "blobs": [_b64(b) for b in blobs]})  # fmt: skip
+
+
+def put_blob_req(data: bytes, session_id: str | None) -> Req:
+    """POST /blobs."""
+    return Req("POST", "/blobs", body=_body(data=_b64(data), session_id=session_id))
+
+
+def prune_req(older_than_ms: int, action: str) -> Req:
+    """POST /prune."""
+    return Req("POST", "/prune", body={"older_than_ms": older_than_ms, "action": action})
+
+
+def rename_req(session_id: str, title: str) -> Req:
+    """PATCH /sessions/{id}."""
+    return session_req("PATCH", session_id, body={"title": title})
 
 
 def session_req(method: str, session_id: str, tail: str = "", body: Any = None, **params: Any) -> Req:  # fmt: skip

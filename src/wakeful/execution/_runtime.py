@@ -64,6 +64,7 @@ from ._drain import DrainOptions, DrainResult
 from ._event_stream import EventStream, Streams
 from ._follow import drive_input, input_outcome
 from ._hooks import HookEvent, Hooks
+from ._host import HostMixin
 from ._move import existing_location
 from ._port import PortHooks, SessionSetup
 from ._reads import Reads
@@ -110,7 +111,7 @@ class SendResult:
     """The input's status as of admission (an input id sent again reads as it is now)."""
 
 
-class Runtime(ShapingMixin):
+class Runtime(ShapingMixin, HostMixin):
     """A store plus everything needed to drive its sessions in this process."""
 
     def __init__(

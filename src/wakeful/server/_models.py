@@ -58,6 +58,9 @@ class PromptIn(_In):
 class CreateSessionIn(_In):
     """A new session, optionally with its first prompt."""
 
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9_\-]{1,128}$")] | None = Field(
+        default=None, description="The new session's id (default: a fresh one); taken: 409."
+    )
     title: Short | None = None
     agent: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")] | None = None
     model: Short | None = Field(default=None, description="A model spec, e.g. `anthropic:MODEL`.")
@@ -121,6 +124,14 @@ class ListQuery(_In):
         description="Full-text search: sessions whose title or content holds every word "
         "(`word*`: a prefix), best match first; a whole session id finds that session.",
     )
+    agent: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")] | None = Field(
+        default=None, description="Only sessions of this agent (not with `q`)."
+    )
+    location: Annotated[str, Field(pattern=r"^(any|this|/[^\x00]*)$", max_length=4096)] = Field(
+        default="any",
+        description="`any`; `this`: the server's workspace; or an absolute directory: only "
+        "sessions living there (not with `q`).",
+    )
 
 
 class SensitiveQuery(_In):
@@ -130,9 +141,12 @@ class SensitiveQuery(_In):
 
 
 class MessagesQuery(SensitiveQuery):
-    """Transcript messages after a sequence number."""
+    """Transcript messages after a sequence number, a page of at most `limit`."""
 
     after_seq: Seq = 0
+    limit: Annotated[int, Field(ge=1, le=1000)] | None = Field(
+        default=None, description="At most this many messages (default: all that follow)."
+    )
 
 
 class LogQuery(SensitiveQuery):
@@ -184,6 +198,16 @@ class MatchOut(_Out):
     snippet: str
 
 
+class SummaryOut(_Out):
+    """What a listing shows beside a session (`wakeful.store.SessionSummary`)."""
+
+    turns: int = Field(description="Turns the session ran (its runs).")
+    child_sessions: int = Field(description="Sessions below it (children, theirs, ...).")
+    user_messages: int = Field(description="User messages still in its transcript.")
+    artifacts: int
+    first_prompt: str | None = Field(description="Its first user message still there, as sent.")
+
+
 class SessionOut(_Out):
     """A session row (the same fields as `wakeful session list --format json`)."""
 
@@ -209,6 +233,9 @@ class SessionOut(_Out):
         description="A worker left the session: no running worker serves this location.",
     )
     usage: UsageOut
+    summary: SummaryOut | None = Field(
+        default=None, description="In a listing and a session's page: what its projections count."
+    )
     active: bool = Field(description="This server's process is driving the session now.")
     match: MatchOut | None = Field(
         default=None, description="With a search (`q`): where the session matched."
@@ -326,6 +353,11 @@ class MessagesOut(_Out):
 
     messages: list[MessageOut]
     redacted: bool
+    next_after: int | None = Field(
+        default=None,
+        description="With `limit`, a full page: pass it as `after_seq` for the next page "
+        "(null: nothing follows).",
+    )
 
 
 class InboxItemOut(_Out):

@@ -40,12 +40,17 @@ _INLINE = re.compile(r"^(image/(png|jpeg|gif|webp)|audio/[a-z0-9.+\-]+|video/[a-
 @ops.op("GET", "/sessions/{session_id}/messages", tag="reads", query=MessagesQuery,
         response=MessagesOut, errors=(401, 403, 404, 422))  # fmt: skip
 async def messages(call: Call[MessagesQuery, Any]) -> MessagesOut:
-    """The transcript in log order (delivered inputs included), after `after_seq`."""
+    """The transcript in log order (delivered inputs included), after `after_seq`; with
+    `limit`, a page of at most that many (`next_after` continues a full one)."""
     state: ServerState = call.state
     sensitive = call.want_sensitive()
-    rows = await db(state.reads.messages_with_seq, call.path["session_id"], call.query.after_seq)
+    q = call.query
+    rows = await db(state.reads.messages_with_seq, call.path["session_id"], q.after_seq, q.limit)
     out = [MessageOut(seq=seq, message=m if sensitive else redact_message(m)) for seq, m in rows]
-    return MessagesOut(messages=out, redacted=not sensitive)
+    full = q.limit is not None and len(rows) == q.limit
+    return MessagesOut(
+        messages=out, redacted=not sensitive, next_after=rows[-1][0] if full else None
+    )
 
 
 @ops.op("GET", "/sessions/{session_id}/pending", tag="reads", response=PendingOut,

@@ -6,6 +6,7 @@ from the store's full-text index (ranked, paged by offset), or by the session's 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,8 +48,11 @@ async def search_sessions(state: ServerState, q: ListQuery, archived: bool | Non
     needle = (q.q or "").strip()
     if not needle:
         page = await db(state.reads.list_sessions, roots_only=q.roots, archived=archived,
-                        limit=q.limit, cursor=q.cursor)  # fmt: skip
+                        limit=q.limit, cursor=q.cursor, agent=q.agent,
+                        location=_location(state, q.location))  # fmt: skip
         return Found(page.sessions, page.next_cursor)
+    if q.agent is not None or q.location != "any":
+        raise UsageError("`agent` and `location` filter the listing, not a search (`q`)")
     if needle.startswith("ses_") and SESSION_ID.match(needle):
         row = await db(state.reads.find_session, needle)
         return Found([row] if row is not None else [], None)
@@ -60,6 +64,14 @@ async def search_sessions(state: ServerState, q: ListQuery, archived: bool | Non
     return Found([h.session for h in hits.hits], more, {h.session.id: h for h in hits.hits})
 
 
+def _location(state: ServerState, location: str) -> str | None:
+    """A listing's `location`: None for `any`, the server's workspace for `this`, else the
+    absolute directory given, normalized."""
+    if location == "any":
+        return None
+    return str(state.runtime.workspace) if location == "this" else os.path.normpath(location)
+
+
 @ops.op("GET", "/sessions", tag="sessions", query=ListQuery, response=SessionPageOut, errors=(401, 422))  # fmt: skip
 async def list_sessions(call: Call[ListQuery, Any]) -> SessionPageOut:
     """List sessions, newest first, with filters and keyset paging; or search them (`q`)."""
@@ -67,9 +79,10 @@ async def list_sessions(call: Call[ListQuery, Any]) -> SessionPageOut:
     archived = {"false": False, "true": True, "all": None}[call.query.archived]
     found = await search_sessions(state, call.query, archived)
     active = set(state.runtime.active())
+    summaries = await db(state.reads.session_summaries, [r.id for r in found.sessions])
     out = []
     for row in found.sessions:
-        item = state.session_out(row, active)
+        item = state.session_out(row, active, summaries.get(row.id))
         if (hit := found.matches.get(row.id)) is not None:
             item = item.model_copy(update={"match": MatchOut(seq=hit.seq, snippet=hit.snippet)})
         out.append(item)
@@ -95,7 +108,7 @@ async def create_session(call: Call[Any, CreateSessionIn]) -> Any:
     model = body.model or rt.model
     await db(rt.check_model, model, place)  # UsageError (422): a bad spec, file or missing key
     metadata = {"workspace": where} | (body.metadata or {})
-    sid = new_session_id()
+    sid = body.id or new_session_id()  # a taken id: the store's ConflictError (409)
     row = await db(rt.create_session, session_id=sid, title=body.title, agent=agent,
                    model=model, metadata=metadata, location=where)  # fmt: skip
     admission = None
@@ -120,7 +133,8 @@ async def get_session(call: Call[Any, Any]) -> SessionDetailOut:
     pending = await db(state.reads.pending, sid)
     work = await db(state.reads.work_state, sid)
     claim = await db(state.reads.current_claim, sid)
-    base = state.session_out(row).model_dump()
+    summary = (await db(state.reads.session_summaries, [sid]))[sid]
+    base = state.session_out(row, summary=summary).model_dump()
     return SessionDetailOut(
         **base, children=[r.id for r in children],
         pending=len(pending), work_state=work,

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..execution import Reads, Runtime
-from ..store import SessionRow
+from ..store import SessionRow, SessionSummary
 from ._auth import Tokens
 from ._hub import Hub
-from ._models import SessionOut, UsageOut
+from ._models import SessionOut, SummaryOut, UsageOut
 
 if TYPE_CHECKING:
     from ._lane import AdmissionLane
@@ -68,10 +68,15 @@ class ServerState:
         """Whether this process drives the session now."""
         return session_id in self.runtime.active()
 
-    def session_out(self, row: SessionRow, active: set[str] | None = None) -> SessionOut:
-        """The API shape of a session row."""
+    def session_out(
+        self, row: SessionRow, active: set[str] | None = None,
+        summary: SessionSummary | None = None,
+    ) -> SessionOut:  # fmt: skip
+        """The API shape of a session row (with its `summary` when given)."""
         data = row.to_json()
         data["usage"] = UsageOut.model_validate(data["usage"])
+        if summary is not None:
+            data["summary"] = SummaryOut.model_validate(summary.to_json())
         live = active if active is not None else set(self.runtime.active())
         return SessionOut(**data, active=row.id in live)
 

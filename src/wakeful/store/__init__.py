@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         Prelude,
         PruneCounts,
         SessionRow,
+        SessionSummary,
         SyncMarker,
         new_session_id,
     )
@@ -90,6 +91,7 @@ _LAZY = {
     "Prelude": "wakeful.store._records",
     "PruneCounts": "wakeful.store._records",
     "SessionRow": "wakeful.store._records",
+    "SessionSummary": "wakeful.store._records",
     "SyncMarker": "wakeful.store._records",
     "new_session_id": "wakeful.store._records",
     "FILE_CHANGE_KEY": "wakeful.store._rewind",
@@ -149,6 +151,7 @@ __all__ = [
     "SearchHit",
     "SearchPage",
     "SessionRow",
+    "SessionSummary",
     "SqlStore",
     "Store",
     "SyncMarker",

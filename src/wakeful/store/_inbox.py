@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConflictError, InvalidMessageError, NotFoundError
+from ..errors import ConflictError, InvalidMessageError, NotFoundError, UsageError
 from ._append import ClaimToken, append_events, put_blobs_in
 from ._backend import Pending, Row, Tx, iter_chunks, sha256_hex
 from ._bulk import collector_paused
@@ -653,6 +653,20 @@ def transcript_in(
     upto = upto_seq if upto_seq is not None else 2**62
     rows, enqueued = _transcript_rows(tx, [session_id], after_seq, upto, _TYPED_COLUMNS)
     return _transcripts(rows, enqueued).get(session_id, [])
+
+
+def page_end(tx: Tx, session_id: str, after_seq: int, limit: int) -> int | None:
+    """The `seq` of the `limit`-th visible message after `after_seq` (where a page of that
+    many ends), or None when fewer follow (the page runs to the end). Read from the
+    `messages` projection's key alone."""
+    if limit < 1:
+        raise UsageError("limit must be at least 1")
+    row = tx.one(
+        "SELECT seq FROM messages WHERE session_id = ? AND seq > ? AND reverted IS NULL "
+        "ORDER BY seq LIMIT 1 OFFSET ?",
+        (session_id, after_seq, limit - 1),
+    )
+    return None if row is None else int(row[0])
 
 
 def transcripts_in(tx: Tx, session_ids: Sequence[str]) -> dict[str, list[tuple[int, Message]]]:

@@ -16,7 +16,16 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._reads import ToolCallRow
-from ._records import Admission, Claim, InboxItem, Page, PruneCounts, SessionRow, SyncMarker
+from ._records import (
+    Admission,
+    Claim,
+    InboxItem,
+    Page,
+    PruneCounts,
+    SessionRow,
+    SessionSummary,
+    SyncMarker,
+)
 from ._search import SearchPage
 
 if TYPE_CHECKING:
@@ -53,8 +62,9 @@ class Store(Protocol):
         or `AmbiguousIdError` listing the candidates."""
         ...
 
-    def session_counts(self, session_ids: list[str]) -> dict[str, tuple[int, int]]:
-        """`(turns, child sessions)` of each session in `session_ids`."""
+    def session_summaries(self, session_ids: Sequence[str]) -> dict[str, SessionSummary]:
+        """What a listing shows beside each session: runs, child sessions, user messages,
+        artifacts, first prompt."""
         ...
 
     def children(self, session_id: str) -> list[SessionRow]:
@@ -67,9 +77,9 @@ class Store(Protocol):
 
     def list_sessions(
         self, *, roots_only: bool = True, archived: bool | None = False, limit: int = 50,
-        cursor: str | None = None,
+        cursor: str | None = None, agent: str | None = None, location: str | None = None,
     ) -> Page:  # fmt: skip
-        """A page of sessions, newest first."""
+        """A page of sessions, newest first (of `agent`, at `location`, when given)."""
         ...
 
     def search(
@@ -112,12 +122,17 @@ class Store(Protocol):
 
     # -- transcript and inbox -------------------------------------------------------------
 
-    def messages(self, session_id: str, after_seq: int = 0) -> list[Message]:
-        """The transcript in log order."""
+    def messages(
+        self, session_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        """The transcript in log order: after `after_seq`, at most `limit` messages."""
         ...
 
-    def messages_with_seq(self, session_id: str, after_seq: int = 0) -> list[tuple[int, Message]]:
-        """The transcript with each message's `seq`."""
+    def messages_with_seq(
+        self, session_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[tuple[int, Message]]:
+        """The transcript with each message's `seq` (a page: after `after_seq`, at most
+        `limit`; the next starts after the last `seq` returned)."""
         ...
 
     def pending(self, session_id: str) -> list[InboxItem]:

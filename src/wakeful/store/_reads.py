@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AmbiguousIdError, CorruptStateError, NotFoundError
 from ._inbox import message_bodies_in
+from ._summaries import summaries_in
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from ..events import PlainEvent, ReceiptRecorded, StoredEvent
     from ..messages import Message
     from ._backend import Backend, Tx
+    from ._records import SessionSummary
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,22 +176,14 @@ class ReadsMixin:
             raise AmbiguousIdError(ref, found)
         return str(found[0])
 
-    def session_counts(self, session_ids: list[str]) -> dict[str, tuple[int, int]]:
-        """`(turns, child sessions)` of each session in `session_ids` (what a listing shows
-        beside each row); two indexed queries whatever the number of ids."""
-        out = dict.fromkeys(session_ids, (0, 0))
+    def session_summaries(self, session_ids: Sequence[str]) -> dict[str, SessionSummary]:
+        """What a listing shows beside each session in `session_ids` (`SessionSummary`: runs,
+        child sessions, user messages, artifacts, first prompt); a fixed number of indexed
+        statements per 500 sessions (`_summaries`)."""
         if not session_ids:
-            return out
-        marks = ", ".join("?" for _ in session_ids)
-        turns: dict[str, int]
-        children: dict[str, int]
+            return {}
         with self.backend.transaction(write=False) as tx:
-            turns = dict(tx.all(f"SELECT session_id, count(*) FROM turns WHERE session_id IN "
-                                f"({marks}) GROUP BY session_id", session_ids))  # fmt: skip
-            children = dict(tx.all(f"SELECT root_id, count(*) FROM sessions WHERE root_id IN "
-                                   f"({marks}) AND id <> root_id GROUP BY root_id",
-                                   session_ids))  # fmt: skip
-        return {sid: (int(turns.get(sid, 0)), int(children.get(sid, 0))) for sid in out}
+            return summaries_in(tx, session_ids)
 
     def retry_state(self, session_id: str) -> RetryState | None:
         """The session's pending retry, or None."""

@@ -172,6 +172,26 @@ class Page:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """What a listing shows beside a session's row, counted from its projections (the seed's
+    `SessionMetaRow` counts): its turns (the seed's runs), child sessions (its whole tree
+    below it), the user messages still in its transcript, its artifacts, and the text of its
+    first user message still there, as sent (None: it has none)."""
+
+    turns: int = 0
+    child_sessions: int = 0
+    user_messages: int = 0
+    artifacts: int = 0
+    first_prompt: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The summary as a JSON-ready dict (the CLI and API contract)."""
+        return {"turns": self.turns, "child_sessions": self.child_sessions,
+                "user_messages": self.user_messages, "artifacts": self.artifacts,
+                "first_prompt": self.first_prompt}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class PruneCounts:
     """What a prune touches: sessions (roots and their children), events, messages."""
 

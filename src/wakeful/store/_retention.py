@@ -27,8 +27,9 @@ _TABLES = (
 
 
 def list_page(
-    tx: Tx, roots_only: bool, archived: bool | None, limit: int, cursor: str | None
-) -> Page:
+    tx: Tx, roots_only: bool, archived: bool | None, limit: int, cursor: str | None,
+    agent: str | None = None, location: str | None = None,
+) -> Page:  # fmt: skip
     """One page, newest first by exact (updated_ms, id), keyset-paged, read from the listing index.
 
     The index orders by `listed_ms`, which trails `updated_ms` by less than `LIST_SLACK_MS`. The
@@ -44,6 +45,10 @@ def list_page(
         where.append("parent_id IS NULL")
     if archived is not None:
         where.append("archived_ms IS NOT NULL" if archived else "archived_ms IS NULL")
+    for column, value in (("agent", agent), ("location", location)):
+        if value is not None:  # (roots of one location: the `sessions_location` index)
+            where.append(f"{column} = ?")
+            params.append(value)
     if cursor:
         try:
             at, sid = cursor.split(":", 1)

@@ -35,12 +35,13 @@ REMOVED = "removed"  # an instruction delta's value for a source that went away
 _STATE_TYPES = ("work_state.updated", "instructions.updated", "session.reverted",
                 "session.unreverted")  # fmt: skip
 # A `messages` row `m` that is an instruction change's system note: `instructions._sync` writes
-# the note in the same append as its `instructions.updated`, right after it (seq + 1). A note
-# records session state, not a turn's conversation: a history edit never hides one (the stored
-# values would run ahead of what later requests show), and a rewind to a note starts at its delta.
+# the note in the same append as its `instructions.updated`, right after it (seq + 1); what else
+# may follow a delta (a session's first delta has no note) is a delivery, never a system message.
+# A note records session state, not a turn's conversation: a history edit never hides one (the
+# stored values would run ahead of what later requests show); a rewind to one starts at its delta.
 INSTRUCTION_NOTE = (
-    "EXISTS (SELECT 1 FROM events d WHERE d.session_id = m.session_id AND d.seq = m.seq - 1 "
-    "AND d.type = 'instructions.updated')"
+    "(m.role = 'system' AND EXISTS (SELECT 1 FROM events d WHERE d.session_id = m.session_id "
+    "AND d.seq = m.seq - 1 AND d.type = 'instructions.updated'))"
 )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ..errors import NotFoundError, UsageError
+from ..errors import ConflictError, NotFoundError
 from ._append import append_events
 from ._backend import Tx
 from ._records import ROW_COLS, SessionRow, session_row
@@ -45,6 +45,6 @@ def insert_session(tx: Tx, sid: str, created: SessionCreated, now: int) -> None:
              None if created.metadata is None else json.dumps(created.metadata), location),
         )  # fmt: skip
     if inserted != 1:
-        raise UsageError(f"session {sid} already exists")
+        raise ConflictError(f"session {sid} already exists")
     event = created.model_copy(update={"root_id": root, "location": location})
     append_events(tx, sid, [event], now)

@@ -521,9 +521,12 @@ class SqlStore(
 
     # -- messages ---------------------------------------------------------------------------
 
-    def messages(self, session_id: str, after_seq: int = 0) -> list[Message]:
-        """The transcript: every message (delivered inputs included) in log order."""
-        return [m for _seq, m in self.messages_with_seq(session_id, after_seq)]
+    def messages(
+        self, session_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        """The transcript: every message (delivered inputs included) in log order; from the
+        one after `after_seq`, at most `limit` of them (a page: see `messages_with_seq`)."""
+        return [m for _seq, m in self.messages_with_seq(session_id, after_seq, limit)]
 
     def last_message_ids(self, session_id: str, count: int) -> list[str]:
         """The ids of the session's newest `count` transcript messages, oldest first (an
@@ -577,10 +580,17 @@ class SqlStore(
         with self.backend.transaction(write=False) as tx:
             return _inbox.plain_transcript_in(tx, session_id)
 
-    def messages_with_seq(self, session_id: str, after_seq: int = 0) -> list[tuple[int, Message]]:
-        """The transcript with each message's `seq`."""
+    def messages_with_seq(
+        self, session_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[tuple[int, Message]]:
+        """The transcript with each message's `seq`: the messages after `after_seq`, at most
+        `limit` of them (None: all). The next page starts after the last `seq` returned; a page
+        shorter than `limit` is the last. `UsageError` for a limit under 1."""
+        upto = None
         with self.backend.transaction(write=False) as tx:
-            found = _inbox.transcript_in(tx, session_id, after_seq)
+            if limit is not None:
+                upto = _inbox.page_end(tx, session_id, after_seq, limit)
+            found = _inbox.transcript_in(tx, session_id, after_seq, upto)
             if not found and self._get(tx, session_id) is None:  # rows prove it exists
                 raise NotFoundError(f"no session {session_id}")
             return found
@@ -798,12 +808,13 @@ class SqlStore(
 
     def list_sessions(
         self, *, roots_only: bool = True, archived: bool | None = False, limit: int = 50,
-        cursor: str | None = None,
+        cursor: str | None = None, agent: str | None = None, location: str | None = None,
     ) -> Page:  # fmt: skip
         """A page of sessions, newest first, answered from the sessions index alone (a stale
-        `running` reads `interrupted`: `demote_stale`)."""
+        `running` reads `interrupted`: `demote_stale`); only those of `agent` and living at
+        `location` (an absolute workspace root) when given."""
         with self.backend.transaction(write=False) as tx:
-            page = _retention.list_page(tx, roots_only, archived, limit, cursor)
+            page = _retention.list_page(tx, roots_only, archived, limit, cursor, agent, location)
             return replace(page, sessions=self._shown(tx, page.sessions))
 
     def search(
