@@ -161,7 +161,7 @@ def test_opening_a_store_and_listing_builds_no_model(tmp_path: Path) -> None:
 
 def test_opening_a_store_and_listing_loads_no_model_module(tmp_path: Path) -> None:
     # The library path `session list` takes: the store package, `open_store`, a listing and
-    # the counts load neither pydantic nor the event and message models.
+    # the summaries load neither pydantic nor the event and message models.
     db = tmp_path / "s.db"
     store = open_store(str(db))
     store.create_session(title="t")
@@ -170,7 +170,7 @@ def test_opening_a_store_and_listing_loads_no_model_module(tmp_path: Path) -> No
         "import sys\n"
         "from wakeful.store import open_store\n"
         f"s = open_store({str(db)!r})\n"
-        "page = s.list_sessions(); s.session_counts([r.id for r in page.sessions]); s.close()\n"
+        "page = s.list_sessions(); s.session_summaries([r.id for r in page.sessions]); s.close()\n"
         "print(len(page.sessions), *sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'"
         " or m.startswith(('wakeful.events', 'wakeful.messages', 'wakeful.config'))))"
     )

@@ -38,6 +38,7 @@ _LAZY = {
     "unrevert": "._shaping",
     "artifacts": "._shaping",
     "meta": "._shaping",
+    "rename": "._shaping",
 }
 
 
@@ -54,32 +55,47 @@ def _row_json(row: SessionRow) -> dict[str, Any]:
 @click.option("--no-roots", is_flag=True, help="Include child sessions.")
 @click.option("--archived", is_flag=True, help="Only archived sessions.")
 @click.option("--all", "all_", is_flag=True, help="Archived and not.")
+@click.option("--agent", metavar="NAME", type=ID, help="Only sessions of this agent.")
+@click.option("--location", metavar="WHERE", default="any", show_default=True,
+              help="`any`, `this` (this directory) or a directory: only sessions living there.")  # fmt: skip
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1))
 @format_option("table", "json", default="table")
 @db_option
-def list_(no_roots: bool, archived: bool, all_: bool, limit: int, fmt: str, db: str | None) -> None:
+def list_(no_roots: bool, archived: bool, all_: bool, agent: str | None, location: str,
+          limit: int, fmt: str, db: str | None) -> None:  # fmt: skip
     """Sessions, newest first (children hidden unless --no-roots)."""
+    where = listing_location(location)
     store = store_for(db)
     try:
-        page = store.list_sessions(
-            roots_only=not no_roots, archived=None if all_ else archived, limit=limit
-        )
-        counts = store.session_counts([r.id for r in page.sessions])
+        page = store.list_sessions(roots_only=not no_roots, archived=None if all_ else archived,
+                                   limit=limit, agent=agent, location=where)  # fmt: skip
+        summaries = store.session_summaries([r.id for r in page.sessions])
     finally:
         store.close()
     if fmt == "json":
-        print_json([_row_json(r) | {"turns": counts[r.id][0], "child_sessions": counts[r.id][1]}
-                    for r in page.sessions])  # fmt: skip
+        print_json([_row_json(r) | summaries[r.id].to_json() for r in page.sessions])
         return
     if page.sessions:
         click.echo(
             f"{'ID':<28}  {'UPDATED':<16}  {'STATUS':<17} {'TURNS':>5}  {'MODEL':<24}  TITLE"
         )
     for r in page.sessions:
-        turns, children = counts[r.id]
-        click.echo(f"{r.id:<28}  {local_time(r.updated_ms)}  {r.status:<17} {turns:>5}  "
+        summary = summaries[r.id]
+        title = r.title or (f"“{summary.first_prompt}”" if summary.first_prompt else "(untitled)")
+        click.echo(f"{r.id:<28}  {local_time(r.updated_ms)}  {r.status:<17} {summary.turns:>5}  "
                    f"{printable(_cut(r.model or '-', 24)):<24}  "
-                   f"{printable(_cut(r.title or '(untitled)', 50))}{_markers(r, children)}")  # fmt: skip
+                   f"{printable(_cut(title, 50))}{_markers(r, summary.child_sessions)}")  # fmt: skip
+
+
+def listing_location(raw: str) -> str | None:
+    """`--location`: None for `any`, this directory for `this`, else the directory named
+    (absolute, resolved; it need not exist any more)."""
+    from pathlib import Path
+
+    check_text(raw, "--location", empty=False)
+    if raw == "any":
+        return None
+    return str(Path.cwd().resolve() if raw == "this" else Path(raw).expanduser().resolve())
 
 
 def _cut(text: str, width: int) -> str:

@@ -1,4 +1,4 @@
-"""`wakeful session rewind|unrevert|artifacts|meta`: shaping a session after the fact.
+"""`wakeful session rewind|unrevert|artifacts|meta|rename`: shaping a session after the fact.
 
 Each command works on a local store (a path or a PostgreSQL URL) through the `Runtime`'s public
 methods, or on a `wakeful serve` server (`--db http://...`, token `$WAKEFUL_SERVER_TOKEN`)
@@ -18,7 +18,16 @@ import click
 from pydantic import JsonValue
 
 from ..errors import UsageError
-from ._common import ID, db_option, format_option, iso, print_json, printable, require_store
+from ._common import (
+    ID,
+    check_text,
+    db_option,
+    format_option,
+    iso,
+    print_json,
+    printable,
+    require_store,
+)
 from ._session import session
 
 if TYPE_CHECKING:  # `session list` loads this module; the runtime loads when a command runs
@@ -218,3 +227,25 @@ def meta(
         return
     for name, shown in sorted(data.items()):
         click.echo(f"{printable(name)} = {printable(json.dumps(shown))}")
+
+
+@session.command()
+@click.argument("session_id", type=ID)
+@click.argument("title")
+@format_option("text", "json")
+@db_option
+def rename(session_id: str, title: str, fmt: str, db: str | None) -> None:
+    """Set a session's title (surrounding whitespace dropped; a blank title is refused)."""
+    check_text(title, "the title")
+
+    def local(rt: Runtime) -> dict[str, Any]:
+        return rt.rename(rt.reads.resolve_session_id(session_id), title).to_json()
+
+    def remote(client: Client) -> dict[str, Any]:
+        return client.rename(session_id, title)
+
+    row = _either(db, local, remote)
+    if fmt == "json":
+        print_json({"id": row["id"], "title": row["title"]})
+        return
+    click.echo(f"renamed {row['id']}: {printable(str(row['title']))}")
