@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -221,3 +222,18 @@ async def test_mode_and_model_are_the_sessions_agent_and_model(
         assert (row.agent, row.model) == ("plan", other)
     finally:
         store.close()
+
+
+def test_a_regular_file_for_stdout_is_refused_in_one_line(
+    cli_env: dict[str, str], workdir: Path, tmp_path: Path
+):
+    with (tmp_path / "out.txt").open("w") as out:
+        done = subprocess.run(
+            [sys.executable, "-m", "wakeful", "acp"], cwd=workdir, env=cli_env,
+            stdin=subprocess.PIPE, stdout=out, stderr=subprocess.PIPE, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        "error: wakeful acp speaks JSON-RPC on stdin and stdout; stdout is a regular file "
+        "(start it from an editor, whose pipes it talks to)"
+    ]
