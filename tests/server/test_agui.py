@@ -98,7 +98,7 @@ def test_a_client_follows_a_run_across_a_reconnect_and_sees_every_event_once(
     ]  # fmt: skip
     events = [e for _, e in seen]
     assert events[0].thread_id == sid and events[0].run_id == "agui_m0"
-    assert events[3].delta == "plan" and events[3].message_id == events[2].message_id
+    assert events[3].delta == "plan" and events[2].message_id == "m0"  # the client's own id
     assert json.loads(events[6].delta)["todos"][0]["content"] == "buy milk"
     snapshots = [e.snapshot for e in events if isinstance(e, StateSnapshotEvent)]
     assert snapshots == [

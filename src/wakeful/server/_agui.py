@@ -64,6 +64,8 @@ TYPES = (
     "inbox.enqueued", "inbox.delivered", "turn.started", "turn.ended", "message.added",
     "approval.requested", "work_state.updated",
 )  # fmt: skip
+# The payload metadata key holding the id an AG-UI client gave a message it sent.
+AGUI_ID = "agui_message_id"
 # What a resume entry's payload may say (`RunAgentInput.resume`, docs/server.md "AG-UI").
 DECISION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -116,22 +118,25 @@ class AguiView:
     run_id: str | None = None  # the open run
     run_seq: int = 0  # the seq of its `turn.started`
     waiting: list[ApprovalRequested] = field(default_factory=list)
-    inputs: dict[str, str] = field(default_factory=dict)  # user inputs admitted, not delivered
+    # user inputs admitted, not delivered: text and the AG-UI client's message id
+    inputs: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     delivered: list[tuple[str, str]] = field(default_factory=list)  # before their run started
 
     def feed(self, stored: StoredEvent) -> list[BaseEvent]:
         """The AG-UI events of one stored event, in order (the state moves on)."""
         event = stored.event
         if isinstance(event, InputEnqueued):
-            text = event.payload.get("text")
+            text, meta = event.payload.get("text"), event.payload.get("metadata")
             if event.kind == "user" and isinstance(text, str):
-                self.inputs[event.input_id] = text
+                known = meta.get(AGUI_ID) if isinstance(meta, dict) else None
+                self.inputs[event.input_id] = (text, known if isinstance(known, str) else None)
             return []
         if isinstance(event, InputDelivered):
-            text = self.inputs.pop(event.input_id, None)
-            if text is None:
+            found = self.inputs.pop(event.input_id, None)
+            if found is None:
                 return []
-            message_id = event.message_id or event.input_id
+            text, known = found
+            message_id = known or event.message_id or event.input_id
             if self.run_id is None:
                 self.delivered.append((message_id, text))
                 return []

@@ -23,7 +23,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from ..errors import ConflictError, NotFoundError
 from ..events import InputDelivered, InputEnqueued, StoredEvent, TurnStarted
 from ..execution import pending_approvals
-from ._agui import TYPES, AguiView, parse_cursor
+from ._agui import AGUI_ID, TYPES, AguiView, parse_cursor
 from ._api import ApiError, Call, Registry
 from ._hub import Subscription
 from ._models import AguiQuery
@@ -154,7 +154,8 @@ def _prompt(body: RunAgentInput) -> tuple[str, dict[str, JsonValue]] | None:
     mid = message.id
     input_id = f"agui_{mid}" if _INPUT_ID.match(mid) else "agui_" + hashlib.sha256(
         mid.encode("utf-8", "surrogatepass")).hexdigest()[:40]  # fmt: skip
-    return input_id, {"text": text}
+    # the client's message id, so the stream shows its message under the id it knows
+    return input_id, {"text": text, "metadata": {AGUI_ID: mid}}
 
 
 def _admit(state: ServerState, sid: str, body: RunAgentInput) -> dict[str, bool]:
