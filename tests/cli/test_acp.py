@@ -39,6 +39,7 @@ RULES = [
         {"tool_calls": [{"name": "shell", "input": {"command": GO}}]}, {"text": FINAL},
     ]},
     {"match": "^hello$", "replies": [{"text": "hi there"}]},
+    {"match": "^slow$", "replies": [{"text": FINAL}]},
 ]  # fmt: skip
 
 
@@ -237,3 +238,25 @@ def test_a_regular_file_for_stdout_is_refused_in_one_line(
         "error: wakeful acp speaks JSON-RPC on stdin and stdout; stdout is a regular file "
         "(start it from an editor, whose pipes it talks to)"
     ]
+
+
+async def test_cancel_interrupts_the_turn_and_the_prompt_answers_cancelled(
+    cli_env: dict[str, str], db_url: str, workdir: Path
+):
+    model = write_script(workdir, RULES, chunk_chars=4, chunk_delay_ms=150)
+    editor = Editor()
+    async with agent(editor, model, cli_env, workdir) as (conn, _):
+        sid = (await conn.new_session(cwd=str(workdir), mcp_servers=[])).session_id
+        prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slow")]))
+        await editor.wait_for(lambda us: any(isinstance(u, AgentMessageChunk) for u in us))
+        await conn.cancel(session_id=sid)
+        done = await asyncio.wait_for(prompt, 30)
+        assert done.stop_reason == "cancelled" and FINAL not in editor.text()
+    types = events_of(db_url, sid)
+    assert "session.interrupt_requested" in types
+    store = open_store(db_url)
+    try:
+        [ended] = [e.event for e in store.events(sid) if e.event.type == "turn.ended"]
+        assert ended.outcome == "interrupted"
+    finally:
+        store.close()

@@ -272,6 +272,7 @@ class WakefulAgent:
         except WakefulError as err:
             raise RequestError.invalid_params({"error": str(err)}) from None
         row = await _call(self.runtime.reads.get_session, session_id)
+        await _call(self.runtime.place, row.location)  # runnable here, before anything is admitted
         if session_id in self._running:
             raise RequestError.invalid_request({"error": "a prompt of this session is running"})
         driver = Driver(self.runtime, self._client(), session_id, _root(row))
@@ -303,7 +304,9 @@ class WakefulAgent:
         if driver is not None:
             driver.cancelled.set()
         try:
-            await asyncio.to_thread(self.runtime.interrupt, session_id)
+            if await asyncio.to_thread(self.runtime.busy, session_id):
+                # on the loop: it sets the local drain's interrupt event (not thread-safe)
+                self.runtime.interrupt(session_id)
         except WakefulError:  # an unknown session: nothing runs, nothing to stop
             log.debug("cancel of unknown session %s", session_id)
 
