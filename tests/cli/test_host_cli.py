@@ -46,6 +46,10 @@ def test_list_filters_by_agent_and_location_with_counts(wk: Wk, db_url: str, wor
     assert {r["id"] for r in listed("--location", str(elsewhere))} == {ids["away"]}
     assert {r["id"] for r in listed("--agent", "plan")} == {ids["mine"], ids["away"]}
     assert {r["id"] for r in listed("--location", "any")} == set(ids.values())
+    produced = json.loads(
+        wk("session", "artifacts", "--location", "this", "--format", "json").stdout
+    )
+    assert [a["session_id"] for a in produced["artifacts"]] == [ids["mine"]]
     table = wk("session", "list", "--location", "this").stdout
     assert "“what is up?”" in table and "build here" in table and "plan away" not in table
 

@@ -27,7 +27,7 @@ def _calls(sid: str) -> list[tuple[str, str, dict[str, object] | None]]:
     out: list[tuple[str, str, dict[str, object] | None]] = []
     for op in OPS:
         url = op.path.replace("{session_id}", sid).replace("{digest}", "0" * 64)
-        if op.op_id in ("session_log", "instance_log"):
+        if op.op_id in ("session_log", "instance_log", "agui_follow"):
             url += "?follow=true&idle_timeout=0"
         out.append((op.method, url, BODIES.get(op.op_id) if op.body else None))
     out += [("GET", "/openapi.json", None), ("GET", "/", None), ("GET", "/ui/", None),

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.server.conftest import SENSITIVE, TOKEN, Served
+from tests.server.conftest import SENSITIVE, TOKEN, Served, wait_for
 from wakeful.client import RemoteStore, ServerUnreachableError
 from wakeful.errors import ConflictError
 from wakeful.events import MessageAdded, SessionUpdated
@@ -154,3 +154,27 @@ def test_cli_renames_through_a_server(server: Served, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"renamed {sid}: new"
     assert server.store.get_session(sid).title == "new"
+
+
+def test_artifact_lookups_by_location_and_since(server: Served, tmp_path):
+    c = server.client()
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    here = c.post("/sessions", json={"title": "here"}).json()["session"]["id"]
+    away = c.post("/sessions", json={"location": str(other)}).json()["session"]["id"]
+    pr = {"kind": "pull_request", "uri": "https://x/pr/9", "label": "PR 9"}
+    first = c.post(f"/sessions/{here}/artifacts", json=pr).json()
+    wait_for(lambda: time.time() * 1000 > first["updated_ms"] + 1, what="the clock to move on")
+    c.post(f"/sessions/{away}/artifacts", json=pr | {"label": "PR 9 again"})
+
+    def found(**params: object) -> list[str]:
+        r = c.get("/artifacts", params=params)
+        assert r.status_code == 200, r.text
+        return [a["session_id"] for a in r.json()["artifacts"]]
+
+    assert found(location="this") == [here]
+    assert found(location=str(other), uri=pr["uri"]) == [away]
+    assert found(uri=pr["uri"], since_ms=first["updated_ms"] + 1) == [away]
+    assert set(found(uri=pr["uri"])) == {here, away}
+    assert c.get("/artifacts").status_code == 422
+    assert c.get("/artifacts", params={"location": "relative"}).status_code == 422

@@ -222,6 +222,29 @@ def test_artifact_filters_and_reverse_lookup(store: SqlStore, clock: FakeClock):
     assert [x.session_id for x in store.find_artifacts("https://x/pr/1")] == [b]
 
 
+def test_reverse_lookup_by_location_and_since(store: SqlStore, clock: FakeClock):
+    here = store.create_session(location="/work/here").id
+    child = store.create_session(parent_id=here).id  # a child lives where its parent does
+    away = store.create_session(location="/work/away").id
+    store.add_artifact(here, "pull_request", "https://x/pr/1", "PR 1")
+    clock.advance(5000)
+    since = clock.now_ms()
+    store.add_artifact(child, "branch", "git:repo#feature", "feature")
+    store.add_artifact(away, "pull_request", "https://x/pr/1", "PR 1 again")
+    at_here = store.find_artifacts(location="/work/here")
+    assert [(a.session_id, a.uri) for a in at_here] == [
+        (child, "git:repo#feature"), (here, "https://x/pr/1"),
+    ]  # fmt: skip
+    assert [a.session_id for a in store.find_artifacts("https://x/pr/1", since_ms=since)] == [away]
+    assert [a.session_id for a in store.find_artifacts("https://x/pr/1", location="/work/away")] == [away]  # fmt: skip
+    assert [a.uri for a in store.find_artifacts(location="/work/here", since_ms=since)] == [
+        "git:repo#feature"
+    ]
+    assert store.find_artifacts(location="/work/nowhere") == []
+    with pytest.raises(UsageError, match="uri or a location"):
+        store.find_artifacts(kind="branch")
+
+
 # -- metadata and extension state ---------------------------------------------------------------
 
 

@@ -28,7 +28,7 @@ from ._common import (
     printable,
     require_store,
 )
-from ._session import session
+from ._session import listing_location, session
 
 if TYPE_CHECKING:  # `session list` loads this module; the runtime loads when a command runs
     from ..client import Client
@@ -144,31 +144,37 @@ def _since(raw: str | None) -> int | None:
 @click.option("--kind", type=ID, help="Only artifacts of this kind (file, branch, commit, ...).")
 @click.option("--since", help="Only artifacts updated at or after this ISO time.")
 @click.option("--uri", type=ID, help="Reverse lookup: the sessions that produced this URI.")
+@click.option("--location", "where", metavar="DIR",
+              help="Reverse lookup: what the sessions living in DIR (`this`: here) produced.")  # fmt: skip
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1, max=500),
               help="At most this many (the API's bound too).")  # fmt: skip
 @format_option("table", "json", default="table")
 @db_option
 def artifacts(
-    session_id: str | None, kind: str | None, since: str | None, uri: str | None, limit: int,
-    fmt: str, db: str | None,
+    session_id: str | None, kind: str | None, since: str | None, uri: str | None,
+    where: str | None, limit: int, fmt: str, db: str | None,
 ) -> None:  # fmt: skip
     """A session's artifacts (files, branches, commits, pull requests, links), newest first;
-    with --uri instead of a session, which sessions produced that artifact."""
-    if (session_id is None) == (uri is None):
-        raise UsageError("give a session, or --uri for a reverse lookup")
+    with --uri and/or --location instead of a session, which sessions produced what."""
+    lookup = uri is not None or where is not None
+    if (session_id is None) != lookup:
+        raise UsageError("give a session, or --uri / --location for a reverse lookup")
     since_ms = _since(since)
+    location = None if where is None else listing_location(where)
 
     def local(rt: Runtime) -> list[dict[str, JsonValue]]:
-        if uri is not None:
-            found = rt.reads.find_artifacts(uri, kind=kind, limit=limit)
+        if lookup:
+            found = rt.reads.find_artifacts(uri, kind=kind, since_ms=since_ms, location=location,
+                                            limit=limit)  # fmt: skip
         else:
             sid = rt.reads.resolve_session_id(str(session_id))
             found = rt.reads.artifacts(sid, kind=kind, since_ms=since_ms, limit=limit)
         return [a.as_json() for a in found]
 
     def remote(client: Client) -> list[dict[str, JsonValue]]:
-        if uri is not None:
-            out = client.find_artifacts(uri, kind=kind, limit=limit)
+        if lookup:
+            out = client.find_artifacts(uri, kind=kind, since_ms=since_ms, location=location,
+                                        limit=limit)  # fmt: skip
         else:
             out = client.artifacts(str(session_id), kind=kind, since_ms=since_ms, limit=limit)
         return list(out["artifacts"])

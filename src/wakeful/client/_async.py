@@ -231,10 +231,14 @@ class AsyncClient:
         """Record an artifact of the session, upserted by (`kind`, `uri`); answers it."""
         return await self._send(w.add_artifact_req(session_id, kind, uri, label, meta))
 
-    async def find_artifacts(self, uri: str, *, kind: str | None = None, limit: int = 100) -> dict[str, Any]:  # fmt: skip
-        """Reverse lookup across every session: the artifacts with exactly this `uri` (and
-        `kind`), newest update first (`{"artifacts": [...]}`, each with its `session_id`)."""
-        return await self._send(w.find_artifacts_req(uri, kind, limit))
+    async def find_artifacts(self, uri: str | None = None, *, kind: str | None = None,
+                       since_ms: int | None = None, location: str | None = None,
+                       limit: int = 100) -> dict[str, Any]:  # fmt: skip
+        """Reverse lookup across every session: the artifacts with exactly this `uri`, or of
+        the sessions living at `location` (`this`: the server's workspace), of `kind` and
+        updated at or after `since_ms`, newest update first (`{"artifacts": [...]}`, each
+        with its `session_id`)."""
+        return await self._send(w.find_artifacts_req(uri, kind, limit, since_ms, location))
 
     async def metadata(self, session_id: str) -> dict[str, Any]:
         """The session's metadata: `{"session_id", "metadata"}`."""

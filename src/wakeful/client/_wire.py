@@ -205,9 +205,11 @@ def add_artifact_req(session_id: str, kind: str, uri: str, label: str, meta: Any
     return session_req("POST", session_id, "/artifacts", body)
 
 
-def find_artifacts_req(uri: str, kind: str | None, limit: int) -> Req:
+def find_artifacts_req(uri: str | None, kind: str | None, limit: int, since_ms: int | None = None,
+                       location: str | None = None) -> Req:  # fmt: skip
     """GET /artifacts: the reverse lookup."""
-    return Req("GET", "/artifacts", _q(uri=uri, kind=kind, limit=limit))
+    return Req("GET", "/artifacts", _q(uri=uri, kind=kind, since_ms=since_ms, location=location,
+                                       limit=limit))  # fmt: skip
 
 
 def metadata_req(session_id: str, patch: dict[str, Any] | None = None) -> Req:

@@ -77,9 +77,11 @@ class Reads(Store, Protocol):
         ...
 
     def find_artifacts(
-        self, uri: str, *, kind: str | None = None, limit: int | None = 100
-    ) -> list[Artifact]:
-        """Reverse lookup: the artifacts with exactly this uri across every session."""
+        self, uri: str | None = None, *, kind: str | None = None, since_ms: int | None = None,
+        location: str | None = None, limit: int | None = 100,
+    ) -> list[Artifact]:  # fmt: skip
+        """Reverse lookup across every session: the artifacts with exactly this uri, or of the
+        sessions living at `location` (see `SqlStore.find_artifacts`)."""
         ...
 
     def metadata(self, session_id: str) -> dict[str, JsonValue]:

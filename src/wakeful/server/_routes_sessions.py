@@ -6,7 +6,6 @@ from the store's full-text index (ranked, paged by offset), or by the session's 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +48,7 @@ async def search_sessions(state: ServerState, q: ListQuery, archived: bool | Non
     if not needle:
         page = await db(state.reads.list_sessions, roots_only=q.roots, archived=archived,
                         limit=q.limit, cursor=q.cursor, agent=q.agent,
-                        location=_location(state, q.location))  # fmt: skip
+                        location=state.location(q.location))  # fmt: skip
         return Found(page.sessions, page.next_cursor)
     if q.agent is not None or q.location != "any":
         raise UsageError("`agent` and `location` filter the listing, not a search (`q`)")
@@ -62,14 +61,6 @@ async def search_sessions(state: ServerState, q: ListQuery, archived: bool | Non
                     limit=q.limit, offset=int(q.cursor or 0))  # fmt: skip
     more = None if hits.next_offset is None else str(hits.next_offset)
     return Found([h.session for h in hits.hits], more, {h.session.id: h for h in hits.hits})
-
-
-def _location(state: ServerState, location: str) -> str | None:
-    """A listing's `location`: None for `any`, the server's workspace for `this`, else the
-    absolute directory given, normalized."""
-    if location == "any":
-        return None
-    return str(state.runtime.workspace) if location == "this" else os.path.normpath(location)
 
 
 @ops.op("GET", "/sessions", tag="sessions", query=ListQuery, response=SessionPageOut, errors=(401, 422))  # fmt: skip

@@ -108,10 +108,15 @@ class ArtifactsQuery(_In):
 
 
 class LookupQuery(_In):
-    """A reverse lookup: which sessions produced `uri` (of `kind`)."""
+    """A reverse lookup: which sessions produced `uri`, or what the sessions living at
+    `location` produced (at least one of them), of `kind`, updated at or after `since_ms`."""
 
-    uri: Uri
+    uri: Uri | None = None
     kind: Annotated[str, Field(max_length=64)] | None = None
+    since_ms: Annotated[int, Field(ge=0, le=MAX_INT)] | None = None
+    location: Annotated[str, Field(pattern=r"^(this|/[^\x00]*)$", max_length=4096)] | None = Field(
+        default=None, description="`this`: the server's workspace; or an absolute directory."
+    )
     limit: Annotated[int, Field(ge=1, le=500)] = 100
 
 
@@ -217,10 +222,12 @@ async def add_artifact(call: Call[Any, ArtifactIn]) -> ArtifactOut:
 @ops.op("GET", "/artifacts", tag="artifacts", query=LookupQuery, response=ArtifactsOut,
         errors=(401, 422))  # fmt: skip
 async def find_artifacts(call: Call[LookupQuery, Any]) -> ArtifactsOut:
-    """Reverse lookup: the artifacts (and so the sessions) with exactly this uri."""
+    """Reverse lookup: the artifacts (and so the sessions) with exactly this uri, or of the
+    sessions living at `location`; newest update first."""
     state: ServerState = call.state
     q = call.query
-    found = await db(state.reads.find_artifacts, q.uri, kind=q.kind, limit=q.limit)
+    found = await db(state.reads.find_artifacts, q.uri, kind=q.kind, since_ms=q.since_ms,
+                     location=state.location(q.location), limit=q.limit)  # fmt: skip
     return ArtifactsOut(artifacts=[_artifact_out(a) for a in found])
 
 

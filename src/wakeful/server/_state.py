@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +64,13 @@ class ServerState:
     def reads(self) -> Reads:
         """The runtime's read model (writes go through `runtime`'s methods)."""
         return self.runtime.reads
+
+    def location(self, raw: str | None) -> str | None:
+        """A query's `location`: None for none or `any`, this server's workspace for `this`,
+        else the absolute directory given, normalized."""
+        if raw is None or raw == "any":
+            return None
+        return str(self.runtime.workspace) if raw == "this" else os.path.normpath(raw)
 
     def is_active(self, session_id: str) -> bool:
         """Whether this process drives the session now."""

@@ -33,6 +33,7 @@ LABEL_MAX_CHARS = 200
 URI_MAX_CHARS = 2048
 _KIND = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 _COLS = "id, session_id, kind, uri, label, meta, turn_id, created_ms, updated_ms"
+_A_COLS = ", ".join(f"a.{c}" for c in _COLS.split(", "))  # the same columns of `artifacts a`
 
 __all__ = ["ARTIFACTS_PER_SESSION_CAP", "Artifact", "ArtifactsMixin"]
 
@@ -152,27 +153,41 @@ class ArtifactsMixin:
         return [_artifact(r) for r in rows]
 
     def find_artifacts(
-        self, uri: str, *, kind: str | None = None, limit: int | None = 100
-    ) -> list[Artifact]:
-        """Reverse lookup across every session: the artifacts with exactly this `uri` (and
-        `kind`), newest update first; answered from the `artifacts_uri` index."""
-        where, params = _filters(kind, None)
+        self, uri: str | None = None, *, kind: str | None = None, since_ms: int | None = None,
+        location: str | None = None, limit: int | None = 100,
+    ) -> list[Artifact]:  # fmt: skip
+        """Reverse lookup across every session, newest update first: the artifacts with
+        exactly this `uri` (answered from the `artifacts_uri` index), or every artifact of the
+        sessions living at `location` (an absolute workspace root: what was produced there);
+        both given, both hold. Optionally of one `kind` and updated at or after `since_ms`.
+        `UsageError` when neither `uri` nor `location` is given."""
+        if uri is None and location is None:
+            raise UsageError("a lookup needs a uri or a location")
+        where, params = _filters(kind, since_ms, "a.")
+        if uri is not None:
+            where += " AND a.uri = ?"
+            params.append(uri)
+        join = ""
+        if location is not None:
+            join = " JOIN sessions s ON s.id = a.session_id"
+            where += " AND s.location = ?"
+            params.append(location)
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
-                f"SELECT {_COLS} FROM artifacts WHERE uri = ?{where} "
-                f"ORDER BY updated_ms DESC, id{_limit(limit)}",
-                (uri, *params),
+                f"SELECT {_A_COLS} FROM artifacts a{join} WHERE 1 = 1{where} "
+                f"ORDER BY a.updated_ms DESC, a.id{_limit(limit)}",
+                params,
             )
         return [_artifact(r) for r in rows]
 
 
-def _filters(kind: str | None, since_ms: int | None) -> tuple[str, list[Any]]:
+def _filters(kind: str | None, since_ms: int | None, table: str = "") -> tuple[str, list[Any]]:
     where, params = "", list[Any]()
     if kind is not None:
-        where += " AND kind = ?"
+        where += f" AND {table}kind = ?"
         params.append(kind)
     if since_ms is not None:
-        where += " AND updated_ms >= ?"
+        where += f" AND {table}updated_ms >= ?"
         params.append(since_ms)
     return where, params
 
