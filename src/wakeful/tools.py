@@ -19,6 +19,7 @@ Register it with `Runtime(tools=[shout])` (or `runtime.add_tool(shout)`), or nam
 """
 
 from .runner.tools import (
+    ExtensionState,
     FunctionTool,
     PermissionPolicy,
     Tool,
@@ -30,6 +31,7 @@ from .runner.tools import (
 )
 
 __all__ = [
+    "ExtensionState",
     "FunctionTool",
     "PermissionPolicy",
     "Tool",

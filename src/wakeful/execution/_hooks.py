@@ -45,6 +45,8 @@ HookKind: TypeAlias = Literal[
     "tool_end",
     "input_admitted",
     "input_delivered",
+    "metadata_updated",
+    "extension_state_set",
 ]
 HOOK_KINDS: tuple[str, ...] = get_args(HookKind)
 

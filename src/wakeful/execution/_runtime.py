@@ -69,7 +69,7 @@ from ._move import existing_location
 from ._port import PortHooks, SessionSetup
 from ._reads import Reads
 from ._schedule_times import Timing
-from ._shaping import ShapingMixin
+from ._shaping import ShapingMixin, ToolState
 from ._toolbox import Toolbox
 
 log = logging.getLogger("wakeful.runtime")
@@ -290,6 +290,7 @@ class Runtime(ShapingMixin, HostMixin):
                 workspace=place.root,
                 session_id=session_id,
                 delegate=self.children if top else None,
+                state=ToolState(self, self.store.extension_state),
             ),  # fmt: skip
             shutdown=self.coordinator.options.shutdown,
             policy=PermissionPolicy(config.permissions, builtin=DEFAULT_PERMISSIONS),

@@ -19,6 +19,7 @@ from pydantic import JsonValue
 from ..errors import ConflictError, UsageError
 from ..runner import crash_point
 from ..store import Artifact, SqlStore
+from ._hooks import HookEvent, HookKind, Hooks
 from ._rewind import (
     RewindResult,
     prompt_text,
@@ -40,6 +41,7 @@ class ShapingMixin:
     busy: Callable[[str], bool]  # `Runtime.busy`
     interrupt: Callable[[str], bool]  # `Runtime.interrupt`
     place: Callable[[str | None], Place]  # `Runtime.place`
+    hooks: Hooks  # `Runtime.hooks`
 
     async def _settle(self, session_id: str, wait_s: float) -> None:
         """Interrupt the session's turn if one runs, and wait until no driver holds it."""
@@ -145,15 +147,54 @@ class ShapingMixin:
         return self.store.add_artifact(session_id, kind, uri, label, meta)
 
     def update_metadata(self, session_id: str, patch: dict[str, JsonValue]) -> dict[str, JsonValue]:
-        """Merge `patch` into the session's metadata (None removes a key); return the result."""
-        return self.store.update_metadata(session_id, patch)
+        """Merge `patch` into the session's metadata (None removes a key); return the result.
+        The `metadata_updated` hook gets the patch and the merged object."""
+        merged = self.store.update_metadata(session_id, patch)
+        self._written("metadata_updated", session_id, {"patch": patch, "metadata": merged})
+        return merged
 
     def set_extension_state(
         self, session_id: str, namespace: str, key: str, value: JsonValue
     ) -> None:
-        """Store one value under an extension's namespace (see `SqlStore.set_extension_state`)."""
+        """Store one value under an extension's namespace (see `SqlStore.set_extension_state`);
+        the `extension_state_set` hook gets it."""
         self.store.set_extension_state(session_id, namespace, key, value)
+        self._written("extension_state_set", session_id,
+                      {"namespace": namespace, "key": key, "value": value, "deleted": False})  # fmt: skip
 
     def delete_extension_state(self, session_id: str, namespace: str, key: str) -> bool:
-        """Remove one extension value; whether there was one."""
-        return self.store.delete_extension_state(session_id, namespace, key)
+        """Remove one extension value; whether there was one (the `extension_state_set` hook
+        gets a removal, `value` null and `deleted` true, only when there was)."""
+        found = self.store.delete_extension_state(session_id, namespace, key)
+        if found:
+            self._written("extension_state_set", session_id,
+                          {"namespace": namespace, "key": key, "value": None, "deleted": True})  # fmt: skip
+        return found
+
+    def _written(self, kind: HookKind, session_id: str, data: dict[str, JsonValue]) -> None:
+        """Tell the hooks of a metadata or extension-state write (after it committed)."""
+        if self.hooks:
+            self.hooks.emit(HookEvent(kind, session_id, data, self.store.clock.now_ms()))
+
+
+class ToolState:
+    """The `StateBackend` the runtime gives its tools: a session's extension state through the
+    runtime's own methods (bounds checked, hooks told)."""
+
+    def __init__(
+        self, runtime: ShapingMixin, reads: Callable[[str, str], dict[str, JsonValue]]
+    ) -> None:
+        self._rt = runtime
+        self._read = reads
+
+    def read(self, session_id: str, namespace: str) -> dict[str, JsonValue]:
+        """Every value of `namespace` in the session, by key."""
+        return self._read(session_id, namespace)
+
+    def write(self, session_id: str, namespace: str, key: str, value: JsonValue) -> None:
+        """Store one value (see `Runtime.set_extension_state`)."""
+        self._rt.set_extension_state(session_id, namespace, key, value)
+
+    def delete(self, session_id: str, namespace: str, key: str) -> bool:
+        """Remove one value (see `Runtime.delete_extension_state`)."""
+        return self._rt.delete_extension_state(session_id, namespace, key)

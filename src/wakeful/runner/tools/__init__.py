@@ -18,6 +18,7 @@ from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile, confine
 from ._mcp import McpPool, ServerState, mcp_tools
 from ._resolve import load_tool
 from ._shell import Shell
+from ._state import ExtensionState, StateBackend
 from ._task import Task
 from ._work import GoalSet, PlanWrite, TodoWrite
 
@@ -46,9 +47,11 @@ __all__ = [
     "WORK_STATE_TOOLS",
     "Delegation",
     "Delegator",
+    "ExtensionState",
     "FunctionTool",
     "McpPool",
     "ServerState",
+    "StateBackend",
     "PermissionPolicy",
     "Tool",
     "ToolContext",

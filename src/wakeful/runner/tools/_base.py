@@ -16,9 +16,11 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
+from ...errors import UsageError
 from ...messages import ToolCallBlock, ToolResultBlock, ToolResultPart
 from ...providers import ToolSpec
 from ._delegation import Delegator
+from ._state import ExtensionState, StateBackend
 
 Permission = Literal["allow", "ask", "deny"]
 Ask = Callable[[str, dict[str, object]], Awaitable[bool]]
@@ -31,13 +33,22 @@ class ToolContext:
     """Where tools work: the workspace root file tools are confined to, and the session.
 
     `env` is added to the process environment of `shell`. `delegate` creates child sessions
-    for the `task` tool; None where no coordinator runs.
+    for the `task` tool; None where no coordinator runs. `state` is where the session's
+    extension state lives (given by the runtime), reached through `extension_state`.
     """
 
     workspace: Path
     session_id: str
     env: dict[str, str] | None = None
     delegate: Delegator | None = None
+    state: StateBackend | None = None
+
+    def extension_state(self, namespace: str) -> ExtensionState:
+        """This session's extension state under `namespace` (`docs/tools.md`); `UsageError`
+        where no runtime keeps state (a test's bare context)."""
+        if self.state is None:
+            raise UsageError("this tool context has no session state (run it in a runtime)")
+        return ExtensionState(self.state, self.session_id, namespace)
 
 
 @dataclass(frozen=True)
