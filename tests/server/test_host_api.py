@@ -178,3 +178,17 @@ def test_artifact_lookups_by_location_and_since(server: Served, tmp_path):
     assert set(found(uri=pr["uri"])) == {here, away}
     assert c.get("/artifacts").status_code == 422
     assert c.get("/artifacts", params={"location": "relative"}).status_code == 422
+
+
+def test_a_prompt_names_its_message_and_a_resend_returns_the_same(server: Served):
+    c = server.client()
+    sid = c.post("/sessions", json={}).json()["session"]["id"]
+    first = c.post(f"/sessions/{sid}/prompt", json={"text": "hi", "input_id": "req-9", "wait": True}).json()  # fmt: skip
+    assert first["created"] and first["status"] == "delivered" and first["message_id"]
+    assert server.store.messages(sid)[0].id == first["message_id"]
+    again = c.post(f"/sessions/{sid}/prompt", json={"text": "hi", "input_id": "req-9"}).json()
+    assert not again["created"] and again["message_id"] == first["message_id"]
+    assert again["status"] == "delivered"
+    remote = RemoteStore(server.url, TOKEN)
+    assert remote.admit(sid, "req-9", "user", {"text": "hi"}).item.message_id == first["message_id"]  # fmt: skip
+    remote.close()

@@ -229,7 +229,7 @@ def send(prompt: str, session: str, queue: bool, no_wake: bool, input_id: str | 
                                 delivery="queue" if queue else "steer", resume=not no_wake)  # fmt: skip
         if fmt == "json":
             print_json({"session_id": out["session_id"], "input_id": out["input_id"],
-                        "created": out["created"]})  # fmt: skip
+                        "created": out["created"], "message_id": out.get("message_id")})  # fmt: skip
         else:
             click.echo(out["input_id"])
         return
@@ -252,7 +252,8 @@ def send(prompt: str, session: str, queue: bool, no_wake: bool, input_id: str | 
         rt.close()
     if fmt == "json":
         print_json({"session_id": session, "input_id": sent.input_id, "created": sent.created,
-                    "driven_turns": len(driven), "waiting_for": waiting})  # fmt: skip
+                    "message_id": sent.message_id, "driven_turns": len(driven),
+                    "waiting_for": waiting})  # fmt: skip
     else:
         click.echo(sent.input_id)
     if waiting is not None:

@@ -228,7 +228,7 @@ class RemoteStore:
             metadata=meta if isinstance(meta, dict) else None,
         )  # fmt: skip
         item = InboxItem(session_id, out["input_id"], 0, "user", delivery, payload,
-                         out["status"])  # fmt: skip
+                         out["status"], out.get("message_id"))  # fmt: skip
         return Admission(item, bool(out["created"]))
 
     def tool_calls(self, session_id: str, status: str | None = None) -> list[ToolCallRow]:

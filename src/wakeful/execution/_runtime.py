@@ -47,6 +47,7 @@ from ..runner import (
 from ..store import (
     Admission,
     AdmissionRequest,
+    InboxItem,
     PruneCounts,
     Schedule,
     ScheduleFire,
@@ -54,6 +55,7 @@ from ..store import (
     SqlStore,
     new_session_id,
     open_store,
+    sent_message_id,
 )
 from . import _schedules
 from ._approve import admit_decision, pending_approvals
@@ -109,6 +111,18 @@ class SendResult:
     session_created: bool
     status: str = "pending"
     """The input's status as of admission (an input id sent again reads as it is now)."""
+    item: InboxItem | None = None
+    """The admitted item as stored (sent again: the original, as it is now)."""
+    message_id: str | None = None
+    """The transcript message the input becomes (or became), known at admission; None for a
+    control item or a rejected input. Sent again with the same input id, the same."""
+
+    @classmethod
+    def of(cls, adm: Admission) -> SendResult:
+        """The result of an admission (`SqlStore.admit`): its item and message id."""
+        item = adm.item
+        return cls(item.session_id, item.input_id, adm.created, adm.session_created,
+                   item.status, item, sent_message_id(item))  # fmt: skip
 
 
 class Runtime(ShapingMixin, HostMixin):
@@ -388,7 +402,7 @@ class Runtime(ShapingMixin, HostMixin):
                 "input_admitted", sid, {"input_id": adm.item.input_id, "kind": kind,
                 "delivery": delivery, "created": adm.created}, self.store.clock.now_ms(),
             ))  # fmt: skip
-        return SendResult(sid, adm.item.input_id, adm.created, adm.session_created, adm.item.status)
+        return SendResult.of(adm)
 
     @property
     def reads(self) -> Reads:
@@ -541,7 +555,7 @@ class Runtime(ShapingMixin, HostMixin):
         _, adm = admit_decision(self.store, session_id, call_id, decision)
         if resume:
             self._wake(session_id)
-        return SendResult(session_id, adm.item.input_id, adm.created, False, adm.item.status)
+        return SendResult.of(adm)
 
     def busy(self, session_id: str) -> bool:
         """Whether the session is being driven: a drain of this process, or a live claim of

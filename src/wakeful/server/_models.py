@@ -302,6 +302,11 @@ class AdmissionOut(_Out):
     input_id: str
     created: bool = Field(description="False: the input id was already admitted (a no-op).")
     status: str = Field(description="pending, delivered or rejected.")
+    message_id: str | None = Field(
+        default=None,
+        description="The transcript message the input becomes (or became), known at admission; "
+        "the same when the input id is sent again. Null for a control item or a rejected input.",
+    )
     turns: list[TurnSummaryOut] | None = Field(default=None, description="With `wait` only.")
 
 

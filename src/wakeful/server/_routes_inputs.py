@@ -93,7 +93,7 @@ async def admit_prompt(
         state.wake(session_id)
     return AdmissionOut(
         session_id=session_id, input_id=sent.input_id, created=sent.created, status=status,
-        turns=turns,
+        message_id=None if status == "rejected" else sent.message_id, turns=turns,
     )  # fmt: skip
 
 
@@ -132,7 +132,7 @@ async def compact(call: Call[Any, CompactIn]) -> AdmissionOut:
     else:
         state.hub.nudge()
     return AdmissionOut(session_id=sid, input_id=sent.input_id, created=sent.created,
-                        status=sent.status)  # fmt: skip
+                        status=sent.status, message_id=sent.message_id)  # fmt: skip
 
 
 @ops.op("POST", "/sessions/{session_id}/move", tag="inputs", body=MoveIn, status=202,

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._claims import fence
     from ._faults import Outage, is_transient
     from ._media import blob_digest, media_refs
+    from ._inbox import sent_message_id
     from ._open import default_db_path, memory_store, open_store, resolve_db_url
     from ._opening import TurnOpening
     from ._owner import current_owner, host_id, owner_is_dead
@@ -70,6 +71,7 @@ _LAZY = {
     "blob_digest": "wakeful.store._media",
     "media_refs": "wakeful.store._media",
     "default_db_path": "wakeful.store._open",
+    "sent_message_id": "wakeful.store._inbox",
     "open_store": "wakeful.store._open",
     "memory_store": "wakeful.store._open",
     "resolve_db_url": "wakeful.store._open",
@@ -169,4 +171,5 @@ __all__ = [
     "open_store",
     "owner_is_dead",
     "resolve_db_url",
+    "sent_message_id",
 ]

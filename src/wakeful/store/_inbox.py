@@ -287,6 +287,17 @@ def _input_fields(
     )
 
 
+def sent_message_id(item: InboxItem) -> str | None:
+    """The id of the transcript message an admitted input becomes (or became), known from
+    the moment it is admitted: a send's result names it. None for a control item (it becomes
+    no message of its own) and for an input rejected as malformed."""
+    from ..events import CONTROL_KINDS
+
+    if item.kind in CONTROL_KINDS or item.status == "rejected":
+        return None
+    return _input_fields(item.session_id, item.input_id, item.kind, {})[0]
+
+
 AWAITING_APPROVAL = "awaiting_approval"
 _STATUS_SQL = "SELECT status FROM sessions WHERE id = ?"
 DECISIONS = ("allow", "deny", "always")
