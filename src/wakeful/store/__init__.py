@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from ._batch import RecoveryView
     from ._claims import fence
     from ._faults import Outage, is_transient
-    from ._media import blob_digest, media_refs
     from ._inbox import sent_message_id
+    from ._media import blob_digest, media_refs
     from ._open import default_db_path, memory_store, open_store, resolve_db_url
     from ._opening import TurnOpening
     from ._owner import current_owner, host_id, owner_is_dead
