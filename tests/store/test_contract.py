@@ -1,5 +1,5 @@
-"""The store contract: one suite, run unchanged against SQLite (a file and the in-memory store,
-`memory_store`) and PostgreSQL."""
+"""The store contract: one suite, run unchanged against SQLite (a file, the in-memory store
+`memory_store`, and the file-map store `file_map_store`) and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from wakeful.store import (
     SyncMarker,
     current_owner,
     fence,
+    file_map_store,
     memory_store,
     open_store,
 )
@@ -44,11 +45,17 @@ from wakeful.store._append import LIST_SLACK_MS
 NEW = SessionCreated(title="t")
 
 
-@pytest.fixture(params=["sqlite", "memory", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=["sqlite", "memory", "file-map", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def store(request: pytest.FixtureRequest, tmp_path, clock: FakeClock) -> Iterator[SqlStore]:
     """Each backend, the in-memory store among them."""
     if request.param == "memory":
         s = memory_store(clock=clock)
+        yield s
+        s.close()
+    elif request.param == "file-map":
+        s = file_map_store(tmp_path / "map", clock=clock)
         yield s
         s.close()
     elif request.param == "sqlite":

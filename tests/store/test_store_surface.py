@@ -1,5 +1,6 @@
 """The `Store` protocol and the writes a host makes (create, append, prune, blobs), one suite
-run unchanged against every store a host can hold: SQLite (a file, and `memory_store`),
+run unchanged against every store a host can hold: SQLite (a file, `memory_store` and
+`file_map_store`),
 PostgreSQL, and `RemoteStore` over a real `wakeful serve` process (issue 37, items 1, 2, 5).
 
 No test asks which store it has. Each makes sessions of its own (the server is shared by the
@@ -22,7 +23,7 @@ from wakeful.client import RemoteStore
 from wakeful.errors import ConflictError, NotFoundError
 from wakeful.events import MessageAdded, UsageRecorded, WorkStateUpdated
 from wakeful.messages import assistant, user
-from wakeful.store import memory_store, open_store
+from wakeful.store import file_map_store, memory_store, open_store
 
 TOKEN = "surface-suite-token-7c41"
 SENSITIVE = "surface-suite-sensitive-9e02"
@@ -38,7 +39,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     assert serve.stop() == 0
 
 
-@pytest.fixture(params=["sqlite", "memory", "remote",
+@pytest.fixture(params=["sqlite", "memory", "file-map", "remote",
                         pytest.param("postgres", marks=pytest.mark.postgres)])  # fmt: skip
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     """Each store a host can hold, typed as what its methods answer (no `isinstance` below)."""
@@ -48,6 +49,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
         yield s
     elif request.param == "memory":
         s = memory_store()
+        yield s
+    elif request.param == "file-map":
+        s = file_map_store(tmp_path / "map")
         yield s
     elif request.param == "sqlite":
         s = open_store(str(tmp_path / "s.db"))

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ._batch import RecoveryView
     from ._claims import fence
     from ._faults import Outage, is_transient
+    from ._filemap import DirectoryFileMap, FileMap, FileMapNames, file_map_store
     from ._inbox import sent_message_id
     from ._media import blob_digest, media_refs
     from ._open import default_db_path, memory_store, open_store, resolve_db_url
@@ -67,6 +68,10 @@ _LAZY = {
     "RecoveryView": "wakeful.store._batch",
     "fence": "wakeful.store._claims",
     "Outage": "wakeful.store._faults",
+    "DirectoryFileMap": "wakeful.store._filemap",
+    "FileMap": "wakeful.store._filemap",
+    "FileMapNames": "wakeful.store._filemap",
+    "file_map_store": "wakeful.store._filemap",
     "is_transient": "wakeful.store._faults",
     "blob_digest": "wakeful.store._media",
     "media_refs": "wakeful.store._media",
@@ -141,7 +146,10 @@ __all__ = [
     "Claim",
     "ClaimToken",
     "Delivered",
+    "DirectoryFileMap",
     "DrainStart",
+    "FileMap",
+    "FileMapNames",
     "InboxItem",
     "Outage",
     "InstructionState",
@@ -163,6 +171,7 @@ __all__ = [
     "current_owner",
     "default_db_path",
     "fence",
+    "file_map_store",
     "is_transient",
     "media_refs",
     "memory_store",

@@ -578,8 +578,8 @@ def _row_message(session_id: str, data: str, enqueued: str | None) -> Message | 
     return message if isinstance(message, Message) else None
 
 
-def plain_transcript_in(tx: Tx, session_id: str) -> list[dict[str, Any]]:
-    """`transcript_in`'s messages (all of them) as plain dumps, what
+def plain_transcript_in(tx: Tx, session_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+    """`transcript_in`'s messages (those after `after_seq`) as plain dumps, what
     `model_dump(mode="json", exclude_none=True)` of each gives (`wakeful session show`, issue
     25); `NotFoundError` for an unknown session.
 
@@ -596,7 +596,7 @@ def plain_transcript_in(tx: Tx, session_id: str) -> list[dict[str, Any]]:
     as_stored = shapes[0] == SHAPES_DIGEST
     decode, start = _decode_at, len(MESSAGE_ADDED_HEAD)
     out: list[dict[str, Any]] = []
-    rows, enqueued = _transcript_rows(tx, [session_id], 0, 2**62, _PLAIN_COLUMNS)
+    rows, enqueued = _transcript_rows(tx, [session_id], after_seq, 2**62, _PLAIN_COLUMNS)
     with collector_paused():
         for data, delivered in rows:
             if as_stored and data.startswith(MESSAGE_ADDED_HEAD):
