@@ -149,7 +149,8 @@ def _check(sessions: tuple[str, ...], show: bool, fmt: str, db: str | None) -> N
 
 def _check_json(result: Any, show: bool, body_diff: Any) -> dict[str, Any]:
     data: dict[str, Any] = {"session_id": result.session_id, "ok": result.ok,
-                            "requests": result.requests, "matched": result.matched}  # fmt: skip
+                            "requests": result.requests, "matched": result.matched,
+                            "exact": result.exact}  # fmt: skip
     d = result.difference
     if d is None:
         return data

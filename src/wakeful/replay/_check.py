@@ -60,12 +60,14 @@ class Difference:
 @dataclass(frozen=True, slots=True)
 class CheckResult:
     """A session's check: how many recorded requests, how many the re-drive reproduced before
-    the first difference (all of them when `difference` is None)."""
+    the first difference (all of them when `difference` is None), and how many of those had
+    exactly the recorded digest (the others differed only in minted ids)."""
 
     session_id: str
     requests: int
     matched: int
     difference: Difference | None
+    exact: int = 0
 
     @property
     def ok(self) -> bool:
@@ -151,11 +153,13 @@ def compare(
 ) -> CheckResult:  # fmt: skip
     """The first difference between the recorded and the re-driven requests, in order."""
     labels = _labels(source, session_id)
+    exact = 0
     for n in range(max(len(recorded), len(replayed))):
         a = recorded[n] if n < len(recorded) else None
         b = replayed[n] if n < len(replayed) else None
         if a is not None and b is not None:
             if a.receipt.request_digest == b.receipt.request_digest:
+                exact += 1
                 continue
             body_a = _body(source, session_id, a, config)
             body_b = _body(scratch, session_id, b, config)
@@ -171,8 +175,8 @@ def compare(
             n + 1, label, a.receipt.request_digest if a else None,
             b.receipt.request_digest if b else None, _sections(a, b), body_a, body_b, note,
         )  # fmt: skip
-        return CheckResult(session_id, len(recorded), n, difference)
-    return CheckResult(session_id, len(recorded), len(recorded), None)
+        return CheckResult(session_id, len(recorded), n, difference, exact)
+    return CheckResult(session_id, len(recorded), len(recorded), None, exact)
 
 
 async def check_session(store: SqlStore, session: str) -> CheckResult:

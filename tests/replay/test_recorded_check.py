@@ -1,0 +1,80 @@
+"""`replay --check`: a session recorded through the OpenAI SDK against a loopback server is
+re-driven through today's code from its recording alone (no server, no key): every request's
+digest comes back; after an AGENTS.md edit the first differing request is named, with the
+changed section and the diff of the bodies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.providers.fake_servers import FakeServer, Reply, o_chunk, openai_events
+from wakeful.config import Config, FamilyConfig, ProvidersConfig
+from wakeful.execution import Runtime
+from wakeful.replay import body_diff, check_session
+
+GPT = "openai:gpt-fake-1"
+USAGE = {"prompt_tokens": 80, "completion_tokens": 6, "total_tokens": 86}
+
+
+def o_call(call_id: str, command: str) -> Reply:
+    call = {"index": 0, "id": call_id, "type": "function",
+            "function": {"name": "shell", "arguments": json.dumps({"command": command})}}  # fmt: skip
+    return Reply(events=openai_events(
+        o_chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
+        o_chunk({}, finish_reason="tool_calls"), o_chunk(usage=USAGE),
+    ))  # fmt: skip
+
+
+def o_text(text: str) -> Reply:
+    return Reply(events=openai_events(
+        o_chunk({"role": "assistant", "content": text}), o_chunk({}, finish_reason="stop"),
+        o_chunk(usage=USAGE),
+    ))  # fmt: skip
+
+
+async def _record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Runtime, str, int]:
+    """Ten turns, each a shell call (really run) and an answer, recorded against the server."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    (tmp_path / "AGENTS.md").write_text("House rule: answer in one line.\n")
+    async with FakeServer() as server:
+        providers = ProvidersConfig(openai=FamilyConfig(base_url=f"{server.url}/v1"))
+        config = Config(providers=providers, permissions={"shell": "allow"})
+        rt = Runtime(str(tmp_path / "s.db"), model=GPT, workspace=tmp_path, config=config)
+        sid = None
+        for n in range(1, 11):
+            server.enqueue(o_call(f"call_{n}", f"echo turn-{n} >> log.txt; cat log.txt"),
+                           o_text(f"answer {n}"))  # fmt: skip
+            [turn] = await rt.run(f"prompt number {n}", session_id=sid)
+            assert turn.outcome == "completed", turn.error
+            sid = sid or rt.store.list_sessions().sessions[0].id
+        sent = len(server.requests)
+    assert sid is not None
+    monkeypatch.delenv("OPENAI_API_KEY")  # the check needs no key, and the server is gone
+    (tmp_path / "log.txt").write_text("the workspace moved on since\n")
+    return rt, sid, sent
+
+
+async def test_a_recorded_session_reproduces_every_digest_then_names_the_first_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt, sid, sent = await _record(tmp_path, monkeypatch)
+    receipts = rt.store.receipts(sid)
+    assert sent == len(receipts) == 20
+
+    result = await check_session(rt.store, sid)
+    assert result.ok, result.difference
+    assert (result.requests, result.matched, result.exact) == (20, 20, 20)  # every digest, exactly
+
+    (tmp_path / "AGENTS.md").write_text("House rule: answer in two lines.\n")
+    changed = await check_session(rt.store, sid)
+    assert not changed.ok and changed.matched == 0
+    d = changed.difference
+    assert d is not None and d.index == 1 and d.label == "turn 1 step 1"
+    assert d.recorded_digest == receipts[0].request_digest != d.replayed_digest
+    assert [s[0] for s in d.sections] == ["system.instructions.AGENTS.md"]
+    diff = "\n".join(body_diff(d.recorded_body, d.replayed_body, "recorded", "today"))
+    assert "-" in diff and "answer in one line" in diff and "answer in two lines" in diff
+    await rt.aclose()
