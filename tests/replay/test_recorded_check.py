@@ -5,34 +5,17 @@ changed section and the diff of the bodies."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.providers.fake_servers import FakeServer, Reply, o_chunk, openai_events
+from tests.providers.fake_servers import FakeServer
+from tests.replay.wire import o_call, o_text
 from wakeful.config import Config, FamilyConfig, ProvidersConfig
 from wakeful.execution import Runtime
 from wakeful.replay import body_diff, check_session
 
 GPT = "openai:gpt-fake-1"
-USAGE = {"prompt_tokens": 80, "completion_tokens": 6, "total_tokens": 86}
-
-
-def o_call(call_id: str, command: str) -> Reply:
-    call = {"index": 0, "id": call_id, "type": "function",
-            "function": {"name": "shell", "arguments": json.dumps({"command": command})}}  # fmt: skip
-    return Reply(events=openai_events(
-        o_chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
-        o_chunk({}, finish_reason="tool_calls"), o_chunk(usage=USAGE),
-    ))  # fmt: skip
-
-
-def o_text(text: str) -> Reply:
-    return Reply(events=openai_events(
-        o_chunk({"role": "assistant", "content": text}), o_chunk({}, finish_reason="stop"),
-        o_chunk(usage=USAGE),
-    ))  # fmt: skip
 
 
 async def _record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Runtime, str, int]:

@@ -11,19 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.providers.fake_servers import (
-    A_MESSAGE_STOP,
-    FakeServer,
-    Reply,
-    a_block_start,
-    a_block_stop,
-    a_delta,
-    a_message_delta,
-    a_message_start,
-    anthropic_events,
-    o_chunk,
-    openai_events,
-)
+from tests.providers.fake_servers import FakeServer
+from tests.replay.wire import a_text, a_tool_call, o_text
 from wakeful.config import Config, FamilyConfig, ProvidersConfig
 from wakeful.events import EvalCaseEnded, EvalStarted
 from wakeful.execution import Runtime
@@ -31,30 +20,6 @@ from wakeful.replay import read_run, replay_step, reply_diff
 
 CLAUDE = "anthropic:claude-fake-1"
 GPT = "openai:gpt-fake-1"
-
-
-def a_text(text: str, tokens: int = 7) -> Reply:
-    return Reply(events=anthropic_events(
-        a_message_start(input_tokens=40), a_block_start(0, {"type": "text", "text": ""}),
-        a_delta(0, {"type": "text_delta", "text": text}), a_block_stop(0),
-        a_message_delta("end_turn", tokens), A_MESSAGE_STOP,
-    ))  # fmt: skip
-
-
-def a_tool_call(call_id: str, command: str) -> Reply:
-    return Reply(events=anthropic_events(
-        a_message_start(input_tokens=30),
-        a_block_start(0, {"type": "tool_use", "id": call_id, "name": "shell", "input": {}}),
-        a_delta(0, {"type": "input_json_delta", "partial_json": f'{{"command": "{command}"}}'}),
-        a_block_stop(0), a_message_delta("tool_use", 5), A_MESSAGE_STOP,
-    ))  # fmt: skip
-
-
-def o_text(text: str) -> Reply:
-    return Reply(events=openai_events(
-        o_chunk({"role": "assistant", "content": text}), o_chunk({}, finish_reason="stop"),
-        o_chunk(usage={"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59}),
-    ))  # fmt: skip
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def report(view: RunView) -> dict[str, Any]:
     started = view.started
     cases = []
     for case in started.cases:
-        results = {m: view.results[(case.id, m)].model_dump(mode="json", exclude_defaults=True)
+        results = {m: view.results[(case.id, m)].model_dump(mode="json")
                    for m in started.models if (case.id, m) in view.results}  # fmt: skip
         attempts = {m: view.attempts.get((case.id, m), 0) for m in started.models}
         cases.append({"id": case.id, "kind": case.kind, "prompt": case.prompt,
