@@ -86,6 +86,7 @@ class Engine:
         self._steps: dict[str, Recorded] = {}
         self._lanes: dict[str, tuple[asyncio.Semaphore, _Pace]] = {}
         self._owner = ""
+        self._done = len(view.results)  # results written, counted on the loop (progress)
 
     def _lane(self, model: str) -> tuple[asyncio.Semaphore, _Pace]:
         if model not in self._lanes:
@@ -125,9 +126,9 @@ class Engine:
             passed = result.error is None and all(g.passed for g in grades)
             result = result.model_copy(update={"grades": grades, "passed": passed})
             await asyncio.to_thread(end_pair, self.store, self.view, case.id, model, result)
+        self._done += 1
         if self.progress is not None:
-            done = len(self.view.results)
-            self.progress(Progress(done, self.view.total, case.id, model, passed))
+            self.progress(Progress(self._done, self.view.total, case.id, model, passed))
 
     async def _answer(self, case: EvalCase, model: str) -> CaseResult:
         try:

@@ -94,6 +94,13 @@ def _graders(table: Mapping[str, Any], where: str, base: Path) -> tuple[dict[str
     return tuple(graders)
 
 
+def _resolve(store: SqlStore, ref: str, where: str) -> str:
+    try:
+        return store.resolve_session_id(ref)
+    except NotFoundError:
+        raise UsageError(f"{where}: no session {ref}") from None
+
+
 def _step_case(
     store: SqlStore, sid: str, case_id: str, turn: object, step: object, where: str,
     graders: tuple[dict[str, JsonValue], ...],
@@ -122,7 +129,7 @@ def _inline(store: SqlStore, table: dict[str, Any], n: int, base: Path) -> EvalC
     where = f"case {case_id}"
     graders = _graders(table, where, base)
     if "session" in table:
-        sid = store.resolve_session_id(str(table["session"]))
+        sid = _resolve(store, str(table["session"]), where)
         return _step_case(store, sid, case_id, table.get("turn"), table.get("step"), where,
                           graders)  # fmt: skip
     prompt = table.get("prompt")
@@ -156,7 +163,7 @@ def _selected(store: SqlStore, table: dict[str, Any], where: str) -> list[str]:
     if not isinstance(limit, int) or limit < 1:
         raise UsageError(f"{where}: limit must be a whole number >= 1")
     if "sessions" in table:
-        return [store.resolve_session_id(str(s)) for s in table["sessions"]][:limit]
+        return [_resolve(store, str(s), where) for s in table["sessions"]][:limit]
     if "query" in table:
         ids = [h.session.id for h in store.search(str(table["query"]), limit=limit).hits]
     else:
