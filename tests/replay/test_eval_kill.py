@@ -13,9 +13,9 @@ import os
 import re
 import signal
 import sys
-import time
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -83,11 +83,10 @@ def _results(db: str) -> int:
         store.close()
 
 
-async def _until(check, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not await asyncio.to_thread(check):
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
+async def _until(check: Callable[[], bool]) -> None:
+    async with asyncio.timeout(60):
+        while not await asyncio.to_thread(check):
+            await asyncio.sleep(0.05)
 
 
 async def test_an_eval_killed_twice_runs_every_case_once_per_model(tmp_path: Path) -> None:
