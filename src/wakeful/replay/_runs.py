@@ -26,7 +26,7 @@ from ..events import (
     EvalStarted,
 )
 from ..execution import current_owner, owner_is_dead
-from ..store import SqlStore
+from ..store import SqlStore, Store
 
 RUN_TYPES = ("eval.started", "eval.case_started", "eval.case_ended", "eval.ended")
 MAX_GENERATIONS = 10_000  # runs of one suite in one store, a bound on the id search
@@ -54,7 +54,7 @@ class RunView:
         return len(self.started.models) * len(self.started.cases)
 
 
-def read_run(store: SqlStore, run_id: str) -> RunView:
+def read_run(store: Store, run_id: str) -> RunView:
     """Fold the run `run_id` from its log (`NotFoundError`: no such session, or a session that
     is not a run)."""
     view: RunView | None = None
