@@ -54,7 +54,7 @@ def _run(tmp_path: Path, db: str) -> str:
     ]}))  # fmt: skip
     bad.write_text(json.dumps({"rules": [{"match": ".", "replies": [{"text": "No idea."}]}]}))
     suite = tmp_path / "suite.toml"
-    suite.write_text(f'''name = "capitals"
+    suite.write_text(f"""name = "capitals"
 models = ["scripted:{good}", "scripted:{bad}"]
 [[cases]]
 id = "france"
@@ -64,7 +64,7 @@ graders = [{{kind = "contains", value = "Paris"}}]
 id = "weather"
 prompt = "weather in Oslo"
 graders = [{{kind = "tool_called", name = "get_weather"}}]
-''')
+""")
 
     async def main() -> str:
         rt = Runtime(db, workspace=tmp_path, model=f"scripted:{good}")
@@ -88,7 +88,7 @@ def test_the_eval_page_shows_the_table_and_each_case_side_by_side(
     for width, height in ((1400, 1000), (420, 900)):
         page = browser.new_page(viewport={"width": width, "height": height})
         errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
         page.goto(f"{served.url}/ui/login#token={TOKEN}")
         expect(page.locator("#sessions")).to_be_visible()
         page.goto(f"{served.url}/ui/evals/{run_id[:12]}")  # a prefix: redirected to the run
