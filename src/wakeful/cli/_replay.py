@@ -30,39 +30,50 @@ CHECK_FAILED_EXIT = 1
               help="Step in the turn (default: its last).")  # fmt: skip
 @click.option("--model", "models", multiple=True, metavar="SPEC",
               help="A model to send the step to (repeat for several).")  # fmt: skip
+@click.option("--fork", is_flag=True,
+              help="Re-run the step's turn from that step on each model, as a fork (tools run).")  # fmt: skip
 @click.option("--check", is_flag=True,
               help="Re-drive each SESSION from its recording; exit 1 at a differing request.")  # fmt: skip
 @click.option("--show-sensitive", is_flag=True, help="Print instruction content verbatim.")
 @format_option("text", "json")
 @db_option
 def replay(sessions: tuple[str, ...], turn: int | None, step: int | None,
-           models: tuple[str, ...], check: bool, show_sensitive: bool, fmt: str,
+           models: tuple[str, ...], fork: bool, check: bool, show_sensitive: bool, fmt: str,
            db: str | None) -> None:  # fmt: skip
     """Send a recorded step's request to other models, or check sessions against their recording."""
     if check:
-        if models or turn is not None or step is not None:
-            raise UsageError("replay --check takes sessions only (no --model, --turn, --step)")
+        if models or turn is not None or step is not None or fork:
+            raise UsageError(
+                "replay --check takes sessions only (no --model, --turn, --step, --fork)"
+            )
         _check(sessions, show_sensitive, fmt, db)
         return
     if len(sessions) != 1:
         raise UsageError("replay takes one session (several only with --check)")
     if not models:
         raise UsageError("replay: give at least one --model SPEC")
-    _replay(sessions[0], turn, step, models, fmt, db)
+    _replay(sessions[0], turn, step, models, fork, fmt, db)
 
 
 def _replay(
-    session: str, turn: int | None, step: int | None, models: tuple[str, ...], fmt: str,
-    db: str | None,
+    session: str, turn: int | None, step: int | None, models: tuple[str, ...], fork: bool,
+    fmt: str, db: str | None,
 ) -> None:  # fmt: skip
+    from pathlib import Path
+
     from ..execution import Runtime
     from ..replay import replay_step, reply_diff
 
-    runtime = Runtime(store=local_store(db, "replay"))
+    ask = None
+    if fork and fmt == "text" and sys.stdin.isatty() and sys.stderr.isatty():
+        from ._approve import terminal_ask  # someone can answer the fork's approvals
+
+        ask = terminal_ask(Path.cwd().resolve())
+    runtime = Runtime(store=local_store(db, "replay"), ask=ask)
 
     async def main() -> Any:
         try:
-            return await replay_step(runtime, session, models, turn=turn, step=step)
+            return await replay_step(runtime, session, models, turn=turn, step=step, fork=fork)
         finally:
             await runtime.aclose()
 
@@ -79,7 +90,8 @@ def _replay(
                        for m, r in answers.items()},
         })  # fmt: skip
         return
-    columns = {f"recorded ({source.get('model')})": done.original, **answers}
+    what = "recorded turn" if fork else "recorded"
+    columns = {f"{what} ({source.get('model')})": done.original, **answers}
     _side_by_side(columns)
     for model, lines in diffs.items():
         click.echo(f"\ndiff against the recorded reply: {model}")
@@ -100,6 +112,8 @@ def _cell(result: CaseResult, field: str) -> str:
         return "\n".join(calls) or "-"
     if field == "stop":
         return str(result.finish or "-")
+    if field == "session":
+        return result.session_id or "-"
     if field == "tokens in/out":
         return f"{result.input_tokens}/{result.output_tokens}"
     if field == "cost":
@@ -120,7 +134,8 @@ def _side_by_side(columns: dict[str, CaseResult]) -> None:
     table.add_column("")
     for name in columns:
         table.add_column(printable(name), overflow="fold")
-    for field in FIELDS:
+    fields = FIELDS + (("session",) if any(r.session_id for r in columns.values()) else ())
+    for field in fields:
         table.add_row(field, *(printable(_cell(r, field), lines=True) for r in columns.values()))
     Console(soft_wrap=False, highlight=False, markup=False).print(table)
 

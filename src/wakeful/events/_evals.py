@@ -25,12 +25,13 @@ class _Event(_Model):
 
 class EvalCase(_Model):
     """One input of a run. `kind`: `replay` sends the recorded request of a step (`session_id`,
-    `receipt_id`), `prompt` sends `prompt` as a fresh one-message request, `turn` drives a
-    fresh session's turn with `prompt` (tools really run at `location`). `graders` are the
-    suite's grader tables, as written."""
+    `receipt_id`), `fork` re-runs that step's turn from the step on a fork (tools really run),
+    `prompt` sends `prompt` as a fresh one-message request, `turn` drives a fresh session's
+    turn with `prompt` (tools really run at `location`). `graders` are the suite's grader
+    tables, as written."""
 
     id: str
-    kind: Literal["replay", "prompt", "turn"]
+    kind: Literal["replay", "fork", "prompt", "turn"]
     prompt: str | None = None
     system: str | None = None
     session_id: str | None = None

@@ -34,7 +34,14 @@ from ..instructions import Source
 from ..providers import Provider, make_provider
 from ..runner import Agent, Tool, rebuild_request
 from ..store import SqlStore, open_store
-from ._recording import Exchange, RecordedProvider, Recording, read_recording, recorded_tools
+from ._recording import (
+    Exchange,
+    Live,
+    RecordedProvider,
+    Recording,
+    read_recording,
+    recorded_tools,
+)
 from ._source import step_receipts
 
 # The ids a re-drive mints anew (messages, turns) where a body carries them (scripted bodies do).
@@ -75,19 +82,21 @@ class CheckResult:
         return self.difference is None
 
 
-class _RecordedToolbox(Toolbox):
-    """Today's tools for the agent, each answering from the recording (`recorded_tools`)."""
+class RecordedToolbox(Toolbox):
+    """Today's tools for the agent, each answering from the recording (`recorded_tools`; for
+    real once `live.on`)."""
 
-    def __init__(self, recording: Recording) -> None:
+    def __init__(self, recording: Recording, live: Live | None = None) -> None:
         super().__init__()
         self._recording = recording
+        self._live = live
 
     def for_agent(
         self, agent: Agent, root: Path, config: Config, *, delegation: bool
     ) -> tuple[Agent, dict[str, Tool], list[Source]]:
         """The real tool list, its calls answered from the recording."""
         agent, tools, sources = super().for_agent(agent, root, config, delegation=delegation)
-        return agent, recorded_tools(tools, self._recording.results), sources
+        return agent, recorded_tools(tools, self._recording.results, self._live), sources
 
 
 class _Redrive(Runtime):
@@ -96,7 +105,7 @@ class _Redrive(Runtime):
     def __init__(self, recording: Recording, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._answers: deque[Exchange] = deque(recording.exchanges)
-        self.toolbox = _RecordedToolbox(recording)
+        self.toolbox = RecordedToolbox(recording)
 
     def check_model(self, spec: str, place: Place | None = None) -> None:
         """Any model can be re-driven: nothing is sent."""

@@ -18,10 +18,11 @@ from pathlib import Path
 from pydantic import JsonValue
 
 from ..errors import UsageError, WakefulError
-from ..events import CaseResult, EvalCase, MessageAdded, ToolCallSeen, UsageRecorded
+from ..events import CaseResult, EvalCase
 from ..execution import Runtime
 from ..providers import Provider
-from ._answer import ask, from_message, user_request
+from ._answer import ask, user_request
+from ._fork import run_fork, turn_result
 from ._graders import JUDGE_SYSTEM, grade
 from ._runs import RunView, claim_run, end_pair, end_run, start_pairs
 from ._source import Recorded, for_target, load_step, step_receipts
@@ -132,11 +133,15 @@ class Engine:
 
     async def _answer(self, case: EvalCase, model: str) -> CaseResult:
         try:
+            if case.kind in ("replay", "fork"):
+                await asyncio.to_thread(self.recorded, case)  # the step exists and verifies
             if case.kind == "replay":
                 recorded = await asyncio.to_thread(self.recorded, case)
                 provider = self.provider(model)
                 request = await asyncio.to_thread(for_target, self.store, recorded, provider)
                 return await ask(provider, request, model)
+            if case.kind == "fork":
+                return await run_fork(self.runtime, self.view.run_id, case, model)
             if case.kind == "prompt":
                 provider = self.provider(model)
                 request = user_request(provider.model, case.prompt or "", case.system,
@@ -189,29 +194,5 @@ class Engine:
                                 input_id=input_id, create=False, resume=False)  # fmt: skip
         turns = await runtime.drive_input(sid, input_id)
         elapsed = int((time.monotonic() - started) * 1000)
-        return await asyncio.to_thread(_turn_result, runtime, sid, turns, elapsed, model)
-
-
-def _turn_result(runtime: Runtime, sid: str, turns: list, elapsed: int, model: str) -> CaseResult:  # type: ignore[type-arg]
-    """A `turn` case's result read from its session: the last reply, every tool call of the
-    turn, the summed usage and cost."""
-    events = runtime.store.events(sid, types=["message.added", "usage.recorded"])
-    messages = [e.event.message for e in events if isinstance(e.event, MessageAdded)]
-    replies = [m for m in messages if m.role == "assistant"]
-    usages = [e.event for e in events if isinstance(e.event, UsageRecorded)]
-    total = UsageRecorded(
-        input_tokens=sum(u.input_tokens for u in usages),
-        output_tokens=sum(u.output_tokens for u in usages),
-        cost_usd=sum(u.cost_usd for u in usages),
-    )
-    result = from_message(replies[-1] if replies else None, total, None, elapsed, model)
-    calls = tuple(ToolCallSeen(name=c.name, input=c.input) for m in replies for c in m.tool_calls())
-    outcome = turns[-1] if turns else None
-    error = None
-    if outcome is not None and outcome.outcome != "completed":
-        error = f"the turn ended {outcome.outcome}: {outcome.error or ''}".rstrip(": ")
-    return result.model_copy(update={
-        "tool_calls": calls, "session_id": sid, "error": error,
-        "error_kind": outcome.error_kind if error and outcome is not None else None,
-        "finish": result.finish if error is None else None,
-    })  # fmt: skip
+        turn_id = turns[-1].turn_id if turns else ""
+        return await asyncio.to_thread(turn_result, self.store, sid, turn_id, elapsed_ms=elapsed)

@@ -165,12 +165,28 @@ _ERRORS: dict[str, type[ProviderError]] = {
 }  # fmt: skip
 
 
+class Live:
+    """Whether a re-drive has gone past its recording to a real model (`RecordedProvider`
+    with `then_live`), shared with its tools: from then on they run for real."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = False
+
+
 class RecordedProvider:
     """A `Provider` answering each request with the next recorded answer (see the module
-    docstring); its wire body is the `inner` provider's, the one the session used."""
+    docstring); its wire body is the `inner` provider's, the one the session used. With
+    `then_live`, a request past the end of the recording goes to `inner` for real (a fork
+    re-run from a step: the steps before it as recorded, the rest by the new model), and
+    `then_live.on` is set."""
 
-    def __init__(self, inner: Provider, answers: deque[Exchange]) -> None:
+    def __init__(
+        self, inner: Provider, answers: deque[Exchange], then_live: Live | None = None
+    ) -> None:
         self.inner = inner
+        self.live = then_live
         self.name = inner.name
         self.model = inner.model
         self.context_window = inner.context_window
@@ -185,6 +201,11 @@ class RecordedProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The next recorded answer: its reply streamed whole, or its error raised."""
+        if not self._answers and self.live is not None:
+            self.live.on = True
+            async for event in self.inner.stream(request):
+                yield event
+            return
         if not self._answers:
             self.unanswered += 1
             raise InvalidRequestError("recorded provider: the recording has no more replies")
@@ -215,10 +236,15 @@ def _finish(message: Message) -> FinishReason:
 class RecordedTool:
     """A tool with the real one's name, description and input schema whose calls are answered
     with the recorded results of calls of the same input, in order (`ToolFailure` when none
-    is left). The work-state tools run for real: they change only the re-driven session."""
+    is left). The work-state tools run for real: they change only the re-driven session; so do
+    all once `live.on` (the re-drive went past its recording)."""
 
-    def __init__(self, real: Tool, results: dict[tuple[str, str], deque[ToolResultBlock]]) -> None:
+    def __init__(
+        self, real: Tool, results: dict[tuple[str, str], deque[ToolResultBlock]],
+        live: Live | None = None,
+    ) -> None:  # fmt: skip
         self.real = real
+        self.live = live
         self.name = real.name
         self.description = real.description
         self.read_only = real.read_only
@@ -230,7 +256,9 @@ class RecordedTool:
         return self.real.input_model
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolOutcome:
-        """The recorded result of this call."""
+        """The recorded result of this call (the real tool's, once live)."""
+        if self.live is not None and self.live.on:
+            return await self.real.run(args, ctx)
         value = args.model_dump(mode="json", exclude_unset=True)
         queue = self._results.get(call_key(self.name, value))
         if not queue:
@@ -240,8 +268,9 @@ class RecordedTool:
 
 
 def recorded_tools(
-    tools: Mapping[str, Tool], results: dict[tuple[str, str], deque[ToolResultBlock]]
-) -> dict[str, Tool]:
+    tools: Mapping[str, Tool], results: dict[tuple[str, str], deque[ToolResultBlock]],
+    live: Live | None = None,
+) -> dict[str, Tool]:  # fmt: skip
     """`tools` with every tool but the work-state ones answering from the recording."""
-    return {name: tool if name in WORK_STATE_TOOLS else RecordedTool(tool, results)
+    return {name: tool if name in WORK_STATE_TOOLS else RecordedTool(tool, results, live)
             for name, tool in tools.items()}  # fmt: skip

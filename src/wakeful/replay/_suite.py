@@ -128,14 +128,17 @@ def _inline(store: SqlStore, table: dict[str, Any], n: int, base: Path) -> EvalC
         raise UsageError(f"{where}: id {case_id!r}: letters, digits and _ . : / - only")
     where = f"case {case_id}"
     graders = _graders(table, where, base)
+    mode = table.get("mode", "prompt")
     if "session" in table:
+        if mode not in ("prompt", "replay", "fork"):
+            raise UsageError(f'{where}: a recorded session\'s mode is "replay" or "fork"')
         sid = _resolve(store, str(table["session"]), where)
-        return _step_case(store, sid, case_id, table.get("turn"), table.get("step"), where,
+        case = _step_case(store, sid, case_id, table.get("turn"), table.get("step"), where,
                           graders)  # fmt: skip
+        return case.model_copy(update={"kind": "fork"}) if mode == "fork" else case
     prompt = table.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise UsageError(f"{where}: give a `prompt` or a recorded `session`")
-    mode = table.get("mode", "prompt")
     if mode not in ("prompt", "turn"):
         raise UsageError(f'{where}: mode must be "prompt" or "turn"')
     location = table.get("location")
