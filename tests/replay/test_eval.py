@@ -185,3 +185,45 @@ def test_the_command_line_saves_a_baseline_and_fails_on_a_regression(wk: Wk, wor
     assert len(as_json["baseline"]["regressions"]) == 3
     bad = wk("eval", "missing.toml", check=False)
     assert bad.returncode == 2 and "no suite file" in bad.stderr
+
+
+async def test_turn_cases_run_tools_and_selections_find_tagged_sessions(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "wakeful.toml").write_text('[permissions]\nshell = "allow"\n')
+    model = _script(tmp_path / "m.json", [
+        {"match": "count", "replies": [
+            {"tool_calls": [{"name": "shell", "input": {"command": "echo ran >> ran.txt"}}]},
+            {"text": "counted"},
+        ]},
+        {"match": ".", "replies": [{"text": "tagged answer"}]},
+    ])  # fmt: skip
+    rt = Runtime(str(tmp_path / "s.db"), workspace=work, model=model)
+    [first] = await rt.run("hello tagged")
+    tagged = rt.store.list_sessions().sessions[0].id
+    rt.update_metadata(tagged, {"tags": ["golden"], "team": "infra"})
+    await rt.run("hello untagged")
+    suite = work / "suite.toml"
+    suite.write_text(f'''models = ["{model}"]
+[[cases]]
+id = "count"
+prompt = "count it"
+mode = "turn"
+graders = [{{kind = "tool_called", name = "shell"}}, {{kind = "contains", value = "counted"}}]
+[[select]]
+tag = "golden"
+metadata = {{team = "infra"}}
+graders = [{{kind = "contains", value = "tagged answer"}}]
+''')
+    loaded = load_suite(rt.store, suite)
+    assert [c.id for c in loaded.cases] == ["count", f"select1/{tagged}"]
+    view = await run_suite(rt, loaded)
+    count = view.results[("count", model)]
+    assert count.passed and (work / "ran.txt").read_text() == "ran\n"  # the tool really ran
+    case_session = rt.store.get_session(count.session_id or "")
+    assert rt.store.metadata(case_session.id)["eval_run"] == view.run_id
+    assert view.results[(f"select1/{tagged}", model)].passed
+    # A run's sessions are never selected as cases.
+    again = load_suite(rt.store, suite)
+    assert [c.id for c in again.cases] == ["count", f"select1/{tagged}"]
+    await rt.aclose()

@@ -124,14 +124,13 @@ def junit_xml(data: dict[str, Any]) -> str:
 
 def table_lines(data: dict[str, Any]) -> list[str]:
     """The per-model table as text lines."""
-    head = (f"{'model':<36} {'pass':>9} {'rate':>6} {'errors':>6} {'tokens in/out':>15} "
-            f"{'cost $':>9} {'p50 ms':>7} {'p95 ms':>7}")  # fmt: skip
-    lines = [head]
+    lines = [f"{'model':<36} {'pass':>9} {'rate':>6} {'errors':>6} {'tokens in/out':>15} "
+             f"{'cost $':>9} {'p50 ms':>7} {'p95 ms':>7}"]  # fmt: skip
     for r in data["models"]:
+        passed = f"{r['passed']}/{r['cases']}"
         tokens = f"{r['input_tokens']}/{r['output_tokens']}"
         lines.append(
-            f"{r['model'][:36]:<36} {r['passed']:>4}/{r['cases']:<4} {r['pass_rate']:>6.0%} "
-            f"{r['errors']:>6} {tokens:>15} {r['cost_usd']:>9.4f} {r['latency_p50_ms']:>7} "
-            f"{r['latency_p95_ms']:>7}"
+            f"{r['model'][-36:]:<36} {passed:>9} {r['pass_rate']:>6.0%} {r['errors']:>6} "
+            f"{tokens:>15} {r['cost_usd']:>9.4f} {r['latency_p50_ms']:>7} {r['latency_p95_ms']:>7}"
         )
     return lines
