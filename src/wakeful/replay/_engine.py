@@ -119,9 +119,9 @@ class Engine:
     async def _pair(self, case: EvalCase, model: str) -> None:
         gate, pace = self._lane(model)
         async with gate:
-            await pace.wait()
             await asyncio.to_thread(start_pairs, self.store, self.view, [(case, model)],
                                     self._owner)  # fmt: skip
+            await pace.wait()  # right before the request leaves
             result = await self._answer(case, model)
             grades = await grade(case.graders, result, case, base=self.base, judge=self._judge)
             passed = result.error is None and all(g.passed for g in grades)
