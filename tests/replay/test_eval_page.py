@@ -6,36 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.server.conftest import TOKEN, MakeServer, Served
-from tests.server.test_inspector import ARGS, CHROMIUM, _unavailable
+from tests.server.test_inspector import browser
 from wakeful.execution import Runtime
 from wakeful.replay import load_suite, run_suite
 
 LONG = "A long answer that wraps: " + "word " * 60
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    reason = _unavailable()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"browser test cannot run under CI: {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture
@@ -44,6 +25,12 @@ def evals(tmp_path: Path) -> tuple[str, str]:
     driver holds an event loop in this thread); the database and the run's id."""
     db = str(tmp_path / "evals.db")
     return db, _run(tmp_path, db)
+
+
+@pytest.fixture
+def served(evals: tuple[str, str], make_server: MakeServer) -> Served:
+    """A server over the database holding the run (the inspector's `browser` fixture takes it)."""
+    return make_server(db=evals[0])
 
 
 def _run(tmp_path: Path, db: str) -> str:
@@ -77,12 +64,11 @@ graders = [{{kind = "tool_called", name = "get_weather"}}]
 
 
 def test_the_eval_page_shows_the_table_and_each_case_side_by_side(
-    evals: tuple[str, str], browser: Any, make_server: MakeServer, tmp_path: Path
+    evals: tuple[str, str], served: Served, browser: Any, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
-    db, run_id = evals
-    served: Served = make_server(db=db)
+    run_id = evals[1]
     shots = tmp_path / "screenshots"
     shots.mkdir()
     for width, height in ((1400, 1000), (420, 900)):
@@ -114,3 +100,6 @@ def test_the_eval_page_shows_the_table_and_each_case_side_by_side(
     page.goto(f"{served.url}/ui/login#token={TOKEN}")
     expect(page.locator("#sessions")).to_be_visible()
     assert page.goto(f"{served.url}/ui/evals/{other}").status == 404
+
+
+__all__ = ["browser"]  # the inspector's fixture, used here
