@@ -61,3 +61,21 @@ async def test_a_recorded_session_reproduces_every_digest_then_names_the_first_c
     diff = "\n".join(body_diff(d.recorded_body, d.replayed_body, "recorded", "today"))
     assert "-" in diff and "answer in one line" in diff and "answer in two lines" in diff
     await rt.aclose()
+
+
+async def test_a_session_whose_location_is_gone_is_refused_in_one_line(tmp_path: Path) -> None:
+    import shutil
+
+    from wakeful.errors import LocationUnavailableError
+
+    place = tmp_path / "gone"
+    place.mkdir()
+    script = tmp_path / "s.json"
+    script.write_text('{"rules": [{"match": ".", "replies": [{"text": "hi"}]}]}')
+    rt = Runtime(str(tmp_path / "s.db"), model=f"scripted:{script}", workspace=place)
+    await rt.run("hello")
+    sid = rt.store.list_sessions().sessions[0].id
+    shutil.rmtree(place)
+    with pytest.raises(LocationUnavailableError, match="not a directory on this host"):
+        await check_session(rt.store, sid)
+    await rt.aclose()

@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..config import Config, RetryConfig, load_config
+from ..errors import LocationUnavailableError
 from ..execution import Place, Runtime, Toolbox
 from ..instructions import Source
 from ..providers import Provider, make_provider
@@ -195,6 +196,11 @@ async def check_session(store: SqlStore, session: str) -> CheckResult:
     recording = await asyncio.to_thread(read_recording, store, sid)
     metadata: dict[str, JsonValue] = await asyncio.to_thread(store.metadata, sid)
     root = Path(row.location) if row.location else Path.cwd()
+    if not root.is_dir():  # its tools and instructions live there
+        raise LocationUnavailableError(
+            f"{sid} lives at {root}, which is not a directory on this host: check it there",
+            location=str(root),
+        )
     config = load_config(root)
     config = config.model_copy(update={"retry": RetryConfig(
         initial_delay_ms=1, max_delay_ms=1, jitter_percent=0, poll_interval_ms=1,
