@@ -102,4 +102,19 @@ def test_the_eval_page_shows_the_table_and_each_case_side_by_side(
     assert page.goto(f"{served.url}/ui/evals/{other}").status == 404
 
 
+def test_a_runs_progress_is_its_log_on_the_api(evals: tuple[str, str], served: Served) -> None:
+    run_id = evals[1]
+    page = served.client().get(f"/sessions/{run_id}/log").json()
+    types = [e["type"] for e in page["events"]]
+    assert types[:2] == ["session.created", "eval.started"] and types[-1] == "eval.ended"
+    assert types.count("eval.case_started") == types.count("eval.case_ended") == 4
+    ended = [e["data"] for e in page["events"] if e["type"] == "eval.case_ended"]
+    assert {(d["case_id"], d["result"]["passed"]) for d in ended} == {
+        ("france", True),
+        ("france", False),
+        ("weather", True),
+        ("weather", False),
+    }
+
+
 __all__ = ["browser"]  # the inspector's fixture, used here
