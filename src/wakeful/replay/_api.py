@@ -82,7 +82,8 @@ async def run_suite(
 ) -> RunView:
     """Run `suite`: continue its unfinished run if there is one (what is done is never sent
     again), else start a new one; return the finished run."""
-    for spec in suite.models:
+    judges = {str(g["model"]) for c in suite.cases for g in c.graders if g.get("kind") == "judge"}
+    for spec in (*suite.models, *sorted(judges)):  # every model can be built: before any write
         runtime.check_model(spec)
     store = runtime.store
     run_id, exists = resumable(store, suite.digest)

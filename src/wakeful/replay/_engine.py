@@ -59,6 +59,7 @@ class _Pace:
         self._lock = asyncio.Lock()
 
     async def wait(self) -> None:
+        """Return when the lane's next request may leave."""
         if not self._gap:
             return
         async with self._lock:
