@@ -1,4 +1,5 @@
-"""`replay --check`: a session recorded through the OpenAI SDK against a loopback server is
+"""`replay --check`: a session recorded through the Anthropic or the OpenAI SDK against a
+loopback server is
 re-driven through today's code from its recording alone (no server, no key): every request's
 digest comes back; after an AGENTS.md edit the first differing request is named, with the
 changed section and the diff of the bodies."""
@@ -10,40 +11,52 @@ from pathlib import Path
 import pytest
 
 from tests.providers.fake_servers import FakeServer
-from tests.replay.wire import o_call, o_text
+from tests.replay.wire import a_text, a_tool_call, o_call, o_text
 from wakeful.config import Config, FamilyConfig, ProvidersConfig
 from wakeful.execution import Runtime
 from wakeful.replay import body_diff, check_session
 
-GPT = "openai:gpt-fake-1"
+FAMILIES = {  # model, key variable, base URL path, a tool call, a text answer
+    "openai": ("openai:gpt-fake-1", "OPENAI_API_KEY", "/v1", o_call, o_text),
+    "anthropic": ("anthropic:claude-fake-1", "ANTHROPIC_API_KEY", "", a_tool_call, a_text),
+}
 
 
-async def _record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Runtime, str, int]:
+@pytest.fixture(params=sorted(FAMILIES))
+def family(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def _record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str
+) -> tuple[Runtime, str, int]:
     """Ten turns, each a shell call (really run) and an answer, recorded against the server."""
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    model, key, path, call, text = FAMILIES[family]
+    monkeypatch.setenv(key, "test-key")
     (tmp_path / "AGENTS.md").write_text("House rule: answer in one line.\n")
     async with FakeServer() as server:
-        providers = ProvidersConfig(openai=FamilyConfig(base_url=f"{server.url}/v1"))
+        table = FamilyConfig(base_url=f"{server.url}{path}")
+        providers = ProvidersConfig.model_validate({family: table})
         config = Config(providers=providers, permissions={"shell": "allow"})
-        rt = Runtime(str(tmp_path / "s.db"), model=GPT, workspace=tmp_path, config=config)
+        rt = Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=config)
         sid = None
         for n in range(1, 11):
-            server.enqueue(o_call(f"call_{n}", f"echo turn-{n} >> log.txt; cat log.txt"),
-                           o_text(f"answer {n}"))  # fmt: skip
+            server.enqueue(call(f"call_{n}", f"echo turn-{n} >> log.txt; cat log.txt"),
+                           text(f"answer {n}"))  # fmt: skip
             [turn] = await rt.run(f"prompt number {n}", session_id=sid)
             assert turn.outcome == "completed", turn.error
             sid = sid or rt.store.list_sessions().sessions[0].id
         sent = len(server.requests)
     assert sid is not None
-    monkeypatch.delenv("OPENAI_API_KEY")  # the check needs no key, and the server is gone
+    monkeypatch.delenv(key)  # the check needs no key, and the server is gone
     (tmp_path / "log.txt").write_text("the workspace moved on since\n")
     return rt, sid, sent
 
 
 async def test_a_recorded_session_reproduces_every_digest_then_names_the_first_change(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str
 ) -> None:
-    rt, sid, sent = await _record(tmp_path, monkeypatch)
+    rt, sid, sent = await _record(tmp_path, monkeypatch, family)
     receipts = rt.store.receipts(sid)
     assert sent == len(receipts) == 20
 
