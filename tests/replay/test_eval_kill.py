@@ -144,3 +144,53 @@ async def test_an_eval_killed_twice_runs_every_case_once_per_model(tmp_path: Pat
         assert len(failed) == int(suite_el.get("failures", "0")) == rows[model]["failed"]
         assert failed == {c["id"] for c in report["cases"]
                           if not c["results"][model]["passed"]}  # fmt: skip
+
+
+async def test_a_turn_case_killed_mid_tool_resumes_its_own_session(tmp_path: Path) -> None:
+    """A `turn` case killed while its tool runs: started again, the eval resumes the same
+    session through the runtime's recovery (the call is settled as possibly run, never run
+    again) instead of starting a second one, and the prompt is delivered once."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / ".git").mkdir()
+    (work / "wakeful.toml").write_text('[permissions]\nshell = "allow"\n')
+    script = tmp_path / "m.json"
+    script.write_text(json.dumps({"rules": [{"match": "slow", "replies": [
+        {"tool_calls": [{"name": "shell", "input": {
+            "command": "echo started >> marks.txt; sleep 30; echo finished >> marks.txt"}}]},
+        {"text": "all done"},
+    ]}]}))  # fmt: skip
+    suite = work / "suite.toml"
+    suite.write_text(f'models = ["scripted:{script}"]\n[[cases]]\nid = "slow"\n'
+                     'prompt = "the slow one"\nmode = "turn"\n'
+                     'graders = [{kind = "contains", value = "all done"}]\n')  # fmt: skip
+    db = str(tmp_path / "s.db")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env |= {"WAKEFUL_DB": db, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config")}
+    allow_writes(tmp_path / ".config")
+    args = [sys.executable, "-m", "wakeful", "eval", str(suite), "--format", "json"]
+    proc = await asyncio.create_subprocess_exec(*args, cwd=work, env=env,
+                                                stdout=asyncio.subprocess.DEVNULL)  # fmt: skip
+    await _until(lambda: (work / "marks.txt").exists())
+    proc.send_signal(signal.SIGKILL)
+    await proc.wait()
+    final = await asyncio.create_subprocess_exec(*args, cwd=work, env=env,
+                                                 stdout=asyncio.subprocess.PIPE)  # fmt: skip
+    out, _ = await asyncio.wait_for(final.communicate(), timeout=120)
+    assert final.returncode == 0
+    [case] = json.loads(out)["cases"]
+    result = case["results"][f"scripted:{script}"]
+    assert result["passed"] and result["text"] == "all done"
+    assert (work / "marks.txt").read_text() == "started\n"  # never run a second time
+    store = open_store(db)
+    try:
+        sessions = [s for s in store.list_sessions(limit=50).sessions
+                    if store.metadata(s.id).get("eval_case") == "slow"]  # fmt: skip
+        assert [s.id for s in sessions] == [result["session_id"]]
+        texts = [m.text() for m in store.messages(sessions[0].id) if m.role == "user"]
+        assert texts.count("the slow one") == 1  # delivered once (then the takeover's note)
+        results = [b for m in store.messages(sessions[0].id) for b in m.blocks
+                   if getattr(b, "type", "") == "tool_result"]  # fmt: skip
+        assert len(results) == 1 and "may have" in str(results[0].output)
+    finally:
+        store.close()
