@@ -82,3 +82,29 @@ def test_the_command_line_forks_and_names_the_fork(wk: Wk, workdir: Path) -> Non
     assert (workdir / "log.txt").read_text() == "two\ntwo\n"  # ran twice: original and fork
     shown = wk("session", "show", result["session_id"], "--format", "json").stdout
     assert sid in shown  # the fork names its origin
+
+
+async def test_to_end_re_sends_the_later_turns_and_compares_turn_by_turn(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    chatty = [*WRITER, {"match": "next", "replies": [{"text": "original next"}]}]
+    other = [*OTHER, {"match": "next", "replies": [{"text": "other next"}]}]
+    writer, alt = _script(tmp_path / "w.json", chatty), _script(tmp_path / "o.json", other)
+    rt = Runtime(str(tmp_path / "s.db"), model=writer, workspace=work, ask=_allow)
+    await rt.run("write the file")
+    sid = rt.store.list_sessions().sessions[0].id
+    await rt.run("next one", session_id=sid)
+    await rt.run("next two", session_id=sid)
+
+    done = await replay_step(rt, sid, [alt], turn=1, step=2, fork=True, to_end=True)
+    [case] = done.view.started.cases
+    result = done.view.results[(case.id, alt)]
+    assert [(t.turn, t.text) for t in result.turns] == [
+        (1, "done my way"), (2, "other next"), (3, "other next")]  # fmt: skip
+    assert [(t.turn, t.text) for t in done.original.turns] == [
+        (1, "written twice"), (2, "original next"), (3, "original next")]  # fmt: skip
+    fork_prompts = [
+        m.text() for m in rt.store.messages(result.session_id or "") if m.role == "user"
+    ]
+    assert [p for p in fork_prompts if p] == ["write the file", "next one", "next two"]
+    await rt.aclose()

@@ -32,13 +32,15 @@ CHECK_FAILED_EXIT = 1
               help="A model to send the step to (repeat for several).")  # fmt: skip
 @click.option("--fork", is_flag=True,
               help="Re-run the step's turn from that step on each model, as a fork (tools run).")  # fmt: skip
+@click.option("--to-end", "to_end", is_flag=True,
+              help="With --fork: also re-send the later turns' inputs; compare turn by turn.")  # fmt: skip
 @click.option("--check", is_flag=True,
               help="Re-drive each SESSION from its recording; exit 1 at a differing request.")  # fmt: skip
 @click.option("--show-sensitive", is_flag=True, help="Print instruction content verbatim.")
 @format_option("text", "json")
 @db_option
 def replay(sessions: tuple[str, ...], turn: int | None, step: int | None,
-           models: tuple[str, ...], fork: bool, check: bool, show_sensitive: bool, fmt: str,
+           models: tuple[str, ...], fork: bool, to_end: bool, check: bool, show_sensitive: bool, fmt: str,
            db: str | None) -> None:  # fmt: skip
     """Send a recorded step's request to other models, or check sessions against their recording."""
     if check:
@@ -50,20 +52,23 @@ def replay(sessions: tuple[str, ...], turn: int | None, step: int | None,
         return
     if len(sessions) != 1:
         raise UsageError("replay takes one session (several only with --check)")
+    if to_end and not fork:
+        raise UsageError("replay --to-end goes with --fork")
     if not models:
         raise UsageError("replay: give at least one --model SPEC")
-    _replay(sessions[0], turn, step, models, fork, fmt, db)
+    _replay(sessions[0], turn, step, models, (fork, to_end), fmt, db)
 
 
 def _replay(
-    session: str, turn: int | None, step: int | None, models: tuple[str, ...], fork: bool,
-    fmt: str, db: str | None,
+    session: str, turn: int | None, step: int | None, models: tuple[str, ...],
+    forking: tuple[bool, bool], fmt: str, db: str | None,
 ) -> None:  # fmt: skip
     from pathlib import Path
 
     from ..execution import Runtime
     from ..replay import replay_step, reply_diff
 
+    fork, to_end = forking
     ask = None
     if fork and fmt == "text" and sys.stdin.isatty() and sys.stderr.isatty():
         from ._approve import terminal_ask  # someone can answer the fork's approvals
@@ -73,7 +78,8 @@ def _replay(
 
     async def main() -> Any:
         try:
-            return await replay_step(runtime, session, models, turn=turn, step=step, fork=fork)
+            return await replay_step(runtime, session, models, turn=turn, step=step, fork=fork,
+                                     to_end=to_end)  # fmt: skip
         finally:
             await runtime.aclose()
 
@@ -93,6 +99,8 @@ def _replay(
     what = "recorded turn" if fork else "recorded"
     columns = {f"{what} ({source.get('model')})": done.original, **answers}
     _side_by_side(columns)
+    if to_end:
+        _turn_by_turn(columns)
     for model, lines in diffs.items():
         click.echo(f"\ndiff against the recorded reply: {model}")
         click.echo(printable("\n".join(lines), lines=True) if lines else "  (the same reply)")
@@ -137,6 +145,36 @@ def _side_by_side(columns: dict[str, CaseResult]) -> None:
     fields = FIELDS + (("session",) if any(r.session_id for r in columns.values()) else ())
     for field in fields:
         table.add_row(field, *(printable(_cell(r, field), lines=True) for r in columns.values()))
+    Console(soft_wrap=False, highlight=False, markup=False).print(table)
+
+
+def _turn_cell(row: Any) -> str:
+    calls = ", ".join(c.name for c in row.tool_calls)
+    text = row.text if len(row.text) <= 200 else row.text[:200] + "…"
+    lines = [
+        text or "-",
+        f"[tools] {calls}" if calls else "",
+        f"[error] {row.error}" if row.error else "",
+    ]
+    return "\n".join(line for line in lines if line)
+
+
+def _turn_by_turn(columns: dict[str, CaseResult]) -> None:
+    """The continuation, a row per turn (the original's turns against each fork's)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="turn by turn", show_lines=True)
+    table.add_column("turn")
+    for name in columns:
+        table.add_column(printable(name), overflow="fold")
+    numbers = sorted({t.turn for r in columns.values() for t in r.turns})
+    for n in numbers:
+        cells = []
+        for result in columns.values():
+            row = next((t for t in result.turns if t.turn == n), None)
+            cells.append("-" if row is None else printable(_turn_cell(row), lines=True))
+        table.add_row(str(n), *cells)
     Console(soft_wrap=False, highlight=False, markup=False).print(table)
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         EvalStarted,
         Grade,
         ToolCallSeen,
+        TurnSummary,
     )
     from ._location import location_id
     from ._plain import NotPlain, PlainEvent, event_data, shaped, without_defaults
@@ -86,6 +87,7 @@ _LAZY = {
     "EvalStarted": "wakeful.events._evals",
     "Grade": "wakeful.events._evals",
     "ToolCallSeen": "wakeful.events._evals",
+    "TurnSummary": "wakeful.events._evals",
     "ArtifactRecorded": "wakeful.events._shaping",
     "ExtensionStateSet": "wakeful.events._shaping",
     "FileRestore": "wakeful.events._shaping",
@@ -148,6 +150,7 @@ __all__ = [
     "EvalStarted",
     "Grade",
     "ToolCallSeen",
+    "TurnSummary",
     "ArtifactRecorded",
     "ExtensionStateSet",
     "FileRestore",

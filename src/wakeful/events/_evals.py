@@ -40,6 +40,7 @@ class EvalCase(_Model):
     step: int | None = None
     location: str | None = None
     graders: tuple[dict[str, JsonValue], ...] = ()
+    to_end: bool = False  # a `fork` also re-sends the later turns' inputs, turn by turn
 
 
 class ToolCallSeen(_Model):
@@ -55,6 +56,19 @@ class Grade(_Model):
     grader: str
     passed: bool
     detail: str = ""
+
+
+class TurnSummary(_Model):
+    """One turn of a continuation, to compare turn by turn: its number in the source session,
+    its last reply, its tool calls, its cost, and why it did not complete (`error`)."""
+
+    turn: int
+    text: str = ""
+    tool_calls: tuple[ToolCallSeen, ...] = ()
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    error: str | None = None
 
 
 class CaseResult(_Model):
@@ -77,6 +91,7 @@ class CaseResult(_Model):
     passed: bool = False
     session_id: str | None = None
     request_digest: str | None = None
+    turns: tuple[TurnSummary, ...] = ()  # a `fork` case with `to_end`: every turn, in order
 
 
 class EvalStarted(_Event):

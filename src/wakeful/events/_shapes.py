@@ -438,7 +438,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
     ),
     'EvalCase': (
         ('id', ..., ('str',), (), (), (), 0),
-        ('kind', ..., ('str',), ('prompt', 'replay', 'turn'), (), (), 0),
+        ('kind', ..., ('str',), ('fork', 'prompt', 'replay', 'turn'), (), (), 0),
         ('prompt', None, ('null', 'str'), (), (), (), 0),
         ('system', None, ('null', 'str'), (), (), (), 0),
         ('session_id', None, ('null', 'str'), (), (), (), 0),
@@ -447,6 +447,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('step', None, ('int', 'null'), (), (), (), 0),
         ('location', None, ('null', 'str'), (), (), (), 0),
         ('graders', [], ('list',), (), (), (), 0),
+        ('to_end', False, ('bool',), (), (), (), 0),
     ),
     'EvalCaseStarted': (
         ('v', 1, ('int',), (), (), (), 0),
@@ -479,6 +480,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('passed', False, ('bool',), (), (), (), 0),
         ('session_id', None, ('null', 'str'), (), (), (), 0),
         ('request_digest', None, ('null', 'str'), (), (), (), 0),
+        ('turns', [], ('list',), (), ('TurnSummary',), (), 0),
     ),
     'ToolCallSeen': (
         ('name', ..., ('str',), (), (), (), 0),
@@ -489,6 +491,15 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('passed', ..., ('bool',), (), (), (), 0),
         ('detail', '', ('str',), (), (), (), 0),
     ),
+    'TurnSummary': (
+        ('turn', ..., ('int',), (), (), (), 0),
+        ('text', '', ('str',), (), (), (), 0),
+        ('tool_calls', [], ('list',), (), ('ToolCallSeen',), (), 0),
+        ('input_tokens', 0, ('int',), (), (), (), 0),
+        ('output_tokens', 0, ('int',), (), (), (), 0),
+        ('cost_usd', 0.0, ('float',), (), (), (), 0),
+        ('error', None, ('null', 'str'), (), (), (), 0),
+    ),
     'EvalEnded': (
         ('v', 1, ('int',), (), (), (), 0),
         ('type', 'eval.ended', ('str',), ('eval.ended',), (), (), 0),
@@ -497,7 +508,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = 'b585091a09d7bd2b'
+SHAPES_DIGEST = '1786d87966457e2a'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

@@ -5,7 +5,6 @@ never write to a source session.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from ..events import CaseResult, EvalCase, EvalStarted
 from ..execution import Runtime
 from ._answer import from_message
 from ._engine import Engine, Progress
-from ._fork import turn_result
+from ._fork import original_turns
 from ._runs import RunView, create_run, read_run, resumable
 from ._source import Recorded, label, load_step, pick, step_receipts
 from ._suite import Suite
@@ -35,14 +34,15 @@ class StepReplay:
 
 async def replay_step(
     runtime: Runtime, session: str, models: Sequence[str], *, turn: int | None = None,
-    step: int | None = None, fork: bool = False,
+    step: int | None = None, fork: bool = False, to_end: bool = False,
     progress: Callable[[Progress], None] | None = None,
 ) -> StepReplay:  # fmt: skip
     """Send the recorded request of `session`'s step (default: the newest turn's last step),
     verified against its digest, to each of `models`; the results go to a new replay run linked
     to the source (`metadata.replay`). With `fork`, each model instead re-runs the step's turn
     from that step on a fork of its own (`_fork.py`), and `original` is the recorded turn from
-    that step on."""
+    that step on; `to_end` also re-sends the later turns' inputs to each fork, and `turns`
+    compares the two turn by turn."""
     if not models:
         raise UsageError("replay: give at least one --model")
     if len(set(models)) != len(models):
@@ -57,7 +57,8 @@ async def replay_step(
     recorded = load_step(store, sid, chosen, runtime.config.providers.options_for(receipt.model))
     case = EvalCase(id=f"turn{chosen.turn}.step{receipt.step}", kind="fork" if fork else "replay",
                     session_id=sid,
-                    receipt_id=receipt.receipt_id, turn=chosen.turn, step=receipt.step)  # fmt: skip
+                    receipt_id=receipt.receipt_id, turn=chosen.turn, step=receipt.step,
+                    to_end=fork and to_end)  # fmt: skip
     source: dict[str, JsonValue] = {"session_id": sid, "receipt_id": receipt.receipt_id, "turn": chosen.turn,
               "step": receipt.step, "model": receipt.model, "fork": fork}  # fmt: skip
     what = "fork re-run" if fork else "replay"
@@ -69,8 +70,8 @@ async def replay_step(
     view = await Engine(runtime, read_run(store, run_id), base=Path.cwd(),
                         progress=progress).run()  # fmt: skip
     if fork:
-        original = await asyncio.to_thread(turn_result, store, sid, receipt.turn_id or "",
-                                           skip=receipt.step - 1)  # fmt: skip
+        original = await original_turns(store, sid, receipt.turn_id or "", receipt.step,
+                                        chosen.turn, to_end)  # fmt: skip
     else:
         original = from_message(recorded.reply, recorded.usage, None, recorded.latency_ms or 0,
                                 receipt.model)  # fmt: skip

@@ -33,10 +33,12 @@ from ..events import (
     ToolCallSeen,
     TurnEnded,
     TurnStarted,
+    TurnSummary,
     UsageRecorded,
 )
 from ..execution import Place, Runtime
 from ..providers import Provider
+from ..runner import TurnResult
 from ..store import SqlStore, Store, open_store
 from ._answer import from_message
 from ._check import RecordedToolbox
@@ -134,9 +136,35 @@ def _ids(run_id: str, case: EvalCase, model: str) -> tuple[str, str]:
     return f"ses_{digest[:24]}", digest[24:40]
 
 
+async def _send_turn(
+    driver: Runtime, fork_id: str, inputs: tuple[InputEnqueued, ...], ids: list[str]
+) -> list[TurnResult]:
+    """Admit one turn's inputs to the fork (idempotent by their derived ids) and drive it."""
+    for item, input_id in zip(inputs, ids, strict=True):
+        await asyncio.to_thread(driver.send, session_id=fork_id, input_id=input_id,
+                                kind=item.kind, payload=item.payload, delivery=item.delivery,
+                                create=False, resume=False)  # fmt: skip
+    return await driver.drive_input(fork_id, ids[0]) if ids else []
+
+
+def summary(result: CaseResult, turn: int) -> TurnSummary:
+    """A turn's result as one row of a turn-by-turn comparison."""
+    return TurnSummary(turn=turn, text=result.text, tool_calls=result.tool_calls,
+                       input_tokens=result.input_tokens, output_tokens=result.output_tokens,
+                       cost_usd=result.cost_usd, error=result.error)  # fmt: skip
+
+
+def later_turns(store: SqlStore, session_id: str, turn_id: str) -> list[tuple[int, str]]:
+    """The (number, id) of each turn of the session after `turn_id`, in order."""
+    ids = [t.turn_id for t in store.turns(session_id)]
+    at = ids.index(turn_id) if turn_id in ids else len(ids)
+    return [(n, tid) for n, tid in enumerate(ids, 1) if n > at + 1]
+
+
 async def run_fork(runtime: Runtime, run_id: str, case: EvalCase, model: str) -> CaseResult:
     """Re-run `case`'s recorded turn from its step on `model` as a fork (module docstring) and
-    return the fork's turn, from that step on, as the result."""
+    return the fork's turn, from that step on, as the result; with `case.to_end`, the later
+    turns' inputs follow, each driven in turn, and `turns` compares them one by one."""
     store: SqlStore = runtime.store
     source, receipt_id = case.session_id or "", case.receipt_id or ""
     [receipt] = [r for r in await asyncio.to_thread(store.receipts, source)
@@ -159,19 +187,43 @@ async def run_fork(runtime: Runtime, run_id: str, case: EvalCase, model: str) ->
         answered = sum(isinstance(e.event, MessageAdded) and e.event.message.role == "assistant"
                        for e in done)  # fmt: skip
         prefix = prefix[answered:]
+    later = await asyncio.to_thread(later_turns, store, source, turn_id) if case.to_end else []
     driver = ForkRuntime(recording, prefix, store=open_store(store.url), workspace=runtime.workspace,
                          config=runtime.config, ask=runtime.ask, model=model)  # fmt: skip
     began = time.monotonic()
     try:
-        input_ids = [f"in_{tag}_{n}" for n in range(len(start.inputs))]
-        for item, input_id in zip(start.inputs, input_ids, strict=True):
-            await asyncio.to_thread(driver.send, session_id=fork_id, input_id=input_id,
-                                    kind=item.kind, payload=item.payload, delivery=item.delivery,
-                                    create=False, resume=False)  # fmt: skip
-        turns = await driver.drive_input(fork_id, input_ids[0]) if input_ids else []
+        ids = [f"in_{tag}_0_{n}" for n in range(len(start.inputs))]
+        first = await _send_turn(driver, fork_id, start.inputs, ids)
+        elapsed = int((time.monotonic() - began) * 1000)
+        followed: list[tuple[int, list[TurnResult]]] = []
+        for number, later_id in later:
+            inputs = (await asyncio.to_thread(turn_start, store, source, later_id)).inputs
+            ids = [f"in_{tag}_{number}_{n}" for n in range(len(inputs))]
+            followed.append((number, await _send_turn(driver, fork_id, inputs, ids)))
     finally:
         await driver.aclose()
-    elapsed = int((time.monotonic() - began) * 1000)
-    fork_turn = turns[-1].turn_id if turns else ""
-    return await asyncio.to_thread(turn_result, store, fork_id, fork_turn, skip=step - 1,
-                                   elapsed_ms=elapsed)  # fmt: skip
+    result = await asyncio.to_thread(turn_result, store, fork_id, first[-1].turn_id if first else "",
+                                     skip=step - 1, elapsed_ms=elapsed)  # fmt: skip
+    if not case.to_end:
+        return result
+    rows = [summary(result, case.turn or 0)]
+    for number, turns in followed:
+        later_result = await asyncio.to_thread(
+            turn_result, store, fork_id, turns[-1].turn_id if turns else ""
+        )
+        rows.append(summary(later_result, number))
+    return result.model_copy(update={"turns": tuple(rows)})
+
+
+async def original_turns(store: SqlStore, session_id: str, turn_id: str, step: int,
+                         number: int, to_end: bool) -> CaseResult:  # fmt: skip
+    """The recorded turn from `step` on as a result (the left column of a fork's comparison);
+    with `to_end`, with every later turn as a row of `turns`."""
+    first = await asyncio.to_thread(turn_result, store, session_id, turn_id, skip=step - 1)
+    if not to_end:
+        return first
+    rows = [summary(first, number)]
+    for later_number, later_id in await asyncio.to_thread(later_turns, store, session_id, turn_id):
+        later = await asyncio.to_thread(turn_result, store, session_id, later_id)
+        rows.append(summary(later, later_number))
+    return first.model_copy(update={"turns": tuple(rows)})

@@ -27,7 +27,8 @@ from ._graders import check_grader
 from ._source import pick, step_receipts
 
 _TOP = {"name", "models", "cases", "select"}
-_CASE = {"id", "prompt", "system", "mode", "session", "turn", "step", "location", "graders"}
+_CASE = {"id", "prompt", "system", "mode", "session", "turn", "step", "location", "graders",
+         "to_end"}  # fmt: skip
 _SELECT = {"sessions", "query", "tag", "metadata", "limit", "turn", "step", "graders", "id"}
 _MODEL = {"spec", "concurrency", "rpm"}
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$")
@@ -135,7 +136,9 @@ def _inline(store: SqlStore, table: dict[str, Any], n: int, base: Path) -> EvalC
         sid = _resolve(store, str(table["session"]), where)
         case = _step_case(store, sid, case_id, table.get("turn"), table.get("step"), where,
                           graders)  # fmt: skip
-        return case.model_copy(update={"kind": "fork"}) if mode == "fork" else case
+        if mode == "fork":
+            return case.model_copy(update={"kind": "fork", "to_end": table.get("to_end") is True})
+        return case
     prompt = table.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise UsageError(f"{where}: give a `prompt` or a recorded `session`")
