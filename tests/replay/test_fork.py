@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from tests.cli.conftest import Wk
+from tests.server.conftest import MakeServer
 from wakeful.execution import Runtime
 from wakeful.replay import replay_step
 
@@ -108,3 +109,33 @@ async def test_to_end_re_sends_the_later_turns_and_compares_turn_by_turn(tmp_pat
     ]
     assert [p for p in fork_prompts if p] == ["write the file", "next one", "next two"]
     await rt.aclose()
+
+
+def test_the_eval_page_shows_a_continuation_turn_by_turn(
+    tmp_path: Path, make_server: MakeServer
+) -> None:
+    import asyncio
+
+    work = tmp_path / "work"
+    work.mkdir()
+    writer = _script(
+        tmp_path / "w.json", [*WRITER, {"match": "next", "replies": [{"text": "o-next"}]}]
+    )
+    alt = _script(
+        tmp_path / "o.json", [*OTHER, {"match": "next", "replies": [{"text": "alt-next"}]}]
+    )
+    db = str(tmp_path / "s.db")
+
+    async def record() -> str:
+        rt = Runtime(db, model=writer, workspace=work, ask=_allow)
+        await rt.run("write the file")
+        sid = rt.store.list_sessions().sessions[0].id
+        await rt.run("next please", session_id=sid)
+        done = await replay_step(rt, sid, [alt], turn=1, step=2, fork=True, to_end=True)
+        await rt.aclose()
+        return done.view.run_id
+
+    run_id = asyncio.run(record())
+    page = make_server(db=db).client().get(f"/ui/evals/{run_id}")
+    assert page.status_code == 200
+    assert "turn by turn" in page.text and "alt-next" in page.text and "turn 2" in page.text
