@@ -162,7 +162,7 @@ class ModelCall:
         """The reply as stored (id `message_id`, its step in its metadata, `truncated` when the
         output limit stopped it) and its events: the message, its usage, and the clearing of a
         retry the state says is pending."""
-        finish, model = sent.finish, self.ctx.model_spec or self.ctx.provider.model
+        finish, model = sent.finish, self.ctx.recorded_model
         meta: dict[str, JsonValue] = {
             "turn_id": state.turn_id,
             "step": state.step,
@@ -229,7 +229,7 @@ class ModelCall:
             text=streamed.text,
             streamed=streamed,
             receipt_id=streamed.receipt_id,
-            model=self.ctx.model_spec or self.ctx.provider.model,
+            model=self.ctx.recorded_model,
             cause="shutdown" if shutdown else "interrupt",
         )
         if not events:

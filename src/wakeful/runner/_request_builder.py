@@ -158,7 +158,7 @@ class RequestBuilder:
             turn_id=turn_id,
             step=step,
             attempt=attempt,
-            model=ctx.model_spec or ctx.provider.model,
+            model=ctx.recorded_model,
             base=self.receipts.last,
         )
         return Prepared(sections, history, request, receipt, fresh)
