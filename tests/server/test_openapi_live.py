@@ -67,8 +67,9 @@ class Document:
 
     def check_stream(self, path: str, response: httpx.Response) -> list[dict[str, Any]]:
         """Validate every event of an SSE response against the event schema; return them."""
-        self.seen.add((path, "get"))
-        schema = self.schema(path, "GET", response.status_code, "text/event-stream")
+        method = response.request.method
+        self.seen.add((path, method.lower()))
+        schema = self.schema(path, method, response.status_code, "text/event-stream")
         events = list(_sse(response.text))
         assert events, f"{path}: no events"
         for event in events:
@@ -152,6 +153,12 @@ def test_every_live_response_validates_against_the_document(served: Served) -> N
     doc.check_stream(f"{one}/log", c.get(f"/sessions/{sid}/log", params=follow))
     doc.check_stream("/events", c.get("/events", params=follow))
     doc.check(f"{one}/log", c.get(f"/sessions/{sid}/log", headers={"Last-Event-ID": "x"}))
+    # AG-UI (docs/server.md): the session's runs, and a run from a RunAgentInput
+    doc.check_stream(f"{one}/agui", c.get(f"/sessions/{sid}/agui", params={"follow": "false"}))
+    run = {"threadId": sid, "runId": "r1", "messages": [{"id": "u1", "role": "user",
+                                                          "content": "hello again"}]}  # fmt: skip
+    doc.check_stream(f"{one}/agui", c.post(f"/sessions/{sid}/agui", json=run))
+    doc.check(f"{one}/agui", c.post(f"/sessions/{sid}/agui", json=run | {"threadId": "x"}))
     digest = served.store.put_blob(base64.b64decode(PNG))
     c.post(f"/sessions/{sid}/prompt", json={
         "blocks": [{"type": "image", "media_type": "image/png", "ref": digest}], "wait": True})  # fmt: skip

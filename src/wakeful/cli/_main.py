@@ -15,6 +15,7 @@ from ._lazy import LazyGroup
 # Each command's module, loaded only when the command runs (or `--help` lists it), so a cheap
 # command never pays for what another needs (provider SDKs, prompt_toolkit, the server).
 _COMMANDS = {
+    "acp": "._acp",
     "approve": "._approve",
     "chat": "._chat",
     "compact": "._compact",

@@ -128,6 +128,8 @@ class Op:
     also: dict[int, tuple[str, type[BaseModel] | None]] = field(default_factory=dict)
     errors: tuple[int, ...] = (401, 404, 422)
     stream: bool = False
+    # The schema of one Server-Sent Event of a stream and its ids' pattern (None: the log's).
+    sse: tuple[dict[str, Any], str] | None = None
     raw: str | None = None  # a non-JSON success media type (e.g. a media blob)
     path_schemas: dict[str, dict[str, str]] = field(default_factory=dict)
     # False: the handler resolves `{session_id}` (a unique prefix) itself, in the worker thread

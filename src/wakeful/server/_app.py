@@ -27,6 +27,7 @@ from ..runner import LiveEvent, LiveListener
 from ..store import ScheduleFire
 from . import (
     _inspector,
+    _routes_agui,
     _routes_approvals,
     _routes_inputs,
     _routes_reads,
@@ -46,6 +47,7 @@ log = logging.getLogger("wakeful.server")
 OPS: list[Op] = [
     *_routes_sessions.ops.ops, *_routes_inputs.ops.ops, *_routes_approvals.ops.ops,
     *_routes_reads.ops.ops, *_routes_schedules.ops.ops, *_sse.ops.ops, *_routes_shaping.ops.ops,
+    *_routes_agui.ops.ops,
 ]  # fmt: skip
 
 HOT_OPS = frozenset({"prompt"})  # routed first (see `create_app`)

@@ -147,6 +147,19 @@ class LogQuery(SensitiveQuery):
     limit: Annotated[int, Field(ge=1, le=1000)] = 1000
 
 
+class AguiQuery(_In):
+    """Where an AG-UI stream starts and how long it follows (docs/server.md, "AG-UI")."""
+
+    after: Annotated[str, Field(pattern=r"^[0-9]{1,16}(:[0-9]{1,6})?$")] = Field(
+        default="0", description="Start after this event id (`SEQ` or `SEQ:K`); "
+        "`Last-Event-ID` wins when given.",
+    )  # fmt: skip
+    follow: bool = Field(default=True, description="Stream new events as they are committed.")
+    idle_timeout: Annotated[float, Field(ge=0, le=86_400)] | None = Field(
+        default=None, description="End the stream after this many idle seconds."
+    )
+
+
 # -- responses -------------------------------------------------------------------------------
 
 

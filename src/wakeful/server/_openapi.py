@@ -96,13 +96,14 @@ def _operation(op: Op, refs: Refs) -> dict[str, Any]:
     params = _path_params(op)
     if op.query is not None:
         params += _query_params(op.query)
+    event, id_pattern = op.sse or (SSE_EVENT, "^[0-9]{1,16}$")
     if op.stream:
         params.append({"name": "Last-Event-ID", "in": "header", "required": False,
-                       "schema": {"type": "string", "pattern": "^[0-9]{1,16}$"},
+                       "schema": {"type": "string", "pattern": id_pattern},
                        "description": "Resume a stream after this event id."})  # fmt: skip
     ok: dict[str, Any] = {"description": "OK"} | _json(refs, op.response)
     if op.stream:
-        ok["content"]["text/event-stream"] = {"schema": SSE_EVENT}
+        ok.setdefault("content", {})["text/event-stream"] = {"schema": event}
     if op.raw is not None:
         ok["content"] = {op.raw: {"schema": {"type": "string", "format": "binary"}}}
     responses: dict[str, Any] = {str(op.status): ok}
