@@ -449,3 +449,20 @@ async def test_a_shutdown_leaves_the_turn_open_with_what_streamed_kept(
     assert not any(isinstance(e, TurnEnded) for e in events)
     [kept] = [e.message for e in events if isinstance(e, MessageAdded)]
     assert kept.aborted and (kept.metadata or {}).get("aborted_by") == "shutdown"
+
+
+async def test_each_turn_of_a_runner_starts_from_a_fresh_state(
+    harness: Harness, providers: SharedProviders, tmp_path: Path
+):
+    """A runner that runs a second turn reports that turn's steps and usage alone (before the
+    state had a name, its usage summed every turn the runner had run)."""
+    ctx = context(tmp_path, providers, [(".", [{"text": "done"}])])
+    runner = TurnRunner(ctx, Watched(harness.port))
+    first = await runner.run(["in_0"])
+    harness.admit("again")
+    await harness.port.promote_steers(0)  # as the drain delivers the next turn's input
+    second = await runner.run()
+    assert (first.steps, second.steps) == (1, 1)
+    usage = [e for e in written(harness) if isinstance(e, UsageRecorded)]
+    assert [u.input_tokens for u in usage] == [first.usage.input_tokens, second.usage.input_tokens]
+    assert second.usage.input_tokens > first.usage.input_tokens > 0  # a longer history

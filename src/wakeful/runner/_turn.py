@@ -95,11 +95,6 @@ class TurnRunner:
         )
         self._state = TurnState(turn_id="")  # no turn yet: `run` and `settle` start one
 
-    @property
-    def state(self) -> TurnState:
-        """The current (or last) turn's state."""
-        return self._state
-
     # -- the turn -------------------------------------------------------------------------
 
     async def run(
