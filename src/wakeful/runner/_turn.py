@@ -420,7 +420,7 @@ class TurnRunner:
         (`waited_out`); a retry first looks whether an earlier try committed after all. Returns
         whether they are held instead, with their reply, for the step boundary's write."""
         if self.port.holding and not blobs:
-            # The reply is held (its calls are all read-only, `_hold_reply`): its results wait
+            # The reply is held (its calls are all read-only, `ModelCall.keep`): its results wait
             # with it for the step boundary's write, which comes next (`_boundary`). A crash
             # before it loses the step, as a crash during the calls does, and the step is
             # asked again: nothing outside the session changed. One commit per step fewer.
