@@ -223,8 +223,10 @@ async def test_a_final_reply_commits_with_the_steer_that_arrived_and_the_turn_go
     events = written(harness)
     reply_at = next(i for i, e in enumerate(events) if isinstance(e, MessageAdded))
     assert types(events[reply_at : reply_at + 3]) == [
-        "message.added", "usage.recorded", "inbox.delivered"
-    ]  # fmt: skip
+        "message.added",
+        "usage.recorded",
+        "inbox.delivered",
+    ]
     transcript = [m.text() for m in await transcript_of(harness)]
     assert transcript == ["hello", "first answer here", "one more thing", "second"]
     assert ended(events).outcome == "completed"
@@ -246,8 +248,12 @@ async def test_a_final_reply_with_nothing_delivered_ends_the_turn_after_its_writ
         ("end", ["turn.ended"], []),
     ]
     assert types(written(harness)) == [
-        "turn.started", "receipt.recorded", "message.added", "usage.recorded", "turn.ended"
-    ]  # fmt: skip
+        "turn.started",
+        "receipt.recorded",
+        "message.added",
+        "usage.recorded",
+        "turn.ended",
+    ]
 
 
 async def test_a_final_reply_whose_write_fails_is_dropped_and_asked_again_with_its_id(
@@ -262,9 +268,15 @@ async def test_a_final_reply_whose_write_fails_is_dropped_and_asked_again_with_i
     assert (result.outcome, result.steps, result.final_text) == ("completed", 1, "done")
     events = written(harness)
     assert types(events) == [
-        "turn.started", "receipt.recorded", "retry.scheduled", "receipt.recorded", "message.added",
-        "usage.recorded", "retry.cleared", "turn.ended",
-    ]  # fmt: skip
+        "turn.started",
+        "receipt.recorded",
+        "retry.scheduled",
+        "receipt.recorded",
+        "message.added",
+        "usage.recorded",
+        "retry.cleared",
+        "turn.ended",
+    ]
     receipts = [e for e in events if isinstance(e, ReceiptRecorded)]
     assert [(r.step, r.attempt) for r in receipts] == [(1, 1), (1, 2)]
     [usage] = [e for e in events if isinstance(e, UsageRecorded)]
@@ -287,9 +299,13 @@ async def test_the_receipt_built_ahead_is_written_by_the_boundary_and_sent(
     boundary = port.writes[2]
     assert boundary.kind == "promote" and boundary.delivered == []
     assert boundary.types == [
-        "message.added", "usage.recorded", "tool.started", "tool.ended", "work_state.updated",
         "message.added",
-    ]  # fmt: skip
+        "usage.recorded",
+        "tool.started",
+        "tool.ended",
+        "work_state.updated",
+        "message.added",
+    ]
     [ahead] = boundary.then
     assert (ahead.step, ahead.attempt) == (2, 1)
     commits = [w.types for w in port.writes if w.kind == "commit"]
@@ -412,8 +428,10 @@ async def test_every_way_out_ends_the_turn_once_after_what_it_held(
     port = Watched(harness.port, interrupt)
     result = await TurnRunner(ctx, port).run(["in_0"])
     assert (result.outcome, result.error_kind, result.steps) == (
-        case.outcome, case.kind, case.steps
-    )  # fmt: skip
+        case.outcome,
+        case.kind,
+        case.steps,
+    )
     events = written(harness)
     end = ended(events)
     assert (end.outcome, end.error_kind) == (case.outcome, case.kind)

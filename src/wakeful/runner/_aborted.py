@@ -54,8 +54,12 @@ def aborted_events(
         blocks.append(TextBlock(text="".join(text)))
     if not blocks:
         return []
-    meta: dict[str, JsonValue] = {"turn_id": turn_id, "step": step, "model": model,
-                               "aborted_by": cause}  # fmt: skip
+    meta: dict[str, JsonValue] = {
+        "turn_id": turn_id,
+        "step": step,
+        "model": model,
+        "aborted_by": cause,
+    }
     message = Message(
         id=message_id, role="assistant", blocks=tuple(blocks), metadata=meta, aborted=True
     )

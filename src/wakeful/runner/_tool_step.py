@@ -123,8 +123,14 @@ async def _one(
     live("tool_start", call_id=call.id, name=call.name, input=call.input)
     result, outcome = await run_tool_call(tools, call, ctx, policy, ask, approved)
     output = tool_result_text(result.output)
-    live("tool_end", call_id=call.id, name=call.name, is_error=result.is_error,
-         output=output[:LIVE_OUTPUT_CHARS], output_chars=len(output))  # fmt: skip
+    live(
+        "tool_end",
+        call_id=call.id,
+        name=call.name,
+        is_error=result.is_error,
+        output=output[:LIVE_OUTPUT_CHARS],
+        output_chars=len(output),
+    )
     return result, outcome
 
 
