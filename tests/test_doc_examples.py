@@ -1,6 +1,6 @@
-"""The runnable examples of docs/hooks.md, docs/events.md and docs/tracing.md run as written,
-from a directory outside the clone, and print what the pages say (events.md: the lines whose
-place does not depend on timing)."""
+"""The runnable examples of docs/hooks.md, docs/events.md, docs/tracing.md and docs/replay.md
+run as written, from a directory outside the clone, and print what the pages say (events.md:
+the lines whose place does not depend on timing)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def run(tmp_path: Path, code: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("page", ["hooks.md", "tracing.md"])
+@pytest.mark.parametrize("page", ["hooks.md", "tracing.md", "replay.md"])
 def test_the_example_prints_what_the_page_says(tmp_path: Path, page: str):
     code, printed = blocks(page)
     assert run(tmp_path, code) == printed

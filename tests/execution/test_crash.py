@@ -292,7 +292,7 @@ def test_a_read_only_step_is_durable_with_its_results_or_not_at_all(tmp_path: Pa
 
 def test_a_crash_after_a_boundary_that_wrote_the_next_receipt_recovers(tmp_path: Path):
     # After a read-only step, the step boundary writes its reply and results and the next
-    # step's receipt in one commit (`TurnRunner._build_ahead`); killed right after it
+    # step's receipt in one commit (`RequestBuilder.build_ahead`); killed right after it
     # (`receipt.after` of step 2), the store holds step 1 whole and a receipt with no reply:
     # the state a kill after `receipt.after` always leaves. The next process asks step 2 again.
     work = make_workspace(tmp_path)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,9 @@ class FakeServer:
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
+        # Answers each request from its content instead of the queue (None: hang up); it
+        # records what it counts itself.
+        self.respond: Callable[[Recorded], Awaitable[Reply | None]] | None = None
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -86,8 +90,14 @@ class FakeServer:
             request = await _read_request(reader)
             if request is None:
                 return
-            self.requests.append(request)
-            reply = self.replies.popleft() if self.replies else Reply(status=500, json_body={})
+            if self.respond is not None:
+                answer = await self.respond(request)
+                if answer is None:
+                    return
+                reply = answer
+            else:
+                self.requests.append(request)
+                reply = self.replies.popleft() if self.replies else Reply(status=500, json_body={})
             if not reply.hang_up:
                 await _write_reply(writer, reply)
         except (ConnectionError, asyncio.IncompleteReadError):

@@ -1,4 +1,4 @@
-"""A read-only tool step's boundary writes the next step's receipt (`TurnRunner._build_ahead`):
+"""A read-only tool step's boundary writes the next step's receipt (`RequestBuilder.build_ahead`):
 one write per such step instead of two, unless something is delivered there, and every receipt
 still rebuilds to the exact request it records."""
 

@@ -11,8 +11,6 @@ the newest turn); `--diff` compares the body with the previous step's.
 
 from __future__ import annotations
 
-import difflib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +19,10 @@ import click
 from pydantic import JsonValue
 
 from ..config import load_config
-from ..errors import NotFoundError, UsageError
+from ..errors import UsageError
 from ..events import ReceiptRecorded
 from ..providers import make_provider
+from ..replay import Step, body_diff, body_text, label, pick, step_receipts
 from ..runner import rebuild_request, request_digest
 from ..store import SqlStore
 from ._common import ID, REDACTED, db_option, format_option, local_store, print_json
@@ -35,46 +34,6 @@ SECRET_KEYS = ("api_key", "api-key", "authorization", "x-api-key", "password", "
 @click.group()
 def debug() -> None:
     """Look inside sessions."""
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """A step receipt and where it sits: its turn's number (1-based, in start order)."""
-
-    turn: int
-    receipt: ReceiptRecorded
-
-
-def step_receipts(store: SqlStore, session_id: str) -> list[Step]:
-    """The session's step receipts in order, each with its turn's number."""
-    order = {t.turn_id: n for n, t in enumerate(store.turns(session_id), 1)}
-    return [Step(order.get(r.turn_id or "", 0), r)
-            for r in store.receipts(session_id) if r.purpose == "step"]  # fmt: skip
-
-
-def pick(steps: list[Step], turn: int | None, step: int | None, attempt: int | None) -> int:
-    """The index in `steps` of the receipt asked for: `turn` (default the newest with a step),
-    `step` in it (default its last), `attempt` (default the last). `NotFoundError` naming
-    what exists when nothing matches."""
-    if not steps:
-        raise NotFoundError("no step receipt in this session (nothing was sent yet)")
-    turn = turn if turn is not None else steps[-1].turn
-    in_turn = [i for i, s in enumerate(steps) if s.turn == turn]
-    if not in_turn:
-        have = sorted({s.turn for s in steps})
-        raise NotFoundError(f"no turn {turn} with a request (turns: {', '.join(map(str, have))})")
-    if step is not None:
-        in_turn = [i for i in in_turn if steps[i].receipt.step == step]
-        if not in_turn:
-            raise NotFoundError(f"no step {step} in turn {turn}")
-    if attempt is not None:
-        in_turn = [i for i in in_turn if steps[i].receipt.attempt == attempt]
-        if not in_turn:
-            raise NotFoundError(f"no attempt {attempt} of that step in turn {turn}")
-    if step is None:  # the last step: its newest attempt
-        last = steps[in_turn[-1]].receipt.step
-        in_turn = [i for i in in_turn if steps[i].receipt.step == last]
-    return in_turn[-1]
 
 
 def _secret_key(key: str) -> bool:
@@ -134,21 +93,6 @@ def rebuild(store: SqlStore, session_id: str, receipt: ReceiptRecorded, show: bo
     return Rebuilt(sections, shown, digest, digest == receipt.request_digest)
 
 
-def body_text(body: JsonValue) -> str:
-    """A body as printed and diffed: indented JSON, keys sorted."""
-    return json.dumps(body, indent=2, sort_keys=True, ensure_ascii=False)
-
-
-def body_diff(before: JsonValue, after: JsonValue, old: str, new: str) -> list[str]:
-    """A unified diff of two bodies (lines without their newline)."""
-    return list(difflib.unified_diff(body_text(before).splitlines(),
-                                     body_text(after).splitlines(), old, new, lineterm=""))  # fmt: skip
-
-
-def _label(s: Step) -> str:
-    return f"turn {s.turn} step {s.receipt.step} attempt {s.receipt.attempt}"
-
-
 @debug.command()
 @click.option("--session", "session", metavar="ID", type=ID, required=True)
 @click.option("--turn", type=click.IntRange(min=1), default=None,
@@ -182,7 +126,7 @@ def prompt(session: str, turn: int | None, step: int | None, attempt: int | None
     finally:
         store.close()
     changes = (
-        body_diff(before.body, now.body, _label(steps[at - 1]), _label(chosen)) if before else None
+        body_diff(before.body, now.body, label(steps[at - 1]), label(chosen)) if before else None
     )
     if show_sensitive:
         click.echo(
@@ -208,7 +152,7 @@ def prompt(session: str, turn: int | None, step: int | None, attempt: int | None
 
 def _print_text(chosen: Step, now: Rebuilt, diff: bool, changes: list[str] | None) -> None:
     receipt = chosen.receipt
-    click.echo(f"receipt {receipt.receipt_id}  {_label(chosen)}  {receipt.model}")
+    click.echo(f"receipt {receipt.receipt_id}  {label(chosen)}  {receipt.model}")
     for s in now.sections:
         click.echo(f"  {s['id']:<24} {s['source']:<20} {s['bytes']:>7} B  {str(s['digest'])[:16]}")
     click.echo(f"  messages: {len(receipt.message_ids)}")

@@ -15,6 +15,17 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._codec import StoredEvent, dump_event, load_event
+    from ._evals import (
+        CaseResult,
+        EvalCase,
+        EvalCaseEnded,
+        EvalCaseStarted,
+        EvalEnded,
+        EvalStarted,
+        Grade,
+        ToolCallSeen,
+        TurnSummary,
+    )
     from ._location import location_id
     from ._plain import NotPlain, PlainEvent, event_data, shaped, without_defaults
     from ._shapes import MESSAGE_ADDED_HEAD, SHAPES_DIGEST
@@ -68,6 +79,15 @@ _LAZY = {
     "StoredEvent": "wakeful.events._codec",
     "dump_event": "wakeful.events._codec",
     "load_event": "wakeful.events._codec",
+    "CaseResult": "wakeful.events._evals",
+    "EvalCase": "wakeful.events._evals",
+    "EvalCaseEnded": "wakeful.events._evals",
+    "EvalCaseStarted": "wakeful.events._evals",
+    "EvalEnded": "wakeful.events._evals",
+    "EvalStarted": "wakeful.events._evals",
+    "Grade": "wakeful.events._evals",
+    "ToolCallSeen": "wakeful.events._evals",
+    "TurnSummary": "wakeful.events._evals",
     "ArtifactRecorded": "wakeful.events._shaping",
     "ExtensionStateSet": "wakeful.events._shaping",
     "FileRestore": "wakeful.events._shaping",
@@ -122,6 +142,15 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
+    "CaseResult",
+    "EvalCase",
+    "EvalCaseEnded",
+    "EvalCaseStarted",
+    "EvalEnded",
+    "EvalStarted",
+    "Grade",
+    "ToolCallSeen",
+    "TurnSummary",
     "ArtifactRecorded",
     "ExtensionStateSet",
     "FileRestore",

@@ -38,6 +38,10 @@ EVENTS: dict[str, str] = {
     'artifact.recorded': 'ArtifactRecorded',
     'metadata.updated': 'MetadataUpdated',
     'extension_state.set': 'ExtensionStateSet',
+    'eval.started': 'EvalStarted',
+    'eval.case_started': 'EvalCaseStarted',
+    'eval.case_ended': 'EvalCaseEnded',
+    'eval.ended': 'EvalEnded',
 }
 TYPES: dict[str, str] = {
     'TextBlock': 'text',
@@ -422,10 +426,89 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('key', ..., ('str',), (), (), (), 0),
         ('value', None, ('any',), (), (), (), 0),
     ),
+    'EvalStarted': (
+        ('v', 1, ('int',), (), (), (), 0),
+        ('type', 'eval.started', ('str',), ('eval.started',), (), (), 0),
+        ('name', ..., ('str',), (), (), (), 0),
+        ('kind', 'eval', ('str',), ('eval', 'replay'), (), (), 0),
+        ('suite_digest', None, ('null', 'str'), (), (), (), 0),
+        ('models', ..., ('list',), (), (), ('str',), 0),
+        ('cases', ..., ('list',), (), ('EvalCase',), (), 0),
+        ('source', None, ('dict', 'null'), (), (), (), 0),
+    ),
+    'EvalCase': (
+        ('id', ..., ('str',), (), (), (), 0),
+        ('kind', ..., ('str',), ('fork', 'prompt', 'replay', 'turn'), (), (), 0),
+        ('prompt', None, ('null', 'str'), (), (), (), 0),
+        ('system', None, ('null', 'str'), (), (), (), 0),
+        ('session_id', None, ('null', 'str'), (), (), (), 0),
+        ('receipt_id', None, ('null', 'str'), (), (), (), 0),
+        ('turn', None, ('int', 'null'), (), (), (), 0),
+        ('step', None, ('int', 'null'), (), (), (), 0),
+        ('location', None, ('null', 'str'), (), (), (), 0),
+        ('graders', [], ('list',), (), (), (), 0),
+        ('to_end', False, ('bool',), (), (), (), 0),
+    ),
+    'EvalCaseStarted': (
+        ('v', 1, ('int',), (), (), (), 0),
+        ('type', 'eval.case_started', ('str',), ('eval.case_started',), (), (), 0),
+        ('case_id', ..., ('str',), (), (), (), 0),
+        ('model', ..., ('str',), (), (), (), 0),
+        ('attempt', 1, ('int',), (), (), (), 0),
+        ('owner', '', ('str',), (), (), (), 0),
+    ),
+    'EvalCaseEnded': (
+        ('v', 1, ('int',), (), (), (), 0),
+        ('type', 'eval.case_ended', ('str',), ('eval.case_ended',), (), (), 0),
+        ('case_id', ..., ('str',), (), (), (), 0),
+        ('model', ..., ('str',), (), (), (), 0),
+        ('attempt', 1, ('int',), (), (), (), 0),
+        ('result', ..., ('dict',), (), ('CaseResult',), (), 0),
+    ),
+    'CaseResult': (
+        ('text', '', ('str',), (), (), (), 0),
+        ('reasoning', '', ('str',), (), (), (), 0),
+        ('tool_calls', [], ('list',), (), ('ToolCallSeen',), (), 0),
+        ('finish', None, ('null', 'str'), (), (), (), 0),
+        ('input_tokens', 0, ('int',), (), (), (), 0),
+        ('output_tokens', 0, ('int',), (), (), (), 0),
+        ('cost_usd', 0.0, ('float',), (), (), (), 0),
+        ('latency_ms', 0, ('int',), (), (), (), 0),
+        ('error', None, ('null', 'str'), (), (), (), 0),
+        ('error_kind', None, ('null', 'str'), (), (), (), 0),
+        ('grades', [], ('list',), (), ('Grade',), (), 0),
+        ('passed', False, ('bool',), (), (), (), 0),
+        ('session_id', None, ('null', 'str'), (), (), (), 0),
+        ('request_digest', None, ('null', 'str'), (), (), (), 0),
+        ('turns', [], ('list',), (), ('TurnSummary',), (), 0),
+    ),
+    'ToolCallSeen': (
+        ('name', ..., ('str',), (), (), (), 0),
+        ('input', None, ('any',), (), (), (), 0),
+    ),
+    'Grade': (
+        ('grader', ..., ('str',), (), (), (), 0),
+        ('passed', ..., ('bool',), (), (), (), 0),
+        ('detail', '', ('str',), (), (), (), 0),
+    ),
+    'TurnSummary': (
+        ('turn', ..., ('int',), (), (), (), 0),
+        ('text', '', ('str',), (), (), (), 0),
+        ('tool_calls', [], ('list',), (), ('ToolCallSeen',), (), 0),
+        ('input_tokens', 0, ('int',), (), (), (), 0),
+        ('output_tokens', 0, ('int',), (), (), (), 0),
+        ('cost_usd', 0.0, ('float',), (), (), (), 0),
+        ('error', None, ('null', 'str'), (), (), (), 0),
+    ),
+    'EvalEnded': (
+        ('v', 1, ('int',), (), (), (), 0),
+        ('type', 'eval.ended', ('str',), ('eval.ended',), (), (), 0),
+        ('results', 0, ('int',), (), (), (), 0),
+    ),
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = '3d4797539d813998'
+SHAPES_DIGEST = '1786d87966457e2a'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ..errors import CorruptStateError
 from ..messages import Message
+from ._evals import EvalCaseEnded, EvalCaseStarted, EvalEnded, EvalStarted
 from ._shaping import (
     ArtifactRecorded,
     ExtensionStateSet,
@@ -383,6 +384,10 @@ SessionEvent: TypeAlias = Annotated[
     | HistoryEdited
     | ArtifactRecorded
     | MetadataUpdated
-    | ExtensionStateSet,
+    | ExtensionStateSet
+    | EvalStarted
+    | EvalCaseStarted
+    | EvalCaseEnded
+    | EvalEnded,
     Field(discriminator="type"),
 ]

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._runtime import Place, Runtime, SendResult, default_model, run_sync
     from ._schedule_times import Timing, parse_interval
     from ._schedules import describe_schedule, fire_due, run_schedules, schedule_time
+    from ._toolbox import Toolbox
     from ._worker import WorkerStats, run_worker
 
 # Each public name's module, imported on first use so that importing the package (as a
@@ -59,6 +60,7 @@ _LAZY = {
     "TextChunk": "wakeful.execution._event_stream",
     "Timing": "wakeful.execution._schedule_times",
     "ToolProgress": "wakeful.execution._event_stream",
+    "Toolbox": "wakeful.execution._toolbox",
     "TurnEnd": "wakeful.execution._event_stream",
     "WorkerStats": "wakeful.execution._worker",
     "admit_decision": "wakeful.execution._approve",
@@ -107,6 +109,7 @@ __all__ = [
     "SendResult",
     "SessionNotFoundError",
     "Timing",
+    "Toolbox",
     "WorkerStats",
     "admit_decision",
     "current_owner",

@@ -19,14 +19,13 @@ if TYPE_CHECKING:
         read_approvals,
         waiting_requests,
     )
+    from ._budget import Budget, should_compact
     from ._compaction import (
         IDLE_REASON,
         LOOKBACK_EVENTS,
-        Budget,
         CompactionResult,
         Compactor,
         compaction_result,
-        should_compact,
     )
     from ._context import (
         Ask,
@@ -76,7 +75,7 @@ _LAZY = {
     "AskResult": "wakeful.runner._context",
     "AwaitingApproval": "wakeful.runner._approvals",
     "BUILTIN_AGENTS": "wakeful.runner._agents",
-    "Budget": "wakeful.runner._compaction",
+    "Budget": "wakeful.runner._budget",
     "CompactionResult": "wakeful.runner._compaction",
     "Compactor": "wakeful.runner._compaction",
     "FunctionTool": "wakeful.runner.tools",
@@ -124,7 +123,7 @@ _LAZY = {
     "run_tool_call": "wakeful.runner.tools",
     "select_tools": "wakeful.runner._toolset",
     "selects_prefix": "wakeful.runner._toolset",
-    "should_compact": "wakeful.runner._compaction",
+    "should_compact": "wakeful.runner._budget",
     "tool": "wakeful.runner.tools",
     "verify_receipt": "wakeful.runner._prompt",
 }

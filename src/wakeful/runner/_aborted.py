@@ -24,10 +24,14 @@ AbortCause = Literal["interrupt", "shutdown"]
 
 @dataclass
 class Streamed:
-    """What one attempt streamed so far besides its text: reasoning, the usage last reported."""
+    """What one attempt streamed so far: its text and reasoning, the usage last reported, and
+    the receipt it was sent under (None before its receipt was durable). Local to the attempt:
+    it fills while the reply streams, and is what an interrupt keeps."""
 
+    text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     usage: Usage | None = None
+    receipt_id: str | None = None
 
 
 def aborted_events(
@@ -50,8 +54,12 @@ def aborted_events(
         blocks.append(TextBlock(text="".join(text)))
     if not blocks:
         return []
-    meta: dict[str, JsonValue] = {"turn_id": turn_id, "step": step, "model": model,
-                               "aborted_by": cause}  # fmt: skip
+    meta: dict[str, JsonValue] = {
+        "turn_id": turn_id,
+        "step": step,
+        "model": model,
+        "aborted_by": cause,
+    }
     message = Message(
         id=message_id, role="assistant", blocks=tuple(blocks), metadata=meta, aborted=True
     )

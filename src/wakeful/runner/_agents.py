@@ -92,9 +92,10 @@ def _apply(agent: Agent, configured: AgentConfig, custom: tuple[str, ...] = ()) 
     if configured.tools is not None:
         known = (*ALL_TOOLS, *custom)
         unknown = [
-            t for t in configured.tools
+            t
+            for t in configured.tools
             if t not in known and not t.startswith("mcp__") and not set(t) & _GLOB
-        ]  # fmt: skip
+        ]
         if unknown:
             raise UsageError(
                 f"agents.{agent.name}.tools: unknown tool(s) {', '.join(unknown)}; "

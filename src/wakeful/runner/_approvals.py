@@ -165,9 +165,11 @@ def _diff(path: str, before: str | None, after: str, created: bool = False) -> s
     import difflib
 
     lines = difflib.unified_diff(
-        (before or "").splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile="/dev/null" if created else f"a/{path}", tofile=f"b/{path}",
-    )  # fmt: skip
+        (before or "").splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile="/dev/null" if created else f"a/{path}",
+        tofile=f"b/{path}",
+    )
     text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
     if len(text) > MAX_PREVIEW:
         cut = text[:MAX_PREVIEW].rsplit("\n", 1)[0]

@@ -8,9 +8,10 @@ Owns the decision, the summary call and the boundary it writes:
   the estimate reaches `threshold_percent` of the usable window (`context_window` minus the
   output allowance minus `reserved`) and, after an earlier compaction, once new content fills
   `min_new_share_percent` of it (so a compaction that could not shrink enough never loops).
-- **Summary call**: a structured prompt over a text rendering of the replaced history (media as
-  labels, see `_summary`), with its own prompt receipt; when it is too long it is shrunk (oldest
-  entries first) a bounded number of times, then fails with `CompactionPromptTooLongError`.
+  The window arithmetic is `_budget.py`.
+- **Summary call** (`_summary_call.py`): the step's own request plus an instruction (the
+  provider's prompt cache), or a structured prompt over a text rendering of the replaced
+  history, each with its own prompt receipt.
 - **Boundary**: one transaction appends the summary (a user message holding a
   `CompactSummaryBlock`), `compaction.ended` (with the new instruction epoch's values) and the
   summary call's usage. Active history becomes the summary plus the retained tail (`_active`).
@@ -23,20 +24,13 @@ with a `CompactionError`; a manual compaction reports its failure instead.
 from __future__ import annotations
 
 import logging
-import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import JsonValue
 
 from ..config import CompactionConfig, CompactionStrategy
-from ..errors import (
-    CompactionError,
-    CompactionPromptTooLongError,
-    ContextOverflowError,
-    ProviderError,
-    UsageError,
-)
+from ..errors import CompactionError, ContextOverflowError, ProviderError, UsageError
 from ..events import (
     CompactionEnded,
     CompactionFailed,
@@ -47,110 +41,28 @@ from ..events import (
     SessionEvent,
 )
 from ..messages import CompactSummaryBlock, Message, TextBlock
-from ..providers import (
-    CHARS_PER_TOKEN,
-    ModelRequest,
-    Provider,
-    StreamEvent,
-    TextDelta,
-    Usage,
-    estimate_request_tokens,
-)
+from ..providers import CHARS_PER_TOKEN, Usage
 from ..store import InboxItem, SqlStore
 from ._active import ActiveHistory, Split, message_tokens
-from ._cached_summary import cached_summary_sections, carries_media
+from ._budget import Budget, sections_tokens, should_compact
 from ._context import RunContext
-from ._crashpoints import crash_point
 from ._port import SessionPort
 from ._pricing import usage_event
-from ._prompt import (
-    ReceiptChain,
-    Section,
-    build_request,
-    make_receipt,
-    request_digest,
-    section_blobs,
-)
+from ._prompt import ReceiptChain, Section
 from ._restore import restore_candidates, restore_files
 from ._retry import error_kind
-from ._stream import stream_to_finish
-from ._summary import render_messages, summary_sections
+from ._summary_call import Summarizer, Summary
 from ._tail import TAIL_SECTION
-from ._work_state import render_work_state
 
 log = logging.getLogger("wakeful.runner")
 
 LOOKBACK_EVENTS = 64  # how far back a new runner looks for the last provider-reported usage
-MAX_SHRINK_RETRIES = 3  # summary requests resent smaller after a provider overflow
-SUMMARY_MAX_OUTPUT = 8_000
 IDLE_REASON = "idle"  # the payload `reason` of the control item an idle compaction is admitted as
 REPORTED: tuple[CompactionTrigger, ...] = (
     "manual",
     "idle",
 )  # answer a control item, never fail a turn
 RESULT_TYPES = ("compaction.ended", "compaction.tail", "compaction.skipped", "compaction.failed")
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """The window arithmetic of one model under one compaction configuration."""
-
-    context_window: int
-    max_output_tokens: int
-    reserved: int
-    threshold_percent: int
-    min_new_share_percent: int
-
-    @classmethod
-    def of(cls, provider: Provider, config: CompactionConfig) -> Budget:
-        """The budget of `provider`'s model under `config`."""
-        return cls(
-            provider.context_window,
-            provider.max_output_tokens,
-            config.reserved,
-            config.threshold_percent,
-            config.min_new_share_percent,
-        )
-
-    @property
-    def usable(self) -> int:
-        """Window minus output allowance minus reserve; neither takes more than half of what
-        is left, so a small model under the default reserve still has a usable window."""
-        after_output = self.context_window - min(self.max_output_tokens, self.context_window // 2)
-        return after_output - min(self.reserved, after_output // 2)
-
-    @property
-    def trigger(self) -> int:
-        """The estimate at which proactive compaction starts."""
-        return self.usable * self.threshold_percent // 100
-
-    @property
-    def min_growth(self) -> int:
-        """The new content needed before another proactive compaction."""
-        return self.usable * self.min_new_share_percent // 100
-
-
-def should_compact(estimate: int, new_tokens: int, compacted_before: bool, budget: Budget) -> bool:
-    """The proactive decision: over the threshold, and enough new content since the last one."""
-    if estimate < budget.trigger:
-        return False
-    return not compacted_before or new_tokens >= budget.min_growth
-
-
-def sections_tokens(sections: Sequence[Section], provider_name: str) -> int:
-    """The estimated tokens of a request's system prompt and tools (no messages); memoized by
-    the sections' ids and digests (a turn sends the same sections step after step)."""
-    key = (provider_name, tuple((s.id, s.digest) for s in sections))
-    tokens = _SECTION_TOKENS.get(key)
-    if tokens is None:
-        tokens = estimate_request_tokens(build_request(sections, [], provider_name))
-        if len(_SECTION_TOKENS) >= 256:
-            _SECTION_TOKENS.clear()
-        _SECTION_TOKENS[key] = tokens
-    return tokens
-
-
-_SECTION_TOKENS: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,16 +110,24 @@ def result_of(event: SessionEvent) -> CompactionResult | None:
     """The result a compaction event records (None for other events)."""
     if isinstance(event, CompactionEnded):
         return CompactionResult(
-            True, event.reason, summary_id=event.summary_message_id, replaced=event.replaced,
-            dropped=event.dropped, model=event.model,
+            True,
+            event.reason,
+            summary_id=event.summary_message_id,
+            replaced=event.replaced,
+            dropped=event.dropped,
+            model=event.model,
             usage=Usage(event.input_tokens, event.output_tokens),
-            effective_tokens=event.effective_tokens, restored_files=event.restored_files,
-        )  # fmt: skip
+            effective_tokens=event.effective_tokens,
+            restored_files=event.restored_files,
+        )
     if isinstance(event, CompactionTail):
         return CompactionResult(
-            True, event.reason, replaced=event.hidden, effective_tokens=event.effective_tokens,
+            True,
+            event.reason,
+            replaced=event.hidden,
+            effective_tokens=event.effective_tokens,
             strategy="tail",
-        )  # fmt: skip
+        )
     if isinstance(event, CompactionSkipped):
         return CompactionResult(False, event.reason, reason=event.why)
     if isinstance(event, CompactionFailed):
@@ -235,22 +155,6 @@ class _Anchor:
     boundary: tuple[int | None, int | None]  # the summary seq and tail seq it was measured under
 
 
-class _Fallback:
-    """The cached summary request gave no summary: ask the separate one."""
-
-
-FALLBACK = _Fallback()
-
-
-@dataclass(frozen=True, slots=True)
-class _Summary:
-    text: str
-    usage: Usage
-    dropped: int
-    receipt_id: str
-    model: str
-
-
 class Compactor:
     """Compaction for one turn's runner: a collaborator it calls, writing through the turn's
     session port. It reads the runner's active-history view (and refreshes it after writing a
@@ -261,18 +165,19 @@ class Compactor:
         ctx: RunContext,
         port: SessionPort,
         history: ActiveHistory,
-        receipts: ReceiptChain,
+        receipts: ReceiptChain | None = None,
     ) -> None:
         self.ctx = ctx
         self.port = port
         self.history = history
-        self.receipts = receipts  # the turn's: a summary request extends the last step's
+        # the turn's chain: a summary request extends the last step's
+        self.receipts = receipts if receipts is not None else ReceiptChain()
+        self._summarizer = Summarizer(ctx, port, history, self.receipts)
         self.generation = 0  # compactions this compactor wrote (each starts an epoch)
         self.failures = 0  # failed compactions in a row (this runner)
         self._anchor: _Anchor | None = None
         self._anchor_loaded = False
         self._sections: int | None = None  # estimate of the last request's sections
-        self._step_sections: list[Section] | None = None  # set while a step's request waits
         self._tail: tuple[int, str] | None = None  # the newest `compaction.tail`: seq, hide point
         self._tail_loaded = False
 
@@ -365,17 +270,16 @@ class Compactor:
         The caller has just read the active history (`messages()`), so it is not read again."""
         if not await self.due(sections):
             return False
-        self._step_sections = list(sections)  # the summary may reuse the step's request
-        try:
-            result = await self.run("auto", turn_id=turn_id, step=step, in_turn=True)
-        finally:
-            self._step_sections = None
+        # the summary may reuse the step's request
+        result = await self.run(
+            "auto", turn_id=turn_id, step=step, in_turn=True, step_sections=sections
+        )
         return result.compacted
 
     async def due(self, sections: Sequence[Section], extra: Sequence[Message] = ()) -> bool:
         """Whether `before_request` would compact before a request from `sections` and the
         active history as last read, followed by `extra` (messages about to be written, after
-        everything read: a step built ahead of its boundary's write, `TurnRunner._ahead`)."""
+        everything read: a step built ahead of its boundary's write, `RequestBuilder.build_ahead`)."""
         added = sum(message_tokens(m) for m in extra)
         estimate = await self.estimate(sections) + added
         if not self.config.auto:
@@ -411,13 +315,13 @@ class Compactor:
             return await self._idle(item, in_turn, sections)
         tail = item.payload.get("tail_turns")
         tail_turns = tail if isinstance(tail, int) and not isinstance(tail, bool) else None
-        self._step_sections = None if sections is None else list(sections)
-        try:
-            return await self.run(
-                "manual", input_id=item.input_id, tail_turns=tail_turns, in_turn=in_turn
-            )
-        finally:
-            self._step_sections = None
+        return await self.run(
+            "manual",
+            input_id=item.input_id,
+            tail_turns=tail_turns,
+            in_turn=in_turn,
+            step_sections=sections,
+        )
 
     async def run(
         self,
@@ -428,8 +332,11 @@ class Compactor:
         input_id: str | None = None,
         tail_turns: int | None = None,
         in_turn: bool = False,
+        step_sections: Sequence[Section] | None = None,
     ) -> CompactionResult:
-        """Compact now. Inside a turn its newest turn always stays word for word."""
+        """Compact now. Inside a turn its newest turn always stays word for word.
+        `step_sections`: the request the step (or the next step) would send, which a summary
+        on the session's model asks with first (`_summary_call.py`)."""
         await self.tail_section()
         await self.history.refresh()
         budget = Budget.of(self.ctx.provider, self.config)
@@ -441,11 +348,13 @@ class Compactor:
         split = self.history.split(keep, 1 if in_turn else 0, budget.trigger // 2)
         if split is None:
             if trigger in REPORTED:
-                await self.port.commit([CompactionSkipped(reason=trigger, why="nothing-to-compact", input_id=input_id)])  # fmt: skip
+                why = "nothing-to-compact"
+                skipped = CompactionSkipped(reason=trigger, why=why, input_id=input_id)
+                await self.port.commit([skipped])
             return CompactionResult(False, trigger, reason="nothing-to-compact")
         self._live(phase="start", trigger=trigger, replaced=len(split.replaced))
         try:
-            summary = await self._summarize(split, turn_id, step)
+            summary = await self._summarizer.summarize(split, turn_id, step, step_sections)
         except (ProviderError, CompactionError, UsageError) as err:  # UsageError: a bad `model`
             return await self._failed(trigger, err, input_id)
         if summary is None:
@@ -474,13 +383,10 @@ class Compactor:
             floor = max(self.config.long_request_size, budget.trigger // 2)
             needed = await self.estimate(sections) >= floor
         if not needed or sections is None:
-            await self.port.commit([CompactionSkipped(reason="idle", why="not-needed", input_id=item.input_id)])  # fmt: skip
+            skipped = CompactionSkipped(reason="idle", why="not-needed", input_id=item.input_id)
+            await self.port.commit([skipped])
             return CompactionResult(False, "idle", reason="not-needed")
-        self._step_sections = list(sections)
-        try:
-            return await self.run("idle", input_id=item.input_id)
-        finally:
-            self._step_sections = None
+        return await self.run("idle", input_id=item.input_id, step_sections=sections)
 
     # -- the `tail` strategy ---------------------------------------------------------------
 
@@ -497,7 +403,9 @@ class Compactor:
         if split is None or first_kept is None or hidden == 0:
             if trigger not in REPORTED:
                 return None
-            await self.port.commit([CompactionSkipped(reason=trigger, why="nothing-to-compact", input_id=input_id)])  # fmt: skip
+            why = "nothing-to-compact"
+            skipped = CompactionSkipped(reason=trigger, why=why, input_id=input_id)
+            await self.port.commit([skipped])
             return CompactionResult(False, trigger, reason="nothing-to-compact")
         before = self.history.hide_id
         self.history.hide_before(first_kept)
@@ -507,9 +415,13 @@ class Compactor:
             return None
         self._live(phase="start", trigger=trigger, replaced=hidden)
         event = CompactionTail(
-            reason=trigger, hide_before_id=first_kept, through_seq=split.through_seq,
-            hidden=hidden, effective_tokens=effective, input_id=input_id,
-        )  # fmt: skip
+            reason=trigger,
+            hide_before_id=first_kept,
+            through_seq=split.through_seq,
+            hidden=hidden,
+            effective_tokens=effective,
+            input_id=input_id,
+        )
         try:
             await self.port.commit([event])
         except BaseException:
@@ -522,126 +434,12 @@ class Compactor:
             True, trigger, replaced=hidden, effective_tokens=effective, strategy="tail"
         )
 
-    # -- the summary call -------------------------------------------------------------------
-
-    async def _summarize(self, split: Split, turn_id: str | None, step: int) -> _Summary | None:
-        """The summary call, on the `[compaction] model` when one is set (built by the turn's
-        provider factory, with the same `[providers]` options), else the session's model. A
-        proactive compaction on the session's model first asks with the step's own request
-        (`_cached_summary`: the provider's prompt cache) when `reuse_cache` is on."""
-        spec = self.config.model or self.ctx.model_spec
-        provider = self.ctx.providers(spec)
-        reuse = self.config.reuse_cache and self._step_sections is not None
-        if reuse and spec == self.ctx.model_spec:  # the same model as the step: its cache
-            cached = await self._cached_summary(provider, spec, turn_id, step)
-            if not isinstance(cached, _Fallback):
-                return cached
-        return await self._summary_call(provider, spec, split, turn_id, step)
-
-    async def _cached_summary(
-        self, provider: Provider, spec: str, turn_id: str | None, step: int
-    ) -> _Summary | None | _Fallback:
-        """The summary asked with the step's own request plus the instruction
-        (`_cached_summary.py`); `FALLBACK` when that cannot give one, None when interrupted."""
-        assert self._step_sections is not None
-        history = self.history.messages()
-        if carries_media(history):
-            return FALLBACK
-        max_out = min(provider.max_output_tokens, SUMMARY_MAX_OUTPUT)
-        sections = cached_summary_sections(
-            self._step_sections, model=provider.model, max_output_tokens=max_out,
-            cache_key=self.port.session_id,
-        )  # fmt: skip
-        req = build_request(sections, history, provider.name)
-        if estimate_request_tokens(req) > provider.context_window - max_out:
-            return FALLBACK  # it would not fit with the summary's output: not sent, not recorded
-        rid = f"rcp_{secrets.token_hex(8)}"
-        receipt = make_receipt(
-            sections, history, request_digest(provider, req), receipt_id=rid, turn_id=turn_id,
-            step=step, attempt=1, model=spec, purpose="compaction", base=self.receipts.last,
-        )  # fmt: skip
-        await self.port.commit([receipt], section_blobs(sections))
-        self.receipts.committed(receipt, history)
-        crash_point("compaction.summarizing")
-        self._live(phase="progress", stage="summarizing", attempt=1, chars=0)
-        try:
-            finish = await stream_to_finish(provider, req, self.ctx.interrupt)
-        except ProviderError as err:  # refused (overflow, a provider that will not): fall back
-            log.info(
-                "cached summary request of %s refused (%s); a separate one",
-                self.port.session_id,
-                err,
-            )
-            return FALLBACK
-        if finish is None:
-            return None
-        text = finish.message.text().strip()
-        if not text or finish.message.tool_calls():  # no summary: its tokens were still spent
-            await self.port.commit([usage_event(spec, finish.usage, rid)])
-            return FALLBACK
-        return _Summary(text, finish.usage, 0, rid, spec)
-
-    async def _summary_call(
-        self, provider: Provider, spec: str, split: Split, turn_id: str | None, step: int
-    ) -> _Summary | None:
-        entries = render_messages([r.message for r in split.replaced])
-        previous = _summary_text(split.previous)
-        work = render_work_state(await self.port.work_state())
-        max_out = min(provider.max_output_tokens, SUMMARY_MAX_OUTPUT)
-        limit = provider.context_window - max_out
-
-        def request(drop: int, attempt: int) -> tuple[list[Section], ModelRequest]:
-            prompt = summary_sections(
-                previous, entries, work, drop=drop, model=provider.model,
-                max_output_tokens=max_out, attempt=attempt,
-            )  # fmt: skip
-            return prompt.sections, build_request(prompt.sections, [], provider.name)
-
-        drop = 0
-        while estimate_request_tokens(request(drop, 1)[1]) > limit:
-            if drop >= len(entries) - 1:
-                raise CompactionPromptTooLongError(
-                    f"the summary request does not fit the {provider.context_window}-token "
-                    "window even with all but the newest message left out"
-                )
-            drop += max(1, (len(entries) - drop) // 8)
-        for attempt in range(1, MAX_SHRINK_RETRIES + 2):
-            sections, req = request(drop, attempt)
-            rid = f"rcp_{secrets.token_hex(8)}"
-            receipt = make_receipt(
-                sections, [], request_digest(provider, req), receipt_id=rid, turn_id=turn_id,
-                step=step, attempt=attempt, model=spec, purpose="compaction",
-            )  # fmt: skip
-            await self.port.commit([receipt], section_blobs(sections))
-            crash_point("compaction.summarizing")
-            self._live(phase="progress", stage="summarizing", attempt=attempt, chars=0)
-            try:
-                finish = await stream_to_finish(
-                    provider, req, self.ctx.interrupt, self._progress(attempt)
-                )
-            except ContextOverflowError as err:
-                left = len(entries) - drop
-                if attempt > MAX_SHRINK_RETRIES or left <= 1:
-                    raise CompactionPromptTooLongError(
-                        f"the summary request was still too long after {attempt - 1} "
-                        f"shrinking retries: {err}"
-                    ) from err
-                drop += max(1, left // 4)
-                continue
-            if finish is None:
-                return None
-            text = finish.message.text().strip()
-            if not text:
-                raise CompactionError("the summary reply held no text")
-            return _Summary(text, finish.usage, drop, rid, spec)
-        raise AssertionError("unreachable: the loop returns or raises")
-
     # -- writing the outcome ----------------------------------------------------------------
 
     async def _write(
         self,
         split: Split,
-        summary: _Summary,
+        summary: Summary,
         trigger: CompactionTrigger,
         turn_id: str | None,
         input_id: str | None,
@@ -656,25 +454,41 @@ class Compactor:
         effective = message_tokens(message) + kept + (self._sections or 0)
         usage = summary.usage
         ended = CompactionEnded(
-            summary_message_id=message.id, through_seq=split.through_seq, reason=trigger,
-            first_kept_id=split.first_kept_id, replaced=len(split.replaced),
-            dropped=summary.dropped, model=summary.model, input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens, effective_tokens=effective,
-            receipt_id=summary.receipt_id, input_id=input_id,
-            instructions=await self.port.instruction_snapshot(), restored_files=tuple(paths),
-        )  # fmt: skip
-        await self.port.commit([
-            MessageAdded(message=message, turn_id=turn_id),
-            ended,
-            usage_event(summary.model, usage, summary.receipt_id),
-        ])  # fmt: skip
+            summary_message_id=message.id,
+            through_seq=split.through_seq,
+            reason=trigger,
+            first_kept_id=split.first_kept_id,
+            replaced=len(split.replaced),
+            dropped=summary.dropped,
+            model=summary.model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            effective_tokens=effective,
+            receipt_id=summary.receipt_id,
+            input_id=input_id,
+            instructions=await self.port.instruction_snapshot(),
+            restored_files=tuple(paths),
+        )
+        await self.port.commit(
+            [
+                MessageAdded(message=message, turn_id=turn_id),
+                ended,
+                usage_event(summary.model, usage, summary.receipt_id),
+            ]
+        )
         self.generation += 1
         await self.history.refresh()
         return CompactionResult(
-            True, trigger, summary_id=message.id, replaced=len(split.replaced),
-            dropped=summary.dropped, model=summary.model, usage=usage, effective_tokens=effective,
+            True,
+            trigger,
+            summary_id=message.id,
+            replaced=len(split.replaced),
+            dropped=summary.dropped,
+            model=summary.model,
+            usage=usage,
+            effective_tokens=effective,
             restored_files=tuple(paths),
-        )  # fmt: skip
+        )
 
     async def _restore(self, split: Split) -> tuple[list[TextBlock], list[str]]:
         """The recently read files attached after the summary (`_restore`), bounded by
@@ -686,20 +500,24 @@ class Compactor:
         )
         budget = Budget.of(self.ctx.provider, self.config)
         return await restore_files(
-            paths, self.ctx.tool_context, limit=self.config.restore_files,
+            paths,
+            self.ctx.tool_context,
+            limit=self.config.restore_files,
             budget_chars=budget.trigger // 5 * CHARS_PER_TOKEN,
-        )  # fmt: skip
+        )
 
     async def _failed(
         self, trigger: CompactionTrigger, err: Exception, input_id: str | None
     ) -> CompactionResult:
         if trigger not in REPORTED:  # a manual or idle failure is reported, not counted
             self.failures += 1
-        await self.port.commit([
-            CompactionFailed(
-                reason=trigger, error=str(err), error_kind=error_kind(err), input_id=input_id
-            )
-        ])  # fmt: skip
+        await self.port.commit(
+            [
+                CompactionFailed(
+                    reason=trigger, error=str(err), error_kind=error_kind(err), input_id=input_id
+                )
+            ]
+        )
         self._live(phase="failed", trigger=trigger, error=str(err))
         limit = self.config.max_failures
         if trigger not in REPORTED and self.failures >= limit:
@@ -709,24 +527,5 @@ class Compactor:
             ) from err
         return CompactionResult(False, trigger, reason="failed", error=str(err))
 
-    def _progress(self, attempt: int) -> Callable[[StreamEvent], None]:
-        """The summary stream's progress, published per text delta (characters so far)."""
-        chars = 0
-
-        def on_delta(event: StreamEvent) -> None:
-            nonlocal chars
-            if isinstance(event, TextDelta):
-                chars += len(event.text)
-                self._live(phase="progress", stage="streaming", attempt=attempt, chars=chars)
-
-        return on_delta
-
     def _live(self, **data: str | int | None) -> None:
         self.port.publish("compaction", dict(data))
-
-
-def _summary_text(message: Message | None) -> str | None:
-    if message is None:
-        return None
-    texts = [b.summary for b in message.blocks if isinstance(b, CompactSummaryBlock)]
-    return "\n".join(texts) or None

@@ -95,6 +95,12 @@ class RunContext:
         """The provider of the session's model (`model_spec`), from the factory."""
         return self.providers(self.model_spec)
 
+    @property
+    def recorded_model(self) -> str:
+        """The model as receipts, usage and kept output record it: the spec, else the name the
+        provider gives its model."""
+        return self.model_spec or self.provider.model
+
     def shutting_down(self) -> bool:
         """Whether the process is shutting down (an interrupt then leaves the turn open)."""
         return self.shutdown is not None and self.shutdown.is_set()

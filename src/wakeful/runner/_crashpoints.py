@@ -12,7 +12,7 @@ Labels (where they sit):
 - ``drain.healed``: recovery failed the calls an earlier process left running.
 - ``receipt.before`` / ``receipt.after``: around persisting a physical attempt's receipt. A
   step after a read-only tool step has its receipt built ahead and written by the step
-  boundary (`TurnRunner._build_ahead`): then ``receipt.before`` is hit before that boundary's
+  boundary (`RequestBuilder.build_ahead`): then ``receipt.before`` is hit before that boundary's
   write (the held reply and results are not durable yet; when a delivery there means the
   receipt is not written, the attempt hits it again before its own write), ``receipt.after``
   after it when it wrote the receipt; either way ``receipt.after`` means the receipt is

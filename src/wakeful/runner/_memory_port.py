@@ -71,9 +71,14 @@ class MemoryPort(HeldEvents):
     def admit(self, text: str, *, delivery: Delivery = "steer", input_id: str = "") -> InboxItem:
         """Add a pending user input (as another process's admission would)."""
         item = InboxItem(
-            self._sid, input_id or f"in_{len(self._inbox) + len(self.log)}", len(self.log),
-            "user", delivery, {"text": text}, "pending",
-        )  # fmt: skip
+            self._sid,
+            input_id or f"in_{len(self._inbox) + len(self.log)}",
+            len(self.log),
+            "user",
+            delivery,
+            {"text": text},
+            "pending",
+        )
         self._inbox.append(item)
         return item
 
@@ -124,9 +129,10 @@ class MemoryPort(HeldEvents):
         for item in steers:
             text = item.payload.get("text")
             message = Message(
-                role="user", blocks=(TextBlock(text=str(text)),),
+                role="user",
+                blocks=(TextBlock(text=str(text)),),
                 metadata={"input_id": item.input_id},
-            )  # fmt: skip
+            )
             events += [
                 InputDelivered(v=2, input_id=item.input_id, message_id=message.id),
                 MessageAdded(message=message),

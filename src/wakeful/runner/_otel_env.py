@@ -44,8 +44,10 @@ def configure_from_env() -> bool:
             SpanExporter,
         )
     except ImportError:
-        log.warning("OTEL_* variables are set but the OpenTelemetry SDK is not installed "
-                    "(pip install 'wakeful[otel]'); no traces are exported")  # fmt: skip
+        log.warning(
+            "OTEL_* variables are set but the OpenTelemetry SDK is not installed "
+            "(pip install 'wakeful[otel]'); no traces are exported"
+        )
         return False
     if isinstance(trace.get_tracer_provider(), TracerProvider):
         return False  # the host configured one already

@@ -45,14 +45,23 @@ class RunRecord:
     def to_json(self) -> dict[str, Any]:
         """The record as JSON (the CLI and API contract)."""
         return {
-            "id": self.id, "input_ids": list(self.input_ids), "status": self.status,
-            "outcome": self.outcome, "started_ms": self.started_ms, "ended_ms": self.ended_ms,
-            "error": self.error, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
+            "id": self.id,
+            "input_ids": list(self.input_ids),
+            "status": self.status,
+            "outcome": self.outcome,
+            "started_ms": self.started_ms,
+            "ended_ms": self.ended_ms,
+            "error": self.error,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
             "tokens_cache_read": self.tokens_cache_read,
-            "tokens_cache_write": self.tokens_cache_write, "cache_hit_ratio": self.cache_hit_ratio,
-            "cost_usd": self.cost_usd, "steps": self.steps, "retries": self.retries,
+            "tokens_cache_write": self.tokens_cache_write,
+            "cache_hit_ratio": self.cache_hit_ratio,
+            "cost_usd": self.cost_usd,
+            "steps": self.steps,
+            "retries": self.retries,
             "truncated": self.truncated,
-        }  # fmt: skip
+        }
 
 
 def _fold(run: RunRecord, kind: str, event: Mapping[str, Any], at_ms: int) -> None:
@@ -65,8 +74,13 @@ def _fold(run: RunRecord, kind: str, event: Mapping[str, Any], at_ms: int) -> No
     elif kind == "receipt.recorded":
         run.steps = max(run.steps, event["step"])
     elif kind == "retry.scheduled":
-        run.retries.append({"attempt": event["attempt"], "error_kind": event["error_kind"],
-                            "deadline_ms": event["deadline_ms"]})  # fmt: skip
+        run.retries.append(
+            {
+                "attempt": event["attempt"],
+                "error_kind": event["error_kind"],
+                "deadline_ms": event["deadline_ms"],
+            }
+        )
     elif kind == "turn.ended":
         run.status = STATUS[event["outcome"]]
         run.outcome = event["outcome"]

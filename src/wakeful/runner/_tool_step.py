@@ -71,10 +71,24 @@ async def run_tools(
             task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     crash_point("tool.done")
+    results, events, blobs = _outcomes(message, tasks, turn_id, now_ms)
+    await save(events, blobs)
+    return results
+
+
+def _outcomes(
+    message: Message,
+    tasks: Sequence[asyncio.Future[tuple[ToolResultBlock, ToolOutcome]]],
+    turn_id: str,
+    now_ms: Callable[[], int],
+) -> tuple[list[ToolResultBlock], list[SessionEvent], list[bytes]]:
+    """The finished calls of `message` (`tasks`, in call order; a cancelled one was
+    interrupted): their results, the events that record them (each call's end, a work-state
+    update, artifacts, then one tool-result message), and the blobs their results carry."""
     results: list[ToolResultBlock] = []
     events: list[SessionEvent] = []
     blobs: list[bytes] = []
-    for call, task in zip(calls, tasks, strict=True):
+    for call, task in zip(message.tool_calls(), tasks, strict=True):
         if task.cancelled():
             result, outcome = _interrupted(call), None
         else:
@@ -94,8 +108,7 @@ async def run_tools(
             events.extend(artifacts_from_metadata(result.metadata, turn_id=turn_id, at_ms=now_ms()))
     reply = Message(role="user", blocks=tuple(results), metadata={"tool_results_for": message.id})
     events.append(MessageAdded(message=reply, turn_id=turn_id))
-    await save(events, blobs)
-    return results
+    return results, events, blobs
 
 
 async def _one(
@@ -110,8 +123,14 @@ async def _one(
     live("tool_start", call_id=call.id, name=call.name, input=call.input)
     result, outcome = await run_tool_call(tools, call, ctx, policy, ask, approved)
     output = tool_result_text(result.output)
-    live("tool_end", call_id=call.id, name=call.name, is_error=result.is_error,
-         output=output[:LIVE_OUTPUT_CHARS], output_chars=len(output))  # fmt: skip
+    live(
+        "tool_end",
+        call_id=call.id,
+        name=call.name,
+        is_error=result.is_error,
+        output=output[:LIVE_OUTPUT_CHARS],
+        output_chars=len(output),
+    )
     return result, outcome
 
 

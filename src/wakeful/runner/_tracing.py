@@ -97,10 +97,14 @@ class Tracing:
         self._end_all(sid, None)
         agent = str(d.get("agent") or "wakeful")
         span = self._child(None, f"invoke_agent {agent}")
-        span.set_attributes({
-            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
-            "gen_ai.conversation.id": sid, "wakeful.turn_id": str(d.get("turn_id") or ""),
-        })  # fmt: skip
+        span.set_attributes(
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": agent,
+                "gen_ai.conversation.id": sid,
+                "wakeful.turn_id": str(d.get("turn_id") or ""),
+            }
+        )
         self._open[sid] = _Open(turn=span)
 
     def _step_start(self, sid: str, d: Mapping[str, JsonValue]) -> None:
@@ -117,10 +121,13 @@ class Tracing:
         if found is None or found.step is None:
             return
         span = self._child(found.step, f"chat {found.model}", self._trace.SpanKind.CLIENT)
-        span.set_attributes({
-            "gen_ai.operation.name": "chat", "gen_ai.provider.name": found.provider,
-            "gen_ai.request.model": found.model,
-        })  # fmt: skip
+        span.set_attributes(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": found.provider,
+                "gen_ai.request.model": found.model,
+            }
+        )
         found.chat, found.text = span, []
 
     def _text(self, sid: str, d: Mapping[str, JsonValue]) -> None:
@@ -133,13 +140,15 @@ class Tracing:
         if found is None or found.chat is None:
             return
         reason = str(d.get("finish_reason") or "")
-        found.chat.set_attributes({
-            "gen_ai.response.model": str(d.get("model") or found.model),
-            "gen_ai.usage.input_tokens": _num(d.get("input_tokens")),
-            "gen_ai.usage.output_tokens": _num(d.get("output_tokens")),
-            "gen_ai.usage.cache_read.input_tokens": _num(d.get("cached_tokens")),
-            "gen_ai.response.finish_reasons": [reason],
-        })  # fmt: skip
+        found.chat.set_attributes(
+            {
+                "gen_ai.response.model": str(d.get("model") or found.model),
+                "gen_ai.usage.input_tokens": _num(d.get("input_tokens")),
+                "gen_ai.usage.output_tokens": _num(d.get("output_tokens")),
+                "gen_ai.usage.cache_read.input_tokens": _num(d.get("cached_tokens")),
+                "gen_ai.response.finish_reasons": [reason],
+            }
+        )
         if self.capture_content:
             parts = [{"type": "text", "content": "".join(found.text)}]
             message = {"role": "assistant", "parts": parts, "finish_reason": reason}
@@ -153,10 +162,14 @@ class Tracing:
             return
         name, call_id = str(d.get("name") or ""), str(d.get("call_id") or "")
         span = self._child(found.step or found.turn, f"execute_tool {name}")
-        span.set_attributes({
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
-            "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function",
-        })  # fmt: skip
+        span.set_attributes(
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": name,
+                "gen_ai.tool.call.id": call_id,
+                "gen_ai.tool.type": "function",
+            }
+        )
         if self.capture_content:
             span.set_attribute("gen_ai.tool.call.arguments", json.dumps(d.get("input")))
         found.tools[call_id] = span

@@ -185,6 +185,25 @@ async def schedules_page(request: Request) -> Response:
     return _html(request, "schedules.html", schedules=[schedule_out(s) for s in found])
 
 
+async def eval_page(request: Request) -> Response:
+    """GET /ui/evals/{session_id}: an eval or replay run, its table per model and each case's
+    results side by side (`wakeful.replay.report`, the data `wakeful eval` prints)."""
+    from ..replay import read_run, report
+
+    state = _state(request)
+    sid = request.path_params["session_id"]
+    if not SESSION_ID.match(sid):
+        return _html(request, "missing.html", 404, session_id=sid)
+    try:
+        full = await db(state.reads.resolve_session_id, sid)
+        view = await db(read_run, state.reads, full)
+    except (NotFoundError, UsageError):  # no such session, or one that is not a run
+        return _html(request, "missing.html", 404, session_id=sid)
+    if full != sid:
+        return RedirectResponse(f"{_base(request)}/ui/evals/{full}", status_code=303)
+    return _html(request, "eval.html", data=report(view))
+
+
 async def static(request: Request) -> Response:
     """GET /ui/static/{name}: the script and the style sheet."""
     name = request.path_params["name"]
@@ -207,5 +226,6 @@ routes = [
     Route("/ui/", index, methods=["GET"], include_in_schema=False),
     Route("/ui/sessions/{session_id}", session_page, methods=["GET"], include_in_schema=False),
     Route("/ui/schedules", schedules_page, methods=["GET"], include_in_schema=False),
+    Route("/ui/evals/{session_id}", eval_page, methods=["GET"], include_in_schema=False),
     Route("/ui/static/{name}", static, methods=["GET"], include_in_schema=False),
 ]

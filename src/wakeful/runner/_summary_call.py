@@ -1,0 +1,272 @@
+"""The summary call of a compaction: ask a model for the summary that stands in for history.
+
+Two ways, tried in order (`Summarizer.summarize`):
+
+- **Cached**: a proactive compaction on the session's own model, with `reuse_cache` on, first
+  asks with the step's own request plus the instruction (`_cached_summary.py`), so the
+  provider reads the conversation from its prompt cache; its receipt extends the step's. When
+  that cannot give a summary (media in the history, no room for the output, a refusal, a reply
+  with no text) the separate request follows.
+- **Separate**: a structured prompt over a text rendering of the replaced history (media as
+  labels, `_summary.py`), with its own receipt; when it is too long it is shrunk (oldest entries
+  first) a bounded number of times, then fails with `CompactionPromptTooLongError`.
+
+Invariant: every request is preceded by its durable receipt (invariant 7), as a step's is.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..errors import (
+    CompactionError,
+    CompactionPromptTooLongError,
+    ContextOverflowError,
+    ProviderError,
+)
+from ..messages import CompactSummaryBlock, Message
+from ..providers import (
+    ModelRequest,
+    Provider,
+    StreamEvent,
+    TextDelta,
+    Usage,
+    estimate_request_tokens,
+)
+from ._active import ActiveHistory, Split
+from ._cached_summary import cached_summary_sections, carries_media
+from ._context import RunContext
+from ._crashpoints import crash_point
+from ._port import SessionPort
+from ._pricing import usage_event
+from ._prompt import (
+    ReceiptChain,
+    Section,
+    build_request,
+    make_receipt,
+    request_digest,
+    section_blobs,
+)
+from ._stream import stream_to_finish
+from ._summary import render_messages, summary_sections
+from ._work_state import render_work_state
+
+log = logging.getLogger("wakeful.runner")
+
+MAX_SHRINK_RETRIES = 3  # summary requests resent smaller after a provider overflow
+SUMMARY_MAX_OUTPUT = 8_000
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A summary a model wrote: its text, usage, how many entries its request left out to fit,
+    the receipt of that request and the model spec."""
+
+    text: str
+    usage: Usage
+    dropped: int
+    receipt_id: str
+    model: str
+
+
+class _Fallback:
+    """The cached summary request gave no summary: ask the separate one."""
+
+
+FALLBACK = _Fallback()
+
+
+class Summarizer:
+    """The summary calls of one runner's compactions, through the turn's session port; it
+    reads the runner's active-history view and extends its receipt chain (see the module
+    docstring)."""
+
+    def __init__(
+        self, ctx: RunContext, port: SessionPort, history: ActiveHistory, receipts: ReceiptChain
+    ) -> None:
+        self.ctx = ctx
+        self.port = port
+        self.history = history
+        self.receipts = receipts
+
+    async def summarize(
+        self,
+        split: Split,
+        turn_id: str | None,
+        step: int,
+        step_sections: Sequence[Section] | None,
+    ) -> Summary | None:
+        """The summary of `split`, on the `[compaction] model` when one is set (built by the
+        turn's provider factory, with the same `[providers]` options), else the session's
+        model; None when interrupted. With `step_sections` (the request the step would send)
+        on the session's own model and `reuse_cache` on, the cached request is asked first."""
+        config = self.ctx.compaction
+        spec = config.model or self.ctx.model_spec
+        provider = self.ctx.providers(spec)
+        reuse = config.reuse_cache and step_sections is not None
+        if reuse and step_sections is not None and spec == self.ctx.model_spec:
+            cached = await self._cached(provider, spec, turn_id, step, step_sections)
+            if not isinstance(cached, _Fallback):
+                return cached
+        return await self._separate(provider, spec, split, turn_id, step)
+
+    async def _cached(
+        self,
+        provider: Provider,
+        spec: str,
+        turn_id: str | None,
+        step: int,
+        step_sections: Sequence[Section],
+    ) -> Summary | None | _Fallback:
+        """The summary asked with the step's own request plus the instruction
+        (`_cached_summary.py`); `FALLBACK` when that cannot give one, None when interrupted."""
+        history = self.history.messages()
+        if carries_media(history):
+            return FALLBACK
+        max_out = min(provider.max_output_tokens, SUMMARY_MAX_OUTPUT)
+        sections = cached_summary_sections(
+            list(step_sections),
+            model=provider.model,
+            max_output_tokens=max_out,
+            cache_key=self.port.session_id,
+        )
+        req = build_request(sections, history, provider.name)
+        if estimate_request_tokens(req) > provider.context_window - max_out:
+            return FALLBACK  # it would not fit with the summary's output: not sent, not recorded
+        rid = f"rcp_{secrets.token_hex(8)}"
+        receipt = make_receipt(
+            sections,
+            history,
+            request_digest(provider, req),
+            receipt_id=rid,
+            turn_id=turn_id,
+            step=step,
+            attempt=1,
+            model=spec,
+            purpose="compaction",
+            base=self.receipts.last,
+        )
+        await self.port.commit([receipt], section_blobs(sections))
+        self.receipts.committed(receipt, history)
+        crash_point("compaction.summarizing")
+        self._live(phase="progress", stage="summarizing", attempt=1, chars=0)
+        try:
+            finish = await stream_to_finish(provider, req, self.ctx.interrupt)
+        except ProviderError as err:  # refused (overflow, a provider that will not): fall back
+            sid = self.port.session_id
+            log.info("cached summary request of %s refused (%s); a separate one", sid, err)
+            return FALLBACK
+        if finish is None:
+            return None
+        text = finish.message.text().strip()
+        if not text or finish.message.tool_calls():  # no summary: its tokens were still spent
+            await self.port.commit([usage_event(spec, finish.usage, rid)])
+            return FALLBACK
+        return Summary(text, finish.usage, 0, rid, spec)
+
+    async def _separate(
+        self, provider: Provider, spec: str, split: Split, turn_id: str | None, step: int
+    ) -> Summary | None:
+        """The summary asked with a prompt of its own, shrunk (oldest entries left out) until
+        it fits, and again after each provider overflow, a bounded number of times."""
+        entries = render_messages([r.message for r in split.replaced])
+        previous = summary_text(split.previous)
+        work = render_work_state(await self.port.work_state())
+        max_out = min(provider.max_output_tokens, SUMMARY_MAX_OUTPUT)
+
+        def request(drop: int, attempt: int) -> tuple[list[Section], ModelRequest]:
+            prompt = summary_sections(
+                previous,
+                entries,
+                work,
+                drop=drop,
+                model=provider.model,
+                max_output_tokens=max_out,
+                attempt=attempt,
+            )
+            return prompt.sections, build_request(prompt.sections, [], provider.name)
+
+        drop = _fitting_drop(request, len(entries), provider.context_window, max_out)
+        for attempt in range(1, MAX_SHRINK_RETRIES + 2):
+            sections, req = request(drop, attempt)
+            rid = f"rcp_{secrets.token_hex(8)}"
+            receipt = make_receipt(
+                sections,
+                [],
+                request_digest(provider, req),
+                receipt_id=rid,
+                turn_id=turn_id,
+                step=step,
+                attempt=attempt,
+                model=spec,
+                purpose="compaction",
+            )
+            await self.port.commit([receipt], section_blobs(sections))
+            crash_point("compaction.summarizing")
+            self._live(phase="progress", stage="summarizing", attempt=attempt, chars=0)
+            try:
+                finish = await stream_to_finish(
+                    provider, req, self.ctx.interrupt, self._progress(attempt)
+                )
+            except ContextOverflowError as err:
+                left = len(entries) - drop
+                if attempt > MAX_SHRINK_RETRIES or left <= 1:
+                    raise CompactionPromptTooLongError(
+                        f"the summary request was still too long after {attempt - 1} "
+                        f"shrinking retries: {err}"
+                    ) from err
+                drop += max(1, left // 4)
+                continue
+            if finish is None:
+                return None
+            text = finish.message.text().strip()
+            if not text:
+                raise CompactionError("the summary reply held no text")
+            return Summary(text, finish.usage, drop, rid, spec)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def _progress(self, attempt: int) -> Callable[[StreamEvent], None]:
+        """The summary stream's progress, published per text delta (characters so far)."""
+        chars = 0
+
+        def on_delta(event: StreamEvent) -> None:
+            nonlocal chars
+            if isinstance(event, TextDelta):
+                chars += len(event.text)
+                self._live(phase="progress", stage="streaming", attempt=attempt, chars=chars)
+
+        return on_delta
+
+    def _live(self, **data: str | int | None) -> None:
+        self.port.publish("compaction", dict(data))
+
+
+def _fitting_drop(
+    request: Callable[[int, int], tuple[list[Section], ModelRequest]],
+    entries: int,
+    context_window: int,
+    max_out: int,
+) -> int:
+    """How many of the oldest entries the summary request leaves out to fit the window with
+    its output (an eighth of what is left at a time); `CompactionPromptTooLongError` when even
+    the newest entry alone does not fit."""
+    drop = 0
+    while estimate_request_tokens(request(drop, 1)[1]) > context_window - max_out:
+        if drop >= entries - 1:
+            raise CompactionPromptTooLongError(
+                f"the summary request does not fit the {context_window}-token "
+                "window even with all but the newest message left out"
+            )
+        drop += max(1, (entries - drop) // 8)
+    return drop
+
+
+def summary_text(message: Message | None) -> str | None:
+    """The summary text a compaction's summary message holds (None: no message, or none)."""
+    if message is None:
+        return None
+    texts = [b.summary for b in message.blocks if isinstance(b, CompactSummaryBlock)]
+    return "\n".join(texts) or None
