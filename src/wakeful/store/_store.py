@@ -711,7 +711,7 @@ class SqlStore(
             try:
                 self._insert_session(tx, session_id, create)
                 made = True
-            except UsageError:  # a concurrent admission created it (its commit was waited for)
+            except ConflictError:  # a concurrent admission created it (its commit was waited for)
                 made = False
             admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now, prepared)
             assert admitted is not None
