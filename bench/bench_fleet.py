@@ -33,6 +33,7 @@ import json
 import math
 import os
 import secrets
+import sys
 import tempfile
 import threading
 import time
@@ -43,10 +44,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
-from tests.execution.helpers import LEDGER, check_session, create_session, ledger_lines
 
-from bench._fleet import Fleet, cpu_seconds, machine_busy_seconds, netns_usable
-from wakeful.store import open_store
+# Run as `python bench/bench_fleet.py` from a clean clone: its own directory's parent holds the
+# `bench` package; wakeful comes from the project's environment; nothing from tests/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._fleet import Fleet, cpu_seconds, machine_busy_seconds, netns_usable  # noqa: E402
+from wakeful._checks import LEDGER, check_session, create_session, ledger_lines  # noqa: E402
+from wakeful.store import open_store  # noqa: E402
 
 DEFAULT_PG = os.environ.get("WAKEFUL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 

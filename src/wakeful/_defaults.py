@@ -8,3 +8,12 @@ SQLITE_BUSY_TIMEOUT_MS = 5_000
 PG_LOCK_TIMEOUT_MS = 10_000
 PG_STATEMENT_TIMEOUT_MS = 30_000
 PG_IDLE_IN_TRANSACTION_TIMEOUT_MS = 5_000
+
+# Claims and drains (`[execution]`; `DrainOptions` for a drain started without a configuration):
+# how long a claim's lease runs unless renewed, how often recovery of one input is attempted
+# before it is rejected, and how often a waiting driver polls the store.
+LEASE_MS = 30_000
+MAX_RECOVERY_ATTEMPTS = 3
+POLL_INTERVAL_MS = 250
+# Durable retry (`[retry] poll_interval_ms`): how often a waiting retry looks for new input.
+RETRY_POLL_INTERVAL_MS = 250

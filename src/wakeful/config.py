@@ -29,9 +29,13 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from ._defaults import (
+    LEASE_MS,
+    MAX_RECOVERY_ATTEMPTS,
     PG_IDLE_IN_TRANSACTION_TIMEOUT_MS,
     PG_LOCK_TIMEOUT_MS,
     PG_STATEMENT_TIMEOUT_MS,
+    POLL_INTERVAL_MS,
+    RETRY_POLL_INTERVAL_MS,
     SQLITE_BUSY_TIMEOUT_MS,
 )
 from .errors import UsageError
@@ -102,7 +106,7 @@ class RetryConfig(_Section):
     initial_delay_ms: int = Field(2_000, gt=0, le=DAY_MS)
     max_delay_ms: int = Field(300_000, gt=0, le=DAY_MS)
     jitter_percent: int = Field(20, ge=0, le=100)
-    poll_interval_ms: int = Field(250, gt=0, le=HOUR_MS)
+    poll_interval_ms: int = Field(RETRY_POLL_INTERVAL_MS, gt=0, le=HOUR_MS)
     max_retries: int = Field(4, ge=0, le=MAX_COUNT)
 
     @model_validator(mode="after")
@@ -118,9 +122,9 @@ class RetryConfig(_Section):
 class ExecutionConfig(_Section):
     """Claims and drains: lease length, recovery bound, how often the store is polled."""
 
-    lease_ms: int = Field(30_000, ge=100, le=DAY_MS)
-    max_recovery_attempts: int = Field(3, ge=0, le=MAX_COUNT)
-    poll_interval_ms: int = Field(250, gt=0, le=HOUR_MS)
+    lease_ms: int = Field(LEASE_MS, ge=100, le=DAY_MS)
+    max_recovery_attempts: int = Field(MAX_RECOVERY_ATTEMPTS, ge=0, le=MAX_COUNT)
+    poll_interval_ms: int = Field(POLL_INTERVAL_MS, gt=0, le=HOUR_MS)
 
 
 class StoreConfig(_Section):

@@ -40,7 +40,7 @@ from wakeful.store import (
     memory_store,
     open_store,
 )
-from wakeful.store._append import LIST_SLACK_MS
+from wakeful.store._listing import LIST_SLACK_MS
 
 NEW = SessionCreated(title="t")
 

@@ -16,12 +16,13 @@ the `StorePort` the drain opens with its claim (one per claim, shared by its tur
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
+from .._defaults import LEASE_MS, MAX_RECOVERY_ATTEMPTS, POLL_INTERVAL_MS
+from .._ids import new_turn_id
 from ..errors import ClaimLostError, LocationUnavailableError, UsageError
 from ..instructions import InstructionSync
 from ..runner import Interrupted, ReceiptChain, TurnResult, TurnRunner, crash_point
@@ -47,9 +48,9 @@ STOP_OUTCOMES = frozenset({"paused", "blocked", "interrupted"})
 class DrainOptions:
     """Lease length, recovery bound, and whether this drain ends as a shutdown."""
 
-    lease_ms: int = 30_000
-    max_recovery_attempts: int = 3
-    poll_interval_ms: int = 250
+    lease_ms: int = LEASE_MS
+    max_recovery_attempts: int = MAX_RECOVERY_ATTEMPTS
+    poll_interval_ms: int = POLL_INTERVAL_MS
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -63,11 +64,6 @@ class DrainResult:
     claim_lost: bool = False
     shutdown: bool = False
     waiting_for: str | None = None  # the session's location is not served here: not run
-
-
-def new_turn_id() -> str:
-    """A fresh turn id: ``turn_`` + 16 hex characters."""
-    return f"turn_{secrets.token_hex(8)}"
 
 
 async def drain(

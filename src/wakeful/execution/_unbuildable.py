@@ -8,8 +8,7 @@ settled once and never retried by every later worker; inputs after it stay pendi
 
 from __future__ import annotations
 
-import secrets
-
+from .._ids import new_turn_id
 from ..errors import UsageError
 from ..events import SessionError, TurnEnded
 from ..providers import Usage
@@ -32,7 +31,7 @@ def block_unbuildable(
     reason = f"cannot drive the session: {err}"
     started: str | None = None
     if claim is None:
-        tid = f"turn_{secrets.token_hex(8)}"
+        tid = new_turn_id()
         start = store.start_drain(sid, current_owner(), lease_ms, owner_is_dead, start_turn=tid)
         if start.claim is None:
             return [], start.busy

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from .._ids import new_message_id
     from ._anthropic import AnthropicPayload, from_anthropic, to_anthropic
     from ._autodetect import auto_detect
     from ._blocks import (
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
         ToolResultPart,
         VideoBlock,
         assistant,
-        new_message_id,
         system,
         tool_result_text,
         user,
@@ -90,7 +90,7 @@ _LAZY = {
     "ToolResultPart": "wakeful.messages._blocks",
     "VideoBlock": "wakeful.messages._blocks",
     "assistant": "wakeful.messages._blocks",
-    "new_message_id": "wakeful.messages._blocks",
+    "new_message_id": "wakeful._ids",
     "system": "wakeful.messages._blocks",
     "tool_result_text": "wakeful.messages._blocks",
     "user": "wakeful.messages._blocks",

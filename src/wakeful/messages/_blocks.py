@@ -7,7 +7,6 @@ told, nothing about how a given provider spells it; provider spelling lives in t
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Any, Literal, TypeAlias, cast
 
 from pydantic import (
@@ -23,6 +22,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from .._ids import new_message_id
 from ._plain import media_label
 
 Role: TypeAlias = Literal["user", "assistant", "system"]
@@ -195,11 +195,6 @@ Block: TypeAlias = Annotated[
 ]
 
 REASONING_TYPES = frozenset({"thinking", "redacted_thinking", "provider_reasoning"})
-
-
-def new_message_id() -> str:
-    """Return a fresh, unique message id (`msg_` + 32 hex characters)."""
-    return f"msg_{uuid.uuid4().hex}"
 
 
 class Message(_Frozen):

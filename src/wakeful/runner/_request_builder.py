@@ -13,11 +13,11 @@ message, the one its request carries (identity, `ActiveHistory.expect`).
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Sequence
 
 from pydantic import JsonValue
 
+from .._ids import new_receipt_id
 from ..errors import NotFoundError
 from ..events import MessageAdded, SessionEvent, WorkStateUpdated
 from ..instructions import Baseline
@@ -154,7 +154,7 @@ class RequestBuilder:
             sections,
             history,
             request_digest(ctx.provider, request),
-            receipt_id=f"rcp_{secrets.token_hex(8)}",
+            receipt_id=new_receipt_id(),
             turn_id=turn_id,
             step=step,
             attempt=attempt,

@@ -17,10 +17,10 @@ Invariant: every request is preceded by its durable receipt (invariant 7), as a 
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .._ids import new_receipt_id
 from ..errors import (
     CompactionError,
     CompactionPromptTooLongError,
@@ -136,7 +136,7 @@ class Summarizer:
         req = build_request(sections, history, provider.name)
         if estimate_request_tokens(req) > provider.context_window - max_out:
             return FALLBACK  # it would not fit with the summary's output: not sent, not recorded
-        rid = f"rcp_{secrets.token_hex(8)}"
+        rid = new_receipt_id()
         receipt = make_receipt(
             sections,
             history,
@@ -192,7 +192,7 @@ class Summarizer:
         drop = _fitting_drop(request, len(entries), provider.context_window, max_out)
         for attempt in range(1, MAX_SHRINK_RETRIES + 2):
             sections, req = request(drop, attempt)
-            rid = f"rcp_{secrets.token_hex(8)}"
+            rid = new_receipt_id()
             receipt = make_receipt(
                 sections,
                 [],

@@ -20,13 +20,13 @@ ends a read-only tool step, whose write then carries the next step's receipt.
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import assert_never
 
 from pydantic import JsonValue
 
+from .._ids import new_turn_id
 from ..errors import (
     ClaimLostError,
     ContentFilterError,
@@ -105,7 +105,7 @@ class TurnRunner:
         `decisions`: the turn was started by approval decisions alone; with no decided step to
         run it ends at once, without asking the model anything.
         """
-        tid = turn_id or f"turn_{secrets.token_hex(8)}"
+        tid = turn_id or new_turn_id()
         if turn_id is None:
             await self._commit([TurnStarted(turn_id=tid, input_ids=tuple(input_ids))])
         self._state = TurnState(tid, allowance=self.ctx.agent.max_steps)

@@ -13,6 +13,10 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from .._ids import (
+        new_schedule_id,
+        new_session_id,
+    )
     from ._append import ClaimToken
     from ._artifacts import ARTIFACTS_PER_SESSION_CAP, Artifact, artifacts_from_metadata
     from ._batch import RecoveryView
@@ -39,7 +43,6 @@ if TYPE_CHECKING:
         SessionRow,
         SessionSummary,
         SyncMarker,
-        new_session_id,
     )
     from ._rewind import FILE_CHANGE_KEY, FileChange, PendingRevert, RevertPlan
     from ._schedules import (
@@ -52,7 +55,6 @@ if TYPE_CHECKING:
         ScheduleKind,
         fire_input_id,
         fire_session_id,
-        new_schedule_id,
     )
     from ._search import SearchHit, SearchPage
     from ._store import SqlStore
@@ -100,7 +102,7 @@ _LAZY = {
     "SessionRow": "wakeful.store._records",
     "SessionSummary": "wakeful.store._records",
     "SyncMarker": "wakeful.store._records",
-    "new_session_id": "wakeful.store._records",
+    "new_session_id": "wakeful._ids",
     "FILE_CHANGE_KEY": "wakeful.store._rewind",
     "FileChange": "wakeful.store._rewind",
     "PendingRevert": "wakeful.store._rewind",
@@ -114,7 +116,7 @@ _LAZY = {
     "ScheduleKind": "wakeful.store._schedules",
     "fire_input_id": "wakeful.store._schedules",
     "fire_session_id": "wakeful.store._schedules",
-    "new_schedule_id": "wakeful.store._schedules",
+    "new_schedule_id": "wakeful._ids",
     "SearchHit": "wakeful.store._search",
     "SearchPage": "wakeful.store._search",
     "SqlStore": "wakeful.store._store",

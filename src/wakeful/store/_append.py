@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ClaimLostError, NotFoundError
 from ._backend import Pending, Row, Tx
+from ._listing import listed_ms_after
 from ._media import blob_digest
 from ._projections import project
 
@@ -26,19 +27,6 @@ class ClaimToken:
 
 
 _CLAIM_ROW = "SELECT token, epoch, released FROM claims WHERE session_id = ?"
-
-# How far a session's indexed `listed_ms` may trail its exact `updated_ms`: the listing indexes
-# change at most once per this many milliseconds per session, every other update of the session
-# row leaves them alone. Invariant: listed_ms <= updated_ms < listed_ms + LIST_SLACK_MS.
-LIST_SLACK_MS = 1000
-
-
-def listed_ms_after(listed_ms: int, now_ms: int) -> int:
-    """The session's `listed_ms` once its `updated_ms` becomes `now_ms` (which keeps the
-    invariant above, also when a clock went backwards)."""
-    if now_ms < listed_ms or now_ms - listed_ms >= LIST_SLACK_MS:
-        return now_ms
-    return listed_ms
 
 
 def check_claim(tx: Tx, session_id: str, claim: ClaimToken) -> None:

@@ -14,9 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._ids import new_artifact_id
 from ..errors import NotFoundError, UsageError
 from ._append import append_events
-from ._backend import Row, Tx, random_hex
+from ._backend import Row, Tx
 from ._shaped import ARTIFACTS_PER_SESSION_CAP
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def artifact_event(
     if meta is not None and len(json.dumps(meta).encode()) > ARTIFACT_META_MAX_BYTES:
         raise UsageError(f"an artifact's meta is larger than {ARTIFACT_META_MAX_BYTES} bytes")
     return ArtifactRecorded(
-        artifact_id=f"art_{random_hex(12)}", kind=kind, uri=uri,
+        artifact_id=new_artifact_id(), kind=kind, uri=uri,
         label=label[:LABEL_MAX_CHARS], meta=meta, turn_id=turn_id, at_ms=at_ms,
     )  # fmt: skip
 

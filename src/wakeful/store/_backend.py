@@ -8,7 +8,6 @@ session (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: `SELECT ... FOR UPDATE` on the s
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
@@ -176,12 +175,6 @@ def iter_chunks(rows: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
     """Yield `rows` in slices of at most `size` (for bounded IN (...) lists)."""
     for start in range(0, len(rows), size):
         yield rows[start : start + size]
-
-
-def random_hex(nbytes: int) -> str:
-    """`nbytes` random bytes from the OS as hex, what `secrets.token_hex` gives (ids, claim
-    tokens), without loading `secrets` and OpenSSL at import (cold start, issue 25)."""
-    return os.urandom(nbytes).hex()
 
 
 def sha256_hex(data: bytes) -> str:

@@ -15,10 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from .._ids import new_claim_token
 from ..errors import ClaimLostError, NotFoundError
 from . import _inbox
 from ._append import ClaimToken
-from ._backend import Pending, Row, iter_chunks, random_hex
+from ._backend import Pending, Row, iter_chunks
 from ._owner import owner_is_dead
 from ._records import Claim, DrainStart, Prelude, SessionRow
 
@@ -106,7 +107,7 @@ def _claim_in(
     is_dead: IsDead | None,
 ) -> Claim | None:  # fmt: skip
     """Take the claim whose row `_read_claim` returned (the session is locked); None if live."""
-    token = random_hex(16)
+    token = new_claim_token()
     if row is None:
         tx.run(
             "INSERT INTO claims (session_id, owner, token, epoch, lease_until_ms, attempts, released) "
@@ -251,7 +252,7 @@ class ClaimsMixin:
                     (now, *dead, *params, limit - len(rows)),
                 )
             taken = [
-                _retake(tx, sid, owner, random_hex(16), int(epoch), int(attempts), False, until)
+                _retake(tx, sid, owner, new_claim_token(), int(epoch), int(attempts), False, until)
                 for sid, epoch, attempts in rows
             ]
         return taken

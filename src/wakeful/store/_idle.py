@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ._append import LIST_SLACK_MS
+from ._listing import LIST_SLACK_MS
 
 if TYPE_CHECKING:
     from ._backend import Backend

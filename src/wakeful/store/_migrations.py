@@ -6,6 +6,8 @@ Invariant: a migration, once released, never changes; a new need is a new number
 
 from __future__ import annotations
 
+from ._listing import LIST_SLACK_MS
+
 _TABLES = """
 CREATE TABLE sessions (
   id TEXT PRIMARY KEY,
@@ -183,9 +185,9 @@ $$ LANGUAGE plpgsql
 # nine. The append lock first; then one statement, whose snapshot is taken after the lock is held
 # (so it sees every admission committed before), checks the input id, bumps the session's counter
 # (the UPDATE locks the row and finds nothing for a missing session), inserts the event and the
-# inbox row. The notify only for a created item. `listed_ms` follows `_append.listed_ms_after`
-# (1000 is its LIST_SLACK_MS; a test checks they agree).
-_ADMIT_FUNCTION_2 = """
+# inbox row. The notify only for a created item. `listed_ms` follows `_listing.listed_ms_after`
+# (built from its LIST_SLACK_MS).
+_ADMIT_FUNCTION_2 = f"""
 CREATE OR REPLACE FUNCTION wakeful_admit(
   p_lock BIGINT, p_channel TEXT, p_session TEXT, p_input TEXT, p_kind TEXT, p_delivery TEXT,
   p_digest TEXT, p_type TEXT, p_data TEXT, p_now BIGINT
@@ -196,7 +198,7 @@ BEGIN
     SELECT i.digest FROM inbox i WHERE i.session_id = p_session AND i.input_id = p_input
   ), s AS (
     UPDATE sessions SET last_seq = last_seq + 1, updated_ms = p_now,
-      listed_ms = CASE WHEN p_now < listed_ms OR p_now - listed_ms >= 1000 THEN p_now
+      listed_ms = CASE WHEN p_now < listed_ms OR p_now - listed_ms >= {LIST_SLACK_MS} THEN p_now
                        ELSE listed_ms END
     WHERE sessions.id = p_session AND NOT EXISTS (SELECT 1 FROM d) RETURNING last_seq
   ), e AS (

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._backend import random_hex
-
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
@@ -232,11 +230,6 @@ SESSION_COLS = (
 # The location a worker left the session waiting for (`session_waits`), after `SESSION_COLS`.
 WAITING_COL = "(SELECT w.location FROM session_waits w WHERE w.session_id = sessions.id)"
 ROW_COLS = f"{SESSION_COLS}, {WAITING_COL}"
-
-
-def new_session_id() -> str:
-    """A fresh session id: ``ses_`` + 24 hex characters."""
-    return f"ses_{random_hex(12)}"
 
 
 def session_row(row: Sequence[Any]) -> SessionRow:

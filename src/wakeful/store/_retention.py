@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from .._ids import new_session_id
 from ..errors import NotFoundError, UsageError
-from ._append import LIST_SLACK_MS, append_events
+from ._append import append_events
 from ._backend import Tx
 from ._inbox import transcript_in
-from ._records import ROW_COLS, Page, PruneCounts, new_session_id, session_row
+from ._listing import LIST_SLACK_MS
+from ._records import ROW_COLS, Page, PruneCounts, session_row
 from ._sessions import get_row, insert_session
 
 if TYPE_CHECKING:

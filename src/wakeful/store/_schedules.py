@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..clock import Clock
 from ..errors import ConflictError, NotFoundError
-from ._backend import Backend, Tx, random_hex, sha256_hex
+from ._backend import Backend, Tx, sha256_hex
 from ._records import Admission
 
 if TYPE_CHECKING:
@@ -39,11 +39,6 @@ _COLS = (
     "enabled, next_fire_ms, created_ms, updated_ms"
 )
 _FIRE_COLS = "schedule_id, due_ms, fired_ms, outcome, session_id, input_id, missed, error"
-
-
-def new_schedule_id() -> str:
-    """A fresh schedule id: ``sch_`` + 24 hex characters."""
-    return f"sch_{random_hex(12)}"
 
 
 def fire_input_id(schedule_id: str, due_ms: int) -> str:

@@ -24,8 +24,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from .._defaults import SQLITE_BUSY_TIMEOUT_MS
+from .._ids import random_hex
 from ..errors import MigrationError, StoreBusyError, StoreError, StoreFullError
-from ._backend import Params, Row, Rows, random_hex
+from ._backend import Params, Row, Rows
 from ._migrations import MIGRATIONS, statements
 
 if TYPE_CHECKING:

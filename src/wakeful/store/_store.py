@@ -12,15 +12,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._ids import new_input_id, new_session_id
 from ..clock import Clock, SystemClock
 from ..errors import ConflictError, NotFoundError, StoreError, UsageError
 from . import _inbox, _retention, _search
-from ._append import LIST_SLACK_MS, ClaimToken, append_events, put_blob_in, put_blobs_in
+from ._append import ClaimToken, append_events, put_blob_in, put_blobs_in
 from ._artifacts import ArtifactsMixin
-from ._backend import Backend, Tx, iter_chunks, random_hex
+from ._backend import Backend, Tx, iter_chunks
 from ._batch import BatchMixin
 from ._claims import ClaimsMixin, demote_stale
 from ._idle import IdleMixin
+from ._listing import LIST_SLACK_MS
 from ._media import externalize
 from ._meta import MetaMixin
 from ._opening import OpeningMixin
@@ -36,7 +38,6 @@ from ._records import (
     PruneCounts,
     SessionRow,
     SyncMarker,
-    new_session_id,
     session_row,
 )
 from ._rewind import RewindMixin
@@ -64,7 +65,7 @@ def _input_id(input_id: str | None, delivery: Delivery) -> str:
     `delivery` is a mode."""
     if delivery not in ("steer", "queue"):
         raise UsageError(f"delivery must be 'steer' or 'queue', not {delivery!r}")
-    return input_id or f"in_{random_hex(12)}"
+    return input_id or new_input_id()
 
 
 def _no_session(session_id: str) -> NotFoundError:
