@@ -9,6 +9,7 @@ is not UTF-8, nests arrays 5,000 levels deep, or sets `lease_ms = 2**63 - 1`.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from tests.execution.helpers import WAKEFUL, cli_env, make_workspace
 from tests.pg import fresh_database
 from wakeful.errors import UsageError
+from wakeful.execution import Runtime, run_sync
 from wakeful.store import open_store
 
 
@@ -109,3 +111,24 @@ def test_a_bad_configuration_file_is_one_line(tmp_path: Path, content: bytes, me
     done = subprocess.run([WAKEFUL, "run", "--model", "scripted:none", "hi"], cwd=work,
                           env=cli_env(db, tmp_path), capture_output=True, text=True, timeout=60)  # fmt: skip
     one_line_error(done, f"{work / 'wakeful.toml'}: {message}")
+
+
+def test_the_library_refuses_a_lone_surrogate_with_a_usage_error(tmp_path: Path):
+    # issue 43 item 5: Runtime.send and run_sync raised pydantic's PydanticSerializationError
+    db = str(tmp_path / "sessions.db")
+    script = tmp_path / "script.json"
+    script.write_text('{"rules": [{"match": ".", "replies": [{"text": "ok"}]}]}')
+    model = f"scripted:{script}"
+    rt = Runtime(db, model=model, workspace=make_workspace(tmp_path))
+    try:
+        with pytest.raises(UsageError, match="not valid Unicode"):
+            rt.send("a lone \ud800 surrogate", resume=False)
+        sid = rt.send("fine", resume=False).session_id
+        with pytest.raises(UsageError, match="not valid Unicode"):
+            rt.send("again \udfff", session_id=sid, resume=False)
+        assert len(rt.store.pending(sid)) == 1  # the good one alone
+    finally:
+        asyncio.run(rt.aclose())
+    with pytest.raises(UsageError, match="not valid Unicode"):
+        run_sync("a lone \ud800 surrogate", db=db, model=model)
+    assert sessions(db) == 1

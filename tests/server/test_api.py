@@ -28,6 +28,28 @@ def test_health_and_openapi(server: Served):
             "/events"} <= set(doc["paths"])  # fmt: skip
 
 
+def test_bodies_that_may_be_empty_are_not_required_in_the_document(server: Served):
+    # issue 43 item 6: POST /sessions, /fork and /compact take an empty body
+    c = server.client()
+    paths = c.get("/openapi.json").json()["paths"]
+    sid = _create(c)
+    for path, route in [("/sessions", "/sessions"), ("/sessions/{session_id}/fork", f"/sessions/{sid}/fork"),
+                        ("/sessions/{session_id}/compact", f"/sessions/{sid}/compact")]:  # fmt: skip
+        assert paths[path]["post"]["requestBody"]["required"] is False, path
+        assert c.post(route, content=b"").status_code < 400, route
+    assert paths["/sessions/{session_id}/prompt"]["post"]["requestBody"]["required"] is True
+
+
+def test_a_405_allows_every_method_of_the_path(server: Served):
+    # issue 43 item 6: Starlette named the methods of the path's first route only
+    c = server.client()
+    sid = _create(c)
+    r = c.options(f"/sessions/{sid}")
+    assert r.status_code == 405
+    assert set(r.headers["allow"].split(", ")) == {"DELETE", "GET", "HEAD", "PATCH"}
+    assert r.json()["error"] == "method_not_allowed"
+
+
 def test_create_with_prompt_and_wait_runs_a_turn(server: Served):
     c = server.client()
     r = c.post("/sessions", json={"title": "greet", "prompt": {"text": "hi", "wait": True}})

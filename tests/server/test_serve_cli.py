@@ -172,3 +172,11 @@ def test_first_start_generates_a_private_token_then_reuses_it(tmp_path: Path):
     second = Serve(tmp_path, "--model", script(tmp_path, ECHO), env=env)
     second.stop()
     assert token not in second.output() and "kept in" in second.output()
+
+
+def test_serve_exits_0_after_a_clean_shutdown_on_sigterm(serve: Serve):
+    # issue 43 item 6: uvicorn raised the SIGTERM again after its clean shutdown, and the
+    # process died of it (exit 143)
+    serve.proc.send_signal(signal.SIGTERM)
+    assert serve.proc.wait(timeout=15) == 0, serve.output()
+    assert "Traceback" not in serve.output()

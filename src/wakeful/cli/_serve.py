@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import signal
 from pathlib import Path
 
 import click
@@ -95,5 +96,13 @@ def serve(
         click.echo(f"token {where}; inspector: {base}/ui/", err=True)
     if not _is_loopback(host):
         click.echo(f"warning: listening on {host}, beyond this machine; use TLS in front", err=True)
+    # uvicorn shuts down on SIGTERM, restores the handler it found and raises the signal again:
+    # with Python's default handler the process then dies of it (exit 143) after a clean stop.
+    signal.signal(signal.SIGTERM, _stopped)
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
                 root_path=root_path.rstrip("/"))  # fmt: skip
+
+
+def _stopped(signum: int, frame: object) -> None:
+    """SIGTERM outside uvicorn's own handling (after its clean shutdown): exit 0."""
+    raise SystemExit(0)

@@ -8,8 +8,9 @@ from functools import cache
 from typing import cast, get_args
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
-from ..errors import StoreError
+from ..errors import StoreError, UsageError
 from ._types import SessionEvent
 
 # `dump_event` writes `v` then `type` first (the base model's field order), so the type of a
@@ -30,8 +31,18 @@ def _event_classes() -> dict[str, type[BaseModel]]:
 
 
 def dump_event(event: SessionEvent) -> str:
-    """Encode an event's body as compact JSON (its `type` goes in its own column too)."""
-    return event.model_dump_json(exclude_none=True)
+    """Encode an event's body as compact JSON (its `type` goes in its own column too).
+
+    Text that is not valid Unicode (a lone surrogate, e.g. from a `\\ud800` JSON escape or a
+    command-line byte decoded with surrogateescape) cannot be encoded: a `UsageError` naming
+    the event, raised before anything is written (every store write encodes its events first)."""
+    try:
+        return event.model_dump_json(exclude_none=True)
+    except PydanticSerializationError:
+        raise UsageError(
+            f"{event.type}: holds text that is not valid Unicode (a lone surrogate); "
+            "nothing was written"
+        ) from None
 
 
 def load_event(data: str | bytes) -> SessionEvent:

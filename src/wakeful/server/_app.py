@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
@@ -96,7 +96,23 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     reason = f"no route {request.method} {request.url.path}" if exc.status_code == 404 else str(exc.detail)  # fmt: skip
-    return error_response(exc.status_code, code, reason, **(exc.headers or {}))
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:  # Starlette names the methods of the first route of the path only
+        headers["Allow"] = _allowed(request)
+    return error_response(exc.status_code, code, reason, **headers)
+
+
+def _allowed(request: Request) -> str:
+    """Every method some route answers at the request's path (each op is a route of its own)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if (
+            isinstance(route, Route)
+            and route.methods
+            and route.matches(request.scope)[0] != Match.NONE
+        ):
+            methods |= route.methods
+    return ", ".join(sorted(methods))
 
 
 def _chain(first: LiveListener | None, second: LiveListener) -> LiveListener:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
 
 from .. import __version__
@@ -119,8 +119,19 @@ def _operation(op: Op, refs: Refs) -> dict[str, Any]:
         "parameters": params, "responses": responses,
     }  # fmt: skip
     if op.body is not None:
-        doc["requestBody"] = {"required": True} | _json(refs, op.body, "validation")
+        doc["requestBody"] = {"required": not _empty_accepted(op.body)} | _json(
+            refs, op.body, "validation"
+        )
     return doc
+
+
+def _empty_accepted(body: type[BaseModel]) -> bool:
+    """Whether a request without a body is taken (`_api._parse` reads an empty body as `{}`)."""
+    try:
+        body.model_validate({})
+    except ValidationError:
+        return False
+    return True
 
 
 def openapi_document(ops: list[Op]) -> dict[str, Any]:
