@@ -81,14 +81,29 @@ class AmbiguousIdError(UsageError):
 
 
 class ProviderError(WakefulError):
-    """A model request failed. Subclasses are the typed kinds; `retryable` drives retry."""
+    """A model request failed. Subclasses are the typed kinds; `retryable` drives retry.
+
+    `status_code` is the HTTP status the failure carried, `code` the provider's own error code
+    (or type), or the name of the first transport exception on its cause chain; None when the
+    failure had none. A retry entry records both (`docs/runner.md`, "Retries")."""
 
     kind: str = "provider"
     retryable: bool = False
+    status_code: int | None = None
+    code: str | None = None
 
-    def __init__(self, message: str, *, retry_after_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after_ms: int | None = None,
+        status_code: int | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.retry_after_ms = retry_after_ms
+        self.status_code = status_code
+        self.code = code
 
 
 class RateLimitError(ProviderError):
@@ -108,9 +123,15 @@ class TransportError(ProviderError):
     retryable = True
 
     def __init__(
-        self, message: str, *, delivered: bool | None = None, retry_after_ms: int | None = None
+        self,
+        message: str,
+        *,
+        delivered: bool | None = None,
+        retry_after_ms: int | None = None,
+        status_code: int | None = None,
+        code: str | None = None,
     ) -> None:
-        super().__init__(message, retry_after_ms=retry_after_ms)
+        super().__init__(message, retry_after_ms=retry_after_ms, status_code=status_code, code=code)
         self.delivered = delivered
 
 

@@ -26,6 +26,7 @@ from .runner.tools import (
     ToolContext,
     ToolFailure,
     ToolOutcome,
+    ToolUnavailable,
     load_tool,
     tool,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolFailure",
+    "ToolUnavailable",
     "ToolOutcome",
     "load_tool",
     "tool",

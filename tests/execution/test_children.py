@@ -11,8 +11,11 @@ from tests.allow import ALLOW_WRITES
 from wakeful.config import Config, ExecutionConfig, RetryConfig
 from wakeful.events import InputEnqueued
 from wakeful.execution import Runtime
+from wakeful.execution._delegation import lineage_of
 from wakeful.runner import LiveEvent
+from wakeful.runner._runs import run_records
 from wakeful.runner._tool_step import INTERRUPTED_RESULT
+from wakeful.runner.tools import Lineage, ToolFailure
 from wakeful.store import _inbox, open_store
 
 from .helpers import (
@@ -43,6 +46,8 @@ RULES = [
     {"match": "^child: slow$", "replies": [{"text": "child report body " * 200}]},
     {"match": "^child: nest$", "replies": [task("child: greet"), {"text": "could not nest"}]},
     {"match": "^parent fg$", "replies": [task("child: greet"), {"text": "parent done"}]},
+    {"match": "^parent labels$", "replies": [
+        task("child: greet"), task("child: greet"), {"text": "parent done"}]},
     {"match": "^parent nest$", "replies": [task("child: nest"), {"text": "parent done"}]},
     {"match": "^parent slow fg$", "replies": [task("child: slow"), {"text": "never"}]},
     {"match": "^parent bad agent$", "replies": [task("child: greet", agent="nope"), {"text": "ok"}]},
@@ -90,6 +95,49 @@ async def test_foreground_child_returns_its_final_text(db_url: str, tmp_path: Pa
     assert result.metadata == {"child_session_id": child, "outcome": "completed"}
     assert [s.id for s in rt.store.list_sessions().sessions] == [parent]  # roots only
     for sid in (parent, child):
+        check_session(rt.store, sid)
+    await rt.aclose()
+
+
+async def test_a_child_records_its_parent_turn_call_depth_label_and_resume_chain(
+    db_url: str, tmp_path: Path
+):
+    """Issue 37 item 12. On main a child recorded only its parent session (and the task tool
+    took no label and could not resume a child)."""
+    rt = runtime(db_url, tmp_path)
+    await rt.run("parent labels")
+    parent = rt.store.list_sessions().sessions[0].id
+    [parent_run] = run_records(rt.store, parent)
+    assert parent_run.depth == 0 and parent_run.parent_call_id is None
+    calls = [c.id for m in rt.store.messages(parent) for c in m.tool_calls()]
+    kids = sorted(children_of(rt, parent), key=lambda c: rt.store.get_session(c).created_ms)
+    lineages = [lineage_of(rt.store, c) for c in kids]
+    assert [(x.label, x.depth, x.parent_call_id, x.parent_turn_id) for x in lineages if x] == [
+        ("child-1", 1, calls[0], parent_run.id),
+        ("child-2", 1, calls[1], parent_run.id),
+    ]
+    assert lineage_of(rt.store, parent) is None
+    first = kids[0]
+    [run] = run_records(rt.store, first)
+    assert (run.depth, run.label, run.parent_call_id, run.resumed_from) == (
+        1, "child-1", calls[0], None)  # fmt: skip
+    # A later call resumes the first child: a new turn of it, naming the turn it continues.
+    again = Lineage(turn_id="turn_later", call_id="call_later", resume=first)
+    done = await rt.children.delegate(parent, "child: greet", None, False, lineage=again)
+    assert (done.child_id, done.outcome) == (first, "completed")
+    one, two = run_records(rt.store, first)
+    assert (two.resumed_from, two.parent_call_id, two.label, two.depth) == (
+        one.id, "call_later", "child-1", 1)  # fmt: skip
+    # A host's own label (the spec's host-assigned `label`) when it delegates itself.
+    named = await rt.children.delegate(parent, "child: greet", None, False,
+                                       lineage=Lineage(label="greeter"))  # fmt: skip
+    assert lineage_of(rt.store, named.child_id).label == "greeter"  # type: ignore[union-attr]
+    kids.append(named.child_id)
+    with pytest.raises(ToolFailure, match="not a child"):
+        await rt.children.delegate(first, "x", None, False, lineage=Lineage(resume=kids[1]))
+    with pytest.raises(ToolFailure, match="runs in the foreground"):
+        await rt.children.delegate(parent, "x", None, True, lineage=Lineage(resume=first))
+    for sid in (parent, *kids):
         check_session(rt.store, sid)
     await rt.aclose()
 

@@ -222,6 +222,13 @@ async def test_failed_compactions_are_bounded_then_the_turn_fails(tmp_path: Path
     assert len(failed) == 2 and all(isinstance(e, CompactionFailed) for e in failed)
     receipts = [(r.purpose, r.step) for r in rt.store.receipts(sid) if r.turn_id == turn.turn_id]
     # The first failure let step 1 run; the second, before step 2, ended the turn.
+    print(
+        "RECEIPTS",
+        receipts,
+        [(e.type, getattr(e.event, "error", None)) for e in rt.store.events(sid) if e.seq > 0][
+            -30:
+        ],
+    )
     assert receipts == [("compaction", 1), ("step", 1), ("compaction", 2)]
     await rt.aclose()
 
@@ -419,4 +426,33 @@ async def test_an_interrupt_aborts_a_manual_compaction(tmp_path: Path):
     }
     assert compactions(rt, sid) == [] and rt.store.pending(sid) == []
     assert len(rt.store.messages(sid)) == 8  # nothing was added
+    await rt.aclose()
+
+
+async def test_effective_tokens_count_the_whole_next_request_also_between_turns(tmp_path: Path):
+    """Issue 37 item 17: a manual compaction between turns, in a process that ran no step of the
+    session, reports the next request's size with its system prompt and tools: at least their
+    own estimate (on main it counted the summary and the kept messages alone)."""
+    from wakeful.providers import estimate_request_tokens
+    from wakeful.runner import rebuild_request
+    from wakeful.runner._budget import sections_tokens
+    from wakeful.runner._prompt import Section
+
+    model = script(tmp_path, [SUMMARY_RULE, {"match": ".", "replies": [{"text": "ok"}]}])
+    rt = runtime(tmp_path, model)
+    sid = await chat(rt, ["one", "two", "three", "four"])
+    await rt.aclose()
+    rt = runtime(tmp_path, model)  # a fresh process: nothing estimated yet
+    rt.send(session_id=sid, kind="compaction", payload={"tail_turns": 1}, input_id="c1")
+    await rt.resume(sid)
+    done = compaction_result(rt.store, sid, "c1")
+    assert done is not None and done.compacted
+    await chat(rt, ["five"], sid)
+    last = rt.store.receipts(sid)[-1]
+    sections = [Section(i, source, rt.store.get_blob(d).decode()) for i, source, d in last.sections]
+    system_and_tools = sections_tokens(sections, "scripted")
+    assert system_and_tools > 500
+    assert done.effective_tokens >= system_and_tools
+    sent = rebuild_request(rt.store, sid, last, "scripted")
+    assert done.effective_tokens <= estimate_request_tokens(sent) * 1.2
     await rt.aclose()

@@ -291,6 +291,10 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('deadline_ms', ..., ('int',), (), (), (), 0),
         ('error_kind', ..., ('str',), (), (), (), 0),
         ('error', ..., ('str',), (), (), (), 0),
+        ('delay_ms', None, ('int', 'null'), (), (), (), 0),
+        ('status_code', None, ('int', 'null'), (), (), (), 0),
+        ('code', None, ('null', 'str'), (), (), (), 0),
+        ('max_attempts', None, ('int', 'null'), (), (), (), 0),
     ),
     'RetryCleared': (
         ('v', 1, ('int',), (), (), (), 0),
@@ -508,7 +512,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = '1786d87966457e2a'
+SHAPES_DIGEST = '7ad5ff091a3cf18a'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

@@ -241,6 +241,12 @@ class RetryScheduled(_Event):
     deadline_ms: int
     error_kind: str
     error: str
+    # What the run record's retry entry shows (`runner/_runs.py`); None on retries recorded
+    # before they were kept, or when the failure had none (no HTTP status, no code).
+    delay_ms: int | None = None
+    status_code: int | None = None
+    code: str | None = None
+    max_attempts: int | None = None  # the budget's size: the first attempt plus `max_retries`
 
 
 class RetryCleared(_Event):

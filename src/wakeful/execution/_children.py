@@ -23,8 +23,9 @@ from pydantic import JsonValue
 
 from ..events import InputKind, SessionCreated, TurnEnded
 from ..runner import TurnResult, crash_point
-from ..runner.tools import Delegation
+from ..runner.tools import Delegation, Lineage, ToolFailure
 from ..store import ClaimToken, SqlStore, new_session_id
+from ._delegation import delegation_of, lineage_of
 from ._off_loop import off_loop
 
 if TYPE_CHECKING:
@@ -60,20 +61,17 @@ class Children:
         self._workspace = workspace
 
     async def delegate(
-        self, parent_id: str, prompt: str, agent: str | None, background: bool
-    ) -> Delegation:
-        """Create a child of `parent_id` with `prompt` admitted; drive it (see the module doc)."""
-        name = agent or self.default_agent
-        parent = await off_loop(self.store.get_session, parent_id)
-        # An unknown agent (at the parent's location) is the model's error, before anything exists.
-        self._check_agent(name, parent.location)
-        child_id = new_session_id()
-        created = SessionCreated(
-            title=prompt[:80], agent=name, model=parent.model, parent_id=parent_id,
-            metadata={"workspace": parent.location or self._workspace,
-                      "delegation": "background" if background else "foreground"},
-        )  # fmt: skip
-        await off_loop(self.store.admit, child_id, None, "user", {"text": prompt}, create=created)
+        self, parent_id: str, prompt: str, agent: str | None, background: bool,
+        *, lineage: Lineage | None = None,
+    ) -> Delegation:  # fmt: skip
+        """Create a child of `parent_id` with `prompt` admitted (or admit it to the earlier
+        child `lineage.resume`); drive it (see the module doc). The child's `session.created`
+        metadata and its input's metadata record its lineage (`docs/execution.md`, "Children")."""
+        lineage = lineage or Lineage()
+        if lineage.resume is not None:
+            child_id = await off_loop(self._resumed, parent_id, prompt, lineage, background)
+        else:
+            child_id = await off_loop(self._created, parent_id, prompt, agent, background, lineage)
         drive = self.coordinator.wake(child_id)
         if background:
             return Delegation(child_id)
@@ -89,6 +87,52 @@ class Children:
             return Delegation(child_id, "failed", "the child session did not run")
         last = turns[-1]
         return Delegation(child_id, last.outcome, last.final_text or last.error or "")
+
+    def _created(
+        self, parent_id: str, prompt: str, agent: str | None, background: bool, lineage: Lineage
+    ) -> str:
+        """A new child of `parent_id` with `prompt` admitted: its id."""
+        name = agent or self.default_agent
+        parent = self.store.get_session(parent_id)
+        # An unknown agent (at the parent's location) is the model's error, before anything exists.
+        self._check_agent(name, parent.location)
+        child_id = new_session_id()
+        above = lineage_of(self.store, parent_id)
+        label = lineage.label or f"child-{len(self.store.children(parent_id)) + 1}"
+        marks: dict[str, JsonValue] = {
+            "label": label, "depth": (above.depth if above else 0) + 1,
+            "parent_turn_id": lineage.turn_id, "parent_call_id": lineage.call_id,
+        }  # fmt: skip
+        created = SessionCreated(
+            title=prompt[:80], agent=name, model=parent.model, parent_id=parent_id,
+            metadata={"workspace": parent.location or self._workspace,
+                      "delegation": "background" if background else "foreground", **marks},
+        )  # fmt: skip
+        payload: dict[str, JsonValue] = {"text": prompt, "metadata": marks}
+        self.store.admit(child_id, None, "user", payload, create=created)
+        return child_id
+
+    def _resumed(self, parent_id: str, prompt: str, lineage: Lineage, background: bool) -> str:
+        """`prompt` admitted to `lineage.resume`, an earlier child of `parent_id`, as a new turn
+        that names the child's last turn (`resumed_from`): the child's id."""
+        child_id = str(lineage.resume)
+        child = self.store.find_session(child_id)
+        if child is None or child.parent_id != parent_id:
+            raise ToolFailure(f"task: {child_id} is not a child session of this session")
+        mode = delegation_of(self.store, child_id)
+        if (mode == "background") != background:
+            raise ToolFailure(f"task: child {child_id} runs in the {mode}; resume it so")
+        found = lineage_of(self.store, child_id)
+        started = self.store.events(child_id, types=["turn.started"])
+        last = getattr(started[-1].event, "turn_id", None) if started else None
+        marks: dict[str, JsonValue] = {
+            "label": lineage.label or (found.label if found else None),
+            "depth": found.depth if found else 1,
+            "parent_turn_id": lineage.turn_id, "parent_call_id": lineage.call_id,
+            "resumed_from": last,
+        }  # fmt: skip
+        self.store.admit(child_id, None, "user", {"text": prompt, "metadata": marks})
+        return child_id
 
     def settler(
         self, child_id: str, parent_id: str, agent: str | None

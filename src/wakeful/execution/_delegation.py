@@ -6,8 +6,45 @@ it without an import cycle.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..events import SessionCreated, StoredEvent
 from ..store import SqlStore
+
+
+@dataclass(frozen=True)
+class ChildLineage:
+    """What a child session's `session.created` recorded of where it comes from: its parent, the
+    parent's turn and call that delegated to it, its depth (1: a top-level session's child) and
+    its label. A later turn that resumes the child names its earlier turn in its run record
+    (`resumed_from`, `runner/_runs.py`)."""
+
+    parent_id: str
+    parent_turn_id: str | None
+    parent_call_id: str | None
+    depth: int
+    label: str | None
+    delegation: str | None
+
+
+def lineage_of(store: SqlStore, session_id: str) -> ChildLineage | None:
+    """A child session's lineage; None for a session without a parent."""
+    row = store.find_session(session_id)
+    if row is None or row.parent_id is None:
+        return None
+    [first] = store.events(session_id, limit=1)
+    meta = first.event.metadata if isinstance(first.event, SessionCreated) else None
+    meta = meta or {}
+
+    def text(key: str) -> str | None:
+        value = meta.get(key)
+        return value if isinstance(value, str) else None
+
+    depth = meta.get("depth")
+    return ChildLineage(
+        row.parent_id, text("parent_turn_id"), text("parent_call_id"),
+        depth if isinstance(depth, int) else 1, text("label"), text("delegation"),
+    )  # fmt: skip
 
 
 def delegation_of(store: SqlStore, session_id: str) -> str | None:

@@ -112,7 +112,9 @@ def plan(schedule: Schedule, due_ms: int, *, caught_up: int = 0) -> FirePlan:
     """What the fire of `schedule` due at `due_ms` admits: its prompt to its session, or to a
     new session made from its template (the session id derived from the fire, like the input
     id, so a double fire is one session and one input)."""
-    payload: dict[str, JsonValue] = {"text": schedule.prompt}
+    # The schedule named in the message's metadata: a run record's origin (`runner/_runs.py`).
+    payload: dict[str, JsonValue] = {"text": schedule.prompt,
+                                     "metadata": {"schedule_id": schedule.id}}  # fmt: skip
     outcome: FireOutcome = "caught_up" if caught_up else "fired"
     if schedule.session_id is not None:
         return FirePlan(

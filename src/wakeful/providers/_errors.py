@@ -10,6 +10,7 @@ docs/providers.md.
 from __future__ import annotations
 
 import email.utils
+import errno
 import math
 import re
 from collections.abc import Mapping
@@ -128,7 +129,15 @@ class HttpFailure:
 
 
 def classify_http(failure: HttpFailure, clock: Clock | None = None) -> ProviderError:
-    """Map a failed response (an error status, or an error event inside a stream) to its kind."""
+    """Map a failed response (an error status, or an error event inside a stream) to its kind,
+    carrying the response's status and the provider's error code (or type) along."""
+    err = _kind_of(failure, clock)
+    err.status_code = failure.status
+    err.code = failure.error_code or failure.error_type
+    return err
+
+
+def _kind_of(failure: HttpFailure, clock: Clock | None) -> ProviderError:
     tags = {failure.error_type, failure.error_code} - {None}
     status = failure.status or 0
     retry = retry_after_ms(failure.headers, clock)
@@ -187,7 +196,19 @@ def classify_connection(err: BaseException) -> TransportError:
     return TransportError(
         f"transport failure ({'unsent' if never_sent else 'delivery unknown'}): {detail}",
         delivered=False if never_sent else None,
+        code=transport_code(err),
     )
+
+
+def transport_code(err: BaseException) -> str:
+    """The errno-style code of a transport failure: the first `errno` name on its cause chain
+    (`ECONNRESET`), else the name of the innermost exception type (`ConnectError`)."""
+    chain = _causes(err)
+    for cause in chain:
+        number = getattr(cause, "errno", None)
+        if isinstance(number, int) and number in errno.errorcode:
+            return errno.errorcode[number]
+    return type(chain[-1]).__name__
 
 
 def incomplete(reason: str, err: BaseException | None = None) -> IncompleteStreamError:

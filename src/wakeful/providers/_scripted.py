@@ -83,6 +83,8 @@ class ScriptedError(_Strict):
     times: int = Field(default=1, ge=0)
     after_chars: int | None = Field(default=None, ge=0)
     retry_after_ms: int | None = Field(default=None, ge=0)
+    status_code: int | None = Field(default=None, ge=100, le=599)  # the HTTP status it carries
+    code: str | None = None  # the provider's error code it carries
 
 
 class ScriptedToolCall(_Strict):
@@ -213,11 +215,11 @@ def locate_turn(messages: tuple[Message, ...]) -> ScriptedTurn:
 
 def _error_for(spec: ScriptedError, attempt: int) -> ProviderError:
     message = f"scripted {spec.kind} (attempt {attempt}, the first {spec.times} fail)"
-    retry = spec.retry_after_ms
+    retry, status, code = spec.retry_after_ms, spec.status_code, spec.code
     if spec.kind == "transport_unsent":
-        return TransportError(message, delivered=False, retry_after_ms=retry)
+        return TransportError(message, delivered=False, retry_after_ms=retry, code=code)
     if spec.kind == "transport_unknown":
-        return TransportError(message, delivered=None, retry_after_ms=retry)
+        return TransportError(message, delivered=None, retry_after_ms=retry, code=code)
     kinds: dict[str, type[ProviderError]] = {
         "rate_limit": RateLimitError,
         "overloaded": OverloadedError,
@@ -227,7 +229,7 @@ def _error_for(spec: ScriptedError, attempt: int) -> ProviderError:
         "authentication": AuthenticationError,
         "invalid_request": InvalidRequestError,
     }
-    return kinds[spec.kind](message, retry_after_ms=retry)
+    return kinds[spec.kind](message, retry_after_ms=retry, status_code=status, code=code)
 
 
 def _chunks(text: str, size: int) -> list[str]:

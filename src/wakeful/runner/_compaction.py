@@ -71,7 +71,8 @@ class CompactionResult:
 
     `reason` is ``nothing-to-compact``, ``aborted`` or ``failed`` (with `error`). `replaced`
     counts the messages the summary stands in for; `dropped` those of them the summary request
-    left out to fit; `effective_tokens` estimates the next request's history; `restored_files`
+    left out to fit; `effective_tokens` estimates the whole next request (its system prompt,
+    tools and history); `restored_files`
     names the files attached after the summary (`_restore`).
     """
 
@@ -220,6 +221,12 @@ class Compactor:
             self._tail = await self.port.tail_boundary()
             self.history.hide_before(None if self._tail is None else self._tail[1])
         return None if self._tail is None else Section(TAIL_SECTION, "compaction", self._tail[1])
+
+    def measure(self, sections: Sequence[Section]) -> None:
+        """Take the size of `sections`, the next request's system prompt and tools, for the
+        `effective_tokens` of the compaction that follows (a manual compaction between turns
+        has no step that estimated them)."""
+        self._sections = sections_tokens(sections, self.ctx.provider.name)
 
     async def estimate(self, sections: Sequence[Section]) -> int:
         """The estimated input tokens of a request from `sections` and the active history."""

@@ -1,12 +1,16 @@
 """Run records (the spec's `SessionRun`): one per turn, derived from the durable log.
 
 Nothing new is stored: a record is folded from `turn.started`, `usage.recorded`,
-`receipt.recorded`, `retry.scheduled` and `turn.ended` events between a turn's start and end.
+`receipt.recorded`, `retry.scheduled` and `turn.ended` events between a turn's start and end,
+with what the run ran as and why from the session's `session.created` / `session.updated`
+(agent and model) and its first input's `inbox.enqueued` (origin, label), and the time it
+waited on a person from `approval.requested` / `approval.decided` (docs/runner.md, "Run
+records").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +19,11 @@ if TYPE_CHECKING:  # `session show` folds the plain event bodies, without the ev
 
 STATUS = {"completed": "completed", "interrupted": "aborted", "failed": "error", "blocked": "error",
           "paused": "error"}  # fmt: skip
+
+
+# What a retry entry of a run shows (the spec's `SessionRunRetry`), from its `retry.scheduled`.
+RETRY_KEYS = ("attempt", "max_attempts", "error_kind", "error", "status_code", "code",
+              "delay_ms", "deadline_ms")  # fmt: skip
 
 
 @dataclass
@@ -36,6 +45,18 @@ class RunRecord:
     steps: int = 0
     retries: list[dict[str, Any]] = field(default_factory=list)
     truncated: bool = False  # its last reply stopped at the output limit
+    agent: str | None = None  # the agent profile it ran as
+    options: dict[str, Any] = field(default_factory=dict)  # model (as asked), agent, max_steps
+    label: str | None = None  # a host's display label: its first input's `metadata.label`
+    origin: dict[str, Any] = field(default_factory=dict)  # kind, source, sender, display
+    user_wait_ms: int = 0  # time its approvals waited on a person (docs/approvals.md)
+    estimate_ms: int | None = None  # the median wall time of the earlier completed runs
+    # A child session's run: the parent's turn and call that asked for it, its depth (0: not a
+    # child's run), and the child's earlier turn it resumes (`execution/_children.py`).
+    parent_turn_id: str | None = None
+    parent_call_id: str | None = None
+    depth: int = 0
+    resumed_from: str | None = None
 
     @property
     def cache_hit_ratio(self) -> float | None:
@@ -61,6 +82,16 @@ class RunRecord:
             "steps": self.steps,
             "retries": self.retries,
             "truncated": self.truncated,
+            "agent": self.agent,
+            "options": self.options,
+            "label": self.label,
+            "origin": self.origin,
+            "user_wait_ms": self.user_wait_ms,
+            "estimate_ms": self.estimate_ms,
+            "parent_turn_id": self.parent_turn_id,
+            "parent_call_id": self.parent_call_id,
+            "depth": self.depth,
+            "resumed_from": self.resumed_from,
         }
 
 
@@ -73,20 +104,21 @@ def _fold(run: RunRecord, kind: str, event: Mapping[str, Any], at_ms: int) -> No
         run.cost_usd += event["cost_usd"]
     elif kind == "receipt.recorded":
         run.steps = max(run.steps, event["step"])
+        if event.get("purpose", "step") == "step":
+            run.options.setdefault("model", event["model"])
     elif kind == "retry.scheduled":
-        run.retries.append(
-            {
-                "attempt": event["attempt"],
-                "error_kind": event["error_kind"],
-                "deadline_ms": event["deadline_ms"],
-            }
-        )
+        run.retries.append({key: event.get(key) for key in RETRY_KEYS})
     elif kind == "turn.ended":
         run.status = STATUS[event["outcome"]]
         run.outcome = event["outcome"]
         run.ended_ms = at_ms
         run.error = event.get("error")
         run.truncated = event["truncated"]
+
+
+_KINDS = ("turn.started", "turn.ended", "usage.recorded", "receipt.recorded", "retry.scheduled",
+          "session.created", "session.updated", "inbox.enqueued", "approval.requested",
+          "approval.decided")  # fmt: skip
 
 
 def run_records(store: Store, session_id: str) -> list[RunRecord]:
@@ -99,19 +131,71 @@ def run_records(store: Store, session_id: str) -> list[RunRecord]:
     """
     from ..store import SqlStore
 
-    kinds = ["turn.started", "turn.ended", "usage.recorded", "receipt.recorded", "retry.scheduled"]
     if isinstance(store, SqlStore):
-        events = [(e.at_ms, e.type, e.data) for e in store.plain_events(session_id, types=kinds)]
+        events = [(e.at_ms, e.type, e.data) for e in store.plain_events(session_id, types=_KINDS)]
     else:
-        events = [(e.at_ms, e.type, vars(e.event)) for e in store.events(session_id, types=kinds)]
-    runs: list[RunRecord] = []
-    current: RunRecord | None = None
-    for at_ms, kind, event in events:
-        if kind == "turn.started":
-            current = RunRecord(event["turn_id"], tuple(event["input_ids"]), at_ms)
-            runs.append(current)
-        elif current is not None:
-            _fold(current, kind, event, at_ms)
+        events = [(e.at_ms, e.type, vars(e.event)) for e in store.events(session_id, types=_KINDS)]
+    runs = _Folder().fold(events)
     if runs and runs[-1].status == "running" and store.get_session(session_id).status != "running":
         runs[-1].status = "aborted"
     return runs
+
+
+class _Folder:
+    """Folds a session's events into run records; holds what is read between turns."""
+
+    def __init__(self) -> None:
+        self.agent: str | None = None
+        self.inputs: dict[str, tuple[str, Mapping[str, Any]]] = {}  # input id -> kind, payload
+        self.asked: dict[str, tuple[RunRecord, int]] = {}  # call id -> its run, when asked
+
+    def fold(self, events: Sequence[tuple[int, str, Mapping[str, Any]]]) -> list[RunRecord]:
+        runs: list[RunRecord] = []
+        current: RunRecord | None = None
+        for at_ms, kind, event in events:
+            if kind in ("session.created", "session.updated"):
+                self.agent = event.get("agent") or self.agent
+            elif kind == "inbox.enqueued":
+                self.inputs[event["input_id"]] = (event["kind"], event["payload"])
+            elif kind == "approval.requested" and current is not None:
+                self.asked[event["call_id"]] = (current, at_ms)
+            elif kind == "approval.decided" and event["call_id"] in self.asked:
+                run, asked_ms = self.asked.pop(event["call_id"])
+                run.user_wait_ms += max(0, at_ms - asked_ms)
+            elif kind == "turn.started":
+                current = self.start(event, at_ms, runs)
+                runs.append(current)
+            elif current is not None:
+                _fold(current, kind, event, at_ms)
+        return runs
+
+    def start(self, event: Mapping[str, Any], at_ms: int, runs: list[RunRecord]) -> RunRecord:
+        """A new run: its agent, and its origin and label from its first input."""
+        run = RunRecord(event["turn_id"], tuple(event["input_ids"]), at_ms, agent=self.agent)
+        run.options["agent"] = self.agent
+        done = sorted(r.ended_ms - r.started_ms for r in runs
+                      if r.status == "completed" and r.ended_ms is not None)  # fmt: skip
+        run.estimate_ms = done[len(done) // 2] if done else None
+        if run.input_ids and run.input_ids[0] in self.inputs:
+            kind, payload = self.inputs[run.input_ids[0]]
+            metadata = payload.get("metadata")
+            metadata = metadata if isinstance(metadata, dict) else {}
+            origin = payload.get("origin")
+            origin = origin if isinstance(origin, dict) else {}
+            run.label = _text(metadata.get("label"))
+            run.origin = {
+                "kind": "schedule" if "schedule_id" in metadata else kind,
+                "source": origin.get("source"),
+                "sender": origin.get("sender"),
+                "display": _text(metadata.get("display")),
+            }
+            run.parent_turn_id = _text(metadata.get("parent_turn_id"))
+            run.parent_call_id = _text(metadata.get("parent_call_id"))
+            run.resumed_from = _text(metadata.get("resumed_from"))
+            depth = metadata.get("depth")
+            run.depth = depth if isinstance(depth, int) else 0
+        return run
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 
 from ..events import MessageAdded, SessionEvent, ToolCallEnded, ToolCallStarted, WorkStateUpdated
 from ..messages import Message, ToolCallBlock, ToolResultBlock, tool_result_text
 from ..store import artifacts_from_metadata
 from ._crashpoints import crash_point
 from .tools import PermissionPolicy, Tool, ToolContext, ToolOutcome, run_tool_call
+from .tools._base import RetryCall
 
 LIVE_OUTPUT_CHARS = 2000  # a live `tool_end` carries this much of the output (the message: all)
 INTERRUPTED_RESULT = (
@@ -47,16 +49,29 @@ async def run_tools(
     turn_id: str,
     approved: Mapping[str, bool] | None = None,
     now_ms: Callable[[], int] = lambda: 0,
+    retry: RetryCall | None = None,
 ) -> list[ToolResultBlock]:
     """Run and publish the tool calls of `message` (their `tool.started` already committed);
     return their results in order. `save` commits the outcomes and the tool-result message
     (it waits out transient store faults: the side effects already happened). `approved` holds
-    decisions already made on `ask` calls."""
+    decisions already made on `ask` calls; `retry` makes a call that failed transiently again
+    (`run_tool_call`)."""
     calls = message.tool_calls()
     crash_point("tool.started")
     decided = approved or {}
     tasks = [
-        asyncio.ensure_future(_one(tools, c, tool_context, policy, ask, live, decided.get(c.id)))
+        asyncio.ensure_future(
+            _one(
+                tools,
+                c,
+                replace(tool_context, turn_id=turn_id, call_id=c.id),
+                policy,
+                ask,
+                live,
+                decided.get(c.id),
+                retry,
+            )
+        )  # fmt: skip
         for c in calls
     ]
     waiter = asyncio.ensure_future(interrupt.wait())
@@ -119,9 +134,10 @@ async def _one(
     ask: Callable[[str, dict[str, object]], Awaitable[bool]] | None,
     live: Callable[..., None],
     approved: bool | None,
+    retry: RetryCall | None,
 ) -> tuple[ToolResultBlock, ToolOutcome]:
     live("tool_start", call_id=call.id, name=call.name, input=call.input)
-    result, outcome = await run_tool_call(tools, call, ctx, policy, ask, approved)
+    result, outcome = await run_tool_call(tools, call, ctx, policy, ask, approved, retry)
     output = tool_result_text(result.output)
     live(
         "tool_end",

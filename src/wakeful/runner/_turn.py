@@ -19,6 +19,7 @@ ends a read-only tool step, whose write then carries the next step's receipt.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -38,7 +39,7 @@ from ..errors import (
     WakefulError,
 )
 from ..events import Outcome, RetryScheduled, SessionEvent, TurnEnded, TurnStarted
-from ..messages import Message, new_message_id
+from ..messages import Message, ToolCallBlock, new_message_id
 from ..store import Delivered, InboxItem, blob_digest, is_transient
 from ._aborted import Streamed
 from ._active import ActiveHistory
@@ -68,6 +69,7 @@ from ._turn_state import (
 from ._waits import wait_until, waited_out
 
 log = logging.getLogger("wakeful.runner")
+TOOL_RETRY_KIND = "tool_unavailable"  # the kind of a tool call's durable retry
 
 
 class TurnRunner:
@@ -94,6 +96,8 @@ class TurnRunner:
             ctx, port, self._requests, self._receipts, self._compaction, self._commit
         )
         self._state = TurnState(turn_id="")  # no turn yet: `run` and `settle` start one
+        self._call_attempts: dict[str, int] = {}  # tool call id -> its attempts (`_retry_call`)
+        self._retry_lock = asyncio.Lock()
 
     # -- the turn -------------------------------------------------------------------------
 
@@ -278,6 +282,10 @@ class TurnRunner:
             deadline_ms=deadline,
             error_kind=kind,
             error=str(err),
+            delay_ms=delay,
+            status_code=err.status_code if isinstance(err, ProviderError) else None,
+            code=err.code if isinstance(err, ProviderError) else None,
+            max_attempts=self.ctx.retry.max_retries + 1,
         )
         try:
             await self._commit([scheduled])
@@ -290,6 +298,29 @@ class TurnRunner:
         crash_point("retry.wait")
         await wait_until(self.ctx, self.port, deadline)
         return node.then
+
+    async def _retry_call(self, call: ToolCallBlock, err: BaseException) -> bool:
+        """A tool call's transient failure (`retryable_failure`): while the call's budget lasts
+        (`retry.max_retries`, counted per call), a durable `retry.scheduled` (kind
+        `tool_unavailable`) and its backoff wait, then True: the call is made again. False once
+        the budget is spent: the failure is the call's result (docs/tools.md, "Retries")."""
+        async with self._retry_lock:  # concurrent calls of one step write one at a time
+            attempt = self._call_attempts.get(call.id, 1) + 1
+            if attempt > self.ctx.retry.max_retries + 1:
+                return False
+            self._call_attempts[call.id] = attempt
+            delay = backoff_ms(attempt - 1, self.ctx.retry, None, self.ctx.rng)
+            deadline = self.ctx.clock.now_ms() + delay
+            state = self._state
+            await self._commit([RetryScheduled(
+                turn_id=state.turn_id, step=state.step, attempt=attempt, deadline_ms=deadline,
+                error_kind=TOOL_RETRY_KIND, error=f"{call.name}: {err}", delay_ms=delay,
+                code=type(err).__name__, max_attempts=self.ctx.retry.max_retries + 1,
+            )])  # fmt: skip
+            self._state = self._state.retrying()
+        self._live("retry", attempt=attempt, delay_ms=delay, error_kind=TOOL_RETRY_KIND)
+        await wait_until(self.ctx, self.port, deadline)
+        return True
 
     async def _run_tools(self, node: RunTools) -> Boundary:
         """Run the reply's calls; the step boundary follows (holding the step when its reply
@@ -367,10 +398,12 @@ class TurnRunner:
     async def _summary_sections(self, *, idle: bool = False) -> list[Section] | None:
         """The sections the next step would send (read as a step reads them: instructions
         synced) when a compaction's summary asks with them first (the provider's prompt cache)
-        or an `idle` compaction estimates them; None when neither needs them."""
-        if self._compaction.reuses_cache or idle:
-            return await self._requests.sections(1)
-        return None
+        or an `idle` compaction estimates them; None when neither needs them. Either way the
+        compaction is told their size: its result's `effective_tokens` counts the whole next
+        request, its system prompt and tools included (issue 37 item 17)."""
+        sections = await self._requests.sections(1)
+        self._compaction.measure(sections)
+        return sections if self._compaction.reuses_cache or idle else None
 
     # -- one attempt ------------------------------------------------------------------------
 
@@ -409,6 +442,7 @@ class TurnRunner:
             turn_id=self._state.turn_id,
             approved=approved,  # every `ask` call was decided above (or waits, or is declined)
             now_ms=ctx.clock.now_ms,
+            retry=self._retry_call,
         )
         self._check_interrupt()
         return held

@@ -7,13 +7,15 @@ from ._base import (
     ToolFailure,
     ToolInput,
     ToolOutcome,
+    ToolUnavailable,
     input_errors,
     permission_key,
+    retry_safe,
     run_tool_call,
     tool_spec,
 )
 from ._custom import FunctionTool, check_tool_name, tool
-from ._delegation import Delegation, Delegator
+from ._delegation import Delegation, Delegator, Lineage
 from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile, confine
 from ._mcp import McpPool, ServerState, mcp_tools
 from ._resolve import load_tool
@@ -47,6 +49,7 @@ __all__ = [
     "WORK_STATE_TOOLS",
     "Delegation",
     "Delegator",
+    "Lineage",
     "ExtensionState",
     "FunctionTool",
     "McpPool",
@@ -56,6 +59,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolFailure",
+    "ToolUnavailable",
     "ToolInput",
     "ToolOutcome",
     "builtin_tools",
@@ -65,6 +69,7 @@ __all__ = [
     "load_tool",
     "mcp_tools",
     "permission_key",
+    "retry_safe",
     "run_tool_call",
     "tool",
     "tool_spec",

@@ -35,6 +35,7 @@ class ToolContext:
     `env` is added to the process environment of `shell`. `delegate` creates child sessions
     for the `task` tool; None where no coordinator runs. `state` is where the session's
     extension state lives (given by the runtime), reached through `extension_state`.
+    `turn_id` and `call_id` name the turn and the call a tool runs for (None outside a call).
     """
 
     workspace: Path
@@ -42,6 +43,8 @@ class ToolContext:
     env: dict[str, str] | None = None
     delegate: Delegator | None = None
     state: StateBackend | None = None
+    turn_id: str | None = None
+    call_id: str | None = None
 
     def extension_state(self, namespace: str) -> ExtensionState:
         """This session's extension state under `namespace` (`docs/tools.md`); `UsageError`
@@ -72,7 +75,9 @@ class Tool(Protocol):
     """A tool the model may call. `read_only` tools change nothing outside the session (not the
     workspace, nothing else): a step whose calls are all read-only may run them before they are
     durable and commit the reply together with the results (invariant 6 protects side effects,
-    and they have none).
+    and they have none). A tool may also have `idempotent = True` (optional; absent means
+    False): a call made twice has the effect of one, so a transient failure of it is retried
+    (`ToolUnavailable`, `retryable_failure`).
 
     `run` receives an instance of `input_model` (validated by `run_tool_call`); it is typed
     `Any` so that each tool can name its own input class.
@@ -100,6 +105,39 @@ class ToolInput(BaseModel):
 
 class ToolFailure(Exception):
     """Raised inside a tool for a failure the model should see as an error result."""
+
+
+class ToolUnavailable(ToolFailure):
+    """Raised inside a tool for a failure that may pass when the call is made again: a
+    connection lost, a service not reachable. `sent` False: the call surely never reached what
+    it calls (nothing ran), so it is always retried; True (the default): it may have partly
+    run, so it is retried only when the tool is safe to retry (`retry_safe`). A retried call
+    waits a durable backoff (`retry.scheduled`) first; once the retry budget is spent, or when
+    it may not be retried, it is an error result for the model (`docs/tools.md`, "Retries")."""
+
+    def __init__(self, message: str, *, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+def retry_safe(tool: Tool) -> bool:
+    """Whether a call of `tool` may be made again after it may have partly run: the tool says
+    it is `idempotent`, or it is `read_only` (it changes nothing outside the session)."""
+    return bool(getattr(tool, "idempotent", False) or tool.read_only)
+
+
+def retryable_failure(tool: Tool, err: BaseException) -> bool:
+    """Whether `err`, raised by a call of `tool`, goes through the durable retry: a
+    `ToolUnavailable` that was not sent, or one that was (or a `TimeoutError`) from a tool
+    that is safe to retry. Anything else is a result for the model."""
+    if isinstance(err, ToolUnavailable):
+        return not err.sent or retry_safe(tool)
+    return isinstance(err, TimeoutError) and retry_safe(tool)
+
+
+# Asked before a failed call is made again: wait the retry's durable backoff and answer True,
+# or answer False (the budget is spent) and the failure is the call's result.
+RetryCall = Callable[[ToolCallBlock, BaseException], Awaitable[bool]]
 
 
 @functools.cache
@@ -197,6 +235,7 @@ async def run_tool_call(
     policy: PermissionPolicy,
     ask: Ask | None = None,
     approved: bool | None = None,
+    retry: RetryCall | None = None,
 ) -> tuple[ToolResultBlock, ToolOutcome]:
     """Validate, authorize and run one call; the result always has `call_id == call.id`.
 
@@ -205,7 +244,8 @@ async def run_tool_call(
 
     An unknown tool, input that fails the schema, a denied (or unapprovable) permission and an
     exception raised by the tool each become an `is_error` result naming the problem; only
-    `asyncio.CancelledError` (and other `BaseException`s) propagate.
+    `asyncio.CancelledError` (and other `BaseException`s) propagate. A failure that may pass
+    (`retryable_failure`) is first made again, as often as `retry` allows.
     """
     tool = tools.get(call.name)
     if tool is None:
@@ -218,12 +258,16 @@ async def run_tool_call(
     denial = await _authorize(call, permission_key(tool, call.name), policy, ask, approved)
     if denial is not None:
         return _error(call, denial)
-    try:
-        outcome = await tool.run(args, ctx)
-    except ToolFailure as err:
-        return _error(call, str(err))
-    except Exception as err:  # a tool's own bug is the model's information, not our crash
-        return _error(call, f"{call.name} failed: {type(err).__name__}: {err}")
+    while True:
+        try:
+            outcome = await tool.run(args, ctx)
+            break
+        except Exception as err:  # a tool's own bug is the model's information, not our crash
+            if retry is not None and retryable_failure(tool, err) and await retry(call, err):
+                continue
+            if isinstance(err, ToolFailure):
+                return _error(call, str(err))
+            return _error(call, f"{call.name} failed: {type(err).__name__}: {err}")
     result = ToolResultBlock(
         call_id=call.id, output=outcome.output, is_error=outcome.is_error, metadata=outcome.metadata
     )

@@ -45,6 +45,7 @@ class FunctionTool:
         description: str | None = None,
         read_only: bool = False,
         permission: str | None = None,
+        idempotent: bool = False,
     ) -> None:
         self.fn = fn
         self.name = check_tool_name(name or fn.__name__)
@@ -53,6 +54,7 @@ class FunctionTool:
         if not self.description:
             raise UsageError(f"tool {self.name}: give it a docstring (its description)")
         self.read_only = read_only
+        self.idempotent = idempotent  # safe to call again after a transient failure
         # The name `[permissions]` rules see for this tool (several tools may share one).
         self.permission_key = permission or self.name
         self._model, self._wants_ctx = _signature(fn, self.name)
@@ -110,6 +112,7 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     permission: str | None = None,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -119,17 +122,21 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     permission: str | None = None,
+    idempotent: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a function a tool: `@tool` or `@tool(name=..., read_only=True, permission=...)`.
 
     `read_only=True` promises the tool changes nothing outside the session (the runner may then
     run it before its call is durable); `permission` is the key `[permissions]` rules match
-    (default: the tool's name). Raises `UsageError` for a function that cannot be a tool.
+    (default: the tool's name); `idempotent=True` says a call made twice has the effect of
+    one, so a transient failure (`ToolUnavailable`, a `TimeoutError`) is retried with durable
+    backoff (docs/tools.md, "Retries"). Raises `UsageError` for a function that cannot be a tool.
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(
-            f, name=name, description=description, read_only=read_only, permission=permission
-        )
+            f, name=name, description=description, read_only=read_only, permission=permission,
+            idempotent=idempotent,
+        )  # fmt: skip
 
     return wrap(fn) if fn is not None else wrap

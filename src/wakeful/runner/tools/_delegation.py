@@ -19,11 +19,25 @@ class Delegation:
     text: str = ""
 
 
+@dataclass(frozen=True)
+class Lineage:
+    """Where a child comes from: the parent's turn and tool call that asked for it, its display
+    label (None: `child-N`, numbered among its parent's children), and the earlier child of the
+    same parent it resumes (None: a new child session)."""
+
+    turn_id: str | None = None
+    call_id: str | None = None
+    label: str | None = None
+    resume: str | None = None
+
+
 class Delegator(Protocol):
     """Creates and drives child sessions on behalf of a parent's tool call."""
 
     async def delegate(
-        self, parent_id: str, prompt: str, agent: str | None, background: bool
-    ) -> Delegation:
-        """Start a child of `parent_id` on `prompt`; in the foreground, drive it to its end."""
+        self, parent_id: str, prompt: str, agent: str | None, background: bool,
+        *, lineage: Lineage | None = None,
+    ) -> Delegation:  # fmt: skip
+        """Start a child of `parent_id` on `prompt`; in the foreground, drive it to its end.
+        `lineage`: the parent's turn and call, the child's label, the child it resumes."""
         ...

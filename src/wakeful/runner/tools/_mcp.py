@@ -7,8 +7,9 @@ and a connection outlives the drains that use it; the pool's methods are therefo
 any thread (a drain builds its context in a worker thread) and `call` from any event loop.
 
 Invariant: nothing here raises into a turn. A server that cannot start, or dies during a call,
-is an `is_error` result naming the server and why (with the tail of its stderr); the next use
-starts it again. An MCP call is never read-only: its `tool.started` is committed before it is
+is an `is_error` result naming the server and why (with the tail of its stderr), after the
+durable retries `ToolUnavailable` allows (`run_tool_call`: a call never sent, or one of a tool
+the server annotates idempotent or read-only); the next use starts it again. An MCP call is never read-only: its `tool.started` is committed before it is
 sent, so a crash in between ends it "may have partially run", never replayed.
 """
 
@@ -32,7 +33,7 @@ from typing import IO, Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from ...config import McpServerConfig
-from ._base import ToolContext, ToolOutcome
+from ._base import ToolContext, ToolOutcome, ToolUnavailable
 
 PREFIX = "mcp__"
 MAX_NAME = 64
@@ -55,6 +56,7 @@ class RemoteTool:
     name: str
     description: str
     schema: dict[str, JsonValue]
+    idempotent: bool = False  # its annotations say `idempotentHint` or `readOnlyHint`
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +320,9 @@ async def _list_tools(session: Any) -> list[RemoteTool]:
         page = await session.list_tools(params=params)
         for t in page.tools:
             schema = t.input_schema if isinstance(t.input_schema, dict) else {"type": "object"}
-            tools.append(RemoteTool(t.name, t.description or t.title or t.name, schema))
+            hints = t.annotations
+            safe = hints is not None and bool(hints.idempotent_hint or hints.read_only_hint)
+            tools.append(RemoteTool(t.name, t.description or t.title or t.name, schema, safe))
         cursor = page.next_cursor
         if not cursor:
             return tools
@@ -352,17 +356,21 @@ def _input_model(schema: dict[str, JsonValue]) -> type[_McpInput]:
 
 
 class McpTool:
-    """One tool of an MCP server, as a wakeful `Tool` (never read-only)."""
+    """One tool of an MCP server, as a wakeful `Tool` (never read-only; `idempotent` when the
+    server's annotations say it is idempotent or read-only: retried after a lost connection)."""
 
     read_only = False
 
     def __init__(
-        self, pool: McpPool, server: str, config: McpServerConfig, root: Path, remote: RemoteTool
-    ) -> None:
+        self, pool: McpPool, server: str, config: McpServerConfig, root: Path, remote: RemoteTool,
+        *, listed: bool = True,
+    ) -> None:  # fmt: skip
         self.pool, self.server, self.config, self.root = pool, server, config, root
+        self.listed = listed  # False: a stand-in for a server that did not start when listed
         self.remote = remote.name
         self.name = tool_name(server, remote.name)
         self.description = remote.description
+        self.idempotent = remote.idempotent
         self._model = _input_model(remote.schema)
 
     @property
@@ -371,13 +379,19 @@ class McpTool:
         return self._model
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolOutcome:
-        """Call the tool on its server; a server that cannot start or dies is an error result."""
+        """Call the tool on its server. A server that listed its tools but cannot start again,
+        or whose connection ends during the call, is `ToolUnavailable` (retried when the call
+        was not sent, or when the tool is idempotent; else, as once the retries are spent, an
+        error result); a timeout too. A server that never started is an error result."""
         payload = args.model_dump() if isinstance(args, BaseModel) else dict(args)
         try:
             result = await self.pool.call(self.server, self.config, self.root, self.remote, payload)
         except McpUnavailableError as err:
             note = "; the call may have partially run" if err.sent else "; the call was not sent"
-            return ToolOutcome(f"MCP server {self.server}: {err}{note}", is_error=True)
+            text = f"MCP server {self.server}: {err}{note}"
+            if not self.listed:  # it never started here: no passing fault, say so at once
+                return ToolOutcome(text, is_error=True)
+            raise ToolUnavailable(text, sent=err.sent) from None
         except Exception as err:  # an error the server answered (JSON-RPC), or a timeout
             from mcp.shared.exceptions import MCPError
             from mcp_types import REQUEST_TIMEOUT
@@ -387,8 +401,8 @@ class McpTool:
                     f"no answer within {self.config.timeout_s}s (timeout_s); the call may have "
                     "partially run, and may still be running"
                 )
-            else:
-                text = err.message if isinstance(err, MCPError) else _describe(err)
+                raise ToolUnavailable(f"MCP server {self.server}: {text}") from None
+            text = err.message if isinstance(err, MCPError) else _describe(err)
             return ToolOutcome(f"MCP server {self.server}: {text}", is_error=True)
         return _outcome(result)
 
@@ -422,4 +436,5 @@ def mcp_tools(pool: McpPool, state: ServerState, config: McpServerConfig, root: 
         names = [n for n in config.allowed_tools or () if not set(n) & set("*?[")]
         unavailable = f"(unavailable: MCP server {state.name} did not start)"
         remote = tuple(RemoteTool(n, unavailable, {"type": "object"}) for n in names)
-    return [McpTool(pool, state.name, config, root, t) for t in remote]
+    listed = state.error is None
+    return [McpTool(pool, state.name, config, root, t, listed=listed) for t in remote]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from ._base import ToolContext, ToolFailure, ToolOutcome
+from ._delegation import Lineage
 
 
 class TaskInput(BaseModel):
@@ -21,6 +22,7 @@ class TaskInput(BaseModel):
     background: bool = Field(
         False, description="Return at once; the child's report arrives later as a message."
     )
+    resume: str | None = Field(None, description="An earlier child's session id, to continue it.")
 
 
 class Task:
@@ -39,7 +41,10 @@ class Task:
         """Delegate `args.prompt` to a child session; see the class docstring."""
         if ctx.delegate is None:
             raise ToolFailure("task: delegation is not available in this session")
-        done = await ctx.delegate.delegate(ctx.session_id, args.prompt, args.agent, args.background)
+        lineage = Lineage(ctx.turn_id, ctx.call_id, resume=args.resume)
+        done = await ctx.delegate.delegate(
+            ctx.session_id, args.prompt, args.agent, args.background, lineage=lineage
+        )
         if args.background:
             return ToolOutcome(
                 f"Started child session {done.child_id} in the background. Its report will "
