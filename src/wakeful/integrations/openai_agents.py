@@ -154,7 +154,7 @@ class WakefulSession:
         if self._ready:
             return
         if self.store.find_session(self.session_id) is None:
-            with contextlib.suppress(UsageError):  # another process created it first
+            with contextlib.suppress(ConflictError):  # another process created it first
                 self.store.create_session(
                     self.session_id, title=self._title, metadata={"created_by": "openai-agents"}
                 )
