@@ -19,7 +19,8 @@ Callers decide what to do by the *type* of an error, never by its message::
     │   └── InvalidRequestError     terminal (blocked)
     ├── StepLimitError              the turn used its agent's step allowance (the turn fails)
     ├── CompactionError             compaction could not make room (the turn fails)
-    │   └── CompactionPromptTooLongError  the summary request stayed too long after shrinking
+    │   ├── CompactionPromptTooLongError  the summary request stayed too long after shrinking
+    │   └── NothingToCompactError  `summarize_messages` was given nothing older than the turns to keep
     └── StoreError                  a store fault (`retryable` says if waiting may help)
         ├── NotFoundError           no such session / input / blob
         ├── CorruptStateError       durable state that cannot be read as it must be (the turn is blocked)
@@ -168,6 +169,12 @@ class CompactionError(WakefulError):
 
 class CompactionPromptTooLongError(CompactionError):
     """The summary request was still too long for the model after its bounded shrinking."""
+
+
+class NothingToCompactError(CompactionError):
+    """`summarize_messages` was given nothing to summarize: no messages, or the turns to keep
+    hold them all (the seed's `CompactInvalidInputError`). A compaction of a session reports
+    the same case as a result instead (`reason: nothing-to-compact`), not an error."""
 
 
 class StoreError(WakefulError):

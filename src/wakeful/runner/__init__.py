@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ._pricing import cost_usd, known_price
     from ._prompt import ReceiptChain, Section, rebuild_request, request_digest, verify_receipt
     from ._runs import RunRecord, run_records
+    from ._summarize import MessagesSummary, summarize_messages
     from ._toolset import select_tools, selects_prefix
     from ._tracing import Tracing
     from ._turn import TurnRunner
@@ -76,6 +77,8 @@ _LAZY = {
     "AwaitingApproval": "wakeful.runner._approvals",
     "BUILTIN_AGENTS": "wakeful.runner._agents",
     "Budget": "wakeful.runner._budget",
+    "MessagesSummary": "wakeful.runner._summarize",
+    "summarize_messages": "wakeful.runner._summarize",
     "CompactionResult": "wakeful.runner._compaction",
     "Compactor": "wakeful.runner._compaction",
     "FunctionTool": "wakeful.runner.tools",
@@ -158,6 +161,7 @@ __all__ = [
     "ProviderFactory",
     "ReceiptChain",
     "RunContext",
+    "MessagesSummary",
     "RunRecord",
     "Section",
     "ServerState",
@@ -187,6 +191,7 @@ __all__ = [
     "request_digest",
     "resolve_agent",
     "run_records",
+    "summarize_messages",
     "run_tool_call",
     "select_tools",
     "selects_prefix",
