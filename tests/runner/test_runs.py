@@ -106,3 +106,23 @@ async def test_a_run_records_agent_model_label_origin_estimate_and_user_wait(tmp
     assert two.estimate_ms == one.ended_ms - one.started_ms  # type: ignore[operator]
     assert two.user_wait_ms >= 50 and two.to_json()["user_wait_ms"] == two.user_wait_ms
     await rt.aclose()
+
+
+async def test_a_rewound_turn_is_reverted_until_unreverted_and_stays_so_once_final(tmp_path: Path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"rules": [{"match": ".", "replies": [{"text": "ok"}]}]}))
+    rt = Runtime(str(tmp_path / "db.sqlite"), model=f"scripted:{script}", workspace=tmp_path)
+    await rt.run("one")
+    sid = rt.store.list_sessions().sessions[0].id
+    await rt.run("two", session_id=sid)
+    await rt.run("three", session_id=sid)
+    turns = run_records(rt.store, sid)
+    await rt.rewind(sid, turn_id=turns[1].id)  # hides turns 2 and 3
+    assert [r.reverted for r in run_records(rt.store, sid)] == [False, True, True]
+    assert run_records(rt.store, sid)[1].to_json()["reverted"] is True
+    await rt.unrevert(sid)
+    assert [r.reverted for r in run_records(rt.store, sid)] == [False, False, False]
+    await rt.rewind(sid, turn_id=turns[2].id)
+    await rt.run("four", session_id=sid)  # a new input: the revert is final
+    assert [r.reverted for r in run_records(rt.store, sid)] == [False, False, True, False]
+    await rt.aclose()

@@ -105,7 +105,7 @@ def test_inspector_lists_shows_streams_steers_and_interrupts(browser: Any, serve
     assert call.get_attribute("open") is None
     expect(call.locator("summary")).to_have_text("→ read_file notes.txt ✓ alpha")
     assert page.locator("figure.media img").evaluate("img => img.naturalWidth") == 1
-    expect(page.locator("#turns tbody tr")).to_have_count(2)
+    expect(page.locator("#turns tbody tr[data-turn]")).to_have_count(2)
     expect(page.locator("#receipts details.receipt")).to_have_count(3)
     page.screenshot(path=str(shots / "2-session.png"), full_page=True)
 
@@ -136,7 +136,9 @@ def test_inspector_lists_shows_streams_steers_and_interrupts(browser: Any, serve
     page.click("#send")
     expect(live).not_to_be_empty(timeout=10_000)
     page.click("#interrupt")
-    expect(page.locator("#turns tbody tr").last).to_contain_text("interrupted", timeout=20_000)
+    expect(page.locator("#turns tbody tr[data-turn]").last).to_contain_text(
+        "interrupted", timeout=20_000
+    )
     page.screenshot(path=str(shots / "5-interrupted.png"), full_page=True)
 
     assert errors == []
@@ -209,7 +211,7 @@ def test_the_list_is_title_first_searches_content_and_creates_sessions(browser: 
     page.click("#create-submit")
     expect(page.locator("#title")).to_have_text("Made in the browser")
     expect(page.locator("#messages .msg.role-assistant").last).to_have_text(re.compile(re.escape(WEATHER)), timeout=20_000)  # fmt: skip
-    expect(page.locator("#turns tbody tr")).to_have_count(1, timeout=20_000)
+    expect(page.locator("#turns tbody tr[data-turn]")).to_have_count(1, timeout=20_000)
     expect(page.locator("#turn-chart g.turn-bar")).to_have_count(1)
     expect(page.locator("#receipts details.receipt")).to_have_count(1)  # none shown twice
     page.screenshot(path=str(shots / "9-created.png"), full_page=True)
@@ -380,7 +382,7 @@ def test_the_app_works_mounted_under_a_path_prefix(browser: Any, prefixed: tuple
     page.click("#send")
     expect(page.locator("#compose-status")).to_contain_text("steer admitted")
     expect(page.locator("#messages .msg.role-assistant")).to_have_count(2, timeout=20_000)
-    expect(page.locator("#turns tbody tr")).to_have_count(2, timeout=20_000)
+    expect(page.locator("#turns tbody tr[data-turn]")).to_have_count(2, timeout=20_000)
     expect(page.locator("#receipts details.receipt")).to_have_count(2)  # none shown twice
     page.screenshot(path=str(shots / "12-prefix.png"), full_page=True)
     page.click("header.top .logout button")

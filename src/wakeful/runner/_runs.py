@@ -5,7 +5,8 @@ Nothing new is stored: a record is folded from `turn.started`, `usage.recorded`,
 with what the run ran as and why from the session's `session.created` / `session.updated`
 (agent and model) and its first input's `inbox.enqueued` (origin, label), and the time it
 waited on a person from `approval.requested` / `approval.decided` (docs/runner.md, "Run
-records").
+records"). A turn is `reverted` when a `session.reverted` hid it (its start at or after the
+revert's `from_seq`) and no `session.unreverted` brought it back.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class RunRecord:
     parent_call_id: str | None = None
     depth: int = 0
     resumed_from: str | None = None
+    started_seq: int = 0  # the seq of its `turn.started`
+    reverted: bool = False  # a rewind hid it (see the module docstring)
 
     @property
     def cache_hit_ratio(self) -> float | None:
@@ -92,6 +95,7 @@ class RunRecord:
             "parent_call_id": self.parent_call_id,
             "depth": self.depth,
             "resumed_from": self.resumed_from,
+            "reverted": self.reverted,
         }
 
 
@@ -118,7 +122,7 @@ def _fold(run: RunRecord, kind: str, event: Mapping[str, Any], at_ms: int) -> No
 
 _KINDS = ("turn.started", "turn.ended", "usage.recorded", "receipt.recorded", "retry.scheduled",
           "session.created", "session.updated", "inbox.enqueued", "approval.requested",
-          "approval.decided")  # fmt: skip
+          "approval.decided", "session.reverted", "session.unreverted")  # fmt: skip
 
 
 def run_records(store: Store, session_id: str) -> list[RunRecord]:
@@ -132,9 +136,9 @@ def run_records(store: Store, session_id: str) -> list[RunRecord]:
     from ..store import SqlStore
 
     if isinstance(store, SqlStore):
-        events = [(e.at_ms, e.type, e.data) for e in store.plain_events(session_id, types=_KINDS)]
+        events = [(e.seq, e.at_ms, e.type, e.data) for e in store.plain_events(session_id, types=_KINDS)]  # fmt: skip
     else:
-        events = [(e.at_ms, e.type, vars(e.event)) for e in store.events(session_id, types=_KINDS)]
+        events = [(e.seq, e.at_ms, e.type, vars(e.event)) for e in store.events(session_id, types=_KINDS)]  # fmt: skip
     runs = _Folder().fold(events)
     if runs and runs[-1].status == "running" and store.get_session(session_id).status != "running":
         runs[-1].status = "aborted"
@@ -148,11 +152,12 @@ class _Folder:
         self.agent: str | None = None
         self.inputs: dict[str, tuple[str, Mapping[str, Any]]] = {}  # input id -> kind, payload
         self.asked: dict[str, tuple[RunRecord, int]] = {}  # call id -> its run, when asked
+        self.undoable: list[RunRecord] = []  # hidden by reverts an unrevert can still undo
 
-    def fold(self, events: Sequence[tuple[int, str, Mapping[str, Any]]]) -> list[RunRecord]:
+    def fold(self, events: Sequence[tuple[int, int, str, Mapping[str, Any]]]) -> list[RunRecord]:
         runs: list[RunRecord] = []
         current: RunRecord | None = None
-        for at_ms, kind, event in events:
+        for seq, at_ms, kind, event in events:
             if kind in ("session.created", "session.updated"):
                 self.agent = event.get("agent") or self.agent
             elif kind == "inbox.enqueued":
@@ -162,12 +167,29 @@ class _Folder:
             elif kind == "approval.decided" and event["call_id"] in self.asked:
                 run, asked_ms = self.asked.pop(event["call_id"])
                 run.user_wait_ms += max(0, at_ms - asked_ms)
+            elif kind in ("session.reverted", "session.unreverted"):
+                self.revert(runs, event.get("from_seq") if kind == "session.reverted" else None)
             elif kind == "turn.started":
                 current = self.start(event, at_ms, runs)
+                current.started_seq = seq
                 runs.append(current)
+                self.undoable = []  # a new turn's input made every pending revert final
             elif current is not None:
                 _fold(current, kind, event, at_ms)
         return runs
+
+    def revert(self, runs: list[RunRecord], from_seq: int | None) -> None:
+        """A revert hides the runs started at or after `from_seq`; an unrevert (None) shows
+        those the pending reverts hid."""
+        if from_seq is None:
+            for run in self.undoable:
+                run.reverted = False
+            self.undoable = []
+            return
+        hidden = [r for r in runs if r.started_seq >= from_seq and not r.reverted]
+        for run in hidden:
+            run.reverted = True
+        self.undoable += hidden
 
     def start(self, event: Mapping[str, Any], at_ms: int, runs: list[RunRecord]) -> RunRecord:
         """A new run: its agent, and its origin and label from its first input."""

@@ -141,7 +141,9 @@ async def _send_json(send: Send, status: int, error: str, reason: str, extra: li
 class AuthMiddleware:
     """Reject unauthenticated requests (401) before routing; record the principal in the scope."""
 
-    def __init__(self, app: ASGIApp, tokens: Tokens, login_page: Callable[[str], bytes]) -> None:
+    def __init__(
+        self, app: ASGIApp, tokens: Tokens, login_page: Callable[[str, str], bytes]
+    ) -> None:
         self.app = app
         self.tokens = tokens
         self.login_page = login_page
@@ -183,7 +185,9 @@ class AuthMiddleware:
     async def _unauthorized(self, scope: Scope, send: Send) -> None:
         path = route_path(scope)
         if scope["method"] == "GET" and (path == "/" or path.startswith("/ui/")):
-            body = self.login_page(scope.get("root_path", ""))
+            query = bytes(scope.get("query_string", b"")).decode("latin-1")
+            asked = path + (f"?{query}" if query else "")  # where the login returns to
+            body = self.login_page(scope.get("root_path", ""), asked)
             headers = [(b"content-type", b"text/html; charset=utf-8"),
                        (b"content-length", str(len(body)).encode())]  # fmt: skip
             await send({"type": "http.response.start", "status": 401, "headers": headers})

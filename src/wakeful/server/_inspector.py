@@ -19,7 +19,7 @@ import base64
 import hashlib
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from pydantic import ValidationError
@@ -69,14 +69,28 @@ CSP = (
 )
 
 
-def login_page(base: str = "", error: str | None = None) -> bytes:
+def login_page(base: str = "", next_path: str = "", error: str | None = None) -> bytes:
     """The login form (served with 401 to any unauthenticated page request); `base` is the
-    app's mount prefix."""
-    return (
-        _env.get_template("login.html")
-        .render(error=error, login_js=_LOGIN_JS, login_css=_LOGIN_CSS, base=base)
-        .encode()
-    )
+    app's mount prefix, `next_path` the page asked for (inside the app), where a successful
+    login goes (`safe_next` decides whether it may)."""
+    page = _env.get_template("login.html").render(
+        error=error, login_js=_LOGIN_JS, login_css=_LOGIN_CSS, base=base,
+        next_path=safe_next(next_path),
+    )  # fmt: skip
+    return page.encode()
+
+
+def safe_next(path: str) -> str:
+    """`path` when a login may return to it: an inspector page of this app ("/ui/..." with its
+    query, not the login page itself), never another site; else ""."""
+    parts = urlsplit(path)
+    if (
+        parts.scheme or parts.netloc or not path.startswith("/ui/") or "\\" in path
+        or parts.path.startswith(("/ui/login", "/ui/logout", "/ui/static/"))
+        or any(ord(c) < 32 for c in path)
+    ):  # fmt: skip
+        return ""
+    return path
 
 
 def _base(request: Request) -> str:
@@ -95,17 +109,20 @@ def _state(request: Request) -> ServerState:
 
 async def login_form(request: Request) -> Response:
     """GET /ui/login."""
-    return HTMLResponse(login_page(_base(request)))
+    return HTMLResponse(login_page(_base(request), request.query_params.get("next", "")))
 
 
 async def login(request: Request) -> Response:
-    """POST /ui/login: a form with `token`; sets the cookie and goes to the list."""
-    body = (await request.body()).decode("utf-8", "replace")
-    token = (parse_qs(body).get("token") or [""])[0].strip()
+    """POST /ui/login: a form with `token` (and `next`, the page asked for); sets the cookie
+    and goes to that page, else to the list."""
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    token = (form.get("token") or [""])[0].strip()
+    next_path = safe_next((form.get("next") or [""])[0])
     value = _state(request).tokens.cookie_for(token) if token else None
     if value is None:
-        return HTMLResponse(login_page(_base(request), "That token is not valid."), status_code=401)
-    response = RedirectResponse(f"{_base(request)}/ui/", status_code=303)
+        page = login_page(_base(request), next_path, "That token is not valid.")
+        return HTMLResponse(page, status_code=401)
+    response = RedirectResponse(f"{_base(request)}{next_path or '/ui/'}", status_code=303)
     response.set_cookie(COOKIE, value, httponly=True, samesite="strict", path="/",
                         secure=request.url.scheme == "https")  # fmt: skip
     return response
@@ -173,7 +190,8 @@ async def session_page(request: Request) -> Response:
         }
 
     data = await db(gather)
-    return _html(request, "session.html", row=row, active=state.is_active(sid),
+    turn_no = {r.id: n for n, r in enumerate(data["runs"], 1)}  # receipts name turns by number
+    return _html(request, "session.html", row=row, active=state.is_active(sid), turn_no=turn_no,
                  sensitive=sensitive, can_sensitive=bool(principal and principal.sensitive),
                  key_args=" ".join(KEY_ARGS), **data)  # fmt: skip
 

@@ -414,6 +414,7 @@ class RunOut(_Out):
     steps: int
     retries: list[dict[str, JsonValue]]
     truncated: bool = Field(description="Its last reply stopped at the output limit.")
+    reverted: bool = Field(False, description="A rewind hid it (pending or final).")
 
 
 class TurnsOut(_Out):

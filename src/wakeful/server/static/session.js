@@ -129,9 +129,16 @@
     return shown ? art : null;
   }
 
+  // The Log box: the last LOG_KEPT events, the ones before the page's `last_seq` included
+  // (the stream starts that far back), then each new one as it arrives.
+  var LOG_KEPT = 200, logSeq = 0;
   function logLine(ev) {
-    logList.appendChild(el("li", "", "#" + ev.seq + " " + ev.type));
-    while (logList.children.length > 200) logList.removeChild(logList.firstChild);
+    if (ev.seq <= logSeq) return;
+    logSeq = ev.seq;
+    var li = el("li", "", "#" + ev.seq + " " + ev.type);
+    li.dataset.seq = ev.seq;
+    logList.appendChild(li);
+    while (logList.children.length > LOG_KEPT) logList.removeChild(logList.firstChild);
   }
 
   function setStatus(text) {
@@ -181,11 +188,11 @@
     var turns = rows.map(function (r) {
       return { id: r.dataset.turn, tin: Number(r.dataset.in), tout: Number(r.dataset.out), cost: Number(r.dataset.cost) };
     });
-    var W = box.clientWidth || 480, H = 150, top = 18, bottom = 16, left = 4;
+    var W = box.clientWidth || 480, H = 150, top = 30, bottom = 16, left = 4;
     var most = Math.max.apply(null, turns.map(function (t) { return t.tin + t.tout; })) || 1;
     var slot = (W - left) / turns.length, bar = Math.max(2, Math.min(48, slot * 0.7));
     var scale = (H - top - bottom) / most;
-    box.appendChild(svg("text", { x: left, y: 11, "class": "axis" }, most.toLocaleString() + " tokens"));
+    box.appendChild(svg("text", { x: W - 2, y: 11, "class": "axis" }, "max " + most.toLocaleString() + " tokens"));
     turns.forEach(function (t, i) {
       var x = left + i * slot + (slot - bar) / 2, hin = t.tin * scale, hout = t.tout * scale;
       var g = svg("g", { "class": "turn-bar" });
@@ -200,39 +207,112 @@
     });
   }
 
+  function num(n) { return Number(n).toLocaleString("en-US"); }
+
+  // One turn's row (and, when it failed, a full-width row with its error), as the page renders.
+  function turnRows(t, no) {
+    var tr = el("tr", t.reverted ? "reverted" : "");
+    tr.dataset.turn = t.id;
+    tr.dataset.no = no;
+    tr.dataset["in"] = t.tokens_in;
+    tr.dataset.out = t.tokens_out;
+    tr.dataset.cost = t.cost_usd;
+    var cellNo = el("td", "no", String(no));
+    cellNo.title = t.id;
+    tr.appendChild(cellNo);
+    var outcome = t.outcome || t.status;
+    var cell = el("td", "outcome outcome-" + outcome, outcome);
+    if (t.truncated) {
+      cell.appendChild(document.createTextNode(" "));
+      cell.appendChild(el("span", "truncated", "truncated"));
+    }
+    if (t.reverted) {
+      cell.appendChild(document.createTextNode(" "));
+      cell.appendChild(el("span", "tag reverted-tag", "reverted"));
+    }
+    tr.appendChild(cell);
+    tr.appendChild(el("td", "", String(t.steps)));
+    tr.appendChild(el("td", "num", num(t.tokens_in) + " / " + num(t.tokens_out)));
+    var hit = t.cache_hit_ratio == null ? "" : " · " + Math.round(t.cache_hit_ratio * 100) + "%";
+    tr.appendChild(el("td", "num col-cache", num(t.tokens_cache_read) + " / " + num(t.tokens_cache_write) + hit));
+    tr.appendChild(el("td", "num", "$" + t.cost_usd.toFixed(4)));
+    var act = el("td", "act");
+    if (!t.reverted) {
+      var button = el("button", "rewind", "rewind");
+      button.type = "button";
+      button.dataset.turn = t.id;
+      button.dataset.no = no;
+      button.title = "revert the session to just before this turn";
+      act.appendChild(button);
+    }
+    tr.appendChild(act);
+    if (!t.error) return [tr];
+    var err = el("tr", "turn-error");
+    err.dataset.errorOf = t.id;
+    var td = el("td");
+    td.colSpan = 7;
+    td.appendChild(el("span", "error", t.error.length > 400 ? t.error.slice(0, 397) + "..." : t.error));
+    err.appendChild(td);
+    return [tr, err];
+  }
+
   function refreshTurns() {
     wk.api("GET", "/sessions/" + sid + "/turns").then(function (res) {
       if (!res.ok) return;
       var tbody = document.querySelector("#turns tbody");
       tbody.textContent = "";
-      res.data.turns.forEach(function (t) {
-        var tr = el("tr");
-        tr.dataset.turn = t.id;
-        tr.dataset["in"] = t.tokens_in;
-        tr.dataset.out = t.tokens_out;
-        tr.dataset.cost = t.cost_usd;
-        tr.appendChild(el("td", "", t.id));
-        var outcome = t.outcome || t.status;
-        var cell = el("td", "outcome outcome-" + outcome, outcome);
-        if (t.truncated) {
-          cell.appendChild(document.createTextNode(" "));
-          cell.appendChild(el("span", "truncated", "truncated"));
-        }
-        if (t.error) cell.appendChild(el("span", "hint", " " + t.error));
-        tr.appendChild(cell);
-        tr.appendChild(el("td", "", String(t.steps)));
-        tr.appendChild(el("td", "", t.tokens_in + " / " + t.tokens_out));
-        var hit = t.cache_hit_ratio == null ? "" : " · " + Math.round(t.cache_hit_ratio * 100) + "%";
-        tr.appendChild(el("td", "", t.tokens_cache_read + " / " + t.tokens_cache_write + hit));
-        tr.appendChild(el("td", "", "$" + t.cost_usd.toFixed(4)));
-        var act = el("td"), button = el("button", "rewind", "rewind");
-        button.type = "button";
-        button.dataset.turn = t.id;
-        act.appendChild(button);
-        tr.appendChild(act);
-        tbody.appendChild(tr);
+      res.data.turns.forEach(function (t, i) {
+        noteTurn(t.id);
+        turnRows(t, i + 1).forEach(function (r) { tbody.appendChild(r); });
       });
       chart();
+    });
+  }
+
+  // Turn numbers by id, for receipts that arrive before the turns table is fetched again.
+  var turnIds = Array.prototype.map.call(document.querySelectorAll("#turns tbody tr[data-turn]"),
+                                         function (r) { return r.dataset.turn; });
+  function noteTurn(id) { if (id && turnIds.indexOf(id) < 0) turnIds.push(id); }
+  function turnLabel(id) {
+    var i = turnIds.indexOf(id);
+    return i < 0 ? "no turn" : "turn " + (i + 1);
+  }
+
+  // The artifacts panel, fetched again when one is recorded (by a tool call the page approved,
+  // by the API) so it never goes stale.
+  function refreshArtifacts() {
+    wk.api("GET", "/sessions/" + sid + "/artifacts?limit=200").then(function (res) {
+      if (!res.ok) return;
+      var tbody = document.querySelector("#artifacts tbody");
+      tbody.textContent = "";
+      res.data.artifacts.forEach(function (a) {
+        var tr = el("tr");
+        tr.dataset.kind = a.kind;
+        tr.appendChild(el("td", "", a.kind));
+        var cell = el("td");
+        if (/^https?:\/\//.test(a.uri)) {
+          var link = el("a", "", a.label);
+          link.href = a.uri;
+          link.rel = "noopener noreferrer";
+          cell.appendChild(link);
+        } else {
+          var span = el("span", "", a.label);
+          span.title = a.uri;
+          cell.appendChild(span);
+        }
+        tr.appendChild(cell);
+        var when = el("td"), time = el("time", "", wk.localTime(a.updated_ms));
+        time.dataset.ms = a.updated_ms;
+        when.appendChild(time);
+        tr.appendChild(when);
+        tbody.appendChild(tr);
+      });
+      if (!res.data.artifacts.length) {
+        var empty = el("tr", "empty"), td = el("td", "", "No artifacts yet.");
+        td.colSpan = 3;
+        empty.appendChild(td);
+        tbody.appendChild(empty);
+      }
     });
   }
 
@@ -259,7 +339,10 @@
     det.dataset.receipt = d.receipt_id;
     det.dataset.sections = JSON.stringify(now);
     det.dataset.messages = JSON.stringify(ids);
-    var sum = el("summary", "", "step " + d.step + " · attempt " + d.attempt + " · " + (d.purpose || "step") + " · ");
+    var sum = el("summary");
+    sum.appendChild(el("span", "turn-no", turnLabel(d.turn_id)));
+    var purpose = d.purpose && d.purpose !== "step" ? " · " + d.purpose : "";
+    sum.appendChild(document.createTextNode(" · step " + d.step + " · attempt " + d.attempt + purpose + " · "));
     sum.appendChild(el("code", "", d.request_digest.slice(0, 12)));
     var shown = d.sections || [];
     var text;
@@ -281,7 +364,7 @@
     sum.appendChild(el("span", "change", text));
     det.appendChild(sum);
     if (shown.length) {
-      var table = el("table", "small");
+      var wrap = el("div", "scroll"), table = el("table", "small");
       shown.forEach(function (s) {
         var tr = el("tr");
         tr.appendChild(el("td", "", s[0]));
@@ -289,7 +372,8 @@
         tr.appendChild(el("td", "", s[2].slice(0, 12)));
         table.appendChild(tr);
       });
-      det.appendChild(table);
+      wrap.appendChild(table);
+      det.appendChild(wrap);
     }
     var li = el("li");
     li.appendChild(det);
@@ -316,9 +400,9 @@
   }
 
   function onDurable(ev) {
-    if (ev.seq <= lastSeq) return;
-    lastSeq = ev.seq;
     logLine(ev);
+    if (ev.seq <= lastSeq) return;  // already on the page (the log box shows it all the same)
+    lastSeq = ev.seq;
     var d = ev.data;
     if (ev.type === "message.added") {
       if (d.message.role === "assistant") { live.hidden = true; liveText.textContent = ""; }
@@ -329,7 +413,8 @@
       removeRow("pending", "input", d.input_id);
       if (d.message) place(renderMessage(ev.seq, d.message));
       else if (d.message_id) fetchMessage(ev.seq);
-    } else if (ev.type === "turn.started") { setStatus("running"); refreshTurns(); }
+    } else if (ev.type === "turn.started") { noteTurn(d.turn_id); setStatus("running"); refreshTurns(); }
+    else if (ev.type === "artifact.recorded") refreshArtifacts();
     else if (ev.type === "turn.ended") {
       setStatus(d.error_kind === "awaiting_approval" ? "awaiting_approval" : d.outcome === "completed" ? "idle" : d.outcome);
       refreshTurns();
@@ -415,7 +500,8 @@
   }
 
   function connect() {
-    var url = wk.base + "/sessions/" + sid + "/log?follow=true&live=true&after=" + lastSeq;
+    var after = Math.max(logSeq, lastSeq - LOG_KEPT, 0);
+    var url = wk.base + "/sessions/" + sid + "/log?follow=true&live=true&after=" + after;
     if (body.dataset.sensitive) url += "&sensitive=true";
     var source = new EventSource(url);
     source.onmessage = function (e) { onDurable(JSON.parse(e.data)); };
@@ -448,7 +534,7 @@
   document.getElementById("turns").addEventListener("click", function (ev) {
     var button = ev.target.closest("button.rewind");
     if (!button) return;
-    if (!window.confirm("Revert the session to just before turn " + button.dataset.turn + "?")) return;
+    if (!window.confirm("Revert the session to just before turn " + button.dataset.no + "?")) return;
     rewindStatus.textContent = "rewinding…";
     wk.api("POST", "/sessions/" + sid + "/rewind", { turn_id: button.dataset.turn }).then(function (res) {
       if (res.ok) window.location.reload();
