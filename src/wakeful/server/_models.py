@@ -415,6 +415,20 @@ class RunOut(_Out):
     retries: list[dict[str, JsonValue]]
     truncated: bool = Field(description="Its last reply stopped at the output limit.")
     reverted: bool = Field(False, description="A rewind hid it (pending or final).")
+    agent: str | None = Field(None, description="The agent profile it ran as.")
+    options: dict[str, JsonValue] = Field(
+        default_factory=dict, description="What it ran with: model (as asked), agent, max_steps."
+    )
+    label: str | None = Field(None, description="A host's label: its first input's metadata.label.")
+    origin: dict[str, JsonValue] = Field(
+        default_factory=dict, description="Why it ran: kind, source, sender, display."
+    )
+    user_wait_ms: int = Field(0, description="Time its approvals waited on a person.")
+    estimate_ms: int | None = Field(None, description="Median wall time of earlier completed runs.")
+    parent_turn_id: str | None = Field(None, description="A child's run: the parent's turn.")
+    parent_call_id: str | None = Field(None, description="A child's run: the parent's call.")
+    depth: int = Field(0, description="A child's run: its depth (0: not a child's run).")
+    resumed_from: str | None = Field(None, description="The child's earlier turn it resumes.")
 
 
 class TurnsOut(_Out):
