@@ -178,6 +178,15 @@ async def test_background_report_wakes_an_idle_parent(db_url: str, tmp_path: Pat
         parent, types=["turn.started"])}  # fmt: skip
     assert "child report body" in str(report.payload["text"])
     assert rt.store.messages(parent)[-1].text() == "got the report"
+    # Issue 37 item 24: the child is a job of the parent's work state, running, then done.
+    [started, done] = [e.event.value for e in rt.store.events(  # type: ignore[union-attr]
+        parent, types=["work_state.updated"])]  # fmt: skip
+    assert [(j["id"], j["status"], j["label"]) for j in started] == [(child, "running", "child-1")]  # type: ignore[index]
+    assert [(j["id"], j["status"]) for j in done] == [(child, "completed")]  # type: ignore[index]
+    assert rt.store.work_state(parent)["jobs"] == done
+    receipt = rt.store.receipts(parent)[-1]  # the turn that read the report saw the job done
+    note = [d for s, _src, d in receipt.sections if s == "note.runtime.work_state"]
+    assert "[completed] child-1" in rt.store.get_blob(note[0]).decode()
     for sid in (parent, child):
         check_session(rt.store, sid)
     await rt.aclose()
@@ -193,6 +202,8 @@ async def test_an_active_parent_promotes_the_report_at_its_next_step(db_url: str
     texts = [m.text() for m in rt.store.messages(parent)]
     report = next(i for i, t in enumerate(texts) if t.startswith("Report from child"))
     assert report < texts.index("got the report")
+    [job] = rt.store.work_state(parent)["jobs"]  # type: ignore[misc]
+    assert job["status"] == "completed"  # type: ignore[index]  # marked at the boundary
     check_session(rt.store, parent)
     await rt.aclose()
 

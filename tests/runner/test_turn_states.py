@@ -484,3 +484,28 @@ async def test_each_turn_of_a_runner_starts_from_a_fresh_state(
     usage = [e for e in written(harness) if isinstance(e, UsageRecorded)]
     assert [u.input_tokens for u in usage] == [first.usage.input_tokens, second.usage.input_tokens]
     assert second.usage.input_tokens > first.usage.input_tokens > 0  # a longer history
+
+
+async def test_a_batch_of_steers_renews_the_allowance_once(
+    harness: Harness, providers: SharedProviders, tmp_path: Path
+):
+    """Issue 37 item 21: three steers delivered at one boundary renew the step allowance once,
+    to `max_steps` (not once per steer): with two steps allowed, the turn takes its first step,
+    the batch gives two more, and the third step's boundary finds none left."""
+    rules = [("^steer", [GOAL] * 5 + [{"text": "never"}]), (".", [GOAL, {"text": "x"}])]
+    ctx = context(tmp_path, providers, rules, max_steps=2)
+    steered: list[str] = []
+
+    def steer(kind: str) -> None:
+        if kind == "tool_start" and not steered:  # three admitted while step 1's call runs
+            steered.append(kind)
+            for n in (1, 2, 3):
+                harness.admit(f"steer {n}")
+
+    port = Watched(harness.port, steer)
+    result = await TurnRunner(ctx, port).run(["in_0"])
+    assert (result.outcome, result.error_kind, result.steps) == ("failed", "StepLimitError", 3)
+    batches = [w.delivered for w in port.writes if w.kind == "promote" and w.delivered]
+    assert [len(b) for b in batches] == [3]  # one boundary delivered the batch
+    transcript = [m.text() for m in await transcript_of(harness)]
+    assert transcript.count("steer 1") == 1 and "never" not in transcript

@@ -23,6 +23,7 @@ from pydantic import JsonValue
 
 from ..events import InputKind, SessionCreated, TurnEnded
 from ..runner import TurnResult, crash_point
+from ..runner._jobs import REPORT_PREFIX
 from ..runner.tools import Delegation, Lineage, ToolFailure
 from ..store import ClaimToken, SqlStore, new_session_id
 from ._delegation import delegation_of, lineage_of
@@ -31,7 +32,7 @@ from ._off_loop import off_loop
 if TYPE_CHECKING:
     from ._coordinator import Coordinator
 
-REPORT_KIND: InputKind = "subagent_report"
+REPORT_KIND: InputKind = "subagent_report"  # also `runner._jobs.REPORT_KIND`
 
 
 def report_text(child_id: str, agent: str | None, end: TurnEnded, result: TurnResult) -> str:
@@ -74,7 +75,8 @@ class Children:
             child_id = await off_loop(self._created, parent_id, prompt, agent, background, lineage)
         drive = self.coordinator.wake(child_id)
         if background:
-            return Delegation(child_id)
+            jobs = await off_loop(self._jobs_with, parent_id, child_id, prompt)
+            return Delegation(child_id, jobs=jobs)
         try:
             results = await asyncio.shield(drive)
         except asyncio.CancelledError:  # the parent's call was interrupted: stop the child too
@@ -87,6 +89,23 @@ class Children:
             return Delegation(child_id, "failed", "the child session did not run")
         last = turns[-1]
         return Delegation(child_id, last.outcome, last.final_text or last.error or "")
+
+    def _jobs_with(
+        self, parent_id: str, child_id: str, prompt: str
+    ) -> tuple[dict[str, JsonValue], ...]:
+        """The parent's work-state `jobs` with the background child `child_id` in it, running
+        (replacing an entry of an earlier turn of the same child): the task tool writes it, and
+        the parent's runner marks it done when the child's report arrives (`runner/_jobs.py`)."""
+        jobs = self.store.work_state(parent_id).get("jobs")
+        kept = [j for j in jobs if isinstance(j, dict) and j.get("id") != child_id] if isinstance(
+            jobs, list) else []  # fmt: skip
+        found = lineage_of(self.store, child_id)
+        label = found.label if found and found.label else child_id
+        entry: dict[str, JsonValue] = {
+            "id": child_id, "label": label, "status": "running",
+            "content": f"{label} ({child_id}): {prompt[:80]}",
+        }  # fmt: skip
+        return (*kept, entry)
 
     def _created(
         self, parent_id: str, prompt: str, agent: str | None, background: bool, lineage: Lineage
@@ -148,7 +167,7 @@ class Children:
             }
             await off_loop(
                 self.store.append_and_admit, child_id, [end], claim, target_id=parent_id,
-                input_id=f"report_{child_id}_{end.turn_id}", kind=REPORT_KIND,
+                input_id=f"{REPORT_PREFIX}{child_id}_{end.turn_id}", kind=REPORT_KIND,
                 payload=payload,
             )  # fmt: skip
             crash_point("child.reported")

@@ -38,7 +38,14 @@ from ..errors import (
     StoreError,
     WakefulError,
 )
-from ..events import Outcome, RetryScheduled, SessionEvent, TurnEnded, TurnStarted
+from ..events import (
+    Outcome,
+    RetryScheduled,
+    SessionEvent,
+    TurnEnded,
+    TurnStarted,
+    WorkStateUpdated,
+)
 from ..messages import Message, ToolCallBlock, new_message_id
 from ..store import Delivered, InboxItem, blob_digest, is_transient
 from ._aborted import Streamed
@@ -48,6 +55,7 @@ from ._asking import ask_approvals
 from ._compaction import IDLE_REASON, CompactionResult, Compactor
 from ._context import Interrupted, RunContext, TurnResult
 from ._crashpoints import crash_point
+from ._jobs import REPORT_PREFIX, reports_in, settled_jobs
 from ._live import LiveKind
 from ._model_call import ModelCall
 from ._port import SessionPort
@@ -115,6 +123,7 @@ class TurnRunner:
         self._state = TurnState(tid, allowance=self.ctx.agent.max_steps)
         self._live("turn_start", turn_id=tid, input_ids=list(input_ids), agent=self.ctx.agent.name)
         try:
+            await self._settle_jobs(await self._inputs(input_ids))
             completed = await self._steps(decisions)
             crash_point("turn.ending")
             return await self._end(completed)
@@ -382,9 +391,28 @@ class TurnRunner:
             crash_point("receipt.after")
         return await self._delivered(delivered), written
 
+    async def _inputs(self, input_ids: Sequence[str]) -> list[Message]:
+        """The messages the turn's inputs became (the child reports among them matter)."""
+        if not any(i.startswith(REPORT_PREFIX) for i in input_ids):
+            return []
+        await self._history.refresh()
+        wanted = set(input_ids)
+        return [m for m in self._history.messages() if (m.metadata or {}).get("input_id") in wanted]
+
+    async def _settle_jobs(self, messages: Sequence[Message]) -> None:
+        """Mark the background children whose reports `messages` hold as done in `jobs`."""
+        reports = reports_in(messages)
+        if not reports:
+            return
+        jobs = settled_jobs((await self.port.work_state()).get("jobs"), reports)
+        if jobs is not None:
+            await self._commit([WorkStateUpdated(kind="jobs", value=jobs)])
+
     async def _delivered(self, delivered: Sequence[Delivered]) -> bool:
-        """Announce the steers a boundary delivered and run the manual compaction requests it
-        delivered; whether any steer was delivered."""
+        """Announce the steers a boundary delivered, note the child reports among them in
+        `jobs`, and run the manual compaction requests it delivered; whether any steer was
+        delivered."""
+        await self._settle_jobs([d.message for d in delivered if d.message is not None])
         for d in delivered:
             if d.message is not None:
                 self._live("input_delivered", input_id=d.item.input_id, delivery="steer")

@@ -9,14 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from pydantic import JsonValue
+
 
 @dataclass(frozen=True, slots=True)
 class Delegation:
-    """What a delegation did: the child session, and (foreground only) how its turn ended."""
+    """What a delegation did: the child session, and (foreground only) how its turn ended.
+    `jobs` (background only): the parent's work-state `jobs` with the child added, running."""
 
     child_id: str
     outcome: str | None = None
     text: str = ""
+    jobs: tuple[dict[str, JsonValue], ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ class Task:
                 f"Started child session {done.child_id} in the background. Its report will "
                 "arrive as a message when it finishes; continue with other work meanwhile.",
                 metadata={"child_session_id": done.child_id, "background": True},
+                work_state=None if done.jobs is None else ("jobs", list(done.jobs)),
             )
         text = done.text or "(the child ended without a final message)"
         return ToolOutcome(
