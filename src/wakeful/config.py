@@ -247,6 +247,17 @@ class ProvidersConfig(_Section):
         return options
 
 
+class PriceConfig(_Section):
+    """One `[prices."KEY"]` entry, USD per million tokens (docs/spend.md): KEY is a model spec,
+    `@BASE_URL` (every model of that server) or a model-name prefix. An unset cache rate is
+    the input rate; all zeros says the model is free (a local server), which is not unknown."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(None, ge=0)
+    cache_write: float | None = Field(None, ge=0)
+
+
 class AgentConfig(_Section):
     """A configured agent, or overrides of a built-in one."""
 
@@ -310,6 +321,7 @@ class Config(_Section):
     instructions: dict[str, str] = Field(default_factory=dict)
     tools: dict[str, str] = Field(default_factory=dict)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    prices: dict[str, PriceConfig] = Field(default_factory=dict)
     default_agent: str = Field("build", min_length=1)
 
     def with_output_limit(self, tokens: int) -> Config:

@@ -298,9 +298,11 @@ def test_tool_calls_show_with_their_results_and_edits_as_diffs(browser: Any, too
     )
     turns = api.get(f"/sessions/{sid}/turns").json()["turns"]
     assert titles == [
-        f"turn {i} · {t['tokens_in']:,} in / {t['tokens_out']:,} out · ${t['cost_usd']:.4f}"
+        f"turn {i} · {t['tokens_in']:,} in / {t['tokens_out']:,} out · "
+        + ("unknown" if t["cost_usd"] is None else f"${t['cost_usd']:.4f}")
         for i, t in enumerate(turns, 1)
     ]
+    assert titles[0].endswith("· unknown")  # a scripted model has no price: never "$0.0000"
     assert titles[0].startswith("turn 1 · 400 in / 40 out")
     page.screenshot(path=str(shots / "10-tools-live.png"), full_page=True)
     page.reload()  # the server renders the same pairing and diff

@@ -189,6 +189,7 @@ def test_every_live_response_validates_against_the_document(served: Served) -> N
     doc.check(f"{one}/artifacts", c.post(f"/sessions/{sid}/artifacts", json=link))
     doc.check(f"{one}/artifacts", c.get(f"/sessions/{sid}/artifacts", params={"kind": "link"}))
     doc.check("/artifacts", c.get("/artifacts", params={"uri": link["uri"]}))
+    doc.check("/usage", c.get("/usage", params={"by": "model", "since": "7d"}))
     doc.check(f"{one}/metadata", c.patch(f"/sessions/{sid}/metadata", json={"patch": {"a": 1}}))
     doc.check(f"{one}/metadata", c.get(f"/sessions/{sid}/metadata"))
     ext = f"{one}/extensions/{{namespace}}"

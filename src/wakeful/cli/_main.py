@@ -30,6 +30,7 @@ _COMMANDS = {
     "send": "._run",
     "serve": "._serve",
     "session": "._session",
+    "usage": "._usage",
     "worker": "._run",
 }
 

@@ -125,7 +125,9 @@ def _cell(result: CaseResult, field: str) -> str:
     if field == "tokens in/out":
         return f"{result.input_tokens}/{result.output_tokens}"
     if field == "cost":
-        return f"${result.cost_usd:.6f}"
+        from ..runner import format_cost
+
+        return "-" if result.error is not None else format_cost(result.cost_usd, 6)
     return f"{result.latency_ms} ms"
 
 

@@ -167,7 +167,11 @@ def show(session_id: str, show_sensitive: bool, fmt: str, db: str | None) -> Non
     if row.waiting_for:
         click.echo(f"waiting for its location {printable(row.waiting_for)}: no running worker "
                    "serves it")  # fmt: skip
-    click.echo(f"usage {row.input_tokens} in / {row.output_tokens} out  ${row.cost_usd:.4f}")
+    from ..runner import format_cost
+
+    unpriced = sum(r.unpriced for r in runs)
+    cost = format_cost(row.cost_usd if row.cost_usd or not unpriced else None, 4, unpriced)
+    click.echo(f"usage {row.input_tokens} in / {row.output_tokens} out  {cost}")
     if row.cache_read_tokens or row.cache_write_tokens:
         hits = ", ".join(f"{r.cache_hit_ratio:.0%}" for r in runs if r.cache_hit_ratio is not None)
         click.echo(f"cache {row.cache_read_tokens} read / {row.cache_write_tokens} written  "

@@ -181,6 +181,11 @@ class AsyncClient:
         """Usage in total and per turn."""
         return await self._send(w.session_req("GET", session_id, "/usage"))
 
+    async def usage_report(self, by: str = "session", since: str | None = None) -> dict[str, Any]:
+        """Every recorded request's usage grouped by session, agent, model, day or user, and
+        the total (`since`: an age such as `7d` or an ISO date)."""
+        return await self._send(w.Req("GET", "/usage", w.usage_params(by, since)))
+
     async def receipts(self, session_id: str, *, sensitive: bool = False) -> dict[str, Any]:
         """Prompt receipts (section text only with `sensitive` and the scope)."""
         return await self._send(w.session_req("GET", session_id, "/receipts", sensitive=sensitive or None))  # fmt: skip

@@ -179,6 +179,11 @@ class Client:
         """Usage in total and per turn."""
         return self._send(w.session_req("GET", session_id, "/usage"))
 
+    def usage_report(self, by: str = "session", since: str | None = None) -> dict[str, Any]:
+        """Every recorded request's usage grouped by session, agent, model, day or user, and
+        the total (`since`: an age such as `7d` or an ISO date)."""
+        return self._send(w.Req("GET", "/usage", w.usage_params(by, since)))
+
     def receipts(self, session_id: str, *, sensitive: bool = False) -> dict[str, Any]:
         """Prompt receipts (section text only with `sensitive` and the scope)."""
         return self._send(w.session_req("GET", session_id, "/receipts", sensitive=sensitive or None))  # fmt: skip

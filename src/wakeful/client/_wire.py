@@ -158,6 +158,11 @@ def put_blob_req(data: bytes, session_id: str | None) -> Req:
     return Req("POST", "/blobs", body=_body(data=_b64(data), session_id=session_id))
 
 
+def usage_params(by: str, since: str | None) -> dict[str, Any]:
+    """The query of GET /usage."""
+    return _q(by=by, since=since)
+
+
 def prune_req(older_than_ms: int, action: str) -> Req:
     """POST /prune."""
     return Req("POST", "/prune", body={"older_than_ms": older_than_ms, "action": action})

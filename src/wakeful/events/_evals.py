@@ -67,7 +67,7 @@ class TurnSummary(_Model):
     tool_calls: tuple[ToolCallSeen, ...] = ()
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = None  # None: a request's model had no known price
     error: str | None = None
 
 
@@ -83,7 +83,7 @@ class CaseResult(_Model):
     finish: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = None  # None: no known price (or no request), never shown as zero
     latency_ms: int = 0
     error: str | None = None
     error_kind: str | None = None

@@ -277,7 +277,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('type', 'usage.recorded', ('str',), ('usage.recorded',), (), (), 0),
         ('input_tokens', 0, ('int',), (), (), (), 0),
         ('output_tokens', 0, ('int',), (), (), (), 0),
-        ('cost_usd', 0.0, ('float',), (), (), (), 0),
+        ('cost_usd', None, ('float', 'null'), (), (), (), 0),
         ('cache_read_tokens', 0, ('int',), (), (), (), 0),
         ('cache_write_tokens', 0, ('int',), (), (), (), 0),
         ('receipt_id', None, ('null', 'str'), (), (), (), 0),
@@ -476,7 +476,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('finish', None, ('null', 'str'), (), (), (), 0),
         ('input_tokens', 0, ('int',), (), (), (), 0),
         ('output_tokens', 0, ('int',), (), (), (), 0),
-        ('cost_usd', 0.0, ('float',), (), (), (), 0),
+        ('cost_usd', None, ('float', 'null'), (), (), (), 0),
         ('latency_ms', 0, ('int',), (), (), (), 0),
         ('error', None, ('null', 'str'), (), (), (), 0),
         ('error_kind', None, ('null', 'str'), (), (), (), 0),
@@ -501,7 +501,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('tool_calls', [], ('list',), (), ('ToolCallSeen',), (), 0),
         ('input_tokens', 0, ('int',), (), (), (), 0),
         ('output_tokens', 0, ('int',), (), (), (), 0),
-        ('cost_usd', 0.0, ('float',), (), (), (), 0),
+        ('cost_usd', None, ('float', 'null'), (), (), (), 0),
         ('error', None, ('null', 'str'), (), (), (), 0),
     ),
     'EvalEnded': (
@@ -512,7 +512,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = '7ad5ff091a3cf18a'
+SHAPES_DIGEST = '4941179c3be17dc6'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

@@ -219,13 +219,14 @@ class ReceiptRecorded(_Event):
 class UsageRecorded(_Event):
     """What one request used and cost. `input_tokens` counts every input token, including
     those read from (`cache_read_tokens`) and written to (`cache_write_tokens`) the provider's
-    prompt cache; `cost_usd` prices each kind at its own rate. `receipt_id` names the request's
-    receipt (None: recorded before receipts were linked)."""
+    prompt cache; `cost_usd` prices each kind at its own rate, and is None (stored without the
+    key) when the model had no known price: unknown, never zero. `receipt_id` names the
+    request's receipt (None: recorded before receipts were linked)."""
 
     type: Literal["usage.recorded"] = "usage.recorded"
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = None
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     receipt_id: str | None = None

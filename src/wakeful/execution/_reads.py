@@ -17,7 +17,7 @@ from typing import Protocol
 from pydantic import JsonValue
 
 from ..events import StoredEvent
-from ..store import Artifact, InboxItem, PendingRevert, SessionRow, Store
+from ..store import Artifact, InboxItem, PendingRevert, SessionRow, Store, UsageRecord
 
 
 class Reads(Store, Protocol):
@@ -56,6 +56,11 @@ class Reads(Store, Protocol):
     ) -> list[StoredEvent]:
         """Durable events of every session after the event `after_id` in the instance-wide
         log's order (`StoredEvent.position`); see `SqlStore.events_since`."""
+        ...
+
+    def usage_records(self, since_ms: int | None = None) -> list[UsageRecord]:
+        """Every request's recorded usage (at or after `since_ms`), one record per
+        `usage.recorded` event (`wakeful.store.usage_report` groups them)."""
         ...
 
     def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:

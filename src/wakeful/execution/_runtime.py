@@ -37,6 +37,7 @@ from ..runner import (
     LiveEvent,
     LiveListener,
     PermissionPolicy,
+    PriceTable,
     RunContext,
     Tool,
     ToolContext,
@@ -314,6 +315,7 @@ class Runtime(ShapingMixin, HostMixin):
             interrupt=interrupt,
             instruction_sources=[*workspace_sources(place.root, config.instructions), *mcp_sources],
             trace_ids=self.tracing.ids if self.tracing is not None else None,
+            prices=PriceTable.of(config.prices),
         )
         return SessionSetup(ctx, PortHooks(listener=self._publish, settle=settle))
 

@@ -16,24 +16,25 @@ from ..errors import ProviderError
 from ..events import CaseResult, ToolCallSeen, UsageRecorded
 from ..messages import Message, TextBlock, ThinkingBlock
 from ..providers import Finish, ModelRequest, Provider, Usage
-from ..runner import cost_usd
+from ..runner import PriceTable, cost_usd
 from ..runner import request_digest as digest_of
 
 
 def from_message(
     message: Message | None, usage: Usage | UsageRecorded | None, finish: str | None,
-    latency_ms: int, model: str,
+    latency_ms: int, model: str, prices: PriceTable | None = None,
 ) -> CaseResult:  # fmt: skip
     """A reply message and its usage as a result (cost at `model`'s list price when the usage
-    carries none)."""
+    is not a recorded one; None when the model has no known price)."""
     if message is None:
         return CaseResult(error="no reply was recorded for this request", error_kind="missing")
     tokens_in = usage.input_tokens if usage is not None else 0
     tokens_out = usage.output_tokens if usage is not None else 0
+    cost: float | None
     if isinstance(usage, UsageRecorded):
         cost = usage.cost_usd
     else:
-        cost = cost_usd(model, usage) if usage is not None else 0.0
+        cost = cost_usd(model, usage, prices) if usage is not None else None
     return CaseResult(
         text=message.text(),
         reasoning="".join(b.text for b in message.blocks if isinstance(b, ThinkingBlock)),
@@ -41,7 +42,7 @@ def from_message(
         finish=finish or _finish_of(message),
         input_tokens=tokens_in,
         output_tokens=tokens_out,
-        cost_usd=round(cost, 8),
+        cost_usd=None if cost is None else round(cost, 8),
         latency_ms=max(latency_ms, 0),
     )
 
@@ -53,7 +54,9 @@ def _finish_of(message: Message) -> str:
     return "length" if meta.get("truncated") else "stop"
 
 
-async def ask(provider: Provider, request: ModelRequest, model_spec: str) -> CaseResult:
+async def ask(
+    provider: Provider, request: ModelRequest, model_spec: str, prices: PriceTable | None = None
+) -> CaseResult:
     """Send `request` to `provider` and gather its reply as a result; latency is measured from
     the call to the stream's `Finish`. A `ProviderError` becomes a result with `error`."""
     digest = digest_of(provider, request)
@@ -71,7 +74,7 @@ async def ask(provider: Provider, request: ModelRequest, model_spec: str) -> Cas
     if finish is None:  # the contract says a stream ends in one; a broken adapter did not
         return CaseResult(error="the stream ended without a reply", error_kind="incomplete_stream",
                           latency_ms=elapsed, request_digest=digest)  # fmt: skip
-    result = from_message(finish.message, finish.usage, finish.reason, elapsed, model_spec)
+    result = from_message(finish.message, finish.usage, finish.reason, elapsed, model_spec, prices)
     return result.model_copy(update={"request_digest": digest})
 
 

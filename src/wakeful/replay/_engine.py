@@ -21,6 +21,7 @@ from ..errors import UsageError, WakefulError
 from ..events import CaseResult, EvalCase
 from ..execution import Runtime
 from ..providers import Provider
+from ..runner import PriceTable
 from ._answer import ask, user_request
 from ._fork import run_fork, turn_result
 from ._graders import JUDGE_SYSTEM, grade
@@ -80,6 +81,7 @@ class Engine:
     ) -> None:  # fmt: skip
         self.runtime = runtime
         self.store = runtime.store
+        self.prices = PriceTable.of(runtime.config.prices)  # costs as the runtime's turns price
         self.view = view
         self.base = base
         self.limits = dict(limits or {})
@@ -140,14 +142,14 @@ class Engine:
                 recorded = await asyncio.to_thread(self.recorded, case)
                 provider = self.provider(model)
                 request = await asyncio.to_thread(for_target, self.store, recorded, provider)
-                return await ask(provider, request, model)
+                return await ask(provider, request, model, self.prices)
             if case.kind == "fork":
                 return await run_fork(self.runtime, self.view.run_id, case, model)
             if case.kind == "prompt":
                 provider = self.provider(model)
                 request = user_request(provider.model, case.prompt or "", case.system,
                                        provider.max_output_tokens)  # fmt: skip
-                return await ask(provider, request, model)
+                return await ask(provider, request, model, self.prices)
             return await self._turn(case, model)
         except WakefulError as err:  # the case cannot run (its source is gone): its result says so
             return CaseResult(error=str(err), error_kind=type(err).__name__)

@@ -38,7 +38,7 @@ from ..events import (
 )
 from ..execution import Place, Runtime
 from ..providers import Provider
-from ..runner import TurnResult
+from ..runner import CostSum, TurnResult
 from ..store import SqlStore, Store, open_store
 from ._answer import from_message
 from ._check import RecordedToolbox
@@ -89,9 +89,12 @@ def turn_result(
               if isinstance(e.event, UsageRecorded) and e.event.receipt_id in counted]  # fmt: skip
     ended = next((e for e in events
                   if isinstance(e.event, TurnEnded) and e.event.turn_id == turn_id), None)  # fmt: skip
+    costs = CostSum()
+    for u in usages:
+        costs = costs.add(u.cost_usd)
     total = UsageRecorded(input_tokens=sum(u.input_tokens for u in usages),
                           output_tokens=sum(u.output_tokens for u in usages),
-                          cost_usd=sum(u.cost_usd for u in usages))  # fmt: skip
+                          cost_usd=costs.known)  # fmt: skip
     if elapsed_ms is None:
         begin = next((e.at_ms for e in steps
                       if isinstance(e.event, ReceiptRecorded) and e.event.step > skip), 0)  # fmt: skip
@@ -102,7 +105,7 @@ def turn_result(
                   for e in replies for c in _message(e).tool_calls())  # fmt: skip
     outcome = ended.event if ended is not None and isinstance(ended.event, TurnEnded) else None
     update: dict[str, Any] = {"tool_calls": calls, "session_id": session_id,
-                              "cost_usd": round(total.cost_usd, 8)}  # fmt: skip
+                              "cost_usd": None if costs.known is None else round(costs.known, 8)}  # fmt: skip
     if outcome is None or outcome.outcome != "completed":
         state = "did not end" if outcome is None else f"ended {outcome.outcome}"
         why = f": {outcome.error}" if outcome is not None and outcome.error else ""

@@ -27,6 +27,14 @@ def percentile(values: list[int], p: float) -> int:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
+def _cost(results: list[CaseResult]) -> float | None:
+    """The results' total cost; None (unknown) when a reply's model had no known price."""
+    replies = [r for r in results if r.error is None]
+    if any(r.cost_usd is None for r in replies):
+        return None
+    return round(sum(r.cost_usd or 0.0 for r in results), 6)
+
+
 def _row(model: str, results: list[CaseResult]) -> dict[str, Any]:
     latencies = [r.latency_ms for r in results if r.error is None]
     passed = sum(r.passed for r in results)
@@ -37,7 +45,7 @@ def _row(model: str, results: list[CaseResult]) -> dict[str, Any]:
         "pass_rate": round(passed / len(results), 4) if results else 0.0,
         "input_tokens": sum(r.input_tokens for r in results),
         "output_tokens": sum(r.output_tokens for r in results),
-        "cost_usd": round(sum(r.cost_usd for r in results), 6),
+        "cost_usd": _cost(results),
         "latency_p50_ms": percentile(latencies, 50), "latency_p95_ms": percentile(latencies, 95),
     }  # fmt: skip
 
@@ -131,6 +139,10 @@ def table_lines(data: dict[str, Any]) -> list[str]:
         tokens = f"{r['input_tokens']}/{r['output_tokens']}"
         lines.append(
             f"{r['model'][-36:]:<36} {passed:>9} {r['pass_rate']:>6.0%} {r['errors']:>6} "
-            f"{tokens:>15} {r['cost_usd']:>9.4f} {r['latency_p50_ms']:>7} {r['latency_p95_ms']:>7}"
+            f"{tokens:>15} {_cost_text(r['cost_usd']):>9} {r['latency_p50_ms']:>7} {r['latency_p95_ms']:>7}"
         )
     return lines
+
+
+def _cost_text(cost: float | None) -> str:
+    return "unknown" if cost is None else f"{cost:.4f}"

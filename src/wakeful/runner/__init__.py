@@ -36,12 +36,13 @@ if TYPE_CHECKING:
         SharedProviders,
         TurnResult,
     )
+    from ._costs import CostSum, format_cost
     from ._crashpoints import crash_point
     from ._live import LEGACY_KINDS, LiveEvent, LiveKind, LiveListener
     from ._memory_port import MemoryPort
     from ._otel_env import configure_from_env
     from ._port import HeldEvents, SessionPort
-    from ._pricing import cost_usd, known_price
+    from ._pricing import PriceTable, cost_usd, known_price
     from ._prompt import ReceiptChain, Section, rebuild_request, request_digest, verify_receipt
     from ._runs import RunRecord, run_records
     from ._summarize import MessagesSummary, summarize_messages
@@ -111,6 +112,9 @@ _LAZY = {
     "IDLE_REASON": "wakeful.runner._compaction",
     "configure_from_env": "wakeful.runner._otel_env",
     "cost_usd": "wakeful.runner._pricing",
+    "CostSum": "wakeful.runner._costs",
+    "PriceTable": "wakeful.runner._pricing",
+    "format_cost": "wakeful.runner._costs",
     "crash_point": "wakeful.runner._crashpoints",
     "fold_approvals": "wakeful.runner._approvals",
     "waiting_requests": "wakeful.runner._approvals",
@@ -180,6 +184,9 @@ __all__ = [
     "IDLE_REASON",
     "crash_point",
     "cost_usd",
+    "CostSum",
+    "PriceTable",
+    "format_cost",
     "fold_approvals",
     "waiting_requests",
     "known_price",

@@ -17,7 +17,7 @@ from pydantic import JsonValue
 from ..events import MessageAdded, SessionEvent
 from ..messages import Block, Message, TextBlock, ThinkingBlock
 from ..providers import Usage
-from ._pricing import usage_event
+from ._pricing import PriceTable, usage_event
 
 AbortCause = Literal["interrupt", "shutdown"]
 
@@ -44,6 +44,7 @@ def aborted_events(
     streamed: Streamed,
     cause: AbortCause,
     receipt_id: str | None,
+    prices: PriceTable | None = None,
 ) -> list[SessionEvent]:
     """The events keeping an attempt's streamed output as an aborted message (none when nothing
     streamed): the message, then the reported usage, if any."""
@@ -65,5 +66,5 @@ def aborted_events(
     )
     events: list[SessionEvent] = [MessageAdded(message=message, turn_id=turn_id)]
     if streamed.usage is not None:
-        events.append(usage_event(model, streamed.usage, receipt_id))
+        events.append(usage_event(model, streamed.usage, receipt_id, prices))
     return events

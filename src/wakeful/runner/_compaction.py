@@ -480,7 +480,7 @@ class Compactor:
             [
                 MessageAdded(message=message, turn_id=turn_id),
                 ended,
-                usage_event(summary.model, usage, summary.receipt_id),
+                usage_event(summary.model, usage, summary.receipt_id, self.ctx.prices),
             ]
         )
         self.generation += 1

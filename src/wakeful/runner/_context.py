@@ -21,6 +21,7 @@ from ..events import Decision, Outcome
 from ..instructions import Source
 from ..providers import Provider, Usage, make_provider
 from ._agents import Agent
+from ._pricing import PriceTable, default_table
 from .tools import PermissionPolicy, Tool, ToolContext
 
 # The interactive approval callback: (tool name, input) -> True/"allow" (once), "always" (this
@@ -89,6 +90,8 @@ class RunContext:
     shutdown: asyncio.Event | None = None
     # The current step's trace ids, recorded in its receipt (`runner/_tracing.py`).
     trace_ids: TraceIds | None = None
+    # The prices usage is costed at: the shipped table under `[prices]` (`_pricing.py`).
+    prices: PriceTable = field(default_factory=default_table)
 
     @property
     def provider(self) -> Provider:

@@ -173,7 +173,7 @@ class ModelCall:
         message = finish.message.model_copy(update={"id": message_id, "metadata": meta})
         events: list[SessionEvent] = [
             MessageAdded(message=message, turn_id=state.turn_id),
-            usage_event(model, finish.usage, sent.receipt_id),
+            usage_event(model, finish.usage, sent.receipt_id, self.ctx.prices),
         ]
         if state.retry_pending:  # known from the turn's start and from a scheduled retry
             events.append(RetryCleared())
@@ -230,6 +230,7 @@ class ModelCall:
             streamed=streamed,
             receipt_id=streamed.receipt_id,
             model=self.ctx.recorded_model,
+            prices=self.ctx.prices,
             cause="shutdown" if shutdown else "interrupt",
         )
         if not events:

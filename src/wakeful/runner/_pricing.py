@@ -1,25 +1,31 @@
-"""Cost of usage from a price table of known models (USD per million tokens).
+"""Cost of usage from a price table (USD per million tokens): the shipped list prices in
+`prices.toml` (data, not code) under the `[prices]` overrides of `wakeful.toml`.
 
 A request's input is priced in three parts, each at its own rate: tokens read from the
 provider's prompt cache, tokens written to it, and the rest (`Usage.input_tokens` counts all
-three). Unknown models cost 0 and say so (`known_price` is False); prices are list prices and
-may drift.
+three). Invariant: a model no entry prices has an unknown cost, `None`, recorded as unknown
+(`usage.recorded` without `cost_usd`) and shown as unknown: never as zero. A sum over requests
+is the sum of the priced ones plus how many were unpriced (`_costs.CostSum`).
 
-Cache rates, as the providers publish them: Anthropic reads at 0.1x the input rate and writes
-(5-minute cache) at 1.25x; OpenAI reads at its listed "cached input" rate and charges nothing
-extra to write (a written token costs the input rate).
+Which entry prices a model (`PriceTable.price`): a configured entry whose key is the model's
+whole spec, then one whose key is `@BASE_URL` of the spec's server (every model of a compatible
+server), then the longest configured, then the longest shipped, prefix of the bare model name.
 """
 
 from __future__ import annotations
 
+import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING
 
 from ..events import UsageRecorded
 from ..providers import Usage
 
-# Anthropic's multipliers of the input rate for cache reads and 5-minute cache writes.
-ANTHROPIC_CACHE_READ = 0.1
-ANTHROPIC_CACHE_WRITE = 1.25
+if TYPE_CHECKING:
+    from ..config import PriceConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,65 +37,91 @@ class Price:
     cache_read: float
     cache_write: float
 
+    @classmethod
+    def of(cls, entry: PriceConfig) -> Price:
+        """A configured price; an unset cache rate is the input rate."""
+        inp = entry.input
+        read = inp if entry.cache_read is None else entry.cache_read
+        write = inp if entry.cache_write is None else entry.cache_write
+        return cls(inp, entry.output, read, write)
 
-def _anthropic(inp: float, out: float) -> Price:
-    return Price(inp, out, inp * ANTHROPIC_CACHE_READ, inp * ANTHROPIC_CACHE_WRITE)
+
+def _bare(model: str) -> str:
+    return model.split(":", 1)[-1].split("@", 1)[0]
 
 
-def _openai(inp: float, out: float, cached: float) -> Price:
-    return Price(inp, out, cached, inp)
+def _longest(name: str, entries: Mapping[str, Price]) -> Price | None:
+    best = max((k for k in entries if name.startswith(k)), key=len, default=None)
+    return None if best is None else entries[best]
 
 
-# (model-name prefix, price); the longest matching prefix wins.
-PRICES: tuple[tuple[str, Price], ...] = (
-    ("claude-opus-4", _anthropic(15.0, 75.0)),
-    ("claude-sonnet-4", _anthropic(3.0, 15.0)),
-    ("claude-3-7-sonnet", _anthropic(3.0, 15.0)),
-    ("claude-3-5-sonnet", _anthropic(3.0, 15.0)),
-    ("claude-haiku-4", _anthropic(1.0, 5.0)),
-    ("claude-3-5-haiku", _anthropic(0.8, 4.0)),
-    ("gpt-4o-mini", _openai(0.15, 0.6, 0.075)),
-    ("gpt-4o", _openai(2.5, 10.0, 1.25)),
-    ("gpt-4.1-mini", _openai(0.4, 1.6, 0.1)),
-    ("gpt-4.1-nano", _openai(0.1, 0.4, 0.025)),
-    ("gpt-4.1", _openai(2.0, 8.0, 0.5)),
-    ("gpt-5-mini", _openai(0.25, 2.0, 0.025)),
-    ("gpt-5-nano", _openai(0.05, 0.4, 0.005)),
-    ("gpt-5", _openai(1.25, 10.0, 0.125)),
-    ("o4-mini", _openai(1.1, 4.4, 0.275)),
-    ("o3", _openai(2.0, 8.0, 0.5)),
-)
+@dataclass(frozen=True, slots=True)
+class PriceTable:
+    """The shipped prices under configured overrides (`PriceTable.of(config.prices)`)."""
+
+    shipped: Mapping[str, Price]
+    configured: Mapping[str, Price]
+
+    @classmethod
+    def of(cls, prices: Mapping[str, PriceConfig] | None = None) -> PriceTable:
+        """The shipped table with `prices` (the `[prices]` table of `wakeful.toml`) over it."""
+        configured = {k: Price.of(v) for k, v in (prices or {}).items()}
+        return cls(shipped_prices(), configured)
+
+    def price(self, model: str) -> Price | None:
+        """The price of `model` (a bare name or a model spec); None when nothing prices it."""
+        if model in self.configured:
+            return self.configured[model]
+        _, at, server = model.partition("@")
+        if at and f"@{server}" in self.configured:
+            return self.configured[f"@{server}"]
+        name = _bare(model)
+        return _longest(name, self.configured) or _longest(name, self.shipped)
+
+    def cost(self, model: str, usage: Usage) -> float | None:
+        """The cost of `usage` at `model`'s price, each kind of input token at its own rate;
+        None when `model` has no known price. Cached tokens beyond the input count (a provider
+        that reports them apart) are not charged twice: uncached input never goes below zero."""
+        p = self.price(model)
+        if p is None:
+            return None
+        uncached = max(0, usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens)
+        return (
+            uncached * p.input
+            + usage.cache_read_tokens * p.cache_read
+            + usage.cache_write_tokens * p.cache_write
+            + usage.output_tokens * p.output
+        ) / 1_000_000
+
+
+@cache
+def shipped_prices() -> Mapping[str, Price]:
+    """The list prices shipped in `prices.toml`, by model-name prefix (read once)."""
+    text = resources.files(__package__).joinpath("prices.toml").read_text(encoding="utf-8")
+    table = tomllib.loads(text)["models"]
+    return {name: Price(**{k: float(v) for k, v in rates.items()}) for name, rates in table.items()}
+
+
+@cache
+def default_table() -> PriceTable:
+    """The shipped prices with no overrides."""
+    return PriceTable.of()
 
 
 def price(model: str) -> Price | None:
-    """The price of `model` (a bare name or a model spec), None when the table does not know it."""
-    name = model.split(":", 1)[-1].split("@", 1)[0]
-    best: tuple[str, Price] | None = None
-    for prefix, entry in PRICES:
-        if name.startswith(prefix) and (best is None or len(prefix) > len(best[0])):
-            best = (prefix, entry)
-    return None if best is None else best[1]
+    """The shipped price of `model` (a bare name or a model spec), None when unknown."""
+    return default_table().price(model)
 
 
 def known_price(model: str) -> bool:
-    """Whether the price table knows `model` (a bare name or a model spec)."""
+    """Whether the shipped table prices `model` (a bare name or a model spec)."""
     return price(model) is not None
 
 
-def cost_usd(model: str, usage: Usage) -> float:
-    """The list-price cost of `usage` in USD, each kind of input token at its own rate; 0.0 for
-    models the table does not know. Cached tokens beyond the input count (a provider that
-    reports them apart) are not charged twice: uncached input never goes below zero."""
-    p = price(model)
-    if p is None:
-        return 0.0
-    uncached = max(0, usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens)
-    return (
-        uncached * p.input
-        + usage.cache_read_tokens * p.cache_read
-        + usage.cache_write_tokens * p.cache_write
-        + usage.output_tokens * p.output
-    ) / 1_000_000
+def cost_usd(model: str, usage: Usage, prices: PriceTable | None = None) -> float | None:
+    """The cost of `usage` in USD at `model`'s price in `prices` (default: the shipped table);
+    None when the model has no known price."""
+    return (prices or default_table()).cost(model, usage)
 
 
 def hit_ratio(usage: Usage) -> float | None:
@@ -109,13 +141,16 @@ def add_usage(a: Usage, b: Usage) -> Usage:
     )
 
 
-def usage_event(model: str, usage: Usage, receipt_id: str | None = None) -> UsageRecorded:
-    """The `usage.recorded` event of one request: its tokens by kind and their priced cost."""
+def usage_event(
+    model: str, usage: Usage, receipt_id: str | None = None, prices: PriceTable | None = None
+) -> UsageRecorded:
+    """The `usage.recorded` event of one request: its tokens by kind and their cost at
+    `prices` (default: the shipped table); no `cost_usd` when the model has no known price."""
     return UsageRecorded(
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
-        cost_usd=cost_usd(model, usage),
+        cost_usd=cost_usd(model, usage, prices),
         receipt_id=receipt_id,
     )

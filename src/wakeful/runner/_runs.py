@@ -42,7 +42,8 @@ class RunRecord:
     tokens_out: int = 0
     tokens_cache_read: int = 0  # of `tokens_in`, read from the provider's prompt cache
     tokens_cache_write: int = 0  # of `tokens_in`, written to the provider's prompt cache
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # of the priced requests
+    unpriced: int = 0  # requests whose model had no known price (cost unknown, never zero)
     steps: int = 0
     retries: list[dict[str, Any]] = field(default_factory=list)
     truncated: bool = False  # its last reply stopped at the output limit
@@ -81,7 +82,8 @@ class RunRecord:
             "tokens_cache_read": self.tokens_cache_read,
             "tokens_cache_write": self.tokens_cache_write,
             "cache_hit_ratio": self.cache_hit_ratio,
-            "cost_usd": self.cost_usd,
+            "cost_usd": None if self.unpriced else self.cost_usd,
+            "unpriced_requests": self.unpriced,
             "steps": self.steps,
             "retries": self.retries,
             "truncated": self.truncated,
@@ -105,7 +107,11 @@ def _fold(run: RunRecord, kind: str, event: Mapping[str, Any], at_ms: int) -> No
         run.tokens_out += event["output_tokens"]
         run.tokens_cache_read += event["cache_read_tokens"]
         run.tokens_cache_write += event["cache_write_tokens"]
-        run.cost_usd += event["cost_usd"]
+        cost = event.get("cost_usd")
+        if cost is None:
+            run.unpriced += 1
+        else:
+            run.cost_usd += cost
     elif kind == "receipt.recorded":
         run.steps = max(run.steps, event["step"])
         if event.get("purpose", "step") == "step":

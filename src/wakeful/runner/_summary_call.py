@@ -163,7 +163,7 @@ class Summarizer:
             return None
         text = finish.message.text().strip()
         if not text or finish.message.tool_calls():  # no summary: its tokens were still spent
-            await self.port.commit([usage_event(spec, finish.usage, rid)])
+            await self.port.commit([usage_event(spec, finish.usage, rid, self.ctx.prices)])
             return FALLBACK
         return Summary(text, finish.usage, 0, rid, spec)
 

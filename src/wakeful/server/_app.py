@@ -35,6 +35,7 @@ from . import (
     _routes_schedules,
     _routes_sessions,
     _routes_shaping,
+    _routes_usage,
     _sse,
 )
 from ._api import Op, endpoint, error_response
@@ -48,7 +49,7 @@ log = logging.getLogger("wakeful.server")
 OPS: list[Op] = [
     *_routes_sessions.ops.ops, *_routes_inputs.ops.ops, *_routes_approvals.ops.ops,
     *_routes_reads.ops.ops, *_routes_schedules.ops.ops, *_sse.ops.ops, *_routes_shaping.ops.ops,
-    *_routes_host.ops.ops, *_routes_agui.ops.ops,
+    *_routes_host.ops.ops, *_routes_agui.ops.ops, *_routes_usage.ops.ops,
 ]  # fmt: skip
 
 HOT_OPS = frozenset({"prompt"})  # routed first (see `create_app`)

@@ -2,7 +2,8 @@
 
 `/ui/` lists sessions title first (model, local times, usage), searches their content, and
 creates one; `/ui/schedules` lists schedules with their next fire (add, pause, resume,
-delete); `/ui/sessions/{id}` shows the transcript (each tool call with its result, an
+delete); `/ui/usage` charts tokens and cost by day, session, agent, model or user;
+`/ui/sessions/{id}` shows the transcript (each tool call with its result, an
 `edit_file` as a diff, media shown), the pending inbox, tokens and cost per turn as a chart and a
 table, receipts with section digests, and a live view that follows the log over SSE, with a box
 to steer or queue a prompt and a button to interrupt. A browser logs in once with a token and
@@ -222,6 +223,45 @@ async def eval_page(request: Request) -> Response:
     return _html(request, "eval.html", data=report(view))
 
 
+USAGE_CHART_GROUPS = 60  # the usage chart draws at most this many groups, the latest keys
+
+
+def usage_bars(
+    groups: list[dict[str, Any]], width: int = 720, height: int = 180
+) -> list[dict[str, Any]]:
+    """The usage chart's bars: per group its input and output tokens as stacked heights (in
+    px of `height`, scaled to the largest group) and its x position."""
+    shown = groups[-USAGE_CHART_GROUPS:]
+    most = max((g["input_tokens"] + g["output_tokens"] for g in shown), default=0) or 1
+    slot = width / max(len(shown), 1)
+    bar = max(2.0, min(48.0, slot * 0.7))
+    scale = (height - 40) / most
+    return [{"key": g["key"], "x": round(i * slot + (slot - bar) / 2, 1), "w": round(bar, 1),
+             "h_in": round(g["input_tokens"] * scale, 1), "h_out": round(g["output_tokens"] * scale, 1),
+             "group": g} for i, g in enumerate(shown)]  # fmt: skip
+
+
+async def usage_page(request: Request) -> Response:
+    """GET /ui/usage?by=&since=: the usage report (`GET /usage`) as a chart of tokens per
+    group and a table with the cost of each."""
+    from ._routes_usage import report_for
+
+    by = request.query_params.get("by", "day")
+    since = request.query_params.get("since") or None
+    try:
+        report = await report_for(_state(request), by, since)
+    except UsageError as err:
+        return _html(request, "usage.html", 422, problem=str(err), by=by, since=since or "",
+                     data=None, bars=[])  # fmt: skip
+    data = report.to_json()
+    groups = data["groups"]
+    assert isinstance(groups, list)
+    bars = usage_bars(groups)
+    most = max((b["group"]["input_tokens"] + b["group"]["output_tokens"] for b in bars), default=0)
+    return _html(request, "usage.html", by=by, since=since or "", data=data, bars=bars,
+                 most=most, problem=None)  # fmt: skip
+
+
 async def static(request: Request) -> Response:
     """GET /ui/static/{name}: the script and the style sheet."""
     name = request.path_params["name"]
@@ -245,5 +285,6 @@ routes = [
     Route("/ui/sessions/{session_id}", session_page, methods=["GET"], include_in_schema=False),
     Route("/ui/schedules", schedules_page, methods=["GET"], include_in_schema=False),
     Route("/ui/evals/{session_id}", eval_page, methods=["GET"], include_in_schema=False),
+    Route("/ui/usage", usage_page, methods=["GET"], include_in_schema=False),
     Route("/ui/static/{name}", static, methods=["GET"], include_in_schema=False),
 ]

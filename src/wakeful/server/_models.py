@@ -196,7 +196,8 @@ class UsageOut(_Out):
 
     input_tokens: int
     output_tokens: int
-    cost_usd: float
+    cost_usd: float | None = Field(description="null: a request's model had no known price.")
+    unpriced_requests: int = Field(0, description="Requests whose model had no known price.")
     cache_read_tokens: int = Field(0, description="Input tokens read from the prompt cache.")
     cache_write_tokens: int = Field(0, description="Input tokens written to the prompt cache.")
     cache_hit_ratio: float | None = Field(
@@ -410,7 +411,8 @@ class RunOut(_Out):
     tokens_cache_read: int = Field(0, description="Of tokens_in, read from the prompt cache.")
     tokens_cache_write: int = Field(0, description="Of tokens_in, written to the prompt cache.")
     cache_hit_ratio: float | None = Field(None, description="tokens_cache_read / tokens_in.")
-    cost_usd: float
+    cost_usd: float | None = Field(description="null: a request's model had no known price.")
+    unpriced_requests: int = Field(0, description="Requests whose model had no known price.")
     steps: int
     retries: list[dict[str, JsonValue]]
     truncated: bool = Field(description="Its last reply stopped at the output limit.")

@@ -87,11 +87,15 @@ async def usage(call: Call[Any, Any]) -> SessionUsageOut:
     row = await db(state.reads.get_session, sid)
     records = await db(run_records, state.reads, sid)
     ratio = None if row.input_tokens <= 0 else round(row.cache_read_tokens / row.input_tokens, 4)
+    unpriced = sum(r.unpriced for r in records)
     return SessionUsageOut(
-        input_tokens=row.input_tokens, output_tokens=row.output_tokens, cost_usd=row.cost_usd,
+        input_tokens=row.input_tokens, output_tokens=row.output_tokens,
+        cost_usd=None if unpriced else row.cost_usd, unpriced_requests=unpriced,
         cache_read_tokens=row.cache_read_tokens, cache_write_tokens=row.cache_write_tokens,
         cache_hit_ratio=ratio,
-        turns=[UsageOut(input_tokens=r.tokens_in, output_tokens=r.tokens_out, cost_usd=r.cost_usd,
+        turns=[UsageOut(input_tokens=r.tokens_in, output_tokens=r.tokens_out,
+                        cost_usd=None if r.unpriced else r.cost_usd,
+                        unpriced_requests=r.unpriced,
                         cache_read_tokens=r.tokens_cache_read,
                         cache_write_tokens=r.tokens_cache_write,
                         cache_hit_ratio=r.cache_hit_ratio)

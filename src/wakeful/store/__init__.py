@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     )
     from ._search import SearchHit, SearchPage
     from ._store import SqlStore
+    from ._usage import USAGE_BY, UsageGroup, UsageRecord, UsageReport, since_ms, usage_report
 
 # Every name loads from its module on first use: `open_store` needs the store class and its
 # parts, not the protocol, the fault helpers or logging (cold start of `session list`, issue 25).
@@ -80,6 +81,12 @@ _LAZY = {
     "default_db_path": "wakeful.store._open",
     "sent_message_id": "wakeful.store._inbox",
     "open_store": "wakeful.store._open",
+    "USAGE_BY": "wakeful.store._usage",
+    "UsageGroup": "wakeful.store._usage",
+    "UsageRecord": "wakeful.store._usage",
+    "UsageReport": "wakeful.store._usage",
+    "usage_report": "wakeful.store._usage",
+    "since_ms": "wakeful.store._usage",
     "memory_store": "wakeful.store._open",
     "resolve_db_url": "wakeful.store._open",
     "current_owner": "wakeful.store._owner",
@@ -170,6 +177,12 @@ __all__ = [
     "ToolCallRow",
     "TurnOpening",
     "TurnRow",
+    "USAGE_BY",
+    "UsageGroup",
+    "UsageRecord",
+    "UsageReport",
+    "usage_report",
+    "since_ms",
     "current_owner",
     "default_db_path",
     "fence",

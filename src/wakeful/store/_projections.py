@@ -175,7 +175,7 @@ def _usage(tx: Tx, sid: str, seq: int, ev: UsageRecorded) -> None:
         (
             ev.input_tokens,
             ev.output_tokens,
-            ev.cost_usd,
+            ev.cost_usd or 0.0,  # the priced requests' sum; an unknown price adds nothing
             ev.cache_read_tokens,
             ev.cache_write_tokens,
             sid,

@@ -43,6 +43,7 @@ from ._records import (
 from ._rewind import RewindMixin
 from ._schedules import SchedulesMixin
 from ._sessions import get_row, insert_session
+from ._usage import UsageMixin
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -140,6 +141,7 @@ class SqlStore(
     MetaMixin,
     IdleMixin,
     OpeningMixin,
+    UsageMixin,
 ):
     """The store. Open one with `wakeful.store.open_store(url)`."""
 

@@ -169,6 +169,9 @@
     document.querySelector("#pending tbody").appendChild(tr);
   }
 
+  // A cost, or "unknown" when a request's model had no known price (never shown as zero).
+  function costText(usd) { return usd == null ? "unknown" : "$" + usd.toFixed(4); }
+
   // -- tokens and cost per turn: an SVG bar chart drawn from the turns table's rows -----------
 
   var SVG = "http://www.w3.org/2000/svg";
@@ -186,7 +189,7 @@
     document.getElementById("turn-chart-box").hidden = rows.length === 0;
     if (!rows.length) return;
     var turns = rows.map(function (r) {
-      return { id: r.dataset.turn, tin: Number(r.dataset.in), tout: Number(r.dataset.out), cost: Number(r.dataset.cost) };
+      return { id: r.dataset.turn, tin: Number(r.dataset.in), tout: Number(r.dataset.out), cost: r.dataset.cost === "" ? null : Number(r.dataset.cost) };
     });
     var W = box.clientWidth || 480, H = 150, top = 30, bottom = 16, left = 4;
     var most = Math.max.apply(null, turns.map(function (t) { return t.tin + t.tout; })) || 1;
@@ -198,10 +201,10 @@
       var g = svg("g", { "class": "turn-bar" });
       g.dataset.turn = t.id;
       g.appendChild(svg("title", {}, "turn " + (i + 1) + " · " + t.tin.toLocaleString() + " in / " +
-                                      t.tout.toLocaleString() + " out · $" + t.cost.toFixed(4)));
+                                      t.tout.toLocaleString() + " out · " + costText(t.cost)));
       g.appendChild(svg("rect", { x: x, y: H - bottom - hin, width: bar, height: Math.max(hin, 0), "class": "bar-in" }));
       g.appendChild(svg("rect", { x: x, y: H - bottom - hin - hout, width: bar, height: Math.max(hout, 0), "class": "bar-out" }));
-      if (bar >= 30) g.appendChild(svg("text", { x: x + bar / 2, y: H - bottom - hin - hout - 3, "class": "cost" }, "$" + t.cost.toFixed(4)));
+      if (bar >= 30) g.appendChild(svg("text", { x: x + bar / 2, y: H - bottom - hin - hout - 3, "class": "cost" }, costText(t.cost)));
       if (slot >= 14 || i % Math.ceil(14 / slot) === 0) g.appendChild(svg("text", { x: x + bar / 2, y: H - 3, "class": "turn-no" }, String(i + 1)));
       box.appendChild(g);
     });
@@ -216,7 +219,7 @@
     tr.dataset.no = no;
     tr.dataset["in"] = t.tokens_in;
     tr.dataset.out = t.tokens_out;
-    tr.dataset.cost = t.cost_usd;
+    tr.dataset.cost = t.cost_usd == null ? "" : t.cost_usd;
     var cellNo = el("td", "no", String(no));
     cellNo.title = t.id;
     tr.appendChild(cellNo);
@@ -235,7 +238,7 @@
     tr.appendChild(el("td", "num", num(t.tokens_in) + " / " + num(t.tokens_out)));
     var hit = t.cache_hit_ratio == null ? "" : " · " + Math.round(t.cache_hit_ratio * 100) + "%";
     tr.appendChild(el("td", "num col-cache", num(t.tokens_cache_read) + " / " + num(t.tokens_cache_write) + hit));
-    tr.appendChild(el("td", "num", "$" + t.cost_usd.toFixed(4)));
+    tr.appendChild(el("td", "num", costText(t.cost_usd)));
     var act = el("td", "act");
     if (!t.reverted) {
       var button = el("button", "rewind", "rewind");

@@ -1,0 +1,31 @@
+"""The usage report over the API: `GET /usage` (`docs/spend.md`); the same data as
+`wakeful usage --format json`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..clock import SystemClock
+from ..store import UsageReport, since_ms, usage_report
+from ._api import Call, Registry
+from ._models_usage import UsageQuery, UsageReportOut
+from ._state import ServerState, db
+
+ops = Registry()
+
+
+async def report_for(state: ServerState, by: str, since: str | None) -> UsageReport:
+    """The usage report of the server's store, grouped by `by`, since `since` (an age or an
+    ISO date; `UsageError` otherwise)."""
+    start = None if since is None else since_ms(since, SystemClock().now_ms())
+    records = await db(state.reads.usage_records, start)
+    return usage_report(records, by, start)
+
+
+@ops.op("GET", "/usage", tag="reads", query=UsageQuery, response=UsageReportOut,
+        errors=(401, 422))  # fmt: skip
+async def usage_totals(call: Call[UsageQuery, Any]) -> UsageReportOut:
+    """Tokens (input, output, cache read, cache write) and cost of every recorded request,
+    grouped by root session, agent, model, UTC day or user, with their total."""
+    report = await report_for(call.state, call.query.by, call.query.since)
+    return UsageReportOut.model_validate(report.to_json())
