@@ -1,7 +1,11 @@
+import itertools
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -11,3 +15,42 @@ def test_import_linter_contracts_hold():
     done = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "BROKEN" not in done.stdout
+
+
+def _packages() -> list[str]:
+    import grimp
+
+    graph = grimp.build_graph("wakeful")
+    return sorted(m for m in graph.modules if graph.find_children(m))
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_no_import_cycles_between_the_modules_of(package: str):
+    """No module of a package imports one that leads back to it, in any package (issue 35 item
+    5; a cycle is how a turn and its compaction used to share mutable state). On e2d0ee4 this
+    finds `execution._runtime`/`_shaping` and `server._lane`/`_state`."""
+    import grimp
+
+    graph = grimp.build_graph("wakeful")
+    modules = sorted(m for m in graph.find_children(package) if not graph.find_children(m))
+    cycles = [
+        (a, b)
+        for a, b in itertools.permutations(modules, 2)
+        if graph.direct_import_exists(importer=a, imported=b)
+        and graph.chain_exists(importer=b, imported=a)
+    ]
+    assert cycles == []
+
+
+@pytest.mark.parametrize("package", ["cli", "runner"])
+def test_runner_and_cli_never_name_the_concrete_store(package: str):
+    """They ask for a protocol or a capability (`Store`, `PlainReads`, `ReceiptReads`), never
+    for `SqlStore`: a name-level check, since lazy imports hide it from import-linter."""
+    root = ROOT / "src" / "wakeful" / package
+    named = [
+        f"{p.relative_to(root)}:{n}"
+        for p in sorted(root.rglob("*.py"))
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"\bSqlStore\b", line)
+    ]
+    assert named == []

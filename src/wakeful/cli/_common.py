@@ -17,7 +17,9 @@ import click
 from ..errors import UsageError
 
 if TYPE_CHECKING:  # the store loads when a command opens one, not when the CLI starts
-    from ..store import SqlStore, Store
+    from ..execution import Runtime
+    from ..runner import Ask
+    from ..store import Store
 
 # Exit codes per turn outcome (documented in docs/cli.md).
 EXIT_CODES = {"completed": 0, "failed": 1, "blocked": 3, "paused": 4, "interrupted": 130}
@@ -76,27 +78,36 @@ def store_for(db: str | None, *, create: bool = False) -> Store:
     An `http(s)://` URL names a `wakeful serve` server (token: `$WAKEFUL_SERVER_TOKEN`): its
     `RemoteStore` implements the same `Store` protocol, so a command written against `Store`
     works against either. A command that needs what only a local database does uses
-    `local_store`.
+    `local_runtime`.
     """
     if db and _server_url(db):
         from ..client import RemoteStore
 
         return RemoteStore(db)
-    return local_store(db, "", create=create)
+    if not create:
+        require_store(db)
+    from ..store import open_store
+
+    return open_store(db)
 
 
-def local_store(db: str | None, what: str, *, create: bool = False) -> SqlStore:
-    """Open the local database named as for `store_for` (a SQLite path or PostgreSQL URL);
-    a server URL is a one-line `UsageError` saying `what` is not available through a server."""
+def local_runtime(
+    db: str | None, what: str, *, create: bool = False, ask: Ask | None = None
+) -> Runtime:
+    """A runtime over the local database named as for `store_for` (a SQLite path or PostgreSQL
+    URL), for what only a local database does (pruning, importing, rebuilding a request,
+    evals, replay); a server URL is a one-line `UsageError` saying `what` is not available
+    through a server. The command calls `close` (or `aclose` once it drove sessions)."""
     if db and _server_url(db):
         raise UsageError(
             f"{what} is not available through a server ({db}); run it where the database is"
         )
     if not create:
         require_store(db)
+    from ..execution import Runtime
     from ..store import open_store
 
-    return open_store(db)
+    return Runtime(store=open_store(db), ask=ask)
 
 
 def text_problem(value: str) -> str | None:

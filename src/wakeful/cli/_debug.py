@@ -24,8 +24,8 @@ from ..events import ReceiptRecorded
 from ..providers import make_provider
 from ..replay import Step, body_diff, body_text, label, pick, step_receipts
 from ..runner import rebuild_request, request_digest
-from ..store import SqlStore
-from ._common import ID, REDACTED, db_option, format_option, local_store, print_json
+from ..store import ReceiptReads
+from ._common import ID, REDACTED, db_option, format_option, local_runtime, print_json
 
 SENSITIVE_PREFIXES = ("system.instructions", "system.agents", "system.skill", "system.memory")
 SECRET_KEYS = ("api_key", "api-key", "authorization", "x-api-key", "password", "secret", "token")
@@ -66,7 +66,7 @@ class Rebuilt:
     verified: bool
 
 
-def rebuild(store: SqlStore, session_id: str, receipt: ReceiptRecorded, show: bool) -> Rebuilt:
+def rebuild(store: ReceiptReads, session_id: str, receipt: ReceiptRecorded, show: bool) -> Rebuilt:
     """The request of `receipt`, built as the runtime built it (the `[providers]` settings of
     this directory shape the body), redacted unless `show`."""
     try:
@@ -112,7 +112,8 @@ def prompt(session: str, turn: int | None, step: int | None, attempt: int | None
             "debug prompt reads a local store (SQLite path or postgresql:// URL); a server "
             "gives receipts at GET /sessions/ID/receipts"
         )
-    store = local_store(db, "debug prompt")
+    rt = local_runtime(db, "debug prompt")
+    store = rt.store
     try:
         session = store.resolve_session_id(session)
         steps = step_receipts(store, session)
@@ -124,7 +125,7 @@ def prompt(session: str, turn: int | None, step: int | None, attempt: int | None
             rebuild(store, session, steps[at - 1].receipt, show_sensitive) if diff and at else None
         )
     finally:
-        store.close()
+        rt.close()
     changes = (
         body_diff(before.body, now.body, label(steps[at - 1]), label(chosen)) if before else None
     )

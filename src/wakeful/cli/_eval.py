@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from ._common import db_option, format_option, local_store, print_json, printable
+from ._common import db_option, format_option, local_runtime, print_json, printable
 
 REGRESSION_EXIT = 1
 
@@ -35,11 +35,10 @@ def eval_(suite: Path, junit: Path | None, baseline: Path | None, save: Path | N
     """Run an eval suite against its models and report per model."""
     import json
 
-    from ..execution import Runtime
     from ..replay import compare, junit_xml, load_baseline, load_suite, report, run_suite
 
     before = load_baseline(baseline) if baseline is not None else None  # before any writing
-    runtime = Runtime(store=local_store(db, "eval", create=True))
+    runtime = local_runtime(db, "eval", create=True)
     bar = _Bar() if fmt == "text" and sys.stderr.isatty() else None
 
     async def main() -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..events import PlainEvent
-from ..store import SqlStore, SyncMarker
+from ..store import PlainReads, SyncMarker
 from ._common import (
     ID,
     db_option,
@@ -67,8 +67,8 @@ def log(
     store = store_for(db)
     session = store.resolve_session_id(session)
     # A local store hands out the bodies as plain JSON, with no model built where the stored
-    # JSON allows (`SqlStore.plain_log`; issue 25, cold start); a server's, as models.
-    read = store.plain_log if isinstance(store, SqlStore) else store.log
+    # JSON allows (`PlainReads.plain_log`; issue 25, cold start); a server's, as models.
+    read = store.plain_log if isinstance(store, PlainReads) else store.log
     try:
         for item in read(session, after, follow=follow, idle_timeout_s=idle_timeout):
             if isinstance(item, SyncMarker):

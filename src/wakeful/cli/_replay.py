@@ -16,7 +16,7 @@ import click
 
 from ..errors import UsageError
 from ..events import CaseResult
-from ._common import ID, db_option, format_option, local_store, print_json, printable
+from ._common import ID, db_option, format_option, local_runtime, print_json, printable
 from ._debug import redact_body
 
 CHECK_FAILED_EXIT = 1
@@ -65,7 +65,6 @@ def _replay(
 ) -> None:  # fmt: skip
     from pathlib import Path
 
-    from ..execution import Runtime
     from ..replay import replay_step, reply_diff
 
     fork, to_end = forking
@@ -74,7 +73,7 @@ def _replay(
         from ._approve import terminal_ask  # someone can answer the fork's approvals
 
         ask = terminal_ask(Path.cwd().resolve())
-    runtime = Runtime(store=local_store(db, "replay"), ask=ask)
+    runtime = local_runtime(db, "replay", ask=ask)
 
     async def main() -> Any:
         try:
@@ -183,15 +182,15 @@ def _turn_by_turn(columns: dict[str, CaseResult]) -> None:
 def _check(sessions: tuple[str, ...], show: bool, fmt: str, db: str | None) -> None:
     from ..replay import CheckResult, body_diff, check_session
 
-    store = local_store(db, "replay --check")
+    rt = local_runtime(db, "replay --check")
 
     async def main() -> list[CheckResult]:
-        return [await check_session(store, s) for s in sessions]
+        return [await check_session(rt.store, s) for s in sessions]
 
     try:
         results = asyncio.run(main())
     finally:
-        store.close()
+        rt.close()
     out = [_check_json(r, show, body_diff) for r in results]
     if fmt == "json":
         print_json(out if len(out) > 1 else out[0])

@@ -1,6 +1,6 @@
 """`wakeful session search TEXT`: find sessions by what was said in them.
 
-Answered from the store's full-text index (`SqlStore.search`): every word must occur in one
+Answered from the store's full-text index (`Store.search`): every word must occur in one
 message (or the title), `word*` matches a prefix, and the best matching session comes first.
 """
 

@@ -17,7 +17,7 @@ from ._common import (
     db_option,
     format_option,
     iso,
-    local_store,
+    local_runtime,
     local_time,
     print_json,
     printable,
@@ -28,7 +28,7 @@ from ._lazy import LazyGroup
 if TYPE_CHECKING:
     from ..messages import Message
     from ..runner import RunRecord
-    from ..store import SessionRow, SqlStore, Store
+    from ..store import PlainStore, SessionRow, Store
 
 
 # Subcommands in other modules, imported only when named (or listed by `--help`).
@@ -214,15 +214,15 @@ def show(session_id: str, show_sensitive: bool, fmt: str, db: str | None) -> Non
 _View = tuple[list[dict[str, Any]], list[str], "list[RunRecord]", list[dict[str, Any]]]
 
 
-def _local(store: Store) -> TypeGuard[SqlStore]:
-    from ..store import SqlStore
+def _local(store: Store) -> TypeGuard[PlainStore]:
+    from ..store import PlainReads
 
-    return isinstance(store, SqlStore)
+    return isinstance(store, PlainReads)
 
 
-def _plain_view(store: SqlStore, session_id: str) -> _View:
+def _plain_view(store: PlainStore, session_id: str) -> _View:
     """What `show` prints, read from the stored JSON without building models where it allows
-    (`SqlStore.plain_messages`, `plain_events`): the cold start of issue 25 (docs/cli.md)."""
+    (`PlainReads.plain_messages`, `plain_events`): the cold start of issue 25 (docs/cli.md)."""
     from ..runner import APPROVAL_TYPES, run_records, waiting_requests
 
     events = store.plain_events(session_id, types=APPROVAL_TYPES)
@@ -256,16 +256,18 @@ def prune(days: float, archive: bool, delete: bool, yes: bool, fmt: str, db: str
     """Sessions idle for DAYS: a preview, or --archive, or --delete."""
     if archive and delete:
         raise UsageError("choose --archive or --delete, not both")
-    store = local_store(db, "pruning")
+    rt = local_runtime(db, "pruning")
     cutoff = int(time.time() * 1000 - days * 86_400_000)
     action = "archive" if archive else "delete" if delete else "preview"
-    if delete and not yes:
-        preview = store.prune(cutoff)
-        if not sys.stdin.isatty():
-            raise UsageError("--delete needs --yes when not on a terminal")
-        click.confirm(f"delete {preview.sessions} sessions for good?", abort=True)
-    counts = store.prune(cutoff, action)
-    store.close()
+    try:
+        if delete and not yes:
+            preview = rt.prune(cutoff)
+            if not sys.stdin.isatty():
+                raise UsageError("--delete needs --yes when not on a terminal")
+            click.confirm(f"delete {preview.sessions} sessions for good?", abort=True)
+        counts = rt.prune(cutoff, action)
+    finally:
+        rt.close()
     if fmt == "json":
         print_json(counts.to_json() | {"action": action})
         return
@@ -444,14 +446,16 @@ def import_(path: Any, location: str | None, fmt: str, db: str | None) -> None:
 
     place = existing_dir(location or ".", "--location")
     meta, messages = _read_export(path.read(), path.name)
-    store = local_store(db, "importing a session", create=True)
-    row = store.create_session(
-        title=meta.get("title"), agent=meta.get("agent"), model=meta.get("model"),
-        metadata={"imported_from": meta.get("id"), "workspace": place}, location=place,
-    )  # fmt: skip
-    if messages:
-        store.append(row.id, [MessageAdded(message=m) for m in messages])
-    store.close()
+    rt = local_runtime(db, "importing a session", create=True)
+    try:
+        row = rt.create_session(
+            title=meta.get("title"), agent=meta.get("agent"), model=meta.get("model"),
+            metadata={"imported_from": meta.get("id"), "workspace": place}, location=place,
+        )  # fmt: skip
+        if messages:
+            rt.append_events(row.id, [MessageAdded(message=m) for m in messages])
+    finally:
+        rt.close()
     if fmt == "json":
         print_json({"id": row.id, "messages": len(messages)})
     else:

@@ -71,7 +71,7 @@ def transcript_lines(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """A transcript as `(label, body)` entries: text messages as they are, each tool call
     with its result right under it (`→ shell  ls -la` then the output), results never
     repeated on their own. Calls without a result yet read `(no result yet)`. The messages are
-    plain dumps (`SqlStore.plain_messages`: `model_dump(mode="json", exclude_none=True)`)."""
+    plain dumps (`PlainReads.plain_messages`: `model_dump(mode="json", exclude_none=True)`)."""
     results = {b["call_id"]: b for m in messages for b in m["blocks"] if b["type"] == "tool_result"}
     out: list[tuple[str, str]] = []
     for m in messages:

@@ -24,10 +24,12 @@ if TYPE_CHECKING:
     )
     from ._hooks import HOOK_KINDS, Hook, HookEvent, HookKind, Hooks
     from ._move import existing_location
+    from ._off_loop import off_loop
     from ._owner import current_owner, owner_is_dead
+    from ._place import Place
     from ._reads import Reads
     from ._rewind import RewindResult
-    from ._runtime import Place, Runtime, SendResult, default_model, run_sync
+    from ._runtime import Runtime, SendResult, default_model, run_sync
     from ._schedule_times import Timing, parse_interval
     from ._schedules import describe_schedule, fire_due, run_schedules, schedule_time
     from ._toolbox import Toolbox
@@ -47,7 +49,8 @@ _LAZY = {
     "HookKind": "wakeful.execution._hooks",
     "Hooks": "wakeful.execution._hooks",
     "Lifecycle": "wakeful.execution._event_stream",
-    "Place": "wakeful.execution._runtime",
+    "Place": "wakeful.execution._place",
+    "off_loop": "wakeful.execution._off_loop",
     "Reads": "wakeful.execution._reads",
     "ReasoningChunk": "wakeful.execution._event_stream",
     "RewindResult": "wakeful.execution._rewind",
@@ -118,6 +121,7 @@ __all__ = [
     "drain",
     "existing_location",
     "fire_due",
+    "off_loop",
     "owner_is_dead",
     "parse_interval",
     "pending_approvals",

@@ -69,6 +69,7 @@ from ._follow import drive_input, input_outcome
 from ._hooks import HookEvent, Hooks
 from ._host import HostMixin
 from ._move import existing_location
+from ._place import Place
 from ._port import PortHooks, SessionSetup
 from ._reads import Reads
 from ._schedule_times import Timing
@@ -91,15 +92,6 @@ def default_model(config: Config) -> str:
     if os.environ.get("OPENAI_API_KEY"):
         return "openai:gpt-4.1"
     return DEFAULT_MODEL
-
-
-@dataclass(frozen=True, slots=True)
-class Place:
-    """A location as a driver serves it: the workspace root (the tools' root, where the
-    instruction sources are read) and the configuration of that workspace."""
-
-    root: Path
-    config: Config
 
 
 @dataclass(frozen=True, slots=True)

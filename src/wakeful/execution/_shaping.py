@@ -29,7 +29,7 @@ from ._rewind import (
 )
 
 if TYPE_CHECKING:
-    from ._runtime import Place
+    from ._place import Place
 
 SETTLE_POLL_S = 0.05
 

@@ -91,7 +91,7 @@ def waiting_requests(
     events: Sequence[tuple[int, dict[str, Any]]], started: Callable[[], Collection[str]]
 ) -> list[dict[str, Any]]:
     """`ApprovalStep.pending` of `fold_approvals` from the plain approval events
-    (`(seq, body)`, `SqlStore.plain_events`): the bodies of the requests that wait."""
+    (`(seq, body)`, `PlainReads.plain_events`): the bodies of the requests that wait."""
     _grants, step = _fold(events, started)
     if step is None:
         return []

@@ -42,7 +42,7 @@ from ..events import (
 )
 from ..messages import CompactSummaryBlock, Message, TextBlock
 from ..providers import CHARS_PER_TOKEN, Usage
-from ..store import InboxItem, SqlStore
+from ..store import InboxItem, Store
 from ._active import ActiveHistory, Split, message_tokens
 from ._budget import Budget, sections_tokens, should_compact
 from ._context import RunContext
@@ -137,7 +137,7 @@ def result_of(event: SessionEvent) -> CompactionResult | None:
 
 
 def compaction_result(
-    store: SqlStore, session_id: str, input_id: str, after: int = 0
+    store: Store, session_id: str, input_id: str, after: int = 0
 ) -> CompactionResult | None:
     """The result of the manual compaction requested as `input_id`, once it has run."""
     for stored in store.events(session_id, after=after, types=RESULT_TYPES):

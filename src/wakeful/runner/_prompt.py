@@ -24,7 +24,7 @@ from pydantic import JsonValue
 from ..events import ReceiptRecorded
 from ..messages import IdentityMemo, Message, TextBlock, shared_prefix, to_wire
 from ..providers import ModelRequest, Provider, ToolSpec
-from ..store import SqlStore
+from ..store import ReceiptReads
 from ._media import MediaResolver
 from ._tail import TAIL_SECTION, apply_tail
 
@@ -295,7 +295,7 @@ def message_ids(history: Sequence[Message]) -> tuple[str, ...]:
 
 
 def rebuild_request(
-    store: SqlStore, session_id: str, receipt: ReceiptRecorded, provider_name: str
+    store: ReceiptReads, session_id: str, receipt: ReceiptRecorded, provider_name: str
 ) -> ModelRequest:
     """Rebuild the exact request of a receipt from its blobs and the stored messages (a receipt
     recorded against a base is expanded through the store's chain of receipts)."""
@@ -314,7 +314,7 @@ def rebuild_request(
 
 
 def verify_receipt(
-    store: SqlStore, session_id: str, receipt: ReceiptRecorded, provider: Provider
+    store: ReceiptReads, session_id: str, receipt: ReceiptRecorded, provider: Provider
 ) -> bool:
     """True when rebuilding the receipt's request gives exactly the recorded digest."""
     request = rebuild_request(store, session_id, receipt, provider.name)

@@ -135,13 +135,13 @@ def run_records(store: Store, session_id: str) -> list[RunRecord]:
     """Every turn of the session as a run record, oldest first.
 
     A turn still `running` whose session reads `interrupted` (its driver died: no live claim,
-    see `SqlStore.find_session`) is reported as `aborted`, as the spec shows a run whose process
-    died. A local store's events are folded as plain bodies (`SqlStore.plain_events`: no model
+    see `Store.find_session`) is reported as `aborted`, as the spec shows a run whose process
+    died. A local store's events are folded as plain bodies (`PlainReads.plain_events`: no model
     is built for them), any other `Store`'s as their models' fields.
     """
-    from ..store import SqlStore
+    from ..store import PlainReads
 
-    if isinstance(store, SqlStore):
+    if isinstance(store, PlainReads):
         events = [(e.seq, e.at_ms, e.type, e.data) for e in store.plain_events(session_id, types=_KINDS)]  # fmt: skip
     else:
         events = [(e.seq, e.at_ms, e.type, vars(e.event)) for e in store.events(session_id, types=_KINDS)]  # fmt: skip

@@ -22,7 +22,7 @@ from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
-from ..execution import Runtime
+from ..execution import Runtime, off_loop
 from ..runner import LiveEvent, LiveListener
 from ..store import ScheduleFire
 from . import (
@@ -43,7 +43,7 @@ from ._auth import AuthMiddleware, BodyLimitMiddleware, Tokens
 from ._hub import Hub
 from ._models import HealthOut
 from ._openapi import openapi_document
-from ._state import ServerState, Settings, db
+from ._state import ServerState, Settings
 
 log = logging.getLogger("wakeful.server")
 OPS: list[Op] = [
@@ -155,7 +155,7 @@ def create_app(
         runtime.listener = _chain(previous, hub.on_live)
         await hub.start()
         if settings.recover:
-            for sid in await db(runtime.reads.sessions_with_work):
+            for sid in await off_loop(runtime.reads.sessions_with_work):
                 state.wake(sid)
         stop = asyncio.Event()
         firing = (

@@ -29,6 +29,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..errors import NotFoundError, UsageError
+from ..execution import off_loop
 from ..runner import run_records
 from ._api import SESSION_ID
 from ._auth import COOKIE
@@ -36,7 +37,7 @@ from ._models import ListQuery
 from ._redact import receipt_json, redact_message
 from ._routes_schedules import schedule_out
 from ._routes_sessions import Found, search_sessions
-from ._state import ServerState, db
+from ._state import ServerState
 from ._views import KEY_ARGS, iso, receipt_changes, short, transcript
 
 _env = Environment(
@@ -165,13 +166,13 @@ async def session_page(request: Request) -> Response:
     if not SESSION_ID.match(sid):
         return _html(request, "missing.html", 404, session_id=sid)
     try:
-        full = await db(state.reads.resolve_session_id, sid)
+        full = await off_loop(state.reads.resolve_session_id, sid)
     except (NotFoundError, UsageError):  # none, or a prefix of several (the page lists none)
         return _html(request, "missing.html", 404, session_id=sid)
     if full != sid:  # a unique prefix: the page's own address names the session in full
         query = f"?{request.url.query}" if request.url.query else ""
         return RedirectResponse(f"{_base(request)}/ui/sessions/{full}{query}", status_code=303)
-    row = await db(state.reads.get_session, sid)
+    row = await off_loop(state.reads.get_session, sid)
     media = f"{_base(request)}/sessions/{sid}/media"
 
     def gather() -> dict[str, Any]:
@@ -190,7 +191,7 @@ async def session_page(request: Request) -> Response:
             "reverted": store.pending_revert(sid),
         }
 
-    data = await db(gather)
+    data = await off_loop(gather)
     turn_no = {r.id: n for n, r in enumerate(data["runs"], 1)}  # receipts name turns by number
     return _html(request, "session.html", row=row, active=state.is_active(sid), turn_no=turn_no,
                  sensitive=sensitive, can_sensitive=bool(principal and principal.sensitive),
@@ -200,7 +201,7 @@ async def session_page(request: Request) -> Response:
 async def schedules_page(request: Request) -> Response:
     """GET /ui/schedules: every schedule with its next and last fire; add, pause, resume,
     delete (the page's script calls the JSON API)."""
-    found = await db(_state(request).runtime.schedules)
+    found = await off_loop(_state(request).runtime.schedules)
     return _html(request, "schedules.html", schedules=[schedule_out(s) for s in found])
 
 
@@ -214,8 +215,8 @@ async def eval_page(request: Request) -> Response:
     if not SESSION_ID.match(sid):
         return _html(request, "missing.html", 404, session_id=sid)
     try:
-        full = await db(state.reads.resolve_session_id, sid)
-        view = await db(read_run, state.reads, full)
+        full = await off_loop(state.reads.resolve_session_id, sid)
+        view = await off_loop(read_run, state.reads, full)
     except (NotFoundError, UsageError):  # no such session, or one that is not a run
         return _html(request, "missing.html", 404, session_id=sid)
     if full != sid:

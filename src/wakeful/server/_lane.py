@@ -7,7 +7,7 @@ so two clients still overlap as before (SQLite joins their writes into one commi
 runs them on two connections). A prompt that finds them all busy waits here; when a call
 returns, the next one admits every waiting prompt in one transaction
 (`SqlStore.admit_together`: one commit) and each request gets its own outcome. The store calls
-stay off the event loop (worker threads, as `db()`).
+stay off the event loop (worker threads, as `off_loop()`).
 Invariant: each request gets the outcome, or the error, its own admission would have given,
 and only once its transaction has committed.
 """
@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import asyncio
 
-from ..execution import Runtime, SendResult
+from ..execution import Runtime, SendResult, off_loop
 from ..store import AdmissionRequest
-from ._state import db
 
 CALLS = 2  # worker-thread calls admitting at once (docs/server.md, "Benchmark")
 
@@ -44,7 +43,7 @@ class AdmissionLane:
             return await future
         self._calls += 1
         try:
-            [out] = await db(self._runtime.admit_together, [request])
+            [out] = await off_loop(self._runtime.admit_together, [request])
         finally:
             self._pass_on()
         if isinstance(out, Exception):
@@ -64,7 +63,7 @@ class AdmissionLane:
     async def _admit_waiting(self, batch: list[_Waiting]) -> None:
         """Admit the requests of `batch` in one call; settle each one's future."""
         try:
-            outs = await db(self._runtime.admit_together, [request for request, _ in batch])
+            outs = await off_loop(self._runtime.admit_together, [request for request, _ in batch])
         except asyncio.CancelledError:  # the server is stopping: nobody waits any more
             batch, self._waiting = batch + self._waiting, []
             for _, future in batch:

@@ -22,12 +22,12 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from ..errors import ConflictError, NotFoundError
 from ..events import InputDelivered, InputEnqueued, StoredEvent, TurnStarted
-from ..execution import pending_approvals
+from ..execution import off_loop, pending_approvals
 from ._agui import AGUI_ID, TYPES, AguiView, parse_cursor
 from ._api import ApiError, Call, Registry
 from ._hub import Subscription
 from ._models import AguiQuery
-from ._state import ServerState, db
+from ._state import ServerState
 
 ops = Registry()
 _BATCH = 500
@@ -60,7 +60,7 @@ def _cursor(call: Call[Any, Any], default: str) -> tuple[int, int]:
 
 
 async def _fed(state: ServerState, sid: str, after: int) -> list[StoredEvent]:
-    return await db(state.reads.events, sid, after, _BATCH, TYPES)
+    return await off_loop(state.reads.events, sid, after, _BATCH, TYPES)
 
 
 async def _stream(
@@ -114,7 +114,7 @@ async def agui_follow(call: Call[AguiQuery, Any]) -> Any:
     """The session's runs as AG-UI events (SSE), after a cursor; resumable."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    await db(state.reads.get_session, sid)
+    await off_loop(state.reads.get_session, sid)
     cursor = _cursor(call, call.query.after)
     sub = await state.hub.subscribe(sid) if call.query.follow else None
     return _response(_stream(state, sid, cursor, sub, call.query.idle_timeout), state)
@@ -231,7 +231,7 @@ async def agui_run(call: Call[Any, RunAgentInput]) -> Any:
     body = call.body
     if body.thread_id != sid:
         raise ApiError(422, "invalid", f"threadId must be the session's id ({sid})")
-    admitted = await db(_admit, state, sid, body)
+    admitted = await off_loop(_admit, state, sid, body)
     mine = set(admitted)
     sub = await state.hub.subscribe(sid)
     state.wake(sid)
@@ -241,5 +241,5 @@ async def agui_run(call: Call[Any, RunAgentInput]) -> Any:
     else:
         # a request sent again (nothing created) streams the run of what it admitted first
         new = {i for i, created in admitted.items() if created}
-        cursor = await db(_start, state, sid, new or mine)
+        cursor = await off_loop(_start, state, sid, new or mine)
     return _response(_stream(state, sid, cursor, sub, None, _until(mine)), state)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..execution import pending_approvals
+from ..execution import off_loop, pending_approvals
 from ._api import Call, Registry
 from ._models import AdmissionOut, ApprovalOut, ApprovalsOut, DecisionIn
-from ._state import ServerState, db
+from ._state import ServerState
 
 ops = Registry()
 
@@ -22,8 +22,8 @@ async def approvals(call: Call[Any, Any]) -> ApprovalsOut:
     """The calls waiting for a decision, each with its command or diff."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    row = await db(state.reads.get_session, sid)
-    waiting = await db(pending_approvals, state.reads, sid)
+    row = await off_loop(state.reads.get_session, sid)
+    waiting = await off_loop(pending_approvals, state.reads, sid)
     return ApprovalsOut(
         session_id=sid, status=row.status,
         approvals=[ApprovalOut(call_id=r.call_id, name=r.name, input=r.input, preview=r.preview)
@@ -37,7 +37,7 @@ async def decide(call: Call[Any, DecisionIn]) -> AdmissionOut:
     """Decide on a waiting call (allow, always or deny); with `resume` wake the session."""
     state: ServerState = call.state
     sid, call_id = call.path["session_id"], call.path["call_id"]
-    sent = await db(state.runtime.approve, sid, call_id, call.body.decision, resume=False)
+    sent = await off_loop(state.runtime.approve, sid, call_id, call.body.decision, resume=False)
     if call.body.resume:
         state.wake(sid)
     else:

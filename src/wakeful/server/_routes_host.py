@@ -18,10 +18,11 @@ from starlette.responses import Response
 
 from ..errors import NotFoundError, StoreError, UsageError
 from ..events import SessionEvent, load_event
+from ..execution import off_loop
 from ._api import DIGEST_SCHEMA, ApiError, Call, Registry
 from ._models import CountsOut, SessionOut
 from ._models_host import AppendedOut, AppendIn, BlobIn, BlobOut, PruneIn, SessionPatchIn
-from ._state import ServerState, db
+from ._state import ServerState
 
 ops = Registry()
 
@@ -52,7 +53,7 @@ async def append_events(call: Call[Any, AppendIn]) -> AppendedOut:
     sid = call.path["session_id"]
     events = _events(call.body.events)
     blobs = [_decode(b, f"blobs[{n}]") for n, b in enumerate(call.body.blobs)]
-    stored = await db(state.runtime.append_events, sid, events, blobs=blobs)
+    stored = await off_loop(state.runtime.append_events, sid, events, blobs=blobs)
     state.hub.nudge()
     return AppendedOut(seqs=[e.seq for e in stored], ids=[e.id for e in stored],
                        at_ms=stored[-1].at_ms, last_seq=stored[-1].seq)  # fmt: skip
@@ -64,7 +65,7 @@ async def put_blob(call: Call[Any, BlobIn]) -> BlobOut:
     """Store bytes once by digest (referenced by `session_id` when given)."""
     state: ServerState = call.state
     data = _decode(call.body.data, "data")
-    digest = await db(state.runtime.put_blob, data, call.body.session_id)
+    digest = await off_loop(state.runtime.put_blob, data, call.body.session_id)
     return BlobOut(digest=digest, bytes=len(data))
 
 
@@ -76,7 +77,7 @@ async def get_blob(call: Call[Any, Any]) -> Response:
         raise ApiError(403, "forbidden", "reading a blob needs a token with the sensitive scope")
     state: ServerState = call.state
     try:
-        data = await db(state.reads.get_blob, call.path["digest"])
+        data = await off_loop(state.reads.get_blob, call.path["digest"])
     except NotFoundError:
         raise ApiError(404, "not_found", f"no blob {call.path['digest']}") from None
     return Response(data, media_type="application/octet-stream")
@@ -87,7 +88,7 @@ async def get_blob(call: Call[Any, Any]) -> Response:
 async def prune(call: Call[Any, PruneIn]) -> CountsOut:
     """Root sessions idle since before `older_than_ms`: preview, archive or delete them."""
     state: ServerState = call.state
-    counts = await db(state.runtime.prune, call.body.older_than_ms, call.body.action)
+    counts = await off_loop(state.runtime.prune, call.body.older_than_ms, call.body.action)
     state.hub.nudge()
     return CountsOut.model_validate(counts.to_json())
 
@@ -97,6 +98,6 @@ async def prune(call: Call[Any, PruneIn]) -> CountsOut:
 async def patch_session(call: Call[Any, SessionPatchIn]) -> SessionOut:
     """Rename the session (its title, a recorded `session.updated`)."""
     state: ServerState = call.state
-    row = await db(state.runtime.rename, call.path["session_id"], call.body.title)
+    row = await off_loop(state.runtime.rename, call.path["session_id"], call.body.title)
     state.hub.nudge()
     return state.session_out(row)

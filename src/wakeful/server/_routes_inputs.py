@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..errors import NotFoundError, UsageError
-from ..execution import SendResult
+from ..execution import SendResult, off_loop
 from ..messages import block_from_dict
 from ..runner import TurnResult
 from ..store import AdmissionRequest
@@ -26,7 +26,7 @@ from ._models import (
     PromptIn,
     TurnSummaryOut,
 )
-from ._state import ServerState, db
+from ._state import ServerState
 
 ops = Registry()
 
@@ -82,13 +82,13 @@ async def admit_prompt(
     except NotFoundError:
         if not resolve:
             raise
-        session_id, sent = await db(resolved)
+        session_id, sent = await off_loop(resolved)
     state.hub.nudge()
     status = sent.status  # as of admission; re-read only after waiting for the drain
     turns: list[TurnSummaryOut] | None = None
     if body.resume and body.wait:
         turns = [_turn(t) for t in await state.runtime.drive(session_id)]
-        status = (await db(state.reads.input, session_id, sent.input_id)).status
+        status = (await off_loop(state.reads.input, session_id, sent.input_id)).status
     elif body.resume:
         state.wake(session_id)
     return AdmissionOut(
@@ -113,7 +113,7 @@ async def interrupt(call: Call[Any, Any]) -> InterruptOut:
     idle session nothing is written (`requested: false`)."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    requested = await db(state.runtime.busy, sid)  # idle: nothing is written
+    requested = await off_loop(state.runtime.busy, sid)  # idle: nothing is written
     stopped = state.runtime.interrupt(sid) if requested else False
     state.hub.nudge()
     return InterruptOut(session_id=sid, requested=requested, stopped_local=stopped)
@@ -125,7 +125,7 @@ async def compact(call: Call[Any, CompactIn]) -> AdmissionOut:
     """Request a manual compaction: a control item in the inbox, driven like any input."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    sent = await db(state.runtime.compact, sid, tail_turns=call.body.tail_turns,
+    sent = await off_loop(state.runtime.compact, sid, tail_turns=call.body.tail_turns,
                     input_id=call.body.input_id, resume=False)  # fmt: skip
     if call.body.resume:
         state.wake(sid)
@@ -143,15 +143,15 @@ async def move(call: Call[Any, MoveIn]) -> MoveOut:
     that is not a directory here is refused (400) and nothing is stored."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    await db(state.reads.get_session, sid)  # 404 first
+    await off_loop(state.reads.get_session, sid)  # 404 first
     try:
-        sent = await db(
+        sent = await off_loop(
             state.runtime.move, sid, call.body.location, input_id=call.body.input_id,
             resume=False,
         )  # fmt: skip
     except UsageError as err:
         raise ApiError(400, "bad_location", str(err)) from None
-    item = await db(state.reads.input, sid, sent.input_id)
+    item = await off_loop(state.reads.input, sid, sent.input_id)
     if call.body.resume:
         state.wake(sid)
     else:

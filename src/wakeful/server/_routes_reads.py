@@ -12,6 +12,7 @@ from typing import Any
 from starlette.responses import Response
 
 from ..errors import NotFoundError
+from ..execution import off_loop
 from ..messages import Message
 from ..runner import run_records
 from ._api import DIGEST_SCHEMA, ApiError, Call, Registry
@@ -30,7 +31,7 @@ from ._models import (
     UsageOut,
 )
 from ._redact import receipt_json, redact_message
-from ._state import ServerState, db
+from ._state import ServerState
 
 ops = Registry()
 # Media types served inline; anything else (HTML, SVG, ...) is a download, never a page.
@@ -45,7 +46,9 @@ async def messages(call: Call[MessagesQuery, Any]) -> MessagesOut:
     state: ServerState = call.state
     sensitive = call.want_sensitive()
     q = call.query
-    rows = await db(state.reads.messages_with_seq, call.path["session_id"], q.after_seq, q.limit)
+    rows = await off_loop(
+        state.reads.messages_with_seq, call.path["session_id"], q.after_seq, q.limit
+    )
     out = [MessageOut(seq=seq, message=m if sensitive else redact_message(m)) for seq, m in rows]
     full = q.limit is not None and len(rows) == q.limit
     return MessagesOut(
@@ -59,8 +62,8 @@ async def pending(call: Call[Any, Any]) -> PendingOut:
     """Admitted inputs not delivered yet, in enqueue order."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    await db(state.reads.get_session, sid)
-    items = await db(state.reads.pending, sid)
+    await off_loop(state.reads.get_session, sid)
+    items = await off_loop(state.reads.pending, sid)
     return PendingOut(items=[
         InboxItemOut(input_id=i.input_id, seq=i.seq, kind=i.kind, delivery=i.delivery,
                      status=i.status, payload=i.payload)
@@ -73,8 +76,8 @@ async def turns(call: Call[Any, Any]) -> TurnsOut:
     """Turns as run records: outcome, times, usage, steps and retries."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    await db(state.reads.get_session, sid)
-    records = await db(run_records, state.reads, sid)
+    await off_loop(state.reads.get_session, sid)
+    records = await off_loop(run_records, state.reads, sid)
     return TurnsOut(turns=[RunOut.model_validate(r.to_json()) for r in records])
 
 
@@ -84,8 +87,8 @@ async def usage(call: Call[Any, Any]) -> SessionUsageOut:
     """Token usage and cost of the session, in total and per turn."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    row = await db(state.reads.get_session, sid)
-    records = await db(run_records, state.reads, sid)
+    row = await off_loop(state.reads.get_session, sid)
+    records = await off_loop(run_records, state.reads, sid)
     ratio = None if row.input_tokens <= 0 else round(row.cache_read_tokens / row.input_tokens, 4)
     unpriced = sum(r.unpriced for r in records)
     return SessionUsageOut(
@@ -110,12 +113,12 @@ async def receipts(call: Call[SensitiveQuery, Any]) -> ReceiptsOut:
     state: ServerState = call.state
     sensitive = call.want_sensitive()
     sid = call.path["session_id"]
-    await db(state.reads.get_session, sid)
+    await off_loop(state.reads.get_session, sid)
 
     def build() -> list[dict[str, object]]:
         return [receipt_json(state.reads, r, sensitive=sensitive) for r in state.reads.receipts(sid)]  # fmt: skip
 
-    rows = await db(build)
+    rows = await off_loop(build)
     return ReceiptsOut(receipts=[ReceiptOut.model_validate(r) for r in rows],
                        redacted=not sensitive)  # fmt: skip
 
@@ -134,11 +137,11 @@ async def media(call: Call[Any, Any]) -> Response:
     """A media blob referenced by a message of the session (and only such a blob)."""
     state: ServerState = call.state
     sid, digest = call.path["session_id"], call.path["digest"]
-    media_type = _media_type(await db(state.reads.messages, sid), digest)
+    media_type = _media_type(await off_loop(state.reads.messages, sid), digest)
     if media_type is None:
         raise ApiError(404, "not_found", f"no media {digest} in session {sid}")
     try:
-        data = await db(state.reads.get_blob, digest)
+        data = await off_loop(state.reads.get_blob, digest)
     except NotFoundError:
         raise ApiError(404, "not_found", f"media {digest} is no longer stored") from None
     inline = bool(_INLINE.match(media_type))

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..execution import describe_schedule, schedule_time
+from ..execution import describe_schedule, off_loop, schedule_time
 from ..store import Schedule, ScheduleFire
 from ._api import Call, Registry
 from ._models import DeletedOut, ScheduleIn, ScheduleOut, SchedulesOut
-from ._state import ServerState, db
+from ._state import ServerState
 
 ops = Registry()
 SCHEDULE_ID = {"schedule_id": {"type": "string", "pattern": r"^[A-Za-z0-9_\-]{1,128}$"}}
@@ -32,7 +32,7 @@ def schedule_out(s: Schedule, fires: list[ScheduleFire] | None = None) -> Schedu
 async def list_schedules(call: Call[Any, Any]) -> SchedulesOut:
     """Every schedule with its next fire time and last fire, oldest first."""
     state: ServerState = call.state
-    found = await db(state.runtime.schedules)
+    found = await off_loop(state.runtime.schedules)
     return SchedulesOut(schedules=[schedule_out(s) for s in found])
 
 
@@ -42,7 +42,7 @@ async def add_schedule(call: Call[Any, ScheduleIn]) -> ScheduleOut:
     """Add a schedule (a bad cron expression, interval, time or zone is a 422 with its reason)."""
     state: ServerState = call.state
     b = call.body
-    added = await db(
+    added = await off_loop(
         state.runtime.add_schedule, b.prompt, cron=b.cron, every=b.every, at=b.at,
         timezone=b.timezone, session_id=b.session_id, name=b.name, missed=b.missed,
         grace_ms=b.grace_ms, delivery=b.delivery, title=b.title, agent=b.agent, model=b.model,
@@ -57,8 +57,8 @@ async def get_schedule(call: Call[Any, Any]) -> ScheduleOut:
     """One schedule with its recent fires, newest first."""
     state: ServerState = call.state
     sid = call.path["schedule_id"]
-    found = await db(state.runtime.schedule, sid)
-    fires = await db(state.runtime.schedule_fires, sid)
+    found = await off_loop(state.runtime.schedule, sid)
+    fires = await off_loop(state.runtime.schedule_fires, sid)
     return schedule_out(found, fires)
 
 
@@ -67,7 +67,7 @@ async def get_schedule(call: Call[Any, Any]) -> ScheduleOut:
 async def pause_schedule(call: Call[Any, Any]) -> ScheduleOut:
     """Stop the schedule firing until resumed."""
     state: ServerState = call.state
-    return schedule_out(await db(state.runtime.pause_schedule, call.path["schedule_id"]))
+    return schedule_out(await off_loop(state.runtime.pause_schedule, call.path["schedule_id"]))
 
 
 @ops.op("POST", "/schedules/{schedule_id}/resume", tag="schedules", response=ScheduleOut,
@@ -75,7 +75,7 @@ async def pause_schedule(call: Call[Any, Any]) -> ScheduleOut:
 async def resume_schedule(call: Call[Any, Any]) -> ScheduleOut:
     """Fire the schedule again from its next time after now (paused times are not caught up)."""
     state: ServerState = call.state
-    return schedule_out(await db(state.runtime.resume_schedule, call.path["schedule_id"]))
+    return schedule_out(await off_loop(state.runtime.resume_schedule, call.path["schedule_id"]))
 
 
 @ops.op("DELETE", "/schedules/{schedule_id}", tag="schedules", response=DeletedOut,
@@ -84,5 +84,5 @@ async def delete_schedule(call: Call[Any, Any]) -> DeletedOut:
     """Delete the schedule and its fire history (the sessions it made stay)."""
     state: ServerState = call.state
     sid = call.path["schedule_id"]
-    await db(state.runtime.delete_schedule, sid)
+    await off_loop(state.runtime.delete_schedule, sid)
     return DeletedOut(id=sid, deleted=True)

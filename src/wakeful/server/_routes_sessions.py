@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConflictError, UsageError
-from ..execution import existing_location
+from ..execution import existing_location, off_loop
 from ..runner import resolve_agent
 from ..store import SearchHit, SessionRow, new_session_id
 from ._api import SESSION_ID, ApiError, Call, Registry, respond
@@ -27,7 +27,7 @@ from ._models import (
     SessionPageOut,
 )
 from ._routes_inputs import admit_prompt
-from ._state import ServerState, db
+from ._state import ServerState
 
 ops = Registry()
 
@@ -46,18 +46,18 @@ async def search_sessions(state: ServerState, q: ListQuery, archived: bool | Non
     id finds that session). A search's cursor is the number of hits already returned."""
     needle = (q.q or "").strip()
     if not needle:
-        page = await db(state.reads.list_sessions, roots_only=q.roots, archived=archived,
+        page = await off_loop(state.reads.list_sessions, roots_only=q.roots, archived=archived,
                         limit=q.limit, cursor=q.cursor, agent=q.agent,
                         location=state.location(q.location))  # fmt: skip
         return Found(page.sessions, page.next_cursor)
     if q.agent is not None or q.location != "any":
         raise UsageError("`agent` and `location` filter the listing, not a search (`q`)")
     if needle.startswith("ses_") and SESSION_ID.match(needle):
-        row = await db(state.reads.find_session, needle)
+        row = await off_loop(state.reads.find_session, needle)
         return Found([row] if row is not None else [], None)
     if q.cursor is not None and not q.cursor.isdigit():
         raise UsageError("a search continues from the cursor it answered (a number)")
-    hits = await db(state.reads.search, needle, roots_only=q.roots, archived=archived,
+    hits = await off_loop(state.reads.search, needle, roots_only=q.roots, archived=archived,
                     limit=q.limit, offset=int(q.cursor or 0))  # fmt: skip
     more = None if hits.next_offset is None else str(hits.next_offset)
     return Found([h.session for h in hits.hits], more, {h.session.id: h for h in hits.hits})
@@ -70,7 +70,7 @@ async def list_sessions(call: Call[ListQuery, Any]) -> SessionPageOut:
     archived = {"false": False, "true": True, "all": None}[call.query.archived]
     found = await search_sessions(state, call.query, archived)
     active = set(state.runtime.active())
-    summaries = await db(state.reads.session_summaries, [r.id for r in found.sessions])
+    summaries = await off_loop(state.reads.session_summaries, [r.id for r in found.sessions])
     out = []
     for row in found.sessions:
         item = state.session_out(row, active, summaries.get(row.id))
@@ -94,18 +94,20 @@ async def create_session(call: Call[Any, CreateSessionIn]) -> Any:
             where = existing_location(body.location, "location")
         except UsageError as err:
             raise ApiError(400, "bad_location", str(err)) from None
-    place = await db(rt.place, where)
+    place = await off_loop(rt.place, where)
     resolve_agent(agent, place.config)  # UsageError (422): unknown agent
     model = body.model or rt.model
-    await db(rt.check_model, model, place)  # UsageError (422): a bad spec, file or missing key
+    await off_loop(
+        rt.check_model, model, place
+    )  # UsageError (422): a bad spec, file or missing key
     metadata = {"workspace": where} | (body.metadata or {})
     sid = body.id or new_session_id()  # a taken id: the store's ConflictError (409)
-    row = await db(rt.create_session, session_id=sid, title=body.title, agent=agent,
+    row = await off_loop(rt.create_session, session_id=sid, title=body.title, agent=agent,
                    model=model, metadata=metadata, location=where)  # fmt: skip
     admission = None
     if body.prompt is not None:
         admission = await admit_prompt(state, sid, body.prompt)
-        row = await db(state.reads.get_session, sid)
+        row = await off_loop(state.reads.get_session, sid)
     state.hub.nudge()
     out = CreatedOut(session=state.session_out(row), admission=admission)
     response = respond(out, 201)
@@ -119,12 +121,12 @@ async def get_session(call: Call[Any, Any]) -> SessionDetailOut:
     """One session: its row, children, pending count and work state."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    row = await db(state.reads.get_session, sid)
-    children = await db(state.reads.children, sid)
-    pending = await db(state.reads.pending, sid)
-    work = await db(state.reads.work_state, sid)
-    claim = await db(state.reads.current_claim, sid)
-    summary = (await db(state.reads.session_summaries, [sid]))[sid]
+    row = await off_loop(state.reads.get_session, sid)
+    children = await off_loop(state.reads.children, sid)
+    pending = await off_loop(state.reads.pending, sid)
+    work = await off_loop(state.reads.work_state, sid)
+    claim = await off_loop(state.reads.current_claim, sid)
+    summary = (await off_loop(state.reads.session_summaries, [sid]))[sid]
     base = state.session_out(row, summary=summary).model_dump()
     return SessionDetailOut(
         **base, children=[r.id for r in children],
@@ -147,10 +149,10 @@ async def fork_session(call: Call[Any, ForkIn]) -> Any:
     if body.agent is not None:
         resolve_agent(body.agent, rt.config)  # 422 before anything is written
     if body.model is not None:
-        await db(rt.check_model, body.model)
-    row = await db(state.runtime.fork, call.path["session_id"], body.through_seq, **fields)
-    if await db(rt.set_identity, row.id, agent=body.agent, model=body.model):
-        row = await db(state.reads.get_session, row.id)
+        await off_loop(rt.check_model, body.model)
+    row = await off_loop(state.runtime.fork, call.path["session_id"], body.through_seq, **fields)
+    if await off_loop(rt.set_identity, row.id, agent=body.agent, model=body.model):
+        row = await off_loop(state.reads.get_session, row.id)
     state.hub.nudge()
     response = respond(state.session_out(row), 201)
     response.headers["Location"] = f"{call.request.scope.get('root_path', '')}/sessions/{row.id}"
@@ -160,9 +162,9 @@ async def fork_session(call: Call[Any, ForkIn]) -> Any:
 async def _set_archived(call: Call[Any, Any], value: bool) -> SessionOut:
     state: ServerState = call.state
     sid = call.path["session_id"]
-    await db(state.runtime.set_archived, sid, value)
+    await off_loop(state.runtime.set_archived, sid, value)
     state.hub.nudge()
-    return state.session_out(await db(state.reads.get_session, sid))
+    return state.session_out(await off_loop(state.reads.get_session, sid))
 
 
 @ops.op("POST", "/sessions/{session_id}/archive", tag="sessions", response=SessionOut,
@@ -187,5 +189,5 @@ async def delete_session(call: Call[Any, Any]) -> CountsOut:
     sid = call.path["session_id"]
     if state.is_active(sid):
         raise ConflictError(f"session {sid} is running here; interrupt it first")
-    counts = await db(state.runtime.delete, sid)
+    counts = await off_loop(state.runtime.delete, sid)
     return CountsOut.model_validate(counts.to_json())

@@ -11,11 +11,11 @@ from typing import Annotated, Any
 
 from pydantic import Field, JsonValue
 
-from ..execution import RewindResult
+from ..execution import RewindResult, off_loop
 from ..store import Artifact
 from ._api import Call, Registry
 from ._models import MAX_INT, InputId, Seq, Short, Text, _In, _Out
-from ._state import ServerState, db
+from ._state import ServerState
 
 ops = Registry()
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")]
@@ -187,7 +187,7 @@ async def edit_history(call: Call[Any, HistoryEditIn]) -> RevisionOut:
     """Delete a turn or replace a message's text, guarded by the session's revision."""
     state: ServerState = call.state
     sid, b = call.path["session_id"], call.body
-    revision = await db(
+    revision = await off_loop(
         state.runtime.edit_history, sid, revision=b.revision, delete_turn=b.delete_turn,
         message_id=b.message_id, text=b.text,
     )  # fmt: skip
@@ -200,7 +200,7 @@ async def artifacts(call: Call[ArtifactsQuery, Any]) -> ArtifactsOut:
     """The session's artifacts, newest update first, by kind and time."""
     state: ServerState = call.state
     q = call.query
-    found = await db(
+    found = await off_loop(
         state.reads.artifacts, call.path["session_id"], kind=q.kind, since_ms=q.since_ms,
         limit=q.limit,
     )  # fmt: skip
@@ -213,7 +213,7 @@ async def add_artifact(call: Call[Any, ArtifactIn]) -> ArtifactOut:
     """Record an artifact of the session (upserted by kind and uri)."""
     state: ServerState = call.state
     b = call.body
-    added = await db(
+    added = await off_loop(
         state.runtime.add_artifact, call.path["session_id"], b.kind, b.uri, b.label, b.meta
     )
     return _artifact_out(added)
@@ -226,7 +226,7 @@ async def find_artifacts(call: Call[LookupQuery, Any]) -> ArtifactsOut:
     sessions living at `location`; newest update first."""
     state: ServerState = call.state
     q = call.query
-    found = await db(state.reads.find_artifacts, q.uri, kind=q.kind, since_ms=q.since_ms,
+    found = await off_loop(state.reads.find_artifacts, q.uri, kind=q.kind, since_ms=q.since_ms,
                      location=state.location(q.location), limit=q.limit)  # fmt: skip
     return ArtifactsOut(artifacts=[_artifact_out(a) for a in found])
 
@@ -237,7 +237,7 @@ async def metadata(call: Call[Any, Any]) -> MetadataOut:
     """The session's metadata object."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    return MetadataOut(session_id=sid, metadata=await db(state.reads.metadata, sid))
+    return MetadataOut(session_id=sid, metadata=await off_loop(state.reads.metadata, sid))
 
 
 @ops.op("PATCH", "/sessions/{session_id}/metadata", tag="metadata", body=MetadataIn,
@@ -246,12 +246,12 @@ async def update_metadata(call: Call[Any, MetadataIn]) -> MetadataOut:
     """Merge keys into the metadata (a null value removes a key)."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    merged = await db(state.runtime.update_metadata, sid, call.body.patch)
+    merged = await off_loop(state.runtime.update_metadata, sid, call.body.patch)
     return MetadataOut(session_id=sid, metadata=merged)
 
 
 async def _namespace(state: ServerState, sid: str, namespace: str) -> ExtensionStateOut:
-    values = await db(state.reads.extension_state, sid, namespace)
+    values = await off_loop(state.reads.extension_state, sid, namespace)
     return ExtensionStateOut(session_id=sid, namespace=namespace, values=values)
 
 
@@ -269,7 +269,7 @@ async def set_extension_state(call: Call[Any, ExtensionValueIn]) -> ExtensionSta
     """Store one value under an extension's namespace (16 KiB each, 64 KiB per session)."""
     state: ServerState = call.state
     sid, ns, key = call.path["session_id"], call.path["namespace"], call.path["key"]
-    await db(state.runtime.set_extension_state, sid, ns, key, call.body.value)
+    await off_loop(state.runtime.set_extension_state, sid, ns, key, call.body.value)
     return await _namespace(state, sid, ns)
 
 
@@ -279,5 +279,5 @@ async def delete_extension_state(call: Call[Any, Any]) -> ExtensionStateOut:
     """Remove one extension value (nothing happens when there is none)."""
     state: ServerState = call.state
     sid, ns, key = call.path["session_id"], call.path["namespace"], call.path["key"]
-    await db(state.runtime.delete_extension_state, sid, ns, key)
+    await off_loop(state.runtime.delete_extension_state, sid, ns, key)
     return await _namespace(state, sid, ns)

@@ -21,11 +21,12 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from ..errors import NotFoundError
 from ..events import StoredEvent
+from ..execution import off_loop
 from ._api import ApiError, Call, Registry
 from ._hub import Live, Subscription
 from ._models import EventOut, EventsOut, LogQuery
 from ._redact import event_json
-from ._state import ServerState, db
+from ._state import ServerState
 
 ops = Registry()
 Position = tuple[int, int]
@@ -81,15 +82,15 @@ async def _stream(
 ) -> AsyncIterator[ServerSentEvent]:  # fmt: skip
     """Replay, then (with a subscription) the sync marker and live events; see the docstring."""
     try:
-        watermark = await db(src.watermark)
+        watermark = await off_loop(src.watermark)
     except NotFoundError:  # deleted between the check and the stream
         if sub is not None:
             state.hub.unsubscribe(sub)
         return
     try:
-        last, at = after, await db(src.resolve, after)  # the client's cursor and its position
+        last, at = after, await off_loop(src.resolve, after)  # the client's cursor and its position
         while at < watermark:
-            batch = [e for e in await db(src.fetch, at) if src.pos(e) <= watermark]
+            batch = [e for e in await off_loop(src.fetch, at) if src.pos(e) <= watermark]
             for ev in batch:
                 last, at = src.key(ev), src.pos(ev)
                 yield _durable(ev, last, sensitive)
@@ -104,7 +105,7 @@ async def _stream(
             if sub.lagged:  # the queue overflowed: re-read the store from where we are
                 sub.lagged = False
                 await _drain_queue(sub)
-                while batch := await db(src.fetch, at):
+                while batch := await off_loop(src.fetch, at):
                     for ev in batch:
                         last, at = src.key(ev), src.pos(ev)
                         yield _durable(ev, last, sensitive)
@@ -119,7 +120,7 @@ async def _stream(
             if pos <= at:
                 continue
             if src.gap_free and key > last + 1:  # fill from the store, never skip
-                for ev in await db(src.fetch, at):
+                for ev in await off_loop(src.fetch, at):
                     if src.key(ev) >= key:
                         break
                     last, at = src.key(ev), src.pos(ev)
@@ -137,7 +138,7 @@ async def _response(
     sensitive = call.want_sensitive()
     after = _start(call)
     if not _wants_stream(call):
-        batch = await db(src.fetch, await db(src.resolve, after))
+        batch = await off_loop(src.fetch, await off_loop(src.resolve, after))
         batch = batch[: call.query.limit]
         nxt = src.key(batch[-1]) if batch else after
         return EventsOut(
@@ -160,7 +161,7 @@ async def session_log(call: Call[LogQuery, Any]) -> Any:
     """A session's durable events after `after` (exclusive): JSON, or SSE that follows."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    await db(state.reads.get_session, sid)
+    await off_loop(state.reads.get_session, sid)
     limit = call.query.limit
     src = _Source(
         fetch=lambda at: state.reads.events(sid, at[1], limit=limit),

@@ -1,8 +1,9 @@
 """The server's state: its runtime (which drives sessions), the hub, the settings.
 
 Handlers read through `reads` (the runtime's read model) and write through `runtime`'s
-methods. The store is synchronous; handlers call it through `db()` so a slow query never
-stalls the event loop that also runs drains and streams.
+methods. The store is synchronous; handlers call it through `wakeful.execution.off_loop` (typed:
+mypy checks every call's arguments) so a slow query never stalls the event loop that also runs
+drains and streams.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import functools
 import logging
 import os
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -56,7 +56,7 @@ class ServerState:
     _watched: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
 
     def __post_init__(self) -> None:
-        from ._lane import AdmissionLane  # (it calls `db`, defined here)
+        from ._lane import AdmissionLane
 
         self.lane = AdmissionLane(self.runtime)
 
@@ -104,8 +104,3 @@ def _report(session_id: str, task: asyncio.Task[Any]) -> None:
     err = task.exception()
     if err is not None:
         log.warning("the drain of %s stopped: %s: %s", session_id, type(err).__name__, err)
-
-
-async def db(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-    """Run a blocking store call in a worker thread."""
-    return await asyncio.to_thread(functools.partial(fn, *args, **kw))

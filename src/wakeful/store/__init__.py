@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ._open import default_db_path, memory_store, open_store, resolve_db_url
     from ._opening import TurnOpening
     from ._owner import current_owner, host_id, owner_is_dead
-    from ._protocol import Store
+    from ._protocol import PlainReads, PlainStore, ReceiptReads, Store
     from ._reads import InstructionState, RetryState, ToolCallRow, TurnRow
     from ._records import (
         Admission,
@@ -92,6 +92,9 @@ _LAZY = {
     "current_owner": "wakeful.store._owner",
     "host_id": "wakeful.store._owner",
     "owner_is_dead": "wakeful.store._owner",
+    "PlainReads": "wakeful.store._protocol",
+    "PlainStore": "wakeful.store._protocol",
+    "ReceiptReads": "wakeful.store._protocol",
     "Store": "wakeful.store._protocol",
     "InstructionState": "wakeful.store._reads",
     "RetryState": "wakeful.store._reads",
@@ -172,6 +175,9 @@ __all__ = [
     "SessionRow",
     "SessionSummary",
     "SqlStore",
+    "PlainReads",
+    "PlainStore",
+    "ReceiptReads",
     "Store",
     "SyncMarker",
     "ToolCallRow",

@@ -6,14 +6,19 @@ against `Store` (listing, showing, following, searching, admitting, forking, arc
 deleting) runs unchanged against either and never asks which one it holds; mypy checks both
 against this protocol. What only a session's driver does (claims, appends, promotion) and what
 only a local database offers (pruning, blobs, importing) are `SqlStore`'s alone: callers that
-need them hold a `SqlStore` (the runtime opens one; the CLI's `local_store` refuses a server
+need them hold a `SqlStore` (the runtime opens one; the CLI's `local_runtime` refuses a server
 URL with one line).
+
+Beside it, capabilities a caller asks for by protocol, never by class (the CLI and the runner
+never name `SqlStore`, `tests/test_layers.py`): `PlainReads`, stored bodies read as plain JSON
+without building models (a local store has them; `isinstance(store, PlainReads)` asks), and
+`ReceiptReads`, what rebuilds a recorded request from its receipt.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._reads import ToolCallRow
 from ._records import (
@@ -31,7 +36,7 @@ from ._search import SearchPage
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
-    from ..events import Delivery, InputKind, ReceiptRecorded, StoredEvent
+    from ..events import Delivery, InputKind, PlainEvent, ReceiptRecorded, StoredEvent
     from ..messages import Message
 
 
@@ -166,4 +171,53 @@ class Store(Protocol):
         stop: Callable[[], bool] | None = None,
     ) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
         """The instance-wide log in its order (`events_since`); same contract as `log`."""
+        ...
+
+
+@runtime_checkable
+class PlainReads(Protocol):
+    """Reads of stored bodies as plain JSON, exactly as their models would dump them, without
+    building a model (cold start, issue 25): a local store's; ask with `isinstance`."""
+
+    def plain_events(
+        self, session_id: str, after: int = 0, limit: int | None = None, types: Sequence[str] = ()
+    ) -> list[PlainEvent]:
+        """`Store.events` with each body as plain JSON."""
+        ...
+
+    def plain_log(
+        self, session_id: str, after: int = 0, *, follow: bool = False,
+        idle_timeout_s: float | None = None, stop: Callable[[], bool] | None = None,
+    ) -> Iterator[PlainEvent | SyncMarker]:  # fmt: skip
+        """`Store.log` with each body as plain JSON."""
+        ...
+
+    def plain_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """`Store.messages` as plain dumps (`model_dump(mode="json", exclude_none=True)`)."""
+        ...
+
+    def pending_ids(self, session_id: str) -> list[str]:
+        """The input ids of `Store.pending`, read without decoding the items."""
+        ...
+
+
+@runtime_checkable
+class PlainStore(Store, PlainReads, Protocol):
+    """A `Store` with `PlainReads` (a local one): what `session show` reads plainly."""
+
+
+class ReceiptReads(Protocol):
+    """What rebuilds a recorded request from its receipt: blobs and the messages as they read
+    when it was recorded."""
+
+    def get_blob(self, digest: str) -> bytes:
+        """The bytes of a blob; `NotFoundError` if absent."""
+        ...
+
+    def receipt_message_ids(self, session_id: str, receipt_id: str) -> tuple[str, ...]:
+        """The complete message ids of one receipt (a chain of receipts read back)."""
+        ...
+
+    def receipt_messages(self, session_id: str, receipt_id: str) -> dict[str, Message]:
+        """The messages, by id, as the log held them when the receipt was recorded."""
         ...
