@@ -53,6 +53,7 @@ from wakeful.config import Config, ExecutionConfig
 from wakeful.events import MessageAdded, SessionCreated, ToolCallStarted
 from wakeful.execution import Runtime
 from wakeful.execution._owner import host_id
+from wakeful.execution._writes import promote_idle
 from wakeful.messages import Message, ToolCallBlock
 from wakeful.store import fence, open_store
 
@@ -78,7 +79,7 @@ def orphan(db: str, model: str, workspace: Path, count: int) -> list[str]:
         claim = store.acquire_claim(sid, dead, lease_ms=3_600_000)
         assert claim is not None
         token = fence(claim)
-        store.promote(sid, idle=True, claim=token, start_turn=f"turn_{sid}")
+        promote_idle(store, sid, token, start_turn=f"turn_{sid}")
         call = ToolCallBlock(id="call_0", name="goal_set", input={"goal": "bench"})
         reply = Message(id=f"msg_{sid}", role="assistant", blocks=(call,))
         store.append(sid, [

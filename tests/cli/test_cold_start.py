@@ -21,6 +21,7 @@ from wakeful.events import (
     TurnEnded,
     UsageRecorded,
 )
+from wakeful.execution._writes import promote_idle
 from wakeful.messages import (
     ImageBlock,
     Message,
@@ -77,7 +78,7 @@ def session_id(db_url: str) -> str:
         asking = Message(role="assistant", blocks=(
             ToolCallBlock(id="c2", name="shell", input={"command": "rm x"}),))  # fmt: skip
         store.admit(row.id, "in1", "user", {"text": "hi"})
-        store.promote(row.id, idle=True, start_turn="t1")
+        promote_idle(store, row.id, None, start_turn="t1")
         store.append(row.id, [
             MessageAdded(message=Message(role="assistant", blocks=(TextBlock(text="yo"), call))),
             MessageAdded(message=Message(role="user", blocks=(result,))),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.cli.conftest import Wk
 from wakeful.events import TurnEnded
+from wakeful.execution._writes import promote_idle
 from wakeful.store import open_store
 
 
@@ -22,7 +23,7 @@ def _seed(db_url: str, workdir: Path, elsewhere: Path) -> dict[str, str]:
     sid = ids["mine"]
     for n, text in enumerate(["  what is   up?", "and then"], 1):
         store.admit(sid, f"in{n}", "user", {"text": text})
-        store.promote(sid, idle=True, start_turn=f"turn_{n}")
+        promote_idle(store, sid, None, start_turn=f"turn_{n}")
         store.append(sid, [TurnEnded(turn_id=f"turn_{n}", outcome="completed")])
     store.add_artifact(sid, "link", "https://example.com/pr/1", "PR 1")
     store.create_session(parent_id=sid)

@@ -15,6 +15,7 @@ from wakeful.errors import ConflictError, NotFoundError, UsageError
 from wakeful.events import ApprovalDecided, ApprovalRequested
 from wakeful.execution import Runtime
 from wakeful.execution._owner import host_id
+from wakeful.execution._writes import start_drain
 
 from .helpers import check_session, ledger_lines, shell, write_script
 
@@ -172,7 +173,7 @@ async def test_a_crash_after_the_decision_is_delivered_still_runs_the_call_once(
     sid, [request] = await paused(db_url, tmp_path)
     rt = runtime(db_url, tmp_path)
     rt.approve(sid, request.call_id, resume=False)
-    start = rt.store.start_drain(sid, DEAD, 300, start_turn="turn_d")
+    start = start_drain(rt.store, sid, DEAD, 300, start_turn="turn_d")
     assert start.claim is not None and len(start.delivered) == 1  # delivered, turn started
     assert rt.store.get_session(sid).status == "interrupted"  # running, but its owner is dead
     turns = await rt.resume(sid)

@@ -20,6 +20,7 @@ from wakeful.events import (
 from wakeful.execution import Runtime, run_worker
 from wakeful.execution._owner import host_id
 from wakeful.execution._recovery import CONTINUATION, NOT_RUN_RESULT, PARTIAL_RESULT
+from wakeful.execution._writes import promote_idle
 from wakeful.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
 from wakeful.store import SqlStore, fence, open_store
 
@@ -38,7 +39,7 @@ def leave(store: SqlStore, sid: str, model: str, kind: str, owner: str = DEAD) -
     claim = store.acquire_claim(sid, owner, lease_ms=3_600_000)
     assert claim is not None
     token = fence(claim)
-    store.promote(sid, idle=True, claim=token, start_turn=f"turn_{sid}")
+    promote_idle(store, sid, token, start_turn=f"turn_{sid}")
     call = ToolCallBlock(id="call_0", name="goal_set", input={"goal": "g"})
     blocks = (TextBlock(text="all done"),) if kind == "answered" else (call,)
     reply = Message(id=f"msg_{sid}", role="assistant", blocks=blocks)

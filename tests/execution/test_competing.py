@@ -21,6 +21,7 @@ import pytest
 
 from tests.pg import fresh_database
 from wakeful.events import InputDelivered, InputEnqueued
+from wakeful.execution._writes import start_drain
 from wakeful.store import SqlStore, open_store
 
 from .helpers import (
@@ -211,7 +212,7 @@ def test_worker_once_waits_for_an_orphan_a_paused_writer_still_locks(tmp_path: P
         work = make_workspace(tmp_path, lease_ms=300)
         store = open_store(url)
         create_session(store, "ses_l", slow_script(tmp_path / "s.json"), ["go"], workspace=work)
-        start = store.start_drain("ses_l", "elsewhere/1/x", 300, start_turn="turn_paused")
+        start = start_drain(store, "ses_l", "elsewhere/1/x", 300, start_turn="turn_paused")
         assert start.claim is not None
         with psycopg.connect(url) as paused:  # the paused driver, mid-transaction
             paused.execute("SELECT 1 FROM claims WHERE session_id = 'ses_l' FOR UPDATE")

@@ -16,6 +16,7 @@ from wakeful.events import MessageAdded, SessionCreated, ToolCallStarted
 from wakeful.execution import Runtime
 from wakeful.execution._owner import host_id
 from wakeful.execution._recovery import CONTINUATION, NOT_RUN_RESULT, PARTIAL_RESULT
+from wakeful.execution._writes import promote_idle
 from wakeful.messages import Message, TextBlock, TextOrigin, ToolCallBlock
 from wakeful.store import ClaimToken, fence
 
@@ -46,7 +47,7 @@ def crashed_turn(rt: Runtime, sid: str, owner: str = DEAD) -> tuple[str, ClaimTo
     claim = rt.store.acquire_claim(sid, owner, lease_ms=CONFIG.execution.lease_ms)
     assert claim is not None
     token = fence(claim)
-    rt.store.promote(sid, idle=True, claim=token, start_turn="turn_dead")
+    promote_idle(rt.store, sid, token, start_turn="turn_dead")
     return "turn_dead", token
 
 

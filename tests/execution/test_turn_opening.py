@@ -64,5 +64,5 @@ async def test_a_turns_opening_reads_are_one_store_call(tmp_path: Path, backend:
         assert await port.tail_boundary() is None
         assert await port.compaction_boundary() == 0
         assert await port.recent_usage(64) == []
-        assert dict(calls) == {"turn_opening": 1}
+        assert dict(calls) == {"read": 1}
         store.close()

@@ -11,7 +11,7 @@ import pytest
 from tests.allow import ALLOW_WRITES
 from wakeful.config import Config, ExecutionConfig, RetryConfig
 from wakeful.errors import StoreBusyError, StoreError
-from wakeful.execution import Runtime, run_worker
+from wakeful.execution import Runtime, _drain, run_worker
 from wakeful.execution._worker import candidates
 
 from .helpers import check_session, write_script
@@ -55,9 +55,9 @@ async def test_a_live_claim_is_not_a_candidate(db_url: str, tmp_path: Path):
     await rt.aclose()
 
 
-def failing_start(rt: Runtime, *errors: Exception) -> None:
-    """Make the store's next `start_drain` calls raise `errors`, one each."""
-    start_drain = rt.store.start_drain
+def failing_start(mp: pytest.MonkeyPatch, *errors: Exception) -> None:
+    """Make the drains' next `start_drain` calls raise `errors`, one each."""
+    start_drain = _drain.start_drain
     pending = list(errors)
 
     def flaky(*args: object, **kw: object) -> object:
@@ -65,15 +65,15 @@ def failing_start(rt: Runtime, *errors: Exception) -> None:
             raise pending.pop(0)
         return start_drain(*args, **kw)  # type: ignore[arg-type]
 
-    rt.store.start_drain = flaky  # type: ignore[method-assign]
+    mp.setattr(_drain, "start_drain", flaky)
 
 
 async def test_a_busy_store_is_waited_out_and_logged_once(
-    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ):
     rt = runtime(db_url, tmp_path)
     sid = rt.send("task", resume=False).session_id
-    failing_start(rt, *[StoreBusyError("database is busy")] * 3)
+    failing_start(monkeypatch, *[StoreBusyError("database is busy")] * 3)
     with caplog.at_level(logging.WARNING, logger="wakeful.worker"):
         stats = await run_worker(rt, once=True)
     assert stats.turns == 1 and stats.failed == set()  # retried after the backoff, same run
@@ -84,11 +84,11 @@ async def test_a_busy_store_is_waited_out_and_logged_once(
 
 
 async def test_a_failed_drain_is_logged_and_the_session_retried_later(
-    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ):
     rt = runtime(db_url, tmp_path)
     sid = rt.send("task", resume=False).session_id
-    failing_start(rt, StoreError("something else broke"))
+    failing_start(monkeypatch, StoreError("something else broke"))
     with caplog.at_level(logging.WARNING, logger="wakeful.worker"):
         stats = await run_worker(rt, once=True)
     assert "drain failed: StoreError: something else broke" in caplog.text

@@ -14,6 +14,7 @@ from wakeful.events import (
     TurnStarted,
     WorkStateUpdated,
 )
+from wakeful.execution._writes import promote_idle
 from wakeful.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock, is_wire_valid
 from wakeful.store import ARTIFACTS_PER_SESSION_CAP, SqlStore
 
@@ -22,7 +23,7 @@ def turn(store: SqlStore, sid: str, n: int, *, tool: bool = True, goal: str | No
     """One completed turn: a delivered prompt, a tool call and its result, an answer."""
     store.admit(sid, f"in_{n}", "user", {"text": f"prompt {n}"})
     tid = f"turn_{n}"
-    store.promote(sid, idle=True, start_turn=tid)
+    promote_idle(store, sid, None, start_turn=tid)
     events: list = []
     if tool:
         call = Message(role="assistant", blocks=(ToolCallBlock(id=f"c{n}", name="read_file"),))

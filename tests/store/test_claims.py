@@ -13,6 +13,7 @@ from tests.pg import fresh_database
 from wakeful.clock import FakeClock
 from wakeful.errors import ClaimLostError
 from wakeful.events import MessageAdded, SessionCreated, ToolCallStarted, TurnEnded
+from wakeful.execution._writes import start_drain
 from wakeful.messages import Message, ToolCallBlock, assistant
 from wakeful.store import Claim, SqlStore, fence, open_store
 
@@ -29,7 +30,7 @@ def test_start_drain_claims_delivers_and_starts_the_turn_in_one_transaction(stor
     store.admit("ses_a", "i1", "user", {"text": "one"}, create=NEW)
     store.admit("ses_a", "i2", "user", {"text": "two"})
     before = store.get_session("ses_a").last_seq
-    start = store.start_drain("ses_a", "me", LEASE, start_turn="turn_1")
+    start = start_drain(store, "ses_a", "me", LEASE, start_turn="turn_1")
     assert start.claim is not None and not start.claim.taken_over and not start.busy
     assert [d.item.input_id for d in start.delivered] == ["i1", "i2"]
     written = store.events("ses_a", after=before)
@@ -47,7 +48,7 @@ def test_start_drain_with_nothing_to_do_writes_nothing(store: SqlStore):
     store.admit("ses_a", "i1", "user", {"text": "later"}, delivery="queue", create=NEW)
     store.promote("ses_a", idle=True)  # the queued item is delivered; nothing is left
     before = store.get_session("ses_a")
-    start = store.start_drain("ses_a", "me", LEASE, start_turn="turn_1")
+    start = start_drain(store, "ses_a", "me", LEASE, start_turn="turn_1")
     assert start.claim is None and not start.busy and not start.delivered
     assert store.get_session("ses_a") == before and store.claimed_sessions() == []
 
@@ -57,7 +58,7 @@ def test_start_drain_is_busy_while_a_live_driver_holds_the_claim(store: SqlStore
     held = store.acquire_claim("ses_a", "other", LEASE)
     assert held is not None
     before = store.get_session("ses_a").last_seq
-    start = store.start_drain("ses_a", "me", LEASE, nobody_dead, start_turn="turn_1")
+    start = start_drain(store, "ses_a", "me", LEASE, nobody_dead, start_turn="turn_1")
     assert start.claim is None and start.busy
     assert store.get_session("ses_a").last_seq == before
     assert [i.input_id for i in store.pending("ses_a")] == ["i1"]
@@ -66,11 +67,11 @@ def test_start_drain_is_busy_while_a_live_driver_holds_the_claim(store: SqlStore
 
 def test_start_drain_takes_over_an_orphan_without_promoting(store: SqlStore, clock: FakeClock):
     store.admit("ses_a", "i1", "user", {"text": "one"}, create=NEW)
-    crashed = store.start_drain("ses_a", "crashed", LEASE, start_turn="turn_1")
+    crashed = start_drain(store, "ses_a", "crashed", LEASE, start_turn="turn_1")
     assert crashed.claim is not None
     store.admit("ses_a", "i2", "user", {"text": "two"})
     clock.advance(LEASE + 1)
-    start = store.start_drain("ses_a", "me", LEASE, start_turn="turn_2")
+    start = start_drain(store, "ses_a", "me", LEASE, start_turn="turn_2")
     assert start.claim is not None and start.claim.taken_over and start.claim.epoch == 2
     assert start.delivered == ()  # healing comes first; i2 waits for the drain's next promote
     assert [i.input_id for i in store.pending("ses_a")] == ["i2"]
@@ -83,7 +84,7 @@ def test_start_drain_over_a_released_claim_with_a_running_call_promotes_nothing(
     store: SqlStore,
 ):
     store.admit("ses_a", "i1", "user", {"text": "one"}, create=NEW)
-    first = store.start_drain("ses_a", "gone", LEASE, start_turn="turn_1")
+    first = start_drain(store, "ses_a", "gone", LEASE, start_turn="turn_1")
     assert first.claim is not None
     call = ToolCallBlock(id="call_1", name="shell", input={"command": "true"})
     reply = Message(role="assistant", blocks=(call,))
@@ -93,20 +94,20 @@ def test_start_drain_over_a_released_claim_with_a_running_call_promotes_nothing(
     store.append("ses_a", [TurnEnded(turn_id="turn_1", outcome="failed")], fence(first.claim))
     assert store.release_claim(first.claim)  # its result was never saved
     store.admit("ses_a", "i2", "user", {"text": "two"})
-    start = store.start_drain("ses_a", "me", LEASE, start_turn="turn_2")
+    start = start_drain(store, "ses_a", "me", LEASE, start_turn="turn_2")
     assert start.claim is not None and not start.claim.taken_over
     assert start.delivered == ()  # the call is settled first; i2 waits for the next promote
     assert [i.input_id for i in store.pending("ses_a")] == ["i2"]
     store.release_claim(start.claim)
     store.promote("ses_a", idle=True)  # with nothing pending, still taken: the call is orphaned
-    assert store.start_drain("ses_a", "me", LEASE, start_turn="turn_3").claim is not None
+    assert start_drain(store, "ses_a", "me", LEASE, start_turn="turn_3").claim is not None
 
 
 def orphans(store: SqlStore, n: int, owner: str) -> list[str]:
     sids = [f"ses_{owner.replace('/', '_')}_{i}" for i in range(n)]
     for sid in sids:
         store.admit(sid, "i1", "user", {"text": "x"}, create=NEW)
-        assert store.start_drain(sid, owner, 60_000, start_turn=f"turn_{sid}").claim is not None
+        assert start_drain(store, sid, owner, 60_000, start_turn=f"turn_{sid}").claim is not None
     return sids
 
 

@@ -28,6 +28,7 @@ from wakeful.events import (
     UsageRecorded,
     WorkStateUpdated,
 )
+from wakeful.execution._writes import promote_idle, promote_step, turn_opening
 from wakeful.messages import assistant
 from wakeful.store import (
     Prelude,
@@ -155,11 +156,11 @@ def test_a_promotions_tail_is_written_last_only_when_nothing_is_delivered(store:
         [MessageAdded(message=assistant("held"))],
         [MessageAdded(message=assistant("then"))],
     )
-    assert store.promote("ses_a", idle=False, first=first, then=then, then_blobs=[b"s"]) == []
+    assert promote_step(store, "ses_a", None, first=first, then=then, then_blobs=[b"s"]) == []
     assert [m.text() for m in store.messages("ses_a")] == ["held", "then"]
     assert store.get_blob(hashlib.sha256(b"s").hexdigest()) == b"s"
     store.admit("ses_a", "bad", "user", {"nope": 1})  # rejected: no history changes
-    assert store.promote("ses_a", idle=False, then=then) == []
+    assert promote_step(store, "ses_a", None, then=then) == []
     assert [m.text() for m in store.messages("ses_a")][-1] == "then"
     assert [e.type for e in store.events("ses_a")][-3:] == [
         "inbox.rejected", "session.error", "message.added",
@@ -169,7 +170,7 @@ def test_a_promotions_tail_is_written_last_only_when_nothing_is_delivered(store:
         MessageAdded(message=assistant("again")),
         MessageAdded(message=assistant("x")),
     )
-    delivered = store.promote("ses_a", idle=False, first=[again], then=[unwritten])
+    delivered = promote_step(store, "ses_a", None, first=[again], then=[unwritten])
     assert [d.item.input_id for d in delivered] == ["steer"]
     assert [m.text() for m in store.messages("ses_a")][-2:] == ["again", "steer"]
 
@@ -446,15 +447,15 @@ def test_a_prelude_is_written_just_before_a_delivery_of_messages_or_dropped(stor
     delta = InstructionsUpdated(delta={"builtin": "0" * 64})
     at = store.high_water("ses_a")
     prelude = Prelude((delta,), (b"value",), at)
-    store.promote("ses_a", idle=True, prelude=prelude)  # a control item alone: not written
+    promote_idle(store, "ses_a", None, prelude=prelude)  # a control item alone: not written
     assert not store.events("ses_a", types=["instructions.updated"])
     store.admit("ses_a", "i1", "user", {"text": "hi"})
     stale = Prelude((delta,), (b"value",), at)  # planned before the session moved on
-    assert store.promote("ses_a", idle=True, prelude=stale)
+    assert promote_idle(store, "ses_a", None, prelude=stale)
     assert not store.events("ses_a", types=["instructions.updated"])
     store.admit("ses_a", "i2", "user", {"text": "again"})
     fresh = Prelude((delta,), (b"value",), store.high_water("ses_a"))
-    store.promote("ses_a", idle=True, prelude=fresh, start_turn="turn_x")
+    promote_idle(store, "ses_a", None, prelude=fresh, start_turn="turn_x")
     types = [e.type for e in store.events("ses_a", after=store.high_water("ses_a") - 3)]
     assert types == ["instructions.updated", "inbox.delivered", "turn.started"]
     assert store.get_blob(hashlib.sha256(b"value").hexdigest()) == b"value"
@@ -496,7 +497,7 @@ def test_turn_opening_reads_at_once_what_the_separate_reads_say(store: SqlStore)
     approvals = ["approval.requested", "approval.decided"]
 
     def check(sid: str) -> None:
-        opening = store.turn_opening(sid, approvals, 3)
+        opening = turn_opening(store, sid, approvals, 3)
         assert opening.approvals == store.events(sid, types=approvals)
         assert opening.retry == store.retry_state(sid)
         assert opening.work == store.work_state(sid)
@@ -521,10 +522,10 @@ def test_turn_opening_reads_at_once_what_the_separate_reads_say(store: SqlStore)
         SessionUpdated(title="t"),
     ])  # fmt: skip
     check("ses_a")
-    assert len(store.turn_opening("ses_a", approvals, 3).compactions) == 1
-    assert [e.event.input_tokens for e in store.turn_opening("ses_a", approvals, 3).usage] == [2]  # type: ignore[union-attr]
+    assert len(turn_opening(store, "ses_a", approvals, 3).compactions) == 1
+    assert [e.event.input_tokens for e in turn_opening(store, "ses_a", approvals, 3).usage] == [2]  # type: ignore[union-attr]
     with pytest.raises(NotFoundError):
-        store.turn_opening("ses_nope", approvals, 3)
+        turn_opening(store, "ses_nope", approvals, 3)
 
 
 def test_recovery_views_read_a_batch_as_the_per_session_reads_say(store: SqlStore):
@@ -561,12 +562,12 @@ def test_summaries_count_what_a_listing_shows(store: SqlStore):
     store.create_session("ses_s", title=None)
     blocks = [{"type": "text", "text": "first\n  question"}, {"type": "text", "text": "in blocks"}]
     store.admit("ses_s", "i1", "user", {"blocks": blocks})  # type: ignore[dict-item]
-    store.promote("ses_s", idle=True, start_turn="turn_1")
+    promote_idle(store, "ses_s", None, start_turn="turn_1")
     store.append("ses_s", [TurnEnded(turn_id="turn_1", outcome="completed")])
     store.append("ses_s", [TurnStarted(turn_id="turn_x"),  # (a turn without an input)
                            TurnEnded(turn_id="turn_x", outcome="completed")])  # fmt: skip
     store.admit("ses_s", "i2", "user", {"text": "second " + "x" * 300})
-    store.promote("ses_s", idle=True, start_turn="turn_2")
+    promote_idle(store, "ses_s", None, start_turn="turn_2")
     store.append("ses_s", [TurnEnded(turn_id="turn_2", outcome="completed")])
     store.admit("ses_s", "c1", "compaction", {"reason": "manual"})  # not a user message
     store.add_artifact("ses_s", "link", "https://example.com/a", "a")

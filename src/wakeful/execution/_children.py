@@ -28,6 +28,7 @@ from ..runner.tools import Delegation, Lineage, ToolFailure
 from ..store import ClaimToken, SqlStore, new_session_id
 from ._delegation import delegation_of, lineage_of
 from ._off_loop import off_loop
+from ._writes import end_child
 
 if TYPE_CHECKING:
     from ._coordinator import Coordinator
@@ -166,7 +167,7 @@ class Children:
                 "metadata": {"child_session_id": child_id, "outcome": end.outcome},
             }
             await off_loop(
-                self.store.append_and_admit, child_id, [end], claim, target_id=parent_id,
+                end_child, self.store, child_id, end, claim, parent_id=parent_id,
                 input_id=f"{REPORT_PREFIX}{child_id}_{end.turn_id}", kind=REPORT_KIND,
                 payload=payload,
             )  # fmt: skip

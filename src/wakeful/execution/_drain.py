@@ -2,7 +2,7 @@
 has nothing deliverable, release the claim.
 
 The claim is write-ahead and fenced (invariant 5): it is taken in the same transaction that
-delivers the first inputs and starts their turn (`SqlStore.start_drain`), so a crash can leave a
+delivers the first inputs and starts their turn (`_writes.start_drain`), so a crash can leave a
 claim with a started turn but never a claim or a delivery without one. A takeover claims first,
 then heals and resumes (the earlier driver's turn is already open). The process's `LeaseKeeper`
 renews the lease; losing the claim stops the drain without another write. Success, failure and
@@ -40,6 +40,7 @@ from ._recovery import (
     plan_recovery,
 )
 from ._unbuildable import block_unbuildable
+from ._writes import promote_idle, start_drain
 
 STOP_OUTCOMES = frozenset({"paused", "blocked", "interrupted"})
 
@@ -110,7 +111,7 @@ async def drain(
             InstructionSync(store, session_id, ctx.instruction_sources).prelude
         )
         start = await off_loop(
-            store.start_drain, session_id, current_owner(), opts.lease_ms, owner_is_dead,
+            start_drain, store, session_id, current_owner(), opts.lease_ms, owner_is_dead,
             start_turn=tid, prelude=prelude,
         )  # fmt: skip
         if start.claim is None:
@@ -219,7 +220,7 @@ async def _turns(
             tid = new_turn_id()
             prelude = await off_loop(port.prelude)
             delivered = await off_loop(
-                store.promote, sid, idle=True, claim=port.claim, start_turn=tid, prelude=prelude
+                promote_idle, store, sid, port.claim, start_turn=tid, prelude=prelude
             )
         if not delivered:
             return

@@ -51,6 +51,7 @@ from ..store import (
     TurnOpening,
 )
 from ._off_loop import off_loop
+from ._writes import promote_step, turn_opening
 
 Settle = Callable[[TurnEnded, TurnResult, ClaimToken | None], Awaitable[None]]
 """Writes a turn's `turn.ended` (fenced by the claim it is given) together with what must
@@ -95,7 +96,7 @@ class StorePort(HeldEvents):
         # Reads made ahead, each handed out once and dropped at this port's next write (a read
         # ahead of a write would miss it): the transcript's next read, made by a step
         # boundary's promotion (`_promote`: (after, messages)), and what `approvals` read with
-        # the turn's other opening reads (`SqlStore.turn_opening`), by the read it answers.
+        # the turn's other opening reads (`_writes.turn_opening`), by the read it answers.
         self._next_after: int | None = None  # the `after` of the history's next read
         self._ahead: tuple[int, list[tuple[int, Message]]] | None = None
         self._opening: dict[str, object] = {}
@@ -168,8 +169,8 @@ class StorePort(HeldEvents):
         else:  # a source changed: the next step is built after the delta, not ahead
             then, then_blobs = (), []
             prelude = self._sync.prelude(epoch)
-        delivered = self.store.promote(
-            self._sid, idle=False, claim=self.claim, prelude=prelude, first=self._with_held(()),
+        delivered = promote_step(
+            self.store, self._sid, self.claim, first=self._with_held(()), prelude=prelude,
             then=then, then_blobs=then_blobs,
         )  # fmt: skip
         self._written_held()
@@ -274,7 +275,7 @@ class StorePort(HeldEvents):
 
         A turn reads this first, so the reads its first step makes next (retry state, work
         state, compaction boundary and tail, recent usage) are read with it, in one store call
-        (`SqlStore.turn_opening`), and handed out by those reads, each once. Nothing those
+        (`_writes.turn_opening`), and handed out by those reads, each once. Nothing those
         reads return changes without a write of this port's claim (the driver's own; an
         instruction delta touches none of them), so each part is dropped at this port's next
         write and read from the store again after it."""
@@ -286,7 +287,7 @@ class StorePort(HeldEvents):
         return log
 
     def _open(self) -> tuple[ApprovalLog, TurnOpening]:
-        opening = self.store.turn_opening(self._sid, APPROVAL_TYPES, LOOKBACK_EVENTS)
+        opening = turn_opening(self.store, self._sid, APPROVAL_TYPES, LOOKBACK_EVENTS)
         log = fold_approvals(
             opening.approvals, lambda: {c.message_id for c in self.store.tool_calls(self._sid)}
         )

@@ -16,6 +16,7 @@ from ..runner import TurnResult
 from ..store import Claim, SqlStore, fence
 from ._owner import current_owner, owner_is_dead
 from ._recovery import heal_running_tools, heal_unstarted_calls, open_turn
+from ._writes import start_drain
 
 BLOCKED_KIND = "configuration"
 
@@ -32,7 +33,7 @@ def block_unbuildable(
     started: str | None = None
     if claim is None:
         tid = new_turn_id()
-        start = store.start_drain(sid, current_owner(), lease_ms, owner_is_dead, start_turn=tid)
+        start = start_drain(store, sid, current_owner(), lease_ms, owner_is_dead, start_turn=tid)
         if start.claim is None:
             return [], start.busy
         claim = start.claim

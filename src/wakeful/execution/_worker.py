@@ -4,7 +4,7 @@ Several workers (processes, hosts) may run at once, and each session has one dri
 - orphaned claims (lease expired, or owner a dead process on this host) are taken over in
   batches sized to the worker's free slots, with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so
   concurrent workers take disjoint sessions without waiting on each other;
-- a session with pending input and no claim is started by `SqlStore.start_drain`, whose claim
+- a session with pending input and no claim is started by `_writes.start_drain`, whose claim
   row decides a race between workers (the loser sees a live claim and moves on).
 PostgreSQL NOTIFY of an admission (new input) wakes a waiting worker at once; SQLite is polled,
 and so is what no admission announces (an expired lease, a dead owner). SIGTERM is a shutdown:

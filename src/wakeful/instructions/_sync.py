@@ -97,8 +97,8 @@ class InstructionSync:
 
     def prelude(self, epoch: int = 0) -> Prelude | None:
         """The delta to admit *before* the next input is delivered (003: "before input
-        delivery"), for `SqlStore.promote`/`start_drain` to write in the delivery's own
-        transaction; None when nothing changed since this object's last sync at `epoch`, or
+        delivery"), for `SessionWrite.promote` (`execution/_writes.py`) to write in the
+        delivery's own transaction; None when nothing changed since this object's last sync at `epoch`, or
         when the first delta cannot be complete (the turn's own sync then blocks it)."""
         read = _read_all(self._sources)
         if self._last is not None and self._last[0] == _seen(read) and self._last[1] == epoch:

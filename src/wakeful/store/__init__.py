@@ -28,12 +28,13 @@ if TYPE_CHECKING:
     from ._open import default_db_path, memory_store, open_store, resolve_db_url
     from ._opening import TurnOpening
     from ._owner import current_owner, host_id, owner_is_dead
-    from ._protocol import PlainReads, PlainStore, ReceiptReads, Store
+    from ._protocol import PlainReads, PlainStore, ReceiptReads, SessionRead, SessionWrite, Store
     from ._reads import InstructionState, RetryState, ToolCallRow, TurnRow
     from ._records import (
         Admission,
         AdmissionRequest,
         Claim,
+        ClaimState,
         Delivered,
         DrainStart,
         InboxItem,
@@ -96,6 +97,9 @@ _LAZY = {
     "PlainStore": "wakeful.store._protocol",
     "ReceiptReads": "wakeful.store._protocol",
     "Store": "wakeful.store._protocol",
+    "SessionRead": "wakeful.store._protocol",
+    "SessionWrite": "wakeful.store._protocol",
+    "ClaimState": "wakeful.store._records",
     "InstructionState": "wakeful.store._reads",
     "RetryState": "wakeful.store._reads",
     "ToolCallRow": "wakeful.store._reads",
@@ -156,6 +160,7 @@ __all__ = [
     "Admission",
     "AdmissionRequest",
     "Claim",
+    "ClaimState",
     "ClaimToken",
     "Delivered",
     "DirectoryFileMap",
@@ -172,8 +177,10 @@ __all__ = [
     "RetryState",
     "SearchHit",
     "SearchPage",
+    "SessionRead",
     "SessionRow",
     "SessionSummary",
+    "SessionWrite",
     "SqlStore",
     "PlainReads",
     "PlainStore",

@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING
 
 from .._ids import new_claim_token
 from ..errors import ClaimLostError, NotFoundError
-from . import _inbox
 from ._append import ClaimToken
 from ._backend import Pending, Row, iter_chunks
 from ._owner import owner_is_dead
-from ._records import Claim, DrainStart, Prelude, SessionRow
+from ._records import Claim, SessionRow
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -93,7 +92,7 @@ def demote_stale(tx: Tx, rows: Sequence[SessionRow], now: int) -> list[SessionRo
     ]
 
 
-def _read_claim(tx: Tx, session_id: str) -> Row | None:
+def read_claim(tx: Tx, session_id: str) -> Row | None:
     """The session's claims row (epoch, lease_until_ms, attempts, released, owner), row-locked."""
     return tx.one(
         "SELECT epoch, lease_until_ms, attempts, released, owner FROM claims WHERE session_id = ?"
@@ -102,11 +101,11 @@ def _read_claim(tx: Tx, session_id: str) -> Row | None:
     )
 
 
-def _claim_in(
+def claim_in(
     tx: Tx, session_id: str, row: Row | None, owner: str, lease_ms: int, now: int,
     is_dead: IsDead | None,
 ) -> Claim | None:  # fmt: skip
-    """Take the claim whose row `_read_claim` returned (the session is locked); None if live."""
+    """Take the claim whose row `read_claim` returned (the session is locked); None if live."""
     token = new_claim_token()
     if row is None:
         tx.run(
@@ -149,7 +148,7 @@ def _dead_owners(tx: Tx, now: int, local_host: str, is_dead: IsDead) -> list[str
     return [owner for (owner,) in held if is_dead(owner)]
 
 
-def _has_running_call(tx: Tx, session_id: str) -> bool:
+def has_running_call(tx: Tx, session_id: str) -> bool:
     """Whether a tool call of the session is still `running`."""
     return (
         tx.one(
@@ -177,46 +176,8 @@ class ClaimsMixin:
         with self.backend.transaction(write=True) as tx:
             if tx.lock_session(session_id) is None:
                 raise NotFoundError(f"no session {session_id}")
-            row = _read_claim(tx, session_id)
-            return _claim_in(tx, session_id, row, owner, lease_ms, self.clock.now_ms(), is_dead)
-
-    def start_drain(
-        self, session_id: str, owner: str, lease_ms: int, is_dead: IsDead | None = None,
-        *, start_turn: str, prelude: Prelude | None = None,
-    ) -> DrainStart:  # fmt: skip
-        """Claim the session and start its next turn, in one transaction.
-
-        - A live driver holds the claim: nothing is written, `busy=True`.
-        - The claim is free and nothing is deliverable: nothing is written (`claim=None`).
-        - The claim is free: it is taken, the next inputs are promoted (steers, or one queued
-          item: the session is idle) and, if they produced messages, `start_turn` starts with
-          them (after `prelude`, an instruction delta planned before: `promote_in`); a crash
-          can leave a claim with a started turn, never one without.
-        - The claim is an orphan (expired lease, dead owner): it is taken over and nothing is
-          promoted, because the earlier driver's calls and turn must be healed first.
-        - The claim is free but a tool call is still `running` (its driver released the claim,
-          or died after a release: nobody will settle it): the claim is taken, deliverable input
-          or not, and nothing is promoted, so the drain settles the call before any new input.
-        """
-        now = self.clock.now_ms()
-        with self.backend.transaction(write=True) as tx:
-            if tx.lock_session(session_id) is None:
-                raise NotFoundError(f"no session {session_id}")
-            row = _read_claim(tx, session_id)
-            orphan = row is not None and not row[3]
-            stranded = not orphan and _has_running_call(tx, session_id)
-            if not orphan and not stranded and not _inbox.deliverable(tx, session_id, idle=True):
-                return DrainStart(None)
-            claim = _claim_in(tx, session_id, row, owner, lease_ms, now, is_dead)
-            if claim is None:
-                return DrainStart(None, busy=True)
-            if claim.taken_over or stranded:
-                return DrainStart(claim)
-            delivered = _inbox.promote_in(
-                tx, session_id, now, idle=True, claim=ClaimToken(claim.token, claim.epoch),
-                start_turn=start_turn, prelude=prelude,
-            )  # fmt: skip
-        return DrainStart(claim, delivered=tuple(delivered))
+            row = read_claim(tx, session_id)
+            return claim_in(tx, session_id, row, owner, lease_ms, self.clock.now_ms(), is_dead)
 
     def take_over_claims(
         self, owner: str, lease_ms: int, is_dead: IsDead, *, local_host: str | None = None,

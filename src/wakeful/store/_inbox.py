@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, InvalidMessageError, NotFoundError, UsageError
-from ._append import ClaimToken, append_events, put_blobs_in
+from ._append import append_events, put_blobs_in
 from ._backend import Pending, Row, Tx, iter_chunks, sha256_hex
 from ._bulk import collector_paused
 from ._records import AdmissionRequest, Delivered, InboxItem, Prelude
-from ._search import index_deliveries
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -352,26 +351,36 @@ def _awaiting(status: Row | None) -> bool:
 
 
 def deliverable(tx: Tx, session_id: str, *, idle: bool) -> bool:
-    """Whether `promote_in` with `idle` would settle something now (deliver or reject)."""
+    """Whether a promotion with `idle` would settle something now (deliver or reject)."""
     awaiting = _awaiting(tx.one(_STATUS_SQL, (session_id,)))
     return bool(_select(pending_items(tx, session_id), idle, None, awaiting))
 
 
-def promote_in(
+@dataclass(frozen=True, slots=True)
+class Promotion:
+    """What a promotion decided inside its transaction: the items it delivered, the events
+    that record it (written by the caller, in order), and the messages a delivery names (to
+    index with the stored events: `index_deliveries`)."""
+
+    delivered: list[Delivered]
+    events: list[SessionEvent]
+    named: dict[str, Message]
+
+
+def plan_promotion(
     tx: Tx,
     session_id: str,
     now_ms: int,
+    locked: Row,
+    pending: list[InboxItem],
     *,
     idle: bool,
     input_id: str | None = None,
-    claim: ClaimToken | None = None,
     start_turn: str | None = None,
     prelude: Prelude | None = None,
-    first: Sequence[SessionEvent] = (),
-    then: Sequence[SessionEvent] = (),
-    then_blobs: Sequence[bytes] = (),
-) -> list[Delivered]:
-    """Deliver the next items by the steer/queue rules, inside `tx`; return what was delivered.
+) -> Promotion:
+    """Deliver the next items of `pending` by the steer/queue rules, inside `tx` whose session
+    lock returned `locked`; return what was delivered and the events that say so.
 
     Malformed items are settled as rejected (with a `session.error`) and skipped. With
     `start_turn`, a delivery that produced messages also starts that turn in the same
@@ -379,19 +388,10 @@ def promote_in(
     a delivery of approval decisions (the turn runs or denies the decided calls). A session
     awaiting approval takes decisions only; each is recorded as an `approval.decided` event in
     the delivery's transaction. A `prelude` planned at the session's current last seq goes
-    first, when messages are delivered. `first` (a driver's held reply) precedes it all and is
-    written whether or not anything is delivered. `then` (the next step's receipt, with its
-    `then_blobs`) is written last, only when nothing is delivered (so no prelude either; a
-    rejected item changes no history): an empty list says it was.
+    first, when messages are delivered (its blobs are stored here).
     """
     from ..events import CONTROL_KINDS, InputDelivered, TurnStarted
 
-    lock = tx.lock_query(session_id)
-    rows = tx.query(_PENDING_SQL, (session_id,))
-    locked = lock.one()
-    if locked is None:
-        raise NotFoundError(f"no session {session_id}")
-    pending = [_item(session_id, r) for r in rows.all()]
     awaiting = locked[3] == AWAITING_APPROVAL  # the locked row's status
     events: list[SessionEvent] = []
     delivered: list[Delivered] = []
@@ -436,16 +436,19 @@ def promote_in(
         events[:0] = prelude.events
         if prelude.blobs:
             put_blobs_in(tx, prelude.blobs, session_id, now_ms)
-    if not delivered and then:
-        events += then
-        if then_blobs:
-            put_blobs_in(tx, then_blobs, session_id, now_ms)
-    events[:0] = first
-    if events:
-        stored = append_events(tx, session_id, events, now_ms, claim, locked=locked)
-        named = {d.message.id: d.message for d in delivered if d.message is not None}
-        index_deliveries(tx, session_id, stored, named)
-    return delivered
+    named = {d.message.id: d.message for d in delivered if d.message is not None}
+    return Promotion(delivered, events, named)
+
+
+def lock_with_pending(tx: Tx, session_id: str) -> tuple[Row, list[InboxItem]]:
+    """Lock the session and read its pending items in the same round trip; `NotFoundError`
+    when there is no such session."""
+    lock = tx.lock_query(session_id)
+    rows = tx.query(_PENDING_SQL, (session_id,))
+    locked = lock.one()
+    if locked is None:
+        raise NotFoundError(f"no session {session_id}")
+    return locked, [_item(session_id, r) for r in rows.all()]
 
 
 def _reject(events: list[SessionEvent], item: InboxItem, err: InvalidMessageError | str) -> None:

@@ -1,4 +1,4 @@
-"""`turn_opening`: what a turn reads about its session before its first step, in one call.
+"""`opening_in`: what a turn reads about its session before its first step, in one call.
 
 A turn starts by reading its approval log, its scheduled retry, its work state, the newest
 `compaction.tail`, the live compactions (where the active history starts) and the recent
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from ..events import StoredEvent
-    from ._backend import Backend
+    from ._backend import Tx
 
 _TAIL = "compaction.tail"
 _ENDED = "compaction.ended"
@@ -43,62 +43,55 @@ class TurnOpening:
     usage: list[StoredEvent]  # `recent_events(window, ["usage.recorded"])`
 
 
-class OpeningMixin:
-    """`SqlStore.turn_opening`."""
-
-    backend: Backend
-
-    def turn_opening(
-        self, session_id: str, approval_types: Sequence[str], usage_window: int
-    ) -> TurnOpening:
-        """The session's `TurnOpening`: events of `approval_types`, the `usage.recorded`
-        events among its newest `usage_window`, and the rest as described there, read in one
-        call; `NotFoundError` if there is no such session."""
-        kinds = (*approval_types, _TAIL, _ENDED)
-        marks = ", ".join("?" for _ in kinds)
-        cols = ", ".join(f"e.{c}" for c in EVENT_COLS.split(", "))
-        with self.backend.transaction(write=False, batched=True) as tx:
-            logged = tx.query(
-                f"SELECT {EVENT_COLS}, type FROM events WHERE session_id = ? "
-                f"AND type IN ({marks}) ORDER BY seq",
-                (session_id, *kinds),
-            )
-            usage = tx.query(  # as `recent_events`: the session's row answers for no event
-                f"SELECT {cols} FROM sessions s LEFT JOIN events e ON e.session_id = s.id "
-                "AND e.seq > (SELECT w.last_seq FROM sessions w WHERE w.id = ?) - ? "
-                "AND e.type = ? WHERE s.id = ? ORDER BY e.seq",
-                (session_id, usage_window, _USAGE, session_id),
-            )
-            retry = tx.query(
-                "SELECT turn_id, step, attempt, deadline_ms, error_kind, error FROM retry_state "
-                "WHERE session_id = ?",
-                (session_id,),
-            )
-            work = tx.query(
-                "SELECT kind, value FROM work_state WHERE session_id = ? ORDER BY kind",
-                (session_id,),
-            )
-            usage_rows = usage.all()
-            if not usage_rows:
-                raise NotFoundError(f"no session {session_id}")
-            rows = logged.all()
-            r = retry.one()
-            work_rows = work.all()
-            approvals: list[StoredEvent] = []
-            tails: list[StoredEvent] = []
-            ended: list[StoredEvent] = []
-            for row in rows:
-                kind = str(row[4])
-                into = ended if kind == _ENDED else tails if kind == _TAIL else approvals
-                into.append(stored_event(session_id, row))
-            compactions = visible_compactions(tx, session_id, ended) if ended else []
-        return TurnOpening(
-            approvals=approvals,
-            retry=None if r is None else RetryState(
-                r[0], int(r[1]), int(r[2]), int(r[3]), r[4], r[5]
-            ),
-            work={kind: json.loads(value) for kind, value in work_rows},
-            tails=tails,
-            compactions=compactions,
-            usage=[stored_event(session_id, u) for u in usage_rows if u[0] is not None],
-        )  # fmt: skip
+def opening_in(
+    tx: Tx, session_id: str, approval_types: Sequence[str], usage_window: int
+) -> TurnOpening:
+    """The session's `TurnOpening` read in `tx` (batched: its statements are sent together):
+    events of `approval_types`, the `usage.recorded` events among its newest `usage_window`,
+    and the rest as described there; `NotFoundError` if there is no such session."""
+    kinds = (*approval_types, _TAIL, _ENDED)
+    marks = ", ".join("?" for _ in kinds)
+    cols = ", ".join(f"e.{c}" for c in EVENT_COLS.split(", "))
+    logged = tx.query(
+        f"SELECT {EVENT_COLS}, type FROM events WHERE session_id = ? "
+        f"AND type IN ({marks}) ORDER BY seq",
+        (session_id, *kinds),
+    )
+    usage = tx.query(  # as `recent_events`: the session's row answers for no event
+        f"SELECT {cols} FROM sessions s LEFT JOIN events e ON e.session_id = s.id "
+        "AND e.seq > (SELECT w.last_seq FROM sessions w WHERE w.id = ?) - ? "
+        "AND e.type = ? WHERE s.id = ? ORDER BY e.seq",
+        (session_id, usage_window, _USAGE, session_id),
+    )
+    retry = tx.query(
+        "SELECT turn_id, step, attempt, deadline_ms, error_kind, error FROM retry_state "
+        "WHERE session_id = ?",
+        (session_id,),
+    )
+    work = tx.query(
+        "SELECT kind, value FROM work_state WHERE session_id = ? ORDER BY kind",
+        (session_id,),
+    )
+    usage_rows = usage.all()
+    if not usage_rows:
+        raise NotFoundError(f"no session {session_id}")
+    rows = logged.all()
+    r = retry.one()
+    work_rows = work.all()
+    approvals: list[StoredEvent] = []
+    tails: list[StoredEvent] = []
+    ended: list[StoredEvent] = []
+    for row in rows:
+        kind = str(row[4])
+        into = ended if kind == _ENDED else tails if kind == _TAIL else approvals
+        into.append(stored_event(session_id, row))
+    compactions = visible_compactions(tx, session_id, ended) if ended else []
+    state = None if r is None else RetryState(r[0], int(r[1]), int(r[2]), int(r[3]), r[4], r[5])
+    return TurnOpening(
+        approvals=approvals,
+        retry=state,
+        work={kind: json.loads(value) for kind, value in work_rows},
+        tails=tails,
+        compactions=compactions,
+        usage=[stored_event(session_id, u) for u in usage_rows if u[0] is not None],
+    )

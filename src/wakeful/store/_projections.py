@@ -71,7 +71,7 @@ def _delivered(tx: Tx, sid: str, seq: int, ev: InputDelivered) -> None:
             (sid, seq, message_id),
         )
         _shaped.commit_revert(tx, sid)  # a new input makes a pending revert final
-    if ev.message is not None:  # version 2 names its message: `_inbox.promote_in` indexes it
+    if ev.message is not None:  # version 2 names its message: its promotion indexes it
         index_message(tx, sid, seq, ev.message)
         _ref_media(tx, sid, ev.message)
 

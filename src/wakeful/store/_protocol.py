@@ -24,8 +24,11 @@ from ._reads import ToolCallRow
 from ._records import (
     Admission,
     Claim,
+    ClaimState,
+    Delivered,
     InboxItem,
     Page,
+    Prelude,
     PruneCounts,
     SessionRow,
     SessionSummary,
@@ -36,8 +39,11 @@ from ._search import SearchPage
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
-    from ..events import Delivery, InputKind, PlainEvent, ReceiptRecorded, StoredEvent
+    from ..events import Delivery, InputKind, PlainEvent, ReceiptRecorded, SessionEvent, StoredEvent
     from ..messages import Message
+    from ._append import ClaimToken
+    from ._claims import IsDead
+    from ._opening import TurnOpening
 
 
 class Store(Protocol):
@@ -220,4 +226,78 @@ class ReceiptReads(Protocol):
 
     def receipt_messages(self, session_id: str, receipt_id: str) -> dict[str, Message]:
         """The messages, by id, as the log held them when the receipt was recorded."""
+        ...
+
+
+class SessionWrite(Protocol):
+    """One write transaction on one session under one claim (`SqlStore.write`): what is
+    written through it commits together when its block ends, or nothing does; every event it
+    writes is fenced by its claim (`ClaimLostError` rolls the whole unit back). Synchronous:
+    a unit never spans an `await` (docs/store.md, "Units of work")."""
+
+    @property
+    def session_id(self) -> str:
+        """The session this unit writes."""
+        ...
+
+    @property
+    def claim(self) -> ClaimToken | None:
+        """The claim the unit's writes are fenced by (None: unfenced)."""
+        ...
+
+    def append(self, events: Sequence[SessionEvent], blobs: Sequence[bytes] = ()) -> None:
+        """Write `events` after what the unit wrote so far, and `blobs` referenced by it."""
+        ...
+
+    def promote(
+        self, *, idle: bool, input_id: str | None = None, start_turn: str | None = None,
+        prelude: Prelude | None = None,
+    ) -> list[Delivered]:  # fmt: skip
+        """Deliver the next inbox items (steers; one queued item when idle; only `input_id`
+        when given), starting `start_turn` with delivered messages, `prelude` before them."""
+        ...
+
+    def admit(
+        self, input_id: str, kind: InputKind, payload: dict[str, JsonValue],
+        delivery: Delivery = "steer", *, into: str | None = None,
+    ) -> Admission:  # fmt: skip
+        """Admit an input to this session (or to the session `into`), idempotent by id."""
+        ...
+
+    def claim_state(self) -> ClaimState:
+        """Lock the session and read how its claim and work stand."""
+        ...
+
+    def take_claim(self, owner: str, lease_ms: int, is_dead: IsDead | None = None) -> Claim | None:
+        """Take the session's claim (None: a live driver holds it); later writes use it."""
+        ...
+
+    def release(self) -> bool:
+        """Release the unit's claim if it is still the session's; return whether it was."""
+        ...
+
+
+class SessionRead(Protocol):
+    """One read of a session (`SqlStore.read`): what a driver reads together, in one call
+    (one snapshot on SQLite; batched on PostgreSQL, each statement its own snapshot)."""
+
+    @property
+    def session_id(self) -> str:
+        """The session read."""
+        ...
+
+    def opening(self, approval_types: Sequence[str], usage_window: int) -> TurnOpening:
+        """What a turn reads before its first step, batched."""
+        ...
+
+    def any_pending(self) -> bool:
+        """Whether the inbox holds a pending item; `NotFoundError` for an unknown session."""
+        ...
+
+    def pending(self) -> list[InboxItem]:
+        """Pending inbox items in enqueue order."""
+        ...
+
+    def messages_after(self, seq: int) -> list[tuple[int, Message]]:
+        """The transcript's messages stored after `seq`, with their `seq`."""
         ...

@@ -148,8 +148,20 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimState:
+    """How a session's claim and work stand, read inside a write unit with the session locked
+    (`SessionWrite.claim_state`): whether an unreleased claim is held (by a live driver or an
+    orphan); when it is not, whether a tool call is still `running`; when neither, whether an
+    idle promotion would settle something now (a part not read is False)."""
+
+    held: bool
+    running_call: bool
+    deliverable: bool
+
+
+@dataclass(frozen=True, slots=True)
 class DrainStart:
-    """What `start_drain` did in its one transaction.
+    """What `execution._writes.start_drain` did in its one unit of work.
 
     `claim` is None when a live driver holds the session (`busy`) or when there was nothing to
     do (no claim was written). `delivered` holds the inputs promoted with the claim; when one of

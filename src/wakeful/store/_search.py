@@ -4,7 +4,7 @@ Invariant: `search_docs` holds, for every session, one row per transcript messag
 the message's `seq`) and one for the title (at seq 0), written in the same transaction as the
 event that adds the message or sets the title: by the projections (`_projections.py`), and for
 an input delivered by name (`inbox.delivered` v2) by the promotion that knows its message
-(`_inbox.promote_in`). What a message contributes is `searchable_text`, and nothing else decides
+(`_inbox.plan_promotion`). What a message contributes is `searchable_text`, and nothing else decides
 it. System messages (instruction text, redacted for most readers) are never indexed.
 
 The SQL that writes the index is the same on both backends; the query differs (SQLite FTS5 with

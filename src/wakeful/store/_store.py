@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,7 +26,6 @@ from ._idle import IdleMixin
 from ._listing import LIST_SLACK_MS
 from ._media import externalize
 from ._meta import MetaMixin
-from ._opening import OpeningMixin
 from ._reads import ReadsMixin, events_in, plain_events_in
 from ._records import (
     ROW_COLS,
@@ -34,7 +34,6 @@ from ._records import (
     Delivered,
     InboxItem,
     Page,
-    Prelude,
     PruneCounts,
     SessionRow,
     SyncMarker,
@@ -43,6 +42,7 @@ from ._records import (
 from ._rewind import RewindMixin
 from ._schedules import SchedulesMixin
 from ._sessions import get_row, insert_session
+from ._unit import SqlSessionRead, SqlSessionWrite, session_read, session_write
 from ._usage import UsageMixin
 
 if TYPE_CHECKING:
@@ -140,7 +140,6 @@ class SqlStore(
     ArtifactsMixin,
     MetaMixin,
     IdleMixin,
-    OpeningMixin,
     UsageMixin,
 ):
     """The store. Open one with `wakeful.store.open_store(url)`."""
@@ -329,27 +328,6 @@ class SqlStore(
                 else (after_id, top),
             )  # fmt: skip
         return top, [(int(r[0]), r[1]) for r in rows]
-
-    def append_and_admit(
-        self, session_id: str, events: Sequence[SessionEvent], claim: ClaimToken | None,
-        *, target_id: str, input_id: str, kind: InputKind, payload: dict[str, JsonValue],
-        delivery: Delivery = "steer",
-    ) -> Admission:  # fmt: skip
-        """Append `events` to one session and admit an input to another, in one transaction.
-
-        A background child settles this way: its `turn.ended` and its report in the parent's
-        inbox commit together, so no crash can lose the report. Admission is idempotent by
-        `input_id` as usual.
-        """
-        with self.backend.transaction(write=True) as tx:
-            append_events(tx, session_id, events, self.clock.now_ms(), claim)
-            admitted = _inbox.admit_in(
-                tx, target_id, input_id, kind, payload, delivery, self.clock.now_ms()
-            )
-            if admitted is None:
-                raise NotFoundError(f"no session {target_id}")
-            item, created = admitted
-        return Admission(item, created)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -723,36 +701,29 @@ class SqlStore(
 
     def promote(
         self, session_id: str, *, idle: bool, input_id: str | None = None,
-        claim: ClaimToken | None = None, start_turn: str | None = None,
-        prelude: Prelude | None = None, first: Sequence[SessionEvent] = (),
-        then: Sequence[SessionEvent] = (), then_blobs: Sequence[bytes] = (),
+        claim: ClaimToken | None = None,
     ) -> list[Delivered]:  # fmt: skip
-        """Deliver the next inbox items (steers FIFO; one queued item when idle) atomically.
+        """Deliver the next inbox items atomically: steers in enqueue order; one queued item
+        when `idle`; only `input_id` when given (a driver's compositions of a promotion with
+        other writes are `SessionWrite.promote` in a unit, `wakeful.execution._writes`).
 
-        With `start_turn`, delivered messages also start that turn in the same transaction;
-        a `prelude` is written just before a delivery of messages (see `Prelude`). `first`
-        (a driver's held reply) is written before everything, delivered or not. `then` (the
-        next step's receipt, with `then_blobs`) is written last only when nothing is
-        delivered: an empty list says it was (`promote_in`).
-
-        With nothing to write first and no pending item, nothing is locked or written: one
-        read says so (on PostgreSQL the session row lock alone would cost a commit and its WAL
-        flush, at every step boundary). An item admitted after that read is the next
-        promotion's, as it would be had this one run a moment earlier.
-        """
-        if not first and not then:
-            with self.backend.transaction(write=False) as tx:
-                found = _inbox.any_pending(tx, session_id)
-            if found is None:
-                raise NotFoundError(f"no session {session_id}")
-            if not found:
+        With no pending item, nothing is locked or written: one read says so."""
+        with self.read(session_id) as r:
+            if not r.any_pending():
                 return []
-        with self.backend.transaction(write=True) as tx:
-            return _inbox.promote_in(
-                tx, session_id, self.clock.now_ms(), idle=idle, input_id=input_id, claim=claim,
-                start_turn=start_turn, prelude=prelude, first=first, then=then,
-                then_blobs=then_blobs,
-            )  # fmt: skip
+        with self.write(session_id, claim) as w:
+            return w.promote(idle=idle, input_id=input_id)
+
+    def write(
+        self, session_id: str, claim: ClaimToken | None = None
+    ) -> AbstractContextManager[SqlSessionWrite]:
+        """Open a unit of work on `session_id` under `claim`: one write transaction, fenced,
+        that commits when the block ends (`SessionWrite`; docs/store.md, "Units of work")."""
+        return session_write(self.backend, self.clock, session_id, claim)
+
+    def read(self, session_id: str) -> AbstractContextManager[SqlSessionRead]:
+        """Open one read of `session_id`, batched where the backend can (`SessionRead`)."""
+        return session_read(self.backend, session_id)
 
     def pending(self, session_id: str) -> list[InboxItem]:
         """Pending inbox items in enqueue order."""

@@ -1,0 +1,127 @@
+"""Which writes share a transaction, and why: every composition of the store's units of work.
+
+The store offers one fenced unit of work per session (`SqlStore.write` -> `SessionWrite`:
+append, promote, admit, take or release the claim, all committed together or not at all) and
+one batched read (`SqlStore.read` -> `SessionRead`). What goes into one unit is execution's
+policy, and it all lives here, so a newcomer reads in one place why each group is atomic:
+
+- `start_drain`: the claim and the first delivery with the turn it starts. A crash can leave
+  a claim with a started turn, never a claim without one, nor a delivered input without a turn
+  to answer it.
+- `promote_step`: at a step boundary, the held reply (`first`), the instruction delta before
+  delivered steers (`prelude`), the steers, and, only when none was delivered, the next step's
+  receipt (`then`): one commit per step, and a receipt never lands after input it did not see.
+- `promote_idle`: between turns, the next delivery and the turn it starts (with its prelude).
+- `end_child`: a background child's `turn.ended` and its report in the parent's inbox; no
+  crash can lose the report or deliver it twice.
+- `turn_opening`: the reads a turn makes before its first step, one snapshot, one call.
+
+Every function here is synchronous and runs in a worker thread (`off_loop`): no transaction
+ever spans an `await`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..store import (
+    Admission,
+    ClaimToken,
+    Delivered,
+    DrainStart,
+    Prelude,
+    SqlStore,
+    TurnOpening,
+)
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from ..events import InputKind, SessionEvent, TurnEnded
+    from ..store._claims import IsDead
+
+
+def start_drain(
+    store: SqlStore, session_id: str, owner: str, lease_ms: int, is_dead: IsDead | None = None,
+    *, start_turn: str, prelude: Prelude | None = None,
+) -> DrainStart:  # fmt: skip
+    """Claim the session and start its next turn, in one unit.
+
+    - A live driver holds the claim: nothing is written, `busy=True`.
+    - The claim is free and nothing is deliverable: nothing is written (`claim=None`).
+    - The claim is free: it is taken, the next inputs are promoted (steers, or one queued
+      item: the session is idle) and, if they produced messages, `start_turn` starts with
+      them (after `prelude`, an instruction delta planned before).
+    - The claim is an orphan (expired lease, dead owner): it is taken over and nothing is
+      promoted, because the earlier driver's calls and turn must be healed first.
+    - The claim is free but a tool call is still `running` (its driver released the claim, or
+      died after a release: nobody will settle it): the claim is taken, deliverable input or
+      not, and nothing is promoted, so the drain settles the call before any new input.
+    """
+    with store.write(session_id) as w:
+        state = w.claim_state()
+        if not state.held and not state.running_call and not state.deliverable:
+            return DrainStart(None)
+        claim = w.take_claim(owner, lease_ms, is_dead)
+        if claim is None:
+            return DrainStart(None, busy=True)
+        if claim.taken_over or state.running_call:  # heal first, deliver after
+            return DrainStart(claim)
+        delivered = w.promote(idle=True, start_turn=start_turn, prelude=prelude)
+    return DrainStart(claim, delivered=tuple(delivered))
+
+
+def promote_step(
+    store: SqlStore, session_id: str, claim: ClaimToken | None, *,
+    first: Sequence[SessionEvent] = (), prelude: Prelude | None = None,
+    then: Sequence[SessionEvent] = (), then_blobs: Sequence[bytes] = (),
+) -> list[Delivered]:  # fmt: skip
+    """A step boundary's one unit: `first` (the driver's held reply), then the pending
+    steers (after `prelude`, when they produce messages), then `then` (the next step's
+    receipt, with `then_blobs`) only when nothing was delivered: an empty list says it was.
+
+    With nothing to write first or last and no pending item, nothing is locked or written:
+    one read says so (on PostgreSQL the session lock alone would cost a commit and its WAL
+    flush at every step boundary). An item admitted after that read is the next boundary's,
+    as it would be had this one run a moment earlier."""
+    if not first and not then:
+        with store.read(session_id) as r:
+            if not r.any_pending():
+                return []
+    with store.write(session_id, claim) as w:
+        w.append(first)
+        delivered = w.promote(idle=False, prelude=prelude)
+        if not delivered:
+            w.append(then, then_blobs)
+    return delivered
+
+
+def promote_idle(
+    store: SqlStore, session_id: str, claim: ClaimToken | None, *, start_turn: str | None = None,
+    prelude: Prelude | None = None,
+) -> list[Delivered]:  # fmt: skip
+    """Between turns: the next delivery (steers, or one queued item) and, when it produced
+    messages or decisions, the turn `start_turn` it starts, after `prelude`; one unit."""
+    with store.write(session_id, claim) as w:
+        return w.promote(idle=True, start_turn=start_turn, prelude=prelude)
+
+
+def end_child(
+    store: SqlStore, child_id: str, end: TurnEnded, claim: ClaimToken | None, *,
+    parent_id: str, input_id: str, kind: InputKind, payload: dict[str, JsonValue],
+) -> Admission:  # fmt: skip
+    """A background child's end: its `turn.ended` (fenced by its claim) and its report in
+    the parent's inbox, in one unit, so no crash can lose the report. Admission is
+    idempotent by `input_id` as usual; `NotFoundError` when the parent is gone."""
+    with store.write(child_id, claim) as w:
+        w.append([end])
+        return w.admit(input_id, kind, payload, into=parent_id)
+
+
+def turn_opening(
+    store: SqlStore, session_id: str, approval_types: Sequence[str], usage_window: int
+) -> TurnOpening:
+    """What a turn reads before its first step (`TurnOpening`), in one read."""
+    with store.read(session_id) as r:
+        return r.opening(approval_types, usage_window)

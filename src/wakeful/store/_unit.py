@@ -1,0 +1,221 @@
+"""Units of work: one fenced write transaction on one session, one read of what a driver needs.
+
+`SqlStore.write(session_id, claim)` opens a `SqlSessionWrite`: the writes made through it
+(events and blobs, a promotion, an admission, taking or releasing the claim) commit together
+when the block ends, or none of them does. Which writes share a unit, and why, is execution's
+business (`wakeful.execution._writes`); the store only keeps each unit whole and fenced.
+
+Events are buffered in the unit and written with one append when it ends (or before a write
+that must see them), so a unit that appends, promotes and appends again costs one lock, one
+claim check and one id reservation, as a single store method doing all three did. The claim
+is checked with the unit's first write of events, in the same round trip as the session lock
+(`Tx.claim_and_ids`): nothing the unit wrote commits unless the claim was live at that point,
+and the session lock it holds from then on keeps a takeover out until it commits.
+
+The unit is synchronous: it lives in one worker thread and never spans an `await`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Literal
+
+from ..errors import NotFoundError
+from . import _inbox
+from ._append import ClaimToken, append_events, put_blobs_in
+from ._backend import Row, Tx
+from ._claims import IsDead, claim_in, fence, has_running_call, read_claim
+from ._opening import TurnOpening, opening_in
+from ._records import Admission, Claim, ClaimState, Delivered, InboxItem, Prelude
+from ._search import index_deliveries
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from ..clock import Clock
+    from ..events import Delivery, InputKind, SessionEvent, StoredEvent
+    from ..messages import Message
+    from ._backend import Backend
+
+
+class SqlSessionWrite:
+    """A `SessionWrite` over one open write transaction of a `SqlStore` (see the module)."""
+
+    def __init__(self, tx: Tx, session_id: str, claim: ClaimToken | None, now_ms: int) -> None:
+        self._tx = tx
+        self._sid = session_id
+        self._claim = claim
+        self._now = now_ms
+        self._events: list[SessionEvent] = []
+        self._named: dict[str, Message] = {}
+        self._locked: Row | None = None  # the session lock's row, while nothing changed it
+        self._claim_row: Row | None | Literal[False] = False  # `claim_state`'s (False: none)
+        self.stored: list[StoredEvent] = []
+        """The events this unit wrote, as stored (complete once the unit has ended)."""
+
+    @property
+    def session_id(self) -> str:
+        """The session this unit writes."""
+        return self._sid
+
+    @property
+    def claim(self) -> ClaimToken | None:
+        """The claim this unit's writes are fenced by (None: unfenced)."""
+        return self._claim
+
+    def append(self, events: Sequence[SessionEvent], blobs: Sequence[bytes] = ()) -> None:
+        """Write `events` after what the unit wrote so far, and store `blobs` (once, by
+        digest) referenced by the session, in the unit's transaction."""
+        self._events.extend(events)
+        if blobs:
+            put_blobs_in(self._tx, blobs, self._sid, self._now)
+
+    def promote(
+        self,
+        *,
+        idle: bool,
+        input_id: str | None = None,
+        start_turn: str | None = None,
+        prelude: Prelude | None = None,
+    ) -> list[Delivered]:
+        """Deliver the next inbox items (steers in order; one queued item when `idle`; only
+        `input_id` when given) after what the unit wrote so far; with `start_turn`, a delivery
+        of messages or decisions starts that turn; a `prelude` planned at the session's seq as
+        this unit found it goes just before delivered messages (`_inbox.plan_promotion`)."""
+        if self._locked is None:
+            self._locked, pending = _inbox.lock_with_pending(self._tx, self._sid)
+        else:
+            pending = _inbox.pending_items(self._tx, self._sid)
+        planned = _inbox.plan_promotion(
+            self._tx, self._sid, self._now, self._locked, pending, idle=idle,
+            input_id=input_id, start_turn=start_turn, prelude=prelude,
+        )  # fmt: skip
+        self._events.extend(planned.events)
+        self._named.update(planned.named)
+        return planned.delivered
+
+    def admit(
+        self, input_id: str, kind: InputKind, payload: dict[str, JsonValue],
+        delivery: Delivery = "steer", *, into: str | None = None,
+    ) -> Admission:  # fmt: skip
+        """Admit an input to this session's inbox (or to the session `into`, unfenced, as any
+        admission is), idempotent by `input_id`; `NotFoundError` for an unknown session."""
+        target = into or self._sid
+        if target == self._sid:
+            self.flush()
+        admitted = _inbox.admit_in(self._tx, target, input_id, kind, payload, delivery, self._now)
+        if admitted is None:
+            raise NotFoundError(f"no session {target}")
+        if target == self._sid:
+            self._locked = None  # the admission moved the session's seq
+        return Admission(*admitted)
+
+    def claim_state(self) -> ClaimState:
+        """Lock the session and read how its claim and work stand (`ClaimState`), reading
+        each part only when the ones before it leave the answer open."""
+        self._lock()
+        row = self._claim_row = read_claim(self._tx, self._sid)
+        held = row is not None and not row[3]
+        running = not held and has_running_call(self._tx, self._sid)
+        deliverable = (
+            not held and not running and _inbox.deliverable(self._tx, self._sid, idle=True)
+        )
+        return ClaimState(held=held, running_call=running, deliverable=deliverable)
+
+    def take_claim(self, owner: str, lease_ms: int, is_dead: IsDead | None = None) -> Claim | None:
+        """Take the session's claim for `owner` (None when a live driver holds it); the unit's
+        later writes are fenced by it. A released claim is retaken with attempts reset; an
+        expired or dead owner's claim is taken over (`taken_over=True`, attempts + 1)."""
+        self.flush()  # what the unit wrote before goes under the claim it had
+        self._lock()
+        row = self._claim_row if self._claim_row is not False else read_claim(self._tx, self._sid)
+        self._claim_row = False
+        claim = claim_in(self._tx, self._sid, row, owner, lease_ms, self._now, is_dead)
+        if claim is not None:
+            self._claim = fence(claim)
+        return claim
+
+    def release(self) -> bool:
+        """Release the unit's claim (when it is still the session's); return whether it was."""
+        if self._claim is None:
+            return False
+        self.flush()  # what the unit wrote goes first, under the claim it releases
+        changed = self._tx.run(
+            "UPDATE claims SET released = 1 WHERE session_id = ? AND token = ? AND epoch = ?",
+            (self._sid, self._claim.token, self._claim.epoch),
+        )
+        return changed == 1
+
+    def _lock(self) -> Row:
+        if self._locked is None:
+            self._locked = self._tx.lock_session(self._sid)
+            if self._locked is None:
+                raise NotFoundError(f"no session {self._sid}")
+        return self._locked
+
+    def flush(self) -> None:
+        """Write the buffered events now (fenced by the unit's claim), in the transaction."""
+        if not self._events:
+            return
+        events, self._events = self._events, []
+        stored = append_events(
+            self._tx, self._sid, events, self._now, self._claim, locked=self._locked
+        )
+        self._locked = None  # the session row moved on
+        if self._named:
+            index_deliveries(self._tx, self._sid, stored, self._named)
+            self._named = {}
+        self.stored.extend(stored)
+
+
+class SqlSessionRead:
+    """A `SessionRead` over one read transaction of a `SqlStore`, in one worker-thread call
+    (SQLite: one snapshot; PostgreSQL: a batched read, each statement its own snapshot, the
+    statements of `opening` in one round trip: docs/store.md, "Transactions and locking")."""
+
+    def __init__(self, tx: Tx, session_id: str) -> None:
+        self._tx = tx
+        self._sid = session_id
+
+    @property
+    def session_id(self) -> str:
+        """The session this read is of."""
+        return self._sid
+
+    def opening(self, approval_types: Sequence[str], usage_window: int) -> TurnOpening:
+        """What a turn reads before its first step (`TurnOpening`), batched."""
+        return opening_in(self._tx, self._sid, approval_types, usage_window)
+
+    def any_pending(self) -> bool:
+        """Whether the inbox holds a pending item; `NotFoundError` for an unknown session."""
+        found = _inbox.any_pending(self._tx, self._sid)
+        if found is None:
+            raise NotFoundError(f"no session {self._sid}")
+        return found
+
+    def pending(self) -> list[InboxItem]:
+        """Pending inbox items in enqueue order."""
+        return _inbox.pending_items(self._tx, self._sid)
+
+    def messages_after(self, seq: int) -> list[tuple[int, Message]]:
+        """The transcript's messages stored after `seq`, each with its `seq`."""
+        return _inbox.transcript_in(self._tx, self._sid, seq, None)
+
+
+@contextmanager
+def session_write(
+    backend: Backend, clock: Clock, session_id: str, claim: ClaimToken | None
+) -> Iterator[SqlSessionWrite]:
+    """Open a write unit on `session_id` under `claim` (see the module docstring)."""
+    with backend.transaction(write=True) as tx:
+        unit = SqlSessionWrite(tx, session_id, claim, clock.now_ms())
+        yield unit
+        unit.flush()
+
+
+@contextmanager
+def session_read(backend: Backend, session_id: str) -> Iterator[SqlSessionRead]:
+    """Open a read unit of `session_id` (batched where the backend can)."""
+    with backend.transaction(write=False, batched=True) as tx:
+        yield SqlSessionRead(tx, session_id)

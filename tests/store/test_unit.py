@@ -1,0 +1,216 @@
+"""The unit-of-work contract: `SqlStore.write` (a `SessionWrite`) and `SqlStore.read` (a
+`SessionRead`), run unchanged on SQLite (a file, the in-memory store, the file-map store) and
+PostgreSQL."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import pytest
+
+from tests.pg import fresh_database
+from wakeful.clock import FakeClock
+from wakeful.errors import ClaimLostError, NotFoundError
+from wakeful.events import (
+    ApprovalRequested,
+    InstructionsUpdated,
+    MessageAdded,
+    SessionCreated,
+    TurnEnded,
+    UsageRecorded,
+)
+from wakeful.messages import assistant
+from wakeful.store import (
+    Prelude,
+    SessionRead,
+    SessionWrite,
+    SqlStore,
+    fence,
+    file_map_store,
+    memory_store,
+    open_store,
+)
+
+NEW = SessionCreated(title="t")
+
+
+@pytest.fixture(
+    params=["sqlite", "memory", "file-map", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def store(request: pytest.FixtureRequest, tmp_path, clock: FakeClock) -> Iterator[SqlStore]:
+    """Each backend, the in-memory store among them."""
+    if request.param == "memory":
+        s = memory_store(clock=clock)
+    elif request.param == "file-map":
+        s = file_map_store(tmp_path / "map", clock=clock)
+    elif request.param == "sqlite":
+        s = open_store(str(tmp_path / "sessions.db"), clock=clock)
+    else:
+        with fresh_database() as url:
+            s = open_store(url, clock=clock)
+            yield s
+            s.close()
+        return
+    yield s
+    s.close()
+
+
+def said(text: str) -> MessageAdded:
+    return MessageAdded(message=assistant(text))
+
+
+def texts(store: SqlStore, sid: str) -> list[str]:
+    return [m.text() for m in store.messages(sid)]
+
+
+def test_a_units_writes_commit_together_in_the_order_written(store: SqlStore):
+    store.create_session("ses_a")
+    store.admit("ses_a", "i1", "user", {"text": "hi"})
+    with store.write("ses_a") as w:
+        unit: SessionWrite = w  # the protocol, checked by mypy
+        unit.append([said("held")], [b"blob"])
+        delivered = unit.promote(idle=True, start_turn="turn_1")
+        unit.append([said("after")])
+        assert texts(store, "ses_a") == []  # nothing is visible before the unit ends
+    assert [d.item.input_id for d in delivered] == ["i1"]
+    assert texts(store, "ses_a") == ["held", "hi", "after"]
+    assert store.turns("ses_a")[0].turn_id == "turn_1"
+    assert store.get_blob(hashlib.sha256(b"blob").hexdigest()) == b"blob"
+    assert [e.seq for e in w.stored] == list(range(w.stored[0].seq, w.stored[0].seq + 4))
+
+
+def test_an_error_in_the_unit_writes_none_of_it(store: SqlStore):
+    store.create_session("ses_a")
+    store.create_session("ses_p")
+    store.admit("ses_a", "i1", "user", {"text": "hi"})
+    before = store.high_water("ses_a"), store.high_water("ses_p")
+    with pytest.raises(RuntimeError), store.write("ses_a") as w:
+        w.append([said("x")], [b"gone"])
+        w.promote(idle=True, start_turn="turn_1")
+        w.admit("rep", "user", {"text": "report"}, into="ses_p")
+        w.flush()  # even written to the transaction, it rolls back
+        raise RuntimeError("boom")
+    assert (store.high_water("ses_a"), store.high_water("ses_p")) == before
+    assert [i.input_id for i in store.pending("ses_a")] == ["i1"]
+    assert store.pending("ses_p") == []
+    with pytest.raises(NotFoundError):
+        store.get_blob(hashlib.sha256(b"gone").hexdigest())
+
+
+def test_a_unit_under_a_lost_claim_writes_nothing(store: SqlStore):
+    store.create_session("ses_a")
+    old = store.acquire_claim("ses_a", "me", 1000)
+    assert old is not None
+    store.release_claim(old)
+    new = store.acquire_claim("ses_a", "other", 1000)
+    assert new is not None
+    before = store.high_water("ses_a")
+    with pytest.raises(ClaimLostError), store.write("ses_a", fence(old)) as w:
+        w.append([said("stale")])
+    assert store.high_water("ses_a") == before
+    with store.write("ses_a", fence(new)) as w:
+        assert w.claim == fence(new)
+        w.append([said("fresh")])
+    assert texts(store, "ses_a") == ["fresh"]
+
+
+def test_a_unit_takes_the_claim_and_starts_the_turn_or_finds_it_busy(store: SqlStore):
+    store.admit("ses_a", "i1", "user", {"text": "hi"}, create=NEW)
+    with store.write("ses_a") as w:
+        state = w.claim_state()
+        assert (state.held, state.running_call, state.deliverable) == (False, False, True)
+        claim = w.take_claim("me", 60_000)
+        assert claim is not None and not claim.taken_over
+        assert [d.item.input_id for d in w.promote(idle=True, start_turn="t1")] == ["i1"]
+    assert store.current_claim("ses_a") == claim
+    with store.write("ses_a") as w:
+        assert w.claim_state().held
+        assert w.take_claim("other", 60_000) is None  # a live driver holds it
+    with store.write("ses_a", fence(claim)) as w:
+        w.append([TurnEnded(turn_id="t1", outcome="completed")])
+        assert w.release()
+    assert store.current_claim("ses_a") is None
+    taken = store.acquire_claim("ses_a", "next", 60_000)
+    assert taken is not None
+    with store.write("ses_a", fence(claim)) as w:
+        assert not w.release()  # no longer this claim's session
+    assert store.current_claim("ses_a") == taken
+
+
+def test_a_childs_end_and_its_report_to_the_parent_commit_together(store: SqlStore):
+    store.create_session("ses_p")
+    store.create_session("ses_c", parent_id="ses_p")
+    claim = store.acquire_claim("ses_c", "me", 60_000)
+    assert claim is not None
+    with store.write("ses_c", fence(claim)) as w:
+        w.append([TurnEnded(turn_id="t1", outcome="completed")])
+        admitted = w.admit("rep_1", "subagent_report", {"text": "done"}, into="ses_p")
+    assert admitted.created
+    assert [e.type for e in store.events("ses_c")][-1] == "turn.ended"
+    assert [i.input_id for i in store.pending("ses_p")] == ["rep_1"]
+
+
+def test_an_admission_to_the_units_own_session_sees_what_it_wrote(store: SqlStore):
+    store.create_session("ses_a")
+    with store.write("ses_a") as w:
+        w.append([said("one")])
+        w.admit("i1", "user", {"text": "two"})
+        w.append([said("three")])
+        assert [d.item.input_id for d in w.promote(idle=True)] == ["i1"]
+    assert texts(store, "ses_a") == ["one", "three", "two"]
+
+
+def test_a_prelude_goes_before_the_delivery_only_when_planned_at_the_units_seq(store: SqlStore):
+    store.admit("ses_a", "i1", "user", {"text": "hi"}, create=NEW)
+    delta = InstructionsUpdated(delta={"builtin": "0" * 64})
+    stale = Prelude((delta,), (), store.high_water("ses_a") - 1)
+    with store.write("ses_a") as w:
+        w.promote(idle=True, prelude=stale)
+    assert not store.events("ses_a", types=["instructions.updated"])
+    store.admit("ses_a", "i2", "user", {"text": "again"})
+    fresh = Prelude((delta,), (b"v",), store.high_water("ses_a"))
+    with store.write("ses_a") as w:
+        w.append([said("held")])  # the prelude was planned before the unit's own writes
+        w.promote(idle=True, prelude=fresh)
+    types = [e.type for e in store.events("ses_a")][-3:]
+    assert types == ["message.added", "instructions.updated", "inbox.delivered"]
+
+
+def test_a_unit_on_an_unknown_session_raises_and_an_empty_one_writes_nothing(store: SqlStore):
+    with pytest.raises(NotFoundError), store.write("ses_nope") as w:
+        w.append([said("x")])
+    with pytest.raises(NotFoundError), store.write("ses_nope") as w:
+        w.promote(idle=True)
+    store.create_session("ses_a")
+    before = store.high_water("ses_a")
+    with store.write("ses_a") as w:
+        assert w.promote(idle=True) == []
+    assert store.high_water("ses_a") == before and w.stored == []
+
+
+def test_a_read_unit_reads_one_snapshot_of_what_a_driver_needs(store: SqlStore):
+    store.admit("ses_a", "i1", "user", {"text": "hi"}, create=NEW)
+    store.append(
+        "ses_a",
+        [
+            said("a"),
+            ApprovalRequested(call_id="c1", message_id="m1", name="bash"),
+            UsageRecorded(input_tokens=1),
+        ],
+    )
+    with store.read("ses_a") as r:
+        read: SessionRead = r
+        assert read.any_pending()
+        assert [i.input_id for i in read.pending()] == ["i1"]
+        seqs = [s for s, _ in read.messages_after(0)]
+        opening = read.opening(["approval.requested"], 10)
+    assert [m.text() for _, m in store.messages_with_seq("ses_a")] == ["a"]
+    assert seqs == [s for s, _ in store.messages_with_seq("ses_a")]
+    assert [e.event.type for e in opening.approvals] == ["approval.requested"]
+    assert [e.event.type for e in opening.usage] == ["usage.recorded"]
+    assert opening.retry is None and opening.work == {}
+    with pytest.raises(NotFoundError), store.read("ses_nope") as r:
+        r.any_pending()
+    with pytest.raises(NotFoundError), store.read("ses_nope") as r:
+        r.opening([], 10)
