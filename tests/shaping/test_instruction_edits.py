@@ -103,26 +103,51 @@ async def test_deleting_the_last_turn_keeps_its_instruction_note(rt: Runtime):
     assert last_request_notes(rt, sid) == ["v1", "v2", "v3"]
 
 
-async def test_rewinding_a_turn_keeps_state_and_notes_in_step(rt: Runtime):
+def last_request_system(rt: Runtime, sid: str) -> str:
+    """The system prompt of the newest request, rebuilt from its receipt."""
+    receipt = rt.store.receipts(sid)[-1]
+    return rebuild_request(rt.store, sid, receipt, make_provider(receipt.model).name).system
+
+
+async def test_rewinding_a_turn_clears_instruction_state_to_a_fresh_baseline(rt: Runtime):
+    """Issue 37 item 26 (003: "committed revert clears state so the next boundary establishes
+    a fresh baseline"): on main a rewind restored the folded values (v1) and the next turn
+    noted the file's v3 as a change; now the next turn renders v3 as its baseline, no note."""
     sid, a, _b = await four_versions(rt)
     await rt.rewind(sid, turn_id=a)
-    # Before A: the v1 note (admitted before A's input) stays, as does the state it made.
-    assert notes(rt.store.messages(sid)) == ["v1"]
+    assert notes(rt.store.messages(sid)) == ["v1"]  # the v1 note precedes A: it stays
+    assert rt.store.instruction_state(sid).values == {}
+    await rt.run("turn C", session_id=sid)  # the file says v3: the fresh baseline
+    assert last_request_notes(rt, sid) == ["v1"]
+    assert "v3" in last_request_system(rt, sid)
     digest = rt.store.instruction_state(sid).values["AGENTS.md"]
-    assert rt.store.get_blob(digest).decode() == "v1"
-    await rt.run("turn C", session_id=sid)  # the file says v3: one new change, noted once
-    assert last_request_notes(rt, sid) == ["v1", "v3"]
+    assert rt.store.get_blob(digest).decode() == "v3"
+    [*_, fresh] = [e.event for e in rt.store.events(sid, types=["instructions.updated"])]
+    assert fresh.text is None  # type: ignore[union-attr]  # a baseline, not a change
+    agents(rt, "v4")  # a change after the fresh baseline is a change again
+    await rt.run("turn D", session_id=sid)
+    assert last_request_notes(rt, sid) == ["v1", "v4"] and "v3" in last_request_system(rt, sid)
 
 
-async def test_rewinding_to_an_instruction_note_reverts_its_change(rt: Runtime):
+async def test_rewinding_to_an_instruction_note_clears_state_too(rt: Runtime):
     sid, _a, _b = await four_versions(rt)
     [note] = [m for m in rt.store.messages(sid) if m.role == "system" and m.text().endswith("v3")]
     await rt.rewind(sid, message_id=note.id)
     assert notes(rt.store.messages(sid)) == ["v1", "v2"]
-    digest = rt.store.instruction_state(sid).values["AGENTS.md"]
-    assert rt.store.get_blob(digest).decode() == "v2"  # the state before the hidden note
+    assert rt.store.instruction_state(sid).values == {}
     await rt.run("turn C", session_id=sid)
+    assert last_request_notes(rt, sid) == ["v1", "v2"] and "v3" in last_request_system(rt, sid)
+
+
+async def test_an_unrevert_restores_the_values_a_rewind_cleared(rt: Runtime):
+    sid, a, _b = await four_versions(rt)
+    before = rt.store.instruction_state(sid).values
+    await rt.rewind(sid, turn_id=a)
+    await rt.unrevert(sid)
+    assert rt.store.instruction_state(sid).values == before
+    await rt.run("turn C", session_id=sid)  # nothing changed: no new delta, v0 the baseline
     assert last_request_notes(rt, sid) == ["v1", "v2", "v3"]
+    assert "v0" in last_request_system(rt, sid)
 
 
 async def test_deleting_the_first_turn_hides_its_input(rt: Runtime):

@@ -152,8 +152,11 @@ def test_rewinding_to_an_instruction_note_starts_at_its_delta(store: SqlStore, s
     plan = store.plan_revert(sid, message_id=note_b.id)
     assert plan.hidden == 1 and plan.first is not None and plan.first.id == note_b.id
     store.revert(sid, message_id=note_b.id)
-    assert store.instruction_state(sid).values == {"AGENTS.md": "a" * 32}
+    # A rewind clears instruction state (issue 37 item 26): the next sync starts afresh.
+    assert store.instruction_state(sid).values == {}
     assert texts(store, sid)[-1] == "answer 1"
+    store.unrevert(sid)  # an unrevert brings back the values it cleared
+    assert store.instruction_state(sid).values == {"AGENTS.md": "b" * 32}
 
 
 def test_replacing_a_message_text(store: SqlStore, sid: str):

@@ -7,7 +7,10 @@ message; unchanged sources produce nothing. Values are blobs stored once by dige
 
 Epochs: the system prompt renders the epoch's initial values. The first epoch starts at the first
 delta; a `compaction.ended` starts a new one from the values it snapshots (no source is read and
-no instruction event is written). A fork's first delta adopts its parent's newest values.
+no instruction event is written). A fork's first delta adopts its parent's newest values. A
+rewind (`session.reverted`) clears the state (003: "committed revert clears state so the next
+boundary establishes a fresh baseline"): the next sync writes a complete delta without text, as
+a session's first, and a new epoch starts at it; an unrevert restores the values it cleared.
 
 Order: a driver admits a delta before it delivers the input that follows (003, "before input
 delivery"): `prelude` plans it and the store writes it in the delivery's own transaction.
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import InstructionSourceError
 from ..events import CompactionEnded, InstructionsUpdated, MessageAdded, SessionEvent
@@ -104,6 +107,7 @@ class InstructionSync:
         if self._last is not None and self._last[0] == _seen(read) and self._last[1] == epoch:
             return None
         state = self._store.instruction_state(self._sid)  # with the seq it is planned at
+        state = _fresh_after_revert(self._store, self._sid, state)
         try:
             events, blobs = _plan(self._store, self._sid, state, read)
         except InstructionSourceError:
@@ -124,13 +128,44 @@ def _sync(
     read: dict[str, str | None | OSError],
     claim: ClaimToken | None,
 ) -> Baseline:
-    state = store.instruction_state(session_id)
+    state = _fresh_after_revert(store, session_id, store.instruction_state(session_id))
     events, blobs = _plan(store, session_id, state, read)
     if events:
         store.append(session_id, events, claim, blobs=blobs)
         if claim is not None and not state.started and state.forked_from is None:
             return _first_baseline(events, read)
     return baseline(store, session_id)
+
+
+_EPOCH_TYPES = ["session.reverted", "session.unreverted", "instructions.updated"]
+
+
+def _revert_in_force(store: SqlStore, session_id: str) -> tuple[int, bool]:
+    """The seq of the newest rewind still in force (0: none) and whether a delta followed it.
+    An unrevert takes back the rewinds no delta followed yet (a delta comes with the next
+    delivery, which makes a rewind final)."""
+    reverts: list[int] = []
+    followed: set[int] = set()
+    for stored in store.plain_events(session_id, types=_EPOCH_TYPES):
+        if stored.type == "session.reverted":
+            reverts.append(stored.seq)
+        elif stored.type == "instructions.updated" and reverts:
+            followed.add(reverts[-1])
+        elif stored.type == "session.unreverted":
+            while reverts and reverts[-1] not in followed:
+                reverts.pop()
+    return (reverts[-1], reverts[-1] in followed) if reverts else (0, True)
+
+
+def _fresh_after_revert(
+    store: SqlStore, session_id: str, state: InstructionState
+) -> InstructionState:
+    """`state`, unstarted when a rewind cleared it and no delta followed yet: the next delta
+    is then complete and without text, a fresh baseline (the module docstring)."""
+    if not state.started or state.values:
+        return state
+    _, followed = _revert_in_force(store, session_id)
+    return state if followed else replace(state, started=False, forked_from=None)
 
 
 def _first_baseline(
@@ -213,15 +248,19 @@ def _parent_values(store: SqlStore, forked_from: str | None) -> dict[str, str] |
 
 
 def _epoch_digests(store: SqlStore, session_id: str) -> dict[str, str]:
-    """The current epoch's initial values by key: the latest compaction's, else the first delta."""
+    """The current epoch's initial values by key: the latest compaction's since the rewind in
+    force (if any), else the first delta after it (the fresh baseline), else the first delta."""
+    since, _ = _revert_in_force(store, session_id)
     for stored in reversed(store.live_compactions(session_id)):  # a rewind may hide some
         event = stored.event
+        if stored.seq < since:
+            break
         if isinstance(event, CompactionEnded) and event.instructions is not None:
             return dict(event.instructions)
-    first = store.events(session_id, types=["instructions.updated"], limit=1)
-    if not first:
+    deltas = store.events(session_id, after=since, types=["instructions.updated"], limit=1)
+    if not deltas:
         return {}
-    delta = first[0].event
+    delta = deltas[0].event
     assert isinstance(delta, InstructionsUpdated)
     return {key: digest for key, digest in delta.delta.items() if digest != REMOVED}
 

@@ -31,9 +31,7 @@ if TYPE_CHECKING:
 
 FILE_CHANGE_KEY = "file_change"  # tool-result metadata: {"path", "before", "after"} (digests)
 SHELL_TOOL = "shell"
-REMOVED = "removed"  # an instruction delta's value for a source that went away
-_STATE_TYPES = ("work_state.updated", "instructions.updated", "session.reverted",
-                "session.unreverted")  # fmt: skip
+_STATE_TYPES = ("work_state.updated", "session.reverted", "session.unreverted")
 # A `messages` row `m` that is an instruction change's system note: `instructions._sync` writes
 # the note in the same append as its `instructions.updated`, right after it (seq + 1); what else
 # may follow a delta (a session's first delta has no note) is a delivery, never a system message.
@@ -329,20 +327,13 @@ def _effects(messages: Sequence[Message]) -> tuple[tuple[FileChange, ...], tuple
 def _state_before(
     tx: Tx, session_id: str, from_seq: int
 ) -> tuple[dict[str, JsonValue], dict[str, str]]:
-    """The work state and instruction values as they stood just before `from_seq`, folded from
-    the log. A session whose first instruction delta came later keeps that first delta's
-    values: the baseline of its instructions is not part of the conversation."""
-    from ..events import (
-        InstructionsUpdated,
-        SessionReverted,
-        SessionUnreverted,
-        WorkStateUpdated,
-        load_event,
-    )
+    """The work state as it stood just before `from_seq`, folded from the log, and the
+    instruction values a rewind leaves: none. A committed revert clears instruction state
+    (003), so the next step boundary reads the sources and establishes a fresh baseline, the
+    epoch's initial values, rendered in the system prompt (`instructions._sync`)."""
+    from ..events import SessionReverted, SessionUnreverted, WorkStateUpdated, load_event
 
     work: dict[str, JsonValue] = {}
-    values: dict[str, str] = {}
-    seen_instructions = False
     marks = ", ".join("?" for _ in _STATE_TYPES)
     rows = tx.all(
         f"SELECT data FROM events WHERE session_id = ? AND seq < ? AND type IN ({marks}) "
@@ -353,26 +344,9 @@ def _state_before(
         event = load_event(data)
         if isinstance(event, WorkStateUpdated):
             work[event.kind] = event.value
-        elif isinstance(event, InstructionsUpdated):
-            seen_instructions = True
-            for key, digest in event.delta.items():
-                if digest == REMOVED:
-                    values.pop(key, None)
-                else:
-                    values[key] = digest
         elif isinstance(event, SessionReverted | SessionUnreverted):
-            work, values = dict(event.work_state), dict(event.instructions)
-    if not seen_instructions:
-        first = tx.one(
-            "SELECT data FROM events WHERE session_id = ? AND type = 'instructions.updated' "
-            "ORDER BY seq LIMIT 1",
-            (session_id,),
-        )
-        if first is not None:
-            delta = load_event(first[0])
-            assert isinstance(delta, InstructionsUpdated)
-            values = {k: d for k, d in delta.delta.items() if d != REMOVED}
-    return {k: v for k, v in work.items() if v is not None}, values
+            work = dict(event.work_state)
+    return {k: v for k, v in work.items() if v is not None}, {}
 
 
 def _undo_state(tx: Tx, session_id: str) -> tuple[dict[str, JsonValue], dict[str, str]]:
