@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..clock import SystemClock
+from ..execution import off_loop
 from ..store import UsageReport, since_ms, usage_report
 from ._api import Call, Registry
 from ._models_usage import UsageQuery, UsageReportOut
-from ._state import ServerState, db
+from ._state import ServerState
 
 ops = Registry()
 
@@ -18,7 +19,7 @@ async def report_for(state: ServerState, by: str, since: str | None) -> UsageRep
     """The usage report of the server's store, grouped by `by`, since `since` (an age or an
     ISO date; `UsageError` otherwise)."""
     start = None if since is None else since_ms(since, SystemClock().now_ms())
-    records = await db(state.reads.usage_records, start)
+    records = await off_loop(state.reads.usage_records, start)
     return usage_report(records, by, start)
 
 
