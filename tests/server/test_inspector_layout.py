@@ -74,12 +74,16 @@ def _turns_fit(page: Any, where: str) -> None:
         " right: b.right, heads: [...t.querySelectorAll('th')].filter(h => h.offsetParent && h.textContent)"
         ".map(h => { const r = document.createRange(); r.selectNodeContents(h); return r.getClientRects().length; }),"
         " buttons: [...t.querySelectorAll('button.rewind')].map(b => b.getBoundingClientRect().right),"
+        " figures: [...t.querySelectorAll('td.num')].filter(c => c.offsetParent).map(c => {"
+        " const r = document.createRange(); r.selectNodeContents(c); return r.getClientRects().length; }),"
         " error: (() => { const e = t.querySelector('tr.turn-error .error');"
         " const r = e.getBoundingClientRect(); return [r.width, r.height]; })() }; }"
     )
     assert box["scroll"] <= box["client"], f"{where}: the turns table overflows its box: {box}"
     assert all(right <= box["right"] + 0.5 for right in box["buttons"]), f"{where}: {box}"
     assert box["heads"] and set(box["heads"]) == {1}, f"{where}: a header wraps: {box}"
+    if "wide" in where:  # figures on one line where there is room
+        assert box["figures"] and set(box["figures"]) == {1}, f"{where}: figures wrap: {box}"
     width, height = box["error"]
     assert width > 150 and height < 60, f"{where}: the error is squeezed: {box['error']}"
 

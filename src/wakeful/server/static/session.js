@@ -237,7 +237,8 @@
     tr.appendChild(el("td", "", String(t.steps)));
     tr.appendChild(el("td", "num", num(t.tokens_in) + " / " + num(t.tokens_out)));
     var hit = t.cache_hit_ratio == null ? "" : " · " + Math.round(t.cache_hit_ratio * 100) + "%";
-    tr.appendChild(el("td", "num col-cache", num(t.tokens_cache_read) + " / " + num(t.tokens_cache_write) + hit));
+    var cached = t.tokens_cache_read || t.tokens_cache_write;  // "—": no prompt cache in use
+    tr.appendChild(el("td", "num col-cache", cached ? num(t.tokens_cache_read) + " / " + num(t.tokens_cache_write) + hit : "—"));
     tr.appendChild(el("td", "num", costText(t.cost_usd)));
     var act = el("td", "act");
     if (!t.reverted) {
