@@ -7,6 +7,7 @@ Callers decide what to do by the *type* of an error, never by its message::
     │   ├── InvalidMessageError     a message or wire payload that does not fit the model
     │   ├── AmbiguousIdError        an id prefix that names more than one session
     │   ├── LocationUnavailableError  the session's location is not on this host
+    │   ├── FileRestoreError        files a rewind would restore cannot be written (nothing changed)
     │   └── InstructionSourceError  an instruction source (AGENTS.md…) cannot be read (the turn is blocked)
     ├── ProviderError               a model request failed (kinds below; `retryable` says if retry may help)
     │   ├── RateLimitError          retryable, may carry retry_after_ms
@@ -67,6 +68,17 @@ class LocationUnavailableError(UsageError):
 class InstructionSourceError(UsageError):
     """An instruction source exists but cannot be read (a directory, a FIFO, a dangling link,
     no permission, not UTF-8) when a complete first instruction delta is needed."""
+
+
+class FileRestoreError(UsageError):
+    """Files a rewind (or unrevert) would restore cannot be written or read: a directory where
+    the file was, a file where a directory should be, an immutable file, a full disk. `paths`
+    lists them (relative to the session's location). No file was changed and no rewind was
+    recorded; fix the cause and run it again."""
+
+    def __init__(self, message: str, *, paths: Sequence[str]) -> None:
+        super().__init__(message)
+        self.paths = tuple(paths)
 
 
 class AmbiguousIdError(UsageError):

@@ -3,7 +3,8 @@
 Run as `python mcp_server.py stdio` or `python mcp_server.py http PORT`. Its tools:
 `add` (a + b), `pid` (its process id), `record` (appends a line to the file `$MCP_RECORD`, so a test can count how
 many times a call really ran), `crash` (the server exits mid-call), `block` (records, then waits
-forever: a call a test kills the driver in). `$MCP_INSTRUCTIONS` sets the server instructions;
+forever: a call a test kills the driver in), `big` (`size` bytes of numbered lines: a result over
+the cap on tool results). `$MCP_INSTRUCTIONS` sets the server instructions;
 `$MCP_EXTRA_TOOL` adds a tool named by it (a changed tool list).
 """
 
@@ -60,6 +61,18 @@ def block(text: str) -> str:
     _record(text)
     time.sleep(3600)
     return "unreachable"
+
+
+@server.tool()
+def big(size: int) -> str:
+    """`size` bytes of numbered lines."""
+    return numbered(size)
+
+
+def numbered(size: int) -> str:
+    """`size` bytes of lines `line N` padded to 32 bytes (the tests rebuild it to compare)."""
+    lines = "".join(f"line {i:<26}\n" for i in range(size // 32 + 1))
+    return lines[:size]
 
 
 if os.environ.get("MCP_EXTRA_TOOL"):

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from wakeful.errors import ConflictError, FileConflictError, UsageError
+from wakeful.errors import ConflictError, FileConflictError, FileRestoreError, UsageError
 from wakeful.events import SessionReverted
 from wakeful.execution import Runtime
 from wakeful.messages import is_wire_valid
@@ -190,3 +192,49 @@ async def test_bad_targets_and_stale_revisions_write_nothing(rt: Runtime):
     assert rt.store.get_session(sid).last_seq == last
     stored = await rt.rewind(sid, turn_id=two, revision=last)
     assert isinstance(rt.store.events(sid)[-1].event, SessionReverted) and stored.seq == last + 1
+
+
+async def test_a_directory_where_a_file_was_refuses_the_whole_rewind(rt: Runtime, ws: Path):
+    # issue 43 item 3: it raised a raw OS error after restoring some files, recording nothing
+    sid, _one, two = await two_turns(rt)
+    shown = [m.id for m in rt.store.messages(sid)]
+    (ws / "new.txt").unlink()
+    (ws / "new.txt").mkdir()
+    with pytest.raises(FileRestoreError, match="new.txt: a directory is where the file was") as err:
+        await rt.rewind(sid, turn_id=two, files=True)
+    assert err.value.paths == ("new.txt",) and "nothing was changed" in str(err.value)
+    assert (ws / "a.txt").read_text() == "two\n"  # not restored: all or nothing
+    assert rt.store.pending_revert(sid) is None and [m.id for m in rt.store.messages(sid)] == shown
+    (ws / "new.txt").rmdir()
+    (ws / "new.txt").write_text("fresh\n")  # the cause fixed: the same rewind now completes
+    result = await rt.rewind(sid, turn_id=two, files=True)
+    assert set(result.files_restored) == {"a.txt", "new.txt"} and result.files_completed == ()
+    assert (ws / "a.txt").read_text() == "one\n" and not (ws / "new.txt").exists()
+
+
+def _immutable(path: Path, on: bool) -> None:
+    done = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"chattr cannot make {path} immutable here: {done.stderr.decode().strip()}")
+
+
+@pytest.mark.parametrize("stuck", ["a.txt", "new.txt"])
+async def test_an_immutable_target_puts_back_the_files_already_restored(
+    rt: Runtime, ws: Path, stuck: str
+):
+    # whichever file fails, the other (renamed before or never) ends as it was
+    sid, _one, two = await two_turns(rt)
+    _immutable(ws / stuck, True)
+    try:
+        with pytest.raises(
+            FileRestoreError, match=f"cannot restore {stuck}: .*nothing was changed"
+        ):
+            await rt.rewind(sid, turn_id=two, files=True)
+        assert (ws / "a.txt").read_text() == "two\n" and (ws / "new.txt").read_text() == "fresh\n"
+        assert rt.store.pending_revert(sid) is None
+        assert not [p for p in os.listdir(ws) if p.endswith(".rewind")]  # no staged leftovers
+    finally:
+        _immutable(ws / stuck, False)
+    result = await rt.rewind(sid, turn_id=two, files=True)
+    assert set(result.files_restored) == {"a.txt", "new.txt"}
+    assert (ws / "a.txt").read_text() == "one\n" and not (ws / "new.txt").exists()

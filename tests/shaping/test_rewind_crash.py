@@ -38,6 +38,16 @@ async def main():
 asyncio.run(main())
 """
 
+ONCE_JSON = """
+import asyncio, json, sys
+from wakeful.execution import Runtime
+async def main():
+    rt = Runtime(sys.argv[1], model=sys.argv[2], workspace=sys.argv[3])
+    result = await rt.rewind(sys.argv[4], turn_id=sys.argv[5], files=True)
+    print(json.dumps(result.as_json() | {"warnings": result.warnings()}))
+asyncio.run(main())
+"""
+
 
 async def _session(tmp_path: Path) -> tuple[str, str, Path, str, str]:
     ws = tmp_path / "work"
@@ -99,4 +109,28 @@ def test_sigkill_between_files_and_commit_completes_when_run_again(tmp_path: Pat
     pending = store.pending_revert(sid)
     assert pending is not None and {f.path for f in pending.files} == {"a.txt", "new.txt"}
     assert len(store.messages(sid)) == 4
+    store.close()
+
+
+def test_sigkill_between_two_files_completes_when_run_again_and_says_so(tmp_path: Path):
+    # issue 43 item 3: the second run finishes a rewind cut short between its files
+    db, model, ws, sid, two = asyncio.run(_session(tmp_path))
+    args = [sys.executable, "-c", ONCE_JSON, db, model, str(ws), sid, two]
+    killed = subprocess.run(args, env=_env(WAKEFUL_CRASH_AT="rewind.file@1"), check=False)
+    assert killed.returncode == -signal.SIGKILL
+    back = {
+        "a.txt": (ws / "a.txt").read_text() == "one\n",
+        "new.txt": not (ws / "new.txt").exists(),
+    }
+    assert sorted(back.values()) == [False, True]  # one file back, the other not
+    first = next(path for path, done in back.items() if done)
+    store = open_store(db)
+    assert store.pending_revert(sid) is None  # no rewind recorded
+    done = subprocess.run(args, env=_env(), check=False, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["files_completed"] == [first]
+    assert any("cut short" in w and first in w for w in result["warnings"])
+    assert (ws / "a.txt").read_text() == "one\n" and not (ws / "new.txt").exists()
+    assert store.pending_revert(sid) is not None
     store.close()

@@ -121,9 +121,15 @@ def _markers(row: SessionRow, children: int) -> str:
 @session.command()
 @click.argument("session_id", type=ID)
 @click.option("--show-sensitive", is_flag=True, help="Print instruction text verbatim.")
+@click.option(
+    "--output", "call_id", metavar="CALL",
+    help="Print only the whole output of tool call CALL (all of it where the model got it cut).",
+)  # fmt: skip
 @format_option("text", "json")
 @db_option
-def show(session_id: str, show_sensitive: bool, fmt: str, db: str | None) -> None:
+def show(
+    session_id: str, show_sensitive: bool, call_id: str | None, fmt: str, db: str | None
+) -> None:
     """A session: transcript, usage, children, state.
 
     Instruction text (the system messages that record a change of AGENTS.md and the like) is
@@ -133,6 +139,9 @@ def show(session_id: str, show_sensitive: bool, fmt: str, db: str | None) -> Non
     try:
         row = store.get_session(store.resolve_session_id(session_id))
         session_id = row.id
+        if call_id is not None:
+            sys.stdout.write(_whole_output(store, session_id, call_id))
+            return
         view = _plain_view(store, session_id) if _local(store) else _model_view(store, session_id)
         children = [r.id for r in store.children(session_id)]
         work = store.work_state(session_id)
@@ -207,6 +216,26 @@ def show(session_id: str, show_sensitive: bool, fmt: str, db: str | None) -> Non
         click.echo(f"run {r.id}: {r.outcome or r.status}{' (truncated)' if r.truncated else ''}, "
                    f"{r.steps} steps, {r.tokens_in} in / {r.tokens_out} out, "
                    f"{len(r.retries)} retries")  # fmt: skip
+
+
+def _whole_output(store: Store, session_id: str, call_id: str) -> str:
+    """The whole output of one tool call of the session: the blob a capped result names
+    (`messages.full_output`), else the result's text; a one-line `UsageError` for no such
+    call."""
+    from ..messages import full_output, result_text
+
+    messages = store.plain_messages(session_id) if _local(store) else [
+        m.model_dump(mode="json", exclude_none=True) for m in store.messages(session_id)
+    ]  # fmt: skip
+    for m in messages:
+        for b in m["blocks"]:
+            if b["type"] == "tool_result" and b["call_id"] == call_id:
+                kept = full_output(b.get("metadata"))
+                if kept is None:
+                    return result_text(b["output"])
+                blob: bytes = store.get_blob(kept[0])  # type: ignore[attr-defined]  # SqlStore, RemoteStore
+                return blob.decode("utf-8", errors="replace")
+    raise UsageError(f"no result of a tool call {call_id!r} in session {session_id}")
 
 
 # What `show` prints besides the session row: the transcript (plain message dumps), the
@@ -401,18 +430,19 @@ def existing_dir(raw: str, what: str) -> str:
 
 
 def _read_export(raw: bytes, name: str) -> tuple[dict[str, Any], list[Message]]:
-    """The session fields and messages of an export; a one-line `UsageError` for a file that
-    is not UTF-8, not an export, or holds text no store can keep."""
-    from ..messages import dump_message, load_message
-
+    """The session fields and messages of an export, the whole file checked before anything
+    is written; a one-line `UsageError` naming the file and the line (as an editor numbers
+    it) of the first problem: not UTF-8, not an export, not JSON, not a message, text no store
+    can keep, a message over `MESSAGE_MAX_BYTES`, or a message id used twice."""
     try:
-        lines = [ln for ln in raw.decode("utf-8").splitlines() if ln.strip()]
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise UsageError(
             f"{name}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})"
         ) from None
+    lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
     try:
-        header = json.loads(lines[0]) if lines else {}
+        header = json.loads(lines[0][1]) if lines else {}
     except (json.JSONDecodeError, RecursionError):
         header = {}
     meta = header.get("session") if isinstance(header, dict) else None
@@ -420,17 +450,51 @@ def _read_export(raw: bytes, name: str) -> tuple[dict[str, Any], list[Message]]:
         raise UsageError(f"{name}: not a wakeful export (first line lacks wakeful_export: 1)")
     for key in ("title", "agent", "model"):
         check_text(meta.get(key), f"{name}: session {key}")
-    messages = []
-    for number, line in enumerate(lines[1:], 2):
-        try:
-            message = load_message(line)
-            dump_message(message)  # a lone surrogate from a JSON escape does not encode
-        except RecursionError:
-            raise UsageError(f"{name} line {number}: nested too deeply") from None
-        except ValueError as err:  # (UsageError is a WakefulError, not a ValueError)
-            raise UsageError(f"{name} line {number}: not a storable message: {err}") from None
-        messages.append(message)
+    messages: list[Message] = []
+    first_line: dict[str, int] = {}
+    problems: list[str] = []
+    for number, line in lines[1:]:
+        problem = _message_problem(line, messages)
+        if problem is None and messages[-1].id in first_line:
+            problem = f"message id {messages[-1].id} repeats line {first_line[messages[-1].id]}"
+        if problem is not None:
+            problems.append(f"{name} line {number}: {problem}")
+        else:
+            first_line[messages[-1].id] = number
+    if problems:
+        n = len(problems) - 1
+        more = f" (and {n} more line{'s' if n > 1 else ''} with a problem)" if n else ""
+        raise UsageError(problems[0] + more)
     return meta, messages
+
+
+def _message_problem(line: str, messages: list[Message]) -> str | None:
+    """Why one line of an export is not a message the store can keep (None: it is, and it is
+    appended to `messages`)."""
+    from ..errors import InvalidMessageError
+    from ..messages import dump_message, message_from_dict
+    from ..store import MESSAGE_MAX_BYTES
+
+    size = len(line.encode("utf-8", errors="surrogatepass"))
+    if size > MESSAGE_MAX_BYTES:
+        return f"a message of {size} bytes is over the store's limit of {MESSAGE_MAX_BYTES}"
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as err:
+        return f"not valid JSON: {err.msg} (column {err.colno})"
+    except RecursionError:
+        return "nested too deeply"
+    try:
+        message = message_from_dict(data)
+        dump_message(message)  # a lone surrogate from a JSON escape does not encode
+    except RecursionError:
+        return "nested too deeply"
+    except InvalidMessageError as err:
+        return f"not a message: {err}"
+    except ValueError as err:
+        return f"not a storable message: {str(err).splitlines()[0]}"
+    messages.append(message)
+    return None
 
 
 @session.command("import")
@@ -447,13 +511,12 @@ def import_(path: Any, location: str | None, fmt: str, db: str | None) -> None:
     place = existing_dir(location or ".", "--location")
     meta, messages = _read_export(path.read(), path.name)
     rt = local_runtime(db, "importing a session", create=True)
-    try:
+    try:  # the session and its messages in one transaction: all of it or nothing
         row = rt.create_session(
             title=meta.get("title"), agent=meta.get("agent"), model=meta.get("model"),
             metadata={"imported_from": meta.get("id"), "workspace": place}, location=place,
+            events=[MessageAdded(message=m) for m in messages],
         )  # fmt: skip
-        if messages:
-            rt.append_events(row.id, [MessageAdded(message=m) for m in messages])
     finally:
         rt.close()
     if fmt == "json":

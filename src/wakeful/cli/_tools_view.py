@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..messages import result_text
+from ..messages import full_output, result_text
 from ._common import printable
 
 if TYPE_CHECKING:  # `session show` prints transcripts without the runner or pydantic
@@ -93,6 +93,10 @@ def transcript_lines(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
                 body = _indent(result_text(result["output"]), 20)
                 if result["is_error"]:
                     body = "  ✗ error: " + body[2:]
+                kept = full_output(result.get("metadata"))
+                if kept is not None:  # the model was given it cut to the cap on tool results
+                    body += (f"\n  (cut for the model; the whole output, {kept[1]} bytes: "
+                             f"session show --output {call['id']})")  # fmt: skip
             out.append((f"→ {call_summary(call['name'], call['input'])}", body))
     return out
 

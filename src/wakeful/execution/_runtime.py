@@ -26,6 +26,7 @@ from ..events import (
     InputKind,
     InterruptRequested,
     SessionCreated,
+    SessionEvent,
     SessionUpdated,
 )
 from ..instructions import workspace_sources
@@ -407,14 +408,15 @@ class Runtime(ShapingMixin, HostMixin):
     def create_session(
         self, *, title: str | None = None, agent: str | None = None, model: str | None = None,
         metadata: dict[str, JsonValue] | None = None, location: str | None = None,
-        session_id: str | None = None,
+        session_id: str | None = None, events: Sequence[SessionEvent] = (),
     ) -> SessionRow:  # fmt: skip
-        """Create an empty session (a fresh id unless `session_id`) with these fields as given
-        (None: no agent, model or location recorded; `send` fills in this runtime's). The
-        caller checks agent and model first (`place`, `check_model`)."""
+        """Create a session (a fresh id unless `session_id`) with these fields as given (None:
+        no agent, model or location recorded; `send` fills in this runtime's), holding `events`
+        (an import's messages) written in the same transaction. The caller checks agent and
+        model first (`place`, `check_model`)."""
         return self.store.create_session(
             session_id, title=title, agent=agent, model=model, metadata=metadata,
-            location=location,
+            location=location, events=events,
         )  # fmt: skip
 
     def fork(self, session_id: str, through_seq: int | None = None, **fields: Any) -> SessionRow:

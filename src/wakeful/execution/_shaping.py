@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING
 from pydantic import JsonValue
 
 from ..errors import ConflictError, UsageError
+from ..events import FileRestore
 from ..runner import crash_point
 from ..store import Artifact, SqlStore
 from ._hooks import HookEvent, HookKind, Hooks
 from ._rewind import (
     RewindResult,
+    completed_before,
     prompt_text,
     restore_files,
     revert_moves,
@@ -80,7 +82,8 @@ class ShapingMixin:
             raise ConflictError(
                 f"session {session_id} changed (revision {plan.revision}, not {revision})"
             )
-        restored = []
+        restored: list[FileRestore] = []
+        completed: tuple[str, ...] = ()
         if files and plan.files:
             root = self._root(session_id)
             moves = revert_moves(plan.files)
@@ -88,6 +91,7 @@ class ShapingMixin:
                 restore_files, root, moves, self.store.get_blob, force=force,
                 keep=lambda data: self.store.put_blob(data, session_id),
             )  # fmt: skip
+            completed = completed_before(moves, restored)
             crash_point("rewind.files")
         stored = await asyncio.to_thread(
             lambda: self.store.revert(
@@ -101,6 +105,7 @@ class ShapingMixin:
             files_left=() if files else tuple(c.path for c in plan.files),
             shell_calls=plan.shell_calls,
             prompt=None if plan.first is None else prompt_text(plan.first),
+            files_completed=completed,
         )  # fmt: skip
 
     async def unrevert(
@@ -114,17 +119,20 @@ class ShapingMixin:
         pending = await asyncio.to_thread(self.store.pending_revert, session_id)
         if pending is None:
             raise UsageError(f"session {session_id} has no rewind to undo")
-        restored = []
+        restored: list[FileRestore] = []
+        completed: tuple[str, ...] = ()
         if pending.files:
             root = self._root(session_id)
+            moves = unrevert_moves(pending)
             restored = await asyncio.to_thread(
-                restore_files, root, unrevert_moves(pending), self.store.get_blob, force=force,
+                restore_files, root, moves, self.store.get_blob, force=force,
                 keep=lambda data: self.store.put_blob(data, session_id),
             )  # fmt: skip
+            completed = completed_before(moves, restored)
         stored = await asyncio.to_thread(lambda: self.store.unrevert(session_id, files=restored))
         return RewindResult(
             session_id, stored.seq, pending.from_seq, pending.hidden,
-            files_restored=tuple(r.path for r in restored),
+            files_restored=tuple(r.path for r in restored), files_completed=completed,
         )  # fmt: skip
 
     def edit_history(

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ._openai_chat import from_openai_chat, to_openai_chat
     from ._openai_responses import from_openai_responses, to_openai_responses
     from ._pairing import PairingDrop, PairingDropKind, drop_invalid_pairings
-    from ._plain import redact_plain, result_text
+    from ._plain import FULL_OUTPUT, full_output, redact_plain, result_text
     from ._redact import MOVE_RECORD, redact_system
     from ._repair import (
         DEFAULT_USER_TAIL_DIRECTIVE,
@@ -105,6 +105,8 @@ _LAZY = {
     "MEDIA_TYPES": "wakeful.messages._wire",
     "WireMessage": "wakeful.messages._wire",
     "label_media": "wakeful.messages._wire",
+    "FULL_OUTPUT": "wakeful.messages._plain",
+    "full_output": "wakeful.messages._plain",
     "redact_plain": "wakeful.messages._plain",
     "result_text": "wakeful.messages._plain",
     "AnthropicPayload": "wakeful.messages._anthropic",
@@ -187,6 +189,8 @@ __all__ = [
     "to_openai_responses",
     "WireBuilder",
     "MOVE_RECORD",
+    "FULL_OUTPUT",
+    "full_output",
     "redact_plain",
     "redact_system",
     "result_text",

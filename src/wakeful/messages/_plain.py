@@ -10,6 +10,9 @@ from typing import Any
 
 MOVE_RECORD = "move"  # `metadata.kind` of the system message that records a move
 PLAIN_KINDS = frozenset({MOVE_RECORD})  # system messages that record an event, not instructions
+# A tool result's metadata key naming the blob of its whole text, when the model was given it
+# cut to the one cap on tool results (`runner/tools/_cap.py`): `{"ref": digest, "bytes": n}`.
+FULL_OUTPUT = "full_output"
 
 
 def is_instruction(role: str, metadata: dict[str, Any] | None) -> bool:
@@ -21,6 +24,15 @@ def is_instruction(role: str, metadata: dict[str, Any] | None) -> bool:
 def media_label(kind: str, media_type: str, name: str | None) -> str:
     """How a media part of a tool result reads as text: `[image image/png name]`."""
     return f"[{kind} {media_type}{' ' + name if name else ''}]"
+
+
+def full_output(metadata: dict[str, Any] | None) -> tuple[str, int] | None:
+    """The digest and size of the blob holding a tool result's whole text, from its metadata
+    (None: the model was given the whole result)."""
+    kept = (metadata or {}).get(FULL_OUTPUT)
+    if isinstance(kept, dict) and isinstance(kept.get("ref"), str):
+        return kept["ref"], int(kept.get("bytes") or 0)
+    return None
 
 
 def redact_plain(message: dict[str, Any], marker: str) -> dict[str, Any]:

@@ -30,6 +30,8 @@ Labels (where they sit):
 - ``tool.saving``: saving the results failed with a transient store fault; before the wait.
 - ``compaction.summarizing``: a compaction's summary receipt is durable, its request not sent.
 - ``turn.ending``: the final reply is durable, `turn.ended` is not.
+- ``rewind.file``: a rewind renamed one more file into place (``@N``: after the N-th), the
+  others not yet; its `session.reverted` is not written.
 - ``rewind.files``: a rewind restored the files, its `session.reverted` is not written.
 - ``child.reported``: a background child settled and its report is in the parent's inbox;
   the parent was not woken yet.

@@ -18,7 +18,7 @@ from ..events import MessageAdded, SessionEvent, ToolCallEnded, ToolCallStarted,
 from ..messages import Message, ToolCallBlock, ToolResultBlock, tool_result_text
 from ..store import artifacts_from_metadata
 from ._crashpoints import crash_point
-from .tools import PermissionPolicy, Tool, ToolContext, ToolOutcome, run_tool_call
+from .tools import PermissionPolicy, Tool, ToolContext, ToolOutcome, cap_result, run_tool_call
 from .tools._base import RetryCall
 
 LIVE_OUTPUT_CHARS = 2000  # a live `tool_end` carries this much of the output (the message: all)
@@ -98,8 +98,9 @@ def _outcomes(
     now_ms: Callable[[], int],
 ) -> tuple[list[ToolResultBlock], list[SessionEvent], list[bytes]]:
     """The finished calls of `message` (`tasks`, in call order; a cancelled one was
-    interrupted): their results, the events that record them (each call's end, a work-state
-    update, artifacts, then one tool-result message), and the blobs their results carry."""
+    interrupted), each held to the one cap on tool results (`tools/_cap.py`): their results,
+    the events that record them (each call's end, a work-state update, artifacts, then one
+    tool-result message), and the blobs their results carry (a capped result's whole text)."""
     results: list[ToolResultBlock] = []
     events: list[SessionEvent] = []
     blobs: list[bytes] = []
@@ -108,6 +109,9 @@ def _outcomes(
             result, outcome = _interrupted(call), None
         else:
             result, outcome = task.result()
+        result, whole = cap_result(result)  # one cap for every tool; the whole text kept
+        if whole is not None:
+            blobs.append(whole)
         results.append(result)
         status = "failed" if result.is_error else "completed"
         events.append(

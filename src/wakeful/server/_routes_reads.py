@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from ..errors import NotFoundError
 from ..execution import off_loop
-from ..messages import Message
+from ..messages import Message, full_output
 from ..runner import run_records
 from ._api import DIGEST_SCHEMA, ApiError, Call, Registry
 from ._models import (
@@ -35,7 +35,9 @@ from ._state import ServerState
 
 ops = Registry()
 # Media types served inline; anything else (HTML, SVG, ...) is a download, never a page.
-_INLINE = re.compile(r"^(image/(png|jpeg|gif|webp)|audio/[a-z0-9.+\-]+|video/[a-z0-9.+\-]+)$")
+_INLINE = re.compile(
+    r"^(image/(png|jpeg|gif|webp)|audio/[a-z0-9.+\-]+|video/[a-z0-9.+\-]+|text/plain; charset=utf-8)$"
+)
 
 
 @ops.op("GET", "/sessions/{session_id}/messages", tag="reads", query=MessagesQuery,
@@ -124,10 +126,15 @@ async def receipts(call: Call[SensitiveQuery, Any]) -> ReceiptsOut:
 
 
 def _media_type(messages: list[Message], digest: str) -> str | None:
+    """The media type of a blob a message of the session refers to: a media block's, or plain
+    text for the whole output of a tool result the model was given cut (None: no such ref)."""
     for m in messages:
         for block in m.blocks:
             if getattr(block, "ref", None) == digest:
                 return str(getattr(block, "media_type", "application/octet-stream"))
+            kept = full_output(getattr(block, "metadata", None))
+            if kept is not None and kept[0] == digest:
+                return "text/plain; charset=utf-8"
     return None
 
 

@@ -51,6 +51,7 @@ class RewindOut(_Out):
     files_left: list[str]
     shell_calls: list[str]
     prompt: str | None
+    files_completed: list[str]
     warnings: list[str]
 
 

@@ -20,6 +20,7 @@ from ..messages import (
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
+    full_output,
     tool_result_text,
 )
 
@@ -87,20 +88,24 @@ def key_arg(call: ToolCallBlock) -> str:
     return ""
 
 
-def _result(block: ToolResultBlock) -> Part:
+def _result(block: ToolResultBlock, media: str) -> Part:
+    """A result's part; one the model was given cut (the cap on tool results) links its whole
+    output (`src`, the media route; `arg`, its size)."""
     label = "✗ tool result (error)" if block.is_error else "← tool result"
+    kept = full_output(block.metadata)
+    src, size = (None, "") if kept is None else (f"{media}/{kept[0]}", f"{kept[1]} bytes")
     return Part("tool_result", label, tool_result_text(block.output), error=block.is_error,
-                call_id=block.call_id)  # fmt: skip
+                call_id=block.call_id, src=src, arg=size)  # fmt: skip
 
 
-def _call(block: ToolCallBlock, result: ToolResultBlock | None) -> Part:
+def _call(block: ToolCallBlock, result: ToolResultBlock | None, media: str) -> Part:
     diff = None
     if block.name == "edit_file":
         path, old, new = (block.input.get(k) for k in ("path", "old", "new"))
         if isinstance(path, str) and isinstance(old, str) and isinstance(new, str):
             diff = (path, old, new)
     return Part("tool_call", block.name, _pretty(block.input), call_id=block.id,
-                arg=key_arg(block), result=None if result is None else _result(result),
+                arg=key_arg(block), result=None if result is None else _result(result, media),
                 diff=diff)  # fmt: skip
 
 
@@ -136,9 +141,9 @@ def parts(
         if isinstance(block, TextBlock):
             out.append(Part("text", "", block.text))
         elif isinstance(block, ToolCallBlock):
-            out.append(_call(block, (results or {}).get(block.id)))
+            out.append(_call(block, (results or {}).get(block.id), media))
         elif isinstance(block, ToolResultBlock):
-            out.append(_result(block))
+            out.append(_result(block, media))
         elif isinstance(block, ImageBlock) and block.media_type.startswith("image/"):
             out.append(_image(block, media))
         elif isinstance(block, ThinkingBlock):

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
         new_schedule_id,
         new_session_id,
     )
-    from ._append import ClaimToken
+    from ._append import MESSAGE_MAX_BYTES, ClaimToken
     from ._artifacts import ARTIFACTS_PER_SESSION_CAP, Artifact, artifacts_from_metadata
     from ._batch import RecoveryView
     from ._claims import fence
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 # parts, not the protocol, the fault helpers or logging (cold start of `session list`, issue 25).
 _LAZY = {
     "ClaimToken": "wakeful.store._append",
+    "MESSAGE_MAX_BYTES": "wakeful.store._append",
     "TurnOpening": "wakeful.store._opening",
     "ARTIFACTS_PER_SESSION_CAP": "wakeful.store._artifacts",
     "Artifact": "wakeful.store._artifacts",
@@ -162,6 +163,7 @@ __all__ = [
     "Claim",
     "ClaimState",
     "ClaimToken",
+    "MESSAGE_MAX_BYTES",
     "Delivered",
     "DirectoryFileMap",
     "DrainStart",

@@ -28,6 +28,11 @@ class ClaimToken:
 
 _CLAIM_ROW = "SELECT token, epoch, released FROM claims WHERE session_id = ?"
 
+# The largest message (its JSON, UTF-8) the store takes from outside a turn (`session import`):
+# no model's context holds more (a 60 MB imported message failed every later turn), and the
+# server's request body limit (4 MiB) bounds what arrives over HTTP the same way.
+MESSAGE_MAX_BYTES = 4 * 1024 * 1024
+
 
 def check_claim(tx: Tx, session_id: str, claim: ClaimToken) -> None:
     """Raise `ClaimLostError` unless `claim` is the session's live claim."""

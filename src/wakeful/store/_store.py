@@ -165,13 +165,18 @@ class SqlStore(
 
     # -- sessions -------------------------------------------------------------------------
 
-    def create_session(self, session_id: str | None = None, **fields: Any) -> SessionRow:
-        """Insert a session row and its `session.created` event; return the row."""
+    def create_session(
+        self, session_id: str | None = None, *, events: Sequence[SessionEvent] = (), **fields: Any
+    ) -> SessionRow:
+        """Insert a session row and its `session.created` event, then `events` (an import's
+        messages), in one transaction; return the row."""
         from ..events import SessionCreated
 
         sid = session_id or new_session_id()
         with self.backend.transaction(write=True) as tx:
             self._insert_session(tx, sid, SessionCreated(**fields))
+            if events:
+                append_events(tx, sid, events, self.clock.now_ms(), None)
             row = self._get(tx, sid)
         assert row is not None
         return row

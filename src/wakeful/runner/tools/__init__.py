@@ -14,6 +14,7 @@ from ._base import (
     run_tool_call,
     tool_spec,
 )
+from ._cap import MAX_RESULT_BYTES, cap_result
 from ._custom import FunctionTool, check_tool_name, tool
 from ._delegation import Delegation, Delegator, Lineage
 from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile, confine
@@ -45,6 +46,7 @@ def builtin_tools(*, delegation: bool = False) -> dict[str, Tool]:
 
 
 __all__ = [
+    "MAX_RESULT_BYTES",
     "READ_ONLY_TOOLS",
     "WORK_STATE_TOOLS",
     "Delegation",
@@ -63,6 +65,7 @@ __all__ = [
     "ToolInput",
     "ToolOutcome",
     "builtin_tools",
+    "cap_result",
     "check_tool_name",
     "confine",
     "input_errors",

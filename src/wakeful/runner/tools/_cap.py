@@ -1,0 +1,63 @@
+"""The one cap on what a tool call hands the model, for every kind of tool (built-in, MCP, user).
+
+A result whose text is over `MAX_RESULT_BYTES` (UTF-8) reaches the model as its head and its
+tail around one notice (`notice`); the whole text is kept as a blob of the session, named in
+the result's metadata under `full_output` (`ref`: its SHA-256 digest, `bytes`: its size), so
+the person can read all of it (`wakeful session show --output CALL`, the inspector's link).
+Media parts of a result pass as they are. The built-in tools bound what they capture on their
+own (the shell keeps 32 KiB of head and tail while a command runs), below this cap.
+"""
+
+from __future__ import annotations
+
+from ...messages import FULL_OUTPUT, TextBlock, ToolResultBlock, tool_result_text
+from ...store import blob_digest
+
+MAX_RESULT_BYTES = 64 * 1024
+
+
+def notice(total: int, shown: int, digest: str) -> str:
+    """The line the model reads in place of the middle of a capped result."""
+    return (
+        f"\n[... {total - shown} of {total} bytes of this result omitted (the cap is "
+        f"{MAX_RESULT_BYTES // 1024} KiB); the person can read the whole output, kept as blob "
+        f"{digest[:12]}; ask for a narrower result if you need the middle ...]\n"
+    )
+
+
+def _head_tail(data: bytes, digest: str) -> str:
+    """`data` cut to the cap: two thirds head, one third tail, split on character bounds."""
+    room = MAX_RESULT_BYTES - len(notice(len(data), 0, digest).encode())
+    head = data[: room * 2 // 3].decode("utf-8", errors="ignore")
+    tail = data[len(data) - room // 3 :].decode("utf-8", errors="ignore")
+    shown = len(head.encode()) + len(tail.encode())
+    return head + notice(len(data), shown, digest) + tail
+
+
+def cap_result(result: ToolResultBlock) -> tuple[ToolResultBlock, bytes | None]:
+    """`result` as the model may read it, and the blob of its whole text when it was cut
+    (None: the result is within the cap and returned as it is)."""
+    text = tool_result_text(result.output) if isinstance(result.output, str) else "\n".join(
+        p.text for p in result.output if isinstance(p, TextBlock)
+    )  # fmt: skip
+    if len(text) * 4 <= MAX_RESULT_BYTES:  # within the cap whatever the encoding
+        return result, None
+    data = text.encode("utf-8", errors="surrogatepass")
+    if len(data) <= MAX_RESULT_BYTES:
+        return result, None
+    digest = blob_digest(data)
+    cut = _head_tail(data, digest)
+    if isinstance(result.output, str):
+        output: str | tuple[object, ...] = cut
+    else:  # the text parts become one, where the first was; media parts stay
+        parts: list[object] = []
+        for part in result.output:
+            if not isinstance(part, TextBlock):
+                parts.append(part)
+            elif not any(isinstance(p, TextBlock) for p in parts):
+                parts.append(TextBlock(text=cut))
+        output = tuple(parts)
+    metadata = dict(result.metadata or {})
+    metadata[FULL_OUTPUT] = {"ref": digest, "bytes": len(data)}
+    capped = result.model_copy(update={"output": output, "metadata": metadata})
+    return capped, data
