@@ -1,12 +1,12 @@
 """The inspector fits the window, in a real headless Chromium (issue 38, item 9).
 
 At 1400 x 1000 and at 420 x 900 no page scrolls sideways (`scrollWidth <= innerWidth`): the
-list, a search, a session with tool calls, receipts, a failed turn and a reverted one, and the
-schedules. On the session page the turns table fits its column (rewind buttons inside it, one
-line per header, a failed turn's error on a row of its own), transcript cards stay inside the
-window, receipts name their turn, a reverted turn is marked, the Log box shows the log of an idle
-session, Artifacts refresh after an approval given on the page, and a login returns to the page
-that was asked for. Screenshots go to the test's tmp_path (`screenshots/`).
+list, a search, a session with tool calls, receipts, a failed turn and a reverted one, the
+schedules and the usage report. On the session page the turns table fits its column (rewind
+buttons inside it, one line per header, a failed turn's error on a row of its own), transcript
+cards stay inside the window, receipts name their turn, a reverted turn is marked, the Log box
+shows the log of an idle session, Artifacts refresh after an approval given on the page, and a
+login returns to the page that was asked for. Screenshots go to `screenshots/` in tmp_path.
 """
 
 from __future__ import annotations
@@ -131,6 +131,11 @@ def test_every_page_fits_the_window_at_1400_and_420(browser: Any, served: Served
         expect(page.locator("#schedules tbody tr")).to_have_count(1)
         _no_sideways_scroll(page, f"schedules at {name}")
         page.screenshot(path=str(shots / f"{name}-4-schedules.png"), full_page=True)
+
+        page.goto(f"{served.url}/ui/usage?by=session")
+        expect(page.locator("h1")).to_be_visible()
+        _no_sideways_scroll(page, f"usage at {name}")
+        page.screenshot(path=str(shots / f"{name}-5-usage.png"), full_page=True)
         page.close()
     assert errors == []
 
