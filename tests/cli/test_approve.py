@@ -209,7 +209,9 @@ def test_run_on_a_terminal_asks_about_a_session_paused_earlier(
     assert child.exitstatus == 0 and ledger(workdir) == {"one": 1}
 
 
-def test_ctrl_c_at_the_question_ends_the_run_as_interrupted(workdir: Path, cli_env: dict[str, str]):
+def test_ctrl_c_at_the_question_leaves_the_call_waiting(wk, workdir: Path, cli_env: dict[str, str]):
+    """Issue 38 item 5: Ctrl-C at the question is no denial: the run pauses (exit 4) and says
+    how to decide, and a later `wakeful approve` runs the call exactly once."""
     import sys
 
     import pexpect
@@ -221,6 +223,11 @@ def test_ctrl_c_at_the_question_ends_the_run_as_interrupted(workdir: Path, cli_e
                           timeout=30)  # fmt: skip
     child.expect(r"allow\? ")
     child.sendintr()
+    child.expect(r"wakeful approve (ses_\w+) (\S+)")
+    sid, call = child.match.group(1), child.match.group(2)
     child.expect(pexpect.EOF)
     child.close()
-    assert child.exitstatus == 130 and ledger(workdir) == Counter()
+    assert child.exitstatus == 4 and ledger(workdir) == Counter()
+    assert status(wk, sid) == "awaiting_approval"
+    wk("approve", sid, call)
+    assert ledger(workdir) == {"one": 1}

@@ -30,6 +30,7 @@ POEM = [
     "Still, every morning the gate is found open, and the paths are swept.",
 ]
 SLOW = "tick " * 80
+LEDGER = "echo one >> ledger.txt"
 
 
 def _script(path: Path) -> str:
@@ -40,6 +41,10 @@ def _script(path: Path) -> str:
             {"match": "poem", "replies": [{"text": "\n".join(POEM)}]},
             {"match": "^slow", "replies": [{"text": SLOW.strip()}]},
             {"match": "^steer", "replies": [{"text": "Steer received."}]},
+            {"match": "^ledger", "replies": [
+                {"tool_calls": [{"name": "shell", "input": {"command": LEDGER}}]},
+                {"text": "Ledger written."},
+            ]},
             {"match": ".", "replies": [{"text": "OK."}]},
         ],
     }))  # fmt: skip
@@ -253,3 +258,20 @@ def test_multi_line_input_and_the_resume_picker(pane):
     finally:
         store.close()
     assert texts["first line\nsecond line"] == ["first line\nsecond line", "OK.", "one more", "OK."]
+
+
+def test_ctrl_c_at_an_approval_question_leaves_the_call_waiting(pane, tmp_path: Path):
+    """Issue 38 item 5: Ctrl-C at the question is no denial; `/approve` decides it later and
+    the call runs exactly once."""
+    (tmp_path / "wakeful.toml").write_text('[permissions]\nshell = "ask"\n')
+    chat = pane()
+    chat.send("ledger please")
+    chat.wait(lambda s: "allow? y once" in s, "the approval question")
+    chat.keys("C-c")
+    chat.wait(lambda s: "[paused]" in s, "the turn to pause")
+    assert "left waiting" in chat.screen() and "EXIT=" not in chat.screen()
+    assert not (chat.tmp / "ledger.txt").exists()
+    chat.send("/approve")
+    chat.wait_line("Ledger written.", timeout=30)
+    chat.leave()
+    assert (chat.tmp / "ledger.txt").read_text() == "one\n"

@@ -203,12 +203,15 @@ async def test_a_worker_pauses_a_session_and_runs_a_decision_admitted_later(
     await rt.aclose()
 
 
-async def test_an_interrupt_while_asking_denies_and_leaves_no_call_running(
+async def test_an_interrupt_while_asking_leaves_the_call_waiting_for_a_later_decision(
     db_url: str, tmp_path: Path
 ):
-    """Someone is asked on a terminal and never answers; an interrupt ends the question (a
-    denial), every call still gets a result, and the turn ends interrupted."""
+    """Someone is asked on a terminal and never answers; an interrupt ends the question (the
+    person left it: issue 38 item 5), no call runs or gets a result, the turn pauses with the
+    call waiting, and a decision admitted later runs it exactly once."""
     import asyncio
+
+    from wakeful.execution import run_worker
 
     asked = asyncio.Event()
 
@@ -223,10 +226,37 @@ async def test_an_interrupt_while_asking_denies_and_leaves_no_call_running(
     await asyncio.wait_for(asked.wait(), 10)
     rt.interrupt(sid)
     [turn] = await asyncio.wait_for(driving, 10)
-    assert turn.outcome == "interrupted"
-    assert rt.store.tool_calls(sid, status="running") == []
-    results = [r for m in rt.store.messages(sid) for r in m.tool_results()]
-    assert [r.output for r in results] == ["permission denied: the user declined shell"]
-    assert ledger_lines(tmp_path) == {}
+    assert (turn.outcome, turn.error_kind) == ("paused", "awaiting_approval")
+    assert rt.store.tool_calls(sid) == []  # nothing started
+    assert [r for m in rt.store.messages(sid) for r in m.tool_results()] == []
+    [request] = rt.approvals(sid)
+    assert rt.store.get_session(sid).status == "awaiting_approval"
+    await rt.aclose()
+    later = runtime(db_url, tmp_path)
+    later.approve(sid, request.call_id, resume=False)
+    await run_worker(later, once=True)
+    assert ledger_lines(tmp_path) == {"one": 1}
+    assert later.store.get_session(sid).status == "idle"
+    check_session(later.store, sid)
+    await later.aclose()
+
+
+async def test_an_answer_on_the_terminal_runs_the_call_once_after_its_request(
+    db_url: str, tmp_path: Path
+):
+    """With someone to ask, the call waits durably first (its `approval.requested`), then the
+    answer commits with its `tool.started`, and the call runs once."""
+
+    async def yes(name: str, args: dict[str, object]) -> bool:
+        return True
+
+    rt = Runtime(db_url, model=model(tmp_path), workspace=tmp_path, config=CONFIG, ask=yes)
+    [turn] = await rt.run("go")
+    sid = rt.store.list_sessions().sessions[0].id
+    assert turn.outcome == "completed" and ledger_lines(tmp_path) == {"one": 1}
+    types = [e.type for e in rt.store.events(sid)]
+    asked = types.index("approval.requested")
+    assert asked < types.index("approval.decided") < types.index("tool.started")
+    assert rt.approvals(sid) == []
     check_session(rt.store, sid)
     await rt.aclose()

@@ -45,7 +45,8 @@ def _request_json(r: ApprovalRequested) -> dict[str, Any]:
 def terminal_ask(workspace: Path, before: Any = None) -> Any:
     """An approval callback that asks on this terminal: the command or diff, then
     `y` (once), `a` (always, for this session) or `n` (deny). `before()` runs first (it clears
-    a spinner). End of input denies. The answer is read by a daemon thread, so a question that
+    a spinner). End of input, like Ctrl-C (an interrupt), answers nothing: the call stays
+    waiting for `wakeful approve`. The answer is read by a daemon thread, so a question that
     an interrupt cancels never holds the process."""
 
     async def ask(name: str, args: dict[str, object]) -> AskResult:
@@ -56,9 +57,9 @@ def terminal_ask(workspace: Path, before: Any = None) -> Any:
         for line in shown.splitlines():
             click.echo(f"  {printable(line)}", err=True)
         loop = asyncio.get_running_loop()
-        answer: asyncio.Future[Decision] = loop.create_future()
+        answer: asyncio.Future[Decision | None] = loop.create_future()
 
-        def settle(decision: Decision) -> None:
+        def settle(decision: Decision | None) -> None:
             if not answer.done():
                 answer.set_result(decision)
 
@@ -68,8 +69,8 @@ def terminal_ask(workspace: Path, before: Any = None) -> Any:
                     "allow? [y] once, [a] always this session, [n] deny: ", err=True, nl=False
                 )
                 line = sys.stdin.readline()
-                decision = "deny" if not line else ANSWERS.get(line.strip().lower())
-                if decision is not None:
+                decision = ANSWERS.get(line.strip().lower())
+                if decision is not None or not line:  # an answer, or end of input (none)
                     with contextlib.suppress(RuntimeError):  # the loop ended meanwhile
                         loop.call_soon_threadsafe(settle, decision)
                     return

@@ -28,7 +28,7 @@ from ..runner import AskResult, LiveEvent, preview
 from ..store import SessionRow, new_session_id
 from ._approve import ANSWERS
 from ._chat_view import PipeView, TtyView, View
-from ._common import db_option, max_output_option
+from ._common import checked_config, db_option, max_output_option
 from ._run import _target_session
 
 HELP = (
@@ -61,7 +61,7 @@ class Chat:
         self.choices: list[str] = []  # the session ids last listed, for `/resume N`
         self.picking = False  # the next line answers the picker
         self.armed = False  # the next Ctrl-C on an empty line leaves
-        self.question: asyncio.Future[Decision] | None = None  # an approval the next line answers
+        self.question: asyncio.Future[Decision | None] | None = None  # the next line answers it
 
     # -- state -------------------------------------------------------------------------------
 
@@ -89,7 +89,10 @@ class Chat:
             self.view.notice(None)
             return False
         if self.question is not None and not self.question.done():
-            self.question.set_result("deny")  # a question is never left waiting on an interrupt
+            # Leaving the question leaves the call waiting (the turn pauses); nothing else stops.
+            self.question.set_result(None)
+            self.view.say("left waiting: /approve, /always or /deny decides it later")
+            return False
         if self.armed:
             return True
         self.armed = True
@@ -155,7 +158,7 @@ class Chat:
 
     async def ask(self, name: str, args: dict[str, object]) -> AskResult:
         """The runtime's approval callback: show the command or diff, and let the next line
-        answer (y once, a always for this session, n deny); Ctrl-C denies."""
+        answer (y once, a always for this session, n deny); Ctrl-C leaves it waiting."""
         loop = asyncio.get_running_loop()
         self.question = loop.create_future()
         self.view.say(f"? {_plain(name)} wants to run:")
@@ -368,13 +371,13 @@ async def _loop(chat: Chat) -> None:
 def chat(session: str | None, cont: bool, agent: str | None, model: str | None,
          max_output_tokens: int | None, db: str | None) -> None:  # fmt: skip
     """An interactive session (steer while it works; /help for commands)."""
-    rt = Runtime(db, model=model, agent=agent, max_output_tokens=max_output_tokens)
+    # A model that cannot be built: exit 2 before anything, the store included, is opened.
+    config = checked_config(model) if model is not None or not (session or cont) else None
+    rt = Runtime(db, model=model, agent=agent, max_output_tokens=max_output_tokens, config=config)
     tty = sys.stdin.isatty() and sys.stdout.isatty() and not is_dumb_terminal()
     holder: list[Chat] = []
     view: View = TtyView(lambda typed=False: holder[0].ctrl_c(typed)) if tty else PipeView()
     try:
-        if model is not None or not (session or cont):
-            rt.check_model(rt.model)  # a model that cannot be built: exit 2 before anything
         row = _target(rt, session, cont)
         if row is not None and rt.set_identity(row.id, agent=agent, model=model):
             row = rt.reads.get_session(row.id)

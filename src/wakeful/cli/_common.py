@@ -17,6 +17,7 @@ import click
 from ..errors import UsageError
 
 if TYPE_CHECKING:  # the store loads when a command opens one, not when the CLI starts
+    from ..config import Config
     from ..execution import Runtime
     from ..runner import Ask
     from ..store import Store
@@ -65,6 +66,34 @@ def require_store(db: str | None) -> None:
     path = target.removeprefix("sqlite:///").removeprefix("sqlite://")
     if path != ":memory:" and not os.path.exists(path):
         raise UsageError(f"no store at {path}")
+
+
+def checked_config(model: str | None) -> Config:
+    """This directory's configuration, after checking that the model a new session here would
+    take (`model`, else the configured default) can be built: a one-line `UsageError` saying
+    what to do otherwise, raised before any store is opened, so a command that cannot run
+    writes nothing (not even an empty database). Pass the result to `Runtime(config=...)`."""
+    from pathlib import Path
+
+    from ..config import load_config
+    from ..execution import default_model
+    from ..providers import check_model
+
+    config = load_config(Path.cwd().resolve())
+    spec = model or default_model(config)
+    check_model(spec, **config.providers.options_for(spec))
+    return config
+
+
+def no_default_store(db: str | None) -> bool:
+    """Whether no store was named (`--db`, `$WAKEFUL_DB`) and none exists at the default
+    location yet: before the first run, a listing lists nothing (it is not an error)."""
+    if db:
+        return False
+    from ..store import resolve_db_url
+
+    path = resolve_db_url(None).removeprefix("sqlite:///").removeprefix("sqlite://")
+    return not os.path.exists(path)
 
 
 def _server_url(db: str | None) -> bool:

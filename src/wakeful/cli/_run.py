@@ -21,6 +21,7 @@ from ._common import (
     ID,
     TEXT,
     TRUNCATED_NOTE,
+    checked_config,
     db_option,
     format_option,
     max_output_option,
@@ -139,10 +140,10 @@ def run(prompt: str | None, cont: bool, session: str | None, fork: bool, agent: 
     ask = None
     if fmt == "text" and sys.stdin.isatty() and sys.stderr.isatty():  # someone can answer
         ask = terminal_ask(Path.cwd().resolve(), renderer.pause)
-    rt = Runtime(db, model=model, agent=agent, listener=renderer,
+    # A new session's model (or a --model given) is checked before the store is opened.
+    config = checked_config(model) if model is not None or not (session or cont) else None
+    rt = Runtime(db, model=model, agent=agent, listener=renderer, config=config,
                  max_output_tokens=max_output_tokens, ask=ask)  # fmt: skip
-    if model is not None:
-        rt.check_model(model)  # before a fork or a session is written
     sid = _target_session(rt, session, cont, fork)
     if rt.reads.find_session(sid) is not None:  # an existing session (or the fork) takes them
         rt.set_identity(sid, agent=agent, model=model)
@@ -190,6 +191,8 @@ def _decide_waiting(rt: Runtime, session_id: str, ask: Any) -> None:
     """Ask on this terminal about each call the session waits on and admit the decisions."""
     for request in rt.approvals(session_id):
         decision = asyncio.run(ask(request.name, dict(request.input)))
+        if decision is None:  # end of input: the calls stay waiting
+            return
         rt.approve(session_id, request.call_id, _decision(decision), resume=False)
 
 

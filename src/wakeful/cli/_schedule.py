@@ -13,6 +13,7 @@ from ._common import (
     check_text,
     db_option,
     format_option,
+    no_default_store,
     print_json,
     printable,
     require_store,
@@ -97,12 +98,14 @@ def _next(s: Schedule) -> str:
 @db_option
 def list_(fmt: str, db: str | None) -> None:
     """Every schedule with its next fire time and last fire."""
-    require_store(db)
-    rt = Runtime(db)
-    try:
-        found = rt.schedules()
-    finally:
-        rt.close()
+    found: list[Schedule] = []
+    if not no_default_store(db):  # before the first run there is nothing to list
+        require_store(db)
+        rt = Runtime(db)
+        try:
+            found = rt.schedules()
+        finally:
+            rt.close()
     if fmt == "json":
         print_json([_json(s) for s in found])
         return

@@ -11,7 +11,7 @@ import time
 import click
 
 from ..store import SearchHit
-from ._common import db_option, format_option, iso, print_json, store_for
+from ._common import db_option, format_option, iso, no_default_store, print_json, store_for
 
 
 def _local(ms: int) -> str:
@@ -38,18 +38,20 @@ def _hit_json(hit: SearchHit) -> dict[str, object]:
 @db_option
 def search(text: str, archived: bool, all_: bool, limit: int, fmt: str, db: str | None) -> None:
     """Sessions whose messages or title hold every word of TEXT, best match first."""
-    store = store_for(db)
-    try:
-        page = store.search(text, archived=None if all_ else archived, limit=limit)
-    finally:
-        store.close()
+    hits: list[SearchHit] = []
+    if not no_default_store(db):  # before the first run there is nothing to find
+        store = store_for(db)
+        try:
+            hits = store.search(text, archived=None if all_ else archived, limit=limit).hits
+        finally:
+            store.close()
     if fmt == "json":
-        print_json([_hit_json(h) for h in page.hits])
+        print_json([_hit_json(h) for h in hits])
         return
-    if not page.hits:
+    if not hits:
         click.echo(f"no session matches {text!r}", err=True)
         return
-    for hit in page.hits:
+    for hit in hits:
         row = hit.session
         title = _plain(row.title or "(untitled)")[:60]
         click.echo(f"{row.id}  {_local(row.updated_ms)}  {row.model or '':<20.20} {title}")

@@ -19,6 +19,7 @@ from ._common import (
     iso,
     local_runtime,
     local_time,
+    no_default_store,
     print_json,
     printable,
     store_for,
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from ..runner import RunRecord
     from ..store import PlainStore, SessionRow, Store
 
+
+NO_SESSIONS = 'no sessions yet: `wakeful run "PROMPT"` or `wakeful chat` starts one'
 
 # Subcommands in other modules, imported only when named (or listed by `--help`).
 _LAZY = {
@@ -65,21 +68,25 @@ def list_(no_roots: bool, archived: bool, all_: bool, agent: str | None, locatio
           limit: int, fmt: str, db: str | None) -> None:  # fmt: skip
     """Sessions, newest first (children hidden unless --no-roots)."""
     where = listing_location(location)
-    store = store_for(db)
-    try:
-        page = store.list_sessions(roots_only=not no_roots, archived=None if all_ else archived,
-                                   limit=limit, agent=agent, location=where)  # fmt: skip
-        summaries = store.session_summaries([r.id for r in page.sessions])
-    finally:
-        store.close()
+    if no_default_store(db):  # before the first run: nothing to list, and nothing is created
+        rows, summaries = [], {}
+    else:
+        store = store_for(db)
+        try:
+            rows = store.list_sessions(roots_only=not no_roots,
+                                       archived=None if all_ else archived, limit=limit,
+                                       agent=agent, location=where).sessions  # fmt: skip
+            summaries = store.session_summaries([r.id for r in rows])
+        finally:
+            store.close()
     if fmt == "json":
-        print_json([_row_json(r) | summaries[r.id].to_json() for r in page.sessions])
+        print_json([_row_json(r) | summaries[r.id].to_json() for r in rows])
         return
-    if page.sessions:
-        click.echo(
-            f"{'ID':<28}  {'UPDATED':<16}  {'STATUS':<17} {'TURNS':>5}  {'MODEL':<24}  TITLE"
-        )
-    for r in page.sessions:
+    if not rows:
+        click.echo(NO_SESSIONS, err=True)
+        return
+    click.echo(f"{'ID':<28}  {'UPDATED':<16}  {'STATUS':<17} {'TURNS':>5}  {'MODEL':<24}  TITLE")
+    for r in rows:
         summary = summaries[r.id]
         title = r.title or (f"“{summary.first_prompt}”" if summary.first_prompt else "(untitled)")
         click.echo(f"{r.id:<28}  {local_time(r.updated_ms)}  {r.status:<17} {summary.turns:>5}  "
@@ -216,6 +223,8 @@ def show(
         click.echo(f"run {r.id}: {r.outcome or r.status}{' (truncated)' if r.truncated else ''}, "
                    f"{r.steps} steps, {r.tokens_in} in / {r.tokens_out} out, "
                    f"{len(r.retries)} retries")  # fmt: skip
+        if r.error and (r.outcome or r.status) != "completed":  # why it failed, blocked, paused
+            click.echo(f"    {printable(r.error, lines=True)}")
 
 
 def _whole_output(store: Store, session_id: str, call_id: str) -> str:

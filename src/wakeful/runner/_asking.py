@@ -1,11 +1,14 @@
 """Approvals inside a turn: which calls of a reply wait for a decision, and asking for it.
 
 A call whose permission is `ask` (valid input, a known tool, not allowed `always` in this
-session) needs a decision before it runs. With someone present (`RunContext.ask`, a terminal)
-each is asked, one at a time, and the decisions are durable (`approval.decided`, committed by
-the runner) before any call runs; with nobody present the calls wait durably and the turn
-pauses (`_approvals.py`). An interrupt while asking, or a failing callback, denies: the step
-still answers every call.
+session) needs a decision before it runs. Such calls wait durably first (`approval.requested`,
+committed with the reply instead of their `tool.started`). With nobody present the turn then
+pauses (`_approvals.py`); with someone present (`RunContext.ask`, a terminal) each is asked, one
+at a time, and the decisions are durable (`approval.decided`, committed by the runner with the
+calls' `tool.started`) before any call runs. A person who leaves the question (Ctrl-C, an
+interrupt, the callback answering None) leaves that call and the ones after it waiting, as if
+nobody had been there: the turn pauses and `wakeful approve` decides them later. A failing
+callback denies.
 """
 
 from __future__ import annotations
@@ -50,35 +53,40 @@ def needs_approval(
 
 async def ask_approvals(
     ctx: RunContext, message: Message, grants: frozenset[str]
-) -> tuple[dict[str, bool], frozenset[str], list[ApprovalDecided]]:
+) -> tuple[dict[str, bool], frozenset[str], list[ApprovalDecided], tuple[ApprovalRequested, ...]]:
     """Decide the calls of `message`: those allowed `always` (`grants`) run; the interactive
     callback is asked about each other call needing approval, one at a time. Returns the
-    decisions by call id, the grants with the `always` answers added, and the
-    `approval.decided` events to commit before any call runs."""
+    decisions by call id, the grants with the `always` answers added, the `approval.decided`
+    events to commit before any call runs, and the requests left undecided (the person left
+    the question: they stay waiting, the turn pauses)."""
     decided = {c.id: True for c in message.tool_calls() if c.name in grants}
     ask = ctx.ask
     if ask is None:
-        return decided, grants, []
+        return decided, grants, [], ()
     events: list[ApprovalDecided] = []
-    for request in needs_approval(ctx, message, grants):
+    requests = needs_approval(ctx, message, grants)
+    for n, request in enumerate(requests):
         if request.name in grants:  # an `always` given for an earlier call here
             decided[request.call_id] = True
             continue
         decision = await _asked(ctx, ask, request)
+        if decision is None:  # left: this call and the rest wait for `wakeful approve`
+            return decided, grants, events, tuple(requests[n:])
         if decision == "always":
             grants = grants | {request.name}
         decided[request.call_id] = decision != "deny"
         events.append(
             ApprovalDecided(call_id=request.call_id, decision=decision, name=request.name)
         )
-    return decided, grants, events
+    return decided, grants, events, ()
 
 
-async def _asked(ctx: RunContext, ask: Ask, request: ApprovalRequested) -> Decision:
-    """The callback's answer as a decision. An interrupt while asking (or before) denies:
-    the step still publishes a result for every call, then the interrupt ends the turn."""
+async def _asked(ctx: RunContext, ask: Ask, request: ApprovalRequested) -> Decision | None:
+    """The callback's answer as a decision; None when the person left the question (an
+    interrupt while asking, or before, or the callback answered None): the call stays
+    waiting. A failing callback denies; it must not crash the turn."""
     if ctx.interrupt.is_set():
-        return "deny"
+        return None
     asking = asyncio.ensure_future(ask(request.name, dict(request.input)))
     waiter = asyncio.ensure_future(ctx.interrupt.wait())
     try:
@@ -88,12 +96,12 @@ async def _asked(ctx: RunContext, ask: Ask, request: ApprovalRequested) -> Decis
     if not asking.done():
         asking.cancel()
         await asyncio.gather(asking, return_exceptions=True)
-        return "deny"
+        return None
     try:
         answer = asking.result()
     except Exception:  # a failing callback denies; it must not crash the turn
         return "deny"
-    return _decision(answer)
+    return None if answer is None else _decision(answer)
 
 
 def _decision(answer: AskResult) -> Decision:

@@ -25,8 +25,9 @@ from ._pricing import PriceTable, default_table
 from .tools import PermissionPolicy, Tool, ToolContext
 
 # The interactive approval callback: (tool name, input) -> True/"allow" (once), "always" (this
-# tool for the rest of the session), False/"deny".
-AskResult: TypeAlias = bool | Decision
+# tool for the rest of the session), False/"deny", None (the person left the question: the call
+# stays waiting for a decision, the turn pauses).
+AskResult: TypeAlias = bool | Decision | None
 Ask: TypeAlias = Callable[[str, dict[str, object]], Awaitable[AskResult]]
 
 TraceIds: TypeAlias = Callable[[str], "tuple[str, str] | None"]

@@ -188,13 +188,13 @@ class ModelCall:
         nobody present can decide. A content-filtered reply is kept and ends the step."""
         ctx, finish = self.ctx, sent.finish
         runs_tools = finish.reason != "content_filter"
-        if runs_tools and ctx.ask is None:
-            waiting = needs_approval(ctx, message, state.grants)
-            if waiting:  # nobody here can decide: the calls wait, durably, instead of starting
-                await self.commit([*events, *waiting], None)
-                crash_point("approval.requested")
+        waiting = needs_approval(ctx, message, state.grants) if runs_tools else []
+        if waiting:  # the calls wait, durably, instead of starting (`_asking.py`)
+            await self.commit([*events, *waiting], None)
+            crash_point("approval.requested")
+            if ctx.ask is None:  # nobody here can decide: the turn pauses
                 raise AwaitingApproval(tuple(waiting))
-        if runs_tools and self._held(message):
+        elif runs_tools and self._held(message):
             self.port.hold([*events, *started_events(message)])
         elif runs_tools and not message.tool_calls():  # a final reply: see `FinalReply`
             self.port.hold(events)

@@ -501,11 +501,17 @@ class TurnRunner:
 
     async def _approve(self, message: Message) -> dict[str, bool]:
         """Decide the calls of `message` (`_asking.py`); the decisions are durable
-        (`approval.decided`) before any call runs, and an `always` joins the state's grants."""
-        decided, grants, events = await ask_approvals(self.ctx, message, self._state.grants)
+        (`approval.decided`, with the calls' `tool.started`, which the reply's requests stood
+        in for) before any call runs, and an `always` joins the state's grants. Calls the
+        person left undecided keep waiting: the decisions given are kept, the turn pauses."""
+        decided, grants, events, left = await ask_approvals(self.ctx, message, self._state.grants)
         self._state = self._state.granted(grants)
+        if left:
+            if events:
+                await self._commit(events)
+            raise AwaitingApproval(left)
         if events:
-            await self._commit(events)
+            await self._commit([*events, *started_events(message)])
         return decided
 
     async def _decided_step(self) -> bool:
