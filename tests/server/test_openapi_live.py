@@ -180,6 +180,7 @@ def test_every_live_response_validates_against_the_document(served: Served) -> N
     for bad in (c.get("/sessions/nope"), c.get("/sessions", params={"limit": 0})):
         doc.check("/sessions/{session_id}" if "nope" in str(bad.url) else "/sessions", bad)
     doc.check(f"{one}/approvals", c.get(f"/sessions/{sid}/approvals"))
+    doc.check(f"{one}/context", c.get(f"/sessions/{sid}/context"))
     decide = c.post(f"/sessions/{sid}/approvals/call_none", json={"decision": "allow"})
     assert decide.status_code == 404  # nothing waits: a documented 404
     doc.check(f"{one}/approvals/{{call_id}}", decide)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import click
 
@@ -132,15 +132,23 @@ def _markers(row: SessionRow, children: int) -> str:
     "--output", "call_id", metavar="CALL",
     help="Print only the whole output of tool call CALL (all of it where the model got it cut).",
 )  # fmt: skip
+@click.option(
+    "--context",
+    "context",
+    is_flag=True,
+    help="Show the context (what the next request carries) instead of the transcript.",
+)
 @format_option("text", "json")
 @db_option
 def show(
-    session_id: str, show_sensitive: bool, call_id: str | None, fmt: str, db: str | None
-) -> None:
+    session_id: str, show_sensitive: bool, call_id: str | None, context: bool, fmt: str,
+    db: str | None,
+) -> None:  # fmt: skip
     """A session: transcript, usage, children, state.
 
     Instruction text (the system messages that record a change of AGENTS.md and the like) is
-    redacted unless --show-sensitive.
+    redacted unless --show-sensitive. With --context, the messages shown are the session's
+    context: the active history after compactions, hidden tool output as its stub.
     """
     store = store_for(db)
     try:
@@ -150,6 +158,8 @@ def show(
             sys.stdout.write(_whole_output(store, session_id, call_id))
             return
         view = _plain_view(store, session_id) if _local(store) else _model_view(store, session_id)
+        if context:
+            view = (_context_view(store, session_id), *view[1:])
         children = [r.id for r in store.children(session_id)]
         work = store.work_state(session_id)
     finally:
@@ -270,6 +280,21 @@ def _plain_view(store: PlainStore, session_id: str) -> _View:
     )
     return (store.plain_messages(session_id), store.pending_ids(session_id),
             run_records(store, session_id), waiting)  # fmt: skip
+
+
+def _context_view(store: Store, session_id: str) -> list[dict[str, Any]]:
+    """The session's context as plain message dumps (`execution.session_context`; through the
+    server's `/context` for a remote store)."""
+    from ..execution import Reads, session_context
+
+    if _local(store):  # a local database, whose store is also `Reads`
+        found = session_context(cast("Reads", store), session_id)
+        return [m.model_dump(mode="json", exclude_none=True) for m in found]
+    client = getattr(store, "client", None)
+    if client is None:
+        raise UsageError("--context needs a local database or a server")
+    messages: list[dict[str, Any]] = client.context(session_id)["messages"]
+    return messages
 
 
 def _model_view(store: Store, session_id: str) -> _View:

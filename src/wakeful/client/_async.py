@@ -169,6 +169,13 @@ class AsyncClient:
             )  # fmt: skip
         )
 
+    async def context(self, session_id: str, *, sensitive: bool = False) -> dict[str, Any]:
+        """The session's context: the active history its next request carries (`messages`,
+        in request order; system text redacted unless `sensitive`)."""
+        return await self._send(
+            w.session_req("GET", session_id, "/context", sensitive=sensitive or None)
+        )
+
     async def pending(self, session_id: str) -> dict[str, Any]:
         """The pending inbox."""
         return await self._send(w.session_req("GET", session_id, "/pending"))

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._off_loop import off_loop
     from ._owner import current_owner, owner_is_dead
     from ._place import Place
+    from ._projection import session_context
     from ._reads import Reads
     from ._rewind import RewindResult
     from ._runtime import Runtime, SendResult, default_model, run_sync
@@ -51,6 +52,7 @@ _LAZY = {
     "Lifecycle": "wakeful.execution._event_stream",
     "Place": "wakeful.execution._place",
     "off_loop": "wakeful.execution._off_loop",
+    "session_context": "wakeful.execution._projection",
     "Reads": "wakeful.execution._reads",
     "ReasoningChunk": "wakeful.execution._event_stream",
     "RewindResult": "wakeful.execution._rewind",
@@ -128,5 +130,6 @@ __all__ = [
     "run_sync",
     "run_schedules",
     "run_worker",
+    "session_context",
     "schedule_time",
 ]

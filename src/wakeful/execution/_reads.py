@@ -70,6 +70,11 @@ class Reads(Store, Protocol):
 
     # -- what shapes a session after the fact (`docs/rewind.md`) ------------------------------
 
+    def live_compactions(self, session_id: str) -> list[StoredEvent]:
+        """The `compaction.ended` events whose summary is still in the transcript, oldest
+        first (where active history starts; `SqlStore.live_compactions`)."""
+        ...
+
     def pending_revert(self, session_id: str) -> PendingRevert | None:
         """The session's rewind that an unrevert can still undo, or None."""
         ...

@@ -379,6 +379,15 @@ class MessagesOut(_Out):
     )
 
 
+class ContextOut(_Out):
+    """The session's context: the active history its next request carries (after
+    compactions, with hidden tool output as its stub; docs/server.md); `redacted` as in
+    `MessagesOut`."""
+
+    messages: list[Message]
+    redacted: bool
+
+
 class InboxItemOut(_Out):
     """An admitted input not delivered yet."""
 

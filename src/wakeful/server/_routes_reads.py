@@ -12,11 +12,12 @@ from typing import Any
 from starlette.responses import Response
 
 from ..errors import NotFoundError
-from ..execution import off_loop
+from ..execution import off_loop, session_context
 from ..messages import Message, full_output
 from ..runner import run_records
 from ._api import DIGEST_SCHEMA, ApiError, Call, Registry
 from ._models import (
+    ContextOut,
     InboxItemOut,
     MessageOut,
     MessagesOut,
@@ -55,6 +56,19 @@ async def messages(call: Call[MessagesQuery, Any]) -> MessagesOut:
     full = q.limit is not None and len(rows) == q.limit
     return MessagesOut(
         messages=out, redacted=not sensitive, next_after=rows[-1][0] if full else None
+    )
+
+
+@ops.op("GET", "/sessions/{session_id}/context", tag="reads", query=SensitiveQuery,
+        response=ContextOut, errors=(401, 403, 404, 422))  # fmt: skip
+async def context(call: Call[SensitiveQuery, Any]) -> ContextOut:
+    """The session's context: the active history its next request carries, in request order
+    (the newest visible compaction's summary first, hidden tool output as its stub)."""
+    state: ServerState = call.state
+    sensitive = call.want_sensitive()
+    found = await off_loop(session_context, state.reads, call.path["session_id"])
+    return ContextOut(
+        messages=[m if sensitive else redact_message(m) for m in found], redacted=not sensitive
     )
 
 
