@@ -76,7 +76,7 @@ def scans(folder: Path, sessions: int) -> tuple[float, float, float, int]:
     store.idle_locations(now - DAY_MS)  # every scan, before it reads each location's settings
     locations = time.perf_counter() - start
     start = time.perf_counter()
-    store.startable_sessions()
+    store.claims.startable()
     baseline = time.perf_counter() - start
     store.close()
     return idle, locations, baseline, len(found)

@@ -76,7 +76,7 @@ def orphan(db: str, model: str, workspace: Path, count: int) -> list[str]:
     created = SessionCreated(agent="build", model=model, metadata={"workspace": str(workspace)})
     for sid in sids:
         store.admit(sid, None, "user", {"text": "work"}, create=created)
-        claim = store.acquire_claim(sid, dead, lease_ms=3_600_000)
+        claim = store.claims.acquire(sid, dead, lease_ms=3_600_000)
         assert claim is not None
         token = fence(claim)
         promote_idle(store, sid, token, start_turn=f"turn_{sid}")
@@ -215,7 +215,7 @@ def recovery(
     stats = json.loads(done.stdout)
     store = open_store(db)
     ended = sum(store.turns(s)[0].status == "completed" for s in sids)
-    held = len(store.claimed_sessions())
+    held = len(store.claims.held())
     store.close()
     assert ended == count and held == 0, (ended, held, stats)
     return {

@@ -36,7 +36,7 @@ def leave(store: SqlStore, sid: str, model: str, kind: str, owner: str = DEAD) -
     `unstarted` (a reply whose call never started) or `answered` (a final reply, no end)."""
     created = SessionCreated(agent="build", model=model)
     store.admit(sid, None, "user", {"text": "work"}, create=created)
-    claim = store.acquire_claim(sid, owner, lease_ms=3_600_000)
+    claim = store.claims.acquire(sid, owner, lease_ms=3_600_000)
     assert claim is not None
     token = fence(claim)
     promote_idle(store, sid, token, start_turn=f"turn_{sid}")
@@ -97,12 +97,12 @@ async def test_two_workers_settle_every_orphan_once_and_leave_live_claims(
 def test_a_batch_write_is_fenced_per_session(store: SqlStore, tmp_path: Path):
     leave(store, "ses_a", "scripted:x", "running")
     leave(store, "ses_b", "scripted:x", "running")
-    taken = store.take_over_claims(
+    taken = store.claims.take_over(
         "me/1/1", 60_000, lambda owner: owner == DEAD, local_host=host_id()
     )
     assert sorted(c.session_id for c in taken) == ["ses_a", "ses_b"]
     mine = {c.session_id: c for c in taken}
-    stolen = store.acquire_claim("ses_b", "thief/1/1", 60_000, is_dead=lambda _o: True)
+    stolen = store.claims.acquire("ses_b", "thief/1/1", 60_000, is_dead=lambda _o: True)
     assert stolen is not None and stolen.epoch == mine["ses_b"].epoch + 1
     note = [MessageAdded(message=Message(role="user", blocks=(TextBlock(text="healed"),)))]
     before = store.get_session("ses_b").last_seq

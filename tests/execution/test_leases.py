@@ -15,7 +15,7 @@ async def test_one_renewal_keeps_every_claim_and_reports_the_lost(
     claims = []
     for sid in ("ses_a", "ses_b", "ses_c"):
         store.create_session(sid)
-        claim = store.acquire_claim(sid, "me", LEASE)
+        claim = store.claims.acquire(sid, "me", LEASE)
         assert claim is not None
         claims.append(claim)
     keeper = LeaseKeeper(store, LEASE)
@@ -23,7 +23,7 @@ async def test_one_renewal_keeps_every_claim_and_reports_the_lost(
     for claim in claims:
         keeper.hold(claim, lambda sid=claim.session_id: lost.append(sid))
     clock.advance(LEASE + 1)
-    assert store.acquire_claim("ses_b", "thief", LEASE) is not None  # its lease had lapsed
+    assert store.claims.acquire("ses_b", "thief", LEASE) is not None  # its lease had lapsed
     await keeper.renew_now()
     assert lost == ["ses_b"]
     assert sorted(c.session_id for c in keeper.held()) == ["ses_a", "ses_c"]

@@ -44,7 +44,7 @@ def setup(db: str, tmp_path: Path) -> tuple[Runtime, str]:
 
 def crashed_turn(rt: Runtime, sid: str, owner: str = DEAD) -> tuple[str, ClaimToken]:
     """Take the claim as `owner` and start a turn on the pending input, as a driver would."""
-    claim = rt.store.acquire_claim(sid, owner, lease_ms=CONFIG.execution.lease_ms)
+    claim = rt.store.claims.acquire(sid, owner, lease_ms=CONFIG.execution.lease_ms)
     assert claim is not None
     token = fence(claim)
     promote_idle(rt.store, sid, token, start_turn="turn_dead")

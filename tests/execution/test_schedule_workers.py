@@ -72,7 +72,7 @@ def _admitted(store: SqlStore, schedule_id: str) -> Counter[int]:
 
 
 def _next(store: SqlStore, schedule_id: str) -> int:
-    found = store.get_schedule(schedule_id).next_fire_ms
+    found = store.schedules.get(schedule_id).next_fire_ms
     assert found is not None
     return found
 
@@ -90,7 +90,7 @@ def test_four_workers_fire_each_due_time_once_and_keep_the_missed_fire_policy(db
     common = ["--every", "1s", "--grace", f"{GRACE_MS}ms"]
     skip = str(_cli(["schedule", "add", "tick", *common, "--session", TARGET, "--missed", "skip"], env, work)["id"])  # fmt: skip
     once = str(_cli(["schedule", "add", "tock", *common, "--model", model, "--missed", "once"], env, work)["id"])  # fmt: skip
-    created = {s: store.get_schedule(s).created_ms for s in (skip, once)}
+    created = {s: store.schedules.get(s).created_ms for s in (skip, once)}
     began = time.monotonic()  # the minute of fires starts now
 
     def at(seconds: float) -> None:
@@ -124,7 +124,7 @@ def test_four_workers_fire_each_due_time_once_and_keep_the_missed_fire_policy(db
     end = {s: _next(store, s) for s in (skip, once)}
 
     # skip: the times older than the grace at the restart are left out, the rest fired
-    fires = {f.due_ms: f for f in store.list_schedule_fires(skip, 50)}
+    fires = {f.due_ms: f for f in store.schedules.fires(skip, 50)}
     skipped = fires[stood[skip]]
     assert skipped.outcome == "skipped" and skipped.input_id is None
     missed = skipped.missed
@@ -136,7 +136,7 @@ def test_four_workers_fire_each_due_time_once_and_keep_the_missed_fire_policy(db
     assert sorted(admitted) == [*range(first[skip], stood[skip], 1000), *range(resumed, end[skip], 1000)]  # fmt: skip
 
     # once: one input for the missed times (stamped with the first), then on time again
-    fires = {f.due_ms: f for f in store.list_schedule_fires(once, 50)}
+    fires = {f.due_ms: f for f in store.schedules.fires(once, 50)}
     caught = fires[stood[once]]
     assert caught.outcome == "caught_up" and caught.input_id is not None
     assert caught.missed >= DOWN_S - GRACE_MS // 1000 - 2
@@ -153,7 +153,7 @@ def test_four_workers_fire_each_due_time_once_and_keep_the_missed_fire_policy(db
     fired = [(m.metadata or {}).get("input_id") for m in store.messages(TARGET)]
     fired = [i for i in fired if str(i).startswith(f"fire_{skip}_")]  # (not a takeover's note)
     assert len(fired) == len(set(fired)) == sum(_admitted(store, skip).values())
-    made = {f.session_id for f in store.list_schedule_fires(once, 50) if f.session_id}
+    made = {f.session_id for f in store.schedules.fires(once, 50) if f.session_id}
     for sid in made:
         check_session(store, sid)
         ids = [(m.metadata or {}).get("input_id") for m in store.messages(sid)]

@@ -53,7 +53,7 @@ async def test_a_turns_opening_reads_are_one_store_call(tmp_path: Path, backend:
     with _url(backend, tmp_path) as url:
         store = open_store(url)
         store.admit(SID, "in_0", "user", {"text": "hi"}, create=SessionCreated(agent="build"))
-        claim = store.acquire_claim(SID, "host/1/a", 60_000)
+        claim = store.claims.acquire(SID, "host/1/a", 60_000)
         assert claim is not None
         store.append(SID, [WorkStateUpdated(kind="goal", value="g")], fence(claim))
         port = StorePort(store, SID, fence(claim))

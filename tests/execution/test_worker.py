@@ -50,7 +50,7 @@ async def test_a_live_claim_is_not_a_candidate(db_url: str, tmp_path: Path):
     rt = runtime(db_url, tmp_path)
     sid = rt.send("task", resume=False).session_id
     assert candidates(rt.store) == [sid]
-    rt.store.acquire_claim(sid, "another-host/1/1", lease_ms=60_000)
+    rt.store.claims.acquire(sid, "another-host/1/1", lease_ms=60_000)
     assert candidates(rt.store) == []  # its live driver delivers the input itself
     await rt.aclose()
 

@@ -174,7 +174,7 @@ def test_a_running_call_whose_claim_was_released_is_settled_by_the_next_drain(tm
     failed = TurnEnded(turn_id=turn.turn_id, outcome="failed", error="database is busy",
                        error_kind="StoreBusyError")  # fmt: skip
     store.append(SID, [failed], fence(claim))
-    assert store.release_claim(claim)
+    assert store.claims.release(claim)
     nxt = wakeful(
         ["run", "--session", SID, "--format", "json", "next"], cli_env(db, tmp_path), work
     )

@@ -229,7 +229,7 @@ def test_a_drivers_first_delta_gives_its_baseline_without_reading_it_back(tmp_pa
     (workspace / "AGENTS.md").write_text("Use tabs.")
     store = open_store(str(tmp_path / "s.db"))
     store.admit("ses_a", None, "user", {"text": "hi"}, create=SessionCreated(agent="build"))
-    claim = store.acquire_claim("ses_a", "host/1/x", lease_ms=60_000)
+    claim = store.claims.acquire("ses_a", "host/1/x", lease_ms=60_000)
     assert claim is not None
     sources = workspace_sources(workspace, {"style": "Be brief."})
     reads: list[str] = []

@@ -73,7 +73,7 @@ def store_harness(url: str, sources: list[Source]) -> Iterator[Harness]:
     store = open_store(url, clock=clock)
     store.admit(SID, "in_0", "user", {"text": "hello"}, create=SessionCreated(agent="build"))
     store.promote(SID, idle=True)  # the first input is in the transcript before the turn
-    claim = store.acquire_claim(SID, "host/1/a", LEASE_MS)
+    claim = store.claims.acquire(SID, "host/1/a", LEASE_MS)
     assert claim is not None
     start = store.high_water(SID)
     live: list[LiveEvent] = []
@@ -81,7 +81,7 @@ def store_harness(url: str, sources: list[Source]) -> Iterator[Harness]:
 
     def take_over() -> None:
         clock.advance(LEASE_MS * 2)
-        assert store.acquire_claim(SID, "host/2/b", LEASE_MS) is not None
+        assert store.claims.acquire(SID, "host/2/b", LEASE_MS) is not None
 
     def blob(digest: str) -> bytes | None:
         try:

@@ -45,7 +45,7 @@ def test_append_takes_host_kinds_only_and_writes_nothing_else(server: Served):
 def test_append_is_refused_while_a_driver_holds_the_session(server: Served):
     c = server.client()
     sid = c.post("/sessions", json={"title": "driven"}).json()["session"]["id"]
-    claim = server.store.acquire_claim(sid, current_owner(), 60_000)
+    claim = server.store.claims.acquire(sid, current_owner(), 60_000)
     assert claim is not None
     before = server.store.high_water(sid)
     busy = c.post(f"/sessions/{sid}/events", json={"events": [MESSAGE]})
@@ -54,7 +54,7 @@ def test_append_is_refused_while_a_driver_holds_the_session(server: Served):
     with pytest.raises(ConflictError):
         remote.append(sid, [MessageAdded(message=user("hi"))])
     assert server.store.high_water(sid) == before
-    server.store.release_claim(claim)
+    server.store.claims.release(claim)
     assert [e.seq for e in remote.append(sid, [MessageAdded(message=user("hi"))])] == [before + 1]
     remote.close()
 

@@ -49,7 +49,7 @@ def test_a_fenced_append_sends_its_transaction_id_claim_and_ids_with_two_stateme
     events, the session row, COMMIT: six statements where seven were sent (the id asked
     on its own, the claim and the id reservation one each)."""
     store.admit("ses_a", "i1", "user", {"text": "hi"}, create=SessionCreated())
-    claim = store.acquire_claim("ses_a", "host/1/a", 60_000)
+    claim = store.claims.acquire("ses_a", "host/1/a", 60_000)
     assert claim is not None
     sent = _sent(monkeypatch)
     [stored] = store.append("ses_a", [MessageAdded(message=user("one"))], fence(claim))
@@ -66,7 +66,7 @@ def test_a_fenced_append_sends_its_transaction_id_claim_and_ids_with_two_stateme
     assert not any(s.startswith("SELECT pg_current_xact_id()") for s in sent)
     assert store.events("ses_a")[-1] == stored and stored.seq == store.high_water("ses_a")
     # The fence still holds: a claim taken over in between refuses the write.
-    store.release_claim(claim)
+    store.claims.release(claim)
     with pytest.raises(ClaimLostError):
         store.append("ses_a", [MessageAdded(message=user("two"))], fence(claim))
     assert store.events("ses_a")[-1] == stored

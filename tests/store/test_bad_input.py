@@ -38,7 +38,7 @@ UNKNOWN_SESSION_CALLS: dict[str, Callable[[SqlStore], object]] = {
     "log": lambda s: list(s.log(NOPE)),
     "log_follow": lambda s: list(s.log(NOPE, follow=True, idle_timeout_s=0.01)),
     "input": lambda s: s.input(NOPE, "i1"),
-    "acquire_claim": lambda s: s.acquire_claim(NOPE, "me", lease_ms=1000),
+    "acquire_claim": lambda s: s.claims.acquire(NOPE, "me", lease_ms=1000),
     "update_session": lambda s: s.update_session(NOPE, title="x"),
     "set_archived": lambda s: s.set_archived(NOPE),
     "fork": lambda s: s.fork(NOPE),

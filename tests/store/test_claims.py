@@ -50,12 +50,12 @@ def test_start_drain_with_nothing_to_do_writes_nothing(store: SqlStore):
     before = store.get_session("ses_a")
     start = start_drain(store, "ses_a", "me", LEASE, start_turn="turn_1")
     assert start.claim is None and not start.busy and not start.delivered
-    assert store.get_session("ses_a") == before and store.claimed_sessions() == []
+    assert store.get_session("ses_a") == before and store.claims.held() == []
 
 
 def test_start_drain_is_busy_while_a_live_driver_holds_the_claim(store: SqlStore):
     store.admit("ses_a", "i1", "user", {"text": "one"}, create=NEW)
-    held = store.acquire_claim("ses_a", "other", LEASE)
+    held = store.claims.acquire("ses_a", "other", LEASE)
     assert held is not None
     before = store.get_session("ses_a").last_seq
     start = start_drain(store, "ses_a", "me", LEASE, nobody_dead, start_turn="turn_1")
@@ -92,13 +92,13 @@ def test_start_drain_over_a_released_claim_with_a_running_call_promotes_nothing(
     store.append("ses_a", [MessageAdded(message=reply, turn_id="turn_1"), started],
                  fence(first.claim))  # fmt: skip
     store.append("ses_a", [TurnEnded(turn_id="turn_1", outcome="failed")], fence(first.claim))
-    assert store.release_claim(first.claim)  # its result was never saved
+    assert store.claims.release(first.claim)  # its result was never saved
     store.admit("ses_a", "i2", "user", {"text": "two"})
     start = start_drain(store, "ses_a", "me", LEASE, start_turn="turn_2")
     assert start.claim is not None and not start.claim.taken_over
     assert start.delivered == ()  # the call is settled first; i2 waits for the next promote
     assert [i.input_id for i in store.pending("ses_a")] == ["i2"]
-    store.release_claim(start.claim)
+    store.claims.release(start.claim)
     store.promote("ses_a", idle=True)  # with nothing pending, still taken: the call is orphaned
     assert start_drain(store, "ses_a", "me", LEASE, start_turn="turn_3").claim is not None
 
@@ -116,16 +116,14 @@ def test_take_over_claims_takes_expired_and_dead_owners_only(store: SqlStore, cl
     clock.advance(60_001)
     dead = orphans(store, 2, "here/7/7")
     alive = orphans(store, 2, "here/8/8")
-    taken = store.take_over_claims(
+    taken = store.claims.take_over(
         "me", LEASE, lambda owner: owner == "here/7/7", local_host="here", limit=10
     )
     assert sorted(c.session_id for c in taken) == sorted(expired + dead)
     assert all(c.taken_over and c.epoch == 2 and c.attempts == 1 for c in taken)
-    assert {c.session_id for c in store.claimed_sessions() if c.owner == "me"} == set(
-        expired + dead
-    )
-    assert {c.session_id for c in store.claimed_sessions() if c.owner == "here/8/8"} == set(alive)
-    assert store.take_over_claims("me", LEASE, nobody_dead, local_host="here") == []
+    assert {c.session_id for c in store.claims.held() if c.owner == "me"} == set(expired + dead)
+    assert {c.session_id for c in store.claims.held() if c.owner == "here/8/8"} == set(alive)
+    assert store.claims.take_over("me", LEASE, nobody_dead, local_host="here") == []
 
 
 def test_live_claims_do_not_hide_dead_owners_orphans(store: SqlStore, clock: FakeClock):
@@ -134,24 +132,24 @@ def test_live_claims_do_not_hide_dead_owners_orphans(store: SqlStore, clock: Fak
     (it found none, and `wakeful worker --once` ended with orphans left)."""
     dead = orphans(store, 3, "here/7/7")
     # the dead driver's leases run longer than the live ones below
-    assert store.renew_claims(store.claimed_sessions(), 3_600_000) == set(dead)
+    assert store.claims.renew(store.claims.held(), 3_600_000) == set(dead)
     mine = orphans(store, 3, "here/8/8")
-    taken = store.take_over_claims(
+    taken = store.claims.take_over(
         "here/8/8", LEASE, lambda owner: owner == "here/7/7", local_host="here", limit=2
     )
     assert len(taken) == 2 and {c.session_id for c in taken} <= set(dead)
-    rest = store.take_over_claims(
+    rest = store.claims.take_over(
         "here/8/8", LEASE, lambda owner: owner == "here/7/7", local_host="here", limit=2
     )
     assert {c.session_id for c in taken + rest} == set(dead)
-    assert {c.session_id for c in store.claimed_sessions() if c.owner == "here/8/8"} >= set(mine)
+    assert {c.session_id for c in store.claims.held() if c.owner == "here/8/8"} >= set(mine)
 
 
 def test_take_over_claims_honours_its_limit(store: SqlStore, clock: FakeClock):
     sids = orphans(store, 5, "gone/1/1")
     clock.advance(60_001)
-    first = store.take_over_claims("me", LEASE, nobody_dead, limit=3)
-    second = store.take_over_claims("me", LEASE, nobody_dead, limit=3)
+    first = store.claims.take_over("me", LEASE, nobody_dead, limit=3)
+    second = store.claims.take_over("me", LEASE, nobody_dead, limit=3)
     assert len(first) == 3 and len(second) == 2
     assert sorted(c.session_id for c in first + second) == sorted(sids)
 
@@ -167,7 +165,7 @@ def test_concurrent_takeovers_are_disjoint(db_url: str, clock: FakeClock):
         def work(name: str, store: SqlStore) -> None:
             go.wait()
             taken: list[Claim] = []
-            while batch := store.take_over_claims(
+            while batch := store.claims.take_over(
                 name, LEASE, lambda o: o == "here/1/1", local_host="here", limit=2
             ):
                 taken += batch
@@ -189,16 +187,16 @@ def test_concurrent_takeovers_are_disjoint(db_url: str, clock: FakeClock):
 def test_renew_claims_renews_what_is_still_held(store: SqlStore, clock: FakeClock):
     for sid in ("ses_a", "ses_b", "ses_c"):
         store.create_session(sid)
-    a, b, c = (store.acquire_claim(s, "me", LEASE) for s in ("ses_a", "ses_b", "ses_c"))
+    a, b, c = (store.claims.acquire(s, "me", LEASE) for s in ("ses_a", "ses_b", "ses_c"))
     assert a and b and c
     clock.advance(LEASE + 1)
-    assert store.acquire_claim("ses_b", "thief", LEASE) is not None  # taken over
-    assert store.release_claim(c)
-    assert store.renew_claims([a, b, c], LEASE) == {"ses_a"}
+    assert store.claims.acquire("ses_b", "thief", LEASE) is not None  # taken over
+    assert store.claims.release(c)
+    assert store.claims.renew([a, b, c], LEASE) == {"ses_a"}
     renewed = store.current_claim("ses_a")
     assert renewed is not None and renewed.lease_until_ms == clock.now_ms() + LEASE
     with pytest.raises(ClaimLostError):
-        store.renew_claim(b, LEASE)
+        store.claims.renew_one(b, LEASE)
 
 
 @pytest.mark.postgres
@@ -216,11 +214,11 @@ def test_postgres_takeovers_skip_locked_rows_instead_of_waiting(clock: FakeClock
                     "SELECT session_id FROM claims ORDER BY session_id LIMIT 2 FOR UPDATE"
                 ).fetchall()
                 # (waiting for the held rows would end in the lock timeout's StoreBusyError)
-                taken = store.take_over_claims("b", LEASE, lambda _o: True, local_host="here")
+                taken = store.claims.take_over("b", LEASE, lambda _o: True, local_host="here")
                 holder.rollback()
             assert sorted(c.session_id for c in taken) == sorted(
                 set(sids) - {sid for (sid,) in held}
             )
-            assert len(store.take_over_claims("b", LEASE, lambda _o: True, local_host="here")) == 2
+            assert len(store.claims.take_over("b", LEASE, lambda _o: True, local_host="here")) == 2
         finally:
             store.close()

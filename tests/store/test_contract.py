@@ -200,28 +200,28 @@ def test_unknown_session_is_typed(store: SqlStore):
 
 def test_claims_fence_every_write(store: SqlStore, clock):
     store.create_session("ses_a")
-    first = store.acquire_claim("ses_a", "host:1", lease_ms=1000)
+    first = store.claims.acquire("ses_a", "host:1", lease_ms=1000)
     assert first is not None and first.epoch == 1
-    assert store.acquire_claim("ses_a", "host:2", lease_ms=1000) is None
+    assert store.claims.acquire("ses_a", "host:2", lease_ms=1000) is None
     store.add_message("ses_a", assistant("ok"), claim=fence(first))
     clock.advance(1001)
-    second = store.acquire_claim("ses_a", "host:2", lease_ms=1000)
+    second = store.claims.acquire("ses_a", "host:2", lease_ms=1000)
     assert second is not None and second.taken_over and second.epoch == 2 and second.attempts == 1
     with pytest.raises(ClaimLostError):
         store.add_message("ses_a", assistant("stale"), claim=fence(first))
     with pytest.raises(ClaimLostError):
-        store.renew_claim(first, 1000)
+        store.claims.renew_one(first, 1000)
     assert texts(store, "ses_a") == ["ok"]
-    assert store.release_claim(second)
+    assert store.claims.release(second)
     assert store.current_claim("ses_a") is None
-    third = store.acquire_claim("ses_a", "host:3", lease_ms=1000)
+    third = store.claims.acquire("ses_a", "host:3", lease_ms=1000)
     assert third is not None and not third.taken_over and third.epoch == 3
 
 
 def test_dead_owner_is_taken_over_before_lease_ends(store: SqlStore):
     store.create_session("ses_a")
-    store.acquire_claim("ses_a", "dead", lease_ms=60_000)
-    taken = store.acquire_claim("ses_a", "me", lease_ms=1000, is_dead=lambda o: o == "dead")
+    store.claims.acquire("ses_a", "dead", lease_ms=60_000)
+    taken = store.claims.acquire("ses_a", "me", lease_ms=1000, is_dead=lambda o: o == "dead")
     assert taken is not None and taken.taken_over
 
 
@@ -410,7 +410,7 @@ def test_prune_archive_is_reversible(store: SqlStore, clock):
 
 def test_turn_and_session_update_projections(store: SqlStore, clock: FakeClock):
     store.create_session("ses_a")
-    claim = store.acquire_claim("ses_a", current_owner(), 1_000)
+    claim = store.claims.acquire("ses_a", current_owner(), 1_000)
     assert claim is not None
     store.append("ses_a", [TurnStarted(turn_id="t1"), SessionUpdated(title="new")], fence(claim))
     row = store.get_session("ses_a")
@@ -421,8 +421,8 @@ def test_turn_and_session_update_projections(store: SqlStore, clock: FakeClock):
     seq = store.high_water("ses_a")
     assert store.get_session("ses_a").status == "interrupted"
     assert [r.status for r in store.list_sessions().sessions] == ["interrupted"]
-    assert store.has_live_claim("ses_a") is False and store.high_water("ses_a") == seq
-    store.release_claim(claim)
+    assert store.claims.is_live("ses_a") is False and store.high_water("ses_a") == seq
+    store.claims.release(claim)
     assert store.get_session("ses_a").status == "interrupted"  # no claim at all: no driver
 
 

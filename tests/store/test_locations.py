@@ -27,7 +27,7 @@ def test_location_is_recorded_and_inherited_by_children_and_forks(store: SqlStor
 
 def test_moved_event_changes_the_location(store: SqlStore):
     row = store.create_session(location="/w/a")
-    store.note_waits({row.id: "/w/a"})
+    store.claims.note_waits({row.id: "/w/a"})
     assert store.get_session(row.id).waiting_for == "/w/a"
     store.append(row.id, [SessionMoved(location="/w/b", previous="/w/a")])
     moved = store.get_session(row.id)

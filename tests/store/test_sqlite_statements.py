@@ -89,9 +89,9 @@ def test_a_joined_write_that_fails_leaves_the_groups_others(
                 store.append("ses_a", [MessageAdded(message=user("lost"))], fence(claim))
         settle()
 
-    claim = store.acquire_claim("ses_a", "host/1/a", 60_000)
+    claim = store.claims.acquire("ses_a", "host/1/a", 60_000)
     assert claim is not None
-    store.release_claim(claim)
+    store.claims.release(claim)
     sent = _traced(store)
     monkeypatch.setattr(backend, "_settle", late_settle)
     store.append("ses_a", [MessageAdded(message=user("kept"))])

@@ -100,10 +100,10 @@ def test_an_error_in_the_unit_writes_none_of_it(store: SqlStore):
 
 def test_a_unit_under_a_lost_claim_writes_nothing(store: SqlStore):
     store.create_session("ses_a")
-    old = store.acquire_claim("ses_a", "me", 1000)
+    old = store.claims.acquire("ses_a", "me", 1000)
     assert old is not None
-    store.release_claim(old)
-    new = store.acquire_claim("ses_a", "other", 1000)
+    store.claims.release(old)
+    new = store.claims.acquire("ses_a", "other", 1000)
     assert new is not None
     before = store.high_water("ses_a")
     with pytest.raises(ClaimLostError), store.write("ses_a", fence(old)) as w:
@@ -131,7 +131,7 @@ def test_a_unit_takes_the_claim_and_starts_the_turn_or_finds_it_busy(store: SqlS
         w.append([TurnEnded(turn_id="t1", outcome="completed")])
         assert w.release()
     assert store.current_claim("ses_a") is None
-    taken = store.acquire_claim("ses_a", "next", 60_000)
+    taken = store.claims.acquire("ses_a", "next", 60_000)
     assert taken is not None
     with store.write("ses_a", fence(claim)) as w:
         assert not w.release()  # no longer this claim's session
@@ -141,7 +141,7 @@ def test_a_unit_takes_the_claim_and_starts_the_turn_or_finds_it_busy(store: SqlS
 def test_a_childs_end_and_its_report_to_the_parent_commit_together(store: SqlStore):
     store.create_session("ses_p")
     store.create_session("ses_c", parent_id="ses_p")
-    claim = store.acquire_claim("ses_c", "me", 60_000)
+    claim = store.claims.acquire("ses_c", "me", 60_000)
     assert claim is not None
     with store.write("ses_c", fence(claim)) as w:
         w.append([TurnEnded(turn_id="t1", outcome="completed")])

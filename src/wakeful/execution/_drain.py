@@ -90,7 +90,7 @@ async def drain(
     except LocationUnavailableError as err:  # not run here, not failed: it waits (placement)
         if claim is not None:  # taken over for nothing: it lapses for a worker serving it
             leases.drop(claim)
-        await off_loop(store.note_waits, {session_id: err.location})
+        await off_loop(store.claims.note_waits, {session_id: err.location})
         result.waiting_for = err.location
         return result
     except UsageError as err:  # a permanent configuration error (e.g. the model cannot be built)
@@ -142,7 +142,7 @@ async def drain(
     finally:
         leases.drop(claim)
         if release:
-            await off_loop(store.release_claim, claim)
+            await off_loop(store.claims.release, claim)
         port.publish("session_end", session_end_data(result))
     return result
 
@@ -241,7 +241,7 @@ async def _turns(
                     try:
                         setup = await off_loop(rebind, store, sid, port.claim, make_context)
                     except LocationUnavailableError as err:  # served elsewhere: it waits there
-                        await off_loop(store.note_waits, {sid: err.location})
+                        await off_loop(store.claims.note_waits, {sid: err.location})
                         result.waiting_for = err.location
                         return
                     ctx = setup.ctx

@@ -2,7 +2,7 @@
 clients, an import): appending events, blobs, pruning, renaming (`docs/hosts.md`).
 
 Invariant: a host's append never lands inside a driver's turn. It is written under a claim of
-its own, taken for that one write like a drain's (`acquire_claim`, fenced, released at once), so
+its own, taken for that one write like a drain's (`claims.acquire`, fenced, released at once), so
 no driver can run meanwhile; it is refused while a driver holds the session or a crashed
 driver's turn waits for recovery. Only the events that record content a host may bring are
 accepted (`HOST_EVENT_TYPES`); what a driver writes (turns, tool calls, the inbox, receipts,
@@ -54,7 +54,7 @@ class HostMixin:
                 "wait, or resume or interrupt it first"
             )
         lease_ms = self.coordinator.options.lease_ms
-        claim = self.store.acquire_claim(session_id, current_owner(), lease_ms)  # NotFoundError
+        claim = self.store.claims.acquire(session_id, current_owner(), lease_ms)  # NotFoundError
         if claim is None:
             raise ConflictError(f"session {session_id} is being driven: wait, or interrupt it")
         try:
@@ -64,7 +64,7 @@ class HostMixin:
                 )
             return self.store.append(session_id, events, fence(claim), blobs=blobs)
         finally:
-            self.store.release_claim(claim)
+            self.store.claims.release(claim)
 
     def put_blob(self, data: bytes, session_id: str | None = None) -> str:
         """Store bytes once by SHA-256 and return the digest; with a session, it references

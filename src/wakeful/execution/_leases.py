@@ -54,7 +54,7 @@ class LeaseKeeper:
         if not held:
             return
         kept = await asyncio.to_thread(
-            self.store.renew_claims, [h.claim for h in held], self.lease_ms
+            self.store.claims.renew, [h.claim for h in held], self.lease_ms
         )
         for h in held:
             if h.claim.session_id not in kept and self._held.pop(h.claim.token, None) is not None:

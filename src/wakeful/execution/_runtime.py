@@ -275,7 +275,7 @@ class Runtime(ShapingMixin, HostMixin):
         row = self.store.get_session(session_id)
         place = self.place(row.location)
         if row.waiting_for is not None:  # a worker left it; this driver serves its location
-            self.store.clear_wait(session_id)
+            self.store.claims.clear_wait(session_id)
         config = place.config
         agent: Agent = resolve_agent(
             row.agent or self.agent_name, config, list(self.toolbox.registered)
@@ -450,7 +450,7 @@ class Runtime(ShapingMixin, HostMixin):
     def note_waiting(self, session_id: str, location: str) -> None:
         """Record that the session waits for a worker serving `location` (what `session show`
         and the API report as `waiting_for`)."""
-        self.store.note_waits({session_id: location})
+        self.store.claims.note_waits({session_id: location})
 
     def active(self) -> list[str]:
         """The sessions this process drives now."""
@@ -555,10 +555,10 @@ class Runtime(ShapingMixin, HostMixin):
 
     def busy(self, session_id: str) -> bool:
         """Whether the session is being driven: a drain of this process, or a live claim of
-        another (`SqlStore.has_live_claim`). `SessionNotFoundError` if there is no session."""
+        another (`SqlStore.claims.is_live`). `SessionNotFoundError` if there is no session."""
         if self.store.find_session(session_id) is None:
             raise SessionNotFoundError(f"no session {session_id}")
-        return session_id in self.coordinator.active() or self.store.has_live_claim(session_id)
+        return session_id in self.coordinator.active() or self.store.claims.is_live(session_id)
 
     def interrupt(self, session_id: str) -> bool:
         """Hard-interrupt the session's turn, here or in whichever process drives it.
@@ -623,20 +623,20 @@ class Runtime(ShapingMixin, HostMixin):
 
     def schedules(self) -> list[Schedule]:
         """Every schedule with its next fire time and last fire, oldest first."""
-        return self.store.list_schedules()
+        return self.store.schedules.all()
 
     def schedule(self, schedule_id: str) -> Schedule:
         """One schedule (`NotFoundError` when there is none)."""
-        return self.store.get_schedule(schedule_id)
+        return self.store.schedules.get(schedule_id)
 
     def schedule_fires(self, schedule_id: str, limit: int = 20) -> list[ScheduleFire]:
         """The schedule's recent fires, newest first (`NotFoundError` for an unknown one)."""
-        self.store.get_schedule(schedule_id)
-        return self.store.list_schedule_fires(schedule_id, limit)
+        self.store.schedules.get(schedule_id)
+        return self.store.schedules.fires(schedule_id, limit)
 
     def pause_schedule(self, schedule_id: str) -> Schedule:
         """Stop a schedule firing until `resume_schedule` (`NotFoundError` when unknown)."""
-        return self.store.set_schedule_enabled(schedule_id, False)
+        return self.store.schedules.set_enabled(schedule_id, False)
 
     def resume_schedule(self, schedule_id: str) -> Schedule:
         """Fire a paused schedule again from its next time after now; the times that passed
@@ -646,7 +646,7 @@ class Runtime(ShapingMixin, HostMixin):
     def delete_schedule(self, schedule_id: str) -> None:
         """Remove a schedule and its fire history; the inputs and sessions it made stay.
         `NotFoundError` when there is none."""
-        if not self.store.delete_schedule(schedule_id):
+        if not self.store.schedules.delete(schedule_id):
             raise NotFoundError(f"no schedule {schedule_id}")
 
     def fire_schedules(self) -> list[ScheduleFire]:

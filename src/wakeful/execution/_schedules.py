@@ -1,7 +1,7 @@
 """Firing schedules: which fires are due, what each admits, and the loop every worker runs.
 
 Every running worker calls `fire_due` (through `run_schedules`); each due fire goes to the store
-as one compare-and-set transaction that also admits its input (`SqlStore.fire_schedule`), so
+as one compare-and-set transaction that also admits its input (`SqlStore.schedules.fire`), so
 any number of workers take each fire exactly once. A fire found older than the schedule's
 `grace_ms` was missed (everything was down): the schedule's policy `skip`s every missed time,
 or fires `once` for them all (stamped with the first missed time); either way the schedule
@@ -66,7 +66,7 @@ def new_schedule(
         raise UsageError("that one-shot time is already past")
     policy: MissedPolicy = "once" if missed == "once" else "skip"
     mode: Delivery = "queue" if delivery == "queue" else "steer"
-    return store.save_schedule(
+    return store.schedules.save(
         Schedule(
             id=schedule_id or new_schedule_id(), kind=timing.kind, spec=timing.spec,
             prompt=prompt, timezone=timing.tz, name=name, session_id=session_id,
@@ -80,11 +80,11 @@ def resume(store: SqlStore, schedule_id: str) -> Schedule:
     """Enable a paused schedule from now on: times that passed while it was paused are not
     fires (neither fired nor caught up); a one-shot whose time passed stays without a next
     fire."""
-    schedule = store.get_schedule(schedule_id)
+    schedule = store.schedules.get(schedule_id)
     if schedule.enabled:
         return schedule
     first = timing(schedule).first(store.clock.now_ms())
-    return store.set_schedule_enabled(schedule_id, True, first)
+    return store.schedules.set_enabled(schedule_id, True, first)
 
 
 def describe_schedule(schedule: Schedule) -> str:
@@ -148,14 +148,14 @@ def fire_one(store: SqlStore, schedule: Schedule, now_ms: int) -> ScheduleFire |
     times = timing(schedule)
     missed_before = now_ms - schedule.grace_ms
     if due >= missed_before:  # on time, or late within the grace
-        return store.fire_schedule(schedule.id, due, times.after(due), plan(schedule, due))
+        return store.schedules.fire(schedule.id, due, times.after(due), plan(schedule, due))
     # Resume half a grace inside the window, not at its edge: a fire resumed at the edge would
     # be older than the grace again a moment later (for the next worker to look), and skipped.
     resume_from = now_ms - schedule.grace_ms // 2
     count = times.count(due, resume_from)
     resume_at = times.at_or_after(due, resume_from)
     caught = plan(schedule, due, caught_up=count) if schedule.missed == "once" else None
-    fire = store.fire_schedule(schedule.id, due, resume_at, caught, missed=count)
+    fire = store.schedules.fire(schedule.id, due, resume_at, caught, missed=count)
     if fire is not None:
         log.info(
             "schedule %s: %d fire(s) missed since %d: %s", schedule.id, count, due,
@@ -175,7 +175,7 @@ def fire_due(store: SqlStore, now_ms: int | None = None) -> list[ScheduleFire]:
     broken: set[str] = set()
     while True:
         now = store.clock.now_ms() if now_ms is None else now_ms
-        due = [s for s in store.due_schedules(now) if s.id not in broken]
+        due = [s for s in store.schedules.due(now) if s.id not in broken]
         if not due:
             return fired
         for schedule in due:  # each taken here or elsewhere: its row moved on either way
@@ -213,7 +213,7 @@ async def run_schedules(
             wait = MAX_WAIT_S
             try:
                 fired = await asyncio.to_thread(fire_due, store)
-                soonest = await asyncio.to_thread(store.next_schedule_due_ms)
+                soonest = await asyncio.to_thread(store.schedules.next_due_ms)
                 if compaction is not None and loop.time() >= next_scan:
                     next_scan = loop.time() + IDLE_SCAN_S
                     for sid in await asyncio.to_thread(admit_idle_compactions, store, compaction):

@@ -53,4 +53,4 @@ def block_unbuildable(
         store.append(sid, [end], token)
         return [TurnResult(started, "blocked", 0, Usage(0, 0), reason, BLOCKED_KIND)], False
     finally:
-        store.release_claim(claim)
+        store.claims.release(claim)

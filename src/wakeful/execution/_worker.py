@@ -12,7 +12,7 @@ local turns are interrupted and their claims kept for the next worker. `once=Tru
 nothing is left to do, an orphaned claim included (one whose row a paused writer still locks is
 waited for until the database ends that writer's transaction). A worker serves some locations (`locations`, or by default every
 location that is a directory on this host): it claims only sessions there, and notes the others
-it finds as waiting for their location (`SqlStore.note_waits`) instead of running or failing
+it finds as waiting for their location (`SqlStore.claims.note_waits`) instead of running or failing
 them (`docs/locations.md`). A transient store fault (a lock held past the busy timeout, a lost
 connection) never ends a worker: it is waited out with a bounded backoff and logged once
 (`store.Outage`).
@@ -94,14 +94,14 @@ def candidates(store: SqlStore, placement: Placement | None = None) -> list[str]
     A session whose claim is live is its driver's to deliver (after releasing, a driver looks
     at the inbox again); one whose claim is orphaned is taken over, not started.
     """
-    return store.startable_sessions(places=None if placement is None else placement.places())
+    return store.claims.startable(places=None if placement is None else placement.places())
 
 
 def take_over(rt: Runtime, limit: int, placement: Placement | None = None) -> list[Claim]:
     """Take over up to `limit` orphaned claims for this worker (see the module docstring)."""
     if limit <= 0:
         return []
-    return rt.store.take_over_claims(
+    return rt.store.claims.take_over(
         current_owner(), rt.coordinator.options.lease_ms, owner_is_dead, local_host=host_id(),
         limit=limit, places=None if placement is None else placement.places(),
     )  # fmt: skip
@@ -120,7 +120,7 @@ def place(
 ) -> tuple[list[str], dict[str, str]]:
     """Split `found` into the sessions this worker serves and those it leaves waiting (id ->
     location), noting the waits (and any others the store knows of) durably."""
-    locations = store.session_locations(found) if placement.only is None and found else {}
+    locations = store.claims.locations(found) if placement.only is None and found else {}
     served: list[str] = []
     waits: dict[str, str] = {}
     for sid in found:
@@ -131,8 +131,8 @@ def place(
             assert location is not None
             placement.unserved.add(location)
             waits[sid] = location
-    waits.update(store.unnoted_waits(placement.places()))
-    store.note_waits(waits)
+    waits.update(store.claims.unnoted_waits(placement.places()))
+    store.claims.note_waits(waits)
     return served, waits
 
 
@@ -268,7 +268,7 @@ async def run_worker(
             # that ended during this pass's awaits leave `inflight` empty with orphans whose
             # owners are dead (their leases still run, so the check below does not see them).
             if once and not inflight and not retrying and slots > 0 and claims == []:
-                orphans = await attempt(rt.store.has_orphaned_claims, placement.places())
+                orphans = await attempt(rt.store.claims.any_orphaned, placement.places())
                 if orphans is False:
                     break  # (an orphan's row a paused writer still locks is waited for)
             if change is None or change.done():

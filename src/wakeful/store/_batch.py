@@ -1,6 +1,6 @@
 """Many sessions in one transaction: what a worker's batch recovery reads and writes.
 
-A worker takes over a batch of orphaned claims in one transaction (`take_over_claims`). For
+A worker takes over a batch of orphaned claims in one transaction (`claims.take_over`). For
 that batch, `recovery_views` reads what recovery decides from (transcript, tool calls, turns,
 approval events, delegation) for every session in one read transaction, and `append_batch`
 writes every session's healing and continuation events in one write transaction: one commit

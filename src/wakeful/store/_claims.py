@@ -6,7 +6,7 @@ grows and the attempt count goes up, so every write of the old driver fails its 
 
 Invariant a reader must not break: every change of a claims row is a compare-and-set on what
 the transaction read under a row lock (PostgreSQL `FOR UPDATE`), because claims are also
-renewed and taken over without the session lock (`renew_claims`, `take_over_claims`).
+renewed and taken over without the session lock (`renew`, `take_over`).
 """
 
 from __future__ import annotations
@@ -159,13 +159,16 @@ def has_running_call(tx: Tx, session_id: str) -> bool:
     )
 
 
-class ClaimsMixin:
-    """Claim operations of `SqlStore`."""
+class Claims:
+    """A store's claims, and the placement notes workers keep beside them (`SqlStore.claims`):
+    who drives which session, taken, renewed, taken over and released; which sessions wait
+    for a worker serving their location."""
 
-    backend: Backend
-    clock: Clock
+    def __init__(self, backend: Backend, clock: Clock) -> None:
+        self.backend = backend
+        self.clock = clock
 
-    def acquire_claim(
+    def acquire(
         self, session_id: str, owner: str, lease_ms: int, is_dead: IsDead | None = None
     ) -> Claim | None:
         """Take the session's claim; None if a live driver holds it.
@@ -179,7 +182,7 @@ class ClaimsMixin:
             row = read_claim(tx, session_id)
             return claim_in(tx, session_id, row, owner, lease_ms, self.clock.now_ms(), is_dead)
 
-    def take_over_claims(
+    def take_over(
         self, owner: str, lease_ms: int, is_dead: IsDead, *, local_host: str | None = None,
         limit: int = 16, places: Places = None,
     ) -> list[Claim]:  # fmt: skip
@@ -218,10 +221,10 @@ class ClaimsMixin:
             ]
         return taken
 
-    def has_orphaned_claims(self, places: Places = None) -> bool:
+    def any_orphaned(self, places: Places = None) -> bool:
         """Whether an unreleased claim whose lease has run out is left (at a location `places`
         allows): work a takeover has yet to pick up. Its row may be locked by a paused writer,
-        which `take_over_claims` passes over until the database ends that writer's transaction.
+        which `take_over` passes over until the database ends that writer's transaction.
         """
         where, params = place_filter(places)
         with self.backend.transaction(write=False) as tx:
@@ -233,7 +236,7 @@ class ClaimsMixin:
             )
         return row is not None
 
-    def renew_claims(self, claims: Sequence[Claim], lease_ms: int) -> set[str]:
+    def renew(self, claims: Sequence[Claim], lease_ms: int) -> set[str]:
         """Extend the leases of `claims` in one transaction; return the session ids still held.
 
         A claim that was taken over or released is not renewed (and not returned).
@@ -254,14 +257,14 @@ class ClaimsMixin:
         # which other workers' takeovers would skip (SKIP LOCKED) for as long as it is paused.
         return {r[0] for pending in sent for r in pending.all()}
 
-    def renew_claim(self, claim: Claim, lease_ms: int) -> Claim:
+    def renew_one(self, claim: Claim, lease_ms: int) -> Claim:
         """Extend the lease; `ClaimLostError` if the claim was taken over or released."""
-        if claim.session_id not in self.renew_claims([claim], lease_ms):
+        if claim.session_id not in self.renew([claim], lease_ms):
             raise ClaimLostError(f"session {claim.session_id}: claim epoch {claim.epoch} was lost")
         until = self.clock.now_ms() + lease_ms
         return Claim(claim.session_id, claim.owner, claim.token, claim.epoch, until, claim.attempts)
 
-    def release_claim(self, claim: Claim) -> bool:
+    def release(self, claim: Claim) -> bool:
         """Release the claim if still ours; return whether it was."""
         with self.backend.transaction(write=True) as tx:
             changed = tx.run(
@@ -270,7 +273,7 @@ class ClaimsMixin:
             )
         return changed == 1
 
-    def has_live_claim(self, session_id: str) -> bool:
+    def is_live(self, session_id: str) -> bool:
         """Whether a driver that may still run holds the session (an unreleased claim whose
         lease holds and whose owner is not a dead process on this host)."""
         with self.backend.transaction(write=False) as tx:
@@ -280,7 +283,7 @@ class ClaimsMixin:
             )
         return row is not None and _alive(str(row[0]), int(row[1]), self.clock.now_ms())
 
-    def current_claim(self, session_id: str) -> Claim | None:
+    def current(self, session_id: str) -> Claim | None:
         """The session's unreleased claim, or None (a historical record, not proof of life)."""
         with self.backend.transaction(write=False) as tx:
             row = tx.one(
@@ -289,7 +292,7 @@ class ClaimsMixin:
             )
         return None if row is None else _claim_row(row)
 
-    def claimed_sessions(self) -> list[Claim]:
+    def held(self) -> list[Claim]:
         """Every unreleased claim (what recovery looks at)."""
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
@@ -297,7 +300,7 @@ class ClaimsMixin:
             )
         return [_claim_row(r) for r in rows]
 
-    def startable_sessions(self, limit: int = 1000, *, places: Places = None) -> list[str]:
+    def startable(self, limit: int = 1000, *, places: Places = None) -> list[str]:
         """Sessions with pending input and no unreleased claim (a drain may start them now);
         `places` limits them to sessions of some locations (`place_filter`)."""
         where, params = place_filter(places)
@@ -312,7 +315,7 @@ class ClaimsMixin:
             )
         return [r[0] for r in rows]
 
-    def session_locations(self, session_ids: Sequence[str]) -> dict[str, str | None]:
+    def locations(self, session_ids: Sequence[str]) -> dict[str, str | None]:
         """The location of each named session (unknown ids are left out)."""
         out: dict[str, str | None] = {}
         with self.backend.transaction(write=False) as tx:
@@ -346,6 +349,26 @@ class ClaimsMixin:
                 (*params, limit),
             )
         return {r[0]: r[1] for r in rows}
+
+    def note_waits(self, waits: dict[str, str]) -> None:
+        """Record that these sessions (id -> location) wait for a worker serving their
+        location; sessions not named keep their notes (`clear_wait` ends one)."""
+        if not waits:
+            return
+        now = self.clock.now_ms()
+        with self.backend.transaction(write=True) as tx:
+            for sid, location in sorted(waits.items()):
+                tx.run(
+                    "INSERT INTO session_waits (session_id, location, noted_ms) VALUES (?, ?, ?) "
+                    "ON CONFLICT (session_id) DO UPDATE SET location = excluded.location, "
+                    "noted_ms = excluded.noted_ms",
+                    (sid, location, now),
+                )
+
+    def clear_wait(self, session_id: str) -> None:
+        """Forget that the session waits for its location (a driver serving it took it)."""
+        with self.backend.transaction(write=True) as tx:
+            tx.run("DELETE FROM session_waits WHERE session_id = ?", (session_id,))
 
 
 def _claim_row(row: Row) -> Claim:

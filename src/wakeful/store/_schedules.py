@@ -2,7 +2,7 @@
 
 A schedule's row holds `next_fire_ms`, the next time it is due. Invariant: a fire moves
 `next_fire_ms` from the due time to the next one **in the same transaction** that admits the
-fire's input (`fire_schedule`), and only while the row still reads that due time; so among any
+fire's input (`fire`), and only while the row still reads that due time; so among any
 number of workers on one database, exactly one takes each fire, and a crash either wrote the
 admission and the move together or neither. The fire's input id (and, for a template, its new
 session's id) derive from the schedule id and the due time (`fire_input_id`), so even a fire
@@ -13,7 +13,7 @@ zones) is the caller's business (`wakeful.execution`): the store only compares a
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -186,20 +186,23 @@ def _record_fire_in(tx: Tx, fire: ScheduleFire) -> None:
     )
 
 
-class SchedulesMixin:
-    """Schedule operations of `SqlStore` (the `ScheduleStoreMethods` of the zidane contract)."""
+AdmitHere = Callable[
+    ["Tx", str, str, Any, "dict[str, JsonValue]", "Delivery", int, "SessionCreated | None"],
+    Admission,
+]
 
-    backend: Backend
-    clock: Clock
 
-    if TYPE_CHECKING:  # `SqlStore._admit_here`, the store's one admission in a transaction
+class Schedules:
+    """A store's schedules and their fires (`SqlStore.schedules`; the `ScheduleStoreMethods`
+    of the zidane contract): their own aggregate beside the sessions, so the store's session
+    surface does not carry them."""
 
-        def _admit_here(
-            self, tx: Tx, session_id: str, iid: str, kind: Any, payload: dict[str, JsonValue],
-            delivery: Delivery, now: int, create: SessionCreated | None,
-        ) -> Admission: ...  # fmt: skip
+    def __init__(self, backend: Backend, clock: Clock, admit_here: AdmitHere) -> None:
+        self.backend = backend
+        self.clock = clock
+        self._admit_here = admit_here  # `SqlStore._admit_here`: the one admission in a tx
 
-    def save_schedule(self, schedule: Schedule, *, keep_next_fire: bool = False) -> Schedule:
+    def save(self, schedule: Schedule, *, keep_next_fire: bool = False) -> Schedule:
         """Create or replace a schedule (its fires are kept; `last_fire` is not stored: the
         fires are). With `keep_next_fire`, an existing schedule keeps its stored
         `next_fire_ms`, so an edit does not undo a fire another worker took meanwhile."""
@@ -238,7 +241,7 @@ class SchedulesMixin:
         row = tx.one(f"SELECT {_COLS} FROM schedules WHERE id = ?", (schedule_id,))
         return None if row is None else _schedule(row, _last_fire(tx, schedule_id))
 
-    def get_schedule(self, schedule_id: str) -> Schedule:
+    def get(self, schedule_id: str) -> Schedule:
         """One schedule with its last fire; `NotFoundError` when there is none."""
         with self.backend.transaction(write=False) as tx:
             found = self._schedule_in(tx, schedule_id)
@@ -246,20 +249,20 @@ class SchedulesMixin:
             raise NotFoundError(f"no schedule {schedule_id}")
         return found
 
-    def list_schedules(self) -> list[Schedule]:
+    def all(self) -> list[Schedule]:
         """Every stored schedule, with its last fire, oldest first."""
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(f"SELECT {_COLS} FROM schedules ORDER BY created_ms, id")
             return [_schedule(r, _last_fire(tx, r[0])) for r in rows]
 
-    def delete_schedule(self, schedule_id: str) -> bool:
+    def delete(self, schedule_id: str) -> bool:
         """Remove a schedule and its fires (the inputs it admitted stay). False when it was
         gone."""
         with self.backend.transaction(write=True) as tx:
             tx.run("DELETE FROM schedule_fires WHERE schedule_id = ?", (schedule_id,))
             return tx.run("DELETE FROM schedules WHERE id = ?", (schedule_id,)) == 1
 
-    def set_schedule_enabled(
+    def set_enabled(
         self, schedule_id: str, enabled: bool, next_fire_ms: int | None = None
     ) -> Schedule:
         """Pause (`enabled=False`) or resume a schedule; resuming sets its next fire to
@@ -283,9 +286,7 @@ class SchedulesMixin:
             raise NotFoundError(f"no schedule {schedule_id}")
         return found
 
-    def list_schedule_fires(
-        self, schedule_id: str, limit: int = FIRE_HISTORY
-    ) -> list[ScheduleFire]:
+    def fires(self, schedule_id: str, limit: int = FIRE_HISTORY) -> list[ScheduleFire]:
         """A schedule's fires, newest first (at most `limit`)."""
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
@@ -295,12 +296,12 @@ class SchedulesMixin:
             )
         return [_fire(r) for r in rows]
 
-    def record_schedule_fire(self, fire: ScheduleFire) -> None:
+    def record_fire(self, fire: ScheduleFire) -> None:
         """Store a fire; keeps the newest `FIRE_HISTORY` per schedule."""
         with self.backend.transaction(write=True) as tx:
             _record_fire_in(tx, fire)
 
-    def due_schedules(self, now_ms: int, limit: int = 100) -> list[Schedule]:
+    def due(self, now_ms: int, limit: int = 100) -> list[Schedule]:
         """Enabled schedules whose next fire is due at `now_ms`, soonest first (from the
         `schedules_due` index; the last fire is not read)."""
         with self.backend.transaction(write=False) as tx:
@@ -311,13 +312,13 @@ class SchedulesMixin:
             )
         return [_schedule(r) for r in rows]
 
-    def next_schedule_due_ms(self) -> int | None:
+    def next_due_ms(self) -> int | None:
         """The soonest next fire of any enabled schedule, or None when none will fire."""
         with self.backend.transaction(write=False) as tx:
             row = tx.one("SELECT MIN(next_fire_ms) FROM schedules WHERE enabled = 1")
         return None if row is None or row[0] is None else int(row[0])
 
-    def claim_schedule_fire(self, schedule_id: str, due_ms: int, next_ms: int | None) -> bool:
+    def take_fire(self, schedule_id: str, due_ms: int, next_ms: int | None) -> bool:
         """Take the fire due at `due_ms` without admitting anything: set `next_fire_ms` to
         `next_ms` when the schedule is enabled and still due at `due_ms`. False when another
         worker took it, or it changed meanwhile."""
@@ -337,11 +338,11 @@ class SchedulesMixin:
         )
         return True
 
-    def fire_schedule(
+    def fire(
         self, schedule_id: str, due_ms: int, next_ms: int | None, plan: FirePlan | None,
         *, missed: int = 0,
     ) -> ScheduleFire | None:  # fmt: skip
-        """Take the fire due at `due_ms` (as `claim_schedule_fire`) and, in the same
+        """Take the fire due at `due_ms` (as `take_fire`) and, in the same
         transaction, admit `plan`'s input (None: the fire is skipped, standing for `missed`
         times) and record the fire. None when another worker took it (nothing written).
 

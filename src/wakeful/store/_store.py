@@ -21,7 +21,7 @@ from ._append import ClaimToken, append_events, put_blob_in, put_blobs_in
 from ._artifacts import ArtifactsMixin
 from ._backend import Backend, Tx, iter_chunks
 from ._batch import BatchMixin
-from ._claims import ClaimsMixin, demote_stale
+from ._claims import Claims, demote_stale
 from ._idle import IdleMixin
 from ._listing import LIST_SLACK_MS
 from ._media import externalize
@@ -31,6 +31,7 @@ from ._records import (
     ROW_COLS,
     Admission,
     AdmissionRequest,
+    Claim,
     Delivered,
     InboxItem,
     Page,
@@ -40,7 +41,7 @@ from ._records import (
     session_row,
 )
 from ._rewind import RewindMixin
-from ._schedules import SchedulesMixin
+from ._schedules import Schedules
 from ._sessions import get_row, insert_session
 from ._unit import SqlSessionRead, SqlSessionWrite, session_read, session_write
 from ._usage import UsageMixin
@@ -132,10 +133,8 @@ def _ordered(kind: str) -> _OrderedSql:
 
 
 class SqlStore(
-    ClaimsMixin,
     ReadsMixin,
     BatchMixin,
-    SchedulesMixin,
     RewindMixin,
     ArtifactsMixin,
     MetaMixin,
@@ -147,6 +146,10 @@ class SqlStore(
     def __init__(self, backend: Backend, clock: Clock | None = None) -> None:
         self.backend = backend
         self.clock: Clock = clock or SystemClock()
+        self.claims = Claims(backend, self.clock)
+        """Claims and the workers' placement notes (`store/_claims.py`)."""
+        self.schedules = Schedules(backend, self.clock, self._admit_here)
+        """The schedules and their fires (`store/_schedules.py`)."""
         _search.backfill(backend, _inbox.transcript_in)  # once, after the index's migration
 
     @property
@@ -249,25 +252,9 @@ class SqlStore(
             )
         return [session_row(r) for r in rows]
 
-    def note_waits(self, waits: dict[str, str]) -> None:
-        """Record that these sessions (id -> location) wait for a worker serving their
-        location; sessions not named keep their notes (`clear_wait` ends one)."""
-        if not waits:
-            return
-        now = self.clock.now_ms()
-        with self.backend.transaction(write=True) as tx:
-            for sid, location in sorted(waits.items()):
-                tx.run(
-                    "INSERT INTO session_waits (session_id, location, noted_ms) VALUES (?, ?, ?) "
-                    "ON CONFLICT (session_id) DO UPDATE SET location = excluded.location, "
-                    "noted_ms = excluded.noted_ms",
-                    (sid, location, now),
-                )
-
-    def clear_wait(self, session_id: str) -> None:
-        """Forget that the session waits for its location (a driver serving it took it)."""
-        with self.backend.transaction(write=True) as tx:
-            tx.run("DELETE FROM session_waits WHERE session_id = ?", (session_id,))
+    def current_claim(self, session_id: str) -> Claim | None:
+        """The session's unreleased claim, or None (a historical record, not proof of life)."""
+        return self.claims.current(session_id)
 
     def wait_for_change(self, timeout_s: float) -> None:
         """Block until another writer may have committed something, or `timeout_s` passes
