@@ -228,3 +228,15 @@ def local_time(ms: int) -> str:
     import datetime as dt
 
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def existing_dir(raw: str, what: str) -> str:
+    """`raw` as an absolute, resolved directory path; a one-line `UsageError` naming `what`
+    when no such directory exists."""
+    check_text(raw, what, empty=False)
+    from pathlib import Path
+
+    path = Path(raw).expanduser().resolve()
+    if not path.is_dir():
+        raise UsageError(f"{what} {raw}: no such directory")
+    return str(path)

@@ -15,6 +15,7 @@ from ._common import (
     REDACTED,
     check_text,
     db_option,
+    existing_dir,
     format_option,
     iso,
     local_runtime,
@@ -432,11 +433,21 @@ def move(session_id: str, path: str, no_wake: bool, input_id: str | None, fmt: s
 @session.command()
 @click.argument("session_id", type=ID)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="File (default: stdout).")
+@click.option(
+    "--to", "target", default="wakeful", show_default=True, metavar="FORMAT",
+    help="wakeful, claude-code, codex, openai-agents or opencode (docs/interchange.md).",
+)  # fmt: skip
 @db_option
-def export(session_id: str, output: str | None, db: str | None) -> None:
-    """Export as JSONL: a header line, then one provider-neutral message per line."""
+def export(session_id: str, output: str | None, target: str, db: str | None) -> None:
+    """Export as JSONL: a header line, then one provider-neutral message per line (or, with
+    --to, in another tool's format)."""
     from ..messages import dump_message
 
+    if target != "wakeful":
+        from ._interchange import export_to
+
+        export_to(target, session_id, output, db)
+        return
     store = store_for(db)
     row = store.get_session(store.resolve_session_id(session_id))
     session_id = row.id
@@ -449,18 +460,6 @@ def export(session_id: str, output: str | None, db: str | None) -> None:
             f.write(text)
     else:
         sys.stdout.write(text)
-
-
-def existing_dir(raw: str, what: str) -> str:
-    """`raw` as an absolute, resolved directory path; a one-line `UsageError` naming `what`
-    when no such directory exists."""
-    check_text(raw, what, empty=False)
-    from pathlib import Path
-
-    path = Path(raw).expanduser().resolve()
-    if not path.is_dir():
-        raise UsageError(f"{what} {raw}: no such directory")
-    return str(path)
 
 
 def _read_export(raw: bytes, name: str) -> tuple[dict[str, Any], list[Message]]:
@@ -532,18 +531,33 @@ def _message_problem(line: str, messages: list[Message]) -> str | None:
 
 
 @session.command("import")
-@click.argument("path", type=click.File("rb"))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "--location", metavar="DIR", help="Where the session lives (default: this directory)."
 )
+@click.option(
+    "--from", "source", default="wakeful", show_default=True, metavar="FORMAT",
+    help="wakeful, claude-code, codex, openai-agents or opencode (docs/interchange.md).",
+)  # fmt: skip
 @format_option("text", "json")
 @db_option
-def import_(path: Any, location: str | None, fmt: str, db: str | None) -> None:
-    """Import a JSONL export as a new session living here (or at --location); print its id."""
+def import_(
+    paths: tuple[str, ...], location: str | None, source: str, fmt: str, db: str | None
+) -> None:
+    """Import a JSONL export as a new session living here (or at --location); print its id.
+    With --from, import other tools' sessions (each file whole, the same file twice once)."""
     from ..events import MessageAdded
 
+    if source != "wakeful":
+        from ._interchange import import_files
+
+        import_files(source, paths, location, fmt, db)
+        return
+    if len(paths) != 1:
+        raise UsageError("session import takes one wakeful export at a time")
     place = existing_dir(location or ".", "--location")
-    meta, messages = _read_export(path.read(), path.name)
+    with click.open_file(paths[0], "rb") as path:
+        meta, messages = _read_export(path.read(), "<stdin>" if paths[0] == "-" else path.name)
     rt = local_runtime(db, "importing a session", create=True)
     try:  # the session and its messages in one transaction: all of it or nothing
         row = rt.create_session(

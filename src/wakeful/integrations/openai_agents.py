@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, UsageError
 from ..events import MessageAdded, MessagesHidden, SessionEvent
+from ..interchange import canonical_item, item_message_ids, item_to_message, message_to_items
 from ..messages import Message
 from ..store import SqlStore, open_store
-from ._agents_items import canonical, message_ids, to_items, to_message
 
 MAX_APPEND_ATTEMPTS = 1000  # each failed attempt means another writer's batch landed
 
@@ -79,14 +79,14 @@ class WakefulSession:
     def get_items_sync(self, limit: int | None = None) -> list[Any]:
         """`get_items` without an event loop."""
         if limit is None:
-            return [item for m in self._messages() for item in to_items(m)]
+            return [item for m in self._messages() for item in message_to_items(m)]
         if limit <= 0:
             return []
         self._ensure()
         count = limit  # a message is one item, except one wakeful wrote itself: read more then
         while True:
             messages = self.store.last_messages(self.session_id, count)
-            items = [item for m in messages for item in to_items(m)]
+            items = [item for m in messages for item in message_to_items(m)]
             if len(items) >= limit or len(messages) < count:
                 return items[-limit:]
             count *= 2
@@ -95,21 +95,21 @@ class WakefulSession:
         """`add_items` without an event loop."""
         if not items:
             return
-        plain = [canonical(item) for item in items]
+        plain = [canonical_item(item) for item in items]
         n = len(plain)
         self._ensure()
         for _ in range(MAX_APPEND_ATTEMPTS):
             ids = self.store.last_message_ids(self.session_id, n + 1)
             if len(ids) >= n:  # a retry of a batch that landed: same anchor, same ids
                 before = ids[-n - 1] if len(ids) > n else ""
-                if ids[-n:] == message_ids(self.session_id, before, plain):
+                if ids[-n:] == item_message_ids(self.session_id, before, plain):
                     return
             anchor = ids[-1] if ids else None
-            fresh = message_ids(self.session_id, anchor or "", plain)
+            fresh = item_message_ids(self.session_id, anchor or "", plain)
             if set(fresh) & set(ids):  # the same items again after themselves: keep ids unique
-                fresh = message_ids(self.session_id, f"{anchor}+{secrets.token_hex(8)}", plain)
+                fresh = item_message_ids(self.session_id, f"{anchor}+{secrets.token_hex(8)}", plain)
             events: list[SessionEvent] = [
-                MessageAdded(message=to_message(item, mid))
+                MessageAdded(message=item_to_message(item, mid))
                 for item, mid in zip(plain, fresh, strict=True)
             ]
             # Lands only if nothing was appended since `ids` was read; else look again (the
@@ -127,7 +127,7 @@ class WakefulSession:
             return None
         last = messages[-1]
         self._hide([last.id], "pop_item")
-        items = to_items(last)
+        items = message_to_items(last)
         return items[-1] if items else None
 
     def clear_session_sync(self) -> None:

@@ -1,9 +1,10 @@
-"""OpenAI Agents SDK items <-> wakeful messages: one item is one message, lossless both ways.
+"""OpenAI Responses items (the Agents SDK's, Codex's) <-> wakeful messages: one item is one
+message, lossless both ways.
 
 An item goes through the Responses converter; when converting the message back does not give
 the item again (an SDK `id`/`status`, output-text annotations, a `developer` role, an item kind
 the converter has no block for), the item's JSON rides along in the message's metadata under
-`openai_agents.item` and is what the session returns. Message ids are derived from the batch's
+`openai_agents.item` (or the importer's own key, `codex.item`) and is what the session returns. Message ids are derived from the batch's
 anchor (the message before it), the item's position in the batch and its content, so a retried
 batch is recognised. Pure: no I/O.
 """
@@ -51,24 +52,26 @@ def _fallback(item: dict[str, Any]) -> tuple[Role, tuple[TextBlock, ...]]:
     return role, (TextBlock(text=f"[{kind}]"),)
 
 
-def to_message(item: dict[str, Any], message_id: str) -> Message:
-    """The wakeful message that stores `item` (with the item verbatim when needed)."""
+def to_message(item: dict[str, Any], message_id: str, key: str = META_KEY) -> Message:
+    """The wakeful message that stores `item` (with the item verbatim, under `key` of its
+    metadata, when needed)."""
     try:
         (converted,) = from_openai_responses([item])
         role, blocks = converted.role, converted.blocks
         exact = to_openai_responses([converted]) == [item]
     except (InvalidMessageError, ValueError):
         (role, blocks), exact = _fallback(item), False
-    metadata: dict[str, JsonValue] | None = None if exact else {META_KEY: {"item": item}}
+    metadata: dict[str, JsonValue] | None = None if exact else {key: {"item": item}}
     return Message(id=message_id, role=role, blocks=blocks, metadata=metadata)
 
 
-def to_items(message: Message) -> list[dict[str, Any]]:
-    """The items a stored message stands for: the kept item, else the converter's items.
+def to_items(message: Message, key: str = META_KEY) -> list[dict[str, Any]]:
+    """The items a stored message stands for: the item kept under `key`, else the converter's
+    items.
 
     A message wakeful itself wrote (for example by `wakeful run`) may give several items.
     """
-    kept = (message.metadata or {}).get(META_KEY)
+    kept = (message.metadata or {}).get(key)
     item = kept.get("item") if isinstance(kept, dict) else None
     if isinstance(item, dict):
         return [dict(item)]
