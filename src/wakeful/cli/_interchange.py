@@ -21,6 +21,8 @@ from ..errors import UsageError
 from ._common import existing_dir, local_runtime, print_json, printable, store_for
 
 if TYPE_CHECKING:
+    from pydantic import JsonValue
+
     from ..execution import Reads, Runtime
     from ..interchange import ExportedSession, ImportedSession
     from ..messages import Message
@@ -149,7 +151,7 @@ def _apply(rt: Runtime, plan: _Plan, location: str | None) -> dict[str, object]:
     session = plan.session
     if plan.create:
         place = _place(session, location)
-        imported = {"format": session.format, "source_id": session.source_id}
+        imported: dict[str, JsonValue] = {"format": session.format, "source_id": session.source_id}
         rt.create_session(
             session_id=session.session_id, title=session.title, model=session.model,
             location=place,
