@@ -243,3 +243,23 @@ def test_an_agents_export_imported_where_its_id_is_taken_is_refused(wk: Wk, work
     before = json.loads(wk("session", "show", sid, "--format", "json").stdout)["messages"]
     after = json.loads(wk("session", "show", sid, "--db", other, "--format", "json").stdout)
     assert [m["blocks"] for m in after["messages"]] == [m["blocks"] for m in before]
+
+
+def test_a_message_over_the_store_limit_is_named_and_nothing_is_written(wk: Wk, workdir: Path):
+    lines = _lines(FIXTURES / "claude-code.jsonl")
+    lines[1]["message"]["content"] = "x" * (5 << 20)  # line 2: over MESSAGE_MAX_BYTES
+    big = workdir / "big.jsonl"
+    big.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    done = wk("session", "import", "--from", "claude-code", str(big), check=False)
+    assert done.returncode == 2 and f"{big} line 2: a message of" in done.stderr
+    assert "over the store's limit" in done.stderr and _sessions(wk) == []
+
+
+def test_a_duplicated_opencode_message_id_is_refused(wk: Wk, workdir: Path):
+    doc = json.loads((FIXTURES / "opencode.json").read_text())
+    doc["messages"].append(doc["messages"][0])
+    bad = workdir / "dup.json"
+    bad.write_text(json.dumps(doc))
+    done = wk("session", "import", "--from", "opencode", str(bad), check=False)
+    assert done.returncode == 2 and "messages[2]: message id" in done.stderr
+    assert "again (messages[0])" in done.stderr and _sessions(wk) == []

@@ -149,15 +149,16 @@ def _apply(rt: Runtime, plan: _Plan, location: str | None) -> dict[str, object]:
     from ..events import MessageAdded
 
     session = plan.session
-    if plan.create:
+    if plan.create:  # the session and its messages in one transaction
         place = _place(session, location)
         imported: dict[str, JsonValue] = {"format": session.format, "source_id": session.source_id}
         rt.create_session(
             session_id=session.session_id, title=session.title, model=session.model,
             location=place,
             metadata={**session.metadata, "imported_from": imported, "workspace": place},
+            events=[MessageAdded(message=m) for m in plan.new],
         )  # fmt: skip
-    if plan.new:
+    elif plan.new:
         rt.append_events(session.session_id, [MessageAdded(message=m) for m in plan.new])
     return {
         "id": session.session_id,

@@ -115,6 +115,7 @@ def read(raw: bytes, name: str) -> list[ImportedSession]:
             model=model and f"anthropic:{model}",
             workspace=workspace,
             dropped=dropped,
+            where=tuple(wheres),
         )  # fmt: skip
     ]
 

@@ -178,6 +178,7 @@ def read(raw: bytes, name: str) -> list[ImportedSession]:
             model=model,
             workspace=workspace,
             metadata={KEY: {"info": info}},
+            where=tuple(wheres),
         )  # fmt: skip
     ]
 
