@@ -86,3 +86,20 @@ def test_the_api_client_and_cli_show_the_context(make_server: MakeServer, tmp_pa
     assert out.exit_code == 0, out.output
     shown = json.loads(out.output)["messages"]
     assert shown[0]["blocks"][0]["type"] == "compact_summary" and len(shown) == 3
+
+
+def test_the_pairing_heal_through_the_api(make_server: MakeServer, tmp_path: Path) -> None:
+    """Issue 37 item 28 through `POST /sessions/{id}/history` (`heal_pairing`)."""
+    from wakeful.events import MessageAdded
+    from wakeful.messages import Message, ToolResultBlock, is_wire_valid
+
+    served = make_server(model=script(tmp_path, RULES))
+    with Client(served.url, TOKEN) as c:
+        sid = c.create_session(prompt="two", wait=True)["session"]["id"]
+        orphan = Message(role="user", blocks=(ToolResultBlock(call_id="c9", output="lost"),))
+        served.store.append(sid, [MessageAdded(message=orphan)])
+        revision = c.get_session(sid)["last_seq"]
+        out = c.edit_history(sid, revision=revision, heal_pairing=True)
+        assert out["revision"] == revision + 1
+        assert is_wire_valid(served.store.messages(sid))
+        assert orphan.id not in {m["message"]["id"] for m in c.messages(sid)["messages"]}

@@ -280,3 +280,34 @@ def test_extension_state_get_set_delete_and_bounds(store: SqlStore, sid: str):
         store.set_extension_state(sid, "x", "k9", "y" * 16_000)
     types = [e.event.type for e in store.events(sid)]
     assert types.count("extension_state.set") == 7
+
+
+def test_healing_the_pairing_writes_the_drop_only_heal_back(store: SqlStore, sid: str):
+    """Issue 37 item 28: the pairing heal applied to the stored history through the
+    history-edit API (on main only `to_wire` repaired it, for each request, never the store):
+    a duplicate result and a result without its call go; a message left empty goes whole; an
+    unanswered call stays (authentic output; the wire gives it a placeholder)."""
+    turn(store, sid, 1)
+    call = Message(role="assistant", blocks=(ToolCallBlock(id="c2", name="read_file"),
+                                             ToolCallBlock(id="c3", name="read_file")))  # fmt: skip
+    twice = Message(role="user", blocks=(ToolResultBlock(call_id="c2", output="a"),
+                                         ToolResultBlock(call_id="c2", output="again")))  # fmt: skip
+    orphan = Message(role="user", blocks=(ToolResultBlock(call_id="c9", output="lost"),))
+    store.append(sid, [MessageAdded(message=m) for m in (call, twice, orphan)])
+    assert not is_wire_valid(store.messages(sid))
+    before = len(store.events(sid))
+    revision = store.get_session(sid).last_seq
+    store.edit_history(sid, revision=revision, heal_pairing=True)
+    messages = store.messages(sid)
+    assert orphan.id not in {m.id for m in messages}
+    [healed] = [m for m in messages if m.id == twice.id]
+    assert [b.output for b in healed.blocks if isinstance(b, ToolResultBlock)] == ["a"]
+    assert [c.id for m in messages for c in m.tool_calls()] == ["c1", "c2", "c3"]  # c3 kept
+    assert len(store.events(sid)) == before + 2  # one edit per healed message, one hiding
+    with pytest.raises(UsageError, match="already pair"):
+        store.edit_history(sid, revision=store.get_session(sid).last_seq, heal_pairing=True)
+    with pytest.raises(ConflictError):
+        store.edit_history(sid, revision=revision, heal_pairing=True)  # stale
+    with pytest.raises(UsageError):
+        store.edit_history(sid, revision=store.get_session(sid).last_seq, heal_pairing=True,
+                           delete_turn="turn_1")  # fmt: skip

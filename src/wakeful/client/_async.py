@@ -226,11 +226,15 @@ class AsyncClient:
         return await self._send(w.unrevert_req(session_id, force))
 
     async def edit_history(self, session_id: str, *, revision: int, delete_turn: str | None = None,
-                     message_id: str | None = None, text: str | None = None) -> dict[str, Any]:  # fmt: skip
-        """Delete a turn (`delete_turn`) or replace a message's text (`message_id`, `text`) as
+                     message_id: str | None = None, text: str | None = None,
+                     heal_pairing: bool = False) -> dict[str, Any]:  # fmt: skip
+        """Delete a turn (`delete_turn`), replace a message's text (`message_id`, `text`) or
+        write the drop-only pairing heal back (`heal_pairing`) as
         one write guarded by `revision`, the session's `last_seq` read: a stale one is a 409
         `ConflictError` and nothing is written. Answers `{"session_id", "revision"}` (the new)."""
-        return await self._send(w.history_req(session_id, revision, delete_turn, message_id, text))
+        return await self._send(
+            w.history_req(session_id, revision, delete_turn, message_id, text, heal_pairing)
+        )
 
     async def artifacts(self, session_id: str, *, kind: str | None = None, since_ms: int | None = None,
                   limit: int = 100) -> dict[str, Any]:  # fmt: skip

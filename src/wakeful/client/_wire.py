@@ -193,9 +193,10 @@ def unrevert_req(session_id: str, force: bool) -> Req:
 
 
 def history_req(session_id: str, revision: int, delete_turn: str | None, message_id: str | None,
-                text: str | None) -> Req:  # fmt: skip
+                text: str | None, heal_pairing: bool = False) -> Req:  # fmt: skip
     """POST /sessions/{id}/history."""
-    body = _body(revision=revision, delete_turn=delete_turn, message_id=message_id, text=text)
+    body = _body(revision=revision, delete_turn=delete_turn, message_id=message_id, text=text,
+                 heal_pairing=heal_pairing or None)  # fmt: skip
     return session_req("POST", session_id, "/history", body)
 
 

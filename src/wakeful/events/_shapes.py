@@ -401,7 +401,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
     'HistoryEdited': (
         ('v', 1, ('int',), (), (), (), 0),
         ('type', 'history.edited', ('str',), ('history.edited',), (), (), 0),
-        ('op', ..., ('str',), ('delete_turn', 'replace_text'), (), (), 0),
+        ('op', ..., ('str',), ('delete_turn', 'heal_pairing', 'replace_text'), (), (), 0),
         ('revision', ..., ('int',), (), (), (), 0),
         ('message_ids', [], ('list',), (), (), ('str',), 0),
         ('message', None, ('dict', 'null'), (), ('Message',), (), 0),
@@ -512,7 +512,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = '4941179c3be17dc6'
+SHAPES_DIGEST = '71ac301c89980ccb'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

@@ -67,10 +67,12 @@ class HistoryEdited(_Event):
     """A history edit guarded by the session's revision (`revision`: its `last_seq` when the
     edit was read). `delete_turn` hides every message of a turn (its input through its last
     reply, so no call loses its result); `replace_text` stands `message` in for the message
-    of the same id."""
+    of the same id; `heal_pairing` (the drop-only pairing heal written back, one event per
+    healed message) stands `message` in for its own, or hides `message_ids` (messages the heal
+    emptied)."""
 
     type: Literal["history.edited"] = "history.edited"
-    op: Literal["delete_turn", "replace_text"]
+    op: Literal["delete_turn", "replace_text", "heal_pairing"]
     revision: int
     message_ids: tuple[str, ...] = ()
     message: Message | None = None

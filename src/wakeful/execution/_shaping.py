@@ -137,13 +137,14 @@ class ShapingMixin:
 
     def edit_history(
         self, session_id: str, *, revision: int, delete_turn: str | None = None,
-        message_id: str | None = None, text: str | None = None,
+        message_id: str | None = None, text: str | None = None, heal_pairing: bool = False,
     ) -> int:  # fmt: skip
-        """Delete a turn or replace a message's text, guarded by `revision` (see
-        `SqlStore.edit_history`); return the session's new revision."""
+        """Delete a turn, replace a message's text, or write the drop-only pairing heal back
+        (`heal_pairing`), guarded by `revision` (see `SqlStore.edit_history`); return the
+        session's new revision."""
         return self.store.edit_history(
             session_id, revision=revision, delete_turn=delete_turn, message_id=message_id,
-            text=text,
+            text=text, heal_pairing=heal_pairing,
         ).seq  # fmt: skip
 
     # -- artifacts, metadata, extension state (their reads: `Runtime.reads`) ---------------

@@ -56,12 +56,14 @@ class RewindOut(_Out):
 
 
 class HistoryEditIn(_In):
-    """Delete a turn, or replace the text of a message, at `revision` (the `last_seq` read)."""
+    """Delete a turn, replace the text of a message, or write the pairing heal back
+    (`heal_pairing`), at `revision` (the `last_seq` read)."""
 
     revision: Annotated[int, Field(ge=0, le=MAX_INT)]
     delete_turn: InputId | None = None
     message_id: InputId | None = None
     text: Text | None = None
+    heal_pairing: bool = False
 
 
 class RevisionOut(_Out):
@@ -185,12 +187,14 @@ async def unrevert(call: Call[Any, UnrevertIn]) -> RewindOut:
 @ops.op("POST", "/sessions/{session_id}/history", tag="history", body=HistoryEditIn,
         response=RevisionOut, errors=(400, 401, 404, 409, 413, 422))  # fmt: skip
 async def edit_history(call: Call[Any, HistoryEditIn]) -> RevisionOut:
-    """Delete a turn or replace a message's text, guarded by the session's revision."""
+    """Delete a turn, replace a message's text or heal the tool pairing of the stored history
+    (drop-only: duplicate calls and results, results without a call), guarded by the
+    session's revision."""
     state: ServerState = call.state
     sid, b = call.path["session_id"], call.body
     revision = await off_loop(
         state.runtime.edit_history, sid, revision=b.revision, delete_turn=b.delete_turn,
-        message_id=b.message_id, text=b.text,
+        message_id=b.message_id, text=b.text, heal_pairing=b.heal_pairing,
     )  # fmt: skip
     return RevisionOut(session_id=sid, revision=revision)
 

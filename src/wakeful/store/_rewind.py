@@ -173,26 +173,30 @@ class RewindMixin:
 
     def edit_history(
         self, session_id: str, *, revision: int, delete_turn: str | None = None,
-        message_id: str | None = None, text: str | None = None,
+        message_id: str | None = None, text: str | None = None, heal_pairing: bool = False,
     ) -> StoredEvent:  # fmt: skip
         """One atomic read-modify-write of the history, guarded by `revision` (the session's
         `last_seq` the caller read; a stale one is a `ConflictError`, nothing written):
         `delete_turn` hides every message of that turn, from its input to its last reply (so
         no tool call loses its result); `message_id` with `text` replaces the text of a message
-        that holds text only (a tool call or result is never edited)."""
-        if (delete_turn is None) == (message_id is None):
-            raise UsageError("give a turn to delete or a message whose text to replace")
+        that holds text only (a tool call or result is never edited); `heal_pairing` writes
+        the drop-only pairing heal back (`messages.drop_invalid_pairings`: duplicate calls and
+        results, results without their call, and messages that leaves empty; it fabricates
+        nothing), a `UsageError` when there is nothing to heal. Returns the last event written."""
+        if (delete_turn is not None) + (message_id is not None) + heal_pairing != 1:
+            raise UsageError("give a turn to delete, a message whose text to replace, or heal")
         with self.backend.transaction(write=True) as tx:
             _check_writable(tx, session_id, revision, self.clock.now_ms())
-            if delete_turn is not None:
-                event = _delete_turn(tx, session_id, delete_turn, revision)
+            if heal_pairing:
+                events = _heal_pairing(tx, session_id, revision)
+            elif delete_turn is not None:
+                events = [_delete_turn(tx, session_id, delete_turn, revision)]
             else:
                 if text is None or not text.strip():
                     raise UsageError("the replacement text is empty")
                 assert message_id is not None
-                event = _replace_text(tx, session_id, message_id, text, revision)
-            [stored] = append_events(tx, session_id, [event], self.clock.now_ms())
-            return stored
+                events = [_replace_text(tx, session_id, message_id, text, revision)]
+            return append_events(tx, session_id, events, self.clock.now_ms())[-1]
 
 
 def _check_writable(tx: Tx, session_id: str, revision: int | None, now: int) -> None:
@@ -440,6 +444,27 @@ def _delete_turn(tx: Tx, session_id: str, turn_id: str, revision: int) -> Histor
         op="delete_turn", revision=revision, turn_id=turn_id,
         message_ids=tuple(str(r[0]) for r in rows),
     )  # fmt: skip
+
+
+def _heal_pairing(tx: Tx, session_id: str, revision: int) -> list[HistoryEdited]:
+    """The drop-only pairing heal of the visible transcript as history edits: one per message
+    it changed (its healed body) and one hiding the messages it emptied."""
+    from ..events import HistoryEdited
+    from ..messages import drop_invalid_pairings
+
+    before = [m for _seq, m in transcript_in(tx, session_id, 0, None)]
+    after = drop_invalid_pairings(before)  # unchanged messages come back as the same objects
+    same = {id(m) for m in before}
+    changed = [m for m in after if id(m) not in same]
+    present = {m.id for m in after}
+    gone = tuple(m.id for m in before if m.id not in present)
+    if not changed and not gone:
+        raise UsageError(f"session {session_id}: every tool call and result already pair")
+    edits = [HistoryEdited(op="heal_pairing", revision=revision, message_ids=(m.id,), message=m)
+             for m in changed]  # fmt: skip
+    if gone:
+        edits.append(HistoryEdited(op="heal_pairing", revision=revision, message_ids=gone))
+    return edits
 
 
 def _replace_text(

@@ -84,8 +84,7 @@ def commit_revert(tx: Tx, sid: str) -> None:
 def history_edited(tx: Tx, sid: str, seq: int, ev: HistoryEdited) -> None:
     """`delete_turn` drops the named messages from the transcript and search projections;
     `replace_text` points the message's row at this event, which holds its new body."""
-    if ev.op == "replace_text":
-        assert ev.message is not None
+    if ev.message is not None:  # `replace_text`, or a message `heal_pairing` changed
         row = tx.one(
             "SELECT seq FROM messages WHERE session_id = ? AND message_id = ?", (sid, ev.message.id)
         )
