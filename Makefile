@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 # ran the whole suite in 16 minutes, 2 processes without it in 21.
 TEST_JOBS ?= 3
 
-.PHONY: install run test test-fast lint docs chromium tmux bytecode
+.PHONY: install run test test-fast lint docs chromium tmux bytecode torture
 install: $(STAMP)
 
 # Compiled bytecode for the editable source tree. Where PYTHONDONTWRITEBYTECODE is set (this
@@ -65,3 +65,9 @@ test: lint docs chromium tmux bytecode
 
 test-fast: bytecode
 	$(BIN)/pytest -q -n $(TEST_JOBS) -m "not slow"
+
+# The crash-torture run of docs/reliability.md: drivers SIGKILLed, a worker SIGSTOPped, store
+# faults, on SQLite and PostgreSQL (a local server, $$WAKEFUL_TEST_PG); a few minutes. It prints
+# a table of what it did and the anomalies it found (none, or it exits 1) with its seeds.
+torture: bytecode
+	$(BIN)/python bench/bench_torture.py

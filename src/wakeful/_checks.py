@@ -1,16 +1,22 @@
 """The after-the-fact check of docs/design.md's invariants on what a store holds, shared by the
-crash and concurrency tests and `bench/bench_fleet.py` (which must run from a clean clone with
-the project's environment only, so neither imports the other's files).
+crash, fault and concurrency tests and `bench/bench_fleet.py` and `bench/bench_torture.py`
+(which must run from a clean clone with the project's environment only, so neither imports the
+other's files).
 
 `check_session` asserts them on one session; `LEDGER` and `ledger_lines` read the file a
-workload's `shell` calls append to, so that no side effect is found twice.
+workload's `shell` calls append to, so that no side effect is found twice. The workload itself
+is here too: `job_rule` / `job_script` (scripted turns of ledger-writing tool calls, a durable
+retry and a streamed answer) and `kill_after` (the SIGKILL of a driver).
 """
 
 from __future__ import annotations
 
+import json
 import re
+import signal
+import subprocess
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .events import (
@@ -43,6 +49,53 @@ def create_session(
     created = SessionCreated(title=sid, agent="build", model=model, metadata=meta)
     for prompt in prompts:
         store.admit(sid, None, "user", {"text": prompt}, delivery, create=created)
+
+
+def write_script(path: Path, rules: list[dict[str, object]], **top: object) -> str:
+    """Write a scripted-provider script; return its model spec."""
+    path.write_text(json.dumps({"rules": rules, **top}))
+    return f"scripted:{path}"
+
+
+def shell(command: str) -> dict[str, object]:
+    """A scripted `shell` tool call."""
+    return {"name": "shell", "input": {"command": command}}
+
+
+def job_rule(tag: str) -> dict[str, object]:
+    """Replies for the prompt `job TAG`: four steps of ledger-writing tool calls, a durable
+    retry wait, a tool whose side effect can be cut in the middle, and a streamed answer."""
+    during = (
+        f"echo {tag}.2a >> {LEDGER}; "
+        f'if [ "$WAKEFUL_CRASH_AT" = tool.during ]; then kill -9 $PPID; exit 1; fi; '
+        f"echo {tag}.2b >> {LEDGER}"
+    )
+    return {
+        "match": f"^job {re.escape(tag)}$",
+        "replies": [
+            {"tool_calls": [shell(f"echo {tag}.1a >> {LEDGER}"), shell(f"echo {tag}.1b >> {LEDGER}")]},
+            {"text": "checking", "tool_calls": [shell(during)]},
+            {"tool_calls": [shell(f"echo {tag}.3 >> {LEDGER}")],
+             "error": {"kind": "rate_limit", "times": 1, "retry_after_ms": 150}},
+            {"text": f"job {tag} finished: " + "all ledger lines are written. " * 4},
+        ],
+    }  # fmt: skip
+
+
+def job_script(path: Path, tags: Iterable[str], *, chunk_delay_ms: int = 3) -> str:
+    """A script answering `job TAG` for every tag (see `job_rule`)."""
+    return write_script(path, [job_rule(t) for t in tags], chunk_delay_ms=chunk_delay_ms)
+
+
+def kill_after(proc: subprocess.Popen[str], seconds: float) -> bool:
+    """SIGKILL `proc` after `seconds` unless it exited first; return whether it was killed."""
+    try:
+        proc.wait(timeout=seconds)
+        return False
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        return True
 
 
 def epochs(store: SqlStore, sid: str) -> list[tuple[int, int | None]]:

@@ -7,18 +7,27 @@ every session they touched.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tests.allow import allow_writes
-from wakeful._checks import LEDGER, check_session, create_session, epochs, ledger_lines, twice
+from wakeful._checks import (
+    LEDGER,
+    check_session,
+    create_session,
+    epochs,
+    job_rule,
+    job_script,
+    kill_after,
+    ledger_lines,
+    shell,
+    twice,
+    write_script,
+)
 
 WAKEFUL = str(Path(sys.executable).with_name("wakeful"))
 SCRIPTS = Path(__file__).with_name("scripts")
@@ -46,42 +55,6 @@ def make_workspace(root: Path, *, lease_ms: int = 30_000, poll_ms: int = 20) -> 
     return work
 
 
-def write_script(path: Path, rules: list[dict[str, object]], **top: object) -> str:
-    """Write a scripted-provider script; return its model spec."""
-    path.write_text(json.dumps({"rules": rules, **top}))
-    return f"scripted:{path}"
-
-
-def shell(command: str) -> dict[str, object]:
-    """A scripted `shell` tool call."""
-    return {"name": "shell", "input": {"command": command}}
-
-
-def job_rule(tag: str) -> dict[str, object]:
-    """Replies for the prompt `job TAG`: four steps of ledger-writing tool calls, a durable
-    retry wait, a tool whose side effect can be cut in the middle, and a streamed answer."""
-    during = (
-        f"echo {tag}.2a >> {LEDGER}; "
-        f'if [ "$WAKEFUL_CRASH_AT" = tool.during ]; then kill -9 $PPID; exit 1; fi; '
-        f"echo {tag}.2b >> {LEDGER}"
-    )
-    return {
-        "match": f"^job {re.escape(tag)}$",
-        "replies": [
-            {"tool_calls": [shell(f"echo {tag}.1a >> {LEDGER}"), shell(f"echo {tag}.1b >> {LEDGER}")]},
-            {"text": "checking", "tool_calls": [shell(during)]},
-            {"tool_calls": [shell(f"echo {tag}.3 >> {LEDGER}")],
-             "error": {"kind": "rate_limit", "times": 1, "retry_after_ms": 150}},
-            {"text": f"job {tag} finished: " + "all ledger lines are written. " * 4},
-        ],
-    }  # fmt: skip
-
-
-def job_script(path: Path, tags: Iterable[str], *, chunk_delay_ms: int = 3) -> str:
-    """A script answering `job TAG` for every tag (see `job_rule`)."""
-    return write_script(path, [job_rule(t) for t in tags], chunk_delay_ms=chunk_delay_ms)
-
-
 def wakeful(
     args: Sequence[str], env: dict[str, str], cwd: Path, **popen: object
 ) -> subprocess.Popen[str]:
@@ -98,17 +71,6 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, 
     return proc.returncode, out, err
 
 
-def kill_after(proc: subprocess.Popen[str], seconds: float) -> bool:
-    """SIGKILL `proc` after `seconds` unless it exited first; return whether it was killed."""
-    try:
-        proc.wait(timeout=seconds)
-        return False
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        return True
-
-
 def wait_for(predicate: Callable[[], bool], timeout: float = 30, every: float = 0.02) -> None:
     """Poll observable state until `predicate()` holds; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -118,4 +80,16 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 30, every: float = 
         time.sleep(every)
 
 
-__all__ = ["LEDGER", "check_session", "create_session", "epochs", "ledger_lines", "twice"]
+__all__ = [
+    "LEDGER",
+    "check_session",
+    "create_session",
+    "epochs",
+    "job_rule",
+    "job_script",
+    "kill_after",
+    "ledger_lines",
+    "shell",
+    "twice",
+    "write_script",
+]

@@ -253,7 +253,7 @@ def _whole_output(store: Store, session_id: str, call_id: str) -> str:
                 kept = full_output(b.get("metadata"))
                 if kept is None:
                     return result_text(b["output"])
-                blob: bytes = store.get_blob(kept[0])  # type: ignore[attr-defined]  # SqlStore, RemoteStore
+                blob: bytes = store.get_blob(kept[0])  # type: ignore[attr-defined]  # a local store, RemoteStore
                 return blob.decode("utf-8", errors="replace")
     raise UsageError(f"no result of a tool call {call_id!r} in session {session_id}")
 
