@@ -14,6 +14,8 @@ from ..runner import LiveEvent, TurnResult
 from ._common import print_jsonl, printable
 from ._tools_view import tool_line
 
+STOPPING = "stopping: the turn ends as interrupted, what it wrote is kept"
+
 
 class Renderer:
     """Streams a turn to the terminal: text to stdout; tool calls, retries and (on a terminal) a
@@ -29,6 +31,7 @@ class Renderer:
         self.tty = sys.stdout.isatty()  # escape sequences in model text are shown, not run
         self._shown = False
         self._mid_line = False  # the streamed text so far ends inside a line
+        self.halting = False  # Ctrl-C was pressed: the turn is stopping (`stopping`)
 
     def __call__(self, ev: LiveEvent) -> None:
         if self.fmt == "jsonl":
@@ -38,9 +41,9 @@ class Renderer:
 
     def _text(self, ev: LiveEvent) -> None:
         if ev.kind == "step":
-            self.waiting = "waiting for the model"
+            self.waiting = STOPPING if self.halting else "waiting for the model"
             return
-        self.waiting = None
+        self.waiting = STOPPING if self.halting else None
         self.clear()
         if ev.kind == "text":
             text = str(ev.data.get("text", ""))
@@ -59,6 +62,17 @@ class Renderer:
                 f"\n… {ev.data.get('error_kind')}: retrying in {delay_ms / 1000:.1f}s", err=True
             )
             self.waiting = f"{ev.data.get('error_kind')}: retry at {at}"
+
+    def stopping(self) -> None:
+        """Ctrl-C was pressed on a turn running here: say so at once, on a line of its own on
+        stderr, and keep the spinner saying it until the turn ends (issue 37 item 29)."""
+        self.halting = True
+        self.clear()
+        if self.fmt == "text" and self._mid_line:
+            click.echo()
+            self._mid_line = False
+        click.echo(f"⏹ {STOPPING} (Ctrl-C again quits at once)", err=True)
+        self.waiting = STOPPING
 
     def pause(self) -> None:
         """Stop the spinner until the next step (a question is about to be asked)."""

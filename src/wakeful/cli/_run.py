@@ -30,7 +30,7 @@ from ._common import (
     printable,
     require_store,
 )
-from ._render import Renderer, run_summary
+from ._render import STOPPING, Renderer, run_summary
 
 
 def _is_server(db: str | None) -> bool:
@@ -65,6 +65,11 @@ async def _drive(
             local = rt.stop_local(session_id)
         except WakefulError:  # no session yet, or the store failed: nothing runs here
             local = False
+        if local:  # the turn is stopping: say so until it has (a second Ctrl-C exits)
+            if renderer is not None:
+                renderer.stopping()
+            else:
+                click.echo(f"⏹ {STOPPING} (Ctrl-C again quits at once)", err=True)
         if not local and work is not None:
             work.cancel()
 
