@@ -8,14 +8,14 @@ Builds N sessions with K artifacts each (half files, then commits, branches, lin
 requests; every pull request is produced by four sessions), bulk-loaded into the store's own
 `sessions` and `artifacts` tables (the projections; the `artifact.recorded` events are not
 written for the bulk, which the lookup never reads), plus one session whose artifacts are
-recorded through `SqlStore.add_artifact`.
+recorded through `SqlStore.shaping.add_artifact`.
 
 Measures, as the median of 30 lookups of different pull requests:
 - `store.find_artifacts(uri, kind="pull_request")` (target from the issue: milliseconds, from
   the `artifacts_uri` index), next to the raw index query on its own connection;
 - the same query with the index out of reach (SQLite `NOT INDEXED`; PostgreSQL with index and
   bitmap scans turned off): what answering without the index costs;
-- `store.add_artifact` (an event, the upsert and the cap's eviction check), per call.
+- `store.shaping.add_artifact` (an event, the upsert and the cap's eviction check), per call.
 """
 
 from __future__ import annotations
@@ -175,8 +175,10 @@ def bench(b: Backend, sessions: int, k: int) -> list[Row]:
               f"{time.perf_counter() - started:.0f} s")  # fmt: skip
         own = store.create_session(title="records its own").id
         target = pr_uri(7)
-        adds = timed(lambda: store.add_artifact(own, "file", f"file:///x/{rng.random()}", "f"), 200)
-        store.add_artifact(own, "pull_request", target, "PR 7")
+        adds = timed(
+            lambda: store.shaping.add_artifact(own, "file", f"file:///x/{rng.random()}", "f"), 200
+        )
+        store.shaping.add_artifact(own, "pull_request", target, "PR 7")
         found = store.find_artifacts(target, kind="pull_request")
         assert len(found) == 5 and own in {a.session_id for a in found}, found
         index, scan = b.raw(url)

@@ -6,7 +6,7 @@
 Builds N sessions of M messages of about W words each (a vocabulary of pseudo-words with a Zipf
 distribution, so postings look like a real corpus), bulk-loaded into the store's own tables
 (the index triggers and the generated `tsvector` do their usual work), plus one deep session of
-300 messages written through `SqlStore.add_message`, with a word nobody else uses in message 250.
+300 messages written through `SqlStore.append` (a `message.added` each), with a word nobody else uses in message 250.
 
 Measures, as the median of 30 runs, each next to its baseline in the same database:
 - `store.search(word)` for that rare word (target from the issue: found first, in milliseconds),
@@ -31,6 +31,7 @@ from typing import Any
 import psycopg
 
 from bench.bench_store import DEFAULT_PG, Row, pg_reachable, print_table, store_at, timed
+from wakeful.events import MessageAdded
 from wakeful.messages import assistant, user
 from wakeful.store import SqlStore
 
@@ -186,7 +187,7 @@ def deep_session(store: SqlStore, corpus: Corpus, words: int) -> str:
         text = corpus.text(words)
         if i == NEEDLE_AT:
             text = f"{text} the {NEEDLE} finally turned up here"
-        store.add_message(sid, (user if i % 2 == 0 else assistant)(text))
+        store.append(sid, [MessageAdded(message=(user if i % 2 == 0 else assistant)(text))])
     return sid
 
 

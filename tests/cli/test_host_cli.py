@@ -25,7 +25,7 @@ def _seed(db_url: str, workdir: Path, elsewhere: Path) -> dict[str, str]:
         store.admit(sid, f"in{n}", "user", {"text": text})
         promote_idle(store, sid, None, start_turn=f"turn_{n}")
         store.append(sid, [TurnEnded(turn_id=f"turn_{n}", outcome="completed")])
-    store.add_artifact(sid, "link", "https://example.com/pr/1", "PR 1")
+    store.shaping.add_artifact(sid, "link", "https://example.com/pr/1", "PR 1")
     store.create_session(parent_id=sid)
     store.close()
     return ids

@@ -203,7 +203,7 @@ async def test_a_drain_with_nothing_to_do_writes_nothing(db_url: str, tmp_path: 
     def state() -> tuple[object, ...]:
         with rt.store.backend.transaction(write=False) as tx:
             claims = tx.all("SELECT * FROM claims ORDER BY session_id")
-        return rt.store.last_event_id(), rt.store.get_session(sid), claims
+        return rt.store.feed.last_event_id(), rt.store.get_session(sid), claims
 
     before = state()
     [idle] = await rt.coordinator.resume(sid)

@@ -131,8 +131,10 @@ async def test_receipts_rebuild_after_hiding_editing_and_rewinding(tmp_path: Pat
     [three] = await rt.run("third prompt", session_id=sid)
     text_id = rt.store.messages(sid)[5].id  # turn one's answer: later receipts carry it
     revision = rt.store.get_session(sid).last_seq
-    stored = rt.store.edit_history(sid, revision=revision, message_id=text_id, text="edited")
-    rt.store.edit_history(sid, revision=stored.seq, delete_turn=two.turn_id)
+    stored = rt.store.shaping.edit_history(
+        sid, revision=revision, message_id=text_id, text="edited"
+    )
+    rt.store.shaping.edit_history(sid, revision=stored.seq, delete_turn=two.turn_id)
     await rt.rewind(sid, turn_id=three.turn_id)
     [four] = await rt.run("fourth prompt", session_id=sid)
     assert four.outcome == "completed" and four.steps == 3

@@ -59,19 +59,19 @@ def texts(store: SqlStore, sid: str) -> list[str]:
 def test_revert_hides_and_restores_state_and_a_delivery_makes_it_final(store: SqlStore, sid: str):
     turn(store, sid, 1, goal="one")
     two = turn(store, sid, 2, goal="two")
-    plan = store.plan_revert(sid, turn_id=two)
+    plan = store.shaping.plan_revert(sid, turn_id=two)
     assert plan.hidden == 4 and plan.first is not None
-    store.revert(sid, turn_id=two, revision=plan.revision)
+    store.shaping.revert(sid, turn_id=two, revision=plan.revision)
     assert texts(store, sid) == ["prompt 1", "answer 1"]
     assert store.work_state(sid) == {"goal": "one"}
-    store.unrevert(sid)
+    store.shaping.unrevert(sid)
     assert texts(store, sid)[-1] == "answer 2" and store.work_state(sid) == {"goal": "two"}
-    store.revert(sid, input_id="in_2")
+    store.shaping.revert(sid, input_id="in_2")
     turn(store, sid, 3)
     assert texts(store, sid) == ["prompt 1", "answer 1", "prompt 3", "answer 3"]
     assert store.pending_revert(sid) is None
     with pytest.raises(UsageError):
-        store.unrevert(sid)
+        store.shaping.unrevert(sid)
     assert is_wire_valid(store.messages(sid))
     # every message is still in the log
     logged = [e for e in store.events(sid) if e.event.type in ("message.added", "inbox.delivered")]
@@ -83,18 +83,18 @@ def test_revert_refused_while_a_turn_is_unfinished(store: SqlStore, sid: str):
     store.append(sid, [TurnStarted(turn_id="turn_open")])
     before = store.get_session(sid).last_seq
     with pytest.raises(ConflictError, match="unfinished turn"):
-        store.revert(sid, turn_id="turn_1")
+        store.shaping.revert(sid, turn_id="turn_1")
     assert store.get_session(sid).last_seq == before
 
 
 def test_revert_to_unknown_targets(store: SqlStore, sid: str):
     with pytest.raises(UsageError, match="no turn"):
-        store.revert(sid)
+        store.shaping.revert(sid)
     turn(store, sid, 1)
     with pytest.raises(NotFoundError):
-        store.revert(sid, input_id="in_nope")
+        store.shaping.revert(sid, input_id="in_nope")
     with pytest.raises(NotFoundError):
-        store.revert("ses_nope")
+        store.shaping.revert("ses_nope")
 
 
 # -- history edits ------------------------------------------------------------------------------
@@ -106,14 +106,14 @@ def test_a_stale_revision_edit_is_refused_and_writes_nothing(store: SqlStore, si
     turn(store, sid, 2)
     last = store.get_session(sid).last_seq
     with pytest.raises(ConflictError, match="changed"):
-        store.edit_history(sid, revision=revision, delete_turn="turn_1")
+        store.shaping.edit_history(sid, revision=revision, delete_turn="turn_1")
     assert store.get_session(sid).last_seq == last and len(store.messages(sid)) == 8
 
 
 def test_deleting_a_turn_keeps_the_pairing_valid(store: SqlStore, sid: str):
     for n in range(1, 4):
         turn(store, sid, n)
-    store.edit_history(sid, revision=store.get_session(sid).last_seq, delete_turn="turn_2")
+    store.shaping.edit_history(sid, revision=store.get_session(sid).last_seq, delete_turn="turn_2")
     messages = store.messages(sid)
     assert texts(store, sid) == ["prompt 1", "answer 1", "prompt 3", "answer 3"]
     assert is_wire_valid(messages)
@@ -137,7 +137,7 @@ def test_deleting_a_turn_keeps_instruction_notes_on_both_sides(store: SqlStore, 
     turn(store, sid, 2)
     note(store, sid, "b")  # after turn 2, before turn 3's input
     turn(store, sid, 3)
-    store.edit_history(sid, revision=store.get_session(sid).last_seq, delete_turn="turn_2")
+    store.shaping.edit_history(sid, revision=store.get_session(sid).last_seq, delete_turn="turn_2")
     assert [t.rsplit("\n", 1)[-1] for t in texts(store, sid)] == [
         "prompt 1", "answer 1", "a", "b", "prompt 3", "answer 3",
     ]  # fmt: skip
@@ -149,27 +149,27 @@ def test_rewinding_to_an_instruction_note_starts_at_its_delta(store: SqlStore, s
     turn(store, sid, 1)
     note(store, sid, "b")
     [_note_a, *_, note_b] = [m for m in store.messages(sid) if m.role == "system"]
-    plan = store.plan_revert(sid, message_id=note_b.id)
+    plan = store.shaping.plan_revert(sid, message_id=note_b.id)
     assert plan.hidden == 1 and plan.first is not None and plan.first.id == note_b.id
-    store.revert(sid, message_id=note_b.id)
+    store.shaping.revert(sid, message_id=note_b.id)
     # A rewind clears instruction state (issue 37 item 26): the next sync starts afresh.
     assert store.instruction_state(sid).values == {}
     assert texts(store, sid)[-1] == "answer 1"
-    store.unrevert(sid)  # an unrevert brings back the values it cleared
+    store.shaping.unrevert(sid)  # an unrevert brings back the values it cleared
     assert store.instruction_state(sid).values == {"AGENTS.md": "b" * 32}
 
 
 def test_replacing_a_message_text(store: SqlStore, sid: str):
     turn(store, sid, 1)
     answer = store.messages(sid)[-1]
-    store.edit_history(
+    store.shaping.edit_history(
         sid, revision=store.get_session(sid).last_seq, message_id=answer.id, text="better"
     )
     assert texts(store, sid)[-1] == "better" and store.messages(sid)[-1].id == answer.id
     assert [h.session.id for h in store.search("better").hits] == [sid]
     tool_call = store.messages(sid)[1]
     with pytest.raises(UsageError, match="not editable"):
-        store.edit_history(
+        store.shaping.edit_history(
             sid, revision=store.get_session(sid).last_seq, message_id=tool_call.id, text="x"
         )
 
@@ -180,23 +180,27 @@ def test_replacing_a_message_text(store: SqlStore, sid: str):
 def test_artifact_upsert_keeps_identity_and_refreshes_label(
     store: SqlStore, sid: str, clock: FakeClock
 ):
-    first = store.add_artifact(sid, "pull_request", "https://example.com/pr/1", "PR 1", {"n": 1})
+    first = store.shaping.add_artifact(
+        sid, "pull_request", "https://example.com/pr/1", "PR 1", {"n": 1}
+    )
     clock.advance(1000)
-    again = store.add_artifact(sid, "pull_request", "https://example.com/pr/1", "PR #1")
+    again = store.shaping.add_artifact(sid, "pull_request", "https://example.com/pr/1", "PR #1")
     assert again.id == first.id and again.created_ms == first.created_ms
     assert again.label == "PR #1" and again.meta == {"n": 1} and again.updated_ms > first.updated_ms
     assert len(store.artifacts(sid)) == 1
 
 
 def test_artifact_cap_evicts_files_first_oldest_first(store: SqlStore, sid: str, clock: FakeClock):
-    store.add_artifact(sid, "branch", "git:repo#main", "main")
+    store.shaping.add_artifact(sid, "branch", "git:repo#main", "main")
     for i in range(ARTIFACTS_PER_SESSION_CAP - 1):
         clock.advance(1)
-        store.add_artifact(sid, "file", f"file:///f{i:03d}", f"f{i:03d}")
+        store.shaping.add_artifact(sid, "file", f"file:///f{i:03d}", f"f{i:03d}")
     clock.advance(1)
-    store.add_artifact(sid, "commit", "git:repo@abc", "abc")  # 201st: the oldest file goes
+    store.shaping.add_artifact(sid, "commit", "git:repo@abc", "abc")  # 201st: the oldest file goes
     clock.advance(1)
-    store.add_artifact(sid, "pull_request", "https://x/pr/9", "PR 9")  # 202nd: the next file
+    store.shaping.add_artifact(
+        sid, "pull_request", "https://x/pr/9", "PR 9"
+    )  # 202nd: the next file
     kept = store.artifacts(sid, limit=500)
     assert len(kept) == ARTIFACTS_PER_SESSION_CAP
     uris = {a.uri for a in kept}
@@ -207,11 +211,11 @@ def test_artifact_cap_evicts_files_first_oldest_first(store: SqlStore, sid: str,
 def test_artifact_filters_and_reverse_lookup(store: SqlStore, clock: FakeClock):
     a = store.create_session().id
     b = store.create_session().id
-    store.add_artifact(a, "pull_request", "https://x/pr/1", "PR 1")
+    store.shaping.add_artifact(a, "pull_request", "https://x/pr/1", "PR 1")
     clock.advance(5000)
     since = clock.now_ms()
-    store.add_artifact(a, "file", "file:///a.txt", "a.txt")
-    store.add_artifact(b, "pull_request", "https://x/pr/1", "PR 1 again")
+    store.shaping.add_artifact(a, "file", "file:///a.txt", "a.txt")
+    store.shaping.add_artifact(b, "pull_request", "https://x/pr/1", "PR 1 again")
     assert [x.kind for x in store.artifacts(a)] == ["file", "pull_request"]
     assert [x.uri for x in store.artifacts(a, kind="pull_request")] == ["https://x/pr/1"]
     assert [x.uri for x in store.artifacts(a, since_ms=since)] == ["file:///a.txt"]
@@ -219,7 +223,7 @@ def test_artifact_filters_and_reverse_lookup(store: SqlStore, clock: FakeClock):
     assert [x.session_id for x in found] == [b, a]
     assert store.find_artifacts("https://x/pr/2") == []
     with pytest.raises(UsageError):
-        store.add_artifact(a, "Bad Kind", "u", "l")
+        store.shaping.add_artifact(a, "Bad Kind", "u", "l")
     with pytest.raises(NotFoundError):
         store.artifacts("ses_nope")
     store.delete(a)
@@ -230,11 +234,11 @@ def test_reverse_lookup_by_location_and_since(store: SqlStore, clock: FakeClock)
     here = store.create_session(location="/work/here").id
     child = store.create_session(parent_id=here).id  # a child lives where its parent does
     away = store.create_session(location="/work/away").id
-    store.add_artifact(here, "pull_request", "https://x/pr/1", "PR 1")
+    store.shaping.add_artifact(here, "pull_request", "https://x/pr/1", "PR 1")
     clock.advance(5000)
     since = clock.now_ms()
-    store.add_artifact(child, "branch", "git:repo#feature", "feature")
-    store.add_artifact(away, "pull_request", "https://x/pr/1", "PR 1 again")
+    store.shaping.add_artifact(child, "branch", "git:repo#feature", "feature")
+    store.shaping.add_artifact(away, "pull_request", "https://x/pr/1", "PR 1 again")
     at_here = store.find_artifacts(location="/work/here")
     assert [(a.session_id, a.uri) for a in at_here] == [
         (child, "git:repo#feature"), (here, "https://x/pr/1"),
@@ -253,31 +257,31 @@ def test_reverse_lookup_by_location_and_since(store: SqlStore, clock: FakeClock)
 
 
 def test_metadata_merges_by_key_within_its_bound(store: SqlStore, sid: str):
-    assert store.update_metadata(sid, {"a": 1, "b": {"c": 2}}) == {"a": 1, "b": {"c": 2}}
-    assert store.update_metadata(sid, {"a": None, "d": "x"}) == {"b": {"c": 2}, "d": "x"}
+    assert store.shaping.update_metadata(sid, {"a": 1, "b": {"c": 2}}) == {"a": 1, "b": {"c": 2}}
+    assert store.shaping.update_metadata(sid, {"a": None, "d": "x"}) == {"b": {"c": 2}, "d": "x"}
     assert store.metadata(sid) == {"b": {"c": 2}, "d": "x"}
     with pytest.raises(UsageError, match="exceed"):
-        store.update_metadata(sid, {"big": "x" * 70_000})
+        store.shaping.update_metadata(sid, {"big": "x" * 70_000})
     assert store.metadata(sid) == {"b": {"c": 2}, "d": "x"}
     assert [e.event.type for e in store.events(sid)][-2:] == ["metadata.updated"] * 2
 
 
 def test_extension_state_get_set_delete_and_bounds(store: SqlStore, sid: str):
-    store.set_extension_state(sid, "todo-sync", "cursor", {"page": 3})
-    store.set_extension_state(sid, "todo-sync", "seen", [1, 2])
+    store.shaping.set_extension_state(sid, "todo-sync", "cursor", {"page": 3})
+    store.shaping.set_extension_state(sid, "todo-sync", "seen", [1, 2])
     assert store.extension_state(sid, "todo-sync") == {"cursor": {"page": 3}, "seen": [1, 2]}
     assert store.extension_state(sid, "other") == {}
-    assert store.delete_extension_state(sid, "todo-sync", "seen") is True
-    assert store.delete_extension_state(sid, "todo-sync", "seen") is False
+    assert store.shaping.delete_extension_state(sid, "todo-sync", "seen") is True
+    assert store.shaping.delete_extension_state(sid, "todo-sync", "seen") is False
     assert store.extension_state(sid, "todo-sync") == {"cursor": {"page": 3}}
     with pytest.raises(UsageError, match="unsafe"):
-        store.set_extension_state(sid, "../x", "k", 1)
+        store.shaping.set_extension_state(sid, "../x", "k", 1)
     with pytest.raises(UsageError, match="larger"):
-        store.set_extension_state(sid, "x", "k", "y" * 17_000)
+        store.shaping.set_extension_state(sid, "x", "k", "y" * 17_000)
     for i in range(4):
-        store.set_extension_state(sid, "x", f"k{i}", "y" * 16_000)
+        store.shaping.set_extension_state(sid, "x", f"k{i}", "y" * 16_000)
     with pytest.raises(UsageError, match="exceed"):
-        store.set_extension_state(sid, "x", "k9", "y" * 16_000)
+        store.shaping.set_extension_state(sid, "x", "k9", "y" * 16_000)
     types = [e.event.type for e in store.events(sid)]
     assert types.count("extension_state.set") == 7
 
@@ -297,7 +301,7 @@ def test_healing_the_pairing_writes_the_drop_only_heal_back(store: SqlStore, sid
     assert not is_wire_valid(store.messages(sid))
     before = len(store.events(sid))
     revision = store.get_session(sid).last_seq
-    store.edit_history(sid, revision=revision, heal_pairing=True)
+    store.shaping.edit_history(sid, revision=revision, heal_pairing=True)
     messages = store.messages(sid)
     assert orphan.id not in {m.id for m in messages}
     [healed] = [m for m in messages if m.id == twice.id]
@@ -305,9 +309,9 @@ def test_healing_the_pairing_writes_the_drop_only_heal_back(store: SqlStore, sid
     assert [c.id for m in messages for c in m.tool_calls()] == ["c1", "c2", "c3"]  # c3 kept
     assert len(store.events(sid)) == before + 2  # one edit per healed message, one hiding
     with pytest.raises(UsageError, match="already pair"):
-        store.edit_history(sid, revision=store.get_session(sid).last_seq, heal_pairing=True)
+        store.shaping.edit_history(sid, revision=store.get_session(sid).last_seq, heal_pairing=True)
     with pytest.raises(ConflictError):
-        store.edit_history(sid, revision=revision, heal_pairing=True)  # stale
+        store.shaping.edit_history(sid, revision=revision, heal_pairing=True)  # stale
     with pytest.raises(UsageError):
-        store.edit_history(sid, revision=store.get_session(sid).last_seq, heal_pairing=True,
+        store.shaping.edit_history(sid, revision=store.get_session(sid).last_seq, heal_pairing=True,
                            delete_turn="turn_1")  # fmt: skip

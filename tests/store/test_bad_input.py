@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from tests.pg import ADMIN_URL, fresh_database, require_postgres
+from tests.store.helpers import add_message
 from wakeful.errors import ConflictError, MigrationError, NotFoundError, StoreError
 from wakeful.events import SessionCreated, TurnStarted
 from wakeful.messages import assistant
@@ -32,7 +33,7 @@ UNKNOWN_SESSION_CALLS: dict[str, Callable[[SqlStore], object]] = {
     "admit": lambda s: s.admit(NOPE, "i1", "user", {"text": "hi"}),
     "promote": lambda s: s.promote(NOPE, idle=True),
     "append": lambda s: s.append(NOPE, [TurnStarted(turn_id="t")]),
-    "add_message": lambda s: s.add_message(NOPE, assistant("x")),
+    "add_message": lambda s: add_message(s, NOPE, assistant("x")),
     "messages": lambda s: s.messages(NOPE),
     "events": lambda s: s.events(NOPE),
     "log": lambda s: list(s.log(NOPE)),
@@ -51,7 +52,11 @@ UNKNOWN_SESSION_CALLS: dict[str, Callable[[SqlStore], object]] = {
 def state(store: SqlStore) -> tuple[object, ...]:
     """Everything a bad call could have touched, to compare before and after."""
     rows = store.list_sessions(roots_only=False, archived=None).sessions
-    return tuple(rows), tuple(e.id for e in store.events_since(0)), tuple(store.pending("ses_a"))
+    return (
+        tuple(rows),
+        tuple(e.id for e in store.feed.events_since(0)),
+        tuple(store.pending("ses_a")),
+    )
 
 
 @pytest.mark.parametrize("call", UNKNOWN_SESSION_CALLS, ids=str)

@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from tests.pg import fresh_database
+from tests.store.helpers import add_message
 from wakeful.clock import FakeClock
 from wakeful.errors import ClaimLostError
 from wakeful.events import MessageAdded, SessionCreated, ToolCallStarted, TurnEnded
@@ -41,7 +42,7 @@ def test_start_drain_claims_delivers_and_starts_the_turn_in_one_transaction(stor
     assert store.current_claim("ses_a") == Claim(
         "ses_a", "me", start.claim.token, 1, start.claim.lease_until_ms
     )
-    store.add_message("ses_a", assistant("ok"), turn_id="turn_1", claim=fence(start.claim))
+    add_message(store, "ses_a", assistant("ok"), turn_id="turn_1", claim=fence(start.claim))
 
 
 def test_start_drain_with_nothing_to_do_writes_nothing(store: SqlStore):
@@ -77,7 +78,7 @@ def test_start_drain_takes_over_an_orphan_without_promoting(store: SqlStore, clo
     assert [i.input_id for i in store.pending("ses_a")] == ["i2"]
     assert [t.turn_id for t in store.turns("ses_a")] == ["turn_1"]
     with pytest.raises(ClaimLostError):
-        store.add_message("ses_a", assistant("late"), claim=fence(crashed.claim))
+        add_message(store, "ses_a", assistant("late"), claim=fence(crashed.claim))
 
 
 def test_start_drain_over_a_released_claim_with_a_running_call_promotes_nothing(

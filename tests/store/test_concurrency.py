@@ -94,7 +94,7 @@ def finish(proc: subprocess.Popen[bytes], out: Path, timeout_s: float = 60.0) ->
 
 def all_events(store: SqlStore) -> list[StoredEvent]:
     events: list[StoredEvent] = []
-    while batch := store.events_since(events[-1].id if events else 0):
+    while batch := store.feed.events_since(events[-1].id if events else 0):
         events += batch
     return events
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.pg import fresh_database
+from tests.store.helpers import add_message
 from wakeful.clock import FakeClock
 from wakeful.errors import ClaimLostError, ConflictError, NotFoundError, UsageError
 from wakeful.events import (
@@ -179,11 +180,11 @@ def test_seq_is_gap_free_and_global_ids_grow(store: SqlStore):
     store.create_session("ses_a")
     store.create_session("ses_b")
     for i in range(5):
-        store.add_message("ses_a" if i % 2 else "ses_b", assistant(f"x{i}"))
+        add_message(store, "ses_a" if i % 2 else "ses_b", assistant(f"x{i}"))
     for sid in ("ses_a", "ses_b"):
         seqs = [e.seq for e in store.events(sid)]
         assert seqs == list(range(1, len(seqs) + 1))
-    ids = [e.id for e in store.events_since(0)]
+    ids = [e.id for e in store.feed.events_since(0)]
     assert ids == sorted(ids) and len(set(ids)) == len(ids) == 7
 
 
@@ -191,7 +192,7 @@ def test_unknown_session_is_typed(store: SqlStore):
     with pytest.raises(NotFoundError):
         store.get_session("ses_nope")
     with pytest.raises(NotFoundError):
-        store.add_message("ses_nope", assistant("x"))
+        add_message(store, "ses_nope", assistant("x"))
     with pytest.raises(NotFoundError):
         store.messages("ses_nope")
     with pytest.raises(NotFoundError):
@@ -203,12 +204,12 @@ def test_claims_fence_every_write(store: SqlStore, clock):
     first = store.claims.acquire("ses_a", "host:1", lease_ms=1000)
     assert first is not None and first.epoch == 1
     assert store.claims.acquire("ses_a", "host:2", lease_ms=1000) is None
-    store.add_message("ses_a", assistant("ok"), claim=fence(first))
+    add_message(store, "ses_a", assistant("ok"), claim=fence(first))
     clock.advance(1001)
     second = store.claims.acquire("ses_a", "host:2", lease_ms=1000)
     assert second is not None and second.taken_over and second.epoch == 2 and second.attempts == 1
     with pytest.raises(ClaimLostError):
-        store.add_message("ses_a", assistant("stale"), claim=fence(first))
+        add_message(store, "ses_a", assistant("stale"), claim=fence(first))
     with pytest.raises(ClaimLostError):
         store.claims.renew_one(first, 1000)
     assert texts(store, "ses_a") == ["ok"]
@@ -227,20 +228,20 @@ def test_dead_owner_is_taken_over_before_lease_ends(store: SqlStore):
 
 def test_log_replays_after_exclusive_seq(store: SqlStore):
     store.create_session("ses_a")
-    store.add_message("ses_a", assistant("one"))
-    store.add_message("ses_a", assistant("two"))
+    add_message(store, "ses_a", assistant("one"))
+    add_message(store, "ses_a", assistant("two"))
     assert [e.seq for e in store.log("ses_a", after=1)] == [2, 3]
 
 
 def test_log_follow_emits_sync_marker_then_live_events(store: SqlStore):
     store.create_session("ses_a")
-    store.add_message("ses_a", assistant("one"))
+    add_message(store, "ses_a", assistant("one"))
     seen: list[object] = []
     it = store.log("ses_a", follow=True, idle_timeout_s=0.05)
     for item in it:
         seen.append(item)
         if isinstance(item, SyncMarker):
-            store.add_message("ses_a", assistant("two"))
+            add_message(store, "ses_a", assistant("two"))
     kinds = [("sync", s.watermark) if isinstance(s, SyncMarker) else s.seq for s in seen]
     assert kinds == [1, 2, ("sync", 2), 3]
 
@@ -256,9 +257,9 @@ def test_blobs_are_content_addressed_once(store: SqlStore):
 
 def test_fork_copies_messages_and_leaves_parent(store: SqlStore):
     store.create_session("ses_a", title="parent")
-    store.add_message("ses_a", assistant("one"))
-    cut = store.add_message("ses_a", assistant("two")).seq
-    store.add_message("ses_a", assistant("three"))
+    add_message(store, "ses_a", assistant("one"))
+    cut = add_message(store, "ses_a", assistant("two")).seq
+    add_message(store, "ses_a", assistant("three"))
     child = store.fork("ses_a", through_seq=cut)
     assert child.forked_from == "ses_a" and child.fork_seq == cut and child.title == "parent"
     assert texts(store, child.id) == ["one", "two"]
@@ -269,12 +270,12 @@ def test_fork_copies_messages_and_leaves_parent(store: SqlStore):
 
 def test_fork_carries_the_tail_hide_point_at_its_place(store: SqlStore):
     store.create_session("ses_a")
-    first = store.add_message("ses_a", assistant("one"))
+    first = add_message(store, "ses_a", assistant("one"))
     kept = assistant("two")
-    store.add_message("ses_a", kept)
+    add_message(store, "ses_a", kept)
     [tail] = store.append("ses_a", [CompactionTail(hide_before_id=kept.id, through_seq=first.seq,
                                                    hidden=1, input_id="c1")])  # fmt: skip
-    store.add_message("ses_a", assistant("three"))
+    add_message(store, "ses_a", assistant("three"))
     child = store.fork("ses_a")
     assert texts(store, child.id) == ["one", "two", "three"]
     kinds = [(e.event.type, e.seq) for e in store.events(child.id)][1:]  # after the creation
@@ -327,7 +328,7 @@ def test_listing_is_exact_while_the_index_lags(store: SqlStore, clock):
         if action == 0:
             store.admit(sid, f"in_{step}", "user", {"text": str(step)})
         elif action == 1:
-            store.add_message(sid, assistant(str(step)))
+            add_message(store, sid, assistant(str(step)))
         elif action == 2:
             store.set_archived(sid, rng.random() < 0.5)
         else:
@@ -371,7 +372,7 @@ def test_an_update_inside_the_slack_still_moves_a_session_first(store: SqlStore,
     clock.advance(100)
     store.create_session("ses_b")
     clock.advance(400)
-    store.add_message("ses_a", assistant("later"))
+    add_message(store, "ses_a", assistant("later"))
     assert [s.id for s in store.list_sessions().sessions] == ["ses_a", "ses_b"]
     assert [s.id for s in store.list_sessions(limit=1).sessions] == ["ses_a"]
     latest = store.latest_session()
@@ -381,7 +382,7 @@ def test_an_update_inside_the_slack_still_moves_a_session_first(store: SqlStore,
 def test_prune_preview_matches_delete(store: SqlStore, clock):
     store.create_session("ses_old")
     store.create_session("ses_kid", parent_id="ses_old")
-    store.add_message("ses_kid", assistant("x"))
+    add_message(store, "ses_kid", assistant("x"))
     store.put_blob(b"only-old", "ses_old")
     shared = store.put_blob(b"shared", "ses_old")
     clock.advance(100_000)
@@ -396,7 +397,7 @@ def test_prune_preview_matches_delete(store: SqlStore, clock):
     assert gone.to_json() == preview.to_json()
     assert store.find_session("ses_old") is None and store.find_session("ses_kid") is None
     assert store.get_blob(shared) == b"shared"
-    assert store.events_since(0)[0].session_id == "ses_new"
+    assert store.feed.events_since(0)[0].session_id == "ses_new"
 
 
 def test_prune_archive_is_reversible(store: SqlStore, clock):
@@ -428,14 +429,14 @@ def test_turn_and_session_update_projections(store: SqlStore, clock: FakeClock):
 
 def test_message_events_read_back_typed(store: SqlStore):
     store.create_session("ses_a")
-    store.add_message("ses_a", assistant("typed"), turn_id="t1")
+    add_message(store, "ses_a", assistant("typed"), turn_id="t1")
     [ev] = store.events("ses_a", types=["message.added"])
     assert isinstance(ev.event, MessageAdded) and ev.event.turn_id == "t1"
 
 
 def test_fork_takes_a_chosen_id_and_unknown_sessions_have_no_events(store: SqlStore):
     store.create_session("ses_a")
-    store.add_message("ses_a", assistant("one"))
+    add_message(store, "ses_a", assistant("one"))
     child = store.fork("ses_a", new_id="ses_chosen")
     assert child.id == "ses_chosen" and texts(store, "ses_chosen") == ["one"]
     with pytest.raises(NotFoundError):
@@ -570,7 +571,7 @@ def test_summaries_count_what_a_listing_shows(store: SqlStore):
     promote_idle(store, "ses_s", None, start_turn="turn_2")
     store.append("ses_s", [TurnEnded(turn_id="turn_2", outcome="completed")])
     store.admit("ses_s", "c1", "compaction", {"reason": "manual"})  # not a user message
-    store.add_artifact("ses_s", "link", "https://example.com/a", "a")
+    store.shaping.add_artifact("ses_s", "link", "https://example.com/a", "a")
     store.create_session("ses_child", parent_id="ses_s")
     store.create_session("ses_other")
     got = store.session_summaries(["ses_s", "ses_other", "ses_none"])
@@ -578,9 +579,9 @@ def test_summaries_count_what_a_listing_shows(store: SqlStore):
     assert (s.turns, s.child_sessions, s.user_messages, s.artifacts) == (3, 1, 2, 1)
     assert s.first_prompt == "first question in blocks"
     assert got["ses_other"] == got["ses_none"] == SessionSummary()
-    store.revert("ses_s", input_id="i1")  # hides both inputs: nothing the user sent shows
+    store.shaping.revert("ses_s", input_id="i1")  # hides both inputs: nothing the user sent shows
     hidden = store.session_summaries(["ses_s"])["ses_s"]
     assert (hidden.user_messages, hidden.first_prompt) == (0, None)
-    store.unrevert("ses_s")
-    store.revert("ses_s", input_id="i2")
+    store.shaping.unrevert("ses_s")
+    store.shaping.revert("ses_s", input_id="i2")
     assert store.session_summaries(["ses_s"])["ses_s"].user_messages == 1

@@ -148,12 +148,12 @@ def test_the_transcript_view_follows_appends_rewinds_and_edits():
     store.append(sid, [MessageAdded(message=user("two"))])
     assert shown() == ["one", "1", "two"]
     second = store.messages(sid)[1]
-    store.revert(sid, message_id=second.id)
+    store.shaping.revert(sid, message_id=second.id)
     assert shown() == ["one"]
-    store.unrevert(sid)
+    store.shaping.unrevert(sid)
     assert shown() == ["one", "1", "two"]
     last = store.get_session(sid).last_seq
-    store.edit_history(sid, revision=last, message_id=second.id, text="uno")
+    store.shaping.edit_history(sid, revision=last, message_id=second.id, text="uno")
     store.append(sid, [MessageAdded(message=assistant("2"))])
     assert shown() == ["one", "uno", "two", "2"]
     store.close()

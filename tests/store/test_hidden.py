@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.store.helpers import add_message
 from wakeful.events import MessagesHidden
 from wakeful.messages import assistant, user
 from wakeful.store import SqlStore
@@ -11,7 +12,7 @@ def test_hidden_messages_leave_the_transcript_and_search(store: SqlStore) -> Non
     store.create_session("s")
     a, b, c = user("alpha", id="m_a"), assistant("bravo", id="m_b"), user("charlie", id="m_c")
     for m in (a, b, c):
-        store.add_message("s", m)
+        add_message(store, "s", m)
     assert store.last_message_ids("s", 2) == ["m_b", "m_c"]
     assert store.last_message_ids("s", 10) == ["m_a", "m_b", "m_c"]
     store.append("s", [MessagesHidden(message_ids=("m_b",), reason="test")])

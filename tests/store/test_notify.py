@@ -120,7 +120,7 @@ def test_only_admissions_are_announced_on_the_work_channel():
                 seen.append(note.payload)
                 if "ses_old" in seen:
                     break
-            store.wait_for_work(0)  # (the store's own wait listens there too)
+            store.feed.wait_for_work(0)  # (the store's own wait listens there too)
         finally:
             listener.close()
             store.close()

@@ -368,7 +368,7 @@ def test_every_kind_of_message_reads_plain_as_through_the_models_as_stored_or_no
     sid = _fill(store)
     store.append(sid, [MessageAdded(message=m) for m in _messages()])
     replaced = store.messages(sid)[0]  # the system message
-    store.edit_history(sid, revision=store.get_session(sid).last_seq, message_id=replaced.id,
+    store.shaping.edit_history(sid, revision=store.get_session(sid).last_seq, message_id=replaced.id,
                        text="replaced")  # fmt: skip
     store.admit(sid, "in6", "user", {"text": "after the edit"})
     store.promote(sid, idle=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.store.helpers import add_message
 from wakeful.errors import UsageError
 from wakeful.messages import (
     CompactSummaryBlock,
@@ -56,17 +57,17 @@ def ids(page) -> list[str]:
 def test_every_kind_of_content_is_indexed_with_its_message(store: SqlStore):
     sid = store.create_session(title="Parser work").id
     say(store, sid, "Why does the tokenizer choke on unicode?")
-    store.add_message(sid, Message(role="assistant", blocks=(
+    add_message(store, sid, Message(role="assistant", blocks=(
         TextBlock(text="Let me look."),
         ToolCallBlock(id="c1", name="shell", input={"command": "pytest -k lexer", "timeout": 30}),
     )))  # fmt: skip
-    store.add_message(sid, Message(role="user", blocks=(
+    add_message(store, sid, Message(role="user", blocks=(
         ToolResultBlock(call_id="c1", output="FAILED test_lexer_handles_emoji"),
     )))  # fmt: skip
-    store.add_message(sid, Message(role="user", blocks=(
+    add_message(store, sid, Message(role="user", blocks=(
         CompactSummaryBlock(summary="we fixed the grammar", through_seq=3),
     )))  # fmt: skip
-    store.add_message(sid, system("SECRET instruction text"))
+    add_message(store, sid, system("SECRET instruction text"))
     assert indexed(store, sid) == expected(store, sid)
     assert [body for _seq, body in indexed(store, sid)] == [
         "Parser work",
@@ -84,27 +85,27 @@ def test_a_rare_word_finds_its_session_first_and_ranks_by_the_best_message(store
     noise = [store.create_session(title=f"noise {i}").id for i in range(5)]
     for i, sid in enumerate(noise):
         for j in range(4):
-            store.add_message(sid, assistant(f"routine answer {i}.{j} about the build"))
+            add_message(store, sid, assistant(f"routine answer {i}.{j} about the build"))
     deep = store.create_session(title="deep").id
     for j in range(30):
-        store.add_message(deep, assistant(f"filler {j} about the build"))
-    store.add_message(deep, assistant("the culprit was a stale xylophone cache"))
+        add_message(store, deep, assistant(f"filler {j} about the build"))
+    add_message(store, deep, assistant("the culprit was a stale xylophone cache"))
     for j in range(5):
-        store.add_message(deep, assistant(f"more filler {j}"))
+        add_message(store, deep, assistant(f"more filler {j}"))
     [hit] = store.search("xylophone").hits
     assert hit.session.id == deep
     assert "stale xylophone cache" in hit.snippet
     assert store.messages_with_seq(deep)[30][0] == hit.seq
     # A session whose message is all about the word outranks one that mentions it in passing.
     focused = store.create_session().id
-    store.add_message(focused, assistant("build build build"))
+    add_message(store, focused, assistant("build build build"))
     assert ids(store.search("build"))[0] == focused
     assert set(ids(store.search("build", limit=10))) == {*noise, deep, focused}
 
 
 def test_query_words_prefixes_and_case(store: SqlStore):
     sid = store.create_session().id
-    store.add_message(sid, assistant(
+    add_message(store, sid, assistant(
         "Deployment of the café service failed; see foo_bar.log, mail ops@example.org, v3.14"
     ))  # fmt: skip
     assert ids(store.search("deployment")) == [sid]
@@ -144,7 +145,7 @@ def test_pages_filters_and_the_title(store: SqlStore):
 def test_forks_are_indexed_and_deletes_take_their_rows(store: SqlStore):
     sid = store.create_session(title="origin").id
     say(store, sid, "the pelican question")
-    store.add_message(sid, assistant("the pelican answer"))
+    add_message(store, sid, assistant("the pelican answer"))
     fork = store.fork(sid).id
     assert indexed(store, fork) == expected(store, fork)
     assert sorted(ids(store.search("pelican"))) == sorted([sid, fork])
@@ -158,8 +159,8 @@ def test_forks_are_indexed_and_deletes_take_their_rows(store: SqlStore):
 def test_huge_messages_and_nul_characters_index_without_error(store: SqlStore):
     sid = store.create_session().id
     huge = " ".join(f"w{i}" for i in range(200_000))  # well over a tsvector's megabyte
-    store.add_message(sid, assistant("start " + huge))
-    store.add_message(sid, user("nul\x00byte marker"))
+    add_message(store, sid, assistant("start " + huge))
+    add_message(store, sid, user("nul\x00byte marker"))
     [(_seq, body), (_seq2, nul)] = indexed(store, sid)
     assert len(body) <= MAX_INDEXED_CHARS
     assert nul == "nulbyte marker"
@@ -171,7 +172,7 @@ def test_the_backfill_indexes_what_was_written_before_the_index(db_url: str):
     sids = [store.create_session(title=f"old {i}").id for i in range(7)]
     for sid in sids:
         say(store, sid, f"question of {sid}")
-        store.add_message(sid, assistant("an answer about marmots"))
+        add_message(store, sid, assistant("an answer about marmots"))
     before = {sid: indexed(store, sid) for sid in sids}
     with store.backend.transaction(write=True) as tx:  # as if written before migration 7
         tx.run("DELETE FROM search_docs")

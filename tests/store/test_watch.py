@@ -1,4 +1,4 @@
-"""`SqlStore.watch_commits`: what differs between the backends stays behind the store.
+"""`SqlStore.feed.watch_commits`: what differs between the backends stays behind the store.
 
 On PostgreSQL a LISTEN thread calls the watcher (on each NOTIFY, such as the commit of another
 store on the same database here, and at least every quarter second, as the server's hub always
@@ -17,7 +17,7 @@ def test_a_commit_elsewhere_reaches_the_watcher_on_postgres_only(store: SqlStore
     row = store.create_session(title="watched")
     seen = threading.Event()
     before = {t.ident for t in threading.enumerate()}
-    stop = store.watch_commits(seen.set)
+    stop = store.feed.watch_commits(seen.set)
     try:
         other = open_store(db_url)
         try:

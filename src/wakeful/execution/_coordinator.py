@@ -85,7 +85,7 @@ class Coordinator:
         entry = _Active(task=None)  # type: ignore[arg-type]  # the task is set below, once `_run` can see the entry
         # An interrupt requested before this drain began was for an earlier one (or an idle
         # session, a no-op): the store watcher must not apply it here, however late it polls.
-        newest = self.store.last_event_id() if seen is None else seen
+        newest = self.store.feed.last_event_id() if seen is None else seen
         entry.seen_request = newest
         entry.task = asyncio.ensure_future(self._run(session_id, entry, claim, recovered))
         self._active[session_id] = entry
@@ -162,7 +162,9 @@ class Coordinator:
             if not self._active:
                 return
             try:
-                after_id, requests = await asyncio.to_thread(self.store.interrupts_after, after_id)
+                after_id, requests = await asyncio.to_thread(
+                    self.store.feed.interrupts_after, after_id
+                )
             except Exception as err:  # a store fault must not end the watcher: poll again
                 if not failing and not is_transient(err):
                     log.warning("interrupt watcher: %s: %s", type(err).__name__, err)

@@ -11,13 +11,12 @@ A new read an entry point needs is added here (and, when a server could answer i
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
 from pydantic import JsonValue
 
 from ..events import StoredEvent
-from ..store import Artifact, InboxItem, PendingRevert, SessionRow, Store, UsageRecord
+from ..store import Artifact, Feed, InboxItem, PendingRevert, SessionRow, Store, UsageRecord
 
 
 class Reads(Store, Protocol):
@@ -39,33 +38,15 @@ class Reads(Store, Protocol):
         """Sessions with pending inputs or an unreleased claim (what recovery drives)."""
         ...
 
-    def last_event_id(self) -> int:
-        """The id of the instance-wide log's last readable event (0 for an empty store)."""
-        ...
-
-    def last_event_position(self) -> tuple[int, int]:
-        """The `(tx, id)` position of the instance-wide log's last readable event."""
-        ...
-
-    def event_position(self, event_id: int) -> tuple[int, int]:
-        """The position of the event a client's cursor names (see `SqlStore.event_position`)."""
-        ...
-
-    def events_since(
-        self, after_id: int = 0, limit: int = 1000, *, after_tx: int | None = None
-    ) -> list[StoredEvent]:
-        """Durable events of every session after the event `after_id` in the instance-wide
-        log's order (`StoredEvent.position`); see `SqlStore.events_since`."""
+    @property
+    def feed(self) -> Feed:
+        """The instance-wide log: events after a position, the newest position, commit
+        announcements (`store/_feed.py`)."""
         ...
 
     def usage_records(self, since_ms: int | None = None) -> list[UsageRecord]:
         """Every request's recorded usage (at or after `since_ms`), one record per
         `usage.recorded` event (`wakeful.store.usage_report` groups them)."""
-        ...
-
-    def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
-        """Call `on_commit` from another thread when a commit of any process is announced;
-        return the function that stops watching."""
         ...
 
     # -- what shapes a session after the fact (`docs/rewind.md`) ------------------------------

@@ -75,7 +75,7 @@ class ShapingMixin:
         `last_seq` (`ConflictError` otherwise, nothing written)."""
         await self._settle(session_id, wait_s)
         plan = await asyncio.to_thread(
-            self.store.plan_revert, session_id, turn_id=turn_id, input_id=input_id,
+            self.store.shaping.plan_revert, session_id, turn_id=turn_id, input_id=input_id,
             message_id=message_id,
         )  # fmt: skip
         if revision is not None and plan.revision != revision:
@@ -94,7 +94,7 @@ class ShapingMixin:
             completed = completed_before(moves, restored)
             crash_point("rewind.files")
         stored = await asyncio.to_thread(
-            lambda: self.store.revert(
+            lambda: self.store.shaping.revert(
                 session_id, turn_id=plan.turn_id, input_id=plan.input_id,
                 message_id=message_id, revision=plan.revision, files=restored,
             )
@@ -129,7 +129,9 @@ class ShapingMixin:
                 keep=lambda data: self.store.put_blob(data, session_id),
             )  # fmt: skip
             completed = completed_before(moves, restored)
-        stored = await asyncio.to_thread(lambda: self.store.unrevert(session_id, files=restored))
+        stored = await asyncio.to_thread(
+            lambda: self.store.shaping.unrevert(session_id, files=restored)
+        )
         return RewindResult(
             session_id, stored.seq, pending.from_seq, pending.hidden,
             files_restored=tuple(r.path for r in restored), files_completed=completed,
@@ -140,9 +142,9 @@ class ShapingMixin:
         message_id: str | None = None, text: str | None = None, heal_pairing: bool = False,
     ) -> int:  # fmt: skip
         """Delete a turn, replace a message's text, or write the drop-only pairing heal back
-        (`heal_pairing`), guarded by `revision` (see `SqlStore.edit_history`); return the
+        (`heal_pairing`), guarded by `revision` (see `SqlStore.shaping.edit_history`); return the
         session's new revision."""
-        return self.store.edit_history(
+        return self.store.shaping.edit_history(
             session_id, revision=revision, delete_turn=delete_turn, message_id=message_id,
             text=text, heal_pairing=heal_pairing,
         ).seq  # fmt: skip
@@ -152,29 +154,29 @@ class ShapingMixin:
     def add_artifact(
         self, session_id: str, kind: str, uri: str, label: str, meta: JsonValue = None
     ) -> Artifact:
-        """Record an artifact of the session (see `SqlStore.add_artifact`)."""
-        return self.store.add_artifact(session_id, kind, uri, label, meta)
+        """Record an artifact of the session (see `SqlStore.shaping.add_artifact`)."""
+        return self.store.shaping.add_artifact(session_id, kind, uri, label, meta)
 
     def update_metadata(self, session_id: str, patch: dict[str, JsonValue]) -> dict[str, JsonValue]:
         """Merge `patch` into the session's metadata (None removes a key); return the result.
         The `metadata_updated` hook gets the patch and the merged object."""
-        merged = self.store.update_metadata(session_id, patch)
+        merged = self.store.shaping.update_metadata(session_id, patch)
         self._written("metadata_updated", session_id, {"patch": patch, "metadata": merged})
         return merged
 
     def set_extension_state(
         self, session_id: str, namespace: str, key: str, value: JsonValue
     ) -> None:
-        """Store one value under an extension's namespace (see `SqlStore.set_extension_state`);
+        """Store one value under an extension's namespace (see `SqlStore.shaping.set_extension_state`);
         the `extension_state_set` hook gets it."""
-        self.store.set_extension_state(session_id, namespace, key, value)
+        self.store.shaping.set_extension_state(session_id, namespace, key, value)
         self._written("extension_state_set", session_id,
                       {"namespace": namespace, "key": key, "value": value, "deleted": False})  # fmt: skip
 
     def delete_extension_state(self, session_id: str, namespace: str, key: str) -> bool:
         """Remove one extension value; whether there was one (the `extension_state_set` hook
         gets a removal, `value` null and `deleted` true, only when there was)."""
-        found = self.store.delete_extension_state(session_id, namespace, key)
+        found = self.store.shaping.delete_extension_state(session_id, namespace, key)
         if found:
             self._written("extension_state_set", session_id,
                           {"namespace": namespace, "key": key, "value": None, "deleted": True})  # fmt: skip

@@ -111,7 +111,7 @@ def recover(rt: Runtime, claims: list[Claim]) -> tuple[int, dict[str, Recovered]
     """Prepare the drives of `claims` (just taken over): the newest global event id (an
     interrupt requested up to it was for the dead drivers, not for these drains) and the
     batch's healing and continuations (`recover_batch`: one read and one write transaction)."""
-    seen = rt.store.last_event_id()
+    seen = rt.store.feed.last_event_id()
     return seen, recover_batch(rt.store, claims, rt.coordinator.options.max_recovery_attempts)
 
 
@@ -148,7 +148,7 @@ async def run_worker(
     Each session found gets one drive task (at most `concurrency` drain at a time, and at most
     that many claims taken over and waiting); the store is looked at again whenever a drive ends
     or `poll_interval_ms` passes (PostgreSQL: an admission's NOTIFY, from any process, ends the
-    wait early; other sessions' appends do not, `SqlStore.wait_for_work`). A
+    wait early; other sessions' appends do not, `SqlStore.feed.wait_for_work`). A
     session whose drain made no progress (paused, blocked, held elsewhere) is left alone for one
     lease period; one whose drain hit a transient store fault is tried again after the backoff
     (and `once` waits for that retry).
@@ -272,7 +272,9 @@ async def run_worker(
                 if orphans is False:
                     break  # (an orphan's row a paused writer still locks is waited for)
             if change is None or change.done():
-                change = asyncio.ensure_future(asyncio.to_thread(rt.store.wait_for_work, poll_s))
+                change = asyncio.ensure_future(
+                    asyncio.to_thread(rt.store.feed.wait_for_work, poll_s)
+                )
             waiting: set[asyncio.Future[Any]] = {stopper, change, *inflight.values()}
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if change.done() and (err := change.exception()) is not None:

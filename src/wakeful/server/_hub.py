@@ -106,7 +106,7 @@ class Hub:
         CPU than the admission that sent it (docs/server.md, "Benchmark")."""
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
-        self.last_tx, self.last_id = await asyncio.to_thread(self.reads.last_event_position)
+        self.last_tx, self.last_id = await asyncio.to_thread(self.reads.feed.last_event_position)
         self._task = asyncio.create_task(self._run(), name="wakeful-hub")
 
     async def stop(self) -> None:
@@ -129,13 +129,13 @@ class Hub:
     async def subscribe(self, session_id: str | None, *, live: bool = False) -> Subscription:
         """Register a follower; capture the replay watermark only after this returns."""
         if not self._subs:  # idle: the poller stopped advancing, so jump to the log's end
-            newest = await asyncio.to_thread(self.reads.last_event_position)
+            newest = await asyncio.to_thread(self.reads.feed.last_event_position)
             if not self._subs:  # still nobody whose position that jump could skip
                 self.last_tx, self.last_id = max((self.last_tx, self.last_id), newest)
         sub = Subscription(session_id, live, asyncio.Queue(self.max_queue))
         self._subs.add(sub)
         if self._unwatch is None and self._task is not None:
-            self._unwatch = self.reads.watch_commits(self._committed)
+            self._unwatch = self.reads.feed.watch_commits(self._committed)
         self.stats.subscribers = len(self._subs)
         self.stats.peak_subscribers = max(self.stats.peak_subscribers, len(self._subs))
         self._wake.set()
@@ -186,7 +186,7 @@ class Hub:
                 continue
             self.stats.polls += 1
             batch = await asyncio.to_thread(
-                functools.partial(self.reads.events_since, self.last_id, self.batch,
+                functools.partial(self.reads.feed.events_since, self.last_id, self.batch,
                                   after_tx=self.last_tx)
             )  # fmt: skip
             for ev in batch:

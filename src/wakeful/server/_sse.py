@@ -180,9 +180,9 @@ async def instance_log(call: Call[LogQuery, Any]) -> Any:
     state: ServerState = call.state
     limit = call.query.limit
     src = _Source(
-        fetch=lambda at: state.reads.events_since(at[1], limit, after_tx=at[0]),
+        fetch=lambda at: state.reads.feed.events_since(at[1], limit, after_tx=at[0]),
         key=lambda ev: ev.id, pos=lambda ev: ev.position,
-        watermark=state.reads.last_event_position, resolve=state.reads.event_position,
+        watermark=state.reads.feed.last_event_position, resolve=state.reads.feed.event_position,
         sync_field="id", gap_free=False,
     )  # fmt: skip
     return await _response(state, src, None, call)

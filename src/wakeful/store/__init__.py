@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ._batch import RecoveryView
     from ._claims import fence
     from ._faults import Outage, is_transient
+    from ._feed import Feed
     from ._filemap import DirectoryFileMap, FileMap, FileMapNames, file_map_store
     from ._inbox import sent_message_id
     from ._media import blob_digest, media_refs
@@ -73,6 +74,7 @@ _LAZY = {
     "RecoveryView": "wakeful.store._batch",
     "fence": "wakeful.store._claims",
     "Outage": "wakeful.store._faults",
+    "Feed": "wakeful.store._feed",
     "DirectoryFileMap": "wakeful.store._filemap",
     "FileMap": "wakeful.store._filemap",
     "FileMapNames": "wakeful.store._filemap",
@@ -167,6 +169,7 @@ __all__ = [
     "Delivered",
     "DirectoryFileMap",
     "DrainStart",
+    "Feed",
     "FileMap",
     "FileMapNames",
     "InboxItem",

@@ -10,7 +10,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._ids import new_input_id, new_session_id
@@ -18,14 +18,13 @@ from ..clock import Clock, SystemClock
 from ..errors import ConflictError, NotFoundError, StoreError, UsageError
 from . import _inbox, _retention, _search
 from ._append import ClaimToken, append_events, put_blob_in, put_blobs_in
-from ._artifacts import ArtifactsMixin
 from ._backend import Backend, Tx, iter_chunks
 from ._batch import BatchMixin
 from ._claims import Claims, demote_stale
+from ._feed import Feed
 from ._idle import IdleMixin
 from ._listing import LIST_SLACK_MS
 from ._media import externalize
-from ._meta import MetaMixin
 from ._reads import ReadsMixin, events_in, plain_events_in
 from ._records import (
     ROW_COLS,
@@ -40,9 +39,9 @@ from ._records import (
     SyncMarker,
     session_row,
 )
-from ._rewind import RewindMixin
 from ._schedules import Schedules
 from ._sessions import get_row, insert_session
+from ._shaping import Shaping
 from ._unit import SqlSessionRead, SqlSessionWrite, session_read, session_write
 from ._usage import UsageMixin
 
@@ -58,6 +57,8 @@ if TYPE_CHECKING:
         StoredEvent,
     )
     from ..messages import Message
+    from ._artifacts import Artifact
+    from ._rewind import PendingRevert
 
 _NOT_YET = UsageError("not admitted yet")  # `admit_together`'s place holder
 
@@ -78,66 +79,9 @@ def _no_session(session_id: str) -> NotFoundError:
 _E = TypeVar("_E", bound="StoredEvent | PlainEvent")  # what a log yields: models or plain bodies
 
 
-@dataclass(frozen=True, slots=True)
-class _OrderedSql:
-    """The instance-wide log's reads for one backend (docs/store.md, "Instance-wide order")."""
-
-    since: str
-    since_known: str
-    last: str
-    interrupts: str
-
-
-# The horizon: the oldest transaction still running in the reading snapshot, leaving out those
-# known not to write events: another database's (without this, any long transaction elsewhere
-# on the server would hold the follow back) and autovacuum's (an ANALYZE holds an xid while it
-# runs, and would hold the follow back as long). A backend's `backend_xid` is a 32-bit xid: running xids lie within 2^31 of each other, so it
-# names one.
-_BELOW_XMIN = (
-    "tx < COALESCE((SELECT min(x) FROM pg_snapshot_xip(pg_current_snapshot()) x "
-    "WHERE mod(x::text::bigint, 4294967296) NOT IN (SELECT a.backend_xid::text::bigint FROM "
-    "pg_stat_activity a WHERE a.backend_xid IS NOT NULL AND (a.backend_type = "
-    "'autovacuum worker' OR a.datid <> (SELECT d.oid FROM pg_database d "
-    "WHERE d.datname = current_database())))), "
-    "pg_snapshot_xmax(pg_current_snapshot()))"
-)
-_COLUMNS = "id, session_id, seq, at_ms, data"
-_ORDERED = {
-    # One writer at a time: ids commit in id order.
-    "sqlite": _OrderedSql(
-        since=f"SELECT {_COLUMNS}, 0 FROM events WHERE id > ? ORDER BY id LIMIT ?",
-        since_known="",
-        last="SELECT 0, MAX(id) FROM events",
-        interrupts="SELECT id, session_id FROM events WHERE id > ? AND id <= ? "
-        "AND type = 'session.interrupt_requested' ORDER BY id",
-    ),
-    # (tx, id) order, only below the snapshot's xmin: no transaction can commit behind it.
-    "postgres": _OrderedSql(
-        since=f"SELECT {_COLUMNS}, tx::text::bigint FROM events WHERE (tx, id) > "
-        "(COALESCE((SELECT c.tx FROM events c WHERE c.id = ?), '0'::xid8), ?) "
-        f"AND {_BELOW_XMIN} ORDER BY tx, id LIMIT ?",
-        since_known=f"SELECT {_COLUMNS}, tx::text::bigint FROM events WHERE (tx, id) > "
-        f"((?::text)::xid8, ?) AND {_BELOW_XMIN} ORDER BY tx, id LIMIT ?",
-        last=f"SELECT tx::text::bigint, id FROM events WHERE {_BELOW_XMIN} "
-        "ORDER BY tx DESC, id DESC LIMIT 1",
-        interrupts="SELECT id, session_id FROM events WHERE (tx, id) > "
-        "(COALESCE((SELECT c.tx FROM events c WHERE c.id = ?), '0'::xid8), ?) "
-        "AND (tx, id) <= ((?::text)::xid8, ?) AND type = 'session.interrupt_requested' "
-        "ORDER BY tx, id",
-    ),
-}
-
-
-def _ordered(kind: str) -> _OrderedSql:
-    return _ORDERED[kind]
-
-
 class SqlStore(
     ReadsMixin,
     BatchMixin,
-    RewindMixin,
-    ArtifactsMixin,
-    MetaMixin,
     IdleMixin,
     UsageMixin,
 ):
@@ -148,7 +92,13 @@ class SqlStore(
         self.clock: Clock = clock or SystemClock()
         self.claims = Claims(backend, self.clock)
         """Claims and the workers' placement notes (`store/_claims.py`)."""
+        self.feed = Feed(backend)
+        """The instance-wide log (`store/_feed.py`)."""
+        """Claims and the workers' placement notes (`store/_claims.py`)."""
         self.schedules = Schedules(backend, self.clock, self._admit_here)
+        """The schedules and their fires (`store/_schedules.py`)."""
+        self.shaping = Shaping(backend, self.clock)
+        """Rewind, history edits, metadata, extension state, artifacts (`store/_shaping.py`)."""
         """The schedules and their fires (`store/_schedules.py`)."""
         _search.backfill(backend, _inbox.transcript_in)  # once, after the index's migration
 
@@ -252,74 +202,43 @@ class SqlStore(
             )
         return [session_row(r) for r in rows]
 
+    # -- what the surfaces read of the shaping writes (`self.shaping`) ------------------------
+
+    def pending_revert(self, session_id: str) -> PendingRevert | None:
+        """The session's revert still pending (undoable), if any."""
+        return self.shaping.pending_revert(session_id)
+
+    def live_compactions(self, session_id: str) -> list[StoredEvent]:
+        """The `compaction.ended` events a rewind or history edit has not hidden."""
+        return self.shaping.live_compactions(session_id)
+
+    def metadata(self, session_id: str) -> dict[str, JsonValue]:
+        """The session's metadata; `NotFoundError` for an unknown session."""
+        return self.shaping.metadata(session_id)
+
+    def extension_state(self, session_id: str, namespace: str) -> dict[str, JsonValue]:
+        """The session's extension state in `namespace`, by key."""
+        return self.shaping.extension_state(session_id, namespace)
+
+    def artifacts(
+        self, session_id: str, *, kind: str | None = None, since_ms: int | None = None,
+        limit: int | None = None,
+    ) -> list[Artifact]:  # fmt: skip
+        """The session's artifacts, newest update first (`Shaping.artifacts`)."""
+        return self.shaping.artifacts(session_id, kind=kind, since_ms=since_ms, limit=limit)
+
+    def find_artifacts(
+        self, uri: str | None = None, *, kind: str | None = None, since_ms: int | None = None,
+        location: str | None = None, limit: int | None = 100,
+    ) -> list[Artifact]:  # fmt: skip
+        """Artifacts across sessions by `uri` or `location` (`Shaping.find_artifacts`)."""
+        return self.shaping.find_artifacts(
+            uri, kind=kind, since_ms=since_ms, location=location, limit=limit
+        )
+
     def current_claim(self, session_id: str) -> Claim | None:
         """The session's unreleased claim, or None (a historical record, not proof of life)."""
         return self.claims.current(session_id)
-
-    def wait_for_change(self, timeout_s: float) -> None:
-        """Block until another writer may have committed something, or `timeout_s` passes
-        (PostgreSQL: LISTEN; SQLite: one poll interval)."""
-        self.backend.wait_for_change(timeout_s)
-
-    def wait_for_work(self, timeout_s: float) -> None:
-        """Block until another process may have admitted input (what makes a session
-        startable), or `timeout_s` passes (PostgreSQL: LISTEN on the admissions' channel, so
-        appends to sessions do not wake a worker; SQLite: one poll interval)."""
-        self.backend.wait_for_work(timeout_s)
-
-    def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
-        """Call `on_commit` from another thread whenever a commit of any process is announced
-        (PostgreSQL's NOTIFY; SQLite announces nothing, so it is never called and readers
-        poll); return the function that stops watching (it waits for the watcher to end)."""
-        return self.backend.watch_commits(on_commit)
-
-    def interrupt_requested(self, session_id: str, after_seq: int) -> bool:
-        """Whether an interrupt was requested in the session's log after `after_seq`."""
-        with self.backend.transaction(write=False) as tx:
-            row = tx.one(
-                "SELECT 1 FROM events WHERE session_id = ? AND seq > ? "
-                "AND type = 'session.interrupt_requested' LIMIT 1",
-                (session_id, after_seq),
-            )
-        return row is not None
-
-    def last_event_id(self) -> int:
-        """The id of the instance-wide log's last readable event (0 for an empty store)."""
-        return self.last_event_position()[1]
-
-    def last_event_position(self) -> tuple[int, int]:
-        """The `(tx, id)` position of the instance-wide log's last readable event ((0, 0) for an
-        empty store): every event before it is readable now, every later one comes after it."""
-        with self.backend.transaction(write=False) as tx:
-            row = tx.one(_ordered(self.backend.kind).last)
-        return (int(row[0]), int(row[1])) if row and row[1] is not None else (0, 0)
-
-    def event_position(self, event_id: int) -> tuple[int, int]:
-        """The position of the event a client's cursor `event_id` names; for an event no longer
-        stored (its session deleted), `(0, event_id)`, which may repeat events, never skip."""
-        if event_id <= 0 or self.backend.kind != "postgres":
-            return (0, event_id)
-        with self.backend.transaction(write=False) as tx:
-            row = tx.one("SELECT tx::text::bigint FROM events WHERE id = ?", (event_id,))
-        return (0 if row is None else int(row[0]), event_id)
-
-    def interrupts_after(self, after_id: int) -> tuple[int, list[tuple[int, str]]]:
-        """Interrupt requests after the event `after_id` in the instance-wide log as
-        (id, session), and the id of the log's last readable event (the next `after_id`).
-
-        One cheap query per poll serves every session a process drives: it reads only the
-        events committed since the previous poll.
-        """
-        top_tx, top = self.last_event_position()
-        if top == 0:
-            return after_id, []
-        with self.backend.transaction(write=False) as tx:
-            rows = tx.all(
-                _ordered(self.backend.kind).interrupts,
-                (after_id, after_id, top_tx, top) if self.backend.kind == "postgres"
-                else (after_id, top),
-            )  # fmt: skip
-        return top, [(int(r[0]), r[1]) for r in rows]
 
     # -- events -----------------------------------------------------------------------------
 
@@ -343,43 +262,11 @@ class SqlStore(
                 put_blobs_in(tx, blobs, session_id, now_ms)
             return stored
 
-    def add_message(
-        self, session_id: str, message: Message, *, turn_id: str | None = None,
-        claim: ClaimToken | None = None,
-    ) -> StoredEvent:  # fmt: skip
-        """Append one transcript message."""
-        from ..events import MessageAdded
-
-        return self.append(session_id, [MessageAdded(message=message, turn_id=turn_id)], claim)[0]
-
     def events(
         self, session_id: str, after: int = 0, limit: int | None = None, types: Sequence[str] = ()
     ) -> list[StoredEvent]:
         """Durable events of a session with `seq > after`, in order (optionally of some types)."""
         return self._session_events(events_in, session_id, after, limit, types)
-
-    def events_since(
-        self, after_id: int = 0, limit: int = 1000, *, after_tx: int | None = None
-    ) -> list[StoredEvent]:
-        """Durable events of every session after the event `after_id` in the instance-wide
-        log's order (`StoredEvent.position`; id order on SQLite), only those no transaction can
-        still precede: read again after the last one returned, nothing is skipped or repeated.
-        `after_tx` is that event's `tx` when the caller knows it (it saves a lookup and survives
-        the event's deletion); otherwise it is looked up (`event_position`)."""
-        from ..events import StoredEvent, load_event
-
-        q = _ordered(self.backend.kind)
-        with self.backend.transaction(write=False) as tx:
-            if self.backend.kind != "postgres":
-                rows = tx.all(q.since, (after_id, limit))
-            elif after_tx is None:
-                rows = tx.all(q.since, (after_id, after_id, limit))
-            else:
-                rows = tx.all(q.since_known, (after_tx, after_id, limit))
-        return [
-            StoredEvent(int(r[0]), r[1], int(r[2]), int(r[3]), load_event(r[4]), int(r[5]))
-            for r in rows
-        ]
 
     def high_water(self, session_id: str) -> int:
         """The session's newest `seq` (its change counter); `NotFoundError` if unknown."""
@@ -460,7 +347,7 @@ class SqlStore(
         at: list[int | None] = [after_id, None]  # (id, tx) of the last event read
 
         def fetch(_last: int) -> list[StoredEvent]:
-            batch = self.events_since(int(at[0] or 0), after_tx=at[1])
+            batch = self.feed.events_since(int(at[0] or 0), after_tx=at[1])
             if batch:
                 at[:] = [batch[-1].id, batch[-1].tx]
             return batch
