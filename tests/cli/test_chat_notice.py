@@ -60,3 +60,34 @@ async def test_ctrl_c_on_a_running_turn_shows_the_interrupting_notice(tmp_path: 
     assert view.notices[-1] == "press Ctrl-C again or Ctrl-D to leave"  # the turn has ended
     assert chat.ctrl_c() is True  # armed: a second one leaves
     await rt.aclose()
+
+
+async def test_model_and_agent_switch_inside_the_chat(tmp_path: Path) -> None:
+    """Issue 37 item 30: `/model` and `/agent` show what the session runs with and switch it
+    from the next turn (`Runtime.switch`: checked first, a recorded `session.updated`); a
+    request after the switch is asked of the new model. On main both were unknown commands."""
+    rules = [{"match": ".", "replies": [{"text": "from A"}]}]
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps({"rules": rules}))
+    second.write_text(json.dumps({"rules": [{"match": ".", "replies": [{"text": "from B"}]}]}))
+    rt = Runtime(str(tmp_path / "s.db"), model=f"scripted:{first}", workspace=tmp_path)
+    said: list[str] = []
+    view = Recorded()
+    view.say = said.append  # type: ignore[method-assign]
+    chat = Chat(rt, view)
+    await chat.handle("/agent plan")  # before anything is stored: the new session takes it
+    [turn] = await rt.run("one", session_id=chat.sid)
+    assert turn.final_text == "from A" and rt.store.get_session(chat.sid).agent == "plan"
+    await chat.handle("/model")
+    assert said[-1] == f"model: scripted:{first}"
+    await chat.handle(f"/model scripted:{second}")
+    assert said[-1] == f"model: scripted:{first} → scripted:{second}"
+    await chat.handle("/agent nope")
+    assert "nope" in said[-1] and rt.store.get_session(chat.sid).agent == "plan"  # unchanged
+    await chat.handle("/agent build")
+    [turn] = await rt.run("two", session_id=chat.sid)
+    assert turn.final_text == "from B"
+    row = rt.store.get_session(chat.sid)
+    assert (row.model, row.agent) == (f"scripted:{second}", "build")
+    assert rt.store.receipts(chat.sid)[-1].model == f"scripted:{second}"
+    await rt.aclose()

@@ -24,7 +24,7 @@ from prompt_toolkit.utils import is_dumb_terminal
 from ..errors import UsageError, WakefulError
 from ..events import Decision
 from ..execution import Runtime
-from ..runner import AskResult, LiveEvent, preview
+from ..runner import AskResult, LiveEvent, preview, resolve_agent
 from ..store import SessionRow, new_session_id
 from ._approve import ANSWERS
 from ._chat_view import PipeView, TtyView, View
@@ -35,7 +35,8 @@ HELP = (
     "Enter sends · Alt-Enter or a trailing \\ adds a line · typing while it works steers\n"
     "/resume [ID|WORDS]  pick a session   /sessions  list   /new  another   /fork  fork this one\n"
     "/queue TEXT  after the turn   /compact  compact now   /help   /quit  (Ctrl-C stops a turn)\n"
-    "/approve [CALL]  /always [CALL]  /deny [CALL]  decide on a call the session waits on"
+    "/approve [CALL]  /always [CALL]  /deny [CALL]  decide on a call the session waits on\n"
+    "/model [SPEC]  /agent [NAME]  show or switch (from the next turn)"
 )
 PICK_LIMIT = 15
 SWITCHING = ("/new", "/fork", "/resume")  # commands a running turn refuses
@@ -138,6 +139,8 @@ class Chat:
             "/sessions": self._sessions, "/resume": self._resume, "/compact": self._compact,
             "/queue": self._queue, "/approve": lambda r: self._decide(r, "allow"),
             "/always": lambda r: self._decide(r, "always"), "/deny": lambda r: self._decide(r, "deny"),
+            "/model": lambda r: self._switch_to("model", r),
+            "/agent": lambda r: self._switch_to("agent", r),
         }  # fmt: skip
         action = actions.get(command)
         if action is None:
@@ -170,6 +173,31 @@ class Chat:
         finally:
             self.question = None
             self.view.notice(None)
+
+    def _switch_to(self, what: str, value: str) -> None:
+        """`/model [SPEC]`, `/agent [NAME]`: without a value, say which one the session runs
+        with; with one, switch to it from the next turn (`Runtime.switch`; a session not
+        stored yet is created with it). A turn running now finishes as it began."""
+        row = self.rt.reads.find_session(self.sid)
+        current = (row.model if what == "model" else row.agent) if row is not None else None
+        current = current or (self.rt.model if what == "model" else self.rt.agent_name)
+        if not value:
+            self.view.say(f"{what}: {_plain(current)}")
+            return
+        try:
+            if row is not None:
+                self.rt.switch(self.sid, **{what: value})
+            elif what == "model":
+                self.rt.check_model(value)
+                self.rt.model = value
+            else:
+                resolve_agent(value, self.rt.config, list(self.rt.toolbox.registered))
+                self.rt.agent_name = value
+        except WakefulError as err:
+            self.view.say(str(err))
+            return
+        later = " (from the next turn)" if self.busy() else ""
+        self.view.say(f"{what}: {_plain(current)} → {_plain(value)}{later}")
 
     def _decide(self, rest: str, decision: str) -> None:
         """`/approve`, `/always`, `/deny` [CALL]: decide on a call the session waits on (one

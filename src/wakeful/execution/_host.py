@@ -22,6 +22,8 @@ from ._owner import current_owner
 if TYPE_CHECKING:
     from ..events import SessionEvent, StoredEvent
     from ._coordinator import Coordinator
+    from ._place import Place
+    from ._toolbox import Toolbox
 
 HOST_EVENT_TYPES = frozenset({"message.added", "work_state.updated", "usage.recorded"})
 
@@ -31,6 +33,12 @@ class HostMixin:
 
     store: SqlStore
     coordinator: Coordinator
+    toolbox: Toolbox
+
+    if TYPE_CHECKING:  # the `Runtime`'s own
+
+        def place(self, location: str | None) -> Place: ...
+        def check_model(self, spec: str, place: Place | None = None) -> None: ...
 
     def append_events(
         self, session_id: str, events: Sequence[SessionEvent], *, blobs: Sequence[bytes] = ()
@@ -86,4 +94,25 @@ class HostMixin:
             raise UsageError("the title is empty")
         self.store.get_session(session_id)  # NotFoundError before anything is written
         self.store.append(session_id, [SessionUpdated(title=clean)])
+        return self.store.get_session(session_id)
+
+    def switch(
+        self, session_id: str, *, model: str | None = None, agent: str | None = None
+    ) -> SessionRow:
+        """Run the session with another model or agent from its next turn (a recorded
+        `session.updated`; `wakeful chat`'s `/model` and `/agent`). Both are checked at the
+        session's location first: a model that cannot be built, an unknown agent, is a
+        `UsageError` and nothing is written. Returns the session's row."""
+        from ..events import SessionUpdated
+        from ..runner import resolve_agent
+
+        if model is None and agent is None:
+            raise UsageError("give a model or an agent to switch to")
+        row = self.store.get_session(session_id)  # NotFoundError before anything is written
+        place = self.place(row.location)
+        if model is not None:
+            self.check_model(model, place)
+        if agent is not None:
+            resolve_agent(agent, place.config, list(self.toolbox.registered))
+        self.store.append(session_id, [SessionUpdated(model=model, agent=agent)])
         return self.store.get_session(session_id)
