@@ -14,12 +14,11 @@ is written for them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 from acp import PROTOCOL_VERSION, Client, RequestError
 from acp.schema import (
@@ -49,7 +48,7 @@ from acp.schema import (
 
 from .. import __version__
 from ..errors import NotFoundError, UsageError, WakefulError
-from ..execution import Runtime
+from ..execution import Runtime, off_loop
 from ..runner import TurnResult, resolve_agent
 from ..store import SessionRow
 from . import _options, _updates
@@ -58,16 +57,17 @@ from ._prompt import PromptBlock, payload
 
 log = logging.getLogger("wakeful.acp")
 T = TypeVar("T")
+P = ParamSpec("P")
 # The editor's MCP servers are not connected: a session's tools come from its location's
 # configuration (`[mcp.servers]`, docs/mcp.md), the same wherever it is driven.
 McpServer: TypeAlias = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
 
 
-async def _call(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+async def _call(fn: Callable[P, T], *args: P.args, **kw: P.kwargs) -> T:
     """A store call in a worker thread (never on the loop the updates go out from); a wakeful
     error a user caused becomes the JSON-RPC error the editor shows."""
     try:
-        return await asyncio.to_thread(fn, *args, **kw)
+        return await off_loop(fn, *args, **kw)
     except NotFoundError as err:
         raise RequestError(-32002, str(err), {"error": "not_found"}) from None
     except UsageError as err:
@@ -226,7 +226,7 @@ class WakefulAgent:
     ) -> ListSessionsResponse:
         """Top-level sessions newest first (one store page), those living at `cwd` when given."""
         page = await _call(self.runtime.reads.list_sessions, cursor=cursor)
-        where = await asyncio.to_thread(_resolved, cwd) if cwd else None
+        where = await off_loop(_resolved, cwd) if cwd else None
         return ListSessionsResponse(
             sessions=[
                 SessionInfo(
@@ -304,9 +304,8 @@ class WakefulAgent:
         if driver is not None:
             driver.cancelled.set()
         try:
-            if await asyncio.to_thread(self.runtime.busy, session_id):
-                # on the loop: it sets the local drain's interrupt event (not thread-safe)
-                self.runtime.interrupt(session_id)
+            # its store calls off the loop; the local drain's interrupt event set on it
+            await self.runtime.ainterrupt(session_id)
         except WakefulError:  # an unknown session: nothing runs, nothing to stop
             log.debug("cancel of unknown session %s", session_id)
 

@@ -32,7 +32,7 @@ from acp.schema import (
 )
 
 from ..events import ApprovalRequested
-from ..execution import Durable, EventStream, ReasoningChunk, Runtime, TextChunk, TurnEnd
+from ..execution import Durable, EventStream, ReasoningChunk, Runtime, TextChunk, TurnEnd, off_loop
 from ..runner import TurnResult
 from . import _updates
 
@@ -75,7 +75,7 @@ class Driver:
                     await self._ran(await self.runtime.drive(self.session_id))
                     await self._drive([], ask)
                 else:
-                    await self._drive(await asyncio.to_thread(admit), ask)
+                    await self._drive(await off_loop(admit), ask)
             finally:
                 forward.cancel()
                 await asyncio.gather(forward, return_exceptions=True)
@@ -84,7 +84,7 @@ class Driver:
     async def _drive(self, inputs: list[str], ask: bool) -> None:
         rt, sid = self.runtime, self.session_id
         while not self.cancelled.is_set():
-            waiting = await asyncio.to_thread(rt.approvals, sid) if ask else []
+            waiting = await off_loop(rt.approvals, sid) if ask else []
             if waiting:
                 decided = await self._ask(waiting)
                 if decided is None:
@@ -139,7 +139,7 @@ class Driver:
             decision = await self._question(request)
             if decision is None:
                 return None
-            sent = await asyncio.to_thread(
+            sent = await off_loop(
                 self.runtime.approve, self.session_id, request.call_id, decision, resume=False
             )
             decided.append(sent.input_id)

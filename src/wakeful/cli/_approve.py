@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ..events import ApprovalRequested, Decision
-from ..execution import Runtime
+from ..execution import Runtime, off_loop
 from ..runner import AskResult, TurnResult, preview
 from ._common import EXIT_CODES, ID, db_option, format_option, print_json, printable
 
@@ -140,7 +140,7 @@ def approve(session: str, call: str | None, deny: bool, always: bool, no_wake: b
 async def _drive(rt: Runtime, session: str, input_id: str) -> tuple[list[TurnResult], Any]:
     try:
         turns = await rt.drive_input(session, input_id)
-        mine = await asyncio.to_thread(rt.input_outcome, session, input_id)
+        mine = await off_loop(rt.input_outcome, session, input_id)
         return turns, next((t for t in turns if mine and t.turn_id == mine.turn_id), mine)
     finally:
         await rt.aclose()

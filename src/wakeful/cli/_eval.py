@@ -35,6 +35,7 @@ def eval_(suite: Path, junit: Path | None, baseline: Path | None, save: Path | N
     """Run an eval suite against its models and report per model."""
     import json
 
+    from ..execution import off_loop
     from ..replay import compare, junit_xml, load_baseline, load_suite, report, run_suite
 
     before = load_baseline(baseline) if baseline is not None else None  # before any writing
@@ -43,7 +44,7 @@ def eval_(suite: Path, junit: Path | None, baseline: Path | None, save: Path | N
 
     async def main() -> dict[str, Any]:
         try:
-            loaded = await asyncio.to_thread(load_suite, runtime.store, suite)
+            loaded = await off_loop(load_suite, runtime.store, suite)
             view = await run_suite(runtime, loaded, progress=bar.advance if bar else None)
             return report(view)
         finally:

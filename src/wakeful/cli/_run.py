@@ -13,7 +13,7 @@ import click
 
 from ..errors import LocationUnavailableError, UsageError, WakefulError
 from ..events import ApprovalRequested
-from ..execution import Runtime
+from ..execution import Runtime, off_loop
 from ..runner import TurnResult
 from ._approve import approve_hint, terminal_ask
 from ._common import (
@@ -79,7 +79,8 @@ async def _drive(
         if prompt is None:
             work = asyncio.ensure_future(rt.resume(session_id))
         else:
-            input_id = rt.send(prompt, session_id=session_id, resume=False).input_id
+            sent = await off_loop(rt.send, prompt, session_id=session_id, resume=False)
+            input_id = sent.input_id
             work = asyncio.ensure_future(rt.drive_input(session_id, input_id))
         try:
             turns = await work
@@ -89,7 +90,7 @@ async def _drive(
             raise click.exceptions.Abort from None
         if input_id is None:
             return turns, None
-        mine = await asyncio.to_thread(rt.input_outcome, session_id, input_id)
+        mine = await off_loop(rt.input_outcome, session_id, input_id)
         return turns, next((t for t in turns if mine and t.turn_id == mine.turn_id), mine)
     finally:
         if spinner is not None and renderer is not None:

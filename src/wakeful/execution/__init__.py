@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     )
     from ._hooks import HOOK_KINDS, Hook, HookEvent, HookKind, Hooks
     from ._move import existing_location
-    from ._off_loop import off_loop
+    from ._off_loop import off_loop, wait_off_loop
     from ._owner import current_owner, owner_is_dead
     from ._place import Place
     from ._projection import session_context
@@ -53,6 +53,7 @@ _LAZY = {
     "Place": "wakeful.execution._place",
     "off_loop": "wakeful.execution._off_loop",
     "session_context": "wakeful.execution._projection",
+    "wait_off_loop": "wakeful.execution._off_loop",
     "Reads": "wakeful.execution._reads",
     "ReasoningChunk": "wakeful.execution._event_stream",
     "RewindResult": "wakeful.execution._rewind",
@@ -132,4 +133,5 @@ __all__ = [
     "run_worker",
     "session_context",
     "schedule_time",
+    "wait_off_loop",
 ]

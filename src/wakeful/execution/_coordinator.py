@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ from ..errors import NotFoundError
 from ..store import Claim, SqlStore, is_transient
 from ._drain import STOP_OUTCOMES, DrainOptions, DrainResult, drain
 from ._leases import LeaseKeeper
+from ._off_loop import off_loop
 from ._port import SessionSetup
 from ._recovery import Recovered
 
@@ -34,6 +36,11 @@ log = logging.getLogger("wakeful.coordinator")
 
 class SessionNotFoundError(NotFoundError):
     """The session to interrupt or wake does not exist."""
+
+
+# A drain's `seen_request` until it has read the newest event id (`Coordinator.wake`): above
+# every request id, so the watcher applies none to it before then.
+_UNREAD = sys.maxsize
 
 
 @dataclass
@@ -85,12 +92,13 @@ class Coordinator:
         entry = _Active(task=None)  # type: ignore[arg-type]  # the task is set below, once `_run` can see the entry
         # An interrupt requested before this drain began was for an earlier one (or an idle
         # session, a no-op): the store watcher must not apply it here, however late it polls.
-        newest = self.store.feed.last_event_id() if seen is None else seen
-        entry.seen_request = newest
+        # Unknown here (`seen` None), the drain reads the newest id off the loop as it starts
+        # (`_run`); until then the watcher applies nothing to it.
+        entry.seen_request = _UNREAD if seen is None else seen
         entry.task = asyncio.ensure_future(self._run(session_id, entry, claim, recovered))
         self._active[session_id] = entry
         if self._watcher is None or self._watcher.done():
-            self._watcher = asyncio.ensure_future(self._watch(newest))
+            self._watcher = asyncio.ensure_future(self._watch(seen))
         return entry.task
 
     async def resume(
@@ -107,12 +115,11 @@ class Coordinator:
     def interrupt(self, session_id: str, request_id: int | None = None) -> bool:
         """Hard-interrupt local execution; return whether something was running.
 
-        Unknown session: `SessionNotFoundError`. Idle or driven elsewhere: a no-op (False).
-        `request_id` is the global id of the durable request this call applies, so the store
-        watcher does not apply it a second time to a later turn.
+        Unknown, idle or driven elsewhere: a no-op (False). No store call: this runs on the
+        event loop (a signal handler, the server). `request_id` is the global id of the durable
+        request this call applies, so the store watcher does not apply it a second time to a
+        later turn.
         """
-        if self.store.find_session(session_id) is None:
-            raise SessionNotFoundError(f"no session {session_id}")
         current = self._active.get(session_id)
         if current is None or current.task.done():
             return False
@@ -126,6 +133,8 @@ class Coordinator:
         results: list[DrainResult] = []
         idle_rechecks = 0
         try:
+            if entry.seen_request == _UNREAD:
+                entry.seen_request = await off_loop(self.store.feed.last_event_id)
             while True:
                 entry.again = False
                 result = await drain(
@@ -152,19 +161,32 @@ class Coordinator:
         """Whether input is pending after a drain that ended by running out of input."""
         if result.turns and result.turns[-1].outcome in STOP_OUTCOMES:
             return False
-        return bool(await asyncio.to_thread(self.store.pending, session_id))
+        return bool(await off_loop(self.store.pending, session_id))
 
-    async def _watch(self, after_id: int) -> None:
-        """Apply interrupts requested through the store to the drains of this process."""
-        failing = False  # logged once per run of failures
+    async def _newest_id(self) -> int | None:
+        """The newest global event id, read off the loop (store faults waited out); None once
+        this process drives nothing."""
         while self._active:
+            try:
+                return await off_loop(self.store.feed.last_event_id)
+            except Exception as err:  # a store fault must not end the watcher: try again
+                if not is_transient(err):
+                    log.warning("interrupt watcher: %s: %s", type(err).__name__, err)
+                await asyncio.sleep(self.options.poll_interval_ms / 1000)
+        return None
+
+    async def _watch(self, after_id: int | None) -> None:
+        """Apply interrupts requested through the store to the drains of this process, those
+        after `after_id` (None: after the newest event as the watcher starts)."""
+        failing = False  # logged once per run of failures
+        if after_id is None:
+            after_id = await self._newest_id()
+        while self._active and after_id is not None:
             await asyncio.sleep(self.options.poll_interval_ms / 1000)
             if not self._active:
                 return
             try:
-                after_id, requests = await asyncio.to_thread(
-                    self.store.feed.interrupts_after, after_id
-                )
+                after_id, requests = await off_loop(self.store.feed.interrupts_after, after_id)
             except Exception as err:  # a store fault must not end the watcher: poll again
                 if not failing and not is_transient(err):
                     log.warning("interrupt watcher: %s: %s", type(err).__name__, err)

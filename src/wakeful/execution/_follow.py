@@ -17,6 +17,7 @@ from ..providers import Usage
 from ..runner import TurnResult
 from ..store import SqlStore, TurnRow
 from ._coordinator import Coordinator
+from ._off_loop import off_loop
 
 RECHECK_S = 1.0  # how often a follower tries to drive the session itself (its driver may be gone)
 
@@ -89,7 +90,7 @@ async def drive_input(coordinator: Coordinator, session_id: str, input_id: str) 
             return turns
         deadline = loop.time() + max(RECHECK_S, poll_s)
         while loop.time() < deadline:
-            outcome = await asyncio.to_thread(input_outcome, store, session_id, input_id)
+            outcome = await off_loop(input_outcome, store, session_id, input_id)
             if outcome is not None:
                 return [outcome]
             await asyncio.sleep(poll_s)

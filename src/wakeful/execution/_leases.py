@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..store import Claim, Outage, SqlStore, is_transient
+from ._off_loop import off_loop
 
 log = logging.getLogger("wakeful.leases")
 
@@ -53,9 +54,7 @@ class LeaseKeeper:
         held = list(self._held.values())
         if not held:
             return
-        kept = await asyncio.to_thread(
-            self.store.claims.renew, [h.claim for h in held], self.lease_ms
-        )
+        kept = await off_loop(self.store.claims.renew, [h.claim for h in held], self.lease_ms)
         for h in held:
             if h.claim.session_id not in kept and self._held.pop(h.claim.token, None) is not None:
                 h.on_lost()

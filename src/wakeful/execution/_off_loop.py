@@ -1,5 +1,9 @@
 """`off_loop`: the one policy for blocking store I/O — run it in a worker thread, never on the
-event loop — and the lean thread pool it runs on.
+event loop — and the lean thread pool it runs on; `wait_off_loop` for a call that blocks for long
+on purpose. Both are typed with a `ParamSpec` (mypy checks each call's arguments) and are the
+only way the server, execution and the CLI leave the loop (issue 35 item 4; a test runs a turn,
+a worker and the server in asyncio's debug mode and fails on a store call made on the loop,
+`tests/execution/test_no_store_on_loop.py`).
 
 A turn makes three or four store calls per step (docs/port.md), so the cost of one hop to a
 thread and back is part of every step. `asyncio.to_thread` pays for a general executor on each
@@ -14,7 +18,8 @@ Threads start on demand up to the default executor's bound, `min(32, cpus + 4)`,
 sessions' round trips overlap as before; they are daemons, and the pool drains its queue and
 joins them at interpreter exit (`atexit`), so a store call that was started is finished before
 the process ends, as the default executor's are. Calls that block for long on purpose (a
-worker's wait for work) stay on the default executor: they would hold a slot here.
+worker's wait for work, closing tool processes) go through `wait_off_loop`, on the default
+executor: they would hold a slot here.
 """
 
 from __future__ import annotations
@@ -124,3 +129,10 @@ async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run a blocking store call in a worker thread (`StoreThreads`): the one policy for store
     I/O, so one session's fsync or round trip never stalls the event loop."""
     return await _THREADS.run(fn, *args, **kwargs)
+
+
+async def wait_off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run a call that blocks for long on purpose (a worker's wait for work, closing tool
+    processes) in a thread of the loop's default executor, in a copy of the caller's context,
+    so it holds no thread of the store's pool (`asyncio.to_thread`'s semantics)."""
+    return await asyncio.to_thread(fn, *args, **kwargs)

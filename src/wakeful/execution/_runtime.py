@@ -70,6 +70,7 @@ from ._follow import drive_input, input_outcome
 from ._hooks import HookEvent, Hooks
 from ._host import HostMixin
 from ._move import existing_location
+from ._off_loop import off_loop, wait_off_loop
 from ._place import Place
 from ._port import PortHooks, SessionSetup
 from ._reads import Reads
@@ -468,7 +469,8 @@ class Runtime(ShapingMixin, HostMixin):
 
     def stop_local(self, session_id: str) -> bool:
         """Stop this process's drain of the session at once, writing nothing (an interrupt
-        that only this process needs to see, e.g. Ctrl-C); whether one ran here."""
+        that only this process needs to see, e.g. Ctrl-C); whether one ran here. No store call:
+        safe on the event loop (an unknown session simply has no drain here)."""
         return self.coordinator.interrupt(session_id)
 
     async def wait_idle(self) -> None:
@@ -528,7 +530,7 @@ class Runtime(ShapingMixin, HostMixin):
 
     async def resume(self, session_id: str) -> list[TurnResult]:
         """Drive a session's pending work (and recover it) now."""
-        self.store.get_session(session_id)
+        await off_loop(self.store.get_session, session_id)  # NotFoundError first
         return self.turns_of(await self.coordinator.resume(session_id))
 
     @staticmethod
@@ -571,6 +573,14 @@ class Runtime(ShapingMixin, HostMixin):
         if not self.busy(session_id):
             return False
         [request] = self.store.append(session_id, [InterruptRequested()])
+        return self.coordinator.interrupt(session_id, request.id)
+
+    async def ainterrupt(self, session_id: str) -> bool:
+        """`interrupt` from the event loop that drives this process's sessions: its store
+        calls in a worker thread (`off_loop`), the local drain stopped on the loop."""
+        if not await off_loop(self.busy, session_id):
+            return False
+        [request] = await off_loop(self.store.append, session_id, [InterruptRequested()])
         return self.coordinator.interrupt(session_id, request.id)
 
     def close(self) -> None:
@@ -675,8 +685,8 @@ class Runtime(ShapingMixin, HostMixin):
         await self.hooks.flush()
         for provider in self._providers.values():
             await provider.aclose()
-        await asyncio.to_thread(self.toolbox.close)
-        self.store.close()
+        await wait_off_loop(self.toolbox.close)
+        await off_loop(self.store.close)  # it may index what search has not yet
 
 
 def run_sync(text: str, **kw: object) -> list[TurnResult]:

@@ -35,6 +35,7 @@ from ..store import (
     new_schedule_id,
 )
 from ._idle import IDLE_SCAN_S, Settings, admit_idle_compactions
+from ._off_loop import off_loop
 from ._schedule_times import Timing, iso
 
 log = logging.getLogger("wakeful.schedules")
@@ -212,11 +213,11 @@ async def run_schedules(
         while not stop.is_set():
             wait = MAX_WAIT_S
             try:
-                fired = await asyncio.to_thread(fire_due, store)
-                soonest = await asyncio.to_thread(store.schedules.next_due_ms)
+                fired = await off_loop(fire_due, store)
+                soonest = await off_loop(store.schedules.next_due_ms)
                 if compaction is not None and loop.time() >= next_scan:
                     next_scan = loop.time() + IDLE_SCAN_S
-                    for sid in await asyncio.to_thread(admit_idle_compactions, store, compaction):
+                    for sid in await off_loop(admit_idle_compactions, store, compaction):
                         if on_idle is not None:
                             on_idle(sid)
             except Exception as err:

@@ -21,6 +21,7 @@ from ..events import FileRestore
 from ..runner import crash_point
 from ..store import Artifact, SqlStore
 from ._hooks import HookEvent, HookKind, Hooks
+from ._off_loop import off_loop
 from ._rewind import (
     RewindResult,
     completed_before,
@@ -47,11 +48,11 @@ class ShapingMixin:
 
     async def _settle(self, session_id: str, wait_s: float) -> None:
         """Interrupt the session's turn if one runs, and wait until no driver holds it."""
-        if not await asyncio.to_thread(self.busy, session_id):
+        if not await off_loop(self.busy, session_id):
             return
         self.interrupt(session_id)
         deadline = time.monotonic() + wait_s
-        while await asyncio.to_thread(self.busy, session_id):
+        while await off_loop(self.busy, session_id):
             if time.monotonic() > deadline:
                 raise ConflictError(
                     f"session {session_id} is still driven {wait_s:g}s after the interrupt"
@@ -74,7 +75,7 @@ class ShapingMixin:
         A driven session is interrupted first; `revision`, when given, must be the session's
         `last_seq` (`ConflictError` otherwise, nothing written)."""
         await self._settle(session_id, wait_s)
-        plan = await asyncio.to_thread(
+        plan = await off_loop(
             self.store.shaping.plan_revert, session_id, turn_id=turn_id, input_id=input_id,
             message_id=message_id,
         )  # fmt: skip
@@ -87,13 +88,13 @@ class ShapingMixin:
         if files and plan.files:
             root = self._root(session_id)
             moves = revert_moves(plan.files)
-            restored = await asyncio.to_thread(
+            restored = await off_loop(
                 restore_files, root, moves, self.store.get_blob, force=force,
                 keep=lambda data: self.store.put_blob(data, session_id),
             )  # fmt: skip
             completed = completed_before(moves, restored)
             crash_point("rewind.files")
-        stored = await asyncio.to_thread(
+        stored = await off_loop(
             lambda: self.store.shaping.revert(
                 session_id, turn_id=plan.turn_id, input_id=plan.input_id,
                 message_id=message_id, revision=plan.revision, files=restored,
@@ -116,7 +117,7 @@ class ShapingMixin:
         files it restored return to what it replaced (`FileConflictError` for files changed
         since, unless `force`)."""
         await self._settle(session_id, wait_s)
-        pending = await asyncio.to_thread(self.store.pending_revert, session_id)
+        pending = await off_loop(self.store.pending_revert, session_id)
         if pending is None:
             raise UsageError(f"session {session_id} has no rewind to undo")
         restored: list[FileRestore] = []
@@ -124,14 +125,12 @@ class ShapingMixin:
         if pending.files:
             root = self._root(session_id)
             moves = unrevert_moves(pending)
-            restored = await asyncio.to_thread(
+            restored = await off_loop(
                 restore_files, root, moves, self.store.get_blob, force=force,
                 keep=lambda data: self.store.put_blob(data, session_id),
             )  # fmt: skip
             completed = completed_before(moves, restored)
-        stored = await asyncio.to_thread(
-            lambda: self.store.shaping.unrevert(session_id, files=restored)
-        )
+        stored = await off_loop(lambda: self.store.shaping.unrevert(session_id, files=restored))
         return RewindResult(
             session_id, stored.seq, pending.from_seq, pending.hidden,
             files_restored=tuple(r.path for r in restored), files_completed=completed,

@@ -26,16 +26,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from ..errors import CommitUnknownError
 from ..store import Claim, Outage, SqlStore, is_transient
+from ._off_loop import off_loop, wait_off_loop
 from ._owner import current_owner, host_id, owner_is_dead
 from ._recovery import Recovered, recover_batch
 from ._runtime import Runtime
 from ._schedules import run_schedules
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 log = logging.getLogger("wakeful.worker")
 
@@ -207,11 +209,11 @@ async def run_worker(
         inflight[sid] = asyncio.ensure_future(drive(sid, claim, recovered, seen))
         inflight[sid].add_done_callback(lambda _t: inflight.pop(sid, None))
 
-    async def attempt(fn: Callable[..., T], *args: object) -> T | None:
+    async def attempt(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T | None:
         """`fn(*args)` in a thread; None after a transient store fault, once waited out (also
         a commit whose outcome was lost: the worker reads the store again before it acts)."""
         try:
-            result = await asyncio.to_thread(fn, *args)
+            result = await off_loop(fn, *args, **kwargs)
         except Exception as err:
             if not (is_transient(err) or isinstance(err, CommitUnknownError)):
                 raise
@@ -272,9 +274,7 @@ async def run_worker(
                 if orphans is False:
                     break  # (an orphan's row a paused writer still locks is waited for)
             if change is None or change.done():
-                change = asyncio.ensure_future(
-                    asyncio.to_thread(rt.store.feed.wait_for_work, poll_s)
-                )
+                change = asyncio.ensure_future(wait_off_loop(rt.store.feed.wait_for_work, poll_s))
             waiting: set[asyncio.Future[Any]] = {stopper, change, *inflight.values()}
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if change.done() and (err := change.exception()) is not None:

@@ -10,7 +10,6 @@ Invariant: bad input is always a 4xx JSON `ErrorOut` with a reason, never a 500.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import re
@@ -36,6 +35,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..errors import ClaimLostError, ConflictError, NotFoundError, StoreError, UsageError
+from ..execution import off_loop
 from ._auth import BodyTooLargeError
 from ._models import ErrorOut
 
@@ -192,9 +192,7 @@ async def _parse(op: Op, request: Request) -> Call[Any, Any]:
         # a unique prefix names its session (404 for none, 422 listing them for several)
         if op.resolve_id:
             store = request.app.state.wakeful.reads
-            path["session_id"] = await asyncio.to_thread(
-                store.resolve_session_id, path["session_id"]
-            )
+            path["session_id"] = await off_loop(store.resolve_session_id, path["session_id"])
     query: Any = None
     if op.query is not None:
         params = dict(request.query_params.multi_items())

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..events import StoredEvent
-from ..execution import Reads
+from ..execution import Reads, off_loop
 from ..runner import LiveEvent
 from ._redact import event_json
 
@@ -106,7 +106,7 @@ class Hub:
         CPU than the admission that sent it (docs/server.md, "Benchmark")."""
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
-        self.last_tx, self.last_id = await asyncio.to_thread(self.reads.feed.last_event_position)
+        self.last_tx, self.last_id = await off_loop(self.reads.feed.last_event_position)
         self._task = asyncio.create_task(self._run(), name="wakeful-hub")
 
     async def stop(self) -> None:
@@ -117,7 +117,7 @@ class Hub:
                 await self._task
             self._task = None
         if self._unwatch is not None:
-            await asyncio.to_thread(self._unwatch)
+            await off_loop(self._unwatch)
             self._unwatch = None
 
     def _committed(self) -> None:
@@ -129,7 +129,7 @@ class Hub:
     async def subscribe(self, session_id: str | None, *, live: bool = False) -> Subscription:
         """Register a follower; capture the replay watermark only after this returns."""
         if not self._subs:  # idle: the poller stopped advancing, so jump to the log's end
-            newest = await asyncio.to_thread(self.reads.feed.last_event_position)
+            newest = await off_loop(self.reads.feed.last_event_position)
             if not self._subs:  # still nobody whose position that jump could skip
                 self.last_tx, self.last_id = max((self.last_tx, self.last_id), newest)
         sub = Subscription(session_id, live, asyncio.Queue(self.max_queue))
@@ -178,14 +178,14 @@ class Hub:
             if not self._subs:
                 if self._unwatch is not None:  # nobody follows: stop listening for commits
                     unwatch, self._unwatch = self._unwatch, None
-                    await asyncio.to_thread(unwatch)
+                    await off_loop(unwatch)
                     if self._subs:  # someone subscribed meanwhile (and watches anew)
                         continue
                 await self._wake.wait()
                 self._wake.clear()
                 continue
             self.stats.polls += 1
-            batch = await asyncio.to_thread(
+            batch = await off_loop(
                 functools.partial(self.reads.feed.events_since, self.last_id, self.batch,
                                   after_tx=self.last_tx)
             )  # fmt: skip

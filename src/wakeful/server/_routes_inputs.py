@@ -114,7 +114,7 @@ async def interrupt(call: Call[Any, Any]) -> InterruptOut:
     state: ServerState = call.state
     sid = call.path["session_id"]
     requested = await off_loop(state.runtime.busy, sid)  # idle: nothing is written
-    stopped = state.runtime.interrupt(sid) if requested else False
+    stopped = await state.runtime.ainterrupt(sid) if requested else False
     state.hub.nudge()
     return InterruptOut(session_id=sid, requested=requested, stopped_local=stopped)
 
