@@ -74,6 +74,7 @@ from ._off_loop import off_loop, wait_off_loop
 from ._place import Place
 from ._port import PortHooks, SessionSetup
 from ._reads import Reads
+from ._refresh import refresher
 from ._schedule_times import Timing
 from ._shaping import ShapingMixin, ToolState
 from ._toolbox import Toolbox
@@ -310,7 +311,9 @@ class Runtime(ShapingMixin, HostMixin):
             instruction_sources=[*workspace_sources(place.root, config.instructions), *mcp_sources],
             trace_ids=self.tracing.ids if self.tracing is not None else None,
             prices=PriceTable.of(config.prices),
-        )
+            refresh=refresher(self.store, session_id, (row.agent, row.model),
+                              lambda: self._context(session_id, interrupt).ctx),
+        )  # fmt: skip
         return SessionSetup(ctx, PortHooks(listener=self._publish, settle=settle))
 
     def _publish(self, event: LiveEvent) -> None:

@@ -182,6 +182,11 @@ class Compactor:
         self._tail: tuple[int, str] | None = None  # the newest `compaction.tail`: seq, hide point
         self._tail_loaded = False
 
+    def use(self, ctx: RunContext) -> None:
+        """Work under `ctx` from now on (the session's agent or model was switched)."""
+        self.ctx = ctx
+        self._summarizer.ctx = ctx
+
     @property
     def config(self) -> CompactionConfig:
         """The compaction configuration in force."""

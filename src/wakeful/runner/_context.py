@@ -93,6 +93,9 @@ class RunContext:
     trace_ids: TraceIds | None = None
     # The prices usage is costed at: the shipped table under `[prices]` (`_pricing.py`).
     prices: PriceTable = field(default_factory=default_table)
+    # Resolves the session's agent, model and tools again, before each step and turn: a new
+    # context when another process switched them (`Runtime.switch`), None when they stand.
+    refresh: Callable[[], Awaitable[RunContext | None]] | None = None
 
     @property
     def provider(self) -> Provider:

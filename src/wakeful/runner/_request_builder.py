@@ -62,12 +62,18 @@ class RequestBuilder:
         self.receipts = receipts
         self._wire = WireBuilder()  # to_wire, linear in what each step added
         self._repairs: set[tuple[str, str | None, int]] = set()  # pairing repairs published
-        self._tools_section: Section | None = None  # the agent's tools: fixed for the runner
+        self._tools_section: Section | None = None  # the agent's tools: until a switch (`use`)
         self._work: dict[str, JsonValue] | None = None  # the session's work state, once read
         self._blobs: dict[str, bytes] = {}  # media blobs read through the port, by digest
         self._scanned: set[str] = set()  # messages whose media refs were read
         self._scanned_history: tuple[Message, ...] = ()  # the history `_resolved` last read
         self._media = MediaResolver(self._blob)  # media refs, resolved for the wire
+
+    def use(self, ctx: RunContext) -> None:
+        """Build requests under `ctx` from now on (the session's agent or model was switched):
+        the tools section is built again from its agent."""
+        self.ctx = ctx
+        self._tools_section = None
 
     def committed(self, events: Sequence[SessionEvent]) -> None:
         """Keep the work-state copy what the store now holds after `events` committed."""
@@ -178,7 +184,7 @@ class RequestBuilder:
         work = render_work_state(self._work)
         if work:  # after the history: a todo update must not change the cached prefix
             sections.append(Section(WORK_STATE_SECTION, "store", work))
-        if self._tools_section is None:  # the agent's tools are fixed for the runner's life
+        if self._tools_section is None:  # the agent's tools: built once per agent (`use`)
             specs = [tool_spec(ctx.tools[name]) for name in ctx.agent.tools if name in ctx.tools]
             self._tools_section = tools_section(specs, f"agent:{ctx.agent.name}")
         sections.append(self._tools_section)

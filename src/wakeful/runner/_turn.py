@@ -118,6 +118,7 @@ class TurnRunner:
         run it ends at once, without asking the model anything.
         """
         tid = turn_id or new_turn_id()
+        await self._resolve()
         if turn_id is None:
             await self._commit([TurnStarted(turn_id=tid, input_ids=tuple(input_ids))])
         self._state = TurnState(tid, allowance=self.ctx.agent.max_steps)
@@ -308,6 +309,19 @@ class TurnRunner:
         await wait_until(self.ctx, self.port, deadline)
         return node.then
 
+    async def _resolve(self) -> None:
+        """Take the session's agent, model and tools as they stand now (issue 37 item 22): a
+        switch another process wrote since (`RunContext.refresh`) applies from the next step.
+        The turn keeps its state (its step allowance included) and its collaborators, which
+        are handed the new context; the tools section is built again."""
+        fresh = await self.ctx.refresh() if self.ctx.refresh is not None else None
+        if fresh is None:
+            return
+        self.ctx = fresh
+        self._compaction.use(fresh)
+        self._requests.use(fresh)
+        self._call.ctx = fresh
+
     async def _retry_call(self, call: ToolCallBlock, err: BaseException) -> bool:
         """A tool call's transient failure (`retryable_failure`): while the call's budget lasts
         (`retry.max_retries`, counted per call), a durable `retry.scheduled` (kind
@@ -341,6 +355,7 @@ class TurnRunner:
         renews the allowance). After a held read-only step the next step's first attempt is
         built ahead, and the same write carries its receipt when nothing is delivered."""
         self._check_interrupt()
+        await self._resolve()
         state, ahead = self._state, None
         if node.held_step and state.allowance > 0:
             ahead = await self._requests.build_ahead(state.turn_id, state.step + 1, self.port.held)
