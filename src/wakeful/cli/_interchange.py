@@ -210,3 +210,54 @@ def export_to(target: str, session_id: str, output: str | None, db: str | None) 
     if written.dropped:
         click.echo(f"not exported: {_counts(written.dropped)} ({target} has no place for them)",
                    err=True)  # fmt: skip
+
+
+def export_otel(
+    session_id: str, output: str | None, endpoint: str | None, redact: bool, db: str | None
+) -> None:
+    """Write the session's turns, steps and tool calls as OTLP JSON to `output` (or stdout),
+    or send them to an OTLP/HTTP `endpoint` (`docs/interchange.md`, "OpenTelemetry")."""
+    import json
+
+    from .. import __version__
+    from ..interchange import Recorded, otlp_request
+
+    store = store_for(db)
+    try:
+        row = store.get_session(store.resolve_session_id(session_id))
+        receipts = {r.receipt_id: r for r in store.receipts(row.id)}
+        recorded = Recorded(
+            row.id, row.agent, store.events(row.id), receipts, store.messages(row.id)
+        )
+    finally:
+        store.close()
+    doc = otlp_request(recorded, redact=redact, version=__version__)
+    data = json.dumps(doc, ensure_ascii=False).encode()
+    count = len(doc["resourceSpans"][0]["scopeSpans"][0]["spans"])
+    if endpoint:
+        _send(endpoint, data)
+        click.echo(f"sent {count} spans of {row.id} to {printable(endpoint)}", err=True)
+    if output:
+        Path(output).write_bytes(data + b"\n")
+    elif not endpoint:
+        sys.stdout.buffer.write(data + b"\n")
+        sys.stdout.flush()
+
+
+def _send(endpoint: str, data: bytes) -> None:
+    """POST one OTLP/HTTP JSON request (to `/v1/traces` under `endpoint` unless it names it);
+    a one-line `UsageError` when the collector is unreachable or refuses it."""
+    import httpx
+
+    url = (
+        endpoint
+        if endpoint.rstrip("/").endswith("/v1/traces")
+        else endpoint.rstrip("/") + "/v1/traces"
+    )
+    try:
+        response = httpx.post(url, content=data, headers={"Content-Type": "application/json"},
+                              timeout=30)  # fmt: skip
+    except httpx.HTTPError as err:
+        raise UsageError(f"cannot send to {url}: {err}") from None
+    if response.status_code >= 300:
+        raise UsageError(f"{url} answered {response.status_code}: {response.text[:200]}")

@@ -435,14 +435,26 @@ def move(session_id: str, path: str, no_wake: bool, input_id: str | None, fmt: s
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="File (default: stdout).")
 @click.option(
     "--to", "target", default="wakeful", show_default=True, metavar="FORMAT",
-    help="wakeful, claude-code, codex, openai-agents or opencode (docs/interchange.md).",
+    help="wakeful, claude-code, codex, openai-agents, opencode or otel (docs/interchange.md).",
 )  # fmt: skip
+@click.option("--endpoint", metavar="URL", help="--to otel: send to this OTLP/HTTP collector.")
+@click.option("--redact", is_flag=True, help="--to otel: leave out message and tool content.")
 @db_option
-def export(session_id: str, output: str | None, target: str, db: str | None) -> None:
+def export(
+    session_id: str, output: str | None, target: str, endpoint: str | None, redact: bool,
+    db: str | None,
+) -> None:  # fmt: skip
     """Export as JSONL: a header line, then one provider-neutral message per line (or, with
-    --to, in another tool's format)."""
+    --to, in another tool's format, or as OpenTelemetry spans: --to otel)."""
     from ..messages import dump_message
 
+    if target == "otel":
+        from ._interchange import export_otel
+
+        export_otel(session_id, output, endpoint, redact, db)
+        return
+    if endpoint or redact:
+        raise UsageError("--endpoint and --redact are options of --to otel")
     if target != "wakeful":
         from ._interchange import export_to
 

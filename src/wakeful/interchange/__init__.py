@@ -15,16 +15,20 @@ from ._items import message_ids as item_message_ids
 from ._items import to_items as message_to_items
 from ._items import to_message as item_to_message
 from ._model import ExportedSession, ImportedSession, Written
+from ._otel import Recorded
+from ._otel import build as otlp_request
 
 __all__ = [
     "FORMATS",
     "ExportedSession",
     "Format",
     "ImportedSession",
+    "Recorded",
     "Written",
     "canonical_item",
     "format_named",
     "item_message_ids",
     "item_to_message",
     "message_to_items",
+    "otlp_request",
 ]
