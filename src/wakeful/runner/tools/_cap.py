@@ -5,7 +5,7 @@ tail around one notice (`notice`); the whole text is kept as a blob of the sessi
 the result's metadata under `full_output` (`ref`: its SHA-256 digest, `bytes`: its size), so
 the person can read all of it (`wakeful session show --output CALL`, the inspector's link).
 Media parts of a result pass as they are. The built-in tools bound what they capture on their
-own (the shell keeps 32 KiB of head and tail while a command runs), below this cap.
+own (the shell keeps half the cap, head and tail, while a command runs), with the same notice.
 """
 
 from __future__ import annotations
@@ -16,12 +16,19 @@ from ...store import blob_digest
 MAX_RESULT_BYTES = 64 * 1024
 
 
-def notice(total: int, shown: int, digest: str) -> str:
-    """The line the model reads in place of the middle of a capped result."""
+def notice(total: int, shown: int, digest: str | None = None, cap: int = MAX_RESULT_BYTES) -> str:
+    """The one notice the model reads in place of the middle of a result that was cut: how much
+    of how much was left out, the cap, and where the whole is (the blob of a result held to the
+    cap here), or that nobody kept it (the shell keeps only the head and tail of what a command
+    prints, so that memory stays bounded)."""
+    kept = (
+        f"the person can read the whole output, kept as blob {digest[:12]}"
+        if digest is not None
+        else "the middle was not kept"
+    )
     return (
         f"\n[... {total - shown} of {total} bytes of this result omitted (the cap is "
-        f"{MAX_RESULT_BYTES // 1024} KiB); the person can read the whole output, kept as blob "
-        f"{digest[:12]}; ask for a narrower result if you need the middle ...]\n"
+        f"{cap // 1024} KiB); {kept}; ask for a narrower result if you need the middle ...]\n"
     )
 
 

@@ -16,9 +16,10 @@ import os
 from pydantic import Field, JsonValue
 
 from ._base import ToolContext, ToolInput, ToolOutcome
+from ._cap import MAX_RESULT_BYTES, notice
 from ._reap import MARK, kill_all, new_mark
 
-MAX_OUTPUT = 32 * 1024
+MAX_OUTPUT = MAX_RESULT_BYTES // 2  # head and tail kept while a command runs: memory stays bounded
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 3600.0
 LINGER_S = 1.0  # how long output may stay open after the shell exits
@@ -65,10 +66,9 @@ class _Capture:
         half = self.cap // 2
         head = bytes(self.head[:half])
         tail = bytes(self.head + self.tail)[-half:]
-        omitted = self.total - len(head) - len(tail)
         return (
             head.decode("utf-8", errors="replace")
-            + f"\n[... {omitted} bytes of output omitted ({self.total} in all) ...]\n"
+            + notice(self.total, len(head) + len(tail), cap=self.cap)
             + tail.decode("utf-8", errors="replace")
         )
 
