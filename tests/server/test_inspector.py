@@ -572,3 +572,40 @@ def test_a_turn_is_rewound_and_unreverted_from_the_page_and_artifacts_are_listed
     expect(page.locator("#messages")).to_contain_text("Made the file.")
     page.screenshot(path=str(shots / "22-unreverted.png"), full_page=True)
     assert errors == []
+
+
+@pytest.fixture
+def flooding(make_server: MakeServer, tmp_path: Path) -> Served:
+    """A user tool returning 300,000 bytes: over the cap on tool results (issue 43 item 1)."""
+    from tests.faults.test_tool_cap import flood
+
+    model = script(tmp_path, [
+        {"match": "flood", "replies": [
+            {"tool_calls": [{"name": "flood", "input": {"size": 300_000}}]}, {"text": "Flooded."},
+        ]},
+        {"match": ".", "replies": [{"text": "Hello."}]},
+    ], chunk_chars=4, chunk_delay_ms=20)  # fmt: skip
+    return make_server(model=model, tools=[flood])
+
+
+def test_a_result_cut_for_the_model_links_its_whole_output(browser: Any, flooding: Served, tmp_path: Path):  # fmt: skip
+    from playwright.sync_api import expect
+
+    from tests.mcp.mcp_server import numbered
+
+    api = flooding.client()
+    sid = api.post("/sessions", json={"title": "Flood", "prompt": {"text": "hello", "wait": True}}).json()["session"]["id"]  # fmt: skip
+    errors: list[str] = []
+    page = _page(browser, flooding.url, tmp_path / "screenshots", errors)
+    page.goto(f"{flooding.url}/ui/sessions/{sid}")
+    expect(page.locator("#conn")).to_have_text("following")
+    page.fill("#prompt", "flood me")
+    page.click("#send")
+    link = page.locator(".tool .tool-out a.whole-output")
+    expect(link).to_have_text("the whole output (300000 bytes; the model was given it cut)", timeout=20_000)  # fmt: skip
+    href = link.get_attribute("href")
+    assert href is not None and f"/sessions/{sid}/media/" in href
+    assert api.get(href).text == numbered(300_000)
+    page.reload()  # the server renders the same link
+    expect(page.locator(".tool .tool-out a.whole-output")).to_have_attribute("href", href)
+    assert errors == []

@@ -89,6 +89,14 @@
     if (b.is_error) card.classList.add("error");
     card.querySelector(".tool-state").textContent = (b.is_error ? "✗ " : "✓ ") + preview(text);
     card.querySelector(".tool-out pre").textContent = text;
+    var kept = b.metadata && b.metadata.full_output;  // cut for the model: link the whole output
+    if (kept && typeof kept.ref === "string" && !card.querySelector(".whole-output")) {
+      var a = el("a", "whole-output", "the whole output (" + kept.bytes + " bytes; the model was given it cut)");
+      a.href = wk.base + "/sessions/" + sid + "/media/" + kept.ref;
+      a.target = "_blank";
+      a.rel = "noopener";
+      card.querySelector(".tool-out").appendChild(a);
+    }
   }
 
   // A message's parts; results whose call is shown go to that call. Null: nothing left to show.
