@@ -98,10 +98,12 @@ async def test_every_hook_fires_in_order_for_a_turn(tmp_path: Path):
         "step_end",
         "tool_start",
         "tool_end",
+        "step_done",  # step 1's call is durable: the step ended
         "step_start",  # step 2: a rate limit, then a durable retry
         "retry_scheduled",
         "step_start",
         "step_end",
+        "step_done",
         "turn_end",
         "session_end",
     ]

@@ -25,6 +25,7 @@ LiveKind: TypeAlias = Literal[
     "turn_start",
     "step_start",
     "step_end",
+    "step_done",
     "pairing_repair",
     "input_delivered",
 ]

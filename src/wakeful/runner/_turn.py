@@ -62,6 +62,7 @@ from ._port import SessionPort
 from ._prompt import ReceiptChain, Section, section_blobs
 from ._request_builder import RequestBuilder
 from ._retry import backoff_ms, error_kind, is_retryable, terminal_outcome
+from ._step_done import hosted_calls
 from ._tool_step import run_tools, started_events
 from ._turn_state import (
     Attempt,
@@ -104,6 +105,8 @@ class TurnRunner:
             ctx, port, self._requests, self._receipts, self._compaction, self._commit
         )
         self._state = TurnState(turn_id="")  # no turn yet: `run` and `settle` start one
+        self._open_step: int | None = None  # the step begun and not yet done (`_step_done`)
+        self._hosted: list[dict[str, JsonValue]] = []  # the hosted calls of its reply
         self._call_attempts: dict[str, int] = {}  # tool call id -> its attempts (`_retry_call`)
         self._retry_lock = asyncio.Lock()
 
@@ -184,6 +187,7 @@ class TurnRunner:
         await waited_out(
             self.ctx, f"ending the turn of {self.sid}", lambda _retry: self.port.end(ended, result)
         )
+        self._step_done(end.outcome == "completed", end.error)
         self._live("turn_end", outcome=end.outcome, error=end.error, truncated=cut)
         return result
 
@@ -235,7 +239,17 @@ class TurnRunner:
         if self._state.allowance <= 0:
             raise StepLimitError(f"agent {agent.name} used its {agent.max_steps} steps")
         self._state = self._state.begin_step()
+        self._open_step, self._hosted = self._state.step, []
         return Attempt(ahead=ahead)
+
+    def _step_done(self, ended: bool, error: str | None = None) -> None:
+        """Publish the open step's one terminal event (`_step_done.py`), once."""
+        if self._open_step is None:
+            return
+        step, self._open_step = self._open_step, None
+        self._live("step_done", turn_id=self._state.turn_id, step=step,
+                   outcome="ended" if ended else "failed", error=error,
+                   hosted_calls=list(self._hosted))  # fmt: skip
 
     async def _attempt(self, node: Attempt) -> Node:
         """One physical attempt of the current step. Its reply says what comes next: its calls
@@ -253,6 +267,12 @@ class TurnRunner:
             if not is_transient(err) or node.attempt > self.ctx.retry.max_retries:
                 raise
             return Retry(node.again(), err)
+        self._hosted = hosted_calls(message)
+        for call in self._hosted:  # hosted calls are calls too (`_step_done.py`)
+            self._live("tool_start", call_id=call["call_id"], name=call["name"],
+                       input=call["input"], hosted=True)  # fmt: skip
+            self._live("tool_end", call_id=call["call_id"], name=call["name"], hosted=True,
+                       is_error=call["status"] == "failed", output="", output_chars=0)  # fmt: skip
         if message.tool_calls():
             return RunTools(message)
         if self.port.holding:
@@ -360,6 +380,7 @@ class TurnRunner:
         if node.held_step and state.allowance > 0:
             ahead = await self._requests.build_ahead(state.turn_id, state.step + 1, self.port.held)
         steered, written = await self._promote_steers(ahead)
+        self._step_done(True)  # its reply and results are durable now
         if steered:
             self._state = self._state.renewed(self.ctx.agent.max_steps)
         return self._begin_step(written)
@@ -378,6 +399,7 @@ class TurnRunner:
             self.port.drop_held()
             return Retry(node.attempt.again(), err)
         crash_point("reply.saved")
+        self._step_done(True)
         if not await self._delivered(delivered):
             return End("completed")
         self._state = self._state.renewed(self.ctx.agent.max_steps)

@@ -1,0 +1,36 @@
+"""A step's single terminal event and its hosted calls (issue 37 item 23).
+
+003: "Every local and hosted call reaches durable success or failure before the Step publishes
+its single terminal ended or failed event." The runner publishes `step_done` once per step that
+began: `ended` when its reply and its calls' results are durable (the step boundary's write, the
+held final reply's write, or the turn's end after a completed step), `failed` when the turn ends
+otherwise during it (a provider error, an interrupt, a spent allowance). `step_end` stays what
+it was: the reply finished streaming.
+
+Hosted calls (tools the provider ran itself: `ServerToolUseBlock`, Anthropic's `web_search`)
+are tracked as calls: each one in a reply is published as a `tool_start` and a `tool_end`
+(`hosted: true`) when the reply is kept, failed when its result block is an error or missing,
+and listed in the step's `step_done`. They are durable in the reply message itself.
+"""
+
+from __future__ import annotations
+
+from pydantic import JsonValue
+
+from ..messages import Message, ServerToolResultBlock, ServerToolUseBlock
+
+
+def hosted_calls(message: Message) -> list[dict[str, JsonValue]]:
+    """The hosted calls of a reply: id, name, input and `completed` / `failed` (its result is an
+    error, or the reply holds none)."""
+    results = {b.tool_use_id: b for b in message.blocks if isinstance(b, ServerToolResultBlock)}
+    out: list[dict[str, JsonValue]] = []
+    for block in message.blocks:
+        if isinstance(block, ServerToolUseBlock):
+            result = results.get(block.id)
+            content = None if result is None else result.content
+            kind = content.get("type") if isinstance(content, dict) else None
+            failed = result is None or (isinstance(kind, str) and kind.endswith("error"))
+            out.append({"call_id": block.id, "name": block.name, "input": block.input,
+                        "status": "failed" if failed else "completed"})  # fmt: skip
+    return out
