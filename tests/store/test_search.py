@@ -20,28 +20,40 @@ from wakeful.messages import (
     system,
     user,
 )
-from wakeful.store import SqlStore, open_store
+from wakeful.store import SqlStore, _search, open_store
 from wakeful.store._search import MAX_INDEXED_CHARS, TITLE_SEQ, searchable_text
 
 
 def indexed(store: SqlStore, session_id: str) -> list[tuple[int, str]]:
-    """The index rows of one session, as (seq, body)."""
+    """The index rows of one session, as (seq, body): SQLite's rows hold the text, PostgreSQL's
+    only its `tsvector` (migration 21), as text."""
+    body = "tsv::text" if store.backend.kind == "postgres" else "body"
     with store.backend.transaction(write=False) as tx:
         rows = tx.all(
-            "SELECT seq, body FROM search_docs WHERE session_id = ? ORDER BY seq, id",
+            f"SELECT seq, {body} FROM search_docs WHERE session_id = ? ORDER BY seq, id",
             (session_id,),
         )
     return [(int(seq), body) for seq, body in rows]
 
 
-def expected(store: SqlStore, session_id: str) -> list[tuple[int, str]]:
-    """What the index must hold for a session: its title at seq 0, each message's text."""
+def expected_text(store: SqlStore, session_id: str) -> list[tuple[int, str]]:
+    """What a session contributes to the index: its title at seq 0, each message's text."""
     title = store.get_session(session_id).title
     rows = [(TITLE_SEQ, title)] if title else []
     for seq, message in store.messages_with_seq(session_id):
         if text := searchable_text(message):
             rows.append((seq, text))
     return rows
+
+
+def expected(store: SqlStore, session_id: str) -> list[tuple[int, str]]:
+    """What the index must hold for a session (`indexed`'s form)."""
+    rows = expected_text(store, session_id)
+    if store.backend.kind != "postgres":
+        return rows
+    with store.backend.transaction(write=False) as tx:
+        return [(seq, tx.one("SELECT wakeful_search_tsv(?)::text", (text,))[0])  # type: ignore[index]
+                for seq, text in rows]  # fmt: skip
 
 
 def say(store: SqlStore, session_id: str, text: str) -> None:
@@ -69,7 +81,7 @@ def test_every_kind_of_content_is_indexed_with_its_message(store: SqlStore):
     )))  # fmt: skip
     add_message(store, sid, system("SECRET instruction text"))
     assert indexed(store, sid) == expected(store, sid)
-    assert [body for _seq, body in indexed(store, sid)] == [
+    assert [body for _seq, body in expected_text(store, sid)] == [
         "Parser work",
         "Why does the tokenizer choke on unicode?",
         "Let me look.\nshell pytest -k lexer 30",
@@ -161,7 +173,8 @@ def test_huge_messages_and_nul_characters_index_without_error(store: SqlStore):
     huge = " ".join(f"w{i}" for i in range(200_000))  # well over a tsvector's megabyte
     add_message(store, sid, assistant("start " + huge))
     add_message(store, sid, user("nul\x00byte marker"))
-    [(_seq, body), (_seq2, nul)] = indexed(store, sid)
+    assert indexed(store, sid) == expected(store, sid)
+    [(_seq, body), (_seq2, nul)] = expected_text(store, sid)
     assert len(body) <= MAX_INDEXED_CHARS
     assert nul == "nulbyte marker"
     assert ids(store.search("start")) == [sid]
@@ -174,15 +187,14 @@ def test_the_backfill_indexes_what_was_written_before_the_index(db_url: str):
         say(store, sid, f"question of {sid}")
         add_message(store, sid, assistant("an answer about marmots"))
     before = {sid: indexed(store, sid) for sid in sids}
+    last = expected_text(store, sids[3])[-1]
     with store.backend.transaction(write=True) as tx:  # as if written before migration 7
         tx.run("DELETE FROM search_docs")
         tx.run("INSERT INTO search_backfill (after_id) VALUES ('')")
         tx.run(  # and one session half indexed since (its newest message came after)
-            "INSERT INTO search_docs (session_id, seq, body) VALUES (?, ?, ?)",
-            (sids[3], before[sids[3]][-1][0], before[sids[3]][-1][1]),
+            _search._INSERT[store.backend.kind], (sids[3], *last)
         )
     store.close()
-    from wakeful.store import _search
 
     batch, _search.BACKFILL_BATCH = _search.BACKFILL_BATCH, 3  # several transactions
     try:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from ._codec import StoredEvent, dump_event, load_event
+    from ._codec import StoredEvent, dump_event, load_event, load_messages_added
     from ._evals import (
         CaseResult,
         EvalCase,
@@ -79,6 +79,7 @@ _LAZY = {
     "StoredEvent": "wakeful.events._codec",
     "dump_event": "wakeful.events._codec",
     "load_event": "wakeful.events._codec",
+    "load_messages_added": "wakeful.events._codec",
     "CaseResult": "wakeful.events._evals",
     "EvalCase": "wakeful.events._evals",
     "EvalCaseEnded": "wakeful.events._evals",
@@ -203,4 +204,5 @@ __all__ = [
     "MESSAGE_ADDED_HEAD",
     "SHAPES_DIGEST",
     "load_event",
+    "load_messages_added",
 ]

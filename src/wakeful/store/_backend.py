@@ -54,6 +54,8 @@ class Tx(Protocol):
     with the commit. SQLite runs each at once.
     """
 
+    kind: str  # "sqlite" or "postgres": the few statements that differ pick theirs by it
+
     def one(self, sql: str, params: Params = ()) -> Row | None:
         """Run a query and return its first row, or None."""
         ...

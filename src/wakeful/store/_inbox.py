@@ -669,6 +669,12 @@ def transcript_in(
     return _transcripts(rows, enqueued).get(session_id, [])
 
 
+def message_at(tx: Tx, session_id: str, seq: int) -> Message | None:
+    """The transcript's message at `seq` (None: none there, or not visible)."""
+    found = transcript_in(tx, session_id, seq - 1, seq)
+    return found[0][1] if found else None
+
+
 def page_end(tx: Tx, session_id: str, after_seq: int, limit: int) -> int | None:
     """The `seq` of the `limit`-th visible message after `after_seq` (where a page of that
     many ends), or None when fewer follow (the page runs to the end). Read from the
@@ -695,11 +701,21 @@ def transcripts_in(tx: Tx, session_ids: Sequence[str]) -> dict[str, list[tuple[i
 def _transcripts(
     rows: Sequence[Row], enqueued: dict[tuple[str, int], str]
 ) -> dict[str, list[tuple[int, Message]]]:
+    """The messages of `rows`, by session. The `message.added` bodies (most of a transcript)
+    are decoded in one pass (`load_messages_added`), the other rows one by one."""
+    from ..events import MESSAGE_ADDED_HEAD, load_messages_added
+
     out: dict[str, list[tuple[int, Message]]] = {}
     with collector_paused():
+        added = iter(
+            load_messages_added([r[2] for r in rows if r[2].startswith(MESSAGE_ADDED_HEAD)])
+        )
         for seq, delivered, data, session_id in rows:
-            source = None if delivered is None else enqueued.get((session_id, int(delivered)))
-            message = _row_message(session_id, data, source)
+            if data.startswith(MESSAGE_ADDED_HEAD):
+                message: Message | None = next(added).message
+            else:
+                source = None if delivered is None else enqueued.get((session_id, int(delivered)))
+                message = _row_message(session_id, data, source)
             assert message is not None, f"message row {session_id}/{seq} has no message"
             out.setdefault(session_id, []).append((int(seq), message))
     return out

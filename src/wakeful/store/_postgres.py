@@ -185,6 +185,8 @@ _LOCK_XID = (
 class _PgTx:
     """A transaction; a write transaction runs in pipeline mode (see `Tx.query`/`Tx.send`)."""
 
+    kind = "postgres"
+
     def __init__(self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None) -> None:
         self._conn = conn
         self._pipeline = pipeline

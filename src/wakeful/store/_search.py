@@ -9,7 +9,8 @@ it. System messages (instruction text, redacted for most readers) are never inde
 
 The SQL that writes the index is the same on both backends; the query differs (SQLite FTS5 with
 bm25, PostgreSQL `tsvector` with `ts_rank`), and both answer sessions ranked by their best
-matching message. SQLite's FTS5 index takes new rows in batches (migration 20): a row above
+matching message. A hit's snippet is cut from the title or the message as the log holds it
+(`_hit_text`); PostgreSQL's rows keep no text, only the `tsvector` (migration 21). SQLite's FTS5 index takes new rows in batches (migration 20): a row above
 `search_indexed.upto` waits until a batch or a search indexes it (`index_pending`), so a
 search still finds every committed message.
 """
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
     # What the search backfill reads a session's messages with (`transcript_in`).
     Transcript = Callable[[Tx, str], list[tuple[int, Message]]]
+    # What a search reads a hit's message with: the transcript's message at a `seq`, if any.
+    MessageAt = Callable[[Tx, str, int], Message | None]
 
 # A message contributes at most this many characters (PostgreSQL refuses a tsvector over 1 MB).
 MAX_INDEXED_CHARS = 100_000
@@ -41,7 +44,12 @@ MAX_TERMS = 16
 BACKFILL_BATCH = 200  # sessions indexed per transaction by the backfill
 
 _WORD = re.compile(r"[^\W_]+\*?")  # letters and digits, as both indexes split words
-_INSERT = "INSERT INTO search_docs (session_id, seq, body) VALUES (?, ?, ?)"
+# SQLite's FTS5 index takes the text from the row; PostgreSQL keeps only the `tsvector`
+# (migration 21: the text is not stored twice).
+_INSERT = {
+    "sqlite": "INSERT INTO search_docs (session_id, seq, body) VALUES (?, ?, ?)",
+    "postgres": "INSERT INTO search_docs (session_id, seq, tsv) VALUES (?, ?, wakeful_search_tsv(?))",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +117,7 @@ def index_message(tx: Tx, session_id: str, seq: int, message: Message) -> None:
     """Index one transcript message at its `seq` (nothing when it has no searchable text)."""
     body = searchable_text(message)
     if body:
-        tx.send(_INSERT, (session_id, seq, body))
+        tx.send(_INSERT[tx.kind], (session_id, seq, body))
 
 
 def index_title(tx: Tx, session_id: str, title: str | None) -> None:
@@ -117,7 +125,7 @@ def index_title(tx: Tx, session_id: str, title: str | None) -> None:
     tx.send("DELETE FROM search_docs WHERE session_id = ? AND seq = ?", (session_id, TITLE_SEQ))
     body = _clean(title or "")
     if body:
-        tx.send(_INSERT, (session_id, TITLE_SEQ, body))
+        tx.send(_INSERT[tx.kind], (session_id, TITLE_SEQ, body))
 
 
 def index_deliveries(
@@ -155,12 +163,12 @@ def _match(kind: str, words: Sequence[str]) -> str:
 # word's hits grows with the index (61 ms instead of 0.6 on 100,000 sessions, bench_search.py).
 _BEST = {
     "sqlite": (
-        "SELECT d.session_id AS sid, d.seq AS seq, d.body AS body, MIN(f.rank) AS score "
+        "SELECT d.session_id AS sid, d.seq AS seq, MIN(f.rank) AS score "
         "FROM search_fts f JOIN search_docs d ON d.id = f.rowid "
         "WHERE search_fts MATCH ? GROUP BY d.session_id"
     ),
     "postgres": (
-        "SELECT DISTINCT ON (d.session_id) d.session_id AS sid, d.seq AS seq, d.body AS body, "
+        "SELECT DISTINCT ON (d.session_id) d.session_id AS sid, d.seq AS seq, "
         "-ts_rank(d.tsv, q.q) AS score FROM search_docs d, to_tsquery('simple', ?) AS q(q) "
         "WHERE d.tsv @@ q.q ORDER BY d.session_id, score, d.seq"
     ),
@@ -192,9 +200,10 @@ def index_pending(backend: Backend) -> None:
 
 def search_in(
     tx: Tx, kind: str, text: str, *, roots_only: bool, archived: bool | None, limit: int,
-    offset: int,
+    offset: int, message_at: MessageAt,
 ) -> SearchPage:  # fmt: skip
-    """Sessions whose content matches every word of `text`, best first (then newest)."""
+    """Sessions whose content matches every word of `text`, best first (then newest); each
+    hit's snippet is cut from its message as `message_at` reads it from the log."""
 
     if limit < 1 or offset < 0:
         raise UsageError("limit must be at least 1 and offset not negative")
@@ -206,13 +215,27 @@ def search_in(
         where.append("s.archived_ms IS NOT NULL" if archived else "s.archived_ms IS NULL")
     cols = ", ".join(f"s.{c.strip()}" for c in SESSION_COLS.split(","))
     rows = tx.all(
-        f"SELECT {cols}, b.seq, b.body FROM ({_BEST[kind]}) b {_SESSION[kind]} "
+        f"SELECT {cols}, b.seq FROM ({_BEST[kind]}) b {_SESSION[kind]} "
         f"WHERE {' AND '.join(where)} ORDER BY b.score, s.updated_ms DESC, s.id DESC "
         "LIMIT ? OFFSET ?",
         (_match(kind, words), limit + 1, offset),
     )
-    hits = [SearchHit(session_row(r[:-2]), int(r[-2]), snippet(r[-1], words)) for r in rows[:limit]]
+    hits = []
+    for r in rows[:limit]:
+        session, seq = session_row(r[:-1]), int(r[-1])
+        text = _hit_text(tx, session, seq, message_at)
+        hits.append(SearchHit(session, seq, snippet(text, words)))
     return SearchPage(hits, offset + limit if len(rows) > limit else None)
+
+
+def _hit_text(tx: Tx, session: SessionRow, seq: int, message_at: MessageAt) -> str:
+    """The text a hit matched, read from where it is stored once: the session's title, or the
+    message at `seq` in the log ("" for a message no longer in the transcript: one whose
+    revert is pending, still indexed until the revert is final)."""
+    if seq == TITLE_SEQ:
+        return _clean(session.title or "")
+    message = message_at(tx, session.id, seq)
+    return "" if message is None else searchable_text(message)
 
 
 def snippet(body: str, words: Sequence[str], width: int = SNIPPET_CHARS) -> str:

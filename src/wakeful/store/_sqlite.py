@@ -85,6 +85,8 @@ def _writable(path: str) -> bool:
 
 
 class _SqliteTx:
+    kind = "sqlite"
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 

@@ -684,7 +684,7 @@ class SqlStore(
         with self.backend.transaction(write=False) as tx:
             page = _search.search_in(
                 tx, self.backend.kind, text, roots_only=roots_only, archived=archived,
-                limit=limit, offset=offset,
+                limit=limit, offset=offset, message_at=_inbox.message_at,
             )  # fmt: skip
             shown = self._shown(tx, [h.session for h in page.hits])
             hits = [replace(h, session=row) for h, row in zip(page.hits, shown, strict=True)]

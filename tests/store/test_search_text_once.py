@@ -1,0 +1,94 @@
+"""Each text stored once (issue 36 item 5): PostgreSQL's search rows keep only the `tsvector`
+(migration 21), a hit's snippet is cut from the log, and a database of the previous schema
+upgrades in place: every session reads back whole and searches as before."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.pg import fresh_database
+from tests.store.helpers import add_message
+from tests.store.test_search import expected, indexed, say
+from wakeful.messages import Message, TextBlock, ToolCallBlock, assistant
+from wakeful.store import SqlStore, _postgres, _search, open_store
+from wakeful.store._migrations import MIGRATIONS
+
+
+def _fill(store: SqlStore) -> list[str]:
+    sids = []
+    for i in range(3):
+        sid = store.create_session(title=f"walrus project {i}").id
+        say(store, sid, f"how do walruses sleep, question {i}?")
+        call = ToolCallBlock(id="c1", name="shell", input={"command": "grep -r tusk"})
+        add_message(store, sid, Message(role="assistant", blocks=(TextBlock(text="look"), call)))
+        add_message(store, sid, assistant(f"floating upright, answer {i}"))
+        sids.append(sid)
+    return sids
+
+
+def _searches(store: SqlStore) -> dict[str, list[tuple[str, int, str]]]:
+    return {
+        q: [(h.session.id, h.seq, h.snippet) for h in store.search(q, limit=10).hits]
+        for q in ("walrus", "walruses", "tusk", "upright", "answer")
+    }
+
+
+def test_a_hit_s_snippet_comes_from_the_log(store: SqlStore) -> None:
+    [first, *_] = _fill(store)
+    [hit] = store.search("upright answer 0").hits
+    assert (hit.session.id, hit.snippet) == (first, "floating upright, answer 0")
+    [title] = [h for h in store.search("project").hits if h.session.id == first]
+    assert (title.seq, title.snippet) == (0, "walrus project 0")
+    [call] = [h for h in store.search("tusk").hits if h.session.id == first]
+    assert call.snippet == "look shell grep -r tusk"
+
+
+@pytest.mark.postgres
+def test_search_rows_keep_no_text_on_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
+    with fresh_database() as url:
+        store = open_store(url)
+        try:
+            sids = _fill(store)
+            with store.backend.transaction(write=False) as tx:
+                columns = {r[0] for r in tx.all(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_name = 'search_docs'"
+                )}  # fmt: skip
+            assert columns == {"id", "session_id", "seq", "tsv"}
+            for sid in sids:
+                assert indexed(store, sid) == expected(store, sid)
+        finally:
+            store.close()
+
+
+@pytest.mark.postgres
+def test_a_database_of_the_previous_schema_upgrades_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with fresh_database() as url:
+        # The previous schema, written as the previous version wrote it: the text in `body`.
+        monkeypatch.setattr(_postgres, "MIGRATIONS", MIGRATIONS[:-1])
+        monkeypatch.setitem(_search._INSERT, "postgres", _search._INSERT["sqlite"])
+        old = open_store(url)
+        try:
+            sids = _fill(old)
+            transcripts = {sid: old.messages(sid) for sid in sids}
+            found = _searches(old)
+            with old.backend.transaction(write=False) as tx:
+                assert tx.one("SELECT MAX(version) FROM schema_migrations") == (20,)
+        finally:
+            old.close()
+        monkeypatch.undo()
+        store = open_store(url)
+        try:
+            with store.backend.transaction(write=False) as tx:
+                assert tx.one("SELECT MAX(version) FROM schema_migrations") == (21,)
+            assert {sid: store.messages(sid) for sid in sids} == transcripts
+            assert _searches(store) == found
+            assert all(found.values())
+            for sid in sids:
+                assert indexed(store, sid) == expected(store, sid)
+            add_message(store, sids[0], assistant("a narwhal, after the upgrade"))
+            assert [h.session.id for h in store.search("narwhal").hits] == [sids[0]]
+        finally:
+            store.close()
