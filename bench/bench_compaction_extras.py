@@ -7,7 +7,7 @@ Run: `python bench/bench_compaction_extras.py [--messages N] [--sessions S]`
    request without one (the baseline): the stubs are made once per message object, so a later
    step pays a list walk. Both warm (the same messages, as consecutive steps send them); the
    best of 15 each, alternating.
-2. The idle scan (`SqlStore.cache_expiring`) over S idle sessions of which all are in the
+2. The idle scan (`SqlStore.claims.cache_expiring`) over S idle sessions of which all are in the
    cache window (the worst case: every one is examined), against the worker's existing
    `startable_sessions` scan of the same store (the baseline every poll already pays), and
    the locations query every scan makes first (each location's own settings decide; it runs
@@ -70,10 +70,10 @@ def scans(folder: Path, sessions: int) -> tuple[float, float, float, int]:
     clock.advance(250_000)
     now = clock.now_ms()
     start = time.perf_counter()
-    found = store.cache_expiring(now, 300_000, 60_000, 100_000, limit=sessions)
+    found = store.claims.cache_expiring(now, 300_000, 60_000, 100_000, limit=sessions)
     idle = time.perf_counter() - start
     start = time.perf_counter()
-    store.idle_locations(now - DAY_MS)  # every scan, before it reads each location's settings
+    store.claims.idle_locations(now - DAY_MS)  # every scan, before it reads each location's settings
     locations = time.perf_counter() - start
     start = time.perf_counter()
     store.claims.startable()

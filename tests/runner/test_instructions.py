@@ -83,7 +83,7 @@ async def test_a_vanished_source_is_recorded_as_removed(tmp_path: Path):
     agents.unlink()
     await rt.run("two", session_id=sid)
     assert deltas(rt, sid)[-1].delta == {"AGENTS.md": REMOVED}
-    assert rt.store.instruction_values(sid).keys() == {"builtin"}
+    assert rt.store.instruction_state(sid).values.keys() == {"builtin"}
     await rt.aclose()
 
 
@@ -101,7 +101,7 @@ async def test_a_compaction_starts_a_new_epoch_without_reading_sources(tmp_path:
     rt.send(session_id=sid, kind="compaction", payload={}, input_id="c1", resume=False)
     await rt.resume(sid)
     [ended] = [e.event for e in rt.store.events(sid, types=["compaction.ended"])]
-    assert ended.instructions == rt.store.instruction_values(sid)  # type: ignore[union-attr]
+    assert ended.instructions == rt.store.instruction_state(sid).values  # type: ignore[union-attr]
     assert len(deltas(rt, sid)) == 2  # the compaction authored no instruction event
 
     await rt.run("five", session_id=sid)
@@ -125,7 +125,7 @@ async def test_a_fork_adopts_the_parents_newest_values(tmp_path: Path):
     await rt.run("three", session_id=fork)
     [adopted] = deltas(rt, fork)  # the parent's newest values, complete, and nothing changed
     assert adopted.text is None
-    assert adopted.delta == rt.store.instruction_values(parent)
+    assert adopted.delta == rt.store.instruction_state(parent).values
     receipt = rt.store.receipts(fork)[-1]
     assert section_text(rt, receipt, "system.instructions.AGENTS.md") == "Use spaces."
     # The only system message is the one copied from the parent's history.
@@ -150,7 +150,7 @@ async def test_a_fork_compacted_before_its_first_turn_keeps_the_adopted_values(t
     [ended] = [e.event for e in rt.store.events(fork, types=["compaction.ended"])]
     # The summary asks with the request a step would send, so the instructions were read as
     # a step reads them: the fork's first delta (its parent's values) came first.
-    assert ended.instructions == rt.store.instruction_values(parent)  # type: ignore[union-attr]
+    assert ended.instructions == rt.store.instruction_state(parent).values  # type: ignore[union-attr]
     await rt.run("five", session_id=fork)
     receipt = rt.store.receipts(fork)[-1]
     assert receipt.message_ids[0] == ended.summary_message_id  # type: ignore[union-attr]

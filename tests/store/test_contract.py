@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.pg import fresh_database
-from tests.store.helpers import add_message
+from tests.store.helpers import add_message, recent_events
 from wakeful.clock import FakeClock
 from wakeful.errors import ClaimLostError, ConflictError, NotFoundError, UsageError
 from wakeful.events import (
@@ -475,7 +475,7 @@ def test_instruction_state_and_recent_events_read_together_what_separate_reads_s
     usage = [UsageRecorded(input_tokens=n) for n in range(1, 4)]
     store.append("ses_a", [usage[0], SessionUpdated(title="t"), usage[1], usage[2]])
     state = store.instruction_state("ses_a")
-    assert state.values == store.instruction_values("ses_a") == delta
+    assert state.values == store.instruction_state("ses_a").values == delta
     assert state.started and state.last_seq == store.high_water("ses_a")
     fork = store.fork("ses_a", new_id="ses_f")
     assert store.instruction_state(fork.id).forked_from == "ses_a"
@@ -484,10 +484,10 @@ def test_instruction_state_and_recent_events_read_together_what_separate_reads_s
     for window in (0, 1, 2, 3, 100):
         after = max(0, store.high_water("ses_a") - window)
         expected = store.events("ses_a", after=after, types=["usage.recorded"])
-        assert store.recent_events("ses_a", window, ["usage.recorded"]) == expected
-    assert [e.event for e in store.recent_events("ses_a", 3, ["usage.recorded"])] == usage[1:]
-    assert store.recent_events("ses_a", 2, ["compaction.tail"]) == []
-    for read in (store.instruction_state, lambda s: store.recent_events(s, 5, ["x"])):
+        assert recent_events(store, "ses_a", window, ["usage.recorded"]) == expected
+    assert [e.event for e in recent_events(store, "ses_a", 3, ["usage.recorded"])] == usage[1:]
+    assert recent_events(store, "ses_a", 2, ["compaction.tail"]) == []
+    for read in (store.instruction_state, lambda s: recent_events(store, s, 5, ["x"])):
         with pytest.raises(NotFoundError):
             read("ses_nope")
 
@@ -504,7 +504,7 @@ def test_turn_opening_reads_at_once_what_the_separate_reads_say(store: SqlStore)
         assert opening.work == store.work_state(sid)
         assert opening.tails == store.events(sid, types=["compaction.tail"])
         assert opening.compactions == store.live_compactions(sid)
-        assert opening.usage == store.recent_events(sid, 3, ["usage.recorded"])
+        assert opening.usage == recent_events(store, sid, 3, ["usage.recorded"])
 
     store.create_session("ses_a")
     check("ses_a")  # nothing of any part

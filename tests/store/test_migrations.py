@@ -101,7 +101,7 @@ def check_v1_data(store: SqlStore) -> None:
     )
     assert store.get_blob(SECTION) == b"You are a helpful fixture."
     assert store.work_state(ALPHA) == {"goal": "say hello"}
-    assert store.instruction_values(ALPHA) == {"builtin:system": SECTION}
+    assert store.instruction_state(ALPHA).values == {"builtin:system": SECTION}
     assert store.retry_state(ALPHA) is None
     assert store.current_claim(ALPHA) is None  # released
     # Migration 19: bodies written before it may be of other shapes (read reshaped).

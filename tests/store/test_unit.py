@@ -205,11 +205,13 @@ def test_a_read_unit_reads_one_snapshot_of_what_a_driver_needs(store: SqlStore):
         assert [i.input_id for i in read.pending()] == ["i1"]
         seqs = [s for s, _ in read.messages_after(0)]
         opening = read.opening(["approval.requested"], 10)
+        recent = read.recent_events(2, ["usage.recorded", "message.added"])
     assert [m.text() for _, m in store.messages_with_seq("ses_a")] == ["a"]
     assert seqs == [s for s, _ in store.messages_with_seq("ses_a")]
     assert [e.event.type for e in opening.approvals] == ["approval.requested"]
     assert [e.event.type for e in opening.usage] == ["usage.recorded"]
     assert opening.retry is None and opening.work == {}
+    assert [e.event.type for e in recent] == ["usage.recorded"]  # the newest two events only
     with pytest.raises(NotFoundError), store.read("ses_nope") as r:
         r.any_pending()
     with pytest.raises(NotFoundError), store.read("ses_nope") as r:

@@ -6,7 +6,7 @@ then likely compact it anyway. With `before_cache_expiry` on (in the configurati
 session's own location, as its drains read it: `docs/locations.md`), the loop that fires
 schedules (in every worker and in `wakeful serve`) also looks, every `IDLE_SCAN_S`, for
 sessions idle since their last turn whose cache is estimated to expire within `expiry_margin_s`
-(`SqlStore.cache_expiring`: `cache_ttl_s` after that turn ended, its last request at least
+(`SqlStore.claims.cache_expiring`: `cache_ttl_s` after that turn ended, its last request at least
 `long_request_size`), and admits an idle compaction to each: a queued control item
 (`kind="compaction"`, payload ``{"reason": "idle"}``) under an input id derived from the turn's
 end, so any number of processes admit it once. A driver then claims and runs it like any other
@@ -61,7 +61,7 @@ def admit_idle_compactions(
         scans.update(_scans(store, settings, now))
     admitted: list[str] = []
     for (ttl_s, margin_s, min_tokens), locations in scans.items():
-        found = store.cache_expiring(
+        found = store.claims.cache_expiring(
             now, ttl_s * 1000, margin_s * 1000, min_tokens, locations=locations
         )
         admitted += _admit(store, found)
@@ -81,7 +81,7 @@ def _scans(store: SqlStore, settings: Settings, now: int) -> dict[_Window, list[
     (one scan per distinct window). The lookback is the longest `cache_ttl_s` allowed: a
     location's own lifetime is only known once its configuration is read."""
     scans: dict[_Window, list[str | None]] = {}
-    for location in store.idle_locations(now - MAX_TTL_MS):
+    for location in store.claims.idle_locations(now - MAX_TTL_MS):
         try:
             config = settings(location)
         except UsageError as err:  # not served here, gone, or a broken configuration

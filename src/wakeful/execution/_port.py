@@ -235,8 +235,12 @@ class StorePort(HeldEvents):
         """The `usage.recorded` events among the newest `window` events (one statement)."""
         found = self._opened("usage") if window == LOOKBACK_EVENTS else None
         if found is None:
-            found = await off_loop(self.store.recent_events, self._sid, window, ["usage.recorded"])
+            found = await off_loop(self._recent, window, ["usage.recorded"])
         return [(s.seq, s.event) for s in found if isinstance(s.event, UsageRecorded)]
+
+    def _recent(self, window: int, types: Sequence[str]) -> list[StoredEvent]:
+        with self.store.read(self._sid) as r:
+            return r.recent_events(window, types)
 
     async def message(self, message_id: str) -> Message | None:
         """One message of the transcript by id."""

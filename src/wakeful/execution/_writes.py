@@ -102,7 +102,12 @@ def promote_idle(
     prelude: Prelude | None = None,
 ) -> list[Delivered]:  # fmt: skip
     """Between turns: the next delivery (steers, or one queued item) and, when it produced
-    messages or decisions, the turn `start_turn` it starts, after `prelude`; one unit."""
+    messages or decisions, the turn `start_turn` it starts, after `prelude`; one unit. With no
+    pending item, nothing is locked or written: one read says so (the drain's last promotion
+    finds nothing, and a write transaction would cost a commit)."""
+    with store.read(session_id) as r:
+        if not r.any_pending():
+            return []
     with store.write(session_id, claim) as w:
         return w.promote(idle=True, start_turn=start_turn, prelude=prelude)
 

@@ -19,6 +19,7 @@ from .._ids import new_claim_token
 from ..errors import ClaimLostError, NotFoundError
 from ._append import ClaimToken
 from ._backend import Pending, Row, iter_chunks
+from ._idle import IdleMixin
 from ._owner import owner_is_dead
 from ._records import Claim, SessionRow
 
@@ -159,10 +160,11 @@ def has_running_call(tx: Tx, session_id: str) -> bool:
     )
 
 
-class Claims:
-    """A store's claims, and the placement notes workers keep beside them (`SqlStore.claims`):
-    who drives which session, taken, renewed, taken over and released; which sessions wait
-    for a worker serving their location."""
+class Claims(IdleMixin):
+    """A store's claims, and what workers scan for beside them (`SqlStore.claims`): who
+    drives which session, taken, renewed, taken over and released; which sessions wait for a
+    worker serving their location; which idle sessions' provider caches are about to expire
+    (`_idle.py`)."""
 
     def __init__(self, backend: Backend, clock: Clock) -> None:
         self.backend = backend

@@ -24,7 +24,7 @@ SETTLING_TYPES = ("compaction.ended", "compaction.tail", "compaction.skipped", "
 
 
 class IdleMixin:
-    """The idle-session scan of `SqlStore`."""
+    """The idle-session scan (`SqlStore.claims`)."""
 
     backend: Backend
 

@@ -290,6 +290,10 @@ class SessionRead(Protocol):
         """What a turn reads before its first step, batched."""
         ...
 
+    def recent_events(self, window: int, types: Sequence[str]) -> list[StoredEvent]:
+        """The events of `types` among the session's newest `window` events, in order."""
+        ...
+
     def any_pending(self) -> bool:
         """Whether the inbox holds a pending item; `NotFoundError` for an unknown session."""
         ...

@@ -108,13 +108,6 @@ def stored_event(session_id: str, r: Sequence[Any]) -> StoredEvent:
     return StoredEvent(int(r[0]), session_id, int(r[1]), int(r[2]), load_event(r[3]))
 
 
-def _instruction_values_in(tx: Tx, session_id: str) -> dict[str, str]:
-    rows = tx.all(
-        "SELECT source_key, digest FROM instruction_state WHERE session_id = ?", (session_id,)
-    )
-    return dict(rows)
-
-
 def tool_calls_in(tx: Tx, session_id: str, status: str | None = None) -> list[ToolCallRow]:
     """Tool calls of a session in start order (only those with `status`, if given), in `tx`."""
     sql = f"SELECT {TOOL_CALL_COLS} FROM tool_calls WHERE session_id = ?"
@@ -294,11 +287,6 @@ class ReadsMixin:
             )
         return [r[0] for r in rows]
 
-    def instruction_values(self, session_id: str) -> dict[str, str]:
-        """Current instruction digests by source key."""
-        with self.backend.transaction(write=False) as tx:
-            return _instruction_values_in(tx, session_id)
-
     def instruction_state(self, session_id: str) -> InstructionState:
         """The session's current instruction digests, whether its first `instructions.updated`
         exists, the session it was forked from and its newest seq, as one statement (what an
@@ -318,21 +306,21 @@ class ReadsMixin:
         last_seq, forked_from, started = rows[0][:3]
         return InstructionState(values, bool(started), forked_from, int(last_seq))
 
-    def recent_events(
-        self, session_id: str, window: int, types: Sequence[str]
-    ) -> list[StoredEvent]:
-        """The events of `types` among the session's newest `window` events, in order, as one
-        statement: the newest seq is read by it, and the session's row answers even when no
-        event does (`NotFoundError` if there is no such session)."""
-        marks = ", ".join("?" for _ in types)
-        cols = ", ".join(f"e.{c}" for c in EVENT_COLS.split(", "))
-        with self.backend.transaction(write=False) as tx:
-            rows = tx.all(
-                f"SELECT {cols} FROM sessions s LEFT JOIN events e ON e.session_id = s.id "
-                "AND e.seq > (SELECT w.last_seq FROM sessions w WHERE w.id = ?) - ? "
-                f"AND e.type IN ({marks}) WHERE s.id = ? ORDER BY e.seq",
-                (session_id, window, *types, session_id),
-            )
-        if not rows:
-            raise NotFoundError(f"no session {session_id}")
-        return [stored_event(session_id, r) for r in rows if r[0] is not None]
+
+def recent_events_in(
+    tx: Tx, session_id: str, window: int, types: Sequence[str]
+) -> list[StoredEvent]:
+    """The events of `types` among the session's newest `window` events, in order, as one
+    statement: the newest seq is read by it, and the session's row answers even when no
+    event does (`NotFoundError` if there is no such session)."""
+    marks = ", ".join("?" for _ in types)
+    cols = ", ".join(f"e.{c}" for c in EVENT_COLS.split(", "))
+    rows = tx.all(
+        f"SELECT {cols} FROM sessions s LEFT JOIN events e ON e.session_id = s.id "
+        "AND e.seq > (SELECT w.last_seq FROM sessions w WHERE w.id = ?) - ? "
+        f"AND e.type IN ({marks}) WHERE s.id = ? ORDER BY e.seq",
+        (session_id, window, *types, session_id),
+    )
+    if not rows:
+        raise NotFoundError(f"no session {session_id}")
+    return [stored_event(session_id, r) for r in rows if r[0] is not None]

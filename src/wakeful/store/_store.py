@@ -22,7 +22,6 @@ from ._backend import Backend, Tx, iter_chunks
 from ._batch import BatchMixin
 from ._claims import Claims, demote_stale
 from ._feed import Feed
-from ._idle import IdleMixin
 from ._listing import LIST_SLACK_MS
 from ._media import externalize
 from ._reads import ReadsMixin, events_in, plain_events_in
@@ -82,7 +81,6 @@ _E = TypeVar("_E", bound="StoredEvent | PlainEvent")  # what a log yields: model
 class SqlStore(
     ReadsMixin,
     BatchMixin,
-    IdleMixin,
     UsageMixin,
 ):
     """The store. Open one with `wakeful.store.open_store(url)`."""

@@ -27,6 +27,7 @@ from ._append import ClaimToken, append_events, put_blobs_in
 from ._backend import Row, Tx
 from ._claims import IsDead, claim_in, fence, has_running_call, read_claim
 from ._opening import TurnOpening, opening_in
+from ._reads import recent_events_in
 from ._records import Admission, Claim, ClaimState, Delivered, InboxItem, Prelude
 from ._search import index_deliveries
 
@@ -186,6 +187,11 @@ class SqlSessionRead:
     def opening(self, approval_types: Sequence[str], usage_window: int) -> TurnOpening:
         """What a turn reads before its first step (`TurnOpening`), batched."""
         return opening_in(self._tx, self._sid, approval_types, usage_window)
+
+    def recent_events(self, window: int, types: Sequence[str]) -> list[StoredEvent]:
+        """The events of `types` among the session's newest `window` events, in order (one
+        statement); `NotFoundError` for an unknown session."""
+        return recent_events_in(self._tx, self._sid, window, types)
 
     def any_pending(self) -> bool:
         """Whether the inbox holds a pending item; `NotFoundError` for an unknown session."""
