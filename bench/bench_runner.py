@@ -6,7 +6,8 @@ runtime's own overhead per step, and a raw `sqlite3` one-row commit with the sam
 same disk, the floor under each of a step's commits (two per step here: the receipt, then the
 reply with the results of its read-only call). Each figure is the median of `--rounds` runs.
 
-It also prints the bytes of the turn's receipts as stored (each names the previous receipt and
+It counts the statements and commits the turn sends on the store's write connection (as SQLite
+traces them, FTS5's own left out), and prints the bytes of the turn's receipts as stored (each names the previous receipt and
 lists only the new message ids, issue 25) beside the same receipts encoded whole, as every
 receipt was before (all message ids of the request), from the same run.
 
@@ -52,11 +53,17 @@ class ReceiptBytes:
     whole: int
     largest_stored: int
     largest_whole: int
+    statements: int  # on the write connection during the turn (FTS5's own left out)
+    commits: int
 
 
 async def loop_rate(folder: Path, model: str, steps: int) -> tuple[float, ReceiptBytes]:
     config = Config.model_validate({"agents": {"build": {"max_steps": steps + 5}}})
     rt = Runtime(str(folder / "bench.db"), model=model, workspace=folder, config=config)
+    sent: list[str] = []
+    rt.store.backend._conn.set_trace_callback(  # type: ignore[attr-defined]
+        lambda sql: None if sql.startswith("--") else sent.append(sql.split()[0].upper())
+    )
     start = time.perf_counter()
     [turn] = await rt.run("go")
     elapsed = time.perf_counter() - start
@@ -70,7 +77,10 @@ async def loop_rate(folder: Path, model: str, steps: int) -> tuple[float, Receip
             "WHERE session_id = ? AND type = 'receipt.recorded'", (sid,),
         )]  # fmt: skip
     assert len(stored) == len(whole) == steps
-    return elapsed, ReceiptBytes(len(stored), sum(stored), sum(whole), max(stored), max(whole))
+    counts = len(sent), sent.count("COMMIT")
+    return elapsed, ReceiptBytes(
+        len(stored), sum(stored), sum(whole), max(stored), max(whole), *counts
+    )
 
 
 async def provider_only(model: str, steps: int) -> float:
@@ -138,6 +148,8 @@ def main() -> None:
     print(f"{'runtime overhead per step':<44}{'':>10}{(loop - bare) / n * 1000:>10.2f}")
     print(f"{'raw sqlite3 one-row commit (baseline)':<44}{'':>10}{raw:>10.2f}")
     print(f"rounds: {args.rounds}, medians; target: at least 200 steps/s for the whole loop")
+    print(f"write statements per step {sizes.statements / n:.2f}, commits per step "
+          f"{sizes.commits / n:.2f} (the last round, counted on the write connection)")  # fmt: skip
     c = sizes.count
     print(f"\nreceipts of the {n}-step turn (the last round; bytes of the event JSON)")
     print(f"{'encoding':<44}{'total KB':>10}{'B/receipt':>10}{'largest':>10}")
