@@ -10,6 +10,7 @@ EXPECTED = {
     "ModelSpec",
     "OpenAIProvider",
     "Provider",
+    "ProviderFamily",
     "ReasoningDelta",
     "Script",
     "ScriptedProvider",

@@ -61,7 +61,8 @@ def require_store(db: str | None) -> None:
     from ..store import resolve_db_url
 
     target = resolve_db_url(db)
-    if target.startswith(("http://", "https://", "postgresql://", "postgres://")):
+    scheme, sep, _ = target.partition("://")
+    if sep and scheme != "sqlite":  # a server, PostgreSQL, or an installed store backend
         return
     path = target.removeprefix("sqlite:///").removeprefix("sqlite://")
     if path != ":memory:" and not os.path.exists(path):

@@ -1,5 +1,15 @@
-"""The tools this process offers a session: built-ins, tools registered on the runtime, tools of
-`[tools]` (by import path) and the tools of `[mcp.servers.NAME]`, at the session's location.
+"""The tools this process offers a session: built-ins, tools installed packages register
+(`wakeful.tools` entry points), tools registered on the runtime, tools of `[tools]` (by import
+path) and the tools of `[mcp.servers.NAME]`, at the session's location.
+
+A package offers tools without touching wakeful by declaring entry points whose values are
+`Tool`s (made with `wakeful.tools.tool`) or lists of them:
+
+    [project.entry-points."wakeful.tools"]
+    shout = "wakeful_echo:shout"
+
+They are read once per process, on the first turn that resolves its tools; one that cannot be
+loaded (or takes a built-in's name) is a `UsageError` naming it, as a `[tools]` entry is.
 
 Invariant: a `[tools]` entry that cannot be loaded here raises `UsageError`, so the session is
 not driven by this process (its turn ends `blocked`, saying why); an MCP server that cannot
@@ -28,6 +38,41 @@ from ..runner import (
 from ..runner.tools import check_tool_name
 
 MCP_SOURCE = "mcp:"  # instruction source keys: `mcp:SERVER`
+TOOL_ENTRY_POINTS = "wakeful.tools"
+_installed: dict[str, Tool] | None = None
+
+
+def installed_tools() -> dict[str, Tool]:
+    """The tools installed packages register through `wakeful.tools` entry points, by name
+    (read once per process)."""
+    global _installed
+    if _installed is None:
+        from importlib.metadata import entry_points
+
+        found: dict[str, Tool] = {}
+        for ep in entry_points(group=TOOL_ENTRY_POINTS):
+            try:
+                value = ep.load()
+            except Exception as err:  # a broken package: one line, not a traceback
+                raise UsageError(
+                    f"tool entry point {ep.name} ({ep.value}) cannot be loaded: "
+                    f"{type(err).__name__}: {err}"
+                ) from None
+            for t in value if isinstance(value, list | tuple) else [value]:
+                if not (
+                    isinstance(getattr(t, "name", None), str) and callable(getattr(t, "run", None))
+                ):
+                    raise UsageError(f"tool entry point {ep.name} ({ep.value}) is not a Tool")
+                _check_name(t)
+                found[t.name] = t
+        _installed = found
+    return _installed
+
+
+def _check_name(tool: Tool) -> None:
+    check_tool_name(tool.name)
+    if tool.name in builtin_tools(delegation=True) or tool.name.startswith("mcp__"):
+        raise UsageError(f"tool name {tool.name!r} is taken by a built-in or MCP tool")
 
 
 class Toolbox:
@@ -42,9 +87,7 @@ class Toolbox:
 
     def register(self, tool: Tool) -> None:
         """Offer `tool` to sessions this process drives (`UsageError`: a bad or built-in name)."""
-        check_tool_name(tool.name)
-        if tool.name in builtin_tools(delegation=True) or tool.name.startswith("mcp__"):
-            raise UsageError(f"tool name {tool.name!r} is taken by a built-in or MCP tool")
+        _check_name(tool)
         self.registered[tool.name] = tool
 
     def configured(self, root: Path, config: Config) -> dict[str, Tool]:
@@ -65,6 +108,7 @@ class Toolbox:
         instruction sources. Starts the MCP servers the agent may use (blocking: call it off
         the event loop)."""
         available: dict[str, Tool] = dict(builtin_tools(delegation=delegation))
+        available.update(installed_tools())
         available.update(self.registered)
         available.update(self.configured(root, config))
         sources: list[Source] = []

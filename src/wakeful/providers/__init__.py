@@ -22,6 +22,7 @@ from ._base import (
     estimate_request_tokens,
     estimate_text_tokens,
 )
+from ._families import ModelSpec, ProviderFamily
 from ._scripted import (
     Script,
     ScriptedProvider,
@@ -29,7 +30,7 @@ from ._scripted import (
     parse_script,
     scripted_call_id,
 )
-from ._spec import ModelSpec, check_model, default_limits, make_provider, parse_model_spec
+from ._spec import check_model, default_limits, make_provider, parse_model_spec
 
 _LAZY = {
     "AnthropicProvider": "._anthropic",
@@ -59,6 +60,7 @@ __all__ = [
     "ModelSpec",
     "OpenAIProvider",
     "Provider",
+    "ProviderFamily",
     "ReasoningDelta",
     "Script",
     "ScriptedProvider",

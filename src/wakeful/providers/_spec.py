@@ -1,7 +1,8 @@
-"""Model spec strings and the provider factory.
+"""Model spec strings and the provider factory, over the family table (`_families.py`).
 
-A spec is `anthropic:MODEL`, `openai:MODEL`, `openai-compatible:MODEL@BASE_URL`, `local` or
-`scripted:PATH`. Invariant: `parse_model_spec(str(spec)) == spec`, and every malformed string is a
+A spec is `anthropic:MODEL`, `openai:MODEL`, `openai-compatible:MODEL@BASE_URL`, `local`,
+`scripted:PATH`, or `FAMILY:MODEL` of a family a package registered (`wakeful.providers` entry
+points). Invariant: `parse_model_spec(str(spec)) == spec`, and every malformed string is a
 `UsageError` with a one-line reason, raised before any client is built.
 """
 
@@ -9,13 +10,15 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
 
 from ..errors import UsageError
 from ._base import Provider
+from ._families import ModelSpec, ProviderFamily, family_names, find_family, register_builtin
 from ._scripted import ScriptedProvider
 
+# The families wakeful ships; a package adds others (`ProviderFamily`, entry points).
 Family: TypeAlias = Literal["anthropic", "openai", "openai-compatible", "local", "scripted"]
 FAMILIES: tuple[Family, ...] = ("anthropic", "openai", "openai-compatible", "local", "scripted")
 
@@ -44,24 +47,7 @@ OPENAI_LIMITS: tuple[tuple[str, int, int], ...] = (
 COMPATIBLE_LIMITS = (32_768, 4_096)
 LOCAL_LIMITS = (8_192, 512)
 
-_MODEL = re.compile(r"^[^\s@]+$")
 _COMPATIBLE = re.compile(r"^(?P<model>[^\s@]+)@(?P<url>https?://\S+)$")
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A parsed model spec: the provider family, the model (or script path) and a base URL."""
-
-    family: Family
-    model: str
-    base_url: str | None = None
-
-    def __str__(self) -> str:
-        if self.family == "local":
-            return "local"
-        if self.family == "openai-compatible":
-            return f"openai-compatible:{self.model}@{self.base_url}"
-        return f"{self.family}:{self.model}"
 
 
 def _bad(spec: str, reason: str) -> UsageError:
@@ -72,92 +58,81 @@ def parse_model_spec(spec: str) -> ModelSpec:
     """Parse a model spec string; raise `UsageError` with a one-line reason when it is malformed."""
     if not isinstance(spec, str) or not spec.strip():
         raise _bad(str(spec), "it is empty")
-    if spec == "local":
-        return ModelSpec(family="local", model="SmolLM2-135M-Instruct")
-    family, sep, rest = spec.partition(":")
+    name, sep, rest = spec.partition(":")
     if not sep:
-        raise _bad(spec, f"expected FAMILY:MODEL or 'local'; families: {', '.join(FAMILIES)}")
-    if family not in FAMILIES:
-        raise _bad(spec, f"unknown provider {family!r}; expected one of {', '.join(FAMILIES)}")
-    if family == "local":
-        raise _bad(spec, "'local' takes no model name (it always runs SmolLM2-135M-Instruct)")
-    if family == "scripted":
-        if not rest.strip():
-            raise _bad(spec, "expected scripted:PATH to a JSON script")
-        return ModelSpec(family="scripted", model=rest)
-    if family == "openai-compatible":
-        match = _COMPATIBLE.match(rest)
-        if match is None:
-            raise _bad(spec, "expected openai-compatible:MODEL@http(s)://HOST[:PORT]/PATH")
-        return ModelSpec(family, match["model"], base_url=match["url"])
-    if not _MODEL.match(rest):
-        raise _bad(spec, f"expected {family}:MODEL with a model name and no spaces or '@'")
-    return ModelSpec(family=family, model=rest)
+        bare = find_family(spec)
+        if bare is not None and bare.bare_model is not None:
+            return ModelSpec(family=spec, model=bare.bare_model)
+        families = ", ".join(family_names())
+        raise _bad(spec, f"expected FAMILY:MODEL or 'local'; families: {families}")
+    family = find_family(name)
+    if family is None:
+        raise _bad(spec, f"unknown provider {name!r}; expected one of {', '.join(family_names())}")
+    if family.bare_model is not None:
+        raise _bad(spec, f"{name!r} takes no model name (it always runs {family.bare_model})")
+    try:
+        model, base_url = family.model(name, rest)
+    except ValueError as err:
+        raise _bad(spec, str(err)) from None
+    return ModelSpec(family=name, model=model, base_url=base_url)
+
+
+def _family_of(spec: ModelSpec) -> ProviderFamily:
+    family = find_family(spec.family)
+    if family is None:  # a ModelSpec built by hand with an unknown family
+        raise UsageError(f"unknown provider {spec.family!r}; expected one of "
+                         f"{', '.join(family_names())}")  # fmt: skip
+    return family
+
+
+def _prefixed(table: tuple[tuple[str, int, int], ...]) -> Callable[[str], tuple[int, int]]:
+    def limits(model: str) -> tuple[int, int]:
+        return next((w, o) for prefix, w, o in table if model.startswith(prefix))
+
+    return limits
 
 
 def default_limits(spec: ModelSpec) -> tuple[int, int]:
     """Return the default (context window, output allowance) in tokens for `spec`'s model."""
-    if spec.family in ("anthropic", "openai"):
-        table = ANTHROPIC_LIMITS if spec.family == "anthropic" else OPENAI_LIMITS
-        for prefix, window, output in table:
-            if spec.model.startswith(prefix):
-                return window, output
-    if spec.family == "local":
-        return LOCAL_LIMITS
-    return COMPATIBLE_LIMITS
+    family = find_family(spec.family)
+    if family is None or family.limits is None:
+        return COMPATIBLE_LIMITS
+    return family.limits(spec.model)
 
 
-_WIRE = frozenset({"tool_choice", "accepts"})  # what a server takes: docs/providers.md
-_OPTIONS: dict[Family, frozenset[str]] = {
-    "anthropic": frozenset({"api_key", "base_url", "thinking", "prompt_cache", "timeout", "clock"})
-    | _WIRE,
-    "openai": frozenset({"api_key", "base_url", "timeout", "clock"}) | _WIRE,
-    "openai-compatible": frozenset({"api_key", "timeout", "clock"}) | _WIRE,
-    "local": frozenset({"model_path", "seed", "n_threads"}),
-    "scripted": frozenset({"sleep"}),
-}
 _COMMON = frozenset({"context_window", "max_output_tokens"})
-
-
-# The environment variable each SDK family reads its key from when no `api_key` option is given.
-KEY_ENV: dict[Family, str] = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
 def check_model(spec: str, **options: Any) -> None:
     """Check, without a network request, that `make_provider(spec, **options)` can build a
-    provider that can be used: the spec parses, the options are known, a scripted file exists
-    and is a valid script, and an `anthropic`/`openai` model has an API key (an `api_key`
-    option or its environment variable). Raises `UsageError` with a one-line reason."""
+    provider that can be used: the spec parses, the options are known, the family's own check
+    passes (a scripted file exists and is a valid script, the local weights are present), and a
+    family with a key variable has an API key (an `api_key` option or that variable). Raises
+    `UsageError` with a one-line reason."""
     parsed = parse_model_spec(spec)
-    _check_options(parsed, options)
-    if parsed.family == "scripted":
-        _scripted(parsed, options)
-    if parsed.family == "local" and not options.get("model_path"):
-        from ._local import OTHER_MODELS, locate_weights
-
-        try:
-            locate_weights()  # the `local` extra: cheap, imports neither package
-        except UsageError as err:
-            raise UsageError(f"{err}; {OTHER_MODELS}") from None
-    env = KEY_ENV.get(parsed.family)
+    family = _family_of(parsed)
+    _check_options(family, options)
+    if family.check is not None:
+        family.check(parsed, options)
+    env = family.key_env
     if env is not None and not options.get("api_key") and not os.environ.get(env):
         raise UsageError(
             f"{spec}: no API key: set {env} (or [providers.{parsed.family}] api_key_env)"
         )
 
 
-def _check_options(parsed: ModelSpec, options: dict[str, Any]) -> None:
-    unknown = set(options) - _OPTIONS[parsed.family] - _COMMON
+def _check_options(family: ProviderFamily, options: dict[str, Any]) -> None:
+    unknown = set(options) - family.options - _COMMON
     if unknown:
-        allowed = ", ".join(sorted(_OPTIONS[parsed.family] | _COMMON))
+        allowed = ", ".join(sorted(family.options | _COMMON))
         raise UsageError(
-            f"{parsed.family} provider: unknown option(s) {', '.join(sorted(unknown))}; "
+            f"{family.name} provider: unknown option(s) {', '.join(sorted(unknown))}; "
             f"allowed: {allowed}"
         )
 
 
 def make_provider(spec: str, **options: Any) -> Provider:
-    """Build the provider a spec names.
+    """Build the provider a spec names, with its family's factory (`_families.py`).
 
     `context_window` and `max_output_tokens` override the family defaults (for `scripted`, the
     script's own values). Other options go to the adapter (`api_key`, `base_url`, `thinking`,
@@ -165,26 +140,13 @@ def make_provider(spec: str, **options: Any) -> Provider:
     not take, a bad value of those two, or a bad spec raises `UsageError`.
     """
     parsed = parse_model_spec(spec)
-    _check_options(parsed, options)
-    if parsed.family == "scripted":
-        return _scripted(parsed, options)
-    window, output = default_limits(parsed)
-    options.setdefault("context_window", window)
-    options.setdefault("max_output_tokens", output)
-    # The SDK adapters load on first use: importing both SDKs costs about a second of start-up.
-    if parsed.family == "anthropic":
-        from ._anthropic import AnthropicProvider
-
-        return AnthropicProvider(parsed.model, **options)
-    if parsed.family == "local":
-        from ._local import LocalProvider
-
-        return LocalProvider(**options)
-    if parsed.family == "openai-compatible":
-        options["base_url"] = parsed.base_url
-    from ._openai import OpenAIProvider
-
-    return OpenAIProvider(parsed.model, flavor=parsed.family, **options)
+    family = _family_of(parsed)
+    _check_options(family, options)
+    if family.limits is not None:
+        window, output = family.limits(parsed.model)
+        options.setdefault("context_window", window)
+        options.setdefault("max_output_tokens", output)
+    return family.factory(parsed, options)
 
 
 def _scripted(parsed: ModelSpec, options: dict[str, Any]) -> ScriptedProvider:
@@ -196,3 +158,73 @@ def _scripted(parsed: ModelSpec, options: dict[str, Any]) -> ScriptedProvider:
     if "max_output_tokens" in options:
         provider.max_output_tokens = int(options["max_output_tokens"])
     return provider
+
+
+def _check_scripted(parsed: ModelSpec, options: dict[str, Any]) -> None:
+    _scripted(parsed, options)
+
+
+def _check_local(_parsed: ModelSpec, options: dict[str, Any]) -> None:
+    if options.get("model_path"):
+        return
+    from ._local import OTHER_MODELS, locate_weights
+
+    try:
+        locate_weights()  # the `local` extra: cheap, imports neither package
+    except UsageError as err:
+        raise UsageError(f"{err}; {OTHER_MODELS}") from None
+
+
+# The SDK adapters load on first use: importing both SDKs costs about a second of start-up.
+def _anthropic(parsed: ModelSpec, options: dict[str, Any]) -> Provider:
+    from ._anthropic import AnthropicProvider
+
+    return AnthropicProvider(parsed.model, **options)
+
+
+def _openai(parsed: ModelSpec, options: dict[str, Any]) -> Provider:
+    from ._openai import OpenAIProvider
+
+    if parsed.base_url is not None:  # openai-compatible: its URL is in the spec
+        options["base_url"] = parsed.base_url
+    return OpenAIProvider(parsed.model, flavor=parsed.family, **options)  # type: ignore[arg-type]
+
+
+def _local(_parsed: ModelSpec, options: dict[str, Any]) -> Provider:
+    from ._local import LocalProvider
+
+    return LocalProvider(**options)
+
+
+def _compatible_model(family: str, rest: str) -> tuple[str, str | None]:
+    match = _COMPATIBLE.match(rest)
+    if match is None:
+        raise ValueError(f"expected {family}:MODEL@http(s)://HOST[:PORT]/PATH")
+    return match["model"], match["url"]
+
+
+def _script_path(family: str, rest: str) -> tuple[str, str | None]:
+    if not rest.strip():
+        raise ValueError(f"expected {family}:PATH to a JSON script")
+    return rest, None
+
+
+_WIRE = frozenset({"tool_choice", "accepts"})  # what a server takes: docs/providers.md
+_CONNECT = frozenset({"api_key", "timeout", "clock"})
+# The built-in families, in the order they are listed: (name, factory, options, key variable,
+# limits, model part, check, bare model).
+for _family in (
+    ProviderFamily("anthropic", _anthropic,
+                   _CONNECT | {"base_url", "thinking", "prompt_cache"} | _WIRE,
+                   "ANTHROPIC_API_KEY", _prefixed(ANTHROPIC_LIMITS)),
+    ProviderFamily("openai", _openai, _CONNECT | {"base_url"} | _WIRE, "OPENAI_API_KEY",
+                   _prefixed(OPENAI_LIMITS)),
+    ProviderFamily("openai-compatible", _openai, _CONNECT | _WIRE,
+                   limits=lambda _model: COMPATIBLE_LIMITS, model=_compatible_model),
+    ProviderFamily("local", _local, frozenset({"model_path", "seed", "n_threads"}),
+                   limits=lambda _model: LOCAL_LIMITS, check=_check_local,
+                   bare_model="SmolLM2-135M-Instruct"),
+    ProviderFamily("scripted", lambda parsed, options: _scripted(parsed, options),
+                   frozenset({"sleep"}), model=_script_path, check=_check_scripted),
+):  # fmt: skip
+    register_builtin(_family)

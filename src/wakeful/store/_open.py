@@ -1,4 +1,13 @@
-"""Opening a store from a URL: a path means SQLite, `postgresql://` means PostgreSQL."""
+"""Opening a store from a URL: a path means SQLite, `postgresql://` means PostgreSQL, and
+`SCHEME://...` a store backend an installed package registers under that scheme:
+
+    [project.entry-points."wakeful.stores"]
+    filemap = "wakeful_echo:open_filemap"
+
+whose value is a callable `(url, *, clock) -> SqlStore` (over a `Backend` of its own, or a
+`file_map_store` over a host's `FileMap`). The entry points are read only for a scheme that
+is not built in (cold start).
+"""
 
 from __future__ import annotations
 
@@ -47,6 +56,9 @@ def open_store(
         from ._postgres import PostgresBackend
 
         return SqlStore(PostgresBackend(target, options=options), clock)
+    scheme, sep, _rest = target.partition("://")
+    if sep and scheme not in ("sqlite", "file") and "/" not in scheme:
+        return _installed_backend(scheme, target, clock)
     from ._sqlite import SqliteBackend
 
     path = target.removeprefix("sqlite:///").removeprefix("sqlite://")
@@ -63,3 +75,29 @@ def memory_store(*, clock: Clock | None = None) -> SqlStore:
     when it is closed or the process ends (the seed's `createMemoryStore`). Each call opens a
     store of its own; `open_store(":memory:")` is the same."""
     return open_store(MEMORY, clock=clock)
+
+
+STORE_ENTRY_POINTS = "wakeful.stores"
+
+
+def _installed_backend(scheme: str, url: str, clock: Clock | None) -> SqlStore:
+    """The store an installed package opens for `scheme://` URLs (`wakeful.stores`)."""
+    from importlib.metadata import entry_points
+
+    found = [ep for ep in entry_points(group=STORE_ENTRY_POINTS) if ep.name == scheme]
+    if not found:
+        raise UsageError(
+            f"no store backend for {scheme}:// (a path or sqlite:// is SQLite, postgresql:// "
+            f"is PostgreSQL; a package can add one through {STORE_ENTRY_POINTS} entry points)"
+        )
+    try:
+        opener = found[0].load()
+    except Exception as err:  # a broken package: one line, not a traceback
+        raise UsageError(
+            f"store backend {scheme} ({found[0].value}) cannot be loaded: "
+            f"{type(err).__name__}: {err}"
+        ) from None
+    store = opener(url, clock=clock)
+    if not isinstance(store, SqlStore):
+        raise UsageError(f"store backend {scheme} ({found[0].value}) did not open a store")
+    return store
