@@ -54,6 +54,8 @@ def test_listing_before_the_first_run_lists_nothing_and_creates_nothing(tmp_path
     for args in (("session", "list"), ("session", "search", "anything"), ("schedule", "list")):
         done = wakeful(work, env, *args, "--format", "json")
         assert (done.returncode, json.loads(done.stdout)) == (0, []), done
+    usage = wakeful(work, env, "usage", "--format", "json")
+    assert usage.returncode == 0 and json.loads(usage.stdout)["total"]["requests"] == 0, usage
     table = wakeful(work, env, "session", "list")
     assert table.returncode == 0 and table.stdout == ""
     assert "no sessions yet" in table.stderr and "wakeful run" in table.stderr

@@ -11,7 +11,7 @@ import click
 
 from ..runner import format_cost
 from ..store import USAGE_BY, UsageReport, since_ms, usage_report
-from ._common import db_option, format_option, local_runtime, print_json
+from ._common import db_option, format_option, local_runtime, no_default_store, print_json
 
 _COLUMNS = ("key", "requests", "input_tokens", "output_tokens", "cache_read_tokens",
             "cache_write_tokens", "cost_usd", "priced_cost_usd", "unpriced_requests")  # fmt: skip
@@ -60,11 +60,14 @@ def usage(by: str, since: str | None, fmt: str, db: str | None) -> None:  # fmt:
     from ..clock import SystemClock
 
     start = None if since is None else since_ms(since, SystemClock().now_ms())
-    rt = local_runtime(db, "wakeful usage")
-    try:
-        report = usage_report(rt.reads.usage_records(start), by, start)
-    finally:
-        rt.close()
+    if no_default_store(db):  # before the first run: nothing was spent, and nothing is created
+        report = usage_report([], by, start)
+    else:
+        rt = local_runtime(db, "wakeful usage")
+        try:
+            report = usage_report(rt.reads.usage_records(start), by, start)
+        finally:
+            rt.close()
     if fmt == "json":
         print_json(report.to_json())
     elif fmt == "csv":
