@@ -266,6 +266,9 @@ class AgentConfig(_Section):
     model: str | None = None
     tools: list[str] | None = None
     max_steps: int | None = Field(None, ge=1, le=MAX_COUNT)
+    # Skills whose guidance the agent follows: `.wakeful/skills/NAME/SKILL.md` in the workspace,
+    # each an instruction source of its own (`skill:NAME`, `docs/config.md`).
+    skills: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]] = Field(default_factory=list)
 
 
 MCP_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")

@@ -53,7 +53,8 @@ async def test_changing_agents_md_between_two_steps_gives_one_delta_and_one_syst
     sid = rt.store.list_sessions().sessions[0].id
 
     first, change = deltas(rt, sid)  # exactly one change after the complete first delta
-    assert first.text is None and set(first.delta) == {"builtin", "AGENTS.md"}
+    # `api`: the host's entries (none: recorded absent, like a missing AGENTS.md would be)
+    assert first.text is None and set(first.delta) == {"builtin", "AGENTS.md", "api"}
     assert list(change.delta) == ["AGENTS.md"] and change.text and "Use spaces." in change.text
     system = [m for m in rt.store.messages(sid) if m.role == "system"]
     assert len(system) == 1 and "Use spaces." in system[0].text()

@@ -29,7 +29,7 @@ from ..events import (
     SessionEvent,
     SessionUpdated,
 )
-from ..instructions import workspace_sources
+from ..instructions import agent_sources, host_sources, workspace_sources
 from ..providers import Provider, check_model, make_provider
 from ..runner import (
     LEGACY_KINDS,
@@ -308,7 +308,11 @@ class Runtime(ShapingMixin, HostMixin):
             retry=config.retry,
             compaction=config.compaction,
             interrupt=interrupt,
-            instruction_sources=[*workspace_sources(place.root, config.instructions), *mcp_sources],
+            instruction_sources=[
+                *workspace_sources(place.root, config.instructions),
+                *agent_sources(place.root, agent.skills), *mcp_sources,
+                *host_sources(lambda: self.store.extension_state(session_id, "instructions")),
+            ],  # fmt: skip
             trace_ids=self.tracing.ids if self.tracing is not None else None,
             prices=PriceTable.of(config.prices),
             refresh=refresher(self.store, session_id, (row.agent, row.model),

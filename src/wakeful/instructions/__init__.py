@@ -1,6 +1,6 @@
 """Instruction sources and value deltas: read once per attempt, hashed, admitted as one delta."""
 
-from ._sources import BUILTIN, Source, workspace_sources
+from ._sources import BUILTIN, Source, agent_sources, host_sources, workspace_sources
 from ._sync import REMOVED, Baseline, InstructionSync, baseline, epoch_snapshot, sync_instructions
 
 __all__ = [
@@ -13,4 +13,6 @@ __all__ = [
     "epoch_snapshot",
     "sync_instructions",
     "workspace_sources",
+    "agent_sources",
+    "host_sources",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,12 +48,43 @@ def _const(text: str) -> Reader:
     return lambda: text
 
 
+REFERENCE = "@"  # a configured entry `key = "@path"` is the workspace file at `path`
+SKILLS_DIR = ".wakeful/skills"  # a skill's guidance: SKILLS_DIR/NAME/SKILL.md
+
+
 def workspace_sources(workspace: Path, configured: Mapping[str, str] | None = None) -> list[Source]:
-    """Built-ins, the workspace's `AGENTS.md`, and configured entries (key -> text)."""
+    """Built-ins, the workspace's `AGENTS.md`, and configured entries (key -> text); an entry
+    whose text is `@path` is a reference: the file at `path` in the workspace, read fresh like
+    `AGENTS.md` (source `ref:path`)."""
     sources = [
         Source("builtin", _const(BUILTIN)),
         Source("AGENTS.md", _file(workspace / "AGENTS.md")),
     ]
     for key, text in sorted((configured or {}).items()):
-        sources.append(Source(f"config:{key}", _const(text)))
+        if text.startswith(REFERENCE):
+            path = text[len(REFERENCE) :].strip()
+            sources.append(Source(f"ref:{path}", _file(workspace / path)))
+        else:
+            sources.append(Source(f"config:{key}", _const(text)))
     return sources
+
+
+def agent_sources(workspace: Path, skills: Sequence[str]) -> list[Source]:
+    """The guidance of the skills the selected agent follows: `skill:NAME`, the workspace's
+    `SKILLS_DIR/NAME/SKILL.md` (absent: recorded as removed, like any source)."""
+    return [Source(f"skill:{name}", _file(workspace / SKILLS_DIR / name / "SKILL.md"))
+            for name in skills]  # fmt: skip
+
+
+def host_sources(entries: Callable[[], Mapping[str, object]]) -> list[Source]:
+    """The instruction entries a host manages through the API: the session's extension state
+    under the `instructions` namespace (`entries`, read fresh), rendered as one source `api`
+    (each entry `key: text`, by key; absent when there are none)."""
+
+    def read() -> str | None:
+        found = entries()
+        if not found:
+            return None
+        return "\n\n".join(f"{key}: {value}" for key, value in sorted(found.items()))
+
+    return [Source("api", read)]

@@ -54,6 +54,7 @@ class Agent:
     model: str | None
     tools: tuple[str, ...]
     max_steps: int = 50
+    skills: tuple[str, ...] = ()  # whose guidance it follows (`instructions.agent_sources`)
 
 
 BUILTIN_AGENTS: dict[str, Agent] = {
@@ -103,6 +104,7 @@ def _apply(agent: Agent, configured: AgentConfig, custom: tuple[str, ...] = ()) 
             )
     return replace(
         agent,
+        skills=tuple(configured.skills) or agent.skills,
         description=configured.description or agent.description,
         system_prompt=configured.system_prompt or agent.system_prompt,
         model=configured.model or agent.model,
