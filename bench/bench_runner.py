@@ -58,7 +58,9 @@ class ReceiptBytes:
 
 
 async def loop_rate(folder: Path, model: str, steps: int) -> tuple[float, ReceiptBytes]:
-    config = Config.model_validate({"agents": {"build": {"max_steps": steps + 5}}})
+    config = Config.model_validate(
+        {"agents": {"build": {"max_steps": steps + 5}}, "loop_guard": {"enabled": False}}
+    )  # the same call step after step, on purpose
     rt = Runtime(str(folder / "bench.db"), model=model, workspace=folder, config=config)
     sent: list[str] = []
     rt.store.backend._conn.set_trace_callback(  # type: ignore[attr-defined]

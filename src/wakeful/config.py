@@ -127,6 +127,16 @@ class ExecutionConfig(_Section):
     poll_interval_ms: int = Field(POLL_INTERVAL_MS, gt=0, le=HOUR_MS)
 
 
+class LoopGuardConfig(_Section):
+    """`[loop_guard]`: a turn that repeats a tool call (same input, same result) `repeats`
+    times, or goes `no_progress_steps` steps in a row with no new tool result, pauses with
+    reason `loop` (docs/spend.md). On by default, with generous thresholds."""
+
+    enabled: bool = True
+    repeats: int = Field(10, ge=2, le=MAX_COUNT)
+    no_progress_steps: int = Field(20, ge=1, le=MAX_COUNT)
+
+
 class StoreConfig(_Section):
     """How long a store transaction may wait for others (docs/store.md, "Faults").
 
@@ -325,6 +335,7 @@ class Config(_Section):
     tools: dict[str, str] = Field(default_factory=dict)
     mcp: McpConfig = Field(default_factory=McpConfig)
     prices: dict[str, PriceConfig] = Field(default_factory=dict)
+    loop_guard: LoopGuardConfig = Field(default_factory=LoopGuardConfig)
     default_agent: str = Field("build", min_length=1)
 
     def with_output_limit(self, tokens: int) -> Config:

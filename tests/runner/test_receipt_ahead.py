@@ -34,7 +34,9 @@ def runtime(tmp_path: Path, db: str, replies: list[dict[str, Any]]) -> tuple[Run
     path = tmp_path / "script.json"
     path.write_text(json.dumps({"rules": [{"match": ".", "replies": replies}]}))
     model = f"scripted:{path}"
-    config = Config.model_validate({"agents": {"build": {"max_steps": 100}}})
+    config = Config.model_validate(
+        {"agents": {"build": {"max_steps": 100}}, "loop_guard": {"enabled": False}}
+    )  # repeats on purpose
     return Runtime(db, model=model, workspace=tmp_path, config=config), model
 
 

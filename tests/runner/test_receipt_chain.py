@@ -34,6 +34,7 @@ def script(tmp_path: Path, steps: int, *, pad: str = "", **top: object) -> str:
 def runtime(tmp_path: Path, model: str, db: str | None = None, **compaction: object) -> Runtime:
     config = Config.model_validate({
         "agents": {"build": {"max_steps": 1000}},
+        "loop_guard": {"enabled": False},  # the same call step after step, on purpose
         "compaction": {"reserved": 500, **compaction},
         "retry": {"initial_delay_ms": 5, "max_delay_ms": 50, "poll_interval_ms": 5},
     })  # fmt: skip

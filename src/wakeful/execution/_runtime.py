@@ -315,6 +315,7 @@ class Runtime(ShapingMixin, HostMixin):
             ],  # fmt: skip
             trace_ids=self.tracing.ids if self.tracing is not None else None,
             prices=PriceTable.of(config.prices),
+            loop_guard=config.loop_guard,
             refresh=refresher(self.store, session_id, (row.agent, row.model),
                               lambda: self._context(session_id, interrupt).ctx),
         )  # fmt: skip

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from ..clock import Clock, SystemClock
-from ..config import CompactionConfig, RetryConfig
+from ..config import CompactionConfig, LoopGuardConfig, RetryConfig
 from ..events import Decision, Outcome
 from ..instructions import Source
 from ..providers import Provider, Usage, make_provider
@@ -96,6 +96,8 @@ class RunContext:
     # Resolves the session's agent, model and tools again, before each step and turn: a new
     # context when another process switched them (`Runtime.switch`), None when they stand.
     refresh: Callable[[], Awaitable[RunContext | None]] | None = None
+    # When a turn that repeats itself pauses with reason `loop` (`_loop_guard.py`).
+    loop_guard: LoopGuardConfig = field(default_factory=LoopGuardConfig)
 
     @property
     def provider(self) -> Provider:

@@ -57,6 +57,7 @@ from ._context import Interrupted, RunContext, TurnResult
 from ._crashpoints import crash_point
 from ._jobs import REPORT_PREFIX, reports_in, settled_jobs
 from ._live import LiveKind
+from ._loop_guard import LOOP_KIND, LoopDetected, LoopGuard
 from ._model_call import ModelCall
 from ._port import SessionPort
 from ._prompt import ReceiptChain, Section, section_blobs
@@ -107,6 +108,7 @@ class TurnRunner:
         self._state = TurnState(turn_id="")  # no turn yet: `run` and `settle` start one
         self._open_step: int | None = None  # the step begun and not yet done (`_step_done`)
         self._hosted: list[dict[str, JsonValue]] = []  # the hosted calls of its reply
+        self._guard = LoopGuard(ctx.loop_guard)
         self._call_attempts: dict[str, int] = {}  # tool call id -> its attempts (`_retry_call`)
         self._retry_lock = asyncio.Lock()
 
@@ -125,6 +127,7 @@ class TurnRunner:
         if turn_id is None:
             await self._commit([TurnStarted(turn_id=tid, input_ids=tuple(input_ids))])
         self._state = TurnState(tid, allowance=self.ctx.agent.max_steps)
+        self._guard = LoopGuard(self.ctx.loop_guard)  # counts this turn's calls only
         self._live("turn_start", turn_id=tid, input_ids=list(input_ids), agent=self.ctx.agent.name)
         try:
             await self._settle_jobs(await self._inputs(input_ids))
@@ -133,6 +136,8 @@ class TurnRunner:
             return await self._end(completed)
         except AwaitingApproval as err:
             return await self._end(End("paused", str(err), "awaiting_approval"))
+        except LoopDetected as err:
+            return await self._end(End("paused", str(err), LOOP_KIND))
         except Interrupted:
             if self.ctx.shutting_down():
                 raise
@@ -495,7 +500,7 @@ class TurnRunner:
             nonlocal held
             held = await self._save_results(events, blobs)
 
-        await run_tools(
+        results = await run_tools(
             message,
             tools=ctx.tools,
             tool_context=ctx.tool_context,
@@ -510,6 +515,7 @@ class TurnRunner:
             retry=self._retry_call,
         )
         self._check_interrupt()
+        self._guard.observe(message.tool_calls(), results)  # `LoopDetected`: the turn pauses
         return held
 
     async def _save_results(
