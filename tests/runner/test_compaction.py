@@ -456,3 +456,47 @@ async def test_effective_tokens_count_the_whole_next_request_also_between_turns(
     sent = rebuild_request(rt.store, sid, last, "scripted")
     assert done.effective_tokens <= estimate_request_tokens(sent) * 1.2
     await rt.aclose()
+
+
+async def test_an_overflow_under_tail_stubs_old_tool_output_and_media_on_the_wire(tmp_path: Path):
+    """Issue 37 item 20 (001: "a context overflow mid-run stubs older tool output and media"):
+    the overflow path's compaction under the `tail` strategy sends the older tool results as
+    their stub and the older media as a label; the store keeps both whole, and every receipt
+    rebuilds to its digest. On main the media went as it was."""
+    from wakeful.events import CompactionTail
+    from wakeful.runner._tail import HIDDEN_RESULT, MEDIA_MARK
+
+    overflow = {"kind": "context_overflow", "times": 1}
+    goal = {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}
+    model = script(tmp_path, [
+        {"match": "^big", "replies": [{"text": "made it", "error": overflow}]},
+        {"match": "^look", "replies": [goal, {"text": "seen"}]},
+        {"match": ".", "replies": [{"text": "ok"}]},
+    ])  # fmt: skip
+    rt = runtime(tmp_path, model, strategy="tail", auto=False, tail_turns=1)
+    data = base64.b64encode(b"\x89PNG-not-really" * 200).decode()
+    image = {"type": "image", "media_type": "image/png", "data": data, "name": "diagram.png"}
+    sent = rt.send(payload={"blocks": [{"type": "text", "text": "look at this"}, image]})
+    sid = sent.session_id
+    await rt.resume(sid)
+    sid = await chat(rt, ["second", "third"], sid)
+    [turn] = await rt.run("big request", session_id=sid)
+    assert turn.outcome == "completed" and turn.final_text == "made it"
+    [tail] = [e.event for e in rt.store.events(sid, types=["compaction.tail"])]
+    assert isinstance(tail, CompactionTail) and tail.reason == "overflow" and tail.media
+    last = rt.store.receipts(sid)[-1]
+    provider = make_provider(model)
+    assert all(verify_receipt(rt.store, sid, r, provider) for r in rt.store.receipts(sid))
+    from wakeful.runner import rebuild_request
+
+    sent_messages = rebuild_request(rt.store, sid, last, provider.name).messages
+    first = sent_messages[0]
+    assert not any(isinstance(b, ImageBlock) for b in first.blocks)
+    assert "[older image diagram.png (image/png) hidden to save context]" in first.text()
+    outputs = [r.output for m in sent_messages for r in m.tool_results()]
+    assert outputs == [HIDDEN_RESULT]
+    stored = rt.store.messages(sid)[0]  # the store keeps the image
+    assert any(isinstance(b, ImageBlock) for b in stored.blocks)
+    tail_content = rt.store.get_blob(next(d for s, _src, d in last.sections if s == "tail"))
+    assert tail_content.decode().endswith(MEDIA_MARK)
+    await rt.aclose()

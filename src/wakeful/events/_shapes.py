@@ -338,6 +338,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('hidden', 0, ('int',), (), (), (), 0),
         ('effective_tokens', 0, ('int',), (), (), (), 0),
         ('input_id', None, ('null', 'str'), (), (), (), 0),
+        ('media', False, ('bool',), (), (), (), 0),
     ),
     'CompactionSkipped': (
         ('v', 1, ('int',), (), (), (), 0),
@@ -512,7 +513,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = '71ac301c89980ccb'
+SHAPES_DIGEST = '38d72532de759a79'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

@@ -309,6 +309,9 @@ class CompactionTail(_Event):
     hidden: int = 0
     effective_tokens: int = 0
     input_id: str | None = None
+    # Media blocks of the hidden messages (images, audio, video, documents) go as labels too
+    # (issue 37 item 20); False on hide points recorded before, which hid tool results only.
+    media: bool = False
 
 
 class CompactionSkipped(_Event):

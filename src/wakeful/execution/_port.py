@@ -41,6 +41,7 @@ from ..runner import (
     TurnResult,
     fold_approvals,
 )
+from ..runner._tail import hide_point
 from ..store import (
     ClaimToken,
     Delivered,
@@ -229,7 +230,7 @@ class StorePort(HeldEvents):
         last = found[-1] if found else None
         if last is None or not isinstance(last.event, CompactionTail):
             return None
-        return last.seq, last.event.hide_before_id
+        return last.seq, hide_point(last.event.hide_before_id, last.event.media)
 
     async def recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
         """The `usage.recorded` events among the newest `window` events (one statement)."""

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from ..events import CompactionEnded, CompactionTail
 from ..messages import Message
 from ..runner._active import ActiveHistory
-from ..runner._tail import apply_tail
+from ..runner._tail import apply_tail, hide_point
 from ._reads import Reads
 
 T = TypeVar("T")
@@ -60,5 +60,5 @@ def session_context(reads: Reads, session_id: str) -> list[Message]:
     tails = reads.events(session_id, types=["compaction.tail"])
     tail = tails[-1].event if tails else None
     if isinstance(tail, CompactionTail):
-        messages = apply_tail(messages, tail.hide_before_id)
+        messages = apply_tail(messages, hide_point(tail.hide_before_id, tail.media))
     return [m for m in messages if not m.aborted]

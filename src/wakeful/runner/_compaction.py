@@ -52,7 +52,7 @@ from ._prompt import ReceiptChain, Section
 from ._restore import restore_candidates, restore_files
 from ._retry import error_kind
 from ._summary_call import Summarizer, Summary
-from ._tail import TAIL_SECTION
+from ._tail import MEDIA_MARK, TAIL_SECTION
 
 log = logging.getLogger("wakeful.runner")
 
@@ -224,7 +224,8 @@ class Compactor:
         if not self._tail_loaded:
             self._tail_loaded = True
             self._tail = await self.port.tail_boundary()
-            self.history.hide_before(None if self._tail is None else self._tail[1])
+            point = None if self._tail is None else self._tail[1].removesuffix(MEDIA_MARK)
+            self.history.hide_before(point)  # estimated: tool results (media as they are)
         return None if self._tail is None else Section(TAIL_SECTION, "compaction", self._tail[1])
 
     def measure(self, sections: Sequence[Section]) -> None:
@@ -433,6 +434,7 @@ class Compactor:
             hidden=hidden,
             effective_tokens=effective,
             input_id=input_id,
+            media=True,  # older media goes as labels too (`_tail.py`)
         )
         try:
             await self.port.commit([event])

@@ -37,6 +37,7 @@ from ._approvals import APPROVAL_TYPES, ApprovalLog, fold_approvals
 from ._context import TurnResult
 from ._live import LiveEvent, LiveKind
 from ._port import HeldEvents
+from ._tail import hide_point
 
 
 class MemoryPort(HeldEvents):
@@ -175,7 +176,10 @@ class MemoryPort(HeldEvents):
     async def tail_boundary(self) -> tuple[int, str] | None:
         """The newest `compaction.tail`'s seq and hide point (None: none)."""
         tails = [(s.seq, s.event) for s in self.log if isinstance(s.event, CompactionTail)]
-        return (tails[-1][0], tails[-1][1].hide_before_id) if tails else None
+        if not tails:
+            return None
+        seq, tail = tails[-1]
+        return seq, hide_point(tail.hide_before_id, tail.media)
 
     async def recent_usage(self, window: int) -> list[tuple[int, UsageRecorded]]:
         """The `usage.recorded` events among the newest `window`."""

@@ -16,13 +16,49 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..messages import IdentityMemo, Message, ToolResultBlock
+from ..messages import (
+    AudioBlock,
+    DocumentBlock,
+    IdentityMemo,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    VideoBlock,
+)
 
 TAIL_SECTION = "tail"  # the request section whose content is the hide point (a message id)
 HIDDEN_RESULT = (
     "[older tool result hidden to save context (compaction strategy tail); "
     "run the tool again if you need it]"
 )
+# A hide point that also hides media ends with this (`CompactionTail.media`; issue 37 item 20):
+# the section's content says which rendering a receipt was built with, so older receipts,
+# whose hide points hid tool results only, still rebuild to their digests.
+MEDIA_MARK = "+media"
+_MEDIA = (ImageBlock, AudioBlock, VideoBlock, DocumentBlock)
+
+
+def hide_point(hide_before_id: str, media: bool) -> str:
+    """The content of a `tail` section: the first message kept, marked when media is hidden."""
+    return f"{hide_before_id}{MEDIA_MARK}" if media else hide_before_id
+
+
+def _hide_media(message: Message) -> Message:
+    hidden = _hide(message)
+    if not any(isinstance(b, _MEDIA) for b in hidden.blocks):
+        return hidden
+    blocks = tuple(
+        TextBlock(text=f"[older {b.type} {b.name or ''} ({b.media_type}) hidden to save context]"
+                  .replace(" ()", "").replace("  ", " "))
+        if isinstance(b, _MEDIA) else b
+        for b in hidden.blocks
+    )  # fmt: skip
+    return hidden.model_copy(update={"blocks": blocks})
+
+
+hide_media: IdentityMemo[Message, Message] = IdentityMemo(_hide_media)
+"""`hide_results`, and each media block replaced by a label saying it was hidden."""
 
 
 def _hide(message: Message) -> Message:
@@ -47,11 +83,14 @@ def hidden_results(message: Message) -> int:
     return sum(isinstance(b, ToolResultBlock) for b in message.blocks)
 
 
-def apply_tail(history: Sequence[Message], hide_before_id: str) -> list[Message]:
-    """`history` with the tool results of every message before `hide_before_id` hidden; the
-    history as it is when that message is not in it (a later summary replaced it, a rewind hid
-    it)."""
+def apply_tail(history: Sequence[Message], point: str) -> list[Message]:
+    """`history` with the tool results (and, for a `hide_point` marked so, the media) of every
+    message before the hide point hidden; the history as it is when that message is not in it
+    (a later summary replaced it, a rewind hid it)."""
+    media = point.endswith(MEDIA_MARK)
+    hide_before_id = point.removesuffix(MEDIA_MARK)
+    hide = hide_media if media else hide_results
     for i, message in enumerate(history):
         if message.id == hide_before_id:
-            return [*(hide_results(m) for m in history[:i]), *history[i:]]
+            return [*(hide(m) for m in history[:i]), *history[i:]]
     return list(history)
