@@ -54,3 +54,12 @@ def test_runner_and_cli_never_name_the_concrete_store(package: str):
         if re.search(r"\bSqlStore\b", line)
     ]
     assert named == []
+
+
+def test_execution_names_the_concrete_store_only_where_it_opens_one():
+    """Execution asks for `LocalStore` (`store/_protocol.py`); only the runtime, which opens
+    the store, and its host mixin (pruning, a local database's own) name `SqlStore` (issue 35's
+    acceptance: at most two execution modules)."""
+    root = ROOT / "src" / "wakeful" / "execution"
+    naming = sorted(p.name for p in root.rglob("*.py") if re.search(r"\bSqlStore\b", p.read_text()))
+    assert naming == ["_host.py", "_runtime.py"]

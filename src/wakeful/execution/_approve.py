@@ -12,7 +12,7 @@ from pydantic import JsonValue
 from ..errors import ConflictError, NotFoundError, UsageError
 from ..events import ApprovalRequested, Decision
 from ..runner import read_approvals
-from ..store import Admission, SqlStore, Store
+from ..store import Admission, LocalStore, Store
 
 DECISIONS: tuple[Decision, ...] = ("allow", "deny", "always")
 
@@ -29,7 +29,7 @@ def approval_input_id(call_id: str) -> str:
 
 
 def admit_decision(
-    store: SqlStore, session_id: str, call_id: str, decision: str
+    store: LocalStore, session_id: str, call_id: str, decision: str
 ) -> tuple[ApprovalRequested, Admission]:
     """Admit a decision on a waiting call; return the request and the admission.
 

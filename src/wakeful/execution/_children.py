@@ -25,7 +25,7 @@ from ..events import InputKind, SessionCreated, TurnEnded
 from ..runner import TurnResult, crash_point
 from ..runner._jobs import REPORT_PREFIX
 from ..runner.tools import Delegation, Lineage, ToolFailure
-from ..store import ClaimToken, SqlStore, new_session_id
+from ..store import ClaimToken, LocalStore, new_session_id
 from ._delegation import delegation_of, lineage_of
 from ._off_loop import off_loop
 from ._writes import end_child
@@ -49,7 +49,7 @@ class Children:
 
     def __init__(
         self,
-        store: SqlStore,
+        store: LocalStore,
         coordinator: Coordinator,
         *,
         default_agent: str,

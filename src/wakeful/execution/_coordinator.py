@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import NotFoundError
-from ..store import Claim, SqlStore, is_transient
+from ..store import Claim, LocalStore, is_transient
 from ._drain import STOP_OUTCOMES, DrainOptions, DrainResult, drain
 from ._leases import LeaseKeeper
 from ._off_loop import off_loop
@@ -56,7 +56,7 @@ class Coordinator:
 
     def __init__(
         self,
-        store: SqlStore,
+        store: LocalStore,
         make_context: Callable[[str, asyncio.Event], SessionSetup],
         options: DrainOptions | None = None,
     ) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..events import SessionCreated, StoredEvent
-from ..store import SqlStore
+from ..store import LocalStore
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class ChildLineage:
     delegation: str | None
 
 
-def lineage_of(store: SqlStore, session_id: str) -> ChildLineage | None:
+def lineage_of(store: LocalStore, session_id: str) -> ChildLineage | None:
     """A child session's lineage; None for a session without a parent."""
     row = store.find_session(session_id)
     if row is None or row.parent_id is None:
@@ -47,7 +47,7 @@ def lineage_of(store: SqlStore, session_id: str) -> ChildLineage | None:
     )  # fmt: skip
 
 
-def delegation_of(store: SqlStore, session_id: str) -> str | None:
+def delegation_of(store: LocalStore, session_id: str) -> str | None:
     """`"foreground"` or `"background"` for a child session, None for any other session."""
     row = store.find_session(session_id)
     if row is None or row.parent_id is None:

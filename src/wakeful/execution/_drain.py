@@ -26,7 +26,7 @@ from .._ids import new_turn_id
 from ..errors import ClaimLostError, LocationUnavailableError, UsageError
 from ..instructions import InstructionSync
 from ..runner import Interrupted, ReceiptChain, TurnResult, TurnRunner, crash_point
-from ..store import Claim, Delivered, SqlStore, fence
+from ..store import Claim, Delivered, LocalStore, fence
 from ._leases import LeaseKeeper
 from ._move import rebind
 from ._off_loop import off_loop
@@ -68,7 +68,7 @@ class DrainResult:
 
 
 async def drain(
-    store: SqlStore,
+    store: LocalStore,
     session_id: str,
     make_context: Callable[[], SessionSetup],
     leases: LeaseKeeper,

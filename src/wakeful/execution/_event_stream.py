@@ -22,7 +22,7 @@ from pydantic import JsonValue
 
 from ..events import StoredEvent
 from ..runner import LiveEvent
-from ..store import SqlStore
+from ..store import LocalStore
 from ._off_loop import off_loop
 
 _DELTAS = frozenset({"text", "reasoning", "tool_input"})  # no durable read before these
@@ -179,7 +179,7 @@ class EventStream:
     def __init__(
         self,
         streams: Streams,
-        store: SqlStore,
+        store: LocalStore,
         session_id: str,
         *,
         after: int,

@@ -15,14 +15,14 @@ from typing import cast
 from ..events import MessageAdded, Outcome, ReceiptRecorded
 from ..providers import Usage
 from ..runner import TurnResult
-from ..store import SqlStore, TurnRow
+from ..store import LocalStore, TurnRow
 from ._coordinator import Coordinator
 from ._off_loop import off_loop
 
 RECHECK_S = 1.0  # how often a follower tries to drive the session itself (its driver may be gone)
 
 
-def _settling_seq(store: SqlStore, session_id: str, input_id: str) -> tuple[int, str] | None:
+def _settling_seq(store: LocalStore, session_id: str, input_id: str) -> tuple[int, str] | None:
     """(seq, how) of the event that settled the input: `delivered`, or `rejected: REASON`."""
     item = store.input(session_id, input_id)
     if item.status == "pending":
@@ -45,7 +45,7 @@ def _turn_at(turns: list[TurnRow], seq: int) -> TurnRow | None:
     return next((t for t in turns if t.started_seq > seq), None)
 
 
-def input_outcome(store: SqlStore, session_id: str, input_id: str) -> TurnResult | None:
+def input_outcome(store: LocalStore, session_id: str, input_id: str) -> TurnResult | None:
     """The ended turn that took `input_id`, as a `TurnResult` (its usage is not kept per turn
     and reads as zero); None while the input is pending or its turn still runs. A rejected
     input reads as a `failed` turn without an id."""

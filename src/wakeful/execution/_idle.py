@@ -6,7 +6,7 @@ then likely compact it anyway. With `before_cache_expiry` on (in the configurati
 session's own location, as its drains read it: `docs/locations.md`), the loop that fires
 schedules (in every worker and in `wakeful serve`) also looks, every `IDLE_SCAN_S`, for
 sessions idle since their last turn whose cache is estimated to expire within `expiry_margin_s`
-(`SqlStore.claims.cache_expiring`: `cache_ttl_s` after that turn ended, its last request at least
+(`LocalStore.claims.cache_expiring`: `cache_ttl_s` after that turn ended, its last request at least
 `long_request_size`), and admits an idle compaction to each: a queued control item
 (`kind="compaction"`, payload ``{"reason": "idle"}``) under an input id derived from the turn's
 end, so any number of processes admit it once. A driver then claims and runs it like any other
@@ -24,7 +24,7 @@ from pydantic import JsonValue
 from ..config import DAY_MS, CompactionConfig
 from ..errors import NotFoundError, UsageError
 from ..runner import IDLE_REASON
-from ..store import SqlStore
+from ..store import LocalStore
 
 log = logging.getLogger("wakeful.compaction")
 
@@ -43,7 +43,7 @@ def idle_input_id(ended_seq: int) -> str:
 
 
 def admit_idle_compactions(
-    store: SqlStore, settings: CompactionConfig | Settings, now_ms: int | None = None
+    store: LocalStore, settings: CompactionConfig | Settings, now_ms: int | None = None
 ) -> list[str]:
     """Admit an idle compaction to every session whose cache is about to expire (module
     docstring); return the sessions this call admitted one to. `settings`: the `[compaction]`
@@ -76,7 +76,7 @@ def _window(config: CompactionConfig) -> _Window:
     return config.cache_ttl_s, config.expiry_margin_s, config.long_request_size
 
 
-def _scans(store: SqlStore, settings: Settings, now: int) -> dict[_Window, list[str | None]]:
+def _scans(store: LocalStore, settings: Settings, now: int) -> dict[_Window, list[str | None]]:
     """The locations of idle sessions grouped by the window their configuration scans with
     (one scan per distinct window). The lookback is the longest `cache_ttl_s` allowed: a
     location's own lifetime is only known once its configuration is read."""
@@ -92,7 +92,7 @@ def _scans(store: SqlStore, settings: Settings, now: int) -> dict[_Window, list[
     return scans
 
 
-def _admit(store: SqlStore, found: list[tuple[str, int]]) -> list[str]:
+def _admit(store: LocalStore, found: list[tuple[str, int]]) -> list[str]:
     admitted: list[str] = []
     for sid, ended_seq in found:
         payload: dict[str, JsonValue] = {"reason": IDLE_REASON}

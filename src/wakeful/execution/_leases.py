@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..store import Claim, Outage, SqlStore, is_transient
+from ..store import Claim, LocalStore, Outage, is_transient
 from ._off_loop import off_loop
 
 log = logging.getLogger("wakeful.leases")
@@ -29,7 +29,7 @@ class _Held:
 class LeaseKeeper:
     """Renews the leases of every claim held in this process; see the module docstring."""
 
-    def __init__(self, store: SqlStore, lease_ms: int) -> None:
+    def __init__(self, store: LocalStore, lease_ms: int) -> None:
         self.store = store
         self.lease_ms = lease_ms
         self._held: dict[str, _Held] = {}  # by claim token

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..instructions import sync_instructions
-from ..store import ClaimToken, SqlStore
+from ..store import ClaimToken, LocalStore
 from ._port import SessionSetup
 
 
@@ -35,7 +35,7 @@ def existing_location(path: str | Path, what: str = "move") -> str:
 
 
 def rebind(
-    store: SqlStore,
+    store: LocalStore,
     session_id: str,
     claim: ClaimToken | None,
     make_context: Callable[[], SessionSetup],

@@ -46,9 +46,9 @@ from ..store import (
     ClaimToken,
     Delivered,
     InboxItem,
+    LocalStore,
     Prelude,
     RetryState,
-    SqlStore,
     TurnOpening,
 )
 from ._off_loop import off_loop
@@ -80,7 +80,7 @@ class StorePort(HeldEvents):
 
     def __init__(
         self,
-        store: SqlStore,
+        store: LocalStore,
         session_id: str,
         claim: ClaimToken | None,
         *,

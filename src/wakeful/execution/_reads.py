@@ -20,7 +20,7 @@ from ..store import Artifact, Feed, InboxItem, PendingRevert, SessionRow, Store,
 
 
 class Reads(Store, Protocol):
-    """See the module docstring. `SqlStore` implements it."""
+    """See the module docstring. The local store (`LocalStore`) implements it."""
 
     def input(self, session_id: str, input_id: str) -> InboxItem:
         """One inbox item by id; `NotFoundError` if unknown."""
@@ -53,7 +53,7 @@ class Reads(Store, Protocol):
 
     def live_compactions(self, session_id: str) -> list[StoredEvent]:
         """The `compaction.ended` events whose summary is still in the transcript, oldest
-        first (where active history starts; `SqlStore.live_compactions`)."""
+        first (where active history starts; `LocalStore.live_compactions`)."""
         ...
 
     def pending_revert(self, session_id: str) -> PendingRevert | None:
@@ -72,7 +72,7 @@ class Reads(Store, Protocol):
         location: str | None = None, limit: int | None = 100,
     ) -> list[Artifact]:  # fmt: skip
         """Reverse lookup across every session: the artifacts with exactly this uri, or of the
-        sessions living at `location` (see `SqlStore.find_artifacts`)."""
+        sessions living at `location` (see `LocalStore.find_artifacts`)."""
         ...
 
     def metadata(self, session_id: str) -> dict[str, JsonValue]:

@@ -20,8 +20,8 @@ from ..runner import APPROVAL_TYPES, ApprovalLog, crash_point, fold_approvals, r
 from ..store import (
     Claim,
     ClaimToken,
+    LocalStore,
     RecoveryView,
-    SqlStore,
     ToolCallRow,
     TurnRow,
     fence,
@@ -42,7 +42,7 @@ CONTINUATION = (
 )
 
 
-def heal_running_tools(store: SqlStore, session_id: str, claim: ClaimToken | None) -> int:
+def heal_running_tools(store: LocalStore, session_id: str, claim: ClaimToken | None) -> int:
     """Fail every `running` tool call with a synthetic result; return how many."""
     running = store.tool_calls(session_id, status="running")
     if running:
@@ -72,7 +72,7 @@ def running_results(running: Sequence[ToolCallRow]) -> list[SessionEvent]:
     return events
 
 
-def heal_unstarted_calls(store: SqlStore, session_id: str, claim: ClaimToken) -> int:
+def heal_unstarted_calls(store: LocalStore, session_id: str, claim: ClaimToken) -> int:
     """Answer the newest assistant message's calls that never started; return how many.
 
     Only the newest assistant message can hold them: a crash between persisting the reply and
@@ -115,7 +115,7 @@ def unstarted_results(
     return [MessageAdded(message=reply)]
 
 
-def open_turn(store: SqlStore, session_id: str) -> TurnRow | None:
+def open_turn(store: LocalStore, session_id: str) -> TurnRow | None:
     """The turn that started and never ended, or None."""
     return newest_open(store.turns(session_id))
 
@@ -137,7 +137,7 @@ class RecoveryPlan:
 
 
 def plan_recovery(
-    store: SqlStore, session_id: str, turn: TurnRow, claim: ClaimToken, max_attempts: int
+    store: LocalStore, session_id: str, turn: TurnRow, claim: ClaimToken, max_attempts: int
 ) -> RecoveryPlan:
     """Decide how an open turn ends or resumes; append the continuation when it resumes.
 
@@ -198,11 +198,11 @@ class Recovered:
 
 
 def recover_batch(
-    store: SqlStore, claims: Sequence[Claim], max_attempts: int
+    store: LocalStore, claims: Sequence[Claim], max_attempts: int
 ) -> dict[str, Recovered]:
     """Heal and plan the sessions of a batch of taken-over `claims` together: one read
-    transaction for all of them (`SqlStore.recovery_views`), the rules above for each, and one
-    write transaction (`SqlStore.append_batch`) for every session's healing results and
+    transaction for all of them (`LocalStore.recovery_views`), the rules above for each, and one
+    write transaction (`LocalStore.append_batch`) for every session's healing results and
     continuation, each fenced by its own claim. Returns the sessions recovered; a session whose
     claim was lost meanwhile (or that is gone) is left out and must not be driven."""
     views = store.recovery_views([c.session_id for c in claims], APPROVAL_TYPES)

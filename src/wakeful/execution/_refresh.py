@@ -12,14 +12,14 @@ from collections.abc import Awaitable, Callable
 
 from ..errors import StoreError
 from ..runner import RunContext
-from ..store import SqlStore
+from ..store import LocalStore
 from ._off_loop import off_loop
 
 Refresh = Callable[[], Awaitable[RunContext | None]]
 
 
 def refresher(
-    store: SqlStore, session_id: str, seen: tuple[str | None, str | None],
+    store: LocalStore, session_id: str, seen: tuple[str | None, str | None],
     rebuild: Callable[[], RunContext],
 ) -> Refresh:  # fmt: skip
     """The `refresh` of a context built for the session's `(agent, model)` `seen`; `rebuild`

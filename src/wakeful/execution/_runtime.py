@@ -124,6 +124,8 @@ class SendResult:
 class Runtime(ShapingMixin, HostMixin):
     """A store plus everything needed to drive its sessions in this process."""
 
+    store: SqlStore  # the concrete store it opens (its mixins need only a `LocalStore`)
+
     def __init__(
         self,
         db: str | None = None,

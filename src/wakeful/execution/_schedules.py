@@ -1,7 +1,7 @@
 """Firing schedules: which fires are due, what each admits, and the loop every worker runs.
 
 Every running worker calls `fire_due` (through `run_schedules`); each due fire goes to the store
-as one compare-and-set transaction that also admits its input (`SqlStore.schedules.fire`), so
+as one compare-and-set transaction that also admits its input (`LocalStore.schedules.fire`), so
 any number of workers take each fire exactly once. A fire found older than the schedule's
 `grace_ms` was missed (everything was down): the schedule's policy `skip`s every missed time,
 or fires `once` for them all (stamped with the first missed time); either way the schedule
@@ -24,11 +24,11 @@ from ..events import Delivery, SessionCreated
 from ..store import (
     FireOutcome,
     FirePlan,
+    LocalStore,
     MissedPolicy,
     Outage,
     Schedule,
     ScheduleFire,
-    SqlStore,
     fire_input_id,
     fire_session_id,
     is_transient,
@@ -45,7 +45,7 @@ MAX_WAIT_S = 1.0
 
 
 def new_schedule(
-    store: SqlStore, prompt: str, timing: Timing, *, session_id: str | None,
+    store: LocalStore, prompt: str, timing: Timing, *, session_id: str | None,
     template: dict[str, JsonValue], name: str | None = None, missed: str = "skip",
     grace_ms: int = 60_000, delivery: str = "steer", schedule_id: str | None = None,
 ) -> Schedule:  # fmt: skip
@@ -77,7 +77,7 @@ def new_schedule(
     )  # fmt: skip
 
 
-def resume(store: SqlStore, schedule_id: str) -> Schedule:
+def resume(store: LocalStore, schedule_id: str) -> Schedule:
     """Enable a paused schedule from now on: times that passed while it was paused are not
     fires (neither fired nor caught up); a one-shot whose time passed stays without a next
     fire."""
@@ -141,7 +141,7 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def fire_one(store: SqlStore, schedule: Schedule, now_ms: int) -> ScheduleFire | None:
+def fire_one(store: LocalStore, schedule: Schedule, now_ms: int) -> ScheduleFire | None:
     """Take the schedule's due fire (see the module docstring); None when another worker took
     it first."""
     due = schedule.next_fire_ms
@@ -165,7 +165,7 @@ def fire_one(store: SqlStore, schedule: Schedule, now_ms: int) -> ScheduleFire |
     return fire
 
 
-def fire_due(store: SqlStore, now_ms: int | None = None) -> list[ScheduleFire]:
+def fire_due(store: LocalStore, now_ms: int | None = None) -> list[ScheduleFire]:
     """Take every fire due at `now_ms` (default: the store's clock) that no other worker took
     first, in due order; a schedule several fires behind (within its grace) fires each.
 
@@ -193,7 +193,7 @@ def fire_due(store: SqlStore, now_ms: int | None = None) -> list[ScheduleFire]:
 
 
 async def run_schedules(
-    store: SqlStore,
+    store: LocalStore,
     stop: asyncio.Event,
     on_fire: Callable[[ScheduleFire], None] | None = None,
     *,

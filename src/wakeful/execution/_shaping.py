@@ -19,7 +19,7 @@ from pydantic import JsonValue
 from ..errors import ConflictError, UsageError
 from ..events import FileRestore
 from ..runner import crash_point
-from ..store import Artifact, SqlStore
+from ..store import Artifact, LocalStore
 from ._hooks import HookEvent, HookKind, Hooks
 from ._off_loop import off_loop
 from ._rewind import (
@@ -40,7 +40,7 @@ SETTLE_POLL_S = 0.05
 class ShapingMixin:
     """Rewind, history edits, artifacts, metadata and extension state of `Runtime`."""
 
-    store: SqlStore
+    store: LocalStore
     busy: Callable[[str], bool]  # `Runtime.busy`
     interrupt: Callable[[str], bool]  # `Runtime.interrupt`
     place: Callable[[str | None], Place]  # `Runtime.place`
@@ -141,7 +141,7 @@ class ShapingMixin:
         message_id: str | None = None, text: str | None = None, heal_pairing: bool = False,
     ) -> int:  # fmt: skip
         """Delete a turn, replace a message's text, or write the drop-only pairing heal back
-        (`heal_pairing`), guarded by `revision` (see `SqlStore.shaping.edit_history`); return the
+        (`heal_pairing`), guarded by `revision` (see `LocalStore.shaping.edit_history`); return the
         session's new revision."""
         return self.store.shaping.edit_history(
             session_id, revision=revision, delete_turn=delete_turn, message_id=message_id,
@@ -153,7 +153,7 @@ class ShapingMixin:
     def add_artifact(
         self, session_id: str, kind: str, uri: str, label: str, meta: JsonValue = None
     ) -> Artifact:
-        """Record an artifact of the session (see `SqlStore.shaping.add_artifact`)."""
+        """Record an artifact of the session (see `LocalStore.shaping.add_artifact`)."""
         return self.store.shaping.add_artifact(session_id, kind, uri, label, meta)
 
     def update_metadata(self, session_id: str, patch: dict[str, JsonValue]) -> dict[str, JsonValue]:
@@ -166,7 +166,7 @@ class ShapingMixin:
     def set_extension_state(
         self, session_id: str, namespace: str, key: str, value: JsonValue
     ) -> None:
-        """Store one value under an extension's namespace (see `SqlStore.shaping.set_extension_state`);
+        """Store one value under an extension's namespace (see `LocalStore.shaping.set_extension_state`);
         the `extension_state_set` hook gets it."""
         self.store.shaping.set_extension_state(session_id, namespace, key, value)
         self._written("extension_state_set", session_id,

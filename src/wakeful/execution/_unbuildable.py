@@ -13,7 +13,7 @@ from ..errors import UsageError
 from ..events import SessionError, TurnEnded
 from ..providers import Usage
 from ..runner import TurnResult
-from ..store import Claim, SqlStore, fence
+from ..store import Claim, LocalStore, fence
 from ._owner import current_owner, owner_is_dead
 from ._recovery import heal_running_tools, heal_unstarted_calls, open_turn
 from ._writes import start_drain
@@ -22,7 +22,7 @@ BLOCKED_KIND = "configuration"
 
 
 def block_unbuildable(
-    store: SqlStore, sid: str, lease_ms: int, err: UsageError, claim: Claim | None
+    store: LocalStore, sid: str, lease_ms: int, err: UsageError, claim: Claim | None
 ) -> tuple[list[TurnResult], bool]:
     """End the session's next (or open) turn `blocked` with `err` as its reason.
 

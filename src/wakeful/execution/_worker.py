@@ -12,7 +12,7 @@ local turns are interrupted and their claims kept for the next worker. `once=Tru
 nothing is left to do, an orphaned claim included (one whose row a paused writer still locks is
 waited for until the database ends that writer's transaction). A worker serves some locations (`locations`, or by default every
 location that is a directory on this host): it claims only sessions there, and notes the others
-it finds as waiting for their location (`SqlStore.claims.note_waits`) instead of running or failing
+it finds as waiting for their location (`LocalStore.claims.note_waits`) instead of running or failing
 them (`docs/locations.md`). A transient store fault (a lock held past the busy timeout, a lost
 connection) never ends a worker: it is waited out with a bounded backoff and logged once
 (`store.Outage`).
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from ..errors import CommitUnknownError
-from ..store import Claim, Outage, SqlStore, is_transient
+from ..store import Claim, LocalStore, Outage, is_transient
 from ._off_loop import off_loop, wait_off_loop
 from ._owner import current_owner, host_id, owner_is_dead
 from ._recovery import Recovered, recover_batch
@@ -89,7 +89,7 @@ class Placement:
         return self.only, sorted(self.unserved)
 
 
-def candidates(store: SqlStore, placement: Placement | None = None) -> list[str]:
+def candidates(store: LocalStore, placement: Placement | None = None) -> list[str]:
     """Sessions with pending input and no unreleased claim at a location `placement` serves:
     a drain may start them now.
 
@@ -118,7 +118,7 @@ def recover(rt: Runtime, claims: list[Claim]) -> tuple[int, dict[str, Recovered]
 
 
 def place(
-    store: SqlStore, found: list[str], placement: Placement
+    store: LocalStore, found: list[str], placement: Placement
 ) -> tuple[list[str], dict[str, str]]:
     """Split `found` into the sessions this worker serves and those it leaves waiting (id ->
     location), noting the waits (and any others the store knows of) durably."""
@@ -150,7 +150,7 @@ async def run_worker(
     Each session found gets one drive task (at most `concurrency` drain at a time, and at most
     that many claims taken over and waiting); the store is looked at again whenever a drive ends
     or `poll_interval_ms` passes (PostgreSQL: an admission's NOTIFY, from any process, ends the
-    wait early; other sessions' appends do not, `SqlStore.feed.wait_for_work`). A
+    wait early; other sessions' appends do not, `LocalStore.feed.wait_for_work`). A
     session whose drain made no progress (paused, blocked, held elsewhere) is left alone for one
     lease period; one whose drain hit a transient store fault is tried again after the backoff
     (and `once` waits for that retry).

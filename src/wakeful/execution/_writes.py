@@ -1,8 +1,8 @@
 """Which writes share a transaction, and why: every composition of the store's units of work.
 
-The store offers one fenced unit of work per session (`SqlStore.write` -> `SessionWrite`:
+The store offers one fenced unit of work per session (`LocalStore.write` -> `SessionWrite`:
 append, promote, admit, take or release the claim, all committed together or not at all) and
-one batched read (`SqlStore.read` -> `SessionRead`). What goes into one unit is execution's
+one batched read (`LocalStore.read` -> `SessionRead`). What goes into one unit is execution's
 policy, and it all lives here, so a newcomer reads in one place why each group is atomic:
 
 - `start_drain`: the claim and the first delivery with the turn it starts. A crash can leave
@@ -30,8 +30,8 @@ from ..store import (
     ClaimToken,
     Delivered,
     DrainStart,
+    LocalStore,
     Prelude,
-    SqlStore,
     TurnOpening,
 )
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 
 def start_drain(
-    store: SqlStore, session_id: str, owner: str, lease_ms: int, is_dead: IsDead | None = None,
+    store: LocalStore, session_id: str, owner: str, lease_ms: int, is_dead: IsDead | None = None,
     *, start_turn: str, prelude: Prelude | None = None,
 ) -> DrainStart:  # fmt: skip
     """Claim the session and start its next turn, in one unit.
@@ -73,7 +73,7 @@ def start_drain(
 
 
 def promote_step(
-    store: SqlStore, session_id: str, claim: ClaimToken | None, *,
+    store: LocalStore, session_id: str, claim: ClaimToken | None, *,
     first: Sequence[SessionEvent] = (), prelude: Prelude | None = None,
     then: Sequence[SessionEvent] = (), then_blobs: Sequence[bytes] = (),
 ) -> list[Delivered]:  # fmt: skip
@@ -98,7 +98,7 @@ def promote_step(
 
 
 def promote_idle(
-    store: SqlStore, session_id: str, claim: ClaimToken | None, *, start_turn: str | None = None,
+    store: LocalStore, session_id: str, claim: ClaimToken | None, *, start_turn: str | None = None,
     prelude: Prelude | None = None,
 ) -> list[Delivered]:  # fmt: skip
     """Between turns: the next delivery (steers, or one queued item) and, when it produced
@@ -113,7 +113,7 @@ def promote_idle(
 
 
 def end_child(
-    store: SqlStore, child_id: str, end: TurnEnded, claim: ClaimToken | None, *,
+    store: LocalStore, child_id: str, end: TurnEnded, claim: ClaimToken | None, *,
     parent_id: str, input_id: str, kind: InputKind, payload: dict[str, JsonValue],
 ) -> Admission:  # fmt: skip
     """A background child's end: its `turn.ended` (fenced by its claim) and its report in
@@ -125,7 +125,7 @@ def end_child(
 
 
 def turn_opening(
-    store: SqlStore, session_id: str, approval_types: Sequence[str], usage_window: int
+    store: LocalStore, session_id: str, approval_types: Sequence[str], usage_window: int
 ) -> TurnOpening:
     """What a turn reads before its first step (`TurnOpening`), in one read."""
     with store.read(session_id) as r:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from ..errors import InstructionSourceError
 from ..events import CompactionEnded, InstructionsUpdated, MessageAdded, SessionEvent
 from ..messages import Message, TextBlock
-from ..store import ClaimToken, InstructionState, Prelude, SqlStore
+from ..store import ClaimToken, InstructionState, LocalStore, Prelude
 from ._sources import Source
 
 REMOVED = "removed"
@@ -53,7 +53,7 @@ def _read_all(sources: Sequence[Source]) -> dict[str, str | None | OSError]:
 
 
 def sync_instructions(
-    store: SqlStore, session_id: str, sources: Sequence[Source], claim: ClaimToken | None = None
+    store: LocalStore, session_id: str, sources: Sequence[Source], claim: ClaimToken | None = None
 ) -> Baseline:
     """Read sources, admit one delta if anything changed, and return the baseline to render."""
     return _sync(store, session_id, _read_all(sources), claim)
@@ -69,7 +69,7 @@ class InstructionSync:
     nothing to admit and the same baseline to render.
     """
 
-    def __init__(self, store: SqlStore, session_id: str, sources: Sequence[Source]) -> None:
+    def __init__(self, store: LocalStore, session_id: str, sources: Sequence[Source]) -> None:
         self._store = store
         self._sid = session_id
         self._sources = sources
@@ -123,7 +123,7 @@ def _seen(read: dict[str, str | None | OSError]) -> tuple[tuple[str, str | None]
 
 
 def _sync(
-    store: SqlStore,
+    store: LocalStore,
     session_id: str,
     read: dict[str, str | None | OSError],
     claim: ClaimToken | None,
@@ -140,7 +140,7 @@ def _sync(
 _EPOCH_TYPES = ["session.reverted", "session.unreverted", "instructions.updated"]
 
 
-def _revert_in_force(store: SqlStore, session_id: str) -> tuple[int, bool]:
+def _revert_in_force(store: LocalStore, session_id: str) -> tuple[int, bool]:
     """The seq of the newest rewind still in force (0: none) and whether a delta followed it.
     An unrevert takes back the rewinds no delta followed yet (a delta comes with the next
     delivery, which makes a rewind final)."""
@@ -158,7 +158,7 @@ def _revert_in_force(store: SqlStore, session_id: str) -> tuple[int, bool]:
 
 
 def _fresh_after_revert(
-    store: SqlStore, session_id: str, state: InstructionState
+    store: LocalStore, session_id: str, state: InstructionState
 ) -> InstructionState:
     """`state`, unstarted when a rewind cleared it and no delta followed yet: the next delta
     is then complete and without text, a fresh baseline (the module docstring)."""
@@ -182,13 +182,13 @@ def _first_baseline(
 
 
 def _plan(
-    store: SqlStore,
+    store: LocalStore,
     session_id: str,
     state: InstructionState,
     read: dict[str, str | None | OSError],
 ) -> tuple[list[SessionEvent], list[bytes]]:
     """The events (and value blobs) that bring the stored instruction `state` (the session's,
-    read in one transaction: `SqlStore.instruction_state`) up to `read`.
+    read in one transaction: `LocalStore.instruction_state`) up to `read`.
 
     The first delta of a session must be complete: an unreadable source then raises
     `InstructionSourceError` (the turn is blocked) rather than being left out silently. Later,
@@ -240,14 +240,14 @@ def _render_change(delta: dict[str, str], read: dict[str, str | None | OSError])
     return "\n".join(parts)
 
 
-def _parent_values(store: SqlStore, forked_from: str | None) -> dict[str, str] | None:
+def _parent_values(store: LocalStore, forked_from: str | None) -> dict[str, str] | None:
     """A fork's parent's newest values: the fork's complete first delta (without text)."""
     if forked_from is None or store.find_session(forked_from) is None:
         return None
     return epoch_snapshot(store, forked_from) or None
 
 
-def _epoch_digests(store: SqlStore, session_id: str) -> dict[str, str]:
+def _epoch_digests(store: LocalStore, session_id: str) -> dict[str, str]:
     """The current epoch's initial values by key: the latest compaction's since the rewind in
     force (if any), else the first delta after it (the fresh baseline), else the first delta."""
     since, _ = _revert_in_force(store, session_id)
@@ -265,7 +265,7 @@ def _epoch_digests(store: SqlStore, session_id: str) -> dict[str, str]:
     return {key: digest for key, digest in delta.delta.items() if digest != REMOVED}
 
 
-def epoch_snapshot(store: SqlStore, session_id: str) -> dict[str, str] | None:
+def epoch_snapshot(store: LocalStore, session_id: str) -> dict[str, str] | None:
     """The current values (key -> digest) that a new epoch starts from, in a stable order.
 
     Keys keep the current epoch's order; keys that appeared since follow, sorted. None before
@@ -280,7 +280,7 @@ def epoch_snapshot(store: SqlStore, session_id: str) -> dict[str, str] | None:
     return {key: current[key] for key in order}
 
 
-def baseline(store: SqlStore, session_id: str) -> Baseline:
+def baseline(store: LocalStore, session_id: str) -> Baseline:
     """The epoch's initial values (later changes of the epoch live in the transcript)."""
     digests = _epoch_digests(store, session_id)
     texts = store.get_blobs(list(digests.values())) if digests else {}

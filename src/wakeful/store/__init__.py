@@ -29,7 +29,15 @@ if TYPE_CHECKING:
     from ._open import default_db_path, memory_store, open_store, resolve_db_url
     from ._opening import TurnOpening
     from ._owner import current_owner, host_id, owner_is_dead
-    from ._protocol import PlainReads, PlainStore, ReceiptReads, SessionRead, SessionWrite, Store
+    from ._protocol import (
+        LocalStore,
+        PlainReads,
+        PlainStore,
+        ReceiptReads,
+        SessionRead,
+        SessionWrite,
+        Store,
+    )
     from ._reads import InstructionState, RetryState, ToolCallRow, TurnRow
     from ._records import (
         Admission,
@@ -96,6 +104,7 @@ _LAZY = {
     "current_owner": "wakeful.store._owner",
     "host_id": "wakeful.store._owner",
     "owner_is_dead": "wakeful.store._owner",
+    "LocalStore": "wakeful.store._protocol",
     "PlainReads": "wakeful.store._protocol",
     "PlainStore": "wakeful.store._protocol",
     "ReceiptReads": "wakeful.store._protocol",
@@ -187,6 +196,7 @@ __all__ = [
     "SessionSummary",
     "SessionWrite",
     "SqlStore",
+    "LocalStore",
     "PlainReads",
     "PlainStore",
     "ReceiptReads",

@@ -18,11 +18,13 @@ without building models (a local store has them; `isinstance(store, PlainReads)`
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ._reads import ToolCallRow
+from ._reads import InstructionState, RetryState, ToolCallRow, TurnRow
 from ._records import (
     Admission,
+    AdmissionRequest,
     Claim,
     ClaimState,
     Delivered,
@@ -39,11 +41,25 @@ from ._search import SearchPage
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
-    from ..events import Delivery, InputKind, PlainEvent, ReceiptRecorded, SessionEvent, StoredEvent
+    from ..clock import Clock
+    from ..events import (
+        Delivery,
+        InputKind,
+        PlainEvent,
+        ReceiptRecorded,
+        SessionCreated,
+        SessionEvent,
+        StoredEvent,
+    )
     from ..messages import Message
     from ._append import ClaimToken
-    from ._claims import IsDead
+    from ._batch import RecoveryView
+    from ._claims import Claims, IsDead
+    from ._feed import Feed
     from ._opening import TurnOpening
+    from ._rewind import PendingRevert
+    from ._schedules import Schedules
+    from ._shaping import Shaping
 
 
 class Store(Protocol):
@@ -304,4 +320,124 @@ class SessionRead(Protocol):
 
     def messages_after(self, seq: int) -> list[tuple[int, Message]]:
         """The transcript's messages stored after `seq`, with their `seq`."""
+        ...
+
+
+class LocalStore(Store, PlainReads, ReceiptReads, Protocol):
+    """What execution needs of a store on this machine (`SqlStore` implements it): the
+    surfaces' `Store`, the units of work (`write`, `read`), the aggregates (`claims`, `feed`,
+    `schedules`, `shaping`) and a driver's own reads and writes. Execution is annotated with
+    it; only the modules that open a store name the class (`tests/test_layers.py`)."""
+
+    @property
+    def clock(self) -> Clock:
+        """The store's clock (a test's fake one, or the system's)."""
+        ...
+
+    @property
+    def claims(self) -> Claims:
+        """Claims and the workers' placement notes (`store/_claims.py`)."""
+        ...
+
+    @property
+    def feed(self) -> Feed:
+        """The instance-wide log (`store/_feed.py`)."""
+        ...
+
+    @property
+    def schedules(self) -> Schedules:
+        """The schedules and their fires (`store/_schedules.py`)."""
+        ...
+
+    @property
+    def shaping(self) -> Shaping:
+        """Rewind, history edits, metadata, extension state, artifacts (`store/_shaping.py`)."""
+        ...
+
+    def write(
+        self, session_id: str, claim: ClaimToken | None = None
+    ) -> AbstractContextManager[SessionWrite]:
+        """Open a unit of work on `session_id` under `claim` (`SessionWrite`)."""
+        ...
+
+    def read(self, session_id: str) -> AbstractContextManager[SessionRead]:
+        """Open one read of `session_id` (`SessionRead`)."""
+        ...
+
+    def create_session(
+        self, session_id: str | None = None, *, events: Sequence[SessionEvent] = (), **fields: Any
+    ) -> SessionRow:
+        """Insert a session row and its `session.created` event, then `events`, in one
+        transaction; return the row."""
+        ...
+
+    def admit(
+        self, session_id: str, input_id: str | None, kind: InputKind,
+        payload: dict[str, JsonValue], delivery: Delivery = "steer",
+        *, create: SessionCreated | None = None,
+    ) -> Admission:  # fmt: skip
+        """Admit one input durably; with `create`, a session not there yet is inserted in the
+        same transaction."""
+        ...
+
+    def admit_together(self, requests: Sequence[AdmissionRequest]) -> list[Admission | Exception]:
+        """Admit each request as `admit` would, in one write transaction; each one's outcome
+        in order (its `Admission`, or the error `admit` raises for it)."""
+        ...
+
+    def input(self, session_id: str, input_id: str) -> InboxItem:
+        """One inbox item by id; `NotFoundError` if unknown."""
+        ...
+
+    def append(
+        self, session_id: str, events: Sequence[SessionEvent], claim: ClaimToken | None = None,
+        *, blobs: Sequence[bytes] = (),
+    ) -> list[StoredEvent]:  # fmt: skip
+        """Append events and their projections (and `blobs`) in one transaction; with
+        `claim`, fenced."""
+        ...
+
+    def append_batch(
+        self, batches: Sequence[tuple[str, Sequence[SessionEvent], ClaimToken]]
+    ) -> set[str]:
+        """Append each session's events, fenced by its claim, in one transaction; return the
+        sessions written (one whose claim is gone is left out)."""
+        ...
+
+    def put_blob(self, data: bytes, session_id: str | None = None) -> str:
+        """Store bytes once by SHA-256 and return the digest; with a session, reference it."""
+        ...
+
+    def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """The bytes of each blob in `digests`, by digest; `NotFoundError` if any is absent."""
+        ...
+
+    def recovery_views(
+        self, session_ids: Sequence[str], types: Sequence[str] = ()
+    ) -> dict[str, RecoveryView]:
+        """Each named session as recovery reads it, in one read transaction."""
+        ...
+
+    def turns(self, session_id: str) -> list[TurnRow]:
+        """Turns of a session in start order."""
+        ...
+
+    def retry_state(self, session_id: str) -> RetryState | None:
+        """The session's pending retry, or None."""
+        ...
+
+    def instruction_state(self, session_id: str) -> InstructionState:
+        """What an instruction delta is planned from, from one snapshot."""
+        ...
+
+    def live_compactions(self, session_id: str) -> list[StoredEvent]:
+        """The `compaction.ended` events a rewind or history edit has not hidden."""
+        ...
+
+    def pending_revert(self, session_id: str) -> PendingRevert | None:
+        """The session's revert still pending (undoable), if any."""
+        ...
+
+    def extension_state(self, session_id: str, namespace: str) -> dict[str, JsonValue]:
+        """The session's extension state in `namespace`, by key."""
         ...
