@@ -128,7 +128,7 @@ def test_wakeful_config_names_the_only_file(
         ("[retry]\ninitial_delay_ms = 10\nmax_delay_ms = 5",
          "retry: max_delay_ms (5) must be at least initial_delay_ms (10)"),
         ("[compaction]\nthreshold = 80", "compaction.threshold: unknown key (known keys: auto,"),
-        ("[compation]\nauto = true", "compation: unknown key (known keys: agents, compaction,"),
+        ("[compation]\nauto = true", "compation: unknown key (known keys: agents, budgets, compaction,"),
         ('[permissions]\nshell = "sometimes"', "permissions.shell: must be one of 'allow', 'ask' or 'deny'"),
         ("[agents.review]\nmax_steps = 0", "agents.review.max_steps: must be 1..100000"),
         ('[agents.review]\nprompt = "x"', "agents.review.prompt: unknown key"),

@@ -137,6 +137,15 @@ class LoopGuardConfig(_Section):
     no_progress_steps: int = Field(20, ge=1, le=MAX_COUNT)
 
 
+class BudgetConfig(_Section):
+    """`[budgets]`: limits on what one root session (its children counted in) may spend in
+    total, in tokens (input + output) and in USD of priced requests; a turn whose next request
+    would start at or past one pauses with reason `budget` (docs/spend.md). Unset: no limit."""
+
+    session_tokens: int | None = Field(None, ge=1, le=10**15)
+    session_usd: float | None = Field(None, gt=0)
+
+
 class StoreConfig(_Section):
     """How long a store transaction may wait for others (docs/store.md, "Faults").
 
@@ -336,6 +345,7 @@ class Config(_Section):
     mcp: McpConfig = Field(default_factory=McpConfig)
     prices: dict[str, PriceConfig] = Field(default_factory=dict)
     loop_guard: LoopGuardConfig = Field(default_factory=LoopGuardConfig)
+    budgets: BudgetConfig = Field(default_factory=BudgetConfig)
     default_agent: str = Field("build", min_length=1)
 
     def with_output_limit(self, tokens: int) -> Config:

@@ -318,6 +318,8 @@ class Runtime(ShapingMixin, HostMixin):
             trace_ids=self.tracing.ids if self.tracing is not None else None,
             prices=PriceTable.of(config.prices),
             loop_guard=config.loop_guard,
+            budget=config.budgets,
+            spend=partial(asyncio.to_thread, self.store.root_spend, row.root_id),
             refresh=refresher(self.store, session_id, (row.agent, row.model),
                               lambda: self._context(session_id, interrupt).ctx),
         )  # fmt: skip

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from ..clock import Clock, SystemClock
-from ..config import CompactionConfig, LoopGuardConfig, RetryConfig
+from ..config import BudgetConfig, CompactionConfig, LoopGuardConfig, RetryConfig
 from ..events import Decision, Outcome
 from ..instructions import Source
 from ..providers import Provider, Usage, make_provider
 from ._agents import Agent
+from ._budget_gate import Spend
 from ._pricing import PriceTable, default_table
 from .tools import PermissionPolicy, Tool, ToolContext
 
@@ -98,6 +99,10 @@ class RunContext:
     refresh: Callable[[], Awaitable[RunContext | None]] | None = None
     # When a turn that repeats itself pauses with reason `loop` (`_loop_guard.py`).
     loop_guard: LoopGuardConfig = field(default_factory=LoopGuardConfig)
+    # The limits a step's request checks first, and what the session's root spent (`Spend`,
+    # `_budget_gate.py`; None: nothing is counted, as for a turn without a store).
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    spend: Spend | None = None
 
     @property
     def provider(self) -> Provider:

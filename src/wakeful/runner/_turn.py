@@ -52,6 +52,7 @@ from ._aborted import Streamed
 from ._active import ActiveHistory
 from ._approvals import AwaitingApproval
 from ._asking import ask_approvals
+from ._budget_gate import BUDGET_KIND, BudgetExceeded, check_budget
 from ._compaction import IDLE_REASON, CompactionResult, Compactor
 from ._context import Interrupted, RunContext, TurnResult
 from ._crashpoints import crash_point
@@ -138,6 +139,8 @@ class TurnRunner:
             return await self._end(End("paused", str(err), "awaiting_approval"))
         except LoopDetected as err:
             return await self._end(End("paused", str(err), LOOP_KIND))
+        except BudgetExceeded as err:
+            return await self._end(End("paused", str(err), BUDGET_KIND))
         except Interrupted:
             if self.ctx.shutting_down():
                 raise
@@ -258,8 +261,11 @@ class TurnRunner:
 
     async def _attempt(self, node: Attempt) -> Node:
         """One physical attempt of the current step. Its reply says what comes next: its calls
-        run, a final reply waits for the boundary's write; a fault is retried."""
+        run, a final reply waits for the boundary's write; a fault is retried. A step's first
+        attempt checks the budget first (`BudgetExceeded`: the turn pauses)."""
         self._check_interrupt()
+        if node.attempt == 1:
+            await check_budget(self.ctx.budget, self.ctx.spend)
         streamed = Streamed()  # what this attempt streamed, kept when it is cut
         try:
             message = await self._ask_model(node, streamed)

@@ -115,10 +115,25 @@ def _users(tx: Tx, roots: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def root_spend_in(tx: Tx, root_id: str) -> tuple[int, float]:
+    """The tokens (input + output) and priced cost of a root session and its children, summed
+    from the session rows (each `usage.recorded` counted once, in its reply's transaction)."""
+    row = tx.one(
+        "SELECT COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost_usd), 0) "
+        "FROM sessions WHERE root_id = ?", (root_id,),
+    )  # fmt: skip
+    return (0, 0.0) if row is None else (int(row[0]), float(row[1]))
+
+
 class UsageMixin:
-    """The usage report's read of `SqlStore`."""
+    """The usage report's read of `SqlStore`, and what a budget counts."""
 
     backend: Backend
+
+    def root_spend(self, root_id: str) -> tuple[int, float]:
+        """What a root session and its children spent: tokens (input + output), priced USD."""
+        with self.backend.transaction(write=False) as tx:
+            return root_spend_in(tx, root_id)
 
     def usage_records(self, since_ms: int | None = None) -> list[UsageRecord]:
         """Every request's recorded usage (at or after `since_ms`, when given), one record per

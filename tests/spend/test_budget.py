@@ -1,0 +1,86 @@
+"""Budgets: a session whose root has spent its `[budgets]` limit pauses with reason `budget`
+before the next request (counted from the recorded usage: the provider's request count and
+the log agree), and a raised limit lets it continue."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from wakeful.config import BudgetConfig, Config, PriceConfig
+from wakeful.events import ReceiptRecorded, UsageRecorded
+from wakeful.execution import Runtime
+
+
+def _model(tmp_path: Path) -> str:
+    calls = [{"tool_calls": [{"name": "goal_set", "input": {"goal": f"goal {i}"}}]}
+             for i in range(30)]  # fmt: skip
+    path = tmp_path / "spend.json"
+    path.write_text(json.dumps({"rules": [
+        {"match": "finish", "replies": [{"text": "finished"}]},
+        {"match": ".", "replies": [*calls, {"text": "done"}]},
+    ]}))  # fmt: skip
+    return f"scripted:{path}"
+
+
+def _used(rt: Runtime, sid: str) -> tuple[int, list[int]]:
+    """The session's receipts (requests asked) and each request's tokens, from the log."""
+    events = rt.store.events(sid)
+    receipts = sum(isinstance(e.event, ReceiptRecorded) for e in events)
+    usage = [e.event.input_tokens + e.event.output_tokens for e in events
+             if isinstance(e.event, UsageRecorded)]  # fmt: skip
+    return receipts, usage
+
+
+async def test_a_token_budget_pauses_before_the_request_past_it(tmp_path: Path) -> None:
+    model, db = _model(tmp_path), str(tmp_path / "s.db")
+    limit = 4_000
+    rt = Runtime(db, model=model, workspace=tmp_path,
+                 config=Config(budgets=BudgetConfig(session_tokens=limit)))  # fmt: skip
+    try:
+        [turn] = await rt.run("work")
+        assert (turn.outcome, turn.error_kind) == ("paused", "budget")
+        assert "of its 4,000 tokens" in (turn.error or "")
+        row = rt.store.latest_session()
+        assert row is not None and row.status == "paused"
+        receipts, usage = _used(rt, row.id)
+        # Every request asked has its usage; a read-only step's boundary may have written the
+        # next receipt ahead, a request the budget then did not send (docs/spend.md).
+        assert len(usage) >= 2 and receipts - len(usage) in (0, 1)
+        assert sum(usage) >= limit > sum(usage[:-1])  # paused right after crossing, not later
+        assert rt.store.root_spend(row.id)[0] == sum(usage)  # counted once per request
+    finally:
+        await rt.aclose()
+    # Raised, the session continues where it stopped.
+    raised = Config(budgets=BudgetConfig(session_tokens=10 * limit))
+    rt = Runtime(db, model=model, workspace=tmp_path, config=raised)
+    try:
+        [turn] = await rt.run("finish", session_id=row.id)
+        assert turn.outcome == "completed" and turn.final_text == "finished"
+    finally:
+        await rt.aclose()
+
+
+async def test_a_cost_budget_counts_priced_usage(tmp_path: Path) -> None:
+    model = _model(tmp_path)
+    config = Config(prices={model: PriceConfig(input=100.0, output=100.0)},
+                    budgets=BudgetConfig(session_usd=0.5))  # fmt: skip
+    rt = Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=config)
+    try:
+        [turn] = await rt.run("work")
+        assert (turn.outcome, turn.error_kind) == ("paused", "budget")
+        assert "of its $0.5000" in (turn.error or "")
+        row = rt.store.latest_session()
+        assert row is not None and row.cost_usd >= 0.5
+    finally:
+        await rt.aclose()
+
+
+async def test_no_budget_no_pause(tmp_path: Path) -> None:
+    rt = Runtime(str(tmp_path / "s.db"), model=_model(tmp_path), workspace=tmp_path,
+                 config=Config(loop_guard={"enabled": False}))  # fmt: skip
+    try:
+        [turn] = await rt.run("work")
+        assert turn.outcome == "completed" and turn.final_text == "done"
+    finally:
+        await rt.aclose()
