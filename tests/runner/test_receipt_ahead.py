@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,33 +42,56 @@ def runtime(tmp_path: Path, db: str, replies: list[dict[str, Any]]) -> tuple[Run
 
 
 class Writes:
-    """A spy on the real store's two writes a turn's steps make: `append` and `promote` (each one
-    transaction), recording the event types each wrote (a promotion: of what it was given, its
-    `then` only when nothing was delivered, which says it was written)."""
+    """A spy on the real store's writes a turn's steps make: `append` (one transaction each) and
+    the step boundaries' units of work (`store.write` whose unit promotes with `idle=False`:
+    `execution.promote_step`), recording the event types each wrote, in order."""
 
     def __init__(self, rt: Runtime) -> None:
         self.appends: list[list[str]] = []
         self.promotes: list[list[str]] = []
-        append, promote = rt.store.append, rt.store.promote
+        append, write = rt.store.append, rt.store.write
 
         def spy_append(sid: str, events: Sequence[SessionEvent], *a: Any, **kw: Any) -> Any:
             self.appends.append([e.type for e in events])
             return append(sid, events, *a, **kw)
 
-        def spy_promote(sid: str, **kw: Any) -> Any:
-            delivered = promote(sid, **kw)
-            written = [*kw.get("first", ()), *(() if delivered else kw.get("then", ()))]
-            self.promotes.append([e.type for e in written])
-            return delivered
+        @contextmanager
+        def spy_write(sid: str, *a: Any, **kw: Any) -> Iterator[Any]:
+            with write(sid, *a, **kw) as unit:
+                spy = _UnitSpy(unit)
+                yield spy
+            if spy.boundary:  # committed: what the unit wrote, as a step boundary
+                self.promotes.append(spy.written)
 
         rt.store.append = spy_append  # type: ignore[method-assign]  # spies on the real store
-        rt.store.promote = spy_promote  # type: ignore[method-assign]
+        rt.store.write = spy_write  # type: ignore[method-assign]
 
     def receipts_appended(self) -> int:
         return sum(types.count("receipt.recorded") for types in self.appends)
 
     def receipts_promoted(self) -> int:
         return sum(types.count("receipt.recorded") for types in self.promotes)
+
+
+class _UnitSpy:
+    """A unit of work as the store gave it, recording what it appends and whether it promoted at
+    a step boundary."""
+
+    def __init__(self, unit: Any) -> None:
+        self._unit = unit
+        self.written: list[str] = []
+        self.boundary = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._unit, name)
+
+    def append(self, events: Sequence[SessionEvent], *a: Any, **kw: Any) -> Any:
+        self.written.extend(e.type for e in events)
+        return self._unit.append(events, *a, **kw)
+
+    def promote(self, *a: Any, idle: bool, **kw: Any) -> Any:
+        self.boundary = self.boundary or not idle
+        return self._unit.promote(*a, idle=idle, **kw)
 
 
 def check_receipts(rt: Runtime, sid: str, model: str) -> list[ReceiptRecorded]:
