@@ -8,13 +8,13 @@ and `clear_session` append a `messages.hidden` event. Decisions are in `docs/int
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import secrets
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, UsageError
 from ..events import MessageAdded, MessagesHidden, SessionEvent
+from ..execution import off_loop
 from ..interchange import canonical_item, item_message_ids, item_to_message, message_to_items
 from ..messages import Message
 from ..store import SqlStore, open_store
@@ -60,19 +60,19 @@ class WakefulSession:
         `limit` of them, still oldest first."""
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
-        return await asyncio.to_thread(self.get_items_sync, limit)
+        return await off_loop(self.get_items_sync, limit)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append `items` as one transaction; a retry of a batch that already landed is a no-op."""
-        await asyncio.to_thread(self.add_items_sync, list(items))
+        await off_loop(self.add_items_sync, list(items))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Hide the newest message (durably) and return its item; None when the session is empty."""
-        return await asyncio.to_thread(self.pop_item_sync)
+        return await off_loop(self.pop_item_sync)
 
     async def clear_session(self) -> None:
         """Hide every message (durably, one event); the log keeps them."""
-        await asyncio.to_thread(self.clear_session_sync)
+        await off_loop(self.clear_session_sync)
 
     # -- synchronous forms (the work; the protocol's coroutines run them in a thread) ----------
 

@@ -17,7 +17,6 @@ re-drive mints new ones) counts as the same request.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import tempfile
@@ -30,7 +29,7 @@ from pydantic import JsonValue
 
 from ..config import Config, RetryConfig, load_config
 from ..errors import LocationUnavailableError
-from ..execution import Place, Runtime, Toolbox
+from ..execution import Place, Runtime, Toolbox, off_loop
 from ..instructions import Source
 from ..providers import Provider, make_provider
 from ..runner import Agent, Tool, rebuild_request
@@ -191,10 +190,10 @@ def compare(
 
 async def check_session(store: SqlStore, session: str) -> CheckResult:
     """Re-drive `session` from its recording and compare every request (module docstring)."""
-    sid = await asyncio.to_thread(store.resolve_session_id, session)
-    row = await asyncio.to_thread(store.get_session, sid)
-    recording = await asyncio.to_thread(read_recording, store, sid)
-    metadata: dict[str, JsonValue] = await asyncio.to_thread(store.metadata, sid)
+    sid = await off_loop(store.resolve_session_id, session)
+    row = await off_loop(store.get_session, sid)
+    recording = await off_loop(read_recording, store, sid)
+    metadata: dict[str, JsonValue] = await off_loop(store.metadata, sid)
     root = Path(row.location) if row.location else Path.cwd()
     if not root.is_dir():  # its tools and instructions live there
         raise LocationUnavailableError(
@@ -211,20 +210,20 @@ async def check_session(store: SqlStore, session: str) -> CheckResult:
         runtime = _Redrive(recording, store=scratch, workspace=root, config=config,
                            model=row.model, agent=row.agent, ask=_allow)  # fmt: skip
         try:
-            await asyncio.to_thread(
+            await off_loop(
                 scratch.create_session, sid, title=row.title, agent=row.agent, model=row.model,
                 metadata=metadata, location=row.location,
             )  # fmt: skip
             for batch in recording.batches:
                 for input_id in batch:
                     item = recording.inputs[input_id]
-                    await asyncio.to_thread(
+                    await off_loop(
                         runtime.send, session_id=sid, input_id=input_id, kind=item.kind,
                         payload=item.payload, delivery=item.delivery, create=False, resume=False,
                     )  # fmt: skip
                 await runtime.drive(sid)
-            replayed = (await asyncio.to_thread(read_recording, scratch, sid)).exchanges
-            return await asyncio.to_thread(
+            replayed = (await off_loop(read_recording, scratch, sid)).exchanges
+            return await off_loop(
                 compare, store, scratch, sid, recording.exchanges, replayed, config
             )
         finally:

@@ -19,7 +19,7 @@ from pydantic import JsonValue
 
 from ..errors import UsageError, WakefulError
 from ..events import CaseResult, EvalCase
-from ..execution import Runtime
+from ..execution import Runtime, off_loop
 from ..providers import Provider
 from ..runner import PriceTable
 from ._answer import ask, user_request
@@ -113,7 +113,7 @@ class Engine:
         try:
             pairs = self.view.pending()
             await asyncio.gather(*(self._pair(case, model) for case, model in pairs))
-            await asyncio.to_thread(end_run, self.store, self.view)
+            await off_loop(end_run, self.store, self.view)
         finally:
             for provider in self._providers.values():
                 await provider.aclose()
@@ -122,14 +122,14 @@ class Engine:
     async def _pair(self, case: EvalCase, model: str) -> None:
         gate, pace = self._lane(model)
         async with gate:
-            await asyncio.to_thread(start_pairs, self.store, self.view, [(case, model)],
+            await off_loop(start_pairs, self.store, self.view, [(case, model)],
                                     self._owner)  # fmt: skip
             await pace.wait()  # right before the request leaves
             result = await self._answer(case, model)
             grades = await grade(case.graders, result, case, base=self.base, judge=self._judge)
             passed = result.error is None and all(g.passed for g in grades)
             result = result.model_copy(update={"grades": grades, "passed": passed})
-            await asyncio.to_thread(end_pair, self.store, self.view, case.id, model, result)
+            await off_loop(end_pair, self.store, self.view, case.id, model, result)
         self._done += 1
         if self.progress is not None:
             self.progress(Progress(self._done, self.view.total, case.id, model, passed))
@@ -137,11 +137,11 @@ class Engine:
     async def _answer(self, case: EvalCase, model: str) -> CaseResult:
         try:
             if case.kind in ("replay", "fork"):
-                await asyncio.to_thread(self.recorded, case)  # the step exists and verifies
+                await off_loop(self.recorded, case)  # the step exists and verifies
             if case.kind == "replay":
-                recorded = await asyncio.to_thread(self.recorded, case)
+                recorded = await off_loop(self.recorded, case)
                 provider = self.provider(model)
-                request = await asyncio.to_thread(for_target, self.store, recorded, provider)
+                request = await off_loop(for_target, self.store, recorded, provider)
                 return await ask(provider, request, model, self.prices)
             if case.kind == "fork":
                 return await run_fork(self.runtime, self.view.run_id, case, model)
@@ -184,18 +184,18 @@ class Engine:
         digest = hashlib.sha256(key).hexdigest()
         sid, input_id = f"ses_{digest[:24]}", f"in_{digest[24:48]}"
         runtime = self.runtime
-        if await asyncio.to_thread(self.store.find_session, sid) is None:
+        if await off_loop(self.store.find_session, sid) is None:
             self.runtime.check_model(model)
             meta: dict[str, JsonValue] = {"eval_run": self.view.run_id, "eval_case": case.id}
-            await asyncio.to_thread(
+            await off_loop(
                 runtime.create_session, session_id=sid, model=model, agent=runtime.agent_name,
                 title=f"eval {case.id} on {model}", metadata=meta,
                 location=case.location or str(runtime.workspace),
             )  # fmt: skip
         started = time.monotonic()
-        await asyncio.to_thread(runtime.send, case.prompt or "", session_id=sid,
+        await off_loop(runtime.send, case.prompt or "", session_id=sid,
                                 input_id=input_id, create=False, resume=False)  # fmt: skip
         turns = await runtime.drive_input(sid, input_id)
         elapsed = int((time.monotonic() - started) * 1000)
         turn_id = turns[-1].turn_id if turns else ""
-        return await asyncio.to_thread(turn_result, self.store, sid, turn_id, elapsed_ms=elapsed)
+        return await off_loop(turn_result, self.store, sid, turn_id, elapsed_ms=elapsed)

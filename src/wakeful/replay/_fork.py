@@ -12,7 +12,6 @@ a second one.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from collections import deque
@@ -36,7 +35,7 @@ from ..events import (
     TurnSummary,
     UsageRecorded,
 )
-from ..execution import Place, Runtime
+from ..execution import Place, Runtime, off_loop
 from ..providers import Provider
 from ..runner import CostSum, TurnResult
 from ..store import SqlStore, Store, open_store
@@ -144,7 +143,7 @@ async def _send_turn(
 ) -> list[TurnResult]:
     """Admit one turn's inputs to the fork (idempotent by their derived ids) and drive it."""
     for item, input_id in zip(inputs, ids, strict=True):
-        await asyncio.to_thread(driver.send, session_id=fork_id, input_id=input_id,
+        await off_loop(driver.send, session_id=fork_id, input_id=input_id,
                                 kind=item.kind, payload=item.payload, delivery=item.delivery,
                                 create=False, resume=False)  # fmt: skip
     return await driver.drive_input(fork_id, ids[0]) if ids else []
@@ -170,27 +169,27 @@ async def run_fork(runtime: Runtime, run_id: str, case: EvalCase, model: str) ->
     turns' inputs follow, each driven in turn, and `turns` compares them one by one."""
     store: SqlStore = runtime.store
     source, receipt_id = case.session_id or "", case.receipt_id or ""
-    [receipt] = [r for r in await asyncio.to_thread(store.receipts, source)
+    [receipt] = [r for r in await off_loop(store.receipts, source)
                  if r.receipt_id == receipt_id]  # fmt: skip
     turn_id, step = receipt.turn_id or "", receipt.step
-    start = await asyncio.to_thread(turn_start, store, source, turn_id)
-    recording = await asyncio.to_thread(read_recording, store, source)
+    start = await off_loop(turn_start, store, source, turn_id)
+    recording = await off_loop(read_recording, store, source)
     prefix = [x for x in recording.exchanges if x.receipt.turn_id == turn_id
               and x.receipt.purpose == "step" and x.receipt.step < step and x.reply is not None]  # fmt: skip
     fork_id, tag = _ids(run_id, case, model)
-    if await asyncio.to_thread(store.find_session, fork_id) is None:
+    if await off_loop(store.find_session, fork_id) is None:
         runtime.check_model(model)
-        meta: dict[str, JsonValue] = dict(await asyncio.to_thread(store.metadata, source))
+        meta: dict[str, JsonValue] = dict(await off_loop(store.metadata, source))
         meta |= {"eval_run": run_id, "eval_case": case.id}
         title = f"fork of {source} turn {case.turn} from step {step} on {model}"
-        await asyncio.to_thread(store.fork, source, start.before_seq, new_id=fork_id,
+        await off_loop(store.fork, source, start.before_seq, new_id=fork_id,
                                 model=model, title=title, metadata=meta)  # fmt: skip
     else:  # resumed after a crash: the replies the fork already has are not asked again
-        done = await asyncio.to_thread(store.events, fork_id, types=["message.added"])
+        done = await off_loop(store.events, fork_id, types=["message.added"])
         answered = sum(isinstance(e.event, MessageAdded) and e.event.message.role == "assistant"
                        for e in done)  # fmt: skip
         prefix = prefix[answered:]
-    later = await asyncio.to_thread(later_turns, store, source, turn_id) if case.to_end else []
+    later = await off_loop(later_turns, store, source, turn_id) if case.to_end else []
     driver = ForkRuntime(recording, prefix, store=open_store(store.url), workspace=runtime.workspace,
                          config=runtime.config, ask=runtime.ask, model=model)  # fmt: skip
     began = time.monotonic()
@@ -200,18 +199,18 @@ async def run_fork(runtime: Runtime, run_id: str, case: EvalCase, model: str) ->
         elapsed = int((time.monotonic() - began) * 1000)
         followed: list[tuple[int, list[TurnResult]]] = []
         for number, later_id in later:
-            inputs = (await asyncio.to_thread(turn_start, store, source, later_id)).inputs
+            inputs = (await off_loop(turn_start, store, source, later_id)).inputs
             ids = [f"in_{tag}_{number}_{n}" for n in range(len(inputs))]
             followed.append((number, await _send_turn(driver, fork_id, inputs, ids)))
     finally:
         await driver.aclose()
-    result = await asyncio.to_thread(turn_result, store, fork_id, first[-1].turn_id if first else "",
+    result = await off_loop(turn_result, store, fork_id, first[-1].turn_id if first else "",
                                      skip=step - 1, elapsed_ms=elapsed)  # fmt: skip
     if not case.to_end:
         return result
     rows = [summary(result, case.turn or 0)]
     for number, turns in followed:
-        later_result = await asyncio.to_thread(
+        later_result = await off_loop(
             turn_result, store, fork_id, turns[-1].turn_id if turns else ""
         )
         rows.append(summary(later_result, number))
@@ -222,11 +221,11 @@ async def original_turns(store: SqlStore, session_id: str, turn_id: str, step: i
                          number: int, to_end: bool) -> CaseResult:  # fmt: skip
     """The recorded turn from `step` on as a result (the left column of a fork's comparison);
     with `to_end`, with every later turn as a row of `turns`."""
-    first = await asyncio.to_thread(turn_result, store, session_id, turn_id, skip=step - 1)
+    first = await off_loop(turn_result, store, session_id, turn_id, skip=step - 1)
     if not to_end:
         return first
     rows = [summary(first, number)]
-    for later_number, later_id in await asyncio.to_thread(later_turns, store, session_id, turn_id):
-        later = await asyncio.to_thread(turn_result, store, session_id, later_id)
+    for later_number, later_id in await off_loop(later_turns, store, session_id, turn_id):
+        later = await off_loop(turn_result, store, session_id, later_id)
         rows.append(summary(later, later_number))
     return first.model_copy(update={"turns": tuple(rows)})
