@@ -19,12 +19,11 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..config import DEFAULT_PERMISSIONS, CompactionConfig, Config, load_config
-from ..errors import LocationUnavailableError, NotFoundError, UsageError
+from ..errors import LocationUnavailableError, UsageError
 from ..events import (
     ApprovalRequested,
     Delivery,
     InputKind,
-    InterruptRequested,
     SessionCreated,
     SessionEvent,
     SessionUpdated,
@@ -51,31 +50,29 @@ from ..store import (
     AdmissionRequest,
     InboxItem,
     PruneCounts,
-    Schedule,
-    ScheduleFire,
     SessionRow,
     SqlStore,
     new_session_id,
     open_store,
     sent_message_id,
 )
-from . import _schedules
 from ._approve import admit_decision, pending_approvals
 from ._children import Children
-from ._coordinator import Coordinator, SessionNotFoundError
+from ._coordinator import Coordinator
 from ._delegation import delegation_of
 from ._drain import DrainOptions, DrainResult
 from ._event_stream import EventStream, Streams
 from ._follow import drive_input, input_outcome
 from ._hooks import HookEvent, Hooks
 from ._host import HostMixin
+from ._interrupts import InterruptMixin
 from ._move import existing_location
 from ._off_loop import off_loop, wait_off_loop
 from ._place import Place
 from ._port import PortHooks, SessionSetup
 from ._reads import Reads
 from ._refresh import refresher
-from ._schedule_times import Timing
+from ._runtime_schedules import SchedulesMixin
 from ._shaping import ShapingMixin, ToolState
 from ._toolbox import Toolbox
 
@@ -121,7 +118,7 @@ class SendResult:
                    item.status, item, sent_message_id(item))  # fmt: skip
 
 
-class Runtime(ShapingMixin, HostMixin):
+class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
     """A store plus everything needed to drive its sessions in this process."""
 
     store: SqlStore  # the concrete store it opens (its mixins need only a `LocalStore`)
@@ -567,129 +564,11 @@ class Runtime(ShapingMixin, HostMixin):
             self._wake(session_id)
         return SendResult.of(adm)
 
-    def busy(self, session_id: str) -> bool:
-        """Whether the session is being driven: a drain of this process, or a live claim of
-        another (`SqlStore.claims.is_live`). `SessionNotFoundError` if there is no session."""
-        if self.store.find_session(session_id) is None:
-            raise SessionNotFoundError(f"no session {session_id}")
-        return session_id in self.coordinator.active() or self.store.claims.is_live(session_id)
-
-    def interrupt(self, session_id: str) -> bool:
-        """Hard-interrupt the session's turn, here or in whichever process drives it.
-
-        Writes a durable `session.interrupt_requested` (another process's driver sees it within
-        its poll interval) and stops a local drain at once. Returns whether one ran here. On an
-        idle session (`busy` is false) nothing is written and nothing happens: an interrupt
-        stops a turn, it is never kept for a later one.
-        """
-        if not self.busy(session_id):
-            return False
-        [request] = self.store.append(session_id, [InterruptRequested()])
-        return self.coordinator.interrupt(session_id, request.id)
-
-    async def ainterrupt(self, session_id: str) -> bool:
-        """`interrupt` from the event loop that drives this process's sessions: its store
-        calls in a worker thread (`off_loop`), the local drain stopped on the loop."""
-        if not await off_loop(self.busy, session_id):
-            return False
-        [request] = await off_loop(self.store.append, session_id, [InterruptRequested()])
-        return self.coordinator.interrupt(session_id, request.id)
-
     def close(self) -> None:
         """Close the store of a runtime that drives nothing (an entry point that failed before
         driving, or only admitted); one that drove sessions closes with `aclose`."""
         self.toolbox.close()
         self.store.close()
-
-    # -- schedules (docs/schedules.md) ------------------------------------------------------
-
-    def add_schedule(
-        self, prompt: str, *, cron: str | None = None, every: str | None = None,
-        at: str | None = None, timezone: str = "UTC", session_id: str | None = None,
-        name: str | None = None, missed: str = "skip", grace_ms: int = 60_000,
-        delivery: str = "steer", title: str | None = None, agent: str | None = None,
-        model: str | None = None, location: str | Path | None = None,
-        schedule_id: str | None = None,
-    ) -> Schedule:  # fmt: skip
-        """Store a schedule firing `prompt` by a five-field `cron` expression, `every` period
-        (`30s`, `5m`, `2h`, `1d`) or once `at` an ISO time, in `timezone`; exactly one of the
-        three. Each fire admits the prompt to `session_id`, or (None) to a new session made
-        from `agent`, `model` and `location` (defaults: this runtime's agent, model and
-        workspace), each checked now. `missed` is the policy for fires
-        missed in downtime (`skip`, or `once`: fire one to catch up). Any worker fires it.
-
-        `UsageError` (nothing stored) for bad input, `NotFoundError` for an unknown session.
-        """
-        given = [(k, v) for k, v in (("cron", cron), ("interval", every), ("once", at)) if v]
-        if len(given) != 1:
-            raise UsageError("give exactly one of cron, every or at")
-        [(kind, spec)] = given
-        times = Timing.parse(kind, spec, timezone)
-        template: dict[str, JsonValue] = {}
-        if session_id is None:
-            where = (
-                str(self.workspace) if location is None else existing_location(location, "schedule")
-            )
-            place = self.place(where)
-            spec = model or self.model
-            self.check_model(spec, place)
-            resolve_agent(agent or self.agent_name, place.config)
-            template = {
-                "agent": agent or self.agent_name, "model": spec, "location": where,
-                "title": title,
-            }  # fmt: skip
-        return _schedules.new_schedule(
-            self.store, prompt, times, session_id=session_id, template=template, name=name,
-            missed=missed, grace_ms=grace_ms, delivery=delivery, schedule_id=schedule_id,
-        )  # fmt: skip
-
-    def schedules(self) -> list[Schedule]:
-        """Every schedule with its next fire time and last fire, oldest first."""
-        return self.store.schedules.all()
-
-    def schedule(self, schedule_id: str) -> Schedule:
-        """One schedule (`NotFoundError` when there is none)."""
-        return self.store.schedules.get(schedule_id)
-
-    def schedule_fires(self, schedule_id: str, limit: int = 20) -> list[ScheduleFire]:
-        """The schedule's recent fires, newest first (`NotFoundError` for an unknown one)."""
-        self.store.schedules.get(schedule_id)
-        return self.store.schedules.fires(schedule_id, limit)
-
-    def pause_schedule(self, schedule_id: str) -> Schedule:
-        """Stop a schedule firing until `resume_schedule` (`NotFoundError` when unknown)."""
-        return self.store.schedules.set_enabled(schedule_id, False)
-
-    def resume_schedule(self, schedule_id: str) -> Schedule:
-        """Fire a paused schedule again from its next time after now; the times that passed
-        while paused are neither fired nor caught up (`NotFoundError` when unknown)."""
-        return _schedules.resume(self.store, schedule_id)
-
-    def delete_schedule(self, schedule_id: str) -> None:
-        """Remove a schedule and its fire history; the inputs and sessions it made stay.
-        `NotFoundError` when there is none."""
-        if not self.store.schedules.delete(schedule_id):
-            raise NotFoundError(f"no schedule {schedule_id}")
-
-    def fire_schedules(self) -> list[ScheduleFire]:
-        """Take the fires due now that no other process took (what every worker does in the
-        background); the admitted inputs are driven by whichever driver runs next."""
-        return _schedules.fire_due(self.store)
-
-    async def run_schedules(
-        self,
-        stop: asyncio.Event,
-        on_fire: Callable[[ScheduleFire], None] | None = None,
-        on_idle: Callable[[str], None] | None = None,
-    ) -> None:
-        """Fire due schedules until `stop` is set, as every worker does beside its drains
-        (each fire is taken by one process only); `on_fire` hears each fire taken here. Idle
-        compactions are admitted too, to the sessions whose own location's `[compaction]` has
-        `before_cache_expiry` on (`compaction_at`); `on_idle` hears each session one was
-        admitted to (`_idle.py`)."""
-        await _schedules.run_schedules(
-            self.store, stop, on_fire, compaction=self.compaction_at, on_idle=on_idle
-        )
 
     async def aclose(self) -> None:
         """Wait for local drains, close providers and the store."""
