@@ -143,3 +143,28 @@ def test_a_shell_call_is_asked_about_inline_and_the_decision_is_durable(tmp_path
         assert [getattr(d, "decision", None) for d in decided] == ["allow", "deny"]
     finally:
         store.close()
+
+
+def test_compact_says_once_how_it_went_before_the_next_command(tmp_path: Path, chat_env):
+    """Issue 38 item 6: no `(compaction progress)` line per streamed chunk, and the result is
+    printed before a `/new` right after it switches sessions."""
+    child = spawn(tmp_path, chat_env)
+    for n in range(4):
+        child.sendline(f"message {n}")
+        child.expect("OK!!")
+    child.sendline("/compact")
+    child.sendline("/new")
+    child.expect(r"compacted: \d+ messages replaced by summary")
+    between = child.before
+    child.expect("new session")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    assert "progress" not in between and "progress" not in child.before
+
+
+def test_the_chat_says_which_model_answers(tmp_path: Path, chat_env):
+    """Issue 38 item 11: the model and agent are named when the chat starts."""
+    child = spawn(tmp_path, chat_env)
+    child.expect(r"model scripted:\S+script\.json · agent build")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)

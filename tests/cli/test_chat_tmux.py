@@ -157,7 +157,7 @@ def test_streamed_answers_appear_intact(pane):
     assert [lines.index(line) for line in POEM] == list(range(lines.index(POEM[0]), lines.index(POEM[0]) + 3))  # fmt: skip
     screen = chat.leave()
     sid, texts, _turns = _session(chat.db)
-    assert f"session {sid} · resume: wakeful chat --session {sid}" in screen
+    assert f"session {sid} · resume: wakeful chat {sid}" in screen
     assert texts == ["what is the capital of japan?", TOKYO, "a poem please", "\n".join(POEM)]
 
 

@@ -160,7 +160,7 @@ def test_log_follow_sees_events_from_another_process(wk, spawn, workdir: Path):
     [
         (("session", "show", "ses_nope"), "no session ses_nope"),
         (("run", "--continue", "hi"), "--continue"),
-        (("run", "--fork", "hi"), "--fork needs --session"),
+        (("run", "--fork", "hi"), "--fork needs a SESSION or --continue"),
         (("run", "--agent", "ghost", "hi"), "unknown agent"),
         (("run", "--model", "bogus:thing", "hi"), "bogus"),
     ],

@@ -148,7 +148,7 @@ def test_the_environment_overrides_configuration_files(wk: Wk, workdir: Path, cl
     cli_env["WAKEFUL_MODEL"] = model
     out = _run_json(wk, "hi")
     assert out["text"] == "hello back"
-    shown = json.loads(wk("config", "show").stdout)
+    shown = json.loads(wk("config", "show", "--format", "json").stdout)
     assert shown["providers"]["model"] == model
     assert (
         _run_json(wk, "--model", f"scripted:{flag}", "hi")["text"] == "from the flag"

@@ -15,7 +15,8 @@ import click
 from ..events import ApprovalRequested, Decision
 from ..execution import Runtime, off_loop
 from ..runner import AskResult, TurnResult, preview
-from ._common import EXIT_CODES, ID, db_option, format_option, print_json, printable
+from ._common import EXIT_CODES, db_option, format_option, print_json, printable
+from ._grammar import session_first
 
 ANSWERS: dict[str, Decision] = {
     "y": "allow",
@@ -82,8 +83,7 @@ def terminal_ask(workspace: Path, before: Any = None) -> Any:
 
 
 @click.command()
-@click.argument("session", type=ID)
-@click.argument("call", required=False, type=ID)
+@session_first("call", required=0)
 @click.option("--deny", is_flag=True, help="Deny the call: the model gets an error result.")
 @click.option("--always", is_flag=True, help="Allow it and this tool for the rest of the session.")
 @click.option("--no-wake", is_flag=True, help="Only record the decision; do not drive the session.")
@@ -130,8 +130,7 @@ def approve(session: str, call: str | None, deny: bool, always: bool, no_wake: b
     if fmt == "json":
         print_json(summary)
     else:
-        if summary["text"] and not summary["text"].endswith("\n"):
-            click.echo()
+        renderer.end_line()  # what streamed ends its line before the lines on stderr
         if summary["outcome"] != "completed":
             click.echo(f"[{summary['outcome']}] {printable(summary['error'] or '')}", err=True)
     sys.exit(EXIT_CODES[summary["outcome"]])

@@ -29,6 +29,7 @@ from ..store import SessionRow, new_session_id
 from ._approve import ANSWERS
 from ._chat_view import PipeView, TtyView, View
 from ._common import checked_config, db_option, max_output_option
+from ._grammar import session_first
 from ._run import _target_session
 
 HELP = (
@@ -134,9 +135,12 @@ class Chat:
             return True
         if command in ("/quit", "/exit"):
             return await self._may_leave()
+        if command == "/compact":  # waited for: its result is printed before the next command
+            await self._compact()
+            return True
         actions: dict[str, Callable[[str], object]] = {
             "/help": lambda _r: self.view.say(HELP), "/new": self._new, "/fork": self._fork,
-            "/sessions": self._sessions, "/resume": self._resume, "/compact": self._compact,
+            "/sessions": self._sessions, "/resume": self._resume,
             "/queue": self._queue, "/approve": lambda r: self._decide(r, "allow"),
             "/always": lambda r: self._decide(r, "always"), "/deny": lambda r: self._decide(r, "deny"),
             "/model": lambda r: self._switch_to("model", r),
@@ -317,12 +321,24 @@ class Chat:
         self._switch(row.id, resumed(self.rt, row))
         return True
 
-    def _compact(self, _rest: str) -> None:
+    async def _compact(self) -> None:
+        """`/compact`: compact the session now and say how it went, before the next command
+        (a `/new` right after it must not see its end printed into the next session)."""
         if not self.materialized():
             self.view.say("nothing to compact yet")
             return
-        self.rt.compact(self.sid)
-        self.view.say("compaction requested")
+        sent = self.rt.compact(self.sid)
+        await asyncio.sleep(0)  # the drain it woke starts
+        while self.busy():  # noqa: ASYNC110 (no event for a drain ending; as `_settle`)
+            await asyncio.sleep(0.05)
+        from ..runner import compaction_result
+        from ._compact import compaction_text
+
+        result = await asyncio.to_thread(compaction_result, self.rt.reads, self.sid, sent.input_id)
+        if result is None:  # another process drives the session: it runs the request
+            self.view.say("compaction requested; the session's driver will run it")
+        else:
+            self.view.say(compaction_text(result))
 
     def _queue(self, rest: str) -> None:
         if not rest:
@@ -330,6 +346,14 @@ class Chat:
             return
         self.rt.send(rest, session_id=self.sid, delivery="queue")
         self.view.say(f"queued: {_plain(rest)[:60]}")
+
+
+def model_line(model: str, agent: str) -> str:
+    """Which model and agent answer here, and what the local model cannot do."""
+    line = f"model {_plain(model)} · agent {_plain(agent)}"
+    if model == "local":
+        line += " (SmolLM2-135M, offline: it cannot call tools; --model picks another)"
+    return line
 
 
 def resumed(rt: Runtime, row: SessionRow, last: int = 4) -> str:
@@ -390,7 +414,7 @@ async def _loop(chat: Chat) -> None:
 
 
 @click.command()
-@click.option("--session", "session", metavar="ID", help="Resume this session.")
+@session_first(session_required=False)
 @click.option("--continue", "cont", is_flag=True, help="Resume the latest session of this workspace.")  # fmt: skip
 @click.option("--agent", metavar="NAME", help="Agent profile.")
 @click.option("--model", metavar="SPEC", help="Model spec.")
@@ -398,7 +422,8 @@ async def _loop(chat: Chat) -> None:
 @db_option
 def chat(session: str | None, cont: bool, agent: str | None, model: str | None,
          max_output_tokens: int | None, db: str | None) -> None:  # fmt: skip
-    """An interactive session (steer while it works; /help for commands)."""
+    """An interactive session, new or SESSION resumed (steer while it works; /help lists
+    the commands)."""
     # A model that cannot be built: exit 2 before anything, the store included, is opened.
     config = checked_config(model) if model is not None or not (session or cont) else None
     rt = Runtime(db, model=model, agent=agent, max_output_tokens=max_output_tokens, config=config)
@@ -419,12 +444,14 @@ def chat(session: str | None, cont: bool, agent: str | None, model: str | None,
 
     async def main() -> bool:
         view.say(HELP if row is None else f"{HELP}\n{resumed(rt, row)}")
+        view.say(model_line(row.model if row and row.model else rt.model,
+                            row.agent if row and row.agent else rt.agent_name))  # fmt: skip
         await _loop(chat_)
         stored = chat_.materialized()
         await rt.aclose()
         return stored
 
     if asyncio.run(main()):
-        click.echo(f"session {chat_.sid} · resume: wakeful chat --session {chat_.sid}")
+        click.echo(f"session {chat_.sid} · resume: wakeful chat {chat_.sid}")
     else:
         click.echo("nothing stored (no message was sent)")

@@ -63,10 +63,16 @@ class Stream:
         if ev.kind == "tool_end":
             self.waiting = None
             return [tool_line(ev)]
-        if ev.kind == "compaction":
-            started = data.get("phase") == "start"
-            self.waiting = "compacting the history" if started else None
-            return [] if started else [f"(compaction {data.get('phase')})"]
+        if ev.kind == "compaction":  # one line at its end; progress only moves the spinner
+            phase = data.get("phase")
+            if phase in ("start", "progress"):
+                chars = data.get("chars")
+                self.waiting = "compacting the history" + (f" ({chars} chars)" if chars else "")
+                return []
+            self.waiting = None
+            if phase == "end":
+                return ["(history compacted)"]
+            return [f"(compaction {phase}{': ' + str(data['error']) if data.get('error') else ''})"]
         if ev.kind == "turn_end":
             self.waiting, self.retry_at = None, None
             outcome = data.get("outcome")

@@ -46,10 +46,25 @@ max_output_option = click.option(
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+# Every `--format` choice any command offers (`jsonl` where output is a stream), `text` first;
+# older spellings still accepted but not shown: `table` was the listings' name for `text`.
+FORMATS = ("text", "json", "jsonl", "csv")  # csv: a table to export (`usage`)
+FORMAT_ALIASES = {"table": "text"}
+
+
+class _Format(click.Choice):  # type: ignore[type-arg]  # (generic since click 8.3)
+    """A `--format` choice; an old spelling (`FORMAT_ALIASES`) reads as its new one."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The choice `value` names (an alias mapped to its choice)."""
+        return super().convert(FORMAT_ALIASES.get(value, value), param, ctx)
+
+
 def format_option(*choices: str, default: str = "text") -> Callable[[_F], _F]:
-    """A `--format` option with the given choices."""
+    """A `--format` option offering `choices`: `text` first, each one of `FORMATS`."""
+    assert choices[0] == "text" and set(choices) <= set(FORMATS), choices
     return click.option(
-        "--format", "fmt", type=click.Choice(choices), default=default, show_default=True,
+        "--format", "fmt", type=_Format(choices), default=default, show_default=True,
         help="Output format.",
     )  # fmt: skip
 

@@ -9,7 +9,8 @@ import click
 
 from ..execution import Runtime
 from ..runner import CompactionResult, compaction_result
-from ._common import ID, db_option, format_option, print_json, require_store
+from ._common import db_option, format_option, print_json, require_store
+from ._grammar import session_first
 
 
 async def _drive(rt: Runtime, session_id: str, input_id: str) -> CompactionResult | None:
@@ -20,7 +21,8 @@ async def _drive(rt: Runtime, session_id: str, input_id: str) -> CompactionResul
         await rt.aclose()
 
 
-def _text(result: CompactionResult) -> str:
+def compaction_text(result: CompactionResult) -> str:
+    """What a manual compaction did, for a person (`compact`, the chat's `/compact`)."""
     if not result.compacted:
         extra = f": {result.error}" if result.error else ""
         return f"not compacted ({result.reason}){extra}"
@@ -39,9 +41,7 @@ def _text(result: CompactionResult) -> str:
 
 
 @click.command()
-@click.option(
-    "--session", "session", metavar="ID", type=ID, required=True, help="Session to compact."
-)
+@session_first()
 @click.option(
     "--tail-turns", type=click.IntRange(min=0), default=None,
     help="Recent turns kept word for word (default: [compaction] tail_turns).",
@@ -49,7 +49,7 @@ def _text(result: CompactionResult) -> str:
 @format_option("text", "json")
 @db_option
 def compact(session: str, tail_turns: int | None, fmt: str, db: str | None) -> None:
-    """Summarize older history of a session now (the full transcript stays stored)."""
+    """Summarize older history of SESSION now (the full transcript stays stored)."""
     require_store(db)
     rt = Runtime(db)
     session = rt.reads.resolve_session_id(session)
@@ -65,5 +65,5 @@ def compact(session: str, tail_turns: int | None, fmt: str, db: str | None) -> N
     if fmt == "json":
         print_json({"session_id": session, "input_id": sent.input_id} | result.to_json())
     else:
-        click.echo(_text(result))
+        click.echo(compaction_text(result))
     sys.exit(1 if result.reason == "failed" else 0)

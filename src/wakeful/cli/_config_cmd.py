@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -16,17 +17,20 @@ def config() -> None:
 
 
 @config.command()
-@format_option("text", "json", default="json")
+@format_option("text", "json")
 def show(fmt: str) -> None:
-    """Print the effective configuration (wakeful.toml of the workspace, then the user's)."""
+    """Print the effective configuration (wakeful.toml of the workspace, then the user's):
+    one `key = value` line per setting under its `[section]` (values as JSON), or one JSON
+    document with --format json."""
     data = load_config(Path.cwd()).to_json()
     if fmt == "json":
         print_json(data)
         return
     for section, values in data.items():
-        click.echo(f"[{section}]")
+        if not isinstance(values, dict):
+            click.echo(f"{section} = {json.dumps(values)}")
+    for section, values in data.items():
         if isinstance(values, dict):
+            click.echo(f"\n[{section}]")
             for k, v in values.items():
-                click.echo(f"{k} = {v!r}")
-        else:
-            click.echo(repr(values))
+                click.echo(f"{k} = {json.dumps(v, ensure_ascii=False)}")

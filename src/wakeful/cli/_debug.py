@@ -25,7 +25,8 @@ from ..providers import make_provider
 from ..replay import Step, body_diff, body_text, label, pick, step_receipts
 from ..runner import rebuild_request, request_digest
 from ..store import ReceiptReads
-from ._common import ID, REDACTED, db_option, format_option, local_runtime, print_json
+from ._common import REDACTED, db_option, format_option, local_runtime, print_json
+from ._grammar import TURN, TURN_HELP, session_first, turn_number
 
 SENSITIVE_PREFIXES = ("system.instructions", "system.agents", "system.skill", "system.memory")
 SECRET_KEYS = ("api_key", "api-key", "authorization", "x-api-key", "password", "secret", "token")
@@ -94,9 +95,9 @@ def rebuild(store: ReceiptReads, session_id: str, receipt: ReceiptRecorded, show
 
 
 @debug.command()
-@click.option("--session", "session", metavar="ID", type=ID, required=True)
-@click.option("--turn", type=click.IntRange(min=1), default=None,
-              help="Turn number (1 = the first; default: the newest).")  # fmt: skip
+@session_first()
+@click.option("--turn", type=TURN, default=None,
+              help=f"The turn: {TURN_HELP} (default: the newest with a request).")  # fmt: skip
 @click.option("--step", type=click.IntRange(min=1), default=None,
               help="Step in the turn (default: its last).")  # fmt: skip
 @click.option("--attempt", type=click.IntRange(min=1), default=None)
@@ -104,9 +105,10 @@ def rebuild(store: ReceiptReads, session_id: str, receipt: ReceiptRecorded, show
 @click.option("--show-sensitive", is_flag=True, help="Print instruction content verbatim.")
 @format_option("text", "json")
 @db_option
-def prompt(session: str, turn: int | None, step: int | None, attempt: int | None, diff: bool,
+def prompt(session: str, turn: str | None, step: int | None, attempt: int | None, diff: bool,
            show_sensitive: bool, fmt: str, db: str | None) -> None:  # fmt: skip
-    """One request as sent to the provider: its receipt, the body, verified against the digest."""
+    """One request of SESSION as sent to the provider: its receipt, the body, verified
+    against the digest."""
     if db and db.startswith(("http://", "https://")):  # the body is rebuilt from local blobs
         raise UsageError(
             "debug prompt reads a local store (SQLite path or postgresql:// URL); a server "
@@ -117,7 +119,8 @@ def prompt(session: str, turn: int | None, step: int | None, attempt: int | None
     try:
         session = store.resolve_session_id(session)
         steps = step_receipts(store, session)
-        at = pick(steps, turn, step, attempt)
+        number = None if turn is None else turn_number(store, session, turn)
+        at = pick(steps, number, step, attempt)
         chosen = steps[at]
         receipt = chosen.receipt
         now = rebuild(store, session, receipt, show_sensitive)

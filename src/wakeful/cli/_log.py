@@ -7,17 +7,19 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..errors import UsageError
 from ..events import PlainEvent
 from ..store import PlainReads, SyncMarker
 from ._common import (
-    ID,
     db_option,
     format_option,
     iso,
+    print_json,
     print_jsonl,
     printable,
     store_for,
 )
+from ._grammar import session_first
 
 if TYPE_CHECKING:
     from ..events import StoredEvent
@@ -48,7 +50,7 @@ def _line(ev: StoredEvent | PlainEvent) -> str:
 
 
 @click.command()
-@click.option("--session", "session", metavar="ID", type=ID, required=True)
+@session_first()
 @click.option("--after", default=0, type=click.IntRange(min=0), metavar="SEQ")
 @click.option("--follow", is_flag=True, help="Keep printing new events (from any process).")
 @click.option(
@@ -58,14 +60,18 @@ def _line(ev: StoredEvent | PlainEvent) -> str:
     metavar="S",
     help="Stop following after S idle seconds.",
 )
-@format_option("text", "jsonl")
+@format_option("text", "json", "jsonl")
 @db_option
 def log(
     session: str, after: int, follow: bool, idle_timeout: float | None, fmt: str, db: str | None
 ) -> None:
-    """Durable events of a session after SEQ (exclusive)."""
+    """Durable events of SESSION after SEQ (exclusive): a line each, one JSON array
+    (json), or one JSON object per line, which --follow streams (jsonl)."""
+    if fmt == "json" and follow:
+        raise UsageError("--follow streams: use --format jsonl (or text)")
     store = store_for(db)
     session = store.resolve_session_id(session)
+    whole: list[object] = []
     # A local store hands out the bodies as plain JSON, with no model built where the stored
     # JSON allows (`PlainReads.plain_log`; issue 25, cold start); a server's, as models.
     read = store.plain_log if isinstance(store, PlainReads) else store.log
@@ -77,9 +83,13 @@ def log(
                 continue
             if fmt == "jsonl":
                 print_jsonl(item.to_json())
+            elif fmt == "json":
+                whole.append(item.to_json())
             else:
                 click.echo(_line(item))
     except KeyboardInterrupt:
         pass
     finally:
         store.close()
+    if fmt == "json":
+        print_json(whole)

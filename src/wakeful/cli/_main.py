@@ -10,6 +10,7 @@ import click
 from .. import __version__
 from ..errors import WakefulError
 from ._common import USAGE_EXIT
+from ._grammar import root_db
 from ._lazy import LazyGroup
 
 # Each command's module, loaded only when the command runs (or `--help` lists it), so a cheap
@@ -37,8 +38,15 @@ _COMMANDS = {
 
 @click.group(cls=LazyGroup, lazy=_COMMANDS)
 @click.version_option(__version__, prog_name="wakeful")
+@click.option(
+    "--db", metavar="URL", default=None, expose_value=False, callback=root_db, is_eager=True,
+    help="Store of every command (as each command's own --db; that one wins).",
+)  # fmt: skip
 def cli() -> None:
-    """wakeful: durable sessions for LLM agents."""
+    """wakeful: durable sessions for LLM agents.
+
+    A command acting on one session takes it first (`wakeful log SESSION`; an id or a unique
+    prefix of one); see docs/cli.md, "One grammar"."""
 
 
 def main(argv: list[str] | None = None) -> None:

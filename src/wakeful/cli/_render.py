@@ -40,6 +40,8 @@ class Renderer:
             self._text(ev)
 
     def _text(self, ev: LiveEvent) -> None:
+        if ev.kind in ("step", "turn_start", "turn_end"):  # a reply never runs into the next
+            self.end_line()
         if ev.kind == "step":
             self.waiting = STOPPING if self.halting else "waiting for the model"
             return
@@ -68,11 +70,17 @@ class Renderer:
         stderr, and keep the spinner saying it until the turn ends (issue 37 item 29)."""
         self.halting = True
         self.clear()
-        if self.fmt == "text" and self._mid_line:
-            click.echo()
-            self._mid_line = False
+        if self.fmt == "text":
+            self.end_line()
         click.echo(f"⏹ {STOPPING} (Ctrl-C again quits at once)", err=True)
         self.waiting = STOPPING
+
+    def end_line(self) -> None:
+        """End the streamed text's line, if it ends inside one: the next reply, or a line on
+        stderr (`[interrupted]`, the session id), starts on a line of its own."""
+        if self._mid_line:
+            click.echo()
+            self._mid_line = False
 
     def pause(self) -> None:
         """Stop the spinner until the next step (a question is about to be asked)."""

@@ -18,14 +18,15 @@ from ..errors import UsageError
 from ..events import CaseResult
 from ._common import ID, db_option, format_option, local_runtime, print_json, printable
 from ._debug import redact_body
+from ._grammar import TURN, TURN_HELP, turn_number
 
 CHECK_FAILED_EXIT = 1
 
 
 @click.command()
 @click.argument("sessions", nargs=-1, type=ID, required=True, metavar="SESSION...")
-@click.option("--turn", type=click.IntRange(min=1), default=None,
-              help="Turn number (1 = the first; default: the newest).")  # fmt: skip
+@click.option("--turn", type=TURN, default=None,
+              help=f"The turn: {TURN_HELP} (default: the newest with a request).")  # fmt: skip
 @click.option("--step", type=click.IntRange(min=1), default=None,
               help="Step in the turn (default: its last).")  # fmt: skip
 @click.option("--model", "models", multiple=True, metavar="SPEC",
@@ -39,7 +40,7 @@ CHECK_FAILED_EXIT = 1
 @click.option("--show-sensitive", is_flag=True, help="Print instruction content verbatim.")
 @format_option("text", "json")
 @db_option
-def replay(sessions: tuple[str, ...], turn: int | None, step: int | None,
+def replay(sessions: tuple[str, ...], turn: str | None, step: int | None,
            models: tuple[str, ...], fork: bool, to_end: bool, check: bool, show_sensitive: bool, fmt: str,
            db: str | None) -> None:  # fmt: skip
     """Send a recorded step's request to other models, or check sessions against their recording."""
@@ -60,7 +61,7 @@ def replay(sessions: tuple[str, ...], turn: int | None, step: int | None,
 
 
 def _replay(
-    session: str, turn: int | None, step: int | None, models: tuple[str, ...],
+    session: str, turn: str | None, step: int | None, models: tuple[str, ...],
     forking: tuple[bool, bool], fmt: str, db: str | None,
 ) -> None:  # fmt: skip
     from pathlib import Path
@@ -74,10 +75,16 @@ def _replay(
 
         ask = terminal_ask(Path.cwd().resolve())
     runtime = local_runtime(db, "replay", ask=ask)
+    try:
+        session = runtime.reads.resolve_session_id(session)
+        number = None if turn is None else turn_number(runtime.reads, session, turn)
+    except BaseException:
+        runtime.close()
+        raise
 
     async def main() -> Any:
         try:
-            return await replay_step(runtime, session, models, turn=turn, step=step, fork=fork,
+            return await replay_step(runtime, session, models, turn=number, step=step, fork=fork,
                                      to_end=to_end)  # fmt: skip
         finally:
             await runtime.aclose()

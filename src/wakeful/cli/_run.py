@@ -19,7 +19,6 @@ from ._approve import approve_hint, terminal_ask
 from ._common import (
     EXIT_CODES,
     ID,
-    TEXT,
     TRUNCATED_NOTE,
     checked_config,
     db_option,
@@ -30,6 +29,7 @@ from ._common import (
     printable,
     require_store,
 )
+from ._grammar import session_first
 from ._render import STOPPING, Renderer, run_summary
 
 
@@ -104,15 +104,15 @@ async def _drive(
 def _target_session(rt: Runtime, session: str | None, cont: bool, fork: bool) -> str:
     from ..store import new_session_id
 
-    if fork and not session:
-        raise UsageError("--fork needs --session ID")
+    if fork and not (session or cont):
+        raise UsageError("--fork needs a SESSION or --continue")
     if session and cont:
-        raise UsageError("use either --continue or --session, not both")
+        raise UsageError("use either --continue or a SESSION, not both")
     if cont:
         row = rt.reads.latest_session(str(rt.workspace))
         if row is None:
             raise UsageError("--continue: no session in this workspace yet")
-        return row.id
+        session = row.id
     if session:
         session = rt.reads.resolve_session_id(session)
         rt.place(rt.reads.get_session(session).location)  # its location must be on this host
@@ -123,10 +123,11 @@ def _target_session(rt: Runtime, session: str | None, cont: bool, fork: bool) ->
 
 
 @click.command()
-@click.argument("prompt", required=False, type=TEXT)
+@session_first("prompt", required=0, session_required=False, lone_is_rest=True)
 @click.option("--continue", "cont", is_flag=True, help="Continue the most recent session here.")
-@click.option("--session", "session", metavar="ID", type=ID, help="Continue this session.")
-@click.option("--fork", is_flag=True, help="With --session: fork it and continue the fork.")
+@click.option(
+    "--fork", is_flag=True, help="With SESSION or --continue: fork it, continue the fork."
+)
 @click.option(
     "--agent", metavar="NAME", type=ID, help="Agent profile (build, plan, or configured)."
 )
@@ -141,7 +142,9 @@ def _target_session(rt: Runtime, session: str | None, cont: bool, fork: bool) ->
 @db_option
 def run(prompt: str | None, cont: bool, session: str | None, fork: bool, agent: str | None,
         model: str | None, max_output_tokens: int | None, fmt: str, db: str | None) -> None:  # fmt: skip
-    """Admit PROMPT durably and drive the session to the end of its work."""
+    """Admit PROMPT durably and drive the session to the end of its work: a new session, or
+    SESSION (`run SESSION PROMPT`; a lone argument is the prompt), or with --continue the
+    latest here. Without PROMPT, drive what SESSION has pending (`--session S`)."""
     renderer = Renderer(fmt)
     ask = None
     if fmt == "text" and sys.stdin.isatty() and sys.stderr.isatty():  # someone can answer
@@ -156,7 +159,7 @@ def run(prompt: str | None, cont: bool, session: str | None, fork: bool, agent: 
     renderer.session_id = sid
     if prompt is None and rt.reads.find_session(sid) is None:
         raise UsageError(
-            "nothing to run: give a PROMPT, or --session/--continue with pending input"
+            "nothing to run: give a PROMPT, or a SESSION (--session) or --continue with pending input"
         )
     origin = rt.reads.find_session(sid)
     forked = f" (fork of {origin.forked_from})" if origin and origin.forked_from else ""
@@ -180,8 +183,7 @@ def run(prompt: str | None, cont: bool, session: str | None, fork: bool, agent: 
     elif fmt == "jsonl":
         print_jsonl({"session_id": sid, "kind": "summary", "data": summary})
     else:
-        if summary["text"] and not summary["text"].endswith("\n"):
-            click.echo()
+        renderer.end_line()  # what streamed ends its line before the lines on stderr
         if waiting:
             click.echo(approve_hint(sid, waiting), err=True)
         elif summary["outcome"] != "completed":
@@ -222,16 +224,15 @@ def _waiting(db: str | None, session_id: str) -> list[ApprovalRequested]:
 
 
 @click.command()
-@click.argument("prompt", type=TEXT)
-@click.option("--session", "session", metavar="ID", type=ID, required=True, help="Target session.")
+@session_first("prompt")
 @click.option("--queue", is_flag=True, help="Deliver at an idle boundary instead of steering.")
 @click.option("--no-wake", is_flag=True, help="Only record the input; do not drive the session.")
 @click.option("--input-id", metavar="ID", type=ID, help="Idempotency key: resending it is a no-op.")
 @format_option("text", "json")
 @db_option
-def send(prompt: str, session: str, queue: bool, no_wake: bool, input_id: str | None,
+def send(session: str, prompt: str, queue: bool, no_wake: bool, input_id: str | None,
          fmt: str, db: str | None) -> None:  # fmt: skip
-    """Admit PROMPT into a session another process may be driving; print its input id."""
+    """Admit PROMPT into SESSION, which another process may be driving; print its input id."""
     if _is_server(db):
         with _client(db) as client:
             out = client.prompt(session, prompt, input_id=input_id,
@@ -279,12 +280,10 @@ async def _wake_if_idle(rt: Runtime, session_id: str) -> list[TurnResult]:
 
 
 @click.command()
-@click.option(
-    "--session", "session", metavar="ID", type=ID, required=True, help="Session to interrupt."
-)
+@session_first()
 @db_option
 def interrupt(session: str, db: str | None) -> None:
-    """Hard-interrupt the session's current turn, in whichever process drives it.
+    """Hard-interrupt SESSION's current turn, in whichever process drives it.
 
     On an idle session nothing is written; it says so and exits 0.
     """

@@ -18,6 +18,7 @@ from ._common import (
     printable,
     require_store,
 )
+from ._grammar import resolve_prefix
 
 
 @click.group()
@@ -123,7 +124,10 @@ def list_(fmt: str, db: str | None) -> None:
 def _one(action: str, schedule_id: str, fmt: str, db: str | None) -> None:
     require_store(db)
     rt = Runtime(db)
-    try:
+    try:  # a unique prefix of the id will do (`sch_` may be left out)
+        schedule_id = resolve_prefix(
+            [s.id for s in rt.schedules()], schedule_id, "schedule", "sch_"
+        )
         if action == "pause":
             result: Schedule | None = rt.pause_schedule(schedule_id)
         elif action == "resume":
@@ -156,7 +160,7 @@ def _one(action: str, schedule_id: str, fmt: str, db: str | None) -> None:
 
 def _id_command(action: str, doc: str) -> None:
     @schedule.command(action, help=doc)
-    @click.argument("schedule_id", type=ID)
+    @click.argument("schedule_id", type=ID, metavar="SCHEDULE")
     @format_option("text", "json")
     @db_option
     def command(schedule_id: str, fmt: str, db: str | None) -> None:

@@ -34,7 +34,7 @@ def _hit_json(hit: SearchHit) -> dict[str, object]:
 @click.option("--archived", is_flag=True, help="Only archived sessions.")
 @click.option("--all", "all_", is_flag=True, help="Archived and not.")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1, max=500))
-@format_option("table", "json", default="table")
+@format_option("text", "json")
 @db_option
 def search(text: str, archived: bool, all_: bool, limit: int, fmt: str, db: str | None) -> None:
     """Sessions whose messages or title hold every word of TEXT, best match first."""

@@ -25,6 +25,7 @@ from ._common import (
     printable,
     store_for,
 )
+from ._grammar import session_first
 from ._lazy import LazyGroup
 
 if TYPE_CHECKING:
@@ -56,25 +57,26 @@ def _row_json(row: SessionRow) -> dict[str, Any]:
 
 
 @session.command("list")
-@click.option("--no-roots", is_flag=True, help="Include child sessions.")
+@click.option("--children", is_flag=True, help="Include child sessions.")
+@click.option("--no-roots", is_flag=True, hidden=True, help="The old name of --children.")
 @click.option("--archived", is_flag=True, help="Only archived sessions.")
 @click.option("--all", "all_", is_flag=True, help="Archived and not.")
 @click.option("--agent", metavar="NAME", type=ID, help="Only sessions of this agent.")
 @click.option("--location", metavar="WHERE", default="any", show_default=True,
               help="`any`, `this` (this directory) or a directory: only sessions living there.")  # fmt: skip
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1))
-@format_option("table", "json", default="table")
+@format_option("text", "json")
 @db_option
-def list_(no_roots: bool, archived: bool, all_: bool, agent: str | None, location: str,
+def list_(children: bool, no_roots: bool, archived: bool, all_: bool, agent: str | None, location: str,
           limit: int, fmt: str, db: str | None) -> None:  # fmt: skip
-    """Sessions, newest first (children hidden unless --no-roots)."""
+    """Sessions, newest first (child sessions only with --children)."""
     where = listing_location(location)
     if no_default_store(db):  # before the first run: nothing to list, and nothing is created
         rows, summaries = [], {}
     else:
         store = store_for(db)
         try:
-            rows = store.list_sessions(roots_only=not no_roots,
+            rows = store.list_sessions(roots_only=not (children or no_roots),
                                        archived=None if all_ else archived, limit=limit,
                                        agent=agent, location=where).sessions  # fmt: skip
             summaries = store.session_summaries([r.id for r in rows])
@@ -127,7 +129,7 @@ def _markers(row: SessionRow, children: int) -> str:
 
 
 @session.command()
-@click.argument("session_id", type=ID)
+@session_first(dest="session_id")
 @click.option("--show-sensitive", is_flag=True, help="Print instruction text verbatim.")
 @click.option(
     "--output", "call_id", metavar="CALL",
@@ -349,7 +351,7 @@ def _set_archive(session_id: str, db: str | None, value: bool) -> None:
 
 
 @session.command()
-@click.argument("session_id", type=ID)
+@session_first(dest="session_id")
 @db_option
 def archive(session_id: str, db: str | None) -> None:
     """Set the reversible archive marker."""
@@ -357,7 +359,7 @@ def archive(session_id: str, db: str | None) -> None:
 
 
 @session.command()
-@click.argument("session_id", type=ID)
+@session_first(dest="session_id")
 @db_option
 def unarchive(session_id: str, db: str | None) -> None:
     """Clear the archive marker."""
@@ -365,7 +367,7 @@ def unarchive(session_id: str, db: str | None) -> None:
 
 
 @session.command()
-@click.argument("session_id", type=ID)
+@session_first(dest="session_id")
 @click.option("--yes", is_flag=True, help="Do not ask before deleting.")
 @db_option
 def delete(session_id: str, yes: bool, db: str | None) -> None:
@@ -386,8 +388,7 @@ def delete(session_id: str, yes: bool, db: str | None) -> None:
 
 
 @session.command()
-@click.argument("session_id", type=ID)
-@click.argument("path", type=ID)
+@session_first("path", dest="session_id")
 @click.option("--no-wake", is_flag=True, help="Only record the move; do not drive the session.")
 @click.option("--input-id", metavar="ID", type=ID, help="Idempotency key: resending it is a no-op.")
 @format_option("text", "json")
@@ -431,7 +432,7 @@ def move(session_id: str, path: str, no_wake: bool, input_id: str | None, fmt: s
 
 
 @session.command()
-@click.argument("session_id", type=ID)
+@session_first(dest="session_id")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="File (default: stdout).")
 @click.option(
     "--to", "target", default="wakeful", show_default=True, metavar="FORMAT",

@@ -28,6 +28,7 @@ from ._common import (
     printable,
     require_store,
 )
+from ._grammar import TURN, TURN_HELP, resolve_turn, session_first, turn_ids
 from ._session import listing_location, session
 
 if TYPE_CHECKING:  # `session list` loads this module; the runtime loads when a command runs
@@ -74,8 +75,8 @@ def _print_result(out: dict[str, Any], fmt: str, verb: str) -> None:
 
 
 @session.command()
-@click.argument("session_id", type=ID)
-@click.option("--turn", "turn_id", type=ID, help="Revert to just before this turn.")
+@session_first(dest="session_id")
+@click.option("--turn", "turn_id", type=TURN, help=f"Revert to just before this turn: {TURN_HELP}.")
 @click.option("--input", "input_id", type=ID, help="Revert to just before this input.")
 @click.option("--message", "message_id", type=ID, help="Revert to just before this message.")
 @click.option("--files", is_flag=True, help="Also restore the files those turns changed.")
@@ -95,20 +96,24 @@ def rewind(
 
     def local(rt: Runtime) -> dict[str, Any]:
         sid = rt.reads.resolve_session_id(session_id)
+        turn = None if turn_id is None else resolve_turn(turn_ids(rt.reads, sid), turn_id)[1]
         return _result_json(asyncio.run(
-            rt.rewind(sid, turn_id=turn_id, input_id=input_id, message_id=message_id,
+            rt.rewind(sid, turn_id=turn, input_id=input_id, message_id=message_id,
                       files=files, force=force)
         ))  # fmt: skip
 
     def remote(client: Client) -> dict[str, Any]:
-        return client.rewind(session_id, turn_id=turn_id, input_id=input_id,
+        turn = None
+        if turn_id is not None:
+            turn = resolve_turn([r["id"] for r in client.turns(session_id)["turns"]], turn_id)[1]
+        return client.rewind(session_id, turn_id=turn, input_id=input_id,
                              message_id=message_id, files=files, force=force)  # fmt: skip
 
     _print_result(_either(db, local, remote), fmt, "reverted")
 
 
 @session.command()
-@click.argument("session_id", type=ID)
+@session_first(dest="session_id")
 @click.option("--force", is_flag=True, help="Overwrite files changed since the rewind.")
 @format_option("text", "json")
 @db_option
@@ -140,7 +145,7 @@ def _since(raw: str | None) -> int | None:
 
 
 @session.command()
-@click.argument("session_id", type=ID, required=False)
+@session_first(session_required=False, dest="session_id")
 @click.option("--kind", type=ID, help="Only artifacts of this kind (file, branch, commit, ...).")
 @click.option("--since", help="Only artifacts updated at or after this ISO time.")
 @click.option("--uri", type=ID, help="Reverse lookup: the sessions that produced this URI.")
@@ -148,7 +153,7 @@ def _since(raw: str | None) -> int | None:
               help="Reverse lookup: what the sessions living in DIR (`this`: here) produced.")  # fmt: skip
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1, max=500),
               help="At most this many (the API's bound too).")  # fmt: skip
-@format_option("table", "json", default="table")
+@format_option("text", "json")
 @db_option
 def artifacts(
     session_id: str | None, kind: str | None, since: str | None, uri: str | None,
@@ -200,7 +205,7 @@ def _json_value(raw: str) -> JsonValue:
 
 
 @session.command()
-@click.argument("session_id", type=ID)
+@session_first(dest="session_id")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Set a key (VALUE is JSON, or else a string). Repeatable.")  # fmt: skip
 @click.option("--unset", "unsets", multiple=True, metavar="KEY", help="Remove a key. Repeatable.")
@@ -236,8 +241,7 @@ def meta(
 
 
 @session.command()
-@click.argument("session_id", type=ID)
-@click.argument("title")
+@session_first("title", dest="session_id")
 @format_option("text", "json")
 @db_option
 def rename(session_id: str, title: str, fmt: str, db: str | None) -> None:
