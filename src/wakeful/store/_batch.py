@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 from ..errors import ClaimLostError, NotFoundError
 from ._append import ClaimToken, append_events
 from ._backend import Row, iter_chunks
-from ._inbox import transcripts_in
 from ._reads import (
     EVENT_COLS,
     TOOL_CALL_COLS,
@@ -31,6 +30,7 @@ from ._reads import (
     tool_call_row,
     turn_row,
 )
+from ._transcript import transcripts_in
 
 if TYPE_CHECKING:
     from ..clock import Clock

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import StoreBusyError, StoreError
-from ._inbox import plain_transcript_in
 from ._records import ROW_COLS, session_row
 from ._sqlite import SqliteBackend, _applied, _migrate, _SqliteTx
+from ._transcript import plain_transcript_in
 
 if TYPE_CHECKING:
     from ..clock import Clock

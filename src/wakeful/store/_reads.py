@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AmbiguousIdError, CorruptStateError, NotFoundError
-from ._inbox import message_bodies_in
 from ._summaries import summaries_in
+from ._transcript import message_bodies_in
 
 if TYPE_CHECKING:
     from pydantic import JsonValue

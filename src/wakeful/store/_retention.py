@@ -14,10 +14,10 @@ from .._ids import new_session_id
 from ..errors import NotFoundError, UsageError
 from ._append import append_events
 from ._backend import Tx
-from ._inbox import transcript_in
 from ._listing import LIST_SLACK_MS
 from ._records import ROW_COLS, Page, PruneCounts, session_row
 from ._sessions import get_row, insert_session
+from ._transcript import transcript_in
 
 if TYPE_CHECKING:
     from ..events import CompactionTail, SessionEvent

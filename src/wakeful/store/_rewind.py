@@ -19,7 +19,7 @@ from ..errors import ConflictError, NotFoundError, UsageError
 from ._append import append_events
 from ._backend import Tx
 from ._claims import _alive
-from ._inbox import transcript_in
+from ._transcript import transcript_in
 
 if TYPE_CHECKING:
     from pydantic import JsonValue

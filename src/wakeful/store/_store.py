@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._ids import new_session_id
 from ..clock import Clock, SystemClock
 from ..errors import NotFoundError, StoreError, UsageError
-from . import _inbox, _retention, _search
+from . import _inbox, _retention, _search, _transcript
 from ._admission import AdmissionMixin
 from ._append import ClaimToken, append_events, put_blob_in, put_blobs_in
 from ._backend import Backend, Tx, iter_chunks
@@ -77,7 +77,7 @@ class SqlStore(
         """The schedules and their fires (`store/_schedules.py`)."""
         self.shaping = Shaping(backend, self.clock)
         """Rewind, history edits, metadata, extension state, artifacts (`store/_shaping.py`)."""
-        _search.backfill(backend, _inbox.transcript_in)  # once, after the index's migration
+        _search.backfill(backend, _transcript.transcript_in)  # once, after the index's migration
 
     @property
     def url(self) -> str:
@@ -389,7 +389,7 @@ class SqlStore(
                 if self._get(tx, session_id) is None:
                     raise NotFoundError(f"no session {session_id}")
                 return []
-            return [m for _s, m in _inbox.transcript_in(tx, session_id, int(row[0]) - 1)]
+            return [m for _s, m in _transcript.transcript_in(tx, session_id, int(row[0]) - 1)]
 
     def append_if_newest(
         self, session_id: str, events: Sequence[SessionEvent], newest: str | None
@@ -415,7 +415,7 @@ class SqlStore(
         """`messages` as plain dumps (`model_dump(mode="json", exclude_none=True)` of each),
         read without building models where the stored JSON allows (`wakeful session show`)."""
         with self.backend.transaction(write=False) as tx:
-            return _inbox.plain_transcript_in(tx, session_id)
+            return _transcript.plain_transcript_in(tx, session_id)
 
     def messages_with_seq(
         self, session_id: str, after_seq: int = 0, limit: int | None = None
@@ -426,8 +426,8 @@ class SqlStore(
         upto = None
         with self.backend.transaction(write=False) as tx:
             if limit is not None:
-                upto = _inbox.page_end(tx, session_id, after_seq, limit)
-            found = _inbox.transcript_in(tx, session_id, after_seq, upto)
+                upto = _transcript.page_end(tx, session_id, after_seq, limit)
+            found = _transcript.transcript_in(tx, session_id, after_seq, upto)
             if not found and self._get(tx, session_id) is None:  # rows prove it exists
                 raise NotFoundError(f"no session {session_id}")
             return found
@@ -540,7 +540,7 @@ class SqlStore(
         with self.backend.transaction(write=False) as tx:
             page = _search.search_in(
                 tx, self.backend.kind, text, roots_only=roots_only, archived=archived,
-                limit=limit, offset=offset, message_at=_inbox.message_at,
+                limit=limit, offset=offset, message_at=_transcript.message_at,
             )  # fmt: skip
             shown = self._shown(tx, [h.session for h in page.hits])
             hits = [replace(h, session=row) for h, row in zip(page.hits, shown, strict=True)]

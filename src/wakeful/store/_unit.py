@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import NotFoundError
-from . import _inbox
+from . import _inbox, _transcript
 from ._append import ClaimToken, append_events, put_blobs_in
 from ._backend import Row, Tx
 from ._claims import IsDead, claim_in, fence, has_running_call, read_claim
@@ -206,7 +206,7 @@ class SqlSessionRead:
 
     def messages_after(self, seq: int) -> list[tuple[int, Message]]:
         """The transcript's messages stored after `seq`, each with its `seq`."""
-        return _inbox.transcript_in(self._tx, self._sid, seq, None)
+        return _transcript.transcript_in(self._tx, self._sid, seq, None)
 
 
 @contextmanager

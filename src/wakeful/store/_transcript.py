@@ -1,0 +1,243 @@
+"""The transcript read from the log: each session's messages in order, typed or as plain JSON,
+an admitted input's message built from its `inbox.enqueued` row where the log names it
+(`inbox.delivered` v2), for one session, a page of one, or many at once (`_batch`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NotFoundError, UsageError
+from ._backend import Row, Tx, iter_chunks
+from ._bulk import collector_paused
+from ._records import InboxItem
+
+if TYPE_CHECKING:
+    from ..messages import Message
+from ._inbox import input_fields, input_message
+
+
+def _message_rows(sessions: str, columns: str) -> str:
+    """The transcript's rows of the sessions `sessions` (a condition on `m.session_id`) with
+    `seq` in a range, by session, in log order: `columns` of each visible message row `m` and
+    of the event `e` that holds its message (its own, or the history edit that replaced its
+    text)."""
+    return (
+        f"SELECT {columns} FROM messages m "
+        "JOIN events e ON e.session_id = m.session_id AND e.seq = COALESCE(m.body_seq, m.seq) "
+        f"WHERE m.session_id {sessions} AND m.seq > ? AND m.seq <= ? AND m.reverted IS NULL "
+        "ORDER BY m.session_id, m.seq"
+    )
+
+
+# A transcript row's `seq` when its event is an input's delivery (whose message may have to be
+# derived from the enqueued event), else NULL: the second column of every transcript read.
+_DELIVERED_SEQ = "CASE WHEN e.type = 'inbox.delivered' THEN m.seq END"
+_TYPED_COLUMNS = f"m.seq, {_DELIVERED_SEQ}, e.data, m.session_id"
+_PLAIN_COLUMNS = f"e.data, {_DELIVERED_SEQ}"  # (one session; a row's seq matters for neither)
+
+
+def _enqueued_rows(sessions: str) -> str:
+    """`(session, settled seq, enqueued event)` of the inputs of the sessions `sessions` settled
+    at a `seq` in a range: the event a version-2 delivery derives its message from."""
+    return (
+        "SELECT i.session_id, i.settled_seq, q.data FROM inbox i "
+        "JOIN events q ON q.session_id = i.session_id AND q.seq = i.seq "
+        f"WHERE i.session_id {sessions} AND i.settled_seq > ? AND i.settled_seq <= ?"
+    )
+
+
+def _transcript_rows(
+    tx: Tx, session_ids: Sequence[str], after_seq: int, upto_seq: int, columns: str
+) -> tuple[list[Row], dict[tuple[str, int], str]]:
+    """The transcript rows (`_message_rows` with `columns`, the second of them
+    `_DELIVERED_SEQ`) of `session_ids` in `(after_seq, upto_seq]`, and the enqueued events of
+    the inputs delivered among them by `(session, seq)`. That second statement runs only when
+    a row is a delivery: a transcript without delivered inputs is one indexed join, with no
+    inbox lookup per message."""
+    sessions = "= ?" if len(session_ids) == 1 else f"IN ({', '.join('?' for _ in session_ids)})"
+    rows = tx.all(_message_rows(sessions, columns), (*session_ids, after_seq, upto_seq))
+    if all(row[1] is None for row in rows):
+        return rows, {}
+    enqueued = tx.all(_enqueued_rows(sessions), (*session_ids, after_seq, upto_seq))
+    return rows, {(str(sid), int(seq)): data for sid, seq, data in enqueued}
+
+
+_LOG_MESSAGE_ROWS = (
+    "SELECT e.seq, e.data, q.data FROM events e "
+    "LEFT JOIN inbox i ON e.type = 'inbox.delivered' AND i.session_id = e.session_id "
+    "AND i.settled_seq = e.seq "
+    "LEFT JOIN events q ON q.session_id = i.session_id AND q.seq = i.seq "
+    "WHERE e.session_id = ? AND e.seq < ? "
+    "AND e.type IN ('message.added', 'inbox.delivered', 'history.edited') ORDER BY e.seq"
+)
+
+
+def message_bodies_in(tx: Tx, session_id: str, before_seq: int) -> dict[str, Message]:
+    """Every message the log held before `before_seq`, by id, as it read then: hidden and
+    reverted messages included, a replaced text as it was (what a receipt of that time saw)."""
+    out: dict[str, Message] = {}
+    for _seq, data, enqueued in tx.all(_LOG_MESSAGE_ROWS, (session_id, before_seq)):
+        message = _row_message(session_id, data, enqueued)
+        if message is not None:
+            out[message.id] = message
+    return out
+
+
+def _row_message(session_id: str, data: str, enqueued: str | None) -> Message | None:
+    from ..events import InputDelivered, InputEnqueued, load_event
+    from ..messages import Message
+
+    event = load_event(data)
+    message = getattr(event, "message", None)
+    if isinstance(event, InputDelivered) and message is None and event.message_id is None:
+        return None  # a control item's delivery: no message
+    if message is None and isinstance(event, InputDelivered) and enqueued is not None:
+        source = load_event(enqueued)
+        assert isinstance(source, InputEnqueued)
+        item = InboxItem(session_id, source.input_id, 0, source.kind, source.delivery,
+                         source.payload, "delivered")  # fmt: skip
+        message = input_message(item)
+    return message if isinstance(message, Message) else None
+
+
+def plain_transcript_in(tx: Tx, session_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+    """`transcript_in`'s messages (those after `after_seq`) as plain dumps, what
+    `model_dump(mode="json", exclude_none=True)` of each gives (`wakeful session show`, issue
+    25); `NotFoundError` for an unknown session.
+
+    A session whose message bodies were all written under today's shapes
+    (`sessions.message_shapes`, migration 19) gives each `message.added` body's message as
+    stored: `dump_event` wrote it as that dump of the validated model, so no model is built
+    and nothing is reshaped. Any other row is read where the plain reading vouches for the
+    stored JSON (`wakeful.events.shaped`), else through the models."""
+    from ..events import MESSAGE_ADDED_HEAD, SHAPES_DIGEST  # (not the plain reader's models)
+
+    shapes = tx.one("SELECT message_shapes FROM sessions WHERE id = ?", (session_id,))
+    if shapes is None:
+        raise NotFoundError(f"no session {session_id}")
+    as_stored = shapes[0] == SHAPES_DIGEST
+    decode, start = _decode_at, len(MESSAGE_ADDED_HEAD)
+    out: list[dict[str, Any]] = []
+    rows, enqueued = _transcript_rows(tx, [session_id], after_seq, 2**62, _PLAIN_COLUMNS)
+    with collector_paused():
+        for data, delivered in rows:
+            if as_stored and data.startswith(MESSAGE_ADDED_HEAD):
+                out.append(decode(data, start)[0])
+                continue
+            source = None if delivered is None else enqueued.get((session_id, int(delivered)))
+            message = _reshaped_row_message(session_id, data, source)
+            assert message is not None, f"a message row of {session_id} has no message"
+            out.append(message)
+    return out
+
+
+def _reshaped_row_message(
+    session_id: str, data: str, enqueued: str | None
+) -> dict[str, Any] | None:
+    """`_row_message` as a plain dump: read plain where the plain reading vouches for the
+    stored JSON, else through the models."""
+    from ..events import NotPlain
+
+    try:
+        return _plain_row_message(session_id, data, enqueued)
+    except NotPlain:  # this row's message through the models
+        model = _row_message(session_id, data, enqueued)
+        return None if model is None else model.model_dump(mode="json", exclude_none=True)
+
+
+# Decodes one JSON value at an offset of a text and stops there: the message of a
+# `message.added` body, without the envelope around it.
+_decode_at = json.JSONDecoder().raw_decode
+
+
+def _plain_row_message(session_id: str, data: str, enqueued: str | None) -> dict[str, Any] | None:
+    """`_row_message` as a plain dump; `NotPlain` for a delivery whose message the plain
+    reading cannot derive (a payload of blocks: the model may convert their values)."""
+    from ..events import NotPlain, event_data, shaped
+
+    event = event_data(data)
+    message = event.get("message")
+    if event["type"] == "inbox.delivered" and message is None:
+        if event.get("message_id") is None or enqueued is None:
+            return None  # a control item's delivery: no message
+        source = event_data(enqueued)
+        payload = source["payload"]
+        text = payload.get("text")
+        if source["type"] != "inbox.enqueued" or not isinstance(text, str):
+            raise NotPlain("an input of blocks")
+        origin = payload.get("origin")
+        block = {"type": "text", "text": text} | ({} if origin is None else {"origin": origin})
+        message_id, metadata = input_fields(session_id, source["input_id"], source["kind"],
+                                             payload)  # fmt: skip
+        message = shaped(
+            "Message", {"id": message_id, "role": "user", "blocks": [block], "metadata": metadata}
+        )
+    return message if isinstance(message, dict) else None
+
+
+def transcript_in(
+    tx: Tx, session_id: str, after_seq: int = 0, upto_seq: int | None = None
+) -> list[tuple[int, Message]]:
+    """The session's messages with their `seq`, in log order, inside `tx`.
+
+    A message comes from its `message.added` event, a version-1 `inbox.delivered` (which copies
+    it), or a version-2 `inbox.delivered` (derived again from the enqueued payload).
+    """
+    upto = upto_seq if upto_seq is not None else 2**62
+    rows, enqueued = _transcript_rows(tx, [session_id], after_seq, upto, _TYPED_COLUMNS)
+    return _transcripts(rows, enqueued).get(session_id, [])
+
+
+def message_at(tx: Tx, session_id: str, seq: int) -> Message | None:
+    """The transcript's message at `seq` (None: none there, or not visible)."""
+    found = transcript_in(tx, session_id, seq - 1, seq)
+    return found[0][1] if found else None
+
+
+def page_end(tx: Tx, session_id: str, after_seq: int, limit: int) -> int | None:
+    """The `seq` of the `limit`-th visible message after `after_seq` (where a page of that
+    many ends), or None when fewer follow (the page runs to the end). Read from the
+    `messages` projection's key alone."""
+    if limit < 1:
+        raise UsageError("limit must be at least 1")
+    row = tx.one(
+        "SELECT seq FROM messages WHERE session_id = ? AND seq > ? AND reverted IS NULL "
+        "ORDER BY seq LIMIT 1 OFFSET ?",
+        (session_id, after_seq, limit - 1),
+    )
+    return None if row is None else int(row[0])
+
+
+def transcripts_in(tx: Tx, session_ids: Sequence[str]) -> dict[str, list[tuple[int, Message]]]:
+    """`transcript_in` of each of `session_ids` (whole), with one statement per 500 sessions;
+    a session without messages is left out."""
+    out: dict[str, list[tuple[int, Message]]] = {}
+    for chunk in iter_chunks(session_ids, 500):
+        out.update(_transcripts(*_transcript_rows(tx, chunk, 0, 2**62, _TYPED_COLUMNS)))
+    return out
+
+
+def _transcripts(
+    rows: Sequence[Row], enqueued: dict[tuple[str, int], str]
+) -> dict[str, list[tuple[int, Message]]]:
+    """The messages of `rows`, by session. The `message.added` bodies (most of a transcript)
+    are decoded in one pass (`load_messages_added`), the other rows one by one."""
+    from ..events import MESSAGE_ADDED_HEAD, load_messages_added
+
+    out: dict[str, list[tuple[int, Message]]] = {}
+    with collector_paused():
+        added = iter(
+            load_messages_added([r[2] for r in rows if r[2].startswith(MESSAGE_ADDED_HEAD)])
+        )
+        for seq, delivered, data, session_id in rows:
+            if data.startswith(MESSAGE_ADDED_HEAD):
+                message: Message | None = next(added).message
+            else:
+                source = None if delivered is None else enqueued.get((session_id, int(delivered)))
+                message = _row_message(session_id, data, source)
+            assert message is not None, f"message row {session_id}/{seq} has no message"
+            out.setdefault(session_id, []).append((int(seq), message))
+    return out
