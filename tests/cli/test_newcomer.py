@@ -56,6 +56,8 @@ def test_listing_before_the_first_run_lists_nothing_and_creates_nothing(tmp_path
         assert (done.returncode, json.loads(done.stdout)) == (0, []), done
     usage = wakeful(work, env, "usage", "--format", "json")
     assert usage.returncode == 0 and json.loads(usage.stdout)["total"]["requests"] == 0, usage
+    idle = wakeful(work, env, "worker", "--once")
+    assert idle.returncode == 0 and "nothing written" in idle.stderr
     table = wakeful(work, env, "session", "list")
     assert table.returncode == 0 and table.stdout == ""
     assert "no sessions yet" in table.stderr and "wakeful run" in table.stderr

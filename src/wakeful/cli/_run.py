@@ -24,6 +24,7 @@ from ._common import (
     db_option,
     format_option,
     max_output_option,
+    no_default_store,
     print_json,
     print_jsonl,
     printable,
@@ -332,6 +333,10 @@ def worker(once: bool, concurrency: int, locations: tuple[str, ...], fmt: str,
     from pathlib import Path
 
     from ..execution import WorkerStats, run_worker
+
+    if once and no_default_store(db):  # before the first run nothing has work: none is made
+        click.echo("worker done: no store yet, so no session has work (nothing written)", err=True)
+        return
 
     served: list[str] | None = None
     if locations:
