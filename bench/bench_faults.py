@@ -22,7 +22,7 @@ import psycopg
 
 from wakeful.events import MessageAdded
 from wakeful.messages import Message, TextBlock
-from wakeful.store import SqlStore, _postgres, open_store
+from wakeful.store import SqlStore, _pgtx, open_store
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -45,20 +45,20 @@ def main() -> None:
     base = args.postgres.rsplit("/", 1)[0]
     with psycopg.connect(args.postgres, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    synced: Callable[[_postgres._Sent], None] = _postgres._Sent._arrive
+    synced: Callable[[_pgtx._Sent], None] = _pgtx._Sent._arrive
     try:
         store = open_store(f"{base}/{name}")
         store.create_session("ses_bench")
         with_sync, flush_only, ratios = [], [], []
         for _ in range(args.rounds):
-            _postgres._Sent._arrive = synced  # type: ignore[method-assign]
+            _pgtx._Sent._arrive = synced  # type: ignore[method-assign]
             a = per_append_ms(store, "ses_bench", args.appends)
-            _postgres._Sent._arrive = lambda self: None  # type: ignore[method-assign]
+            _pgtx._Sent._arrive = lambda self: None  # type: ignore[method-assign]
             b = per_append_ms(store, "ses_bench", args.appends)
             with_sync.append(a)
             flush_only.append(b)
             ratios.append(a / b)
-        _postgres._Sent._arrive = synced  # type: ignore[method-assign]
+        _pgtx._Sent._arrive = synced  # type: ignore[method-assign]
         store.close()
     finally:
         with psycopg.connect(args.postgres, autocommit=True) as admin:

@@ -4,7 +4,7 @@ Invariant: appends to different sessions share no lock (a session's row lock ord
 `seq`); the instance-wide follow reads in commit-safe (tx, id) order below the snapshot's xmin
 (migration 11, docs/store.md "Instance-wide order"), so an event committed late with a smaller
 id is never skipped. No data-writing transaction sends NOTIFY (its commit would take
-PostgreSQL's cluster-wide notify lock): `_PgTx.notify` only records the session, and after the
+PostgreSQL's cluster-wide notify lock): `PgTx.notify` only records the session, and after the
 commit `_pgnotify.Notifier` announces it from a connection of its own (docs/store.md, "LISTEN").
 
 Faults stay bounded (docs/store.md, "Faults"): every pooled connection carries a lock timeout, a
@@ -43,9 +43,10 @@ from ..errors import (
     StoreUnavailableError,
     UsageError,
 )
-from ._backend import Params, Row
+from ._backend import Row
 from ._migrations import MIGRATIONS, statements
 from ._pgnotify import Notifier
+from ._pgtx import NO_CHANNEL, NO_LOCK, PgTx, pipelined
 
 if TYPE_CHECKING:
     from ..config import StoreConfig
@@ -54,18 +55,9 @@ CHANNEL = "wakeful_events"  # every committed append and admission (followers, t
 # Admissions only: new input, the one change that makes a session startable (a worker waits on
 # this channel, so other sessions' appends do not wake every worker of a fleet).
 WORK_CHANNEL = "wakeful_work"
-_IDLE = psycopg.pq.TransactionStatus.IDLE
-_UNKNOWN = psycopg.pq.TransactionStatus.UNKNOWN
-_OFF = psycopg.pq.PipelineStatus.OFF
-_NO_LOCK = 0  # `wakeful_admit`'s first parameter, unused since migration 11
-_NO_CHANNEL = None  # `wakeful_admit` notifies on none (migration 17): the notifier announces
 _MIGRATE_LOCK = 0x57414B46
 
 log = logging.getLogger("wakeful.store")
-
-
-def _sql(sql: str) -> str:
-    return sql.replace("?", "%s")
 
 
 def _first_line(err: BaseException) -> str:
@@ -92,209 +84,6 @@ def _alive(conn: psycopg.Connection[Any]) -> bool:
 def _redact(url: str) -> str:
     """The URL without its password, for error messages."""
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
-
-
-@contextmanager
-def _pipelined(
-    conn: psycopg.Connection[Any], committed: Callable[[str | None], bool]
-) -> Iterator[_PgTx]:
-    """One transaction in pipeline mode: BEGIN travels with the first read, COMMIT with the
-    statements sent after the last one (`conn.transaction()` would add two round trips).
-
-    The transaction's id travels with its first statement (`_PgTx.xid`: with the session row
-    lock, as a column of it, when that comes first, as in every append). When the connection
-    is lost after COMMIT was sent, the server may have committed without the client hearing
-    it: `committed(xid)` then asks the server (on another connection) and a committed
-    transaction ends here as a success, an aborted one raises the connection's error (nothing
-    committed: a retry is safe)."""
-    tx: _PgTx | None = None
-    committing = False
-    try:
-        with conn.pipeline() as pipeline:
-            conn.execute("BEGIN")
-            tx = _PgTx(conn, pipeline)
-            yield tx
-            tx.xid_arrived()  # the id must be here before COMMIT
-            committing = True
-            conn.execute("COMMIT")
-    except psycopg.Error as err:
-        if not committing or _answered(conn, err):
-            raise  # COMMIT never reached the server, or the server answered it: no ambiguity
-        txid = None if tx is None else tx.xid()
-        with contextlib.suppress(psycopg.Error):
-            conn.close()  # whatever the server still holds of the transaction ends with it
-        if not committed(txid):
-            raise
-    finally:
-        if conn.info.transaction_status not in (_IDLE, _UNKNOWN):  # UNKNOWN: connection lost
-            conn.execute("ROLLBACK")
-
-
-def _answered(conn: psycopg.Connection[Any], err: psycopg.Error) -> bool:
-    """Whether `err`, raised after COMMIT was sent, is the server's answer that the transaction
-    did not commit: an error it reported with a state, on a connection that lives on. Anything
-    else leaves the outcome open: a lost connection; a FATAL error (`pg_terminate_backend` lands
-    after the commit as well as before it); an error psycopg raised itself, such as "cannot exit
-    pipeline mode while busy" when the FATAL arrived before the rest of the answer."""
-    if conn.broken or conn.closed or err.sqlstate is None:
-        return False
-    return err.diag.severity_nonlocalized not in ("FATAL", "PANIC")
-
-
-class _Sent:
-    """A query sent in pipeline mode. Reading its rows ends what was sent with a Sync: the
-    server answers up to it and then waits *idle in transaction*, where the idle timeout can
-    end a transaction whose client was paused (mid-pipeline, after a mere flush, the server
-    counts as busy and no timeout applies). It costs no round trip: the read waits anyway.
-    Rows that already arrived (with an earlier read's Sync) are read without one: a Sync then
-    would be a round trip of its own, with nothing to wait for."""
-
-    __slots__ = ("_cursor", "_pipeline")
-
-    def __init__(self, cursor: psycopg.Cursor[Any], pipeline: psycopg.Pipeline | None) -> None:
-        self._cursor = cursor
-        self._pipeline = pipeline
-
-    def _arrive(self) -> None:
-        # (read after the commit, the pipeline has ended and every result is here)
-        if (
-            self._pipeline is not None
-            and self._cursor.pgresult is None  # not arrived yet
-            and self._cursor.connection.pgconn.pipeline_status != _OFF
-        ):
-            self._pipeline.sync()
-
-    def one(self) -> Row | None:
-        self._arrive()
-        row: Row | None = self._cursor.fetchone()
-        return row
-
-    def all(self) -> list[Row]:
-        self._arrive()
-        return self._cursor.fetchall()
-
-
-_XID = "SELECT pg_current_xact_id()::text"
-_LOCK = "SELECT last_seq, root_id, listed_ms, status FROM sessions WHERE id = ? FOR UPDATE"
-_LOCK_XID = (
-    "SELECT last_seq, root_id, listed_ms, status, pg_current_xact_id()::text FROM sessions "
-    "WHERE id = ? FOR UPDATE"
-)
-
-
-class _PgTx:
-    """A transaction; a write transaction runs in pipeline mode (see `Tx.query`/`Tx.send`)."""
-
-    kind = "postgres"
-
-    def __init__(self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None) -> None:
-        self._conn = conn
-        self._pipeline = pipeline
-        self._sink: psycopg.Cursor[Any] | None = None  # `send`'s cursor (see there)
-        # A write's transaction id: the cursor and column it arrives in (`xid`).
-        self._xid: tuple[psycopg.Cursor[Any], int] | None = None
-        self.notified: set[str] = set()  # announced by the backend once the transaction commits
-        self.admitted: set[str] = set()  # of those, the ones given new input (`WORK_CHANNEL`)
-
-    def one(self, sql: str, params: Params = ()) -> Row | None:
-        return self.query(sql, params).one()
-
-    def all(self, sql: str, params: Params = ()) -> list[Row]:
-        return self.query(sql, params).all()
-
-    def _ask_xid(self) -> None:
-        """Send `pg_current_xact_id()` (a write, before its first statement but the lock)."""
-        if self._pipeline is not None and self._xid is None:
-            self._xid = (self._conn.execute(_XID), 0)
-
-    def xid_arrived(self) -> None:
-        """Make sure the transaction id has arrived (a round trip when nothing was read yet:
-        it must be known before COMMIT is sent, see `_pipelined`)."""
-        self._ask_xid()
-        assert self._xid is not None and self._pipeline is not None
-        cursor, _ = self._xid
-        if cursor.pgresult is None:
-            self._pipeline.sync()
-        if self.xid() is None:  # the lock it came with found no row: ask on its own
-            self._xid = None
-            self._ask_xid()
-            self._pipeline.sync()
-
-    def xid(self) -> str | None:
-        """The transaction id, when it has arrived (read from the result, not the cursor: the
-        lock's row is its caller's to fetch)."""
-        if self._xid is None:
-            return None
-        cursor, column = self._xid
-        result = cursor.pgresult
-        if result is None or result.ntuples == 0:
-            return None
-        value = result.get_value(0, column)
-        return None if value is None else bytes(value).decode()
-
-    def run(self, sql: str, params: Params = ()) -> int:
-        self._ask_xid()
-        cursor = self._conn.execute(_sql(sql), params)
-        if self._pipeline is not None:
-            self._pipeline.sync()  # the row count arrives with the result (see `_Sent`)
-        return cursor.rowcount
-
-    def query(self, sql: str, params: Params = ()) -> _Sent:
-        self._ask_xid()
-        return _Sent(self._conn.execute(_sql(sql), params), self._pipeline)
-
-    def send(self, sql: str, params: Params = ()) -> None:
-        # Nobody reads these results, so one cursor serves them all: `conn.execute` makes a
-        # cursor per statement, which costs as much client CPU as the statement itself in
-        # pipeline mode. An error still surfaces at the next Sync or the COMMIT.
-        self._ask_xid()
-        if self._sink is None:
-            self._sink = self._conn.cursor()
-        self._sink.execute(_sql(sql), params)
-
-    def lock_session(self, session_id: str) -> Row | None:
-        return self.lock_query(session_id).one()
-
-    def lock_query(self, session_id: str) -> _Sent:
-        if self._pipeline is None or self._xid is not None:
-            return self.query(_LOCK, (session_id,))
-        # A write's first statement: the transaction id comes as a fifth column (one
-        # statement fewer per append; the `tx` trigger does not care when the id is assigned).
-        cursor = self._conn.execute(_sql(_LOCK_XID), (session_id,))
-        self._xid = (cursor, 4)
-        return _Sent(cursor, self._pipeline)
-
-    def event_ids(self, n: int) -> _Sent:
-        return self.query(
-            "SELECT nextval(pg_get_serial_sequence('events', 'id')) FROM generate_series(1, ?)",
-            (n,),
-        )
-
-    def claim_and_ids(self, session_id: str, n: int) -> _Sent:
-        return self.query(
-            "SELECT c.token, c.epoch, c.released, ARRAY(SELECT nextval(pg_get_serial_sequence("
-            "'events', 'id')) FROM generate_series(1, ?)) FROM (SELECT 1) AS one "
-            "LEFT JOIN claims c ON c.session_id = ?",
-            (n, session_id),
-        )
-
-    def admit_on_server(
-        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
-        event_type: str, data: str, now_ms: int,
-    ) -> _Sent:  # fmt: skip
-        self.notified.add(session_id)  # (also when nothing is created: a spurious wake-up)
-        self.admitted.add(session_id)
-        return self.query(
-            "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (_NO_LOCK, _NO_CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
-             data, now_ms),
-        )  # fmt: skip
-
-    def notify(self, session_id: str) -> None:
-        self.notified.add(session_id)
-
-    def row_lock(self, *, skip_locked: bool = False) -> str:
-        return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
 
 
 class _Listener:
@@ -404,7 +193,7 @@ class PostgresBackend:
         raise StoreUnavailableError(f"no working connection to PostgreSQL at {_redact(self.url)}")
 
     @contextmanager
-    def transaction(self, *, write: bool, batched: bool = False) -> Iterator[_PgTx]:
+    def transaction(self, *, write: bool, batched: bool = False) -> Iterator[PgTx]:
         """Open a transaction; faults are translated as `_errors` says. A read sends its
         statements without BEGIN and COMMIT: under READ COMMITTED every statement of a
         transaction block takes its own snapshot anyway and reads lock nothing, so the block
@@ -415,12 +204,12 @@ class PostgresBackend:
         with self._errors(), self._connection() as conn:
             if not write:
                 if not batched:
-                    yield _PgTx(conn, None)
+                    yield PgTx(conn, None)
                     return
                 with conn.pipeline() as pipeline:
-                    yield _PgTx(conn, pipeline)
+                    yield PgTx(conn, pipeline)
                 return
-            with _pipelined(conn, self._committed) as tx:
+            with pipelined(conn, self._committed) as tx:
                 yield tx
         self._notifier.send(tx.notified, work=tx.admitted)
 
@@ -476,7 +265,7 @@ class PostgresBackend:
             row: Row | None = cursor.execute(
                 "SELECT o_outcome, o_seq, o_id FROM wakeful_admit("
                 "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (_NO_LOCK, _NO_CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
+                (NO_LOCK, NO_CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
                  data, now_ms),
             ).fetchone()  # fmt: skip
         if row is not None and row[0] == "created":

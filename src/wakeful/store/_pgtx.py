@@ -1,0 +1,229 @@
+"""One PostgreSQL transaction as the store's `Tx` (`PgTx`): statements sent in pipeline mode
+where a write allows it (`pipelined`: the transaction id asked first, so a commit whose outcome
+was lost can be looked up), rows read when they are needed (`_Sent`), the session row locks and
+the one-statement admission (`wakeful_admit`); `_postgres.PostgresBackend` opens it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+from ._backend import Params, Row
+
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+_UNKNOWN = psycopg.pq.TransactionStatus.UNKNOWN
+_OFF = psycopg.pq.PipelineStatus.OFF
+NO_LOCK = 0  # `wakeful_admit`'s first parameter, unused since migration 11
+NO_CHANNEL = None  # `wakeful_admit` notifies on none (migration 17): the notifier announces
+
+
+def _sql(sql: str) -> str:
+    return sql.replace("?", "%s")
+
+
+@contextmanager
+def pipelined(
+    conn: psycopg.Connection[Any], committed: Callable[[str | None], bool]
+) -> Iterator[PgTx]:
+    """One transaction in pipeline mode: BEGIN travels with the first read, COMMIT with the
+    statements sent after the last one (`conn.transaction()` would add two round trips).
+
+    The transaction's id travels with its first statement (`PgTx.xid`: with the session row
+    lock, as a column of it, when that comes first, as in every append). When the connection
+    is lost after COMMIT was sent, the server may have committed without the client hearing
+    it: `committed(xid)` then asks the server (on another connection) and a committed
+    transaction ends here as a success, an aborted one raises the connection's error (nothing
+    committed: a retry is safe)."""
+    tx: PgTx | None = None
+    committing = False
+    try:
+        with conn.pipeline() as pipeline:
+            conn.execute("BEGIN")
+            tx = PgTx(conn, pipeline)
+            yield tx
+            tx.xid_arrived()  # the id must be here before COMMIT
+            committing = True
+            conn.execute("COMMIT")
+    except psycopg.Error as err:
+        if not committing or _answered(conn, err):
+            raise  # COMMIT never reached the server, or the server answered it: no ambiguity
+        txid = None if tx is None else tx.xid()
+        with contextlib.suppress(psycopg.Error):
+            conn.close()  # whatever the server still holds of the transaction ends with it
+        if not committed(txid):
+            raise
+    finally:
+        if conn.info.transaction_status not in (_IDLE, _UNKNOWN):  # UNKNOWN: connection lost
+            conn.execute("ROLLBACK")
+
+
+def _answered(conn: psycopg.Connection[Any], err: psycopg.Error) -> bool:
+    """Whether `err`, raised after COMMIT was sent, is the server's answer that the transaction
+    did not commit: an error it reported with a state, on a connection that lives on. Anything
+    else leaves the outcome open: a lost connection; a FATAL error (`pg_terminate_backend` lands
+    after the commit as well as before it); an error psycopg raised itself, such as "cannot exit
+    pipeline mode while busy" when the FATAL arrived before the rest of the answer."""
+    if conn.broken or conn.closed or err.sqlstate is None:
+        return False
+    return err.diag.severity_nonlocalized not in ("FATAL", "PANIC")
+
+
+class _Sent:
+    """A query sent in pipeline mode. Reading its rows ends what was sent with a Sync: the
+    server answers up to it and then waits *idle in transaction*, where the idle timeout can
+    end a transaction whose client was paused (mid-pipeline, after a mere flush, the server
+    counts as busy and no timeout applies). It costs no round trip: the read waits anyway.
+    Rows that already arrived (with an earlier read's Sync) are read without one: a Sync then
+    would be a round trip of its own, with nothing to wait for."""
+
+    __slots__ = ("_cursor", "_pipeline")
+
+    def __init__(self, cursor: psycopg.Cursor[Any], pipeline: psycopg.Pipeline | None) -> None:
+        self._cursor = cursor
+        self._pipeline = pipeline
+
+    def _arrive(self) -> None:
+        # (read after the commit, the pipeline has ended and every result is here)
+        if (
+            self._pipeline is not None
+            and self._cursor.pgresult is None  # not arrived yet
+            and self._cursor.connection.pgconn.pipeline_status != _OFF
+        ):
+            self._pipeline.sync()
+
+    def one(self) -> Row | None:
+        self._arrive()
+        row: Row | None = self._cursor.fetchone()
+        return row
+
+    def all(self) -> list[Row]:
+        self._arrive()
+        return self._cursor.fetchall()
+
+
+_XID = "SELECT pg_current_xact_id()::text"
+_LOCK = "SELECT last_seq, root_id, listed_ms, status FROM sessions WHERE id = ? FOR UPDATE"
+_LOCK_XID = (
+    "SELECT last_seq, root_id, listed_ms, status, pg_current_xact_id()::text FROM sessions "
+    "WHERE id = ? FOR UPDATE"
+)
+
+
+class PgTx:
+    """A transaction; a write transaction runs in pipeline mode (see `Tx.query`/`Tx.send`)."""
+
+    kind = "postgres"
+
+    def __init__(self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None) -> None:
+        self._conn = conn
+        self._pipeline = pipeline
+        self._sink: psycopg.Cursor[Any] | None = None  # `send`'s cursor (see there)
+        # A write's transaction id: the cursor and column it arrives in (`xid`).
+        self._xid: tuple[psycopg.Cursor[Any], int] | None = None
+        self.notified: set[str] = set()  # announced by the backend once the transaction commits
+        self.admitted: set[str] = set()  # of those, the ones given new input (`WORK_CHANNEL`)
+
+    def one(self, sql: str, params: Params = ()) -> Row | None:
+        return self.query(sql, params).one()
+
+    def all(self, sql: str, params: Params = ()) -> list[Row]:
+        return self.query(sql, params).all()
+
+    def _ask_xid(self) -> None:
+        """Send `pg_current_xact_id()` (a write, before its first statement but the lock)."""
+        if self._pipeline is not None and self._xid is None:
+            self._xid = (self._conn.execute(_XID), 0)
+
+    def xid_arrived(self) -> None:
+        """Make sure the transaction id has arrived (a round trip when nothing was read yet:
+        it must be known before COMMIT is sent, see `pipelined`)."""
+        self._ask_xid()
+        assert self._xid is not None and self._pipeline is not None
+        cursor, _ = self._xid
+        if cursor.pgresult is None:
+            self._pipeline.sync()
+        if self.xid() is None:  # the lock it came with found no row: ask on its own
+            self._xid = None
+            self._ask_xid()
+            self._pipeline.sync()
+
+    def xid(self) -> str | None:
+        """The transaction id, when it has arrived (read from the result, not the cursor: the
+        lock's row is its caller's to fetch)."""
+        if self._xid is None:
+            return None
+        cursor, column = self._xid
+        result = cursor.pgresult
+        if result is None or result.ntuples == 0:
+            return None
+        value = result.get_value(0, column)
+        return None if value is None else bytes(value).decode()
+
+    def run(self, sql: str, params: Params = ()) -> int:
+        self._ask_xid()
+        cursor = self._conn.execute(_sql(sql), params)
+        if self._pipeline is not None:
+            self._pipeline.sync()  # the row count arrives with the result (see `_Sent`)
+        return cursor.rowcount
+
+    def query(self, sql: str, params: Params = ()) -> _Sent:
+        self._ask_xid()
+        return _Sent(self._conn.execute(_sql(sql), params), self._pipeline)
+
+    def send(self, sql: str, params: Params = ()) -> None:
+        # Nobody reads these results, so one cursor serves them all: `conn.execute` makes a
+        # cursor per statement, which costs as much client CPU as the statement itself in
+        # pipeline mode. An error still surfaces at the next Sync or the COMMIT.
+        self._ask_xid()
+        if self._sink is None:
+            self._sink = self._conn.cursor()
+        self._sink.execute(_sql(sql), params)
+
+    def lock_session(self, session_id: str) -> Row | None:
+        return self.lock_query(session_id).one()
+
+    def lock_query(self, session_id: str) -> _Sent:
+        if self._pipeline is None or self._xid is not None:
+            return self.query(_LOCK, (session_id,))
+        # A write's first statement: the transaction id comes as a fifth column (one
+        # statement fewer per append; the `tx` trigger does not care when the id is assigned).
+        cursor = self._conn.execute(_sql(_LOCK_XID), (session_id,))
+        self._xid = (cursor, 4)
+        return _Sent(cursor, self._pipeline)
+
+    def event_ids(self, n: int) -> _Sent:
+        return self.query(
+            "SELECT nextval(pg_get_serial_sequence('events', 'id')) FROM generate_series(1, ?)",
+            (n,),
+        )
+
+    def claim_and_ids(self, session_id: str, n: int) -> _Sent:
+        return self.query(
+            "SELECT c.token, c.epoch, c.released, ARRAY(SELECT nextval(pg_get_serial_sequence("
+            "'events', 'id')) FROM generate_series(1, ?)) FROM (SELECT 1) AS one "
+            "LEFT JOIN claims c ON c.session_id = ?",
+            (n, session_id),
+        )
+
+    def admit_on_server(
+        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
+        event_type: str, data: str, now_ms: int,
+    ) -> _Sent:  # fmt: skip
+        self.notified.add(session_id)  # (also when nothing is created: a spurious wake-up)
+        self.admitted.add(session_id)
+        return self.query(
+            "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (NO_LOCK, NO_CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
+             data, now_ms),
+        )  # fmt: skip
+
+    def notify(self, session_id: str) -> None:
+        self.notified.add(session_id)
+
+    def row_lock(self, *, skip_locked: bool = False) -> str:
+        return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
