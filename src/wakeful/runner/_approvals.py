@@ -133,12 +133,17 @@ def _fold(
 
 def preview(name: str, args: dict[str, JsonValue], workspace: Path | None = None) -> str:
     """What a person deciding on a call is shown: the command of `shell`, a unified diff of
-    `edit_file` and `write_file` (against the file as it is now), else the input as JSON."""
+    `edit_file` and `write_file` (against the file as it is now: an edit's hunk has its context
+    lines and the file's line numbers; the fragments alone when the file cannot be read or
+    `old` does not occur exactly once), else the input as JSON."""
     if name == "shell" and isinstance(args.get("command"), str):
         return f"$ {args['command']}"
     path = args.get("path")
     if name == "edit_file" and isinstance(path, str):
         old, new = str(args.get("old", "")), str(args.get("new", ""))
+        before = _current(workspace, path)
+        if before is not None and old and before.count(old) == 1:  # as the edit will apply
+            return _diff(path, before, before.replace(old, new))  # context, true line numbers
         return _diff(path, old, new)
     if name == "write_file" and isinstance(path, str):
         before = _current(workspace, path)
