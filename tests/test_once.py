@@ -85,7 +85,7 @@ def test_the_listing_slack_is_written_once():
         if re.search(r"^LIST_SLACK_MS\s*=", p.read_text(), re.M)
     ]
     assert defined == ["store/_listing.py"]
+    from wakeful.store._admit_sql import ADMIT_FUNCTION_2
     from wakeful.store._listing import LIST_SLACK_MS
-    from wakeful.store._migrations import _ADMIT_FUNCTION_2
 
-    assert f"p_now - listed_ms >= {LIST_SLACK_MS} THEN" in _ADMIT_FUNCTION_2
+    assert f"p_now - listed_ms >= {LIST_SLACK_MS} THEN" in ADMIT_FUNCTION_2

@@ -314,7 +314,7 @@ def test_many_first_opens_of_fresh_sqlite_files_never_report_busy(tmp_path: Path
 
 def test_the_admission_function_keeps_the_listing_slack_of_the_python_path():
     """PostgreSQL admissions move `listed_ms` in SQL, other appends in Python: the same rule."""
+    from wakeful.store._admit_sql import ADMIT_FUNCTION_2
     from wakeful.store._listing import LIST_SLACK_MS
-    from wakeful.store._migrations import _ADMIT_FUNCTION_2
 
-    assert f"p_now - listed_ms >= {LIST_SLACK_MS} THEN p_now" in _ADMIT_FUNCTION_2
+    assert f"p_now - listed_ms >= {LIST_SLACK_MS} THEN p_now" in ADMIT_FUNCTION_2

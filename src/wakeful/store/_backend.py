@@ -110,7 +110,7 @@ class Tx(Protocol):
         self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
         event_type: str, data: str, now_ms: int,
     ) -> Pending | None:  # fmt: skip
-        """Send a whole admission as one server-side call (`_migrations._ADMIT_FUNCTION`) whose
+        """Send a whole admission as one server-side call (`_admit_sql.ADMIT_FUNCTION`) whose
         row `(outcome, seq, event_id)` is read later; None when the database has no such call
         (SQLite: no round trips to save, the store runs the statements itself)."""
         ...

@@ -6,7 +6,7 @@ Invariant: a migration, once released, never changes; a new need is a new number
 
 from __future__ import annotations
 
-from ._listing import LIST_SLACK_MS
+from ._admit_sql import ADMIT_FUNCTION, ADMIT_FUNCTION_2, ADMIT_FUNCTION_11, QUIET_ADMIT
 
 _TABLES = """
 CREATE TABLE sessions (
@@ -139,87 +139,6 @@ CREATE TABLE instruction_state (
 _INDEXES = """
 CREATE INDEX inbox_settled ON inbox (session_id, settled_seq);
 CREATE INDEX events_type ON events (session_id, type, seq)
-"""
-
-# One admission as one server-side call (PostgreSQL; SQLite has no round trips to save). It does
-# what `_inbox.admit_in` does in Python, statement for statement: the append lock, the session row
-# lock, the idempotency check, an event id, the `inbox.enqueued` event, the session's counter, the
-# notify and the inbox row. Outcomes: created (with seq and event id), existing (same input id,
-# same digest), conflict (same input id, other digest), missing (no such session; nothing written).
-_ADMIT_FUNCTION = """
-CREATE FUNCTION wakeful_admit(
-  p_lock BIGINT, p_channel TEXT, p_session TEXT, p_input TEXT, p_kind TEXT, p_delivery TEXT,
-  p_digest TEXT, p_type TEXT, p_data TEXT, p_now BIGINT
-) RETURNS TABLE (o_outcome TEXT, o_seq BIGINT, o_id BIGINT) AS $$
-DECLARE
-  v_last BIGINT;
-  v_digest TEXT;
-  v_id BIGINT;
-BEGIN
-  PERFORM pg_advisory_xact_lock(p_lock);
-  SELECT s.last_seq INTO v_last FROM sessions s WHERE s.id = p_session FOR UPDATE;
-  IF NOT FOUND THEN
-    RETURN QUERY SELECT 'missing'::TEXT, NULL::BIGINT, NULL::BIGINT;
-    RETURN;
-  END IF;
-  SELECT i.digest INTO v_digest FROM inbox i
-    WHERE i.session_id = p_session AND i.input_id = p_input;
-  IF FOUND THEN
-    RETURN QUERY SELECT CASE WHEN v_digest = p_digest THEN 'existing' ELSE 'conflict' END,
-      NULL::BIGINT, NULL::BIGINT;
-    RETURN;
-  END IF;
-  v_id := nextval(pg_get_serial_sequence('events', 'id'));
-  INSERT INTO events (id, session_id, seq, type, at_ms, data, epoch)
-    VALUES (v_id, p_session, v_last + 1, p_type, p_now, p_data, NULL);
-  UPDATE sessions SET last_seq = v_last + 1, updated_ms = p_now WHERE id = p_session;
-  PERFORM pg_notify(p_channel, p_session);
-  INSERT INTO inbox (session_id, input_id, seq, kind, delivery, digest, status)
-    VALUES (p_session, p_input, v_last + 1, p_kind, p_delivery, p_digest, 'pending');
-  RETURN QUERY SELECT 'created'::TEXT, v_last + 1, v_id;
-END
-$$ LANGUAGE plpgsql
-"""
-
-# Migration 6's admission: the same outcomes as `_ADMIT_FUNCTION` in two statements instead of
-# nine. The append lock first; then one statement, whose snapshot is taken after the lock is held
-# (so it sees every admission committed before), checks the input id, bumps the session's counter
-# (the UPDATE locks the row and finds nothing for a missing session), inserts the event and the
-# inbox row. The notify only for a created item. `listed_ms` follows `_listing.listed_ms_after`
-# (built from its LIST_SLACK_MS).
-_ADMIT_FUNCTION_2 = f"""
-CREATE OR REPLACE FUNCTION wakeful_admit(
-  p_lock BIGINT, p_channel TEXT, p_session TEXT, p_input TEXT, p_kind TEXT, p_delivery TEXT,
-  p_digest TEXT, p_type TEXT, p_data TEXT, p_now BIGINT
-) RETURNS TABLE (o_outcome TEXT, o_seq BIGINT, o_id BIGINT) AS $$
-BEGIN
-  PERFORM pg_advisory_xact_lock(p_lock);
-  WITH d AS (
-    SELECT i.digest FROM inbox i WHERE i.session_id = p_session AND i.input_id = p_input
-  ), s AS (
-    UPDATE sessions SET last_seq = last_seq + 1, updated_ms = p_now,
-      listed_ms = CASE WHEN p_now < listed_ms OR p_now - listed_ms >= {LIST_SLACK_MS} THEN p_now
-                       ELSE listed_ms END
-    WHERE sessions.id = p_session AND NOT EXISTS (SELECT 1 FROM d) RETURNING last_seq
-  ), e AS (
-    INSERT INTO events (session_id, seq, type, at_ms, data)
-    SELECT p_session, s.last_seq, p_type, p_now, p_data FROM s RETURNING events.id, events.seq
-  ), i AS (
-    INSERT INTO inbox (session_id, input_id, seq, kind, delivery, digest, status)
-    SELECT p_session, p_input, e.seq, p_kind, p_delivery, p_digest, 'pending' FROM e
-  )
-  SELECT CASE WHEN e.id IS NOT NULL THEN 'created'
-              WHEN d.digest IS NULL THEN 'missing'
-              WHEN d.digest = p_digest THEN 'existing'
-              ELSE 'conflict' END, e.seq, e.id
-    INTO o_outcome, o_seq, o_id
-    FROM (SELECT 1) AS one LEFT JOIN d ON true LEFT JOIN e ON true;
-  IF o_outcome = 'created' THEN
-    PERFORM pg_notify(p_channel, p_session);
-  END IF;
-  RETURN NEXT;
-END
-$$ LANGUAGE plpgsql
 """
 
 # An input's settled seq is NULL until it is delivered or rejected: index only the settled ones
@@ -380,21 +299,6 @@ CREATE TABLE extension_state (
 )
 """
 
-_ADMIT_FUNCTION_11 = _ADMIT_FUNCTION_2.replace(
-    "  PERFORM pg_advisory_xact_lock(p_lock);\n",
-    "  PERFORM 1 FROM sessions WHERE sessions.id = p_session FOR UPDATE;\n",
-)
-
-# Migration 11's admission notifying only when `p_channel` is given: a NOTIFY queued inside the
-# admission's transaction would take PostgreSQL's cluster-wide notify lock at its commit
-# (docs/store.md, "LISTEN"), so this wakeful passes NULL and announces a created item after the
-# statement, from its notifier. The signature is unchanged: a process started before this
-# migration still passes the channel and still notifies (inside, as before).
-_QUIET_ADMIT = _ADMIT_FUNCTION_11.replace(
-    "  IF o_outcome = 'created' THEN\n",
-    "  IF o_outcome = 'created' AND p_channel IS NOT NULL THEN\n",
-)
-
 # Commit order without a database-wide lock (PostgreSQL; docs/store.md, "Instance-wide order").
 # Every event records `tx`: the larger of its transaction's id and the `tx` of the session's
 # previous event, set by a trigger, so a session's events never go back in (tx, id) order. The
@@ -415,7 +319,7 @@ BEGIN
 END
 $$ LANGUAGE plpgsql;
 """
-    + _ADMIT_FUNCTION_11
+    + ADMIT_FUNCTION_11
     + """;
 CREATE TRIGGER events_position BEFORE INSERT ON events FOR EACH ROW
   EXECUTE FUNCTION wakeful_event_position()
@@ -554,19 +458,19 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         "CREATE INDEX claims_held ON claims (lease_until_ms) WHERE released = 0",
     ),
     (
-        # An admission in one round trip on PostgreSQL (`_ADMIT_FUNCTION`); nothing on SQLite.
+        # An admission in one round trip on PostgreSQL (`ADMIT_FUNCTION`); nothing on SQLite.
         5,
         "admit_function",
         "",
-        _ADMIT_FUNCTION,
+        ADMIT_FUNCTION,
     ),
     (
         # Fewer index writes per event and per admission (`_LEAN_WRITES`); admission in two
-        # server statements (`_ADMIT_FUNCTION_2`).
+        # server statements (`ADMIT_FUNCTION_2`).
         6,
         "lean_writes",
         _LEAN_WRITES,
-        _LEAN_WRITES + ";" + _ADMIT_FUNCTION_2,
+        _LEAN_WRITES + ";" + ADMIT_FUNCTION_2,
     ),
     (
         # Full-text search over session content (`_SEARCH_SQLITE`, `_SEARCH_POSTGRES`).
@@ -620,11 +524,11 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         "",
     ),
     (
-        # No NOTIFY inside the admission's transaction (`_QUIET_ADMIT`); nothing on SQLite.
+        # No NOTIFY inside the admission's transaction (`QUIET_ADMIT`); nothing on SQLite.
         17,
         "admit_after_commit_notify",
         "",
-        _QUIET_ADMIT,
+        QUIET_ADMIT,
     ),
     (
         # The children index without the roots (`_CHILDREN_INDEX`).
