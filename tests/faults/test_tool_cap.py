@@ -114,3 +114,41 @@ async def test_the_inspector_links_the_whole_output(tmp_path: Path):
         assert whole.status_code == 200 and whole.text == numbered(300_000)
         assert whole.headers["content-type"].startswith("text/plain")
     await rt.aclose()
+
+
+def test_the_shell_keeps_its_whole_output(tmp_path: Path):
+    """A command printing 280 KB: the model reads the capped view with the one notice; the
+    person reads all of it, its middle included (issue 43 item 1; the shell used to keep only
+    its head and tail, and the middle was lost)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    command = (
+        "i=0; while [ $i -lt 5000 ]; do printf 'line %050d\\n' $i;"
+        " [ $i -eq 2500 ] && echo MIDDLE-MARKER-7f3a; i=$((i+1)); done"
+    )
+    model = script(tmp_path / "s.json", [call("shell", command=command), {"text": "ok"}])
+    db = str(tmp_path / "s.db")
+    config = Config.model_validate({"permissions": {"shell": "allow"}})
+
+    async def turn() -> tuple[str, str]:
+        rt = Runtime(db, model=model, workspace=work, config=config)
+        try:
+            [done] = await rt.run("go")
+            assert done.outcome == "completed", done
+            sid = rt.store.list_sessions().sessions[0].id
+            [(call_id, block)] = _results(rt, sid)
+            text = tool_result_text(block.output)
+            assert len(text.encode()) <= MAX_RESULT_BYTES and "MIDDLE-MARKER" not in text
+            assert "bytes of this result omitted (the cap is 64 KiB); the person can read the whole output, kept as blob" in text  # fmt: skip
+            assert text.startswith("line 000") and text.endswith("04999\n[exit code 0]")
+            return sid, call_id
+        finally:
+            await rt.aclose()
+
+    sid, call_id = asyncio.run(turn())
+    whole = subprocess.run([WAKEFUL, "session", "show", sid, "--output", call_id],
+                           env=cli_env(db, tmp_path), capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert whole.returncode == 0, whole.stderr
+    lines = whole.stdout.splitlines()
+    assert len(lines) == 5002 and lines[2501] == "MIDDLE-MARKER-7f3a"
+    assert lines[0] == f"line {0:050d}" and lines[-1] == "[exit code 0]"

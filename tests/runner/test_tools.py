@@ -15,17 +15,19 @@ from pydantic import BaseModel
 
 from wakeful.messages import ToolCallBlock, ToolResultBlock
 from wakeful.runner.tools import (
+    MAX_RESULT_BYTES,
     READ_ONLY_TOOLS,
     WORK_STATE_TOOLS,
     PermissionPolicy,
     ToolContext,
     ToolOutcome,
     builtin_tools,
+    cap_result,
     run_tool_call,
     tool_spec,
 )
+from wakeful.runner.tools._cap import DROPPED, MAX_KEPT_BYTES
 from wakeful.runner.tools._files import MAX_LIST, MAX_MATCHES, MAX_READ_BYTES, MAX_READ_LINES
-from wakeful.runner.tools._shell import MAX_OUTPUT
 
 TOOLS = builtin_tools()
 
@@ -320,18 +322,29 @@ async def test_shell_timeout_kills_the_process_group(ctx: ToolContext, ws: Path)
     await eventually_dead(int((ws / "child.pid").read_text()))
 
 
-async def test_shell_output_is_capped_keeping_start_and_end(ctx: ToolContext):
+async def test_shell_output_is_kept_whole_for_the_one_cap(ctx: ToolContext):
     command = "printf START; head -c 200000 /dev/zero | tr '\\0' x; printf END"
     result, outcome = await call(ctx, "shell", command=command)
     text = str(result.output)
-    assert text.startswith("START") and "END\n[exit code 0]" in text
-    # the one notice of every cut result (runner/tools/_cap.py), saying the middle is not kept
-    assert (
-        "of 200008 bytes of this result omitted (the cap is 32 KiB); the middle was not kept"
-        in text
-    )
-    assert len(text) < MAX_OUTPUT + 300
+    # the whole output (spooled while the command ran); the one cap (`_cap.py`) cuts it later
+    assert text == "START" + "x" * 200000 + "END\n[exit code 0]"
     assert outcome.metadata and outcome.metadata["truncated"] is True
+    assert outcome.metadata["output_bytes"] == 200008 and DROPPED not in outcome.metadata
+
+
+async def test_shell_output_beyond_the_kept_maximum_keeps_its_start_and_end(ctx: ToolContext):
+    command = f"printf START; head -c {MAX_KEPT_BYTES + 300000} /dev/zero | tr '\\0' x; printf END"
+    result, outcome = await call(ctx, "shell", command=command)
+    assert outcome.metadata and outcome.metadata[DROPPED] > 0
+    capped, whole = cap_result(result)
+    assert whole is not None and len(whole) < MAX_KEPT_BYTES + 2 * MAX_RESULT_BYTES
+    assert whole.startswith(b"START") and whole.endswith(b"xEND\n[exit code 0]")
+    assert f"[... {outcome.metadata[DROPPED]} bytes of the output dropped here".encode() in whole
+    cut = str(capped.output)
+    assert cut.startswith("START") and cut.endswith("END\n[exit code 0]")
+    assert (
+        f"but for {outcome.metadata[DROPPED]} bytes of its middle (at most 16 MiB is kept)" in cut
+    )
 
 
 async def test_a_background_job_holding_the_output_is_killed(ctx: ToolContext, ws: Path):

@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import tempfile
+from typing import IO
 
 from pydantic import Field, JsonValue
 
 from ._base import ToolContext, ToolInput, ToolOutcome
-from ._cap import MAX_RESULT_BYTES, notice
+from ._cap import DROPPED, MAX_KEPT_BYTES, MAX_RESULT_BYTES
 from ._reap import MARK, kill_all, new_mark
 
-MAX_OUTPUT = MAX_RESULT_BYTES // 2  # head and tail kept while a command runs: memory stays bounded
+TAIL_KEPT = MAX_RESULT_BYTES  # the last bytes of an output beyond MAX_KEPT_BYTES, kept in memory
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 3600.0
 LINGER_S = 1.0  # how long output may stay open after the shell exits
@@ -36,48 +38,56 @@ class ShellInput(ToolInput):
     )
 
 
-class _Capture:
-    """Output within the cap: the first and the last half of the cap are kept, the middle is
-    only counted."""
+class _Spool:
+    """A command's output, spooled to a temporary file while it runs (memory stays bounded):
+    its first `MAX_KEPT_BYTES` there, and of the rest only the last `TAIL_KEPT` bytes (in
+    memory; trimmed, yet always at least that many); the middle beyond is only counted."""
 
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.head = bytearray()  # the first `cap` bytes
-        self.tail = bytearray()  # the bytes after them; trimmed, yet always the last half-cap
+    def __init__(self) -> None:
+        # closed by `close` (the call holds the spool in `contextlib.closing`)
+        self.file: IO[bytes] = tempfile.TemporaryFile(prefix="wakeful-shell-")  # noqa: SIM115
+        self.spooled = 0  # bytes in the file
+        self.tail = bytearray()  # after the file's bytes
         self.total = 0
 
     def add(self, chunk: bytes) -> None:
         self.total += len(chunk)
-        room = self.cap - len(self.head)
+        room = MAX_KEPT_BYTES - self.spooled
         if room > 0:
-            self.head += chunk[:room]
+            self.file.write(chunk[:room])
+            self.spooled += min(room, len(chunk))
             chunk = chunk[room:]
         self.tail += chunk
-        if len(self.tail) > self.cap:
-            del self.tail[: len(self.tail) - self.cap // 2]
+        if len(self.tail) > 2 * TAIL_KEPT:
+            del self.tail[: len(self.tail) - TAIL_KEPT]
+
+    def close(self) -> None:
+        """Remove the spool (a temporary file: gone once closed)."""
+        self.file.close()
 
     @property
-    def truncated(self) -> bool:
-        return self.total > self.cap
+    def dropped(self) -> int:
+        """Bytes of the output kept nowhere (the middle of one over `MAX_KEPT_BYTES`)."""
+        return self.total - self.spooled - len(self.tail)
 
     def text(self) -> str:
-        if not self.truncated:
-            return bytes(self.head).decode("utf-8", errors="replace")
-        half = self.cap // 2
-        head = bytes(self.head[:half])
-        tail = bytes(self.head + self.tail)[-half:]
-        return (
-            head.decode("utf-8", errors="replace")
-            + notice(self.total, len(head) + len(tail), cap=self.cap)
-            + tail.decode("utf-8", errors="replace")
-        )
+        """The output as kept: all of it, or its start and end around a line saying how much
+        of the middle was dropped. Reads the file: call it off the event loop."""
+        self.file.seek(0)
+        data = self.file.read()
+        if self.dropped:
+            data += (
+                f"\n[... {self.dropped} bytes of the output dropped here: the shell keeps at "
+                f"most {MAX_KEPT_BYTES // (1024 * 1024)} MiB of one, its start and its end ...]\n"
+            ).encode()
+        return (data + bytes(self.tail)).decode("utf-8", errors="replace")
 
 
 class Shell:
     name = "shell"
     description = (
         "Run a command with /bin/sh in the workspace root; stdout and stderr are combined. "
-        f"Returns the output (at most {MAX_OUTPUT // 1024} KiB: the start and the end) and the "
+        f"Returns the output (at most {MAX_RESULT_BYTES // 1024} KiB: the start and the end) and the "
         f"exit code. The command is killed after timeout_s seconds (default {DEFAULT_TIMEOUT_S:g}). "
         "Stdin is empty. A background job that keeps the output open is killed when the command "
         "exits; redirect its output (`cmd > log 2>&1 &`) to keep it running."
@@ -86,8 +96,16 @@ class Shell:
     read_only = False
 
     async def run(self, args: ShellInput, ctx: ToolContext) -> ToolOutcome:
+        with contextlib.closing(_Spool()) as spool:
+            code, timed_out, lingered = await self._run(args, ctx, spool)
+            text = await asyncio.to_thread(spool.text)
+        return _outcome(text, spool, code, args.timeout_s, timed_out, lingered)
+
+    async def _run(
+        self, args: ShellInput, ctx: ToolContext, capture: _Spool
+    ) -> tuple[int | None, bool, bool]:
+        """Run the command, its output into `capture`: (exit code, timed out, lingered)."""
         loop = asyncio.get_running_loop()
-        capture = _Capture(MAX_OUTPUT)
         mark = new_mark()
         start = asyncio.ensure_future(loop.subprocess_shell(
             lambda: _Watch(capture, loop),
@@ -123,15 +141,14 @@ class Shell:
             raise
         finally:
             transport.close()
-        code = transport.get_returncode()
-        return _outcome(capture, code, args.timeout_s, timed_out, lingered)
+        return transport.get_returncode(), timed_out, lingered
 
 
 class _Watch(asyncio.SubprocessProtocol):
     """Collects the output and tells apart two ends: the shell exiting and the output closing
     (a background job may hold the output open after the shell is gone)."""
 
-    def __init__(self, capture: _Capture, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, capture: _Spool, loop: asyncio.AbstractEventLoop) -> None:
         self.capture = capture
         self.exited: asyncio.Future[None] = loop.create_future()
         self.output_closed: asyncio.Future[None] = loop.create_future()
@@ -171,9 +188,11 @@ async def _supervise(pid: int, mark: str, watch: _Watch, timeout_s: float) -> tu
 
 
 def _outcome(
-    capture: _Capture, code: int | None, timeout_s: float, timed_out: bool, lingered: bool
+    output: str, spool: _Spool, code: int | None, timeout_s: float, timed_out: bool, lingered: bool
 ) -> ToolOutcome:
-    text = capture.text() or "(no output)"
+    """The result: the whole output kept (the one cap, `_cap.py`, cuts it for the model and
+    keeps it as a blob), then how the command ended."""
+    text = output or "(no output)"
     if not text.endswith("\n"):
         text += "\n"
     if timed_out:
@@ -185,7 +204,9 @@ def _outcome(
     metadata: dict[str, JsonValue] = {
         "exit_code": code,
         "timed_out": timed_out,
-        "output_bytes": capture.total,
-        "truncated": capture.truncated,
+        "output_bytes": spool.total,
+        "truncated": len(text) * 4 > MAX_RESULT_BYTES and len(text.encode()) > MAX_RESULT_BYTES,
     }
+    if spool.dropped:
+        metadata[DROPPED] = spool.dropped
     return ToolOutcome(text, is_error=timed_out or code != 0, metadata=metadata)
