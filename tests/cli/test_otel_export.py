@@ -24,6 +24,7 @@ READ = [{"match": ".", "replies": [
     {"text": "the file says hello"},
 ]}]  # fmt: skip
 DETAILS = "gen_ai.client.inference.operation.details"
+RULE = "Answer every question about files in exactly one sentence (otel-rule-7)."
 
 
 def _validated(doc: dict[str, Any]) -> ExportTraceServiceRequest:
@@ -51,6 +52,7 @@ def _attrs(item: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture
 def recorded(wk: Wk, workdir: Path) -> str:
     (workdir / "a.txt").write_text("hello")
+    (workdir / "AGENTS.md").write_text(RULE + "\n")
     out = wk("run", "--model", write_script(workdir, READ), "--format", "json", "read a.txt")
     session_id: str = json.loads(out.stdout)["session_id"]
     return session_id
@@ -84,9 +86,34 @@ def test_the_otlp_file_validates_and_holds_the_recorded_exchange(
     assert inputs[0]["parts"] == [{"type": "text", "content": "read a.txt"}]
     assert inputs[2]["parts"][0]["response"] == "hello"
     assert outputs[0]["parts"] == [{"type": "text", "content": "the file says hello"}]
+    (first,) = chat1["events"]
+    assert json.loads(_attrs(first)["gen_ai.input.messages"])[0]["role"] == "user"
     again = workdir / "again.json"  # the same spans again: ids derived from the log
     wk("session", "export", recorded, "--to", "otel", "-o", str(again))
     assert json.loads(again.read_text()) == doc
+
+
+def test_each_request_carries_the_system_instructions_and_tools_its_receipt_recorded(
+    wk: Wk, workdir: Path, recorded: str
+):
+    out = workdir / "trace.json"
+    wk("session", "export", recorded, "--to", "otel", "-o", str(out))
+    doc = json.loads(out.read_text())
+    _validated(doc)
+    chats = [s for s in _spans(doc) if s["name"].startswith("chat ")]
+    shown = wk("debug", "prompt", "--session", recorded, "--show-sensitive", "--format", "json")
+    sections = json.loads(shown.stdout)["sections"]  # the last request, as `debug prompt` has it
+    system = "\n\n".join(s["content"] for s in sections if s["id"].startswith("system."))
+    assert RULE in system
+    for chat in chats:
+        details = _attrs(chat["events"][0])
+        assert json.loads(details["gen_ai.system_instructions"]) == [
+            {"type": "text", "content": system}
+        ]
+        tools = {t["name"]: t for t in json.loads(details["gen_ai.tool.definitions"])}
+        assert tools["read_file"]["type"] == "function"
+        assert "path" in tools["read_file"]["parameters"]["properties"]
+        assert tools["read_file"]["description"]
 
 
 def test_redact_keeps_the_shape_and_drops_the_content(wk: Wk, workdir: Path, recorded: str):
@@ -100,6 +127,12 @@ def test_redact_keeps_the_shape_and_drops_the_content(wk: Wk, workdir: Path, rec
     event = _spans(doc)[5]["events"][0]
     inputs = json.loads(_attrs(event)["gen_ai.input.messages"])
     assert [m["role"] for m in inputs] == ["user", "assistant", "tool"]
+    assert "otel-rule-7" not in text
+    system = json.loads(_attrs(event)["gen_ai.system_instructions"])
+    assert system == [{"type": "text", "content": "[redacted]"}]
+    tools = json.loads(_attrs(event)["gen_ai.tool.definitions"])
+    assert {"type": "function", "name": "read_file"} in tools
+    assert all(set(t) == {"type", "name"} for t in tools)
 
 
 class _Collector(BaseHTTPRequestHandler):

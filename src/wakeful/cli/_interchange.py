@@ -21,11 +21,15 @@ from ..errors import UsageError
 from ._common import existing_dir, local_runtime, print_json, printable, store_for
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from pydantic import JsonValue
 
+    from ..events import ReceiptRecorded
     from ..execution import Reads, Runtime
     from ..interchange import ExportedSession, ImportedSession
     from ..messages import Message
+    from ..providers import ModelRequest
     from ..store import Store
 
 
@@ -227,8 +231,9 @@ def export_otel(
         row = store.get_session(store.resolve_session_id(session_id))
         receipts = {r.receipt_id: r for r in store.receipts(row.id)}
         recorded = Recorded(
-            row.id, row.agent, store.events(row.id), receipts, store.messages(row.id)
-        )
+            row.id, row.agent, store.events(row.id), receipts, store.messages(row.id),
+            _requests(store, row.id, receipts.values()),
+        )  # fmt: skip
     finally:
         store.close()
     doc = otlp_request(recorded, redact=redact, version=__version__)
@@ -242,6 +247,25 @@ def export_otel(
     elif not endpoint:
         sys.stdout.buffer.write(data + b"\n")
         sys.stdout.flush()
+
+
+def _requests(
+    store: Store, session_id: str, receipts: Iterable[ReceiptRecorded]
+) -> dict[str, ModelRequest]:
+    """Each step receipt's request, rebuilt from its blobs as `wakeful debug prompt` rebuilds
+    it, for its system instructions and tools; none from a server's store, which does not
+    serve receipt blobs (`debug prompt` refuses one too). The provider name only shapes the
+    repair of the messages, which the export reads from the log instead."""
+    from ..runner import rebuild_request
+    from ..store import ReceiptReads
+
+    if not isinstance(store, ReceiptReads):
+        return {}
+    return {
+        r.receipt_id: rebuild_request(store, session_id, r, r.model.partition(":")[0])
+        for r in receipts
+        if r.purpose == "step"
+    }
 
 
 def _send(endpoint: str, data: bytes) -> None:

@@ -2,20 +2,22 @@
 conventions: per turn an `invoke_agent {agent}` span, per request a `step {n}` span holding a
 `chat {model}` span and an `execute_tool {name}` span per tool call. Each chat span carries the
 `gen_ai.client.inference.operation.details` event with the request's exact input messages (the
-ones its receipt names) and the reply, which a live tracer only has when content capture was on
+ones its receipt names), its system instructions and tool definitions (the request rebuilt from
+its receipt, as `wakeful debug prompt` does) and the reply, which a live tracer only has when content capture was on
 and wakeful has for every recorded request.
 
 Invariant: the export is a pure function of the log. Trace and span ids are derived from the
 session, turn, receipt and call ids, so exporting again sends the same spans (a collector sees a
 repeat, not new traces). `redact` keeps every span, role, part type and count and drops the
-content: message text, reasoning, tool arguments and results.
+content: message text, reasoning, system instructions, tool arguments and results, and tool
+descriptions and parameter schemas (a tool definition keeps its type and name).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +39,7 @@ from ..messages import (
     ToolResultBlock,
     tool_result_text,
 )
+from ..providers import ModelRequest, ToolSpec
 
 DETAILS = "gen_ai.client.inference.operation.details"
 REDACTED = "[redacted]"
@@ -118,6 +121,24 @@ def _parts(message: Message, redact: bool) -> list[dict[str, Any]]:
     return parts
 
 
+def system_instructions(system: str, redact: bool) -> list[dict[str, Any]]:
+    """A request's system prompt as the conventions' `gen_ai.system_instructions` parts (one
+    text part; none when the request had no system prompt)."""
+    return [{"type": "text", "content": REDACTED if redact else system}] if system else []
+
+
+def tool_definitions(tools: Sequence[ToolSpec], redact: bool) -> list[dict[str, Any]]:
+    """A request's tools as the conventions' `gen_ai.tool.definitions` (function tools; with
+    `redact`, their type and name only)."""
+    out: list[dict[str, Any]] = []
+    for t in tools:
+        tool: dict[str, Any] = {"type": "function", "name": t.name}
+        if not redact:
+            tool |= {"description": t.description, "parameters": t.input_schema}
+        out.append(tool)
+    return out
+
+
 def gen_ai_message(message: Message, redact: bool) -> dict[str, Any]:
     """One message in the GenAI conventions' shape (`role`, `parts`; a user message of tool
     results has the role `tool`)."""
@@ -130,14 +151,17 @@ def gen_ai_message(message: Message, redact: bool) -> dict[str, Any]:
 @dataclass
 class Recorded:
     """What the export reads of a session: its log in order, its agent, receipts (each with
-    its complete message ids) and transcript (a delivered input's message is derived from its
-    `inbox.enqueued` payload, not copied into the log)."""
+    its complete message ids), transcript (a delivered input's message is derived from its
+    `inbox.enqueued` payload, not copied into the log) and, by receipt id, the requests rebuilt
+    from the receipts (`runner.rebuild_request`; a receipt without one exports no system
+    instructions or tool definitions)."""
 
     session_id: str
     agent: str | None
     events: Sequence[StoredEvent]
     receipts: dict[str, ReceiptRecorded]
     messages: Sequence[Message] = ()
+    requests: Mapping[str, ModelRequest] = field(default_factory=dict)
 
 
 def _model(spec: str) -> tuple[str, str]:
@@ -179,6 +203,9 @@ class _Builder:
         outputs = [] if reply is None else [gen_ai_message(reply, self.redact)]
         details = {k: v for k, v in chat.attributes.items() if k.startswith("gen_ai.")}
         details["gen_ai.input.messages"] = json.dumps(chat.attributes.pop("_inputs"))
+        for key in ("gen_ai.system_instructions", "gen_ai.tool.definitions"):
+            parts = chat.attributes.pop(f"_{key}", None)
+            details[key] = json.dumps(parts) if parts else None
         details["gen_ai.output.messages"] = json.dumps(outputs)
         chat.events.append({"timeUnixNano": str(at * 1_000_000), "name": DETAILS,
                             "attributes": attributes(details)})  # fmt: skip
@@ -214,6 +241,14 @@ class _Builder:
         ids = full.message_ids if full.base is None else ()
         known = [self.messages[i] for i in ids if i in self.messages]
         chat.attributes["_inputs"] = [gen_ai_message(m, self.redact) for m in known]
+        request = self.r.requests.get(ev.receipt_id)
+        if request is not None:  # popped into the details event by `end_chat`
+            chat.attributes["_gen_ai.system_instructions"] = system_instructions(
+                request.system, self.redact
+            )
+            chat.attributes["_gen_ai.tool.definitions"] = tool_definitions(
+                request.tools, self.redact
+            )
         self.chat = self.chats[ev.receipt_id] = chat
 
     def on_usage(self, ev: UsageRecorded) -> None:

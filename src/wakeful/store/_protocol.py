@@ -228,9 +228,10 @@ class PlainStore(Store, PlainReads, Protocol):
     """A `Store` with `PlainReads` (a local one): what `session show` reads plainly."""
 
 
+@runtime_checkable
 class ReceiptReads(Protocol):
     """What rebuilds a recorded request from its receipt: blobs and the messages as they read
-    when it was recorded."""
+    when it was recorded (a local store's; ask with `isinstance`)."""
 
     def get_blob(self, digest: str) -> bytes:
         """The bytes of a blob; `NotFoundError` if absent."""
