@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ._listing import LIST_SLACK_MS
 
 if TYPE_CHECKING:
-    from ._backend import Backend
+    from ._backend import Backend, Tx
 
 # A compaction recorded after the turn ended (whichever way it went) settles the idle period.
 SETTLING_TYPES = ("compaction.ended", "compaction.tail", "compaction.skipped", "compaction.failed")
@@ -54,16 +54,8 @@ class IdleMixin:
         within `margin_ms` from `now_ms` and has not expired yet: (session id, the seq of the
         last turn's `turn.ended`), oldest first, at most `limit`. `locations`: only sessions at
         one of them (None in it: those without a location); default every session."""
-        from ..events import UsageRecorded, load_event
-
         out: list[tuple[str, int]] = []
-        marks = ", ".join("?" for _ in SETTLING_TYPES)
-        where, params = "", list[str]()
-        if locations is not None:
-            named = [loc for loc in locations if loc is not None]
-            parts = [f"s.location IN ({', '.join('?' for _ in named)})"] if named else []
-            parts += ["s.location IS NULL"] if None in locations else []
-            where, params = f" AND ({' OR '.join(parts) or '1 = 0'})", named
+        where, params = _location_filter(locations)
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(  # last active within the cache lifetime: the listing index bounds it
                 "SELECT s.id FROM sessions s "
@@ -75,31 +67,53 @@ class IdleMixin:
                 (now_ms - ttl_ms - LIST_SLACK_MS, *params),
             )
             for (sid,) in rows:
-                ended = tx.one(
-                    "SELECT seq, at_ms FROM events WHERE session_id = ? AND type = 'turn.ended' "
-                    "ORDER BY seq DESC LIMIT 1",
-                    (sid,),
-                )
-                if ended is None:
-                    continue
-                seq, at_ms = int(ended[0]), int(ended[1])
-                if not at_ms + ttl_ms - margin_ms <= now_ms < at_ms + ttl_ms:
-                    continue
-                settled = tx.one(
-                    f"SELECT 1 FROM events WHERE session_id = ? AND seq > ? AND type IN ({marks}) "
-                    "LIMIT 1",
-                    (sid, seq, *SETTLING_TYPES),
-                )
-                if settled is not None:
-                    continue
-                usage = tx.one(
-                    "SELECT data FROM events WHERE session_id = ? AND seq < ? "
-                    "AND type = 'usage.recorded' ORDER BY seq DESC LIMIT 1",
-                    (sid, seq),
-                )
-                event = None if usage is None else load_event(usage[0])
-                if isinstance(event, UsageRecorded) and event.input_tokens >= min_tokens:
+                seq = _expiring(tx, sid, now_ms, ttl_ms, margin_ms, min_tokens)
+                if seq is not None:
                     out.append((sid, seq))
                     if len(out) >= limit:
                         break
         return out
+
+
+def _location_filter(locations: Sequence[str | None] | None) -> tuple[str, list[str]]:
+    """`cache_expiring`'s condition on the session's location, and its parameters."""
+    if locations is None:
+        return "", []
+    named = [loc for loc in locations if loc is not None]
+    parts = [f"s.location IN ({', '.join('?' for _ in named)})"] if named else []
+    parts += ["s.location IS NULL"] if None in locations else []
+    return f" AND ({' OR '.join(parts) or '1 = 0'})", named
+
+
+def _expiring(
+    tx: Tx, sid: str, now_ms: int, ttl_ms: int, margin_ms: int, min_tokens: int
+) -> int | None:
+    """The seq of `sid`'s last `turn.ended` when its cache expires within the margin, nothing
+    settled the session since, and that turn's last request read at least `min_tokens`."""
+    from ..events import UsageRecorded, load_event
+
+    ended = tx.one(
+        "SELECT seq, at_ms FROM events WHERE session_id = ? AND type = 'turn.ended' "
+        "ORDER BY seq DESC LIMIT 1",
+        (sid,),
+    )
+    if ended is None:
+        return None
+    seq, at_ms = int(ended[0]), int(ended[1])
+    if not at_ms + ttl_ms - margin_ms <= now_ms < at_ms + ttl_ms:
+        return None
+    marks = ", ".join("?" for _ in SETTLING_TYPES)
+    settled = tx.one(
+        f"SELECT 1 FROM events WHERE session_id = ? AND seq > ? AND type IN ({marks}) LIMIT 1",
+        (sid, seq, *SETTLING_TYPES),
+    )
+    if settled is not None:
+        return None
+    usage = tx.one(
+        "SELECT data FROM events WHERE session_id = ? AND seq < ? "
+        "AND type = 'usage.recorded' ORDER BY seq DESC LIMIT 1",
+        (sid, seq),
+    )
+    event = None if usage is None else load_event(usage[0])
+    ok = isinstance(event, UsageRecorded) and event.input_tokens >= min_tokens
+    return seq if ok else None
