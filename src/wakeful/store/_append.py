@@ -46,6 +46,33 @@ def _check_claim_row(session_id: str, claim: ClaimToken, row: Row | None) -> Non
         )
 
 
+def _lock_and_ids(
+    tx: Tx, session_id: str, n: int, claim: ClaimToken | None, locked: Row | None,
+    ids: Pending | None,
+) -> tuple[Row, list[int]]:  # fmt: skip
+    """`append_events`' session lock (unless `locked` is given), claim check and `n` event ids
+    (`ids`, when the caller reserved them), sent together and read in that order."""
+    lock = tx.lock_query(session_id) if locked is None else None
+    # The claim and the ids in one statement, when the caller reserved none (`claim_and_ids`).
+    both = tx.claim_and_ids(session_id, n) if claim and ids is None else None
+    held = None if claim is None or both else tx.query(_CLAIM_ROW, (session_id,))
+    reserved = None if both else ids if ids is not None else tx.event_ids(n)
+    if lock is not None:
+        locked = lock.one()
+    if locked is None:
+        raise NotFoundError(f"no session {session_id}")
+    if both is not None:
+        assert claim is not None
+        fenced = both.one()
+        assert fenced is not None
+        _check_claim_row(session_id, claim, fenced)
+        return locked, [int(i) for i in fenced[3]]
+    if claim is not None and held is not None:
+        _check_claim_row(session_id, claim, held.one())
+    assert reserved is not None
+    return locked, [int(r[0]) for r in reserved.all()]
+
+
 def append_events(
     tx: Tx,
     session_id: str,
@@ -67,27 +94,7 @@ def append_events(
     """
     from ..events import SHAPES_DIGEST, StoredEvent, dump_event
 
-    lock = tx.lock_query(session_id) if locked is None else None
-    # The claim and the ids in one statement, when the caller reserved none (`claim_and_ids`).
-    both = tx.claim_and_ids(session_id, len(events)) if claim and ids is None else None
-    held = None if claim is None or both else tx.query(_CLAIM_ROW, (session_id,))
-    reserved = None if both else ids if ids is not None else tx.event_ids(len(events))
-    if lock is not None:
-        locked = lock.one()
-    if locked is None:
-        raise NotFoundError(f"no session {session_id}")
-    event_ids: list[int]
-    if both is not None:
-        assert claim is not None
-        fenced = both.one()
-        assert fenced is not None
-        _check_claim_row(session_id, claim, fenced)
-        event_ids = [int(i) for i in fenced[3]]
-    else:
-        if claim is not None and held is not None:
-            _check_claim_row(session_id, claim, held.one())
-        assert reserved is not None
-        event_ids = [int(r[0]) for r in reserved.all()]
+    locked, event_ids = _lock_and_ids(tx, session_id, len(events), claim, locked, ids)
     seq = int(locked[0])
     epoch = claim and claim.epoch
     stored: list[StoredEvent] = []
