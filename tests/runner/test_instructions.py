@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from wakeful.config import CompactionConfig, Config
-from wakeful.events import InstructionsUpdated, ReceiptRecorded
+from wakeful.events import INSTRUCTION_ABSENT, InstructionsUpdated, ReceiptRecorded
 from wakeful.execution import Runtime
 from wakeful.instructions import REMOVED
 from wakeful.providers import make_provider
@@ -85,6 +85,21 @@ async def test_a_vanished_source_is_recorded_as_removed(tmp_path: Path):
     await rt.run("two", session_id=sid)
     assert deltas(rt, sid)[-1].delta == {"AGENTS.md": REMOVED}
     assert rt.store.instruction_state(sid).values.keys() == {"builtin"}
+    await rt.aclose()
+
+
+async def test_a_first_delta_says_absent_for_a_source_that_never_existed(tmp_path: Path):
+    rt, _ = runtime(tmp_path, [{"match": ".", "replies": [{"text": "ok"}]}])
+    assert not (rt.workspace / "AGENTS.md").exists()
+    await rt.run("one")
+    sid = rt.store.list_sessions().sessions[0].id
+    [first] = deltas(rt, sid)
+    assert first.delta["AGENTS.md"] == INSTRUCTION_ABSENT  # never there: not "removed"
+    assert REMOVED not in first.delta.values()
+    assert "AGENTS.md" not in first.values()
+    (rt.workspace / "AGENTS.md").write_text("Be brief.")
+    await rt.run("two", session_id=sid)
+    assert rt.store.instruction_state(sid).values.keys() == {"builtin", "AGENTS.md"}
     await rt.aclose()
 
 

@@ -27,7 +27,16 @@ if TYPE_CHECKING:
         TurnSummary,
     )
     from ._location import location_id
-    from ._plain import NotPlain, PlainEvent, event_data, shaped, without_defaults
+    from ._plain import (
+        INSTRUCTION_ABSENT,
+        INSTRUCTION_REMOVED,
+        NO_INSTRUCTION_VALUE,
+        NotPlain,
+        PlainEvent,
+        event_data,
+        shaped,
+        without_defaults,
+    )
     from ._shapes import MESSAGE_ADDED_HEAD, SHAPES_DIGEST
     from ._shaping import (
         ArtifactRecorded,
@@ -133,6 +142,9 @@ _LAZY = {
     "location_id": "wakeful.events._location",
     "PlainEvent": "wakeful.events._plain",
     "event_data": "wakeful.events._plain",
+    "INSTRUCTION_ABSENT": "wakeful.events._plain",
+    "INSTRUCTION_REMOVED": "wakeful.events._plain",
+    "NO_INSTRUCTION_VALUE": "wakeful.events._plain",
     "NotPlain": "wakeful.events._plain",
     "shaped": "wakeful.events._plain",
     "without_defaults": "wakeful.events._plain",
@@ -198,6 +210,9 @@ __all__ = [
     "location_id",
     "dump_event",
     "event_data",
+    "INSTRUCTION_ABSENT",
+    "INSTRUCTION_REMOVED",
+    "NO_INSTRUCTION_VALUE",
     "NotPlain",
     "shaped",
     "without_defaults",

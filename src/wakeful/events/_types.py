@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from ..errors import CorruptStateError
 from ..messages import Message
 from ._evals import EvalCaseEnded, EvalCaseStarted, EvalEnded, EvalStarted
+from ._plain import NO_INSTRUCTION_VALUE
 from ._shaping import (
     ArtifactRecorded,
     ExtensionStateSet,
@@ -335,11 +336,16 @@ class CompactionFailed(_Event):
 
 
 class InstructionsUpdated(_Event):
-    """Instruction value delta: source key -> SHA-256 digest, or "removed"."""
+    """Instruction value delta: source key -> SHA-256 digest, or `INSTRUCTION_REMOVED` /
+    `INSTRUCTION_ABSENT` for a source without a value."""
 
     type: Literal["instructions.updated"] = "instructions.updated"
     delta: dict[str, str]
     text: str | None = None
+
+    def values(self) -> dict[str, str]:
+        """The delta's sources that have a value, key -> digest, in order."""
+        return {k: d for k, d in self.delta.items() if d not in NO_INSTRUCTION_VALUE}
 
 
 class WorkStateUpdated(_Event):

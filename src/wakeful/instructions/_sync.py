@@ -23,12 +23,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..errors import InstructionSourceError
-from ..events import CompactionEnded, InstructionsUpdated, MessageAdded, SessionEvent
+from ..events import (
+    INSTRUCTION_ABSENT,
+    INSTRUCTION_REMOVED,
+    CompactionEnded,
+    InstructionsUpdated,
+    MessageAdded,
+    SessionEvent,
+)
 from ..messages import Message, TextBlock
 from ..store import ClaimToken, InstructionState, LocalStore, Prelude
 from ._sources import Source
-
-REMOVED = "removed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +182,7 @@ def _first_baseline(
     values are the sources just read (`baseline` would read the compactions, the first delta
     and its blobs back: three statements on every session's first turn)."""
     [delta] = [e for e in events if isinstance(e, InstructionsUpdated)]
-    values = [(k, read[k]) for k, d in delta.delta.items() if d != REMOVED]
+    values = [(k, read[k]) for k in delta.values()]
     return Baseline([(k, v) for k, v in values if isinstance(v, str)])
 
 
@@ -212,9 +217,11 @@ def _plan(
     for key, value in read.items():
         if isinstance(value, OSError):
             continue  # unreadable after the first delta: keep what is stored
-        if value is None:
-            if key in current or first:
-                delta[key] = REMOVED
+        if value is None:  # a complete delta names every source: absent, or gone since
+            if key in current:
+                delta[key] = INSTRUCTION_REMOVED
+            elif first:
+                delta[key] = INSTRUCTION_ABSENT
             continue
         digest = _digest(value)
         if current.get(key) != digest:
@@ -233,7 +240,7 @@ def _plan(
 def _render_change(delta: dict[str, str], read: dict[str, str | None | OSError]) -> str:
     parts = ["Standing instructions changed:"]
     for key, digest in delta.items():
-        if digest == REMOVED:
+        if digest == INSTRUCTION_REMOVED:
             parts.append(f"- {key} was removed; stop following it.")
         else:
             parts.append(f"- {key} is now:\n{read[key]}")
@@ -262,7 +269,7 @@ def _epoch_digests(store: LocalStore, session_id: str) -> dict[str, str]:
         return {}
     delta = deltas[0].event
     assert isinstance(delta, InstructionsUpdated)
-    return {key: digest for key, digest in delta.delta.items() if digest != REMOVED}
+    return delta.values()
 
 
 def epoch_snapshot(store: LocalStore, session_id: str) -> dict[str, str] | None:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..events._plain import NO_INSTRUCTION_VALUE
 from . import _shaped
 from ._backend import Tx
 from ._media import media_refs
@@ -206,7 +207,7 @@ def _work_state(tx: Tx, sid: str, seq: int, ev: WorkStateUpdated) -> None:
 
 def _instructions(tx: Tx, sid: str, seq: int, ev: InstructionsUpdated) -> None:
     for key, digest in ev.delta.items():
-        if digest == "removed":
+        if digest in NO_INSTRUCTION_VALUE:
             tx.send(
                 "DELETE FROM instruction_state WHERE session_id = ? AND source_key = ?", (sid, key)
             )
@@ -217,7 +218,7 @@ def _instructions(tx: Tx, sid: str, seq: int, ev: InstructionsUpdated) -> None:
             "DO UPDATE SET digest = excluded.digest, seq = excluded.seq",
             (sid, key, digest, seq),
         )
-    _ref_blobs(tx, sid, [digest for digest in ev.delta.values() if digest != "removed"])
+    _ref_blobs(tx, sid, list(ev.values().values()))
 
 
 def _compaction(tx: Tx, sid: str, seq: int, ev: CompactionEnded) -> None:
