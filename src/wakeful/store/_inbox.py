@@ -389,7 +389,7 @@ def plan_promotion(
     the delivery's transaction. A `prelude` planned at the session's current last seq goes
     first, when messages are delivered (its blobs are stored here).
     """
-    from ..events import CONTROL_KINDS, InputDelivered, TurnStarted
+    from ..events import TurnStarted
 
     awaiting = locked[3] == AWAITING_APPROVAL  # the locked row's status
     events: list[SessionEvent] = []
@@ -400,32 +400,7 @@ def plan_promotion(
             break
         for item in chosen:
             pending.remove(item)
-            if item.kind == "approval":
-                try:
-                    decision = approval_decision(item)
-                except InvalidMessageError as err:
-                    _reject(events, item, err)
-                    continue
-                events += [InputDelivered(input_id=item.input_id), decision]
-                delivered.append(Delivered(item, None))
-                continue
-            if item.kind == "move":
-                moved = _move_events(tx, session_id, item)
-                events += moved
-                if isinstance(moved[0], InputDelivered):
-                    delivered.append(Delivered(item, None))
-                continue
-            if item.kind in CONTROL_KINDS:
-                events.append(InputDelivered(input_id=item.input_id))
-                delivered.append(Delivered(item, None))
-                continue
-            try:
-                message = input_message(item)
-            except InvalidMessageError as err:
-                _reject(events, item, err)
-                continue
-            events.append(InputDelivered(v=2, input_id=item.input_id, message_id=message.id))
-            delivered.append(Delivered(item, message))
+            _deliver(tx, session_id, item, events, delivered)
     inputs = tuple(
         d.item.input_id for d in delivered if d.message is not None or d.item.kind == "approval"
     )
@@ -437,6 +412,42 @@ def plan_promotion(
             put_blobs_in(tx, prelude.blobs, session_id, now_ms)
     named = {d.message.id: d.message for d in delivered if d.message is not None}
     return Promotion(delivered, events, named)
+
+
+def _deliver(
+    tx: Tx, session_id: str, item: InboxItem, events: list[SessionEvent],
+    delivered: list[Delivered],
+) -> None:  # fmt: skip
+    """`plan_promotion`'s delivery of one chosen item: its events onto `events`, and onto
+    `delivered` unless it was rejected as malformed (or a move was refused)."""
+    from ..events import CONTROL_KINDS, InputDelivered
+
+    if item.kind == "approval":
+        try:
+            decision = approval_decision(item)
+        except InvalidMessageError as err:
+            _reject(events, item, err)
+            return
+        events += [InputDelivered(input_id=item.input_id), decision]
+        delivered.append(Delivered(item, None))
+        return
+    if item.kind == "move":
+        moved = _move_events(tx, session_id, item)
+        events += moved
+        if isinstance(moved[0], InputDelivered):
+            delivered.append(Delivered(item, None))
+        return
+    if item.kind in CONTROL_KINDS:
+        events.append(InputDelivered(input_id=item.input_id))
+        delivered.append(Delivered(item, None))
+        return
+    try:
+        message = input_message(item)
+    except InvalidMessageError as err:
+        _reject(events, item, err)
+        return
+    events.append(InputDelivered(v=2, input_id=item.input_id, message_id=message.id))
+    delivered.append(Delivered(item, message))
 
 
 def lock_with_pending(tx: Tx, session_id: str) -> tuple[Row, list[InboxItem]]:
