@@ -137,17 +137,12 @@ def _waker(state: ServerState) -> Callable[[ScheduleFire], None]:
     return on_fire
 
 
-def create_app(
-    runtime: Runtime,
-    *,
-    tokens: Tokens,
-    settings: Settings | None = None,
-    own_runtime: bool = False,
-) -> Starlette:
-    """The server app over `runtime` (see the module docstring)."""
-    settings = settings or Settings()
-    hub = Hub(runtime.reads, poll_s=settings.poll_ms / 1000)
-    state = ServerState(runtime, tokens, settings, hub, own_runtime)
+def _lifespan(
+    runtime: Runtime, state: ServerState, hub: Hub, settings: Settings, own_runtime: bool
+) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
+    """The app's lifespan: the hub started with the runtime's live events chained to it,
+    sessions with work woken (`recover`), schedules fired (`schedules`); all undone at the end,
+    and the runtime closed when the app owns it."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -174,6 +169,23 @@ def create_app(
                 runtime.shut_down()
                 await runtime.aclose()
             runtime.listener = previous
+
+    return lifespan
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    tokens: Tokens,
+    settings: Settings | None = None,
+    own_runtime: bool = False,
+) -> Starlette:
+    """The server app over `runtime` (see the module docstring)."""
+    settings = settings or Settings()
+    hub = Hub(runtime.reads, poll_s=settings.poll_ms / 1000)
+    state = ServerState(runtime, tokens, settings, hub, own_runtime)
+
+    lifespan = _lifespan(runtime, state, hub, settings, own_runtime)
 
     # Starlette tries the routes in order: the hot one (`POST .../prompt`) first, ahead of the
     # nine it would follow. No other route matches a path it matches (a test checks that), so
