@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from ..errors import (
     CompactionError,
-    CompactionPromptTooLongError,
     ContextOverflowError,
     NothingToCompactError,
     UsageError,
@@ -26,7 +25,7 @@ from ..providers import ModelRequest, Provider, Usage
 from ._prompt import Section, build_request
 from ._stream import stream_to_finish
 from ._summary import render_messages, summary_sections
-from ._summary_call import MAX_SHRINK_RETRIES, SUMMARY_MAX_OUTPUT, _fitting_drop
+from ._summary_call import MAX_SHRINK_RETRIES, SUMMARY_MAX_OUTPUT, _fitting_drop, shrunk_drop
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +92,7 @@ async def summarize_messages(
         try:
             finish = await stream_to_finish(provider, req, interrupt or asyncio.Event())
         except ContextOverflowError as err:
-            left = len(entries) - drop
-            if attempt > MAX_SHRINK_RETRIES or left <= 1:
-                raise CompactionPromptTooLongError(
-                    f"the summary request was still too long after {attempt - 1} "
-                    f"shrinking retries: {err}"
-                ) from err
-            drop += max(1, left // 4)
+            drop = shrunk_drop(err, attempt, len(entries), drop)
             continue
         if finish is None:
             raise CompactionError("the summary was interrupted")

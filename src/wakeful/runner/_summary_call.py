@@ -212,13 +212,7 @@ class Summarizer:
                     provider, req, self.ctx.interrupt, self._progress(attempt)
                 )
             except ContextOverflowError as err:
-                left = len(entries) - drop
-                if attempt > MAX_SHRINK_RETRIES or left <= 1:
-                    raise CompactionPromptTooLongError(
-                        f"the summary request was still too long after {attempt - 1} "
-                        f"shrinking retries: {err}"
-                    ) from err
-                drop += max(1, left // 4)
+                drop = shrunk_drop(err, attempt, len(entries), drop)
                 continue
             if finish is None:
                 return None
@@ -262,6 +256,18 @@ def _fitting_drop(
             )
         drop += max(1, (entries - drop) // 8)
     return drop
+
+
+def shrunk_drop(err: ContextOverflowError, attempt: int, entries: int, drop: int) -> int:
+    """After the provider refused attempt `attempt` as too long: how many of the oldest entries
+    the next attempt leaves out (a quarter of what is left more), or
+    `CompactionPromptTooLongError` once the retries are spent or one entry is left."""
+    left = entries - drop
+    if attempt > MAX_SHRINK_RETRIES or left <= 1:
+        raise CompactionPromptTooLongError(
+            f"the summary request was still too long after {attempt - 1} shrinking retries: {err}"
+        ) from err
+    return drop + max(1, left // 4)
 
 
 def summary_text(message: Message | None) -> str | None:
