@@ -311,6 +311,22 @@ def interrupt(session: str, db: str | None) -> None:
         click.echo(f"session {session} is idle: nothing to interrupt (nothing written)")
 
 
+def _served(locations: tuple[str, ...]) -> list[str] | None:
+    """`worker --location`'s directories, absolute; None (every location) when none is given.
+    `UsageError` for one that is not a directory."""
+    from pathlib import Path
+
+    if not locations:
+        return None
+    served = []
+    for raw in locations:
+        path = Path(raw).expanduser().resolve()
+        if not path.is_dir():
+            raise UsageError(f"--location {raw}: no such directory")
+        served.append(str(path))
+    return served
+
+
 @click.command()
 @click.option("--once", is_flag=True, help="Exit when no session has work left.")
 @click.option("--concurrency", default=8, show_default=True, type=click.IntRange(min=1))
@@ -330,22 +346,13 @@ def worker(once: bool, concurrency: int, locations: tuple[str, ...], fmt: str,
     work was left undone (the warnings above say why), else 3 when a turn ended blocked (e.g.
     the session's model can no longer be built).
     """
-    from pathlib import Path
-
     from ..execution import WorkerStats, run_worker
 
     if once and no_default_store(db):  # before the first run nothing has work: none is made
         click.echo("worker done: no store yet, so no session has work (nothing written)", err=True)
         return
 
-    served: list[str] | None = None
-    if locations:
-        served = []
-        for raw in locations:
-            path = Path(raw).expanduser().resolve()
-            if not path.is_dir():
-                raise UsageError(f"--location {raw}: no such directory")
-            served.append(str(path))
+    served = _served(locations)
 
     async def main() -> WorkerStats:
         rt = Runtime(db)
