@@ -24,6 +24,7 @@ from prompt_toolkit.utils import is_dumb_terminal
 from ..errors import UsageError, WakefulError
 from ..events import Decision
 from ..execution import Runtime
+from ..messages import speaker
 from ..runner import AskResult, LiveEvent, preview, resolve_agent
 from ..store import SessionRow, new_session_id
 from ._approve import ANSWERS
@@ -363,7 +364,8 @@ def resumed(rt: Runtime, row: SessionRow, last: int = 4) -> str:
         if message.role == "system":
             continue
         text = _plain(" ".join(message.text().split()) or ", ".join(b.type for b in message.blocks))
-        lines.append(f"  [{message.role}] {text[:120]}{'…' if len(text) > 120 else ''}")
+        who = speaker(message.role, message.metadata)
+        lines.append(f"  [{who}] {text[:120]}{'…' if len(text) > 120 else ''}")
     for request in rt.approvals(row.id):
         lines.append(f"  awaiting approval: {request.call_id} {_plain(request.name)}")
         lines += [f"    {_plain(line)}" for line in request.preview.splitlines()[:20]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..messages import full_output, result_text
+from ..messages import full_output, result_text, speaker
 from ._common import printable
 
 if TYPE_CHECKING:  # `session show` prints transcripts without the runner or pydantic
@@ -82,10 +82,11 @@ def transcript_lines(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
             cut = ", aborted (not sent to the model)"
         text = "".join(b["text"] for b in m["blocks"] if b["type"] == "text")
         calls = [b for b in m["blocks"] if b["type"] == "tool_call"]
+        who = speaker(m["role"], m.get("metadata"))
         if text:
-            out.append((f"{m['role']}{cut}", text))
+            out.append((f"{who}{cut}", text))
         elif not calls and not any(b["type"] == "tool_result" for b in m["blocks"]):
-            out.append((f"{m['role']}{cut}", ", ".join(b["type"] for b in m["blocks"])))
+            out.append((f"{who}{cut}", ", ".join(b["type"] for b in m["blocks"])))
         for call in calls:
             result = results.get(call["id"])
             body = "(no result yet)"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from ..events import MessageAdded, Outcome, SessionEvent, ToolCallEnded
-from ..messages import Message, TextBlock, TextOrigin, ToolResultBlock
+from ..messages import RECOVERY_OF, Message, TextBlock, TextOrigin, ToolResultBlock
 from ..runner import APPROVAL_TYPES, ApprovalLog, crash_point, fold_approvals, read_approvals
 from ..store import (
     Claim,
@@ -174,7 +174,7 @@ def decide(
             "failed", error="the parent's task call stopped with its process; not resumed",
             error_kind="orphaned_child",
         ), []  # fmt: skip
-    attempts = sum(1 for m in messages if (m.metadata or {}).get("recovery_of") == turn.turn_id)
+    attempts = sum(1 for m in messages if (m.metadata or {}).get(RECOVERY_OF) == turn.turn_id)
     if attempts >= max_attempts:
         return RecoveryPlan(
             "failed", error=f"recovery gave up after {attempts} attempts",
@@ -183,7 +183,7 @@ def decide(
     note = Message(
         role="user",
         blocks=(TextBlock(text=CONTINUATION, origin=TextOrigin(kind="event", source="wakeful")),),
-        metadata={"recovery_of": turn.turn_id, "attempt": attempts + 1},
+        metadata={RECOVERY_OF: turn.turn_id, "attempt": attempts + 1},
     )
     return RecoveryPlan(), [MessageAdded(message=note, turn_id=turn.turn_id)]
 

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ._openai_chat import from_openai_chat, to_openai_chat
     from ._openai_responses import from_openai_responses, to_openai_responses
     from ._pairing import PairingDrop, PairingDropKind, drop_invalid_pairings
-    from ._plain import FULL_OUTPUT, full_output, redact_plain, result_text
+    from ._plain import FULL_OUTPUT, RECOVERY_OF, full_output, redact_plain, result_text, speaker
     from ._redact import MOVE_RECORD, redact_system
     from ._repair import (
         DEFAULT_USER_TAIL_DIRECTIVE,
@@ -109,6 +109,8 @@ _LAZY = {
     "full_output": "wakeful.messages._plain",
     "redact_plain": "wakeful.messages._plain",
     "result_text": "wakeful.messages._plain",
+    "RECOVERY_OF": "wakeful.messages._plain",
+    "speaker": "wakeful.messages._plain",
     "AnthropicPayload": "wakeful.messages._anthropic",
     "from_anthropic": "wakeful.messages._anthropic",
     "to_anthropic": "wakeful.messages._anthropic",
@@ -194,6 +196,8 @@ __all__ = [
     "redact_plain",
     "redact_system",
     "result_text",
+    "RECOVERY_OF",
+    "speaker",
     "to_wire",
     "tool_result_text",
     "user",

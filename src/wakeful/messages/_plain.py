@@ -1,8 +1,8 @@
 """Rules on a message that hold for the model and for its plain JSON dump alike (what
 `wakeful session show` reads without building models, issue 25): which system messages carry
 instruction prose (`is_instruction`, applied by `redact_system` and `redact_plain`) and how a
-tool result reads as text (`media_label`, used by `tool_result_text` and `result_text`).
-No pydantic here."""
+tool result reads as text (`media_label`, used by `tool_result_text` and `result_text`), and
+who a view says wrote a message (`speaker`). No pydantic here."""
 
 from __future__ import annotations
 
@@ -13,12 +13,22 @@ PLAIN_KINDS = frozenset({MOVE_RECORD})  # system messages that record an event, 
 # A tool result's metadata key naming the blob of its whole text, when the model was given it
 # cut to the one cap on tool results (`runner/tools/_cap.py`): `{"ref": digest, "bytes": n}`.
 FULL_OUTPUT = "full_output"
+# The metadata key of the note wakeful adds when it resumes a turn after a crash (the turn's
+# id; `execution/_recovery.py`). It is sent to the model as a user message, but nobody typed it.
+RECOVERY_OF = "recovery_of"
+RECOVERY_SPEAKER = "recovery"  # how views label that note instead of its role
 
 
 def is_instruction(role: str, metadata: dict[str, Any] | None) -> bool:
     """Whether a message with this role and metadata carries instruction prose: a system
     message, but those wakeful writes about the session itself (`PLAIN_KINDS`)."""
     return role == "system" and (metadata or {}).get("kind") not in PLAIN_KINDS
+
+
+def speaker(role: str, metadata: dict[str, Any] | None) -> str:
+    """Who a view says wrote a message: its role, but `recovery` for the note wakeful adds
+    when it resumes a crashed turn (`RECOVERY_OF`), which no user wrote."""
+    return RECOVERY_SPEAKER if RECOVERY_OF in (metadata or {}) else role
 
 
 def media_label(kind: str, media_type: str, name: str | None) -> str:

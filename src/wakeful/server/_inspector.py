@@ -30,6 +30,7 @@ from starlette.routing import Route
 
 from ..errors import NotFoundError, UsageError
 from ..execution import off_loop
+from ..messages import speaker
 from ..runner import run_records
 from ._api import SESSION_ID
 from ._auth import COOKIE
@@ -48,6 +49,7 @@ _env = Environment(
 )
 _env.filters["iso"] = iso
 _env.filters["short"] = short
+_env.filters["speaker"] = lambda m: speaker(m.role, m.metadata)  # a `Message` of `transcript`
 STATIC = {"app.js": "text/javascript", "list.js": "text/javascript",
           "session.js": "text/javascript", "schedules.js": "text/javascript",
           "app.css": "text/css"}  # fmt: skip

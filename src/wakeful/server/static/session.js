@@ -101,18 +101,21 @@
 
   // A message's parts; results whose call is shown go to that call. Null: nothing left to show.
   function renderMessage(seq, m) {
-    var art = el("article", "msg role-" + m.role);
+    // wakeful's note on resuming a crashed turn is sent as a user message but nobody wrote it
+    // (`speaker` in messages/_plain.py, the rule this repeats).
+    var who = m.metadata && m.metadata.recovery_of ? "recovery" : m.role;
+    var art = el("article", "msg role-" + who);
     art.dataset.seq = seq;
     art.dataset.id = m.id || "";
-    var who = el("div", "who", m.role + " ");
-    who.appendChild(el("span", "seq", "#" + seq));
+    var head = el("div", "who", who + " ");
+    head.appendChild(el("span", "seq", "#" + seq));
     if (m.metadata && m.metadata.truncated) {
       var cut = el("span", "truncated", "truncated");
       cut.title = "The reply stopped at the output limit";
-      who.appendChild(document.createTextNode(" "));
-      who.appendChild(cut);
+      head.appendChild(document.createTextNode(" "));
+      head.appendChild(cut);
     }
-    art.appendChild(who);
+    art.appendChild(head);
     var shown = 0;
     (m.blocks || []).forEach(function (b) {
       if (b.type === "tool_result") {
