@@ -27,10 +27,8 @@ if TYPE_CHECKING:
         TurnSummary,
     )
     from ._location import location_id
+    from ._marks import INSTRUCTION_ABSENT, INSTRUCTION_REMOVED, NO_INSTRUCTION_VALUE
     from ._plain import (
-        INSTRUCTION_ABSENT,
-        INSTRUCTION_REMOVED,
-        NO_INSTRUCTION_VALUE,
         NotPlain,
         PlainEvent,
         event_data,
@@ -142,9 +140,9 @@ _LAZY = {
     "location_id": "wakeful.events._location",
     "PlainEvent": "wakeful.events._plain",
     "event_data": "wakeful.events._plain",
-    "INSTRUCTION_ABSENT": "wakeful.events._plain",
-    "INSTRUCTION_REMOVED": "wakeful.events._plain",
-    "NO_INSTRUCTION_VALUE": "wakeful.events._plain",
+    "INSTRUCTION_ABSENT": "wakeful.events._marks",
+    "INSTRUCTION_REMOVED": "wakeful.events._marks",
+    "NO_INSTRUCTION_VALUE": "wakeful.events._marks",
     "NotPlain": "wakeful.events._plain",
     "shaped": "wakeful.events._plain",
     "without_defaults": "wakeful.events._plain",

@@ -28,14 +28,6 @@ from ._shapes import EVENTS, MODELS, TYPES
 
 REQUIRED = ...  # a field's default in `MODELS` when it has none
 
-INSTRUCTION_REMOVED = "removed"
-"""An `instructions.updated` delta's mark for a source that had a value and has none now."""
-INSTRUCTION_ABSENT = "absent"
-"""A complete delta's mark (a session's first, or the first after a rewind) for a source with no
-value: nothing was removed, there was nothing. Deltas written before this mark say `removed`."""
-NO_INSTRUCTION_VALUE = frozenset({INSTRUCTION_REMOVED, INSTRUCTION_ABSENT})
-"""The marks of a delta that carry no value (every other mark is a SHA-256 digest)."""
-
 _KIND = {str: "str", int: "int", float: "float", bool: "bool", type(None): "null", list: "list",
          dict: "dict"}  # fmt: skip
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from ..errors import CorruptStateError
 from ..messages import Message
 from ._evals import EvalCaseEnded, EvalCaseStarted, EvalEnded, EvalStarted
-from ._plain import NO_INSTRUCTION_VALUE
+from ._marks import NO_INSTRUCTION_VALUE
 from ._shaping import (
     ArtifactRecorded,
     ExtensionStateSet,

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..events._plain import NO_INSTRUCTION_VALUE
+from ..events._marks import NO_INSTRUCTION_VALUE
 from . import _shaped
 from ._backend import Tx
 from ._media import media_refs
