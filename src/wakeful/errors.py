@@ -11,7 +11,8 @@ Callers decide what to do by the *type* of an error, never by its message::
     │   └── InstructionSourceError  an instruction source (AGENTS.md…) cannot be read (the turn is blocked)
     ├── ProviderError               a model request failed (kinds below; `retryable` says if retry may help)
     │   ├── RateLimitError          retryable, may carry retry_after_ms
-    │   ├── OverloadedError         retryable (overloaded / internal server error)
+    │   ├── OverloadedError         retryable (the server is busy: 503, 529, overloaded_error)
+    │   │   └── ServerError         retryable (any other 5xx: the server failed), kind server_error
     │   ├── TransportError          retryable; `delivered` is False (unsent) or None (unknown)
     │   ├── IncompleteStreamError   retryable (stream ended before its finish)
     │   ├── ContextOverflowError    not retried as-is; compaction may rebuild the step once
@@ -127,6 +128,13 @@ class RateLimitError(ProviderError):
 class OverloadedError(ProviderError):
     kind = "overloaded"
     retryable = True
+
+
+class ServerError(OverloadedError):
+    """The server failed on its side (an HTTP 5xx other than 503/529 that names no overload):
+    retried like an overload, but labelled for what it is."""
+
+    kind = "server_error"
 
 
 class TransportError(ProviderError):

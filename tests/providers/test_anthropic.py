@@ -27,6 +27,7 @@ from wakeful.errors import (
     OverloadedError,
     ProviderError,
     RateLimitError,
+    ServerError,
     TransportError,
 )
 from wakeful.messages import (
@@ -224,7 +225,7 @@ async def test_stop_reasons_map_to_finish_reasons(claude, server, stop_reason, f
             1500,
         ),
         (529, {}, "overloaded_error", "Overloaded", OverloadedError, None),
-        (500, {}, "api_error", "Internal server error", OverloadedError, None),
+        (500, {}, "api_error", "Internal server error", ServerError, None),
         (503, {"retry-after": "3"}, "api_error", "unavailable", OverloadedError, 3000),
         (401, {}, "authentication_error", "invalid x-api-key", AuthenticationError, None),
         (403, {}, "permission_error", "no access", AuthenticationError, None),

@@ -16,6 +16,7 @@ from wakeful.errors import (
     InvalidRequestError,
     OverloadedError,
     RateLimitError,
+    ServerError,
     TransportError,
 )
 from wakeful.providers import retry_after_ms
@@ -64,7 +65,7 @@ def test_retry_after_as_an_http_date_is_measured_on_the_clock():
         (failure(200, "rate_limit_error"), RateLimitError),
         (failure(529, "overloaded_error"), OverloadedError),
         (failure(200, "overloaded_error"), OverloadedError),
-        (failure(502), OverloadedError),
+        (failure(502), ServerError),
         (failure(401), AuthenticationError),
         (failure(402, "billing_error"), AuthenticationError),
         (failure(429, "insufficient_quota", "insufficient_quota"), AuthenticationError),
@@ -101,10 +102,10 @@ def test_retry_after_as_an_http_date_is_measured_on_the_clock():
         # a 5xx whose text says nothing about the request is the server's fault
         (
             failure(500, "internal_server_error", message="CUDA error", text_invalid=True),
-            OverloadedError,
+            ServerError,
         ),
         # text is read only where the provider is known to need it
-        (failure(500, "api_error", message=LLAMA_CPP_VALIDATION_MESSAGE), OverloadedError),
+        (failure(500, "api_error", message=LLAMA_CPP_VALIDATION_MESSAGE), ServerError),
     ],
 )
 def test_classification_reads_status_and_structured_codes(fail, expected):

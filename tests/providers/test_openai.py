@@ -24,6 +24,7 @@ from wakeful.errors import (
     OverloadedError,
     ProviderError,
     RateLimitError,
+    ServerError,
     TransportError,
 )
 from wakeful.messages import (
@@ -44,6 +45,7 @@ from wakeful.providers import (
     ToolSpec,
     Usage,
     UsageReport,
+    estimate_request_tokens,
     make_provider,
 )
 
@@ -209,9 +211,8 @@ async def test_compatible_servers_stream_reasoning_and_need_no_usage_chunk(
             )
         )
     )
-    events = await collect(
-        compatible, ModelRequest(model="qwen3", system="", messages=(user("q"),))
-    )
+    request = ModelRequest(model="qwen3", system="", messages=(user("q"),))
+    events = await collect(compatible, request)
     assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["Thinking ", "hard."]
     finish = events[-1]
     assert finish.message.blocks == (
@@ -220,7 +221,9 @@ async def test_compatible_servers_stream_reasoning_and_need_no_usage_chunk(
         ),
         TextBlock(text="Answer."),
     )
-    assert finish.usage == Usage(0, 0)
+    # no usage reported (llama-cpp-python): estimated, "Thinking hard.Answer." is 21 chars
+    assert finish.usage == Usage(estimate_request_tokens(request), 6)
+    assert finish.usage.input_tokens > 0
     body = server.requests[0].json()
     assert body["max_tokens"] == 4096
     assert "max_completion_tokens" not in body
@@ -278,7 +281,7 @@ async def test_reasoning_replays_to_the_same_compatible_server(compatible, serve
             AuthenticationError,
             None,
         ),
-        (500, {}, openai_error("The server had an error", "server_error"), OverloadedError, None),
+        (500, {}, openai_error("The server had an error", "server_error"), ServerError, None),
         (
             503,
             {"retry-after": "1"},
@@ -455,3 +458,31 @@ async def test_tool_calls_without_an_id_get_a_unique_one(compatible, server):
     first, second = events[-1].message.tool_calls()
     assert first.id.startswith("call_") and second.id.startswith("call_")
     assert first.id != second.id
+
+
+async def test_llama_server_timings_give_the_usage_when_no_usage_is_sent(compatible, server):
+    last = o_chunk({}, finish_reason="stop")
+    last["timings"] = {"prompt_n": 12, "cache_n": 30, "predicted_n": 7, "predicted_ms": 80.5}
+    server.enqueue(Reply(events=openai_events(o_chunk({"content": "Hi."}), last)))
+    events = await collect(compatible)
+    assert UsageReport(usage=Usage(42, 7, cache_read_tokens=30)) in events
+    assert events[-1].usage == Usage(42, 7, cache_read_tokens=30)
+
+
+async def test_a_compatible_server_500_is_a_server_error_naming_status_and_message(
+    compatible, server
+):
+    server.enqueue(Reply(status=500, json_body={"error": {"code": 500, "message": "boom: KV"}}))
+    _, err = await collect_until_error(compatible)
+    assert isinstance(err, ServerError) and err.retryable
+    assert err.kind == "server_error" and err.status_code == 500
+    assert str(err) == "server error (HTTP 500): boom: KV"
+
+
+async def test_an_empty_stream_whose_probe_gets_a_500_is_a_server_error(compatible, server):
+    detail = {"detail": "llama_decode returned -1"}  # FastAPI's shape (llama-cpp-python)
+    server.enqueue(Reply(stream=True), Reply(status=500, json_body=detail))
+    _, err = await collect_until_error(compatible)
+    assert isinstance(err, ServerError) and err.kind == "server_error"
+    assert "empty stream" in str(err) and "HTTP 500" in str(err)
+    assert "llama_decode returned -1" in str(err) and "Error code" not in str(err)

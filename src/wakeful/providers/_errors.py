@@ -28,6 +28,7 @@ from ..errors import (
     OverloadedError,
     ProviderError,
     RateLimitError,
+    ServerError,
     TransportError,
 )
 
@@ -47,6 +48,10 @@ RATE_LIMIT_TYPES = frozenset({"rate_limit_error", "rate_limit_exceeded", "reques
 # Structured types that say the request itself is wrong, whatever the status.
 INVALID_TYPES = frozenset({"invalid_request_error", "BadRequestError"})
 OVERLOADED_TYPES = frozenset({"overloaded_error", "api_error", "server_error"})
+# Statuses and types that say the server is busy, not broken: an `OverloadedError`. Any other
+# 5xx is a `ServerError` (retried the same, labelled for what it is).
+BUSY_STATUSES = frozenset({503, 529})
+BUSY_TYPES = frozenset({"overloaded_error"})
 AUTH_TYPES = frozenset({"authentication_error", "permission_error", "billing_error"})
 
 _OVERFLOW_TEXT = re.compile(
@@ -151,6 +156,8 @@ def _kind_of(failure: HttpFailure, clock: Clock | None) -> ProviderError:
     ):
         return InvalidRequestError(f"the server rejected the request (HTTP {status}): {message}")
     client_error = 400 <= status < 500  # the request's fault: never "overloaded"
+    if status >= 500 and status not in BUSY_STATUSES and not tags & BUSY_TYPES:
+        return ServerError(f"server error (HTTP {status}): {message}", retry_after_ms=retry)
     if status >= 500 or (tags & OVERLOADED_TYPES and not client_error):
         return OverloadedError(message, retry_after_ms=retry)
     if status in (401, 402, 403) or tags & AUTH_TYPES:

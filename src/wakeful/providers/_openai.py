@@ -53,6 +53,7 @@ from ._base import (
     UsageReport,
     check_tool_choice,
     estimate_request_tokens,
+    estimate_text_tokens,
     media_kinds,
 )
 from ._errors import HttpFailure, classify_connection, classify_http, incomplete
@@ -116,6 +117,9 @@ class _Assembler:
                 cache_read_tokens=cached,
             )
             out.append(UsageReport(usage=self.usage))
+        elif self.flavor == "openai-compatible" and (timed := _timings_usage(chunk)) is not None:
+            self.usage = timed
+            out.append(UsageReport(usage=timed))
         return out
 
     def _delta(self, delta: Any) -> list[StreamEvent]:
@@ -152,7 +156,7 @@ class _Assembler:
         current.arguments.append(fragment)
         return [*first, ToolCallDelta(current.call_id, current.name, fragment)]
 
-    def finish(self) -> Finish:
+    def finish(self, request: ModelRequest) -> Finish:
         if self.finish_reason is None:
             raise incomplete("no finish_reason")
         if self.flavor == "openai" and self.usage is None:
@@ -176,8 +180,31 @@ class _Assembler:
         return Finish(
             reason=reason,
             message=Message(role="assistant", blocks=tuple(blocks)),
-            usage=self.usage or Usage(0, 0),
+            usage=self.usage or self._estimate(request),
         )
+
+    def _estimate(self, request: ModelRequest) -> Usage:
+        """Usage for a compatible server that reported none (llama-cpp-python's streams carry
+        no usage): characters / 4, as `Usage` promises when the provider is silent."""
+        if self.flavor == "openai":
+            return Usage(0, 0)  # unreachable: `finish` demands OpenAI's usage chunk
+        written = "".join(self.text) + "".join(self.reasoning)
+        written += "".join(a for c in self.calls.values() for a in (c.name, *c.arguments))
+        return Usage(estimate_request_tokens(request), estimate_text_tokens(written))
+
+
+def _timings_usage(chunk: Any) -> Usage | None:
+    """Usage from llama.cpp's `timings` object (`llama-server` puts it on its last chunk; older
+    builds send no `usage` there): `prompt_n` tokens evaluated, `cache_n` reused from its cache,
+    `predicted_n` generated. None when the chunk has no usable `timings`."""
+    timings = (chunk.model_extra or {}).get("timings")
+    if not isinstance(timings, dict):
+        return None
+    prompt, cached, predicted = (timings.get(k) for k in ("prompt_n", "cache_n", "predicted_n"))
+    if not isinstance(prompt, int) or not isinstance(predicted, int):
+        return None
+    cached = cached if isinstance(cached, int) and cached > 0 else 0
+    return Usage(max(0, prompt) + cached, max(0, predicted), cache_read_tokens=cached)
 
 
 def _arguments(fragments: list[str]) -> dict[str, JsonValue]:
@@ -193,6 +220,17 @@ def _arguments(fragments: list[str]) -> dict[str, JsonValue]:
     return value
 
 
+def _server_message(err: openai.APIError) -> str:
+    """The server's own words: the body's `message` (or FastAPI's `detail`), else the SDK's
+    "Error code: N - <body>" text."""
+    body = err.body
+    if isinstance(body, dict):
+        for key in ("message", "detail"):
+            if isinstance(body.get(key), str) and body[key].strip():
+                return str(body[key]).strip()
+    return err.message
+
+
 def _failure(err: openai.APIError, flavor: Flavor) -> HttpFailure:
     status = err.status_code if isinstance(err, openai.APIStatusError) else 200
     headers = err.response.headers if isinstance(err, openai.APIStatusError) else {}
@@ -200,7 +238,7 @@ def _failure(err: openai.APIError, flavor: Flavor) -> HttpFailure:
         status=status,
         error_type=err.type,
         error_code=err.code,
-        message=err.message,
+        message=_server_message(err),
         headers=headers,
         # OpenAI sends `context_length_exceeded`; vLLM and others only say it in words, and
         # llama.cpp's Python server answers a request it cannot validate with a 500.
@@ -311,7 +349,7 @@ class OpenAIProvider:
             raise classify_http(_failure(err, self.flavor), self._clock) from err
         if assembler.chunks == 0 and self.flavor == "openai-compatible":
             raise await self._empty_stream(request, body)
-        yield assembler.finish()
+        yield assembler.finish(request)
 
     async def _empty_stream(
         self, request: ModelRequest, body: dict[str, JsonValue]
@@ -340,7 +378,12 @@ class OpenAIProvider:
         except openai.APIStatusError as err:
             found = classify_http(_failure(err, self.flavor), self._clock)
             message = f"empty stream; the same request not streamed: {found}"
-            return type(found)(message, retry_after_ms=found.retry_after_ms)
+            return type(found)(
+                message,
+                retry_after_ms=found.retry_after_ms,
+                status_code=found.status_code,
+                code=found.code,
+            )
         except openai.APIConnectionError as err:
             return incomplete("empty stream (and the probe after it failed)", err)
         return incomplete("empty stream (the same request not streamed was accepted)")

@@ -26,6 +26,7 @@ from ..errors import (
     OverloadedError,
     ProviderError,
     RateLimitError,
+    ServerError,
     TransportError,
 )
 from ..events import (
@@ -159,7 +160,7 @@ def _results(messages: Mapping[str, Message]) -> dict[str, ToolResultBlock]:
 
 
 _ERRORS: dict[str, type[ProviderError]] = {
-    "rate_limit": RateLimitError, "overloaded": OverloadedError,
+    "rate_limit": RateLimitError, "overloaded": OverloadedError, "server_error": ServerError,
     "incomplete_stream": IncompleteStreamError, "context_overflow": ContextOverflowError,
     "content_filter": ContentFilterError, "invalid_request": InvalidRequestError,
 }  # fmt: skip
