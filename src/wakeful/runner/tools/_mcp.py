@@ -28,7 +28,7 @@ import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TextIO, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
@@ -93,7 +93,7 @@ class _Connection:
     config: McpServerConfig
     root: Path
     session: Any = None  # mcp.ClientSession once ready
-    stderr: IO[str] | None = None
+    stderr: TextIO | None = None
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     ready: asyncio.Future[None] | None = None  # done once the session is initialized
     task: asyncio.Task[None] | None = None
@@ -109,6 +109,11 @@ class _Connection:
             tail = self.stderr.read()[-STDERR_TAIL:].strip()
             return f" (stderr: {tail})" if tail else ""
         return ""
+
+    def release(self) -> None:
+        """Close the stderr file (the connection is dropped or replaced)."""
+        if self.stderr is not None:
+            self.stderr.close()
 
 
 class McpPool:
@@ -182,6 +187,8 @@ class McpPool:
         key = self._key(name, config, root)
         conn = self._conns.get(key)
         if conn is None or conn.closed.is_set():
+            if conn is not None:
+                conn.release()
             conn = _Connection(name, config, root)
             conn.ready = asyncio.get_running_loop().create_future()
             self._conns[key] = conn
@@ -243,6 +250,8 @@ class McpPool:
         conn = self._conns.pop(self._key(name, config, root), None)
         if conn is not None:
             conn.closed.set()
+            if conn.task is not None:  # its stderr is read until the task ends
+                conn.task.add_done_callback(lambda _: conn.release())
 
     async def _close_all(self) -> None:
         conns, self._conns = list(self._conns.values()), {}
@@ -251,6 +260,8 @@ class McpPool:
         tasks = [c.task for c in conns if c.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=8)
+        for conn in conns:
+            conn.release()
 
 
 def _connection_ended(err: Exception) -> bool:
@@ -274,9 +285,14 @@ async def _serve(conn: _Connection, ready: asyncio.Future[None]) -> None:
     """Open the transport and the session, then hold them until `conn.closed` is set."""
     from mcp import ClientSession
 
+    # The stderr file outlives the transport's stack (`_Connection.release` closes it): a server
+    # that exits at start is described after the stack closed, and a call whose connection
+    # ended reads it after this task ended; both quote its tail.
+    if conn.config.command is not None:
+        conn.stderr = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
     try:
         async with contextlib.AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(_transport(conn, stack))
+            read, write = await stack.enter_async_context(_transport(conn))
             session = await stack.enter_async_context(ClientSession(read, write))
             await session.initialize()
             conn.session = session
@@ -293,7 +309,7 @@ async def _serve(conn: _Connection, ready: asyncio.Future[None]) -> None:
             ready.set_exception(McpUnavailableError(f"it exited{conn.stderr_tail()}"))
 
 
-def _transport(conn: _Connection, stack: contextlib.AsyncExitStack) -> Any:
+def _transport(conn: _Connection) -> Any:
     cfg = conn.config
     if cfg.url is not None:
         from mcp.client.streamable_http import streamable_http_client
@@ -302,11 +318,11 @@ def _transport(conn: _Connection, stack: contextlib.AsyncExitStack) -> Any:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     assert cfg.command is not None  # the config validator: command or url
-    conn.stderr = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))  # noqa: SIM115
     cwd = conn.root / cfg.cwd if cfg.cwd else conn.root
     params = StdioServerParameters(
         command=cfg.command[0], args=cfg.command[1:], env=cfg.env or None, cwd=cwd
     )
+    assert conn.stderr is not None  # `_serve` opens it for a command
     return stdio_client(params, errlog=conn.stderr)
 
 
