@@ -77,8 +77,15 @@ def _print_result(out: dict[str, Any], fmt: str, verb: str) -> None:
 @session.command()
 @session_first(dest="session_id")
 @click.option("--turn", "turn_id", type=TURN, help=f"Revert to just before this turn: {TURN_HELP}.")
-@click.option("--input", "input_id", type=ID, help="Revert to just before this input.")
-@click.option("--message", "message_id", type=ID, help="Revert to just before this message.")
+@click.option(
+    "--input", "input_id", type=ID, help="Revert to just before this input (or its id prefix)."
+)
+@click.option(
+    "--message",
+    "message_id",
+    type=ID,
+    help="Revert to just before this message (or its id prefix).",
+)
 @click.option("--files", is_flag=True, help="Also restore the files those turns changed.")
 @click.option("--force", is_flag=True, help="Overwrite files changed since by anything else.")
 @format_option("text", "json")

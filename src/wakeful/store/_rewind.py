@@ -233,22 +233,22 @@ def _target(
     if sum(x is not None for x in (turn_id, input_id, message_id)) > 1:
         raise UsageError("name one of a turn, an input or a message to revert to")
     if input_id is not None:
+        input_id = _unique_id(tx, session_id, input_id, "in_", "delivered input", _INPUT_IDS)
         row = tx.one(
             "SELECT settled_seq FROM inbox WHERE session_id = ? AND input_id = ? "
             "AND status = 'delivered' AND message_id IS NOT NULL",
             (session_id, input_id),
         )
-        if row is None:
-            raise NotFoundError(f"no delivered input {input_id} in session {session_id}")
+        assert row is not None  # `_INPUT_IDS` found it in this transaction
         return int(row[0]), None, input_id
     if message_id is not None:
+        message_id = _unique_id(tx, session_id, message_id, "msg_", "visible message", _MESSAGE_IDS)
         row = tx.one(
             f"SELECT m.seq, {INSTRUCTION_NOTE} FROM messages m WHERE m.session_id = ? "
             "AND m.message_id = ? AND m.reverted IS NULL",
             (session_id, message_id),
         )
-        if row is None:
-            raise NotFoundError(f"no visible message {message_id} in session {session_id}")
+        assert row is not None  # `_MESSAGE_IDS` found it in this transaction
         return int(row[0]) - (1 if row[1] else 0), None, None  # a note: from its delta on
     if turn_id is None:
         newest = tx.one(
@@ -259,6 +259,36 @@ def _target(
             raise UsageError(f"session {session_id} has no turn to revert")
         turn_id = str(newest[0])
     return _turn_start(tx, session_id, turn_id), turn_id, None
+
+
+# The ids a revert can name, among those whose first `?` characters are `?`: the delivered inputs
+# of a session and its visible messages (what `_target` reverts to).
+_INPUT_IDS = (
+    "SELECT input_id FROM inbox WHERE session_id = ? AND substr(input_id, 1, ?) = ? "
+    "AND status = 'delivered' AND message_id IS NOT NULL ORDER BY input_id LIMIT 6"
+)
+_MESSAGE_IDS = (
+    "SELECT message_id FROM messages WHERE session_id = ? AND substr(message_id, 1, ?) = ? "
+    "AND reverted IS NULL ORDER BY message_id LIMIT 6"
+)
+
+
+def _unique_id(tx: Tx, session_id: str, ref: str, mark: str, what: str, sql: str) -> str:
+    """The one id `sql` selects in the session that is `ref` or starts with it (or with `mark`,
+    the ids' own prefix, + `ref`): every id by a unique prefix (docs/cli.md). An exact id
+    wins; none is a `NotFoundError`, several a one-line `UsageError` listing them."""
+    found: list[str] = []
+    for key in [ref] if ref.startswith(mark) else [ref, f"{mark}{ref}"]:
+        ids = [str(r[0]) for r in tx.all(sql, (session_id, len(key), key))]
+        if key in ids:
+            return key
+        found += [i for i in ids if i not in found]
+    if not found:
+        raise NotFoundError(f"no {what} {ref} in session {session_id}")
+    if len(found) > 1:
+        more = ", ..." if len(found) > 5 else ""
+        raise UsageError(f"{what} id prefix {ref!r} is ambiguous: {', '.join(found[:5])}{more}")
+    return found[0]
 
 
 def _turn_start(tx: Tx, session_id: str, turn_id: str) -> int:
