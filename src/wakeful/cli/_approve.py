@@ -86,19 +86,28 @@ def terminal_ask(workspace: Path, before: Any = None) -> Any:
 @session_first("call", required=0)
 @click.option("--deny", is_flag=True, help="Deny the call: the model gets an error result.")
 @click.option("--always", is_flag=True, help="Allow it and this tool for the rest of the session.")
+@click.option("--budget", metavar="AMOUNT",
+              help="Raise SESSION's budget (+5usd, +20000tokens; 5usd: the new limit) and "
+                   "continue the turn it paused.")  # fmt: skip
 @click.option("--no-wake", is_flag=True, help="Only record the decision; do not drive the session.")
 @format_option("text", "json")
 @db_option
-def approve(session: str, call: str | None, deny: bool, always: bool, no_wake: bool, fmt: str,
-            db: str | None) -> None:  # fmt: skip
+def approve(session: str, call: str | None, deny: bool, always: bool, budget: str | None,
+            no_wake: bool, fmt: str, db: str | None) -> None:  # fmt: skip
     """Decide on CALL, a call SESSION waits on (allow once by default), then drive the session:
-    the call runs once, or the model is told it was denied. Without CALL, list what waits."""
+    the call runs once, or the model is told it was denied. Without CALL, list what waits.
+    With --budget, raise the session's budget instead (docs/spend.md)."""
     from ..errors import UsageError
 
     if deny and always:
         raise UsageError("use either --deny or --always, not both")
+    if budget is not None and (call is not None or deny or always):
+        raise UsageError("--budget raises a budget: give no CALL, --deny or --always with it")
     decision = "deny" if deny else "always" if always else "allow"
     if db and str(db).startswith(("http://", "https://")):
+        if budget is not None:
+            _remote_budget(str(db), session, budget, fmt)
+            return
         _remote(str(db), session, call, decision, fmt)
         return
     from ._render import Renderer, run_summary
@@ -111,6 +120,9 @@ def approve(session: str, call: str | None, deny: bool, always: bool, no_wake: b
         rt.close()
         raise
     renderer.session_id = session
+    if budget is not None:
+        _budget(rt, renderer, session, budget, no_wake, fmt)
+        return
     if call is None:
         try:
             _list(session, rt.approvals(session), fmt)
@@ -134,6 +146,51 @@ def approve(session: str, call: str | None, deny: bool, always: bool, no_wake: b
         if summary["outcome"] != "completed":
             click.echo(f"[{summary['outcome']}] {printable(summary['error'] or '')}", err=True)
     sys.exit(EXIT_CODES[summary["outcome"]])
+
+
+def _budget(rt: Runtime, renderer: Any, session: str, amount: str, no_wake: bool,
+            fmt: str) -> None:  # fmt: skip
+    """Record the raise; when the session paused for its budget, continue it (unless
+    `no_wake`) and exit as `run` does."""
+    from ..execution import raise_budget
+    from ._render import run_summary
+
+    try:
+        raised, sent = raise_budget(rt, session, amount, resume=False)
+    except BaseException:
+        rt.close()
+        raise
+    out: dict[str, Any] = {"session_id": session, "budget": raised.model_dump(exclude={"v"})}
+    if sent is None or no_wake:
+        rt.close()
+        out["input_id"] = None if sent is None else sent.input_id
+        if fmt == "json":
+            print_json(out)
+        else:
+            click.echo(f"budget raised ({amount}) for {session}"
+                       + ("" if sent is None else f"; continue recorded as {sent.input_id}"))  # fmt: skip
+        return
+    turns, mine = asyncio.run(_drive(rt, session, sent.input_id))
+    summary = run_summary(session, turns, mine) | {"budget": out["budget"]}
+    if fmt == "json":
+        print_json(summary)
+    else:
+        renderer.end_line()
+        if summary["outcome"] != "completed":
+            click.echo(f"[{summary['outcome']}] {printable(summary['error'] or '')}", err=True)
+    sys.exit(EXIT_CODES[summary["outcome"]])
+
+
+def _remote_budget(url: str, session: str, amount: str, fmt: str) -> None:
+    from ..client import Client
+
+    with Client(url) as client:
+        out = client.raise_budget(session, amount)
+    if fmt == "json":
+        print_json(out)
+    else:
+        click.echo(f"budget raised ({amount}) for {session}"
+                   + ("" if out["input_id"] is None else f"; continue sent as {out['input_id']}"))  # fmt: skip
 
 
 async def _drive(rt: Runtime, session: str, input_id: str) -> tuple[list[TurnResult], Any]:

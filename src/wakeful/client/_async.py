@@ -152,6 +152,13 @@ class AsyncClient:
             w.session_req("POST", session_id, f"/approvals/{quote(call_id, safe='')}", body)
         )
 
+    async def raise_budget(self, session_id: str, amount: str, *, resume: bool = True
+                     ) -> dict[str, Any]:  # fmt: skip
+        """Raise the session's budget (`+5usd`, `+20000tokens`, or a new limit `5usd`); one its
+        budget paused continues (see docs/spend.md)."""
+        body = {"amount": amount, "resume": resume}
+        return await self._send(w.session_req("POST", session_id, "/budget", body))
+
     # -- reads -------------------------------------------------------------------------------
 
     async def messages(self, session_id: str, after_seq: int = 0, *, limit: int | None = None,

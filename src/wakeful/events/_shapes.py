@@ -21,6 +21,7 @@ EVENTS: dict[str, str] = {
     'approval.decided': 'ApprovalDecided',
     'receipt.recorded': 'ReceiptRecorded',
     'usage.recorded': 'UsageRecorded',
+    'budget.raised': 'BudgetRaised',
     'retry.scheduled': 'RetryScheduled',
     'retry.cleared': 'RetryCleared',
     'session.error': 'SessionError',
@@ -282,6 +283,14 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('cache_write_tokens', 0, ('int',), (), (), (), 0),
         ('receipt_id', None, ('null', 'str'), (), (), (), 0),
     ),
+    'BudgetRaised': (
+        ('v', 1, ('int',), (), (), (), 0),
+        ('type', 'budget.raised', ('str',), ('budget.raised',), (), (), 0),
+        ('add_tokens', 0, ('int',), (), (), (), 0),
+        ('add_usd', 0.0, ('float',), (), (), (), 0),
+        ('set_tokens', None, ('int', 'null'), (), (), (), 0),
+        ('set_usd', None, ('float', 'null'), (), (), (), 0),
+    ),
     'RetryScheduled': (
         ('v', 1, ('int',), (), (), (), 0),
         ('type', 'retry.scheduled', ('str',), ('retry.scheduled',), (), (), 0),
@@ -513,7 +522,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = '38d72532de759a79'
+SHAPES_DIGEST = '9da8dacd5e90b3fe'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

@@ -233,6 +233,17 @@ class UsageRecorded(_Event):
     receipt_id: str | None = None
 
 
+class BudgetRaised(_Event):
+    """`wakeful approve SESSION --budget` changed a root session's `[budgets]` limits, in its
+    log: `set_*` replaces the limit in force, `add_*` adds to it (docs/spend.md)."""
+
+    type: Literal["budget.raised"] = "budget.raised"
+    add_tokens: int = 0
+    add_usd: float = 0.0
+    set_tokens: int | None = None
+    set_usd: float | None = None
+
+
 class RetryScheduled(_Event):
     """A durable retry deadline (invariant 9)."""
 
@@ -384,6 +395,7 @@ SessionEvent: TypeAlias = Annotated[
     | ApprovalDecided
     | ReceiptRecorded
     | UsageRecorded
+    | BudgetRaised
     | RetryScheduled
     | RetryCleared
     | SessionError

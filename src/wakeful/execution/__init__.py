@@ -8,6 +8,7 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._approve import admit_decision, pending_approvals
+    from ._budget_raise import parse_budget_raise, raise_budget
     from ._coordinator import Coordinator, SessionNotFoundError
     from ._drain import DrainOptions, DrainResult, drain
     from ._event_stream import (
@@ -70,6 +71,8 @@ _LAZY = {
     "TurnEnd": "wakeful.execution._event_stream",
     "WorkerStats": "wakeful.execution._worker",
     "admit_decision": "wakeful.execution._approve",
+    "parse_budget_raise": "wakeful.execution._budget_raise",
+    "raise_budget": "wakeful.execution._budget_raise",
     "current_owner": "wakeful.execution._owner",
     "default_model": "wakeful.execution._runtime",
     "describe_schedule": "wakeful.execution._schedules",
@@ -118,6 +121,8 @@ __all__ = [
     "Toolbox",
     "WorkerStats",
     "admit_decision",
+    "parse_budget_raise",
+    "raise_budget",
     "current_owner",
     "default_model",
     "describe_schedule",

@@ -316,7 +316,7 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
             prices=PriceTable.of(config.prices),
             loop_guard=config.loop_guard,
             budget=config.budgets,
-            spend=partial(asyncio.to_thread, self.store.root_spend, row.root_id),
+            spend=partial(asyncio.to_thread, self.store.budget_spend, row.root_id),
             refresh=refresher(self.store, session_id, (row.agent, row.model),
                               lambda: self._context(session_id, interrupt).ctx),
         )  # fmt: skip

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         waiting_requests,
     )
     from ._budget import Budget, should_compact
+    from ._budget_gate import BUDGET_KIND
     from ._compaction import (
         IDLE_REASON,
         LOOKBACK_EVENTS,
@@ -78,6 +79,7 @@ _LAZY = {
     "AwaitingApproval": "wakeful.runner._approvals",
     "BUILTIN_AGENTS": "wakeful.runner._agents",
     "Budget": "wakeful.runner._budget",
+    "BUDGET_KIND": "wakeful.runner._budget_gate",
     "MessagesSummary": "wakeful.runner._summarize",
     "summarize_messages": "wakeful.runner._summarize",
     "CompactionResult": "wakeful.runner._compaction",
@@ -150,6 +152,7 @@ __all__ = [
     "AskResult",
     "AwaitingApproval",
     "Budget",
+    "BUDGET_KIND",
     "CompactionResult",
     "Compactor",
     "FunctionTool",

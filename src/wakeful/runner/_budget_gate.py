@@ -3,39 +3,56 @@ spent its `[budgets]` limit pauses with reason `budget` instead of asking (`docs
 
 What is spent is read from the session rows, where each `usage.recorded` is counted once, in
 the transaction that records its reply (`store/_usage.root_spend`): never twice after a
-recovery, never lost by a kill, the same for every host reading the store.
+recovery, never lost by a kill, the same for every host reading the store. The limits are the
+configuration's, changed by the `budget.raised` events of the root's log (`limits`), which
+every host reads the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeAlias
 
 from ..config import BudgetConfig
+from ..events import BudgetRaised
 
 BUDGET_KIND = "budget"  # the `error_kind` of a turn a budget paused
 
-Spend: TypeAlias = Callable[[], Awaitable[tuple[int, float]]]
-"""What the session's root has spent so far: (tokens, input + output; priced USD)."""
+Spend: TypeAlias = Callable[[], Awaitable[tuple[int, float, Sequence[BudgetRaised]]]]
+"""What the session's root has spent so far (tokens, input + output; priced USD), and the
+`budget.raised` events of its log, in order."""
 
 
 class BudgetExceeded(Exception):
     """Raised inside a turn before a request that would start at or past a limit."""
 
 
+def limits(config: BudgetConfig, raises: Sequence[BudgetRaised]) -> tuple[int | None, float | None]:
+    """The (tokens, USD) limits in force: `config`'s, then each raise in log order (a `set_*`
+    replaces a limit, an `add_*` adds to one that is set). None: no limit."""
+    tokens, usd = config.session_tokens, config.session_usd
+    for r in raises:
+        tokens = r.set_tokens if r.set_tokens is not None else tokens
+        usd = r.set_usd if r.set_usd is not None else usd
+        tokens = tokens + r.add_tokens if tokens is not None else None
+        usd = usd + r.add_usd if usd is not None else None
+    return tokens, usd
+
+
 async def check_budget(config: BudgetConfig, spend: Spend | None) -> None:
-    """`BudgetExceeded` when the root session has spent a limit of `config`; nothing to read
-    when no limit is set."""
+    """`BudgetExceeded` when the root session has spent a limit in force (`limits`); nothing
+    to read when `config` sets no limit."""
     if spend is None or (config.session_tokens is None and config.session_usd is None):
         return
-    tokens, usd = await spend()
-    if config.session_tokens is not None and tokens >= config.session_tokens:
+    tokens, usd, raises = await spend()
+    max_tokens, max_usd = limits(config, raises)
+    hint = " (to raise it: wakeful approve SESSION --budget +{})"
+    if max_tokens is not None and tokens >= max_tokens:
         raise BudgetExceeded(
-            f"budget: the session used {tokens:,} of its {config.session_tokens:,} tokens "
-            "([budgets] session_tokens)"
+            f"budget: the session used {tokens:,} of its {max_tokens:,} tokens"
+            + hint.format("20000tokens")
         )
-    if config.session_usd is not None and usd >= config.session_usd:
+    if max_usd is not None and usd >= max_usd:
         raise BudgetExceeded(
-            f"budget: the session spent ${usd:.4f} of its ${config.session_usd:.4f} "
-            "([budgets] session_usd)"
+            f"budget: the session spent ${usd:.4f} of its ${max_usd:.4f}" + hint.format("5usd")
         )

@@ -20,6 +20,7 @@ from ..errors import UsageError
 from ._backend import Tx, iter_chunks
 
 if TYPE_CHECKING:
+    from ..events import BudgetRaised
     from ._backend import Backend
 
 _USAGE_ROWS = (
@@ -134,6 +135,17 @@ class UsageMixin:
         """What a root session and its children spent: tokens (input + output), priced USD."""
         with self.backend.transaction(write=False) as tx:
             return root_spend_in(tx, root_id)
+
+    def budget_spend(self, root_id: str) -> tuple[int, float, list[BudgetRaised]]:
+        """`root_spend`, and the `budget.raised` events of the root's log in order, read in one
+        transaction: what a budget check compares (`runner._budget_gate`)."""
+        from ..events import BudgetRaised  # the event models: not on the report's cold path
+        from ._reads import events_in
+
+        with self.backend.transaction(write=False) as tx:
+            tokens, usd = root_spend_in(tx, root_id)
+            raised = events_in(tx, root_id, 0, None, ("budget.raised",))
+        return tokens, usd, [e.event for e in raised if isinstance(e.event, BudgetRaised)]
 
     def usage_records(self, since_ms: int | None = None) -> list[UsageRecord]:
         """Every request's recorded usage (at or after `since_ms`, when given), one record per
