@@ -184,6 +184,8 @@ def test_every_live_response_validates_against_the_document(served: Served) -> N
     decide = c.post(f"/sessions/{sid}/approvals/call_none", json={"decision": "allow"})
     assert decide.status_code == 404  # nothing waits: a documented 404
     doc.check(f"{one}/approvals/{{call_id}}", decide)
+    doc.check(f"{one}/budget", c.post(f"/sessions/{sid}/budget", json={"amount": "+1usd"}))
+    doc.check(f"{one}/budget", c.post(f"/sessions/{sid}/budget", json={"amount": "1eur"}))
     _schedules(c, doc, sid, served)
     # shaping a session after the fact (docs/rewind.md)
     link = {"kind": "link", "uri": "https://example.com/x", "label": "x"}
