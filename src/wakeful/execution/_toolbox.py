@@ -13,11 +13,14 @@ loaded (or takes a built-in's name) is a `UsageError` naming it, as a `[tools]` 
 
 Invariant: a `[tools]` entry that cannot be loaded here raises `UsageError`, so the session is
 not driven by this process (its turn ends `blocked`, saying why); an MCP server that cannot
-start does not: its instruction source says it is unavailable and its tools are not offered.
+start does not: its instruction source says it is unavailable and its tools are not offered,
+and the person is told once per process: a warning on the `wakeful` logger (which `run` and
+`chat` print on stderr, as Python's last-resort handler does when no logging is configured).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +41,7 @@ from ..runner import (
 from ..runner.tools import check_tool_name
 
 MCP_SOURCE = "mcp:"  # instruction source keys: `mcp:SERVER`
+log = logging.getLogger("wakeful.mcp")
 TOOL_ENTRY_POINTS = "wakeful.tools"
 _installed: dict[str, Tool] | None = None
 
@@ -82,6 +86,7 @@ class Toolbox:
         self.registered: dict[str, Tool] = {}
         self.mcp = McpPool()
         self._loaded: dict[tuple[str, str, str], Tool] = {}  # (root, name, path) -> tool
+        self._warned: set[tuple[Path, str, str]] = set()  # (root, server, error) told once
         for t in tools or ():
             self.register(t)
 
@@ -116,6 +121,9 @@ class Toolbox:
             if not selects_prefix(agent.tools, f"mcp__{name}__"):
                 continue
             state = self.mcp.state(name, server, root)
+            if state.error is not None and (root, name, state.error) not in self._warned:
+                self._warned.add((root, name, state.error))
+                log.warning("MCP server %s did not start: %s", name, " ".join(state.error.split()))
             sources.append(Source(f"{MCP_SOURCE}{name}", _const(state.instruction_text())))
             for t in mcp_tools(self.mcp, state, server, root):
                 available.setdefault(t.name, t)
