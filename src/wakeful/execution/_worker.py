@@ -30,6 +30,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from ..errors import CommitUnknownError
 from ..store import Claim, LocalStore, Outage, is_transient
+from ._drain import DrainResult
 from ._off_loop import off_loop, wait_off_loop
 from ._owner import current_owner, host_id, owner_is_dead
 from ._recovery import Recovered, recover_batch
@@ -155,61 +156,192 @@ async def run_worker(
     lease period; one whose drain hit a transient store fault is tried again after the backoff
     (and `once` waits for that retry).
     """
-    stop = stop or asyncio.Event()
-    stats = WorkerStats()
-    placement = Placement(locations, rt.coordinator.options.lease_ms / 1000)
-    if placement.only is not None:  # a session moved elsewhere mid-drain is left there
-        rt.serves = placement.serves
-    gate = asyncio.Semaphore(concurrency)
-    poll_s = rt.coordinator.options.poll_interval_ms / 1000
-    stalled: dict[str, float] = {}  # session -> when to look at it again
-    retrying: set[str] = set()  # stalled sessions whose drain hit a transient store fault
-    inflight: dict[str, asyncio.Task[None]] = {}
-    loop = asyncio.get_running_loop()
-    outage = Outage(log, "looking for work")  # the worker's own store calls
-    failing = Outage(log, "in drains")  # drains: a session is retried after the backoff
+    worker = _Worker(rt, once, concurrency, stop or asyncio.Event(), locations)
+    return await worker.run()
 
-    async def drive(
-        sid: str, claim: Claim | None, recovered: Recovered | None = None, seen: int | None = None
-    ) -> None:
-        async with gate:
-            if stop.is_set():
+
+class _Worker:
+    """One `run_worker`: what it knows between its looks at the store, and the drives it runs."""
+
+    def __init__(
+        self, rt: Runtime, once: bool, concurrency: int, stop: asyncio.Event,
+        locations: Sequence[str] | None,
+    ) -> None:  # fmt: skip
+        self.rt, self.once, self.concurrency, self.stop = rt, once, concurrency, stop
+        self.stats = WorkerStats()
+        self.placement = Placement(locations, rt.coordinator.options.lease_ms / 1000)
+        if self.placement.only is not None:  # a session moved elsewhere mid-drain is left there
+            rt.serves = self.placement.serves
+        self.gate = asyncio.Semaphore(concurrency)
+        self.poll_s = rt.coordinator.options.poll_interval_ms / 1000
+        self.stalled: dict[str, float] = {}  # session -> when to look at it again
+        self.retrying: set[str] = set()  # stalled sessions whose drain hit a transient fault
+        self.inflight: dict[str, asyncio.Task[None]] = {}
+        self.loop = asyncio.get_running_loop()
+        self.outage = Outage(log, "looking for work")  # the worker's own store calls
+        self.failing = Outage(log, "in drains")  # drains: a session is retried after the backoff
+        self.stopper: asyncio.Future[Any] = self.loop.create_future()  # set by `run`
+
+    async def run(self) -> WorkerStats:
+        """Look at the store, start drives, wait for a change; until `stop` (or `once` done)."""
+        self.stopper = asyncio.ensure_future(self.stop.wait())
+        change: asyncio.Future[None] | None = None  # one waiter at a time: it holds a thread
+        # Due schedules fire beside the drains (`_schedules.py`); a `once` worker fires none.
+        # (and idle compactions are admitted before a cache expires: `_idle.py`)
+        firing = None
+        if not self.once:
+            firing = asyncio.ensure_future(
+                run_schedules(self.rt.store, self.stop, compaction=self.rt.compaction_at)
+            )
+        try:
+            while not self.stop.is_set():
+                self._unstall()
+                slots = self.concurrency - len(self.inflight)
+                claims = await self._take_over(slots)
+                if not await self._start_pending(claims):
+                    continue  # the store is unavailable: look again (after the backoff)
+                if await self._done(slots, claims):
+                    break
+                change = await self._wait(change)
+        finally:
+            self.stopper.cancel()
+            if firing is not None:
+                firing.cancel()
+                await asyncio.gather(firing, return_exceptions=True)
+            if self.stop.is_set() or self.inflight:
+                _shutdown(self.rt)
+            await asyncio.gather(*self.inflight.values(), return_exceptions=True)
+            await self.rt.coordinator.wait_idle()
+        return self.stats
+
+    def _unstall(self) -> None:
+        now = self.loop.time()
+        for sid in [s for s, until in self.stalled.items() if until <= now]:
+            del self.stalled[sid]
+            self.retrying.discard(sid)
+
+    async def _take_over(self, slots: int) -> list[Claim] | None:
+        """Take over orphaned claims for the free slots, heal them in one batch and start
+        their drives; None when the store could not be read (after the backoff)."""
+        claims = await self._attempt(take_over, self.rt, slots, self.placement)
+        fresh = [c for c in claims or [] if c.session_id not in self.inflight]
+        # (one taken over from a drive here, whose lease lapsed, lapses again)
+        self.stats.taken_over += len(claims or [])
+        # Healed together; after a store fault each drain heals its own session, and so it
+        # does after any other error (which its drain then meets and reports alone).
+        try:
+            prepared = await self._attempt(recover, self.rt, fresh) if fresh else None
+        except Exception as failure:
+            log.warning("batch recovery failed, each drain recovers its session: %s: %s",
+                        type(failure).__name__, failure)  # fmt: skip
+            prepared = None
+        seen, recovered = prepared or (None, None)
+        for claim in fresh:
+            sid = claim.session_id
+            if recovered is not None and sid not in recovered:
+                self.stats.lost += 1  # its claim was taken from this batch meanwhile
+                continue
+            self.rt.coordinator.leases.hold(claim, lambda: None)  # alive while it waits
+            self._start(sid, claim, None if recovered is None else recovered[sid], seen)
+        return claims
+
+    async def _start_pending(self, claims: list[Claim] | None) -> bool:
+        """Start a drive for each session with pending input this worker serves; False when
+        the store could not be read."""
+        found = None
+        if claims is not None:
+            found = await self._attempt(candidates, self.rt.store, self.placement)
+        placed = None
+        if found is not None:
+            placed = await self._attempt(place, self.rt.store, found, self.placement)
+        if placed is None:
+            return False
+        served, waits = placed
+        self.stats.waiting.update(waits)
+        for sid in served:
+            self.stats.waiting.pop(sid, None)
+            if sid not in self.inflight and sid not in self.stalled:
+                self._start(sid, None)
+        return True
+
+    async def _done(self, slots: int, claims: list[Claim] | None) -> bool:
+        """Whether a `once` worker is done. It ends only after a look with free slots found
+        nothing to take over: drains that ended during this pass's awaits leave `inflight`
+        empty with orphans whose owners are dead (their leases still run, so only the store's
+        check sees them; an orphan's row a paused writer still locks is waited for)."""
+        if not (self.once and not self.inflight and not self.retrying and slots > 0):
+            return False
+        if claims != []:
+            return False
+        orphans = await self._attempt(self.rt.store.claims.any_orphaned, self.placement.places())
+        return orphans is False
+
+    async def _wait(self, change: asyncio.Future[None] | None) -> asyncio.Future[None]:
+        """Wait for a stop, a drive's end or a change in the store (or the poll interval)."""
+        if change is None or change.done():
+            wait_for_work = self.rt.store.feed.wait_for_work
+            change = asyncio.ensure_future(wait_off_loop(wait_for_work, self.poll_s))
+        waiting: set[asyncio.Future[Any]] = {self.stopper, change, *self.inflight.values()}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if change.done() and (err := change.exception()) is not None:
+            if not is_transient(err):  # (a backend's wait retries its own connection)
+                raise err
+            await asyncio.wait({self.stopper}, timeout=self.outage.failed(err))
+        return change
+
+    def _start(
+        self, sid: str, claim: Claim | None, recovered: Recovered | None = None,
+        seen: int | None = None,
+    ) -> None:  # fmt: skip
+        self.inflight[sid] = asyncio.ensure_future(self._drive(sid, claim, recovered, seen))
+        self.inflight[sid].add_done_callback(lambda _t: self.inflight.pop(sid, None))
+
+    async def _drive(
+        self, sid: str, claim: Claim | None, recovered: Recovered | None = None,
+        seen: int | None = None,
+    ) -> None:  # fmt: skip
+        """One session's drain, at most `concurrency` at a time; a session whose drain made no
+        progress (paused, blocked, held elsewhere) is left alone for one lease period, one
+        whose drain hit a transient store fault is tried again after the backoff."""
+        async with self.gate:
+            if self.stop.is_set():
                 return  # a claim taken over stays held, like a shutdown's
-            progressed = False
             try:
-                results = await rt.coordinator.resume(sid, claim, recovered=recovered, seen=seen)
+                results = await self.rt.coordinator.resume(
+                    sid, claim, recovered=recovered, seen=seen
+                )
             except Exception as err:
-                stats.failed.add(sid)
+                self.stats.failed.add(sid)
                 if is_transient(err):  # retried after the backoff; a claim left lapses first
-                    stalled[sid] = loop.time() + failing.failed(err)
-                    retrying.add(sid)
+                    self.stalled[sid] = self.loop.time() + self.failing.failed(err)
+                    self.retrying.add(sid)
                     return
                 log.warning("session %s: drain failed: %s: %s", sid, type(err).__name__, err)
                 results = []
             else:
-                stats.failed.discard(sid)
-                failing.ok()
-            for result in results:
-                if result.waiting_for is not None:  # its location vanished, or was moved away
-                    placement.unserved.add(result.waiting_for)
-                    stats.waiting[sid] = result.waiting_for
-                stats.drains += 1
-                stats.turns += len(result.turns)
-                stats.busy += int(result.busy)
-                stats.lost += int(result.claim_lost)
-                if any(t.outcome == "blocked" for t in result.turns):
-                    stats.blocked.add(sid)
-                progressed |= bool(result.turns) and result.turns[-1].outcome == "completed"
-            if not progressed:
-                stalled[sid] = loop.time() + rt.coordinator.options.lease_ms / 1000
+                self.stats.failed.discard(sid)
+                self.failing.ok()
+            if not self._count(sid, results):
+                self.stalled[sid] = self.loop.time() + self.rt.coordinator.options.lease_ms / 1000
 
-    def start(
-        sid: str, claim: Claim | None, recovered: Recovered | None = None, seen: int | None = None
-    ) -> None:
-        inflight[sid] = asyncio.ensure_future(drive(sid, claim, recovered, seen))
-        inflight[sid].add_done_callback(lambda _t: inflight.pop(sid, None))
+    def _count(self, sid: str, results: Sequence[DrainResult]) -> bool:
+        """Add a drive's results to the stats; whether its last turn completed (progress)."""
+        progressed = False
+        stats = self.stats
+        for result in results:
+            if result.waiting_for is not None:  # its location vanished, or was moved away
+                self.placement.unserved.add(result.waiting_for)
+                stats.waiting[sid] = result.waiting_for
+            stats.drains += 1
+            stats.turns += len(result.turns)
+            stats.busy += int(result.busy)
+            stats.lost += int(result.claim_lost)
+            if any(t.outcome == "blocked" for t in result.turns):
+                stats.blocked.add(sid)
+            progressed |= bool(result.turns) and result.turns[-1].outcome == "completed"
+        return progressed
 
-    async def attempt(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T | None:
+    async def _attempt(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T | None:
         """`fn(*args)` in a thread; None after a transient store fault, once waited out (also
         a commit whose outcome was lost: the worker reads the store again before it acts)."""
         try:
@@ -217,80 +349,10 @@ async def run_worker(
         except Exception as err:
             if not (is_transient(err) or isinstance(err, CommitUnknownError)):
                 raise
-            await asyncio.wait({stopper}, timeout=outage.failed(err))
+            await asyncio.wait({self.stopper}, timeout=self.outage.failed(err))
             return None
-        outage.ok()
+        self.outage.ok()
         return result
-
-    stopper = asyncio.ensure_future(stop.wait())
-    change: asyncio.Future[None] | None = None  # one waiter at a time: it holds a thread
-    # Due schedules fire beside the drains (`_schedules.py`); a `once` worker fires none.
-    # (and idle compactions are admitted before a cache expires: `_idle.py`)
-    firing = None
-    if not once:
-        firing = asyncio.ensure_future(run_schedules(rt.store, stop, compaction=rt.compaction_at))
-    try:
-        while not stop.is_set():
-            now = loop.time()
-            for sid in [s for s, until in stalled.items() if until <= now]:
-                del stalled[sid]
-                retrying.discard(sid)
-            slots = concurrency - len(inflight)
-            claims = await attempt(take_over, rt, slots, placement)
-            fresh = [c for c in claims or [] if c.session_id not in inflight]
-            # (one taken over from a drive here, whose lease lapsed, lapses again)
-            stats.taken_over += len(claims or [])
-            # Healed together; after a store fault each drain heals its own session, and so it
-            # does after any other error (which its drain then meets and reports alone).
-            try:
-                prepared = await attempt(recover, rt, fresh) if fresh else None
-            except Exception as failure:
-                log.warning("batch recovery failed, each drain recovers its session: %s: %s",
-                            type(failure).__name__, failure)  # fmt: skip
-                prepared = None
-            seen, recovered = prepared or (None, None)
-            for claim in fresh:
-                sid = claim.session_id
-                if recovered is not None and sid not in recovered:
-                    stats.lost += 1  # its claim was taken from this batch meanwhile
-                    continue
-                rt.coordinator.leases.hold(claim, lambda: None)  # alive while it waits its turn
-                start(sid, claim, None if recovered is None else recovered[sid], seen)
-            found = None if claims is None else await attempt(candidates, rt.store, placement)
-            placed = None if found is None else await attempt(place, rt.store, found, placement)
-            if placed is None:
-                continue  # the store is unavailable: look again (after the backoff)
-            found, waits = placed
-            stats.waiting.update(waits)
-            for sid in found:
-                stats.waiting.pop(sid, None)
-                if sid not in inflight and sid not in stalled:
-                    start(sid, None)
-            # `once` ends only after a look with free slots found nothing to take over: drains
-            # that ended during this pass's awaits leave `inflight` empty with orphans whose
-            # owners are dead (their leases still run, so the check below does not see them).
-            if once and not inflight and not retrying and slots > 0 and claims == []:
-                orphans = await attempt(rt.store.claims.any_orphaned, placement.places())
-                if orphans is False:
-                    break  # (an orphan's row a paused writer still locks is waited for)
-            if change is None or change.done():
-                change = asyncio.ensure_future(wait_off_loop(rt.store.feed.wait_for_work, poll_s))
-            waiting: set[asyncio.Future[Any]] = {stopper, change, *inflight.values()}
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if change.done() and (err := change.exception()) is not None:
-                if not is_transient(err):  # (a backend's wait retries its own connection)
-                    raise err
-                await asyncio.wait({stopper}, timeout=outage.failed(err))
-    finally:
-        stopper.cancel()
-        if firing is not None:
-            firing.cancel()
-            await asyncio.gather(firing, return_exceptions=True)
-        if stop.is_set() or inflight:
-            _shutdown(rt)
-        await asyncio.gather(*inflight.values(), return_exceptions=True)
-        await rt.coordinator.wait_idle()
-    return stats
 
 
 def _shutdown(rt: Runtime) -> None:
