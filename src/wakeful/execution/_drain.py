@@ -84,42 +84,15 @@ async def drain(
     """
     opts = options or DrainOptions()
     result = DrainResult(session_id)
-    try:  # before any claim: a configuration error must not start a turn (off the loop: it
-        # reads the store and may start MCP servers, `_toolbox.py`)
-        setup = await off_loop(make_context)
-    except LocationUnavailableError as err:  # not run here, not failed: it waits (placement)
-        if claim is not None:  # taken over for nothing: it lapses for a worker serving it
-            leases.drop(claim)
-        await off_loop(store.claims.note_waits, {session_id: err.location})
-        result.waiting_for = err.location
-        return result
-    except UsageError as err:  # a permanent configuration error (e.g. the model cannot be built)
-        turns, busy = await off_loop(
-            block_unbuildable, store, session_id, opts.lease_ms, err, claim
-        )
-        if claim is not None:
-            leases.drop(claim)
-        result.turns.extend(turns)
-        result.busy = busy
+    setup = await _setup(store, session_id, make_context, leases, opts, claim, result)
+    if setup is None:
         return result
     ctx = setup.ctx
     first: tuple[str, Sequence[Delivered]] | None = None
     if claim is None:
-        tid = new_turn_id()
-        # The instruction delta goes before the delivery, in its transaction (003).
-        prelude = await off_loop(
-            InstructionSync(store, session_id, ctx.instruction_sources).prelude
-        )
-        start = await off_loop(
-            start_drain, store, session_id, current_owner(), opts.lease_ms, owner_is_dead,
-            start_turn=tid, prelude=prelude,
-        )  # fmt: skip
-        if start.claim is None:
-            result.busy = start.busy
+        claim, first = await _claim(store, session_id, setup, opts, result)
+        if claim is None:
             return result
-        claim = start.claim
-        if start.delivered:
-            first = (tid, start.delivered)
     crash_point("drain.claimed")
     port = StorePort(
         store, session_id, fence(claim), sources=ctx.instruction_sources, hooks=setup.hooks
@@ -145,6 +118,54 @@ async def drain(
             await off_loop(store.claims.release, claim)
         port.publish("session_end", session_end_data(result))
     return result
+
+
+async def _setup(
+    store: LocalStore, session_id: str, make_context: Callable[[], SessionSetup],
+    leases: LeaseKeeper, opts: DrainOptions, claim: Claim | None, result: DrainResult,
+) -> SessionSetup | None:  # fmt: skip
+    """The session's context, built before any claim is taken (a configuration error must not
+    start a turn; off the loop: it reads the store and may start MCP servers, `_toolbox.py`).
+    None ends the drain: the location is not served here (`result.waiting_for`; not run, not
+    failed: it waits, `docs/locations.md`), or the configuration cannot run (a blocked turn)."""
+    try:
+        return await off_loop(make_context)
+    except LocationUnavailableError as err:
+        if claim is not None:  # taken over for nothing: it lapses for a worker serving it
+            leases.drop(claim)
+        await off_loop(store.claims.note_waits, {session_id: err.location})
+        result.waiting_for = err.location
+        return None
+    except UsageError as err:  # a permanent configuration error (e.g. the model cannot be built)
+        turns, busy = await off_loop(
+            block_unbuildable, store, session_id, opts.lease_ms, err, claim
+        )
+        if claim is not None:
+            leases.drop(claim)
+        result.turns.extend(turns)
+        result.busy = busy
+        return None
+
+
+async def _claim(
+    store: LocalStore, session_id: str, setup: SessionSetup, opts: DrainOptions,
+    result: DrainResult,
+) -> tuple[Claim | None, tuple[str, Sequence[Delivered]] | None]:  # fmt: skip
+    """Take the claim with the first delivery and the turn it starts (`start_drain`): the
+    claim (None: nothing to do, or `result.busy`) and that turn's id with what it delivered."""
+    tid = new_turn_id()
+    # The instruction delta goes before the delivery, in its transaction (003).
+    prelude = await off_loop(
+        InstructionSync(store, session_id, setup.ctx.instruction_sources).prelude
+    )
+    start = await off_loop(
+        start_drain, store, session_id, current_owner(), opts.lease_ms, owner_is_dead,
+        start_turn=tid, prelude=prelude,
+    )  # fmt: skip
+    if start.claim is None:
+        result.busy = start.busy
+        return None, None
+    return start.claim, ((tid, start.delivered) if start.delivered else None)
 
 
 def session_end_data(result: DrainResult) -> dict[str, JsonValue]:
@@ -234,21 +255,11 @@ async def _turns(
                 return
             continue
         if not inputs:  # a control item is delivered alone; a compaction runs here, idle
-            for d in delivered:
-                if d.item.kind == "compaction":
-                    await TurnRunner(ctx, port, receipts).compact(d.item)
-                elif d.item.kind == "move":
-                    try:
-                        setup = await off_loop(rebind, store, sid, port.claim, make_context)
-                    except LocationUnavailableError as err:  # served elsewhere: it waits there
-                        await off_loop(store.claims.note_waits, {sid: err.location})
-                        result.waiting_for = err.location
-                        return
-                    ctx = setup.ctx
-                    port = StorePort(
-                        store, sid, port.claim, sources=ctx.instruction_sources,
-                        hooks=setup.hooks,
-                    )  # fmt: skip
+            rebound = await _control(delivered, setup, port, result, make_context, receipts)
+            if rebound is None:
+                return
+            setup, port = rebound
+            ctx = setup.ctx
             if ctx.interrupt.is_set():
                 return
             continue
@@ -258,3 +269,28 @@ async def _turns(
             ctx.interrupt.clear()  # an interrupt stops one turn; the next one starts clean
         if turn.outcome in STOP_OUTCOMES:
             return
+
+
+async def _control(
+    delivered: Sequence[Delivered], setup: SessionSetup, port: StorePort, result: DrainResult,
+    make_context: Callable[[], SessionSetup], receipts: ReceiptChain,
+) -> tuple[SessionSetup, StorePort] | None:  # fmt: skip
+    """Run the control items delivered alone between turns: a compaction runs here, idle; a
+    move rebinds the session to its new location (a new context and port, under the same
+    claim). The setup and port to go on with, or None when the session moved to a location not
+    served here (it waits there: `result.waiting_for`)."""
+    store, sid = port.store, port.session_id
+    for d in delivered:
+        if d.item.kind == "compaction":
+            await TurnRunner(setup.ctx, port, receipts).compact(d.item)
+        elif d.item.kind == "move":
+            try:
+                setup = await off_loop(rebind, store, sid, port.claim, make_context)
+            except LocationUnavailableError as err:  # served elsewhere: it waits there
+                await off_loop(store.claims.note_waits, {sid: err.location})
+                result.waiting_for = err.location
+                return None
+            port = StorePort(
+                store, sid, port.claim, sources=setup.ctx.instruction_sources, hooks=setup.hooks
+            )
+    return setup, port

@@ -11,7 +11,6 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..events._marks import NO_INSTRUCTION_VALUE
 from . import _shaped
 from ._backend import Tx
 from ._media import media_refs
@@ -206,8 +205,9 @@ def _work_state(tx: Tx, sid: str, seq: int, ev: WorkStateUpdated) -> None:
 
 
 def _instructions(tx: Tx, sid: str, seq: int, ev: InstructionsUpdated) -> None:
+    values = ev.values()
     for key, digest in ev.delta.items():
-        if digest in NO_INSTRUCTION_VALUE:
+        if key not in values:  # a mark without a value (`removed`, `absent`)
             tx.send(
                 "DELETE FROM instruction_state WHERE session_id = ? AND source_key = ?", (sid, key)
             )
@@ -218,7 +218,7 @@ def _instructions(tx: Tx, sid: str, seq: int, ev: InstructionsUpdated) -> None:
             "DO UPDATE SET digest = excluded.digest, seq = excluded.seq",
             (sid, key, digest, seq),
         )
-    _ref_blobs(tx, sid, list(ev.values().values()))
+    _ref_blobs(tx, sid, list(values.values()))
 
 
 def _compaction(tx: Tx, sid: str, seq: int, ev: CompactionEnded) -> None:
