@@ -19,7 +19,6 @@ ends a read-only tool step, whose write then carries the next step's receipt.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -65,6 +64,7 @@ from ._prompt import ReceiptChain, Section, section_blobs
 from ._request_builder import RequestBuilder
 from ._retry import backoff_ms, error_kind, is_retryable, terminal_outcome
 from ._step_done import hosted_calls
+from ._tool_retry import TOOL_RETRY_KIND, ToolRetries
 from ._tool_step import run_tools, started_events
 from ._turn_state import (
     Attempt,
@@ -80,7 +80,6 @@ from ._turn_state import (
 from ._waits import wait_until, waited_out
 
 log = logging.getLogger("wakeful.runner")
-TOOL_RETRY_KIND = "tool_unavailable"  # the kind of a tool call's durable retry
 
 
 class TurnRunner:
@@ -110,8 +109,7 @@ class TurnRunner:
         self._open_step: int | None = None  # the step begun and not yet done (`_step_done`)
         self._hosted: list[dict[str, JsonValue]] = []  # the hosted calls of its reply
         self._guard = LoopGuard(ctx.loop_guard)
-        self._call_attempts: dict[str, int] = {}  # tool call id -> its attempts (`_retry_call`)
-        self._retry_lock = asyncio.Lock()
+        self._tool_retries = ToolRetries()
 
     # -- the turn -------------------------------------------------------------------------
 
@@ -358,22 +356,16 @@ class TurnRunner:
         (`retry.max_retries`, counted per call), a durable `retry.scheduled` (kind
         `tool_unavailable`) and its backoff wait, then True: the call is made again. False once
         the budget is spent: the failure is the call's result (docs/tools.md, "Retries")."""
-        async with self._retry_lock:  # concurrent calls of one step write one at a time
-            attempt = self._call_attempts.get(call.id, 1) + 1
-            if attempt > self.ctx.retry.max_retries + 1:
+        async with self._tool_retries.lock:  # concurrent calls of one step write one at a time
+            retry = self._tool_retries.plan(call, err, self._state, self.ctx)
+            if retry is None:
                 return False
-            self._call_attempts[call.id] = attempt
-            delay = backoff_ms(attempt - 1, self.ctx.retry, None, self.ctx.rng)
-            deadline = self.ctx.clock.now_ms() + delay
-            state = self._state
-            await self._commit([RetryScheduled(
-                turn_id=state.turn_id, step=state.step, attempt=attempt, deadline_ms=deadline,
-                error_kind=TOOL_RETRY_KIND, error=f"{call.name}: {err}", delay_ms=delay,
-                code=type(err).__name__, max_attempts=self.ctx.retry.max_retries + 1,
-            )])  # fmt: skip
+            await self._commit([retry])
             self._state = self._state.retrying()
-        self._live("retry", attempt=attempt, delay_ms=delay, error_kind=TOOL_RETRY_KIND)
-        await wait_until(self.ctx, self.port, deadline)
+        self._live(
+            "retry", attempt=retry.attempt, delay_ms=retry.delay_ms, error_kind=TOOL_RETRY_KIND
+        )
+        await wait_until(self.ctx, self.port, retry.deadline_ms)
         return True
 
     async def _run_tools(self, node: RunTools) -> Boundary:
