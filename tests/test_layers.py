@@ -1,3 +1,4 @@
+import ast
 import itertools
 import re
 import shutil
@@ -67,16 +68,38 @@ def test_execution_names_the_concrete_store_only_where_it_opens_one():
 
 MODULE_LINES = 600  # issue 35 item 8: no module over this without a comment saying why
 _WHY = "# over 600 lines:"  # the comment, near its top, of a module allowed to be longer
-_BEING_SPLIT: set[str] = set()  # none now (runner/_turn.py: its tool retries moved out)
 
 
 def test_no_module_over_600_lines_without_saying_why():
     """Every module of the package is at most 600 lines, or says why in a `# over 600 lines:`
-    comment in its first 30 lines; `_BEING_SPLIT` names the ones waiting for their split."""
+    comment in its first 30 lines."""
     root = ROOT / "src" / "wakeful"
     over = set()
     for p in sorted(root.rglob("*.py")):
         lines = p.read_text().splitlines()
         if len(lines) > MODULE_LINES and not any(_WHY in line for line in lines[:30]):
             over.add(str(p.relative_to(root)))
-    assert over <= _BEING_SPLIT
+    assert not over
+
+
+FUNCTION_LINES = 60  # issue 35 item 8: no function over this without a comment saying why
+_LONG = "# over 60 lines:"  # the comment, in its first lines, of a function allowed to be longer
+
+
+def test_no_function_over_60_lines_without_saying_why():
+    """Every function and method of the package is at most 60 lines (its decorators, signature
+    and docstring included), or says why in a `# over 60 lines:` comment in its first 10."""
+    root = ROOT / "src" / "wakeful"
+    long = []
+    for p in sorted(root.rglob("*.py")):
+        text = p.read_text()
+        lines = text.splitlines()
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            assert node.end_lineno is not None
+            if node.end_lineno - node.lineno + 1 <= FUNCTION_LINES:
+                continue
+            if not any(_LONG in line for line in lines[node.lineno - 1 : node.lineno + 9]):
+                long.append(f"{p.relative_to(root)}:{node.lineno} {node.name}")
+    assert not long
