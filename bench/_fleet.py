@@ -132,9 +132,16 @@ class Fleet:
     """`hosts` hosts of `workers` worker processes each, driving the store at `db_url`."""
 
     def __init__(
-        self, db_url: str, workspace: Path, home: Path, *, hosts: int, workers: int,
-        concurrency: int, netns: bool,
-    ) -> None:  # fmt: skip
+        self,
+        db_url: str,
+        workspace: Path,
+        home: Path,
+        *,
+        hosts: int,
+        workers: int,
+        concurrency: int,
+        netns: bool,
+    ) -> None:
         self.workspace, self.home = workspace, home
         self.concurrency = concurrency
         self.netns = netns
@@ -175,8 +182,9 @@ class Fleet:
         target = f"TCP:{url.hostname or '127.0.0.1'}:{port}"
         host.forwarder = subprocess.Popen(
             ["socat", f"TCP-LISTEN:{port},bind={outer},fork,reuseaddr", target],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         netloc = url.netloc.rsplit("@", 1)[0] + "@" if "@" in url.netloc else ""
         host.db_url = urlunsplit(url._replace(netloc=f"{netloc}{outer}:{port}"))
         _wait_listening(outer, port)
@@ -185,9 +193,12 @@ class Fleet:
     def _start_worker(self, host: Host) -> subprocess.Popen[bytes]:
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         env.pop("WAKEFUL_CRASH_AT", None)
-        env |= {"WAKEFUL_DB": host.db_url, "HOME": str(self.home),
-                "XDG_CONFIG_HOME": str(self.home / ".config"),
-                "XDG_DATA_HOME": str(self.home / ".local")}  # fmt: skip
+        env |= {
+            "WAKEFUL_DB": host.db_url,
+            "HOME": str(self.home),
+            "XDG_CONFIG_HOME": str(self.home / ".config"),
+            "XDG_DATA_HOME": str(self.home / ".local"),
+        }
         cmd = [WAKEFUL, "worker", "--concurrency", str(self.concurrency)]
         if host.netns is not None:
             cmd = ["ip", "netns", "exec", host.netns, *cmd]  # `ip` execs the worker: same pid
@@ -195,9 +206,13 @@ class Fleet:
         log = self.home / f"worker-h{host.index}-{len(host.workers)}.log"
         with log.open("wb") as out:  # the worker has its own descriptor
             return subprocess.Popen(
-                cmd, cwd=self.workspace, env=env, stdout=out, stderr=subprocess.STDOUT,
+                cmd,
+                cwd=self.workspace,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
-            )  # fmt: skip
+            )
 
     def cpu(self) -> float:
         """CPU seconds of every worker so far, stopped ones included."""

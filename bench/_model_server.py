@@ -91,8 +91,12 @@ class ModelServer:
             body = json.loads(await reader.readexactly(length))
             self.bodies.append(body)
             frames = self._anthropic(body) if path == ANTHROPIC_PATH else self._openai(body)
-            out = ["HTTP/1.1 200 OK", "connection: close", "content-type: text/event-stream",
-                   "transfer-encoding: chunked"]  # fmt: skip
+            out = [
+                "HTTP/1.1 200 OK",
+                "connection: close",
+                "content-type: text/event-stream",
+                "transfer-encoding: chunked",
+            ]
             writer.write(("\r\n".join(out) + "\r\n\r\n").encode())
             for frame in frames:
                 writer.write(b"%x\r\n%s\r\n" % (len(frame), frame))
@@ -140,19 +144,37 @@ class ModelServer:
     def _anthropic(self, body: dict[str, Any]) -> list[bytes]:
         total, read = self._usage(body)
         step = self._step(body["messages"])
-        usage = {"input_tokens": 0, "output_tokens": 1,
-                 "cache_read_input_tokens": read, "cache_creation_input_tokens": total - read}  # fmt: skip
-        start = {"type": "message_start", "message": {
-            "id": f"msg_{step}", "type": "message", "role": "assistant", "model": body["model"],
-            "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}  # fmt: skip
+        usage = {
+            "input_tokens": 0,
+            "output_tokens": 1,
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": total - read,
+        }
+        start = {
+            "type": "message_start",
+            "message": {
+                "id": f"msg_{step}",
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": usage,
+            },
+        }
         action = self._action(step)
         if action is None:
             block = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": "done"}
             stop = "end_turn"
         else:
-            block = {"type": "tool_use", "id": f"toolu_{len(self.bodies)}", "name": action[0],
-                     "input": {}}  # fmt: skip
+            block = {
+                "type": "tool_use",
+                "id": f"toolu_{len(self.bodies)}",
+                "name": action[0],
+                "input": {},
+            }
             delta = {"type": "input_json_delta", "partial_json": json.dumps(action[1])}
             stop = "tool_use"
         events = [
@@ -160,10 +182,13 @@ class ModelServer:
             {"type": "content_block_start", "index": 0, "content_block": block},
             {"type": "content_block_delta", "index": 0, "delta": delta},
             {"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-             "usage": {"output_tokens": 20}},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": 20},
+            },
             {"type": "message_stop"},
-        ]  # fmt: skip
+        ]
         return [_sse(e, e["type"]) for e in events]
 
     def _openai(self, body: dict[str, Any]) -> list[bytes]:
@@ -173,12 +198,20 @@ class ModelServer:
             delta: dict[str, Any] = {"role": "assistant", "content": "done"}
             finish = "stop"
         else:
-            call = {"index": 0, "id": f"call_{len(self.bodies)}", "type": "function",
-                    "function": {"name": action[0], "arguments": json.dumps(action[1])}}  # fmt: skip
+            call = {
+                "index": 0,
+                "id": f"call_{len(self.bodies)}",
+                "type": "function",
+                "function": {"name": action[0], "arguments": json.dumps(action[1])},
+            }
             delta = {"role": "assistant", "content": None, "tool_calls": [call]}
             finish = "tool_calls"
-        usage = {"prompt_tokens": total, "completion_tokens": 20, "total_tokens": total + 20,
-                 "prompt_tokens_details": {"cached_tokens": read}}  # fmt: skip
+        usage = {
+            "prompt_tokens": total,
+            "completion_tokens": 20,
+            "total_tokens": total + 20,
+            "prompt_tokens_details": {"cached_tokens": read},
+        }
         chunks = [
             _chunk([{"index": 0, "delta": delta, "finish_reason": None}]),
             _chunk([{"index": 0, "delta": {}, "finish_reason": finish}]),
@@ -197,8 +230,14 @@ def _is_prompt(message: dict[str, Any]) -> bool:
 
 
 def _chunk(choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1_700_000_000,
-            "model": "bench", "choices": choices, "usage": usage}  # fmt: skip
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "bench",
+        "choices": choices,
+        "usage": usage,
+    }
 
 
 def _sse(data: Any, event: str | None = None) -> bytes:

@@ -85,8 +85,13 @@ class Sqlite:
                     sid, at = f"ses_{i:024x}", base + i * 1000
                     rows.append((sid, sid, f"session {i}", at, at, at, k + 1, "scripted:bench"))
                     arts += artifact_rows(sid, i, k, sessions, at)
-                conn.executemany(f"INSERT INTO sessions ({SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)  # fmt: skip
-                conn.executemany(f"INSERT INTO artifacts ({ARTIFACT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", arts)  # fmt: skip
+                conn.executemany(
+                    f"INSERT INTO sessions ({SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
+                )
+                conn.executemany(
+                    f"INSERT INTO artifacts ({ARTIFACT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    arts,
+                )
         conn.execute("ANALYZE")
         conn.close()
 
@@ -171,8 +176,10 @@ def bench(b: Backend, sessions: int, k: int) -> list[Row]:
     with store_at(url) as store:
         started = time.perf_counter()
         b.load(url, sessions, k)
-        print(f"{b.name}: {sessions:,} sessions, {sessions * k:,} artifacts loaded in "
-              f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+        print(
+            f"{b.name}: {sessions:,} sessions, {sessions * k:,} artifacts loaded in "
+            f"{time.perf_counter() - started:.0f} s"
+        )
         own = store.create_session(title="records its own").id
         target = pr_uri(7)
         adds = timed(
@@ -184,18 +191,39 @@ def bench(b: Backend, sessions: int, k: int) -> list[Row]:
         index, scan = b.raw(url)
         uris = [pr_uri(rng.randrange(1, sessions // 2)) for _ in range(30)]
         it = iter(uris * 2)
-        ours = statistics.median(timed(lambda: store.find_artifacts(next(it), kind="pull_request"), 30)) * 1000  # fmt: skip
+        ours = (
+            statistics.median(
+                timed(lambda: store.find_artifacts(next(it), kind="pull_request"), 30)
+            )
+            * 1000
+        )
         raw = statistics.median(timed(lambda: index(next(it)), 30)) * 1000
         bare = statistics.median(timed(lambda: scan(uris[0]), 5)) * 1000
         label = f"reverse lookup, {sessions:,} sessions x {k} artifacts"
-        out.append(Row(f"{label}: find_artifacts (ms)", b.name, f"{ours:.3f}",
-                       f"{raw:.3f}", f"{ours / raw:.2f}x", "milliseconds",
-                       "yes" if ours < 10 else "NO"))  # fmt: skip
-        out.append(Row(f"{label}: same query without the index (ms)", b.name, f"{bare:.1f}",
-                       f"{ours:.3f}", f"{bare / ours:.0f}x slower"))  # fmt: skip
+        out.append(
+            Row(
+                f"{label}: find_artifacts (ms)",
+                b.name,
+                f"{ours:.3f}",
+                f"{raw:.3f}",
+                f"{ours / raw:.2f}x",
+                "milliseconds",
+                "yes" if ours < 10 else "NO",
+            )
+        )
+        out.append(
+            Row(
+                f"{label}: same query without the index (ms)",
+                b.name,
+                f"{bare:.1f}",
+                f"{ours:.3f}",
+                f"{bare / ours:.0f}x slower",
+            )
+        )
         per_add = statistics.median(adds) * 1000
-        out.append(Row("add_artifact: event + upsert + cap check (ms per call)", b.name,
-                       f"{per_add:.2f}"))  # fmt: skip
+        out.append(
+            Row("add_artifact: event + upsert + cap check (ms per call)", b.name, f"{per_add:.2f}")
+        )
     return out
 
 

@@ -44,9 +44,12 @@ async def measure(workdir: Path, requests: int, rounds: int) -> list[float]:
     inputs_routes.db = _inline  # type: ignore[assignment]
     body = json.dumps({"text": "benchmark input", "resume": False}).encode()
     path = f"/sessions/{sid}/prompt"
-    headers = [(b"host", b"127.0.0.1:8000"), (b"authorization", f"Bearer {TOKEN}".encode()),
-               (b"content-type", b"application/json"),
-               (b"content-length", str(len(body)).encode())]  # fmt: skip
+    headers = [
+        (b"host", b"127.0.0.1:8000"),
+        (b"authorization", f"Bearer {TOKEN}".encode()),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -56,11 +59,21 @@ async def measure(workdir: Path, requests: int, rounds: int) -> list[float]:
         sent.append(message)
 
     def scope() -> dict[str, Any]:
-        return {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
-                "http_version": "1.1", "server": ("127.0.0.1", 8000),
-                "client": ("127.0.0.1", 50000), "scheme": "http", "method": "POST",
-                "root_path": "", "path": path, "raw_path": path.encode(), "query_string": b"",
-                "headers": headers, "state": {}}  # fmt: skip
+        return {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "server": ("127.0.0.1", 8000),
+            "client": ("127.0.0.1", 50000),
+            "scheme": "http",
+            "method": "POST",
+            "root_path": "",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "headers": headers,
+            "state": {},
+        }
 
     for _ in range(500):  # warm up
         await app(scope(), receive, send)
@@ -86,7 +99,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         per = asyncio.run(measure(Path(tmp), args.requests, args.rounds))
     rounds = " ".join(f"{p * 1e6:.0f}" for p in per)
-    print(f"ASGI path CPU per prompt request, store stubbed: median {statistics.median(per) * 1e6:.1f} us (rounds: {rounds} us)")  # fmt: skip
+    print(
+        f"ASGI path CPU per prompt request, store stubbed: median {statistics.median(per) * 1e6:.1f} us (rounds: {rounds} us)"
+    )
 
 
 if __name__ == "__main__":

@@ -73,7 +73,9 @@ def scans(folder: Path, sessions: int) -> tuple[float, float, float, int]:
     found = store.claims.cache_expiring(now, 300_000, 60_000, 100_000, limit=sessions)
     idle = time.perf_counter() - start
     start = time.perf_counter()
-    store.claims.idle_locations(now - DAY_MS)  # every scan, before it reads each location's settings
+    store.claims.idle_locations(
+        now - DAY_MS
+    )  # every scan, before it reads each location's settings
     locations = time.perf_counter() - start
     start = time.perf_counter()
     store.claims.startable()

@@ -82,10 +82,14 @@ def orphan(db: str, model: str, workspace: Path, count: int) -> list[str]:
         promote_idle(store, sid, token, start_turn=f"turn_{sid}")
         call = ToolCallBlock(id="call_0", name="goal_set", input={"goal": "bench"})
         reply = Message(id=f"msg_{sid}", role="assistant", blocks=(call,))
-        store.append(sid, [
-            MessageAdded(message=reply, turn_id=f"turn_{sid}"),
-            ToolCallStarted(call_id="call_0", message_id=reply.id, name="goal_set", input={}),
-        ], token)  # fmt: skip
+        store.append(
+            sid,
+            [
+                MessageAdded(message=reply, turn_id=f"turn_{sid}"),
+                ToolCallStarted(call_id="call_0", message_id=reply.id, name="goal_set", input={}),
+            ],
+            token,
+        )
     store.close()
     return sids
 
@@ -100,8 +104,9 @@ def compiled_copy(folder: Path, src: str | None) -> str:
     shutil.copytree(package, folder / "wakeful", ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
         [sys.executable, "-m", "compileall", "-q", str(folder)],
-        check=True, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return str(folder)
 
 
@@ -110,9 +115,7 @@ def tree_env(path: str) -> dict[str, str]:
     return os.environ | {"PYTHONPATH": os.pathsep.join([path, os.environ.get("PYTHONPATH", "")])}
 
 
-def orphan_with(
-    path: str | None, db: str, model: str, work: Path, count: int
-) -> list[str]:  # fmt: skip
+def orphan_with(path: str | None, db: str, model: str, work: Path, count: int) -> list[str]:
     """`orphan`, by the code at `path` (in a subprocess, see `tree_env`) when given: its store,
     its schema (a baseline's worker refuses a newer one)."""
     if path is None:
@@ -125,8 +128,11 @@ def orphan_with(
     env["PYTHONPATH"] += os.pathsep + str(Path(__file__).resolve().parent.parent)
     done = subprocess.run(
         [sys.executable, "-c", code, db, model, str(work), str(count)],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     sids: list[str] = json.loads(done.stdout)
     return sids
 
@@ -186,9 +192,7 @@ def commits(db: str) -> int:
     return 0 if row is None else int(row[0])
 
 
-def recovery(
-    db: str, folder: Path, count: int, path: str, *, own: bool
-) -> dict[str, float]:  # fmt: skip
+def recovery(db: str, folder: Path, count: int, path: str, *, own: bool) -> dict[str, float]:
     """Time one `wakeful worker --once` recovering `count` orphaned sessions, the worker
     importing wakeful from `path` (a `compiled_copy`): this process's code when `own`, else
     another tree's, whose own code then makes the orphans."""
@@ -206,8 +210,12 @@ def recovery(
     with ServerCpu(db) as server:
         done = subprocess.run(
             [WAKEFUL, "worker", "--once", "--concurrency", "32", "--format", "json"],
-            cwd=work, env=env, capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     committed = commits(db) - committed
@@ -219,10 +227,14 @@ def recovery(
     store.close()
     assert ended == count and held == 0, (ended, held, stats)
     return {
-        "sessions": count, "setup_s": setup, "worker_s": elapsed, "per_s": count / elapsed,
-        "cpu_ms": 1000 * cpu / count, "server_ms": 1000 * server.seconds / count,
+        "sessions": count,
+        "setup_s": setup,
+        "worker_s": elapsed,
+        "per_s": count / elapsed,
+        "cpu_ms": 1000 * cpu / count,
+        "server_ms": 1000 * server.seconds / count,
         "commits": committed / count,
-    }  # fmt: skip
+    }
 
 
 async def drive(
@@ -279,8 +291,9 @@ def recoveries(args: argparse.Namespace, folder: Path) -> None:
                 f"sessions by one `wakeful worker --once`: {r['worker_s']:.2f} s "
                 f"({r['per_s']:.0f} sessions/s, worker CPU {r['cpu_ms']:.1f} ms per session"
                 f"{server_figures(r)}; setup {r['setup_s']:.1f} s; load average "
-                f"{os.getloadavg()[0]:.1f})", flush=True,
-            )  # fmt: skip
+                f"{os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
     if base:
         keys = ("worker_s", "cpu_ms", "server_ms", "commits")
         mid = {k: statistics.median(r[k] for r in now) for k in keys}

@@ -44,7 +44,9 @@ class DictMap:
 def median_append_ms(store: SqlStore, size: int, writes: int) -> float:
     sid = store.create_session(title="bench").id
     pad = "lorem ipsum dolor sit amet " * 7
-    batch = [MessageAdded(message=(user if i % 2 == 0 else assistant)(f"{i} {pad}")) for i in range(size)]  # fmt: skip
+    batch = [
+        MessageAdded(message=(user if i % 2 == 0 else assistant)(f"{i} {pad}")) for i in range(size)
+    ]
     store.append(sid, batch)
     times = []
     for i in range(writes):
@@ -61,8 +63,10 @@ def main() -> None:
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
     base = Path(args.dir or tempfile.mkdtemp(prefix="bench-filemap-"))
-    print(f"{'messages':>9}  {'file map (dir)':>15}  {'file map (dict)':>16}  "
-          f"{'memory':>8}  {'sqlite file':>12}  {'map size':>10}")  # fmt: skip
+    print(
+        f"{'messages':>9}  {'file map (dir)':>15}  {'file map (dict)':>16}  "
+        f"{'memory':>8}  {'sqlite file':>12}  {'map size':>10}"
+    )
     for size in (int(x) for x in args.sizes.split(",")):
         where = base / f"map-{size}"
         kinds: dict[str, Callable[[], SqlStore]] = {
@@ -77,8 +81,10 @@ def main() -> None:
             ms[name] = median_append_ms(store, size, args.writes)
             store.close()
         mapped = sum(p.stat().st_size for p in where.iterdir() if not p.name.startswith("."))
-        print(f"{size:>9}  {ms['dir']:>12.2f} ms  {ms['dict']:>13.2f} ms  {ms['memory']:>5.2f} ms  "
-              f"{ms['sqlite']:>9.2f} ms  {mapped / 1e6:>7.2f} MB")  # fmt: skip
+        print(
+            f"{size:>9}  {ms['dir']:>12.2f} ms  {ms['dict']:>13.2f} ms  {ms['memory']:>5.2f} ms  "
+            f"{ms['sqlite']:>9.2f} ms  {mapped / 1e6:>7.2f} MB"
+        )
 
 
 if __name__ == "__main__":

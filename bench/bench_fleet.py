@@ -141,9 +141,13 @@ class Probe:
 
     def commits(self) -> int:
         self.rows("SELECT pg_stat_clear_snapshot()")
-        return int(str(self.one(
-            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
-        )))  # fmt: skip
+        return int(
+            str(
+                self.one(
+                    "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+                )
+            )
+        )
 
 
 @dataclass
@@ -195,8 +199,10 @@ class Sampler:
     def locks(self) -> str:
         kinds = ", ".join(f"{k} {n}" for k, n in self.by_type.most_common()) or "none"
         advisory = sum(n for k, n in self.by_type.items() if k.startswith("advisory"))
-        return (f"{self.waited} of {self.samples} samples saw a waiter (at most {self.most} at "
-                f"once; {kinds}); advisory: {advisory}")  # fmt: skip
+        return (
+            f"{self.waited} of {self.samples} samples saw a waiter (at most {self.most} at "
+            f"once; {kinds}); advisory: {advisory}"
+        )
 
 
 @dataclass
@@ -230,9 +236,16 @@ class Run:
 
 
 def run_fleet(
-    admin: str, load: Workload, *, hosts: int, workers: int, concurrency: int, netns: bool,
-    kill_at: float | None = None, timeout: float = 900,
-) -> Run:  # fmt: skip
+    admin: str,
+    load: Workload,
+    *,
+    hosts: int,
+    workers: int,
+    concurrency: int,
+    netns: bool,
+    kill_at: float | None = None,
+    timeout: float = 900,
+) -> Run:
     """Drive `load` with a fleet of `hosts` x `workers`; kill host 0 at `kill_at` of the steps."""
     with tempfile.TemporaryDirectory() as tmp, fresh_database(admin) as db, ExitStack() as cleanup:
         root = Path(tmp)
@@ -252,8 +265,9 @@ def run_fleet(
         commits0 = probe.commits()
         sampler.start()
         started, busy = time.monotonic(), machine_busy_seconds()
-        fleet = Fleet(db, work, root, hosts=hosts, workers=workers, concurrency=per_worker,
-                      netns=netns)  # fmt: skip
+        fleet = Fleet(
+            db, work, root, hosts=hosts, workers=workers, concurrency=per_worker, netns=netns
+        )
         orphaned: dict[str, tuple[int, int]] = {}
         waiting: dict[str, int] = {}  # orphaned claims not yet taken over: their epochs
         unfinished: dict[str, int] = {}  # orphaned sessions whose turn had not ended: epochs
@@ -289,14 +303,28 @@ def run_fleet(
             fleet.close()
         time.sleep(0.5)  # the exiting backends' statistics reach the collector
         commits = probe.commits() - commits0 - probe.statements - watch.statements
-        first, last = (float(str(v)) for v in probe.rows(
-            "SELECT min(at_ms) FILTER (WHERE type = 'turn.started'), "
-            "max(at_ms) FILTER (WHERE type = 'turn.ended') FROM events"
-        )[0])  # fmt: skip
+        first, last = (
+            float(str(v))
+            for v in probe.rows(
+                "SELECT min(at_ms) FILTER (WHERE type = 'turn.started'), "
+                "max(at_ms) FILTER (WHERE type = 'turn.ended') FROM events"
+            )[0]
+        )
         steps = _steps(probe)
-        run = Run(hosts, workers, min(load.sessions, hosts * workers * per_worker), steps,
-                  (last - first) / 1000, wall, commits, fleet.cpu(), sum(sampler.backend_cpu.values()),
-                  forwarders, busy, sampler.locks())  # fmt: skip
+        run = Run(
+            hosts,
+            workers,
+            min(load.sessions, hosts * workers * per_worker),
+            steps,
+            (last - first) / 1000,
+            wall,
+            commits,
+            fleet.cpu(),
+            sum(sampler.backend_cpu.values()),
+            forwarders,
+            busy,
+            sampler.locks(),
+        )
         if kill_at is not None:
             run.orphaned = len(orphaned)
             run.resume_s = _resume_s(probe, unfinished, kill_ms)
@@ -318,10 +346,14 @@ def _ended(probe: Probe) -> int:
 
 
 def _steps(probe: Probe) -> int:
-    return int(str(probe.one(
-        "SELECT count(*) FROM events WHERE type = 'message.added' "
-        "AND data::jsonb #>> '{message,role}' = 'assistant'"
-    )))  # fmt: skip
+    return int(
+        str(
+            probe.one(
+                "SELECT count(*) FROM events WHERE type = 'message.added' "
+                "AND data::jsonb #>> '{message,role}' = 'assistant'"
+            )
+        )
+    )
 
 
 def _settled(probe: Probe, deadline: float) -> None:
@@ -380,8 +412,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--hosts", default="1,2,4")
     parser.add_argument("--workers", type=int, default=1, help="worker processes per host")
-    parser.add_argument("--concurrency", type=int, default=0,
-                        help="drains per worker (default: every session in flight)")  # fmt: skip
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=0,
+        help="drains per worker (default: every session in flight)",
+    )
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--latency-ms", type=int, default=200)
     parser.add_argument("--lease-ms", type=int, default=10_000)
@@ -393,12 +429,20 @@ def main() -> None:
     counts = [int(h) for h in args.hosts.split(",")]
     load = Workload(args.sessions, args.steps, args.latency_ms, args.lease_ms)
     mode = "network namespaces over veth pairs" if netns else "plain processes, one host id"
-    print(f"{load.sessions} sessions x {load.steps} steps, {load.latency_ms} ms per step; "
-          f"hosts: {mode}; {args.workers} worker(s) per host; {os.cpu_count()} cores")  # fmt: skip
+    print(
+        f"{load.sessions} sessions x {load.steps} steps, {load.latency_ms} ms per step; "
+        f"hosts: {mode}; {args.workers} worker(s) per host; {os.cpu_count()} cores"
+    )
     base: float | None = None
     for hosts in counts:
-        r = run_fleet(args.pg, load, hosts=hosts, workers=args.workers,
-                      concurrency=args.concurrency, netns=netns)  # fmt: skip
+        r = run_fleet(
+            args.pg,
+            load,
+            hosts=hosts,
+            workers=args.workers,
+            concurrency=args.concurrency,
+            netns=netns,
+        )
         base = base or r.per_s()
         cpu = r.worker_cpu + r.backend_cpu
         print(
@@ -415,8 +459,15 @@ def main() -> None:
         load.ledger = True
         hosts = max(counts)
         spare = args.concurrency or math.ceil(load.sessions / ((hosts - 1) * args.workers))
-        r = run_fleet(args.pg, load, hosts=hosts, workers=args.workers, concurrency=spare,
-                      netns=netns, kill_at=1 / 3)  # fmt: skip
+        r = run_fleet(
+            args.pg,
+            load,
+            hosts=hosts,
+            workers=args.workers,
+            concurrency=spare,
+            netns=netns,
+            kill_at=1 / 3,
+        )
         print(
             f"kill: host 0 of {hosts} SIGKILLed at a third of the steps holding {r.orphaned} "
             f"sessions ({r.unfinished} with work left), whose leases ran out at most {r.lease_left_s:.1f} s later (lease "

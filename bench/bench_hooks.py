@@ -33,9 +33,12 @@ async def turn(folder: Path, model: str, steps: int, parts: frozenset[str]) -> t
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     rt = Runtime(
-        str(folder / f"bench-{'-'.join(sorted(parts))}.db"), model=model, workspace=folder,
-        config=config, tracer_provider=provider if "spans" in parts else None,
-    )  # fmt: skip
+        str(folder / f"bench-{'-'.join(sorted(parts))}.db"),
+        model=model,
+        workspace=folder,
+        config=config,
+        tracer_provider=provider if "spans" in parts else None,
+    )
     if "spans" not in parts:
         rt.tracing = None
     seen: list[HookEvent] = []

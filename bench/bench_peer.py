@@ -36,11 +36,19 @@ def _turn(k: int) -> list[Any]:
     return [
         {"role": "user", "content": f"Question {k}: what changed in the store since yesterday?"},
         {
-            "id": f"msg_{k}", "type": "message", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": f"Answer {k}: " + "details " * 20,
-                         "annotations": []}],
+            "id": f"msg_{k}",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [
+                {
+                    "type": "output_text",
+                    "text": f"Answer {k}: " + "details " * 20,
+                    "annotations": [],
+                }
+            ],
         },
-    ]  # fmt: skip
+    ]
 
 
 async def _run(session: Any, turns: int) -> tuple[float, float]:

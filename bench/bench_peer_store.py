@@ -214,8 +214,11 @@ def _load_ms(kind: str, path: Path, n: int, env: dict[str, str]) -> tuple[float,
     """Wall and CPU ms of one load in a new process."""
     out = subprocess.run(
         [sys.executable, __file__, "--child", kind, str(path), str(n)],
-        check=True, capture_output=True, text=True, env=env,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     wall, cpu = out.stdout.split()
     return float(wall), float(cpu)
 
@@ -242,8 +245,9 @@ def main() -> None:
         for i, t in enumerate(texts)
     ]
     dumped = [dump_message(m) for m in messages]
-    work = Work(texts, dumped, [json.loads(d) for d in dumped],
-                [MessageAdded(message=m) for m in messages])  # fmt: skip
+    work = Work(
+        texts, dumped, [json.loads(d) for d in dumped], [MessageAdded(message=m) for m in messages]
+    )
     json_size = statistics.mean(len(d.encode()) for d in dumped)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         writers: list[Any] = [
@@ -270,8 +274,12 @@ def main() -> None:
         per_msg = [(_used_bytes(w.path) - e) / n for w, e in zip(writers, empty, strict=True)]
         tables = _by_table(writers[2].path, empty_tables, n)
         loads: dict[str, list[tuple[float, float]]] = {
-            "floor": [], "peer": [], "ours": [], "plain": [], "built": [],
-        }  # fmt: skip
+            "floor": [],
+            "peer": [],
+            "ours": [],
+            "plain": [],
+            "built": [],
+        }
         kinds = list(loads)
         files = {"floor": "floor", "peer": "peer", "ours": "ours", "plain": "ours", "built": "ours"}
         # The children read compiled bytecode, as an installed package does (pip compiles it):
@@ -303,8 +311,10 @@ def main() -> None:
             if key in loads
             else " " * 36
         )
-        print(f"{w.name:<22}{load}{per_msg[i]:>11.0f}{per_msg[i] / json_size:7.2f}x"
-              f"{statistics.median(shares[i]):18.2f}x")  # fmt: skip
+        print(
+            f"{w.name:<22}{load}{per_msg[i]:>11.0f}{per_msg[i] / json_size:7.2f}x"
+            f"{statistics.median(shares[i]):18.2f}x"
+        )
     print(
         f"{'wakeful, plain dicts':<22}{wall['plain']:9.1f}{wall['plain'] / wall['floor']:8.2f}x"
         f"{cpu['plain']:9.1f}{cpu['plain'] / cpu['floor']:8.2f}x   (the same file: "
@@ -315,8 +325,10 @@ def main() -> None:
         f"{cpu['built']:9.1f}{cpu['built'] / cpu['floor']:8.2f}x   (the same load, the message "
         "models' validators built before the clock starts, as agents' are at its import)"
     )
-    print("wakeful append, bytes per message by table and index: "
-          + ", ".join(f"{name} {size:.0f}" for name, size in tables))  # fmt: skip
+    print(
+        "wakeful append, bytes per message by table and index: "
+        + ", ".join(f"{name} {size:.0f}" for name, size in tables)
+    )
     print(
         f"targets: load <= 1.3x floor: {wall['ours'] / wall['floor']:.2f}x wall, "
         f"{cpu['ours'] / cpu['floor']:.2f}x CPU; load <= SQLiteSession: "

@@ -93,11 +93,13 @@ async def run(family: str, steps: int, folder: Path) -> tuple[list[dict[str, Any
     async with ModelServer(steps=steps) as server:
         model = "anthropic:claude-sonnet-4-5" if family == "anthropic" else "openai:gpt-4.1"
         base = server.url if family == "anthropic" else f"{server.url}/v1"
-        config = Config.model_validate({
-            "agents": {"build": {"max_steps": steps + 5}},
-            "loop_guard": {"enabled": False},  # the same call step after step, on purpose
-            "providers": {family: {"base_url": base, "api_key_env": "BENCH_KEY"}},
-        })  # fmt: skip
+        config = Config.model_validate(
+            {
+                "agents": {"build": {"max_steps": steps + 5}},
+                "loop_guard": {"enabled": False},  # the same call step after step, on purpose
+                "providers": {family: {"base_url": base, "api_key_env": "BENCH_KEY"}},
+            }
+        )
         work = folder / family
         (work / "notes").mkdir(parents=True)
         for i in range(5):
@@ -125,10 +127,12 @@ async def main() -> None:
                 ("cache-aware", now),
                 ("baseline", old),
             ):
-                print(f"  {name:11}: prefix shared with the previous request {total:.1%} "
-                      f"overall, median {median:.1%}, least {least:.1%}; every request "
-                      f">= 95% from request {start}; of each previous request at least "
-                      f"{kept:.1%} kept as the next one's prefix")  # fmt: skip
+                print(
+                    f"  {name:11}: prefix shared with the previous request {total:.1%} "
+                    f"overall, median {median:.1%}, least {least:.1%}; every request "
+                    f">= 95% from request {start}; of each previous request at least "
+                    f"{kept:.1%} kept as the next one's prefix"
+                )
             if family == "anthropic":
                 print(f"  breakpoints of the last request: {', '.join(breakpoints(bodies[-1]))}")
             else:

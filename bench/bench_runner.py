@@ -74,10 +74,14 @@ async def loop_rate(folder: Path, model: str, steps: int) -> tuple[float, Receip
     whole = [len(dump_event(r).encode()) for r in rt.store.receipts(sid)]  # expanded: no base
     await rt.aclose()
     with sqlite3.connect(folder / "bench.db") as conn:
-        stored = [n for (n,) in conn.execute(
-            "SELECT LENGTH(CAST(data AS BLOB)) FROM events "
-            "WHERE session_id = ? AND type = 'receipt.recorded'", (sid,),
-        )]  # fmt: skip
+        stored = [
+            n
+            for (n,) in conn.execute(
+                "SELECT LENGTH(CAST(data AS BLOB)) FROM events "
+                "WHERE session_id = ? AND type = 'receipt.recorded'",
+                (sid,),
+            )
+        ]
     assert len(stored) == len(whole) == steps
     counts = len(sent), sent.count("COMMIT")
     return elapsed, ReceiptBytes(
@@ -150,15 +154,21 @@ def main() -> None:
     print(f"{'runtime overhead per step':<44}{'':>10}{(loop - bare) / n * 1000:>10.2f}")
     print(f"{'raw sqlite3 one-row commit (baseline)':<44}{'':>10}{raw:>10.2f}")
     print(f"rounds: {args.rounds}, medians; target: at least 200 steps/s for the whole loop")
-    print(f"write statements per step {sizes.statements / n:.2f}, commits per step "
-          f"{sizes.commits / n:.2f} (the last round, counted on the write connection)")  # fmt: skip
+    print(
+        f"write statements per step {sizes.statements / n:.2f}, commits per step "
+        f"{sizes.commits / n:.2f} (the last round, counted on the write connection)"
+    )
     c = sizes.count
     print(f"\nreceipts of the {n}-step turn (the last round; bytes of the event JSON)")
     print(f"{'encoding':<44}{'total KB':>10}{'B/receipt':>10}{'largest':>10}")
-    print(f"{'stored: a base and the new ids':<44}{sizes.stored / 1000:>10.1f}"
-          f"{sizes.stored / c:>10.0f}{sizes.largest_stored:>10}")  # fmt: skip
-    print(f"{'whole, as before (baseline)':<44}{sizes.whole / 1000:>10.1f}"
-          f"{sizes.whole / c:>10.0f}{sizes.largest_whole:>10}")  # fmt: skip
+    print(
+        f"{'stored: a base and the new ids':<44}{sizes.stored / 1000:>10.1f}"
+        f"{sizes.stored / c:>10.0f}{sizes.largest_stored:>10}"
+    )
+    print(
+        f"{'whole, as before (baseline)':<44}{sizes.whole / 1000:>10.1f}"
+        f"{sizes.whole / c:>10.0f}{sizes.largest_whole:>10}"
+    )
 
 
 if __name__ == "__main__":

@@ -94,8 +94,12 @@ class Sqlite:
 
         conn = sqlite3.connect(url)
         with conn:
-            conn.executemany(f"INSERT INTO sessions ({SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)  # fmt: skip
-            conn.executemany("INSERT INTO search_docs (session_id, seq, body) VALUES (?, ?, ?)", docs)  # fmt: skip
+            conn.executemany(
+                f"INSERT INTO sessions ({SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
+            conn.executemany(
+                "INSERT INTO search_docs (session_id, seq, body) VALUES (?, ?, ?)", docs
+            )
         conn.execute("INSERT INTO search_fts (search_fts) VALUES ('optimize')")  # as after merges
         conn.execute("ANALYZE")
         conn.close()
@@ -207,8 +211,10 @@ def bench(b: Backend, sessions: int, messages: int, words: int) -> list[Row]:
         b.load(url, *bulk_rows(corpus, sessions, messages, words))
         deep = deep_session(store, corpus, words)
         loaded = time.perf_counter() - started
-        print(f"{b.name}: {sessions:,} sessions, {sessions * (messages + 1):,} index rows "
-              f"loaded in {loaded:.0f} s")  # fmt: skip
+        print(
+            f"{b.name}: {sessions:,} sessions, {sessions * (messages + 1):,} index rows "
+            f"loaded in {loaded:.0f} s"
+        )
         [hit, *_] = store.search(NEEDLE).hits
         found_first = hit.session.id == deep and NEEDLE in hit.snippet
         index, scan = b.raw(url)
@@ -218,20 +224,32 @@ def bench(b: Backend, sessions: int, messages: int, words: int) -> list[Row]:
         cases = [
             ("a rare word, deep in one session", NEEDLE, NEEDLE),
             ("two words", pair, f"{NEEDLE} & finally" if b.name == "postgres" else pair),
-            ("a prefix", prefix, f"{prefix[:-1]}:*" if b.name == "postgres" else f'"{prefix[:-1]}"*'),
+            (
+                "a prefix",
+                prefix,
+                f"{prefix[:-1]}:*" if b.name == "postgres" else f'"{prefix[:-1]}"*',
+            ),
             (f"the most common word ({common})", common, common),
-        ]  # fmt: skip
+        ]
         for label, text, raw in cases:
             ours = statistics.median(timed(lambda text=text: store.search(text), 30)) * 1000
             base = statistics.median(timed(lambda raw=raw: index(raw), 30)) * 1000
             rare = text == NEEDLE
-            out.append(Row(
-                f"search {sessions:,} sessions: {label} (ms)", b.name, f"{ours:.2f}",
-                f"{base:.2f}", f"{ours / base:.2f}x" if base else "",
-                "found first, ms" if rare else "", ("yes" if found_first else "NO") if rare else "",
-            ))  # fmt: skip
+            out.append(
+                Row(
+                    f"search {sessions:,} sessions: {label} (ms)",
+                    b.name,
+                    f"{ours:.2f}",
+                    f"{base:.2f}",
+                    f"{ours / base:.2f}x" if base else "",
+                    "found first, ms" if rare else "",
+                    ("yes" if found_first else "NO") if rare else "",
+                )
+            )
         like = timed(lambda: scan(NEEDLE), 1)[0] * 1000
-        out.append(Row(f"LIKE '%{NEEDLE}%' over the same text, no index (ms)", b.name, f"{like:.0f}"))  # fmt: skip
+        out.append(
+            Row(f"LIKE '%{NEEDLE}%' over the same text, no index (ms)", b.name, f"{like:.0f}")
+        )
     return out
 
 

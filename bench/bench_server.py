@@ -66,10 +66,26 @@ def serve(db: str, workdir: Path) -> Iterator[tuple[str, int]]:
     """A `wakeful serve` process over `db`; yields its base URL and process id."""
     port = free_port()
     with _server(
-        [sys.executable, "-m", "wakeful", "serve", "--port", str(port), "--token", TOKEN,
-         "--db", db, "--log-level", "warning", "--no-recover", "--model", "local"],
-        port, workdir,
-    ) as running:  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "wakeful",
+            "serve",
+            "--port",
+            str(port),
+            "--token",
+            TOKEN,
+            "--db",
+            db,
+            "--log-level",
+            "warning",
+            "--no-recover",
+            "--model",
+            "local",
+        ],
+        port,
+        workdir,
+    ) as running:
         yield running
 
 
@@ -85,12 +101,20 @@ async def floor_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": _FLOOR_BODY})
 
 
-_FLOOR_BODY = json.dumps({
-    "session_id": "ses_" + "0" * 26, "input_id": "in_" + "0" * 24, "created": True,
-    "status": "pending", "turns": None,
-}, separators=(",", ":")).encode()  # fmt: skip
-_FLOOR_HEAD = [(b"content-length", str(len(_FLOOR_BODY)).encode()),
-               (b"content-type", b"application/json")]  # fmt: skip
+_FLOOR_BODY = json.dumps(
+    {
+        "session_id": "ses_" + "0" * 26,
+        "input_id": "in_" + "0" * 24,
+        "created": True,
+        "status": "pending",
+        "turns": None,
+    },
+    separators=(",", ":"),
+).encode()
+_FLOOR_HEAD = [
+    (b"content-length", str(len(_FLOOR_BODY)).encode()),
+    (b"content-type", b"application/json"),
+]
 
 
 @contextmanager
@@ -101,11 +125,18 @@ def floor(workdir: Path) -> Iterator[tuple[str, int]]:
     port = free_port()
     root = str(Path(__file__).resolve().parents[1])
     with _server(
-        [sys.executable, "-c", "import sys, uvicorn; sys.path.insert(0, sys.argv[1]); "
-         "uvicorn.run('bench.bench_server:floor_app', port=int(sys.argv[2]), "
-         "log_level='warning', lifespan='off', timeout_graceful_shutdown=5)", root, str(port)],
-        port, workdir,
-    ) as running:  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys, uvicorn; sys.path.insert(0, sys.argv[1]); "
+            "uvicorn.run('bench.bench_server:floor_app', port=int(sys.argv[2]), "
+            "log_level='warning', lifespan='off', timeout_graceful_shutdown=5)",
+            root,
+            str(port),
+        ],
+        port,
+        workdir,
+    ) as running:
         yield running
 
 
@@ -297,7 +328,9 @@ def percentiles(samples: list[float]) -> str:
     return f"p50 {q[49]:.1f} ms  p95 {q[94]:.1f} ms  p99 {q[98]:.1f} ms  max {ms[-1]:.1f} ms"
 
 
-def latency(url: str, db: str, followers: int, events: int, spacing_s: float) -> tuple[tuple[str, str, str], int]:  # fmt: skip
+def latency(
+    url: str, db: str, followers: int, events: int, spacing_s: float
+) -> tuple[tuple[str, str, str], int]:
     """Commit -> arrival at every follower and at the first one (direct commits), and POST sent
     -> arrival (admitted through the server)."""
     with httpx.Client(base_url=url, headers=AUTH) as c:
@@ -323,7 +356,9 @@ def latency(url: str, db: str, followers: int, events: int, spacing_s: float) ->
         seq_of = {i.input_id: i.seq for i in open_store(db).pending(sid)}
         thread.join(120)
     direct = [a[s] - t for a in group.arrivals for s, t in commits.items() if s in a]
-    via_http = [a[seq_of[i]] - t for a in group.arrivals for i, t in posts.items() if seq_of[i] in a]  # fmt: skip
+    via_http = [
+        a[seq_of[i]] - t for a in group.arrivals for i, t in posts.items() if seq_of[i] in a
+    ]
     first = [min(a[s] for a in group.arrivals if s in a) - t for s, t in commits.items()]
     expected = followers * events * 2
     missing = expected - len(direct) - len(via_http)
@@ -375,14 +410,26 @@ def run(db: str, direct_db: str, args: argparse.Namespace, workdir: Path, label:
         )
     print(f"\n[{label}]")
     print(f"admissions/s, direct SqlStore.admit:        {direct:8.0f}")
-    print(f"admissions/s, direct, each in a thread hop:  {hopped:8.0f}  ({hopped / direct:.2f}x direct)")  # fmt: skip
+    print(
+        f"admissions/s, direct, each in a thread hop:  {hopped:8.0f}  ({hopped / direct:.2f}x direct)"
+    )
     print(f"admissions/s, HTTP sequential:               {seq:8.0f}  ({seq / direct:.2f}x direct)")
-    print(f"admissions/s, HTTP {c:>2} in flight:            {conc:8.0f}  ({conc / direct:.2f}x direct)")  # fmt: skip
+    print(
+        f"admissions/s, HTTP {c:>2} in flight:            {conc:8.0f}  ({conc / direct:.2f}x direct)"
+    )
     if args.httpx:
-        print(f"admissions/s, HTTP sequential, httpx client: {seq_httpx:8.0f}  ({seq_httpx / direct:.2f}x direct)")  # fmt: skip
-    print(f"floor, bare uvicorn app answering a constant, sequential: {floor1:6.0f}/s  ({floor1 / direct:.2f}x direct; HTTP sequential is {seq / floor1:.2f}x it)")  # fmt: skip
-    print(f"floor, bare uvicorn app answering a constant, {c:>2} in flight: {floorc:6.0f}/s  ({floorc / direct:.2f}x direct; HTTP in flight is {conc / floorc:.2f}x it)")  # fmt: skip
-    print(f"CPU per admission: direct {cpu_us['direct']:.0f} us, in a thread hop {cpu_us['hopped']:.0f} us; server process, sequential {cpu_us['seq']:.0f} us, {c} in flight {cpu_us['conc']:.0f} us")  # fmt: skip
+        print(
+            f"admissions/s, HTTP sequential, httpx client: {seq_httpx:8.0f}  ({seq_httpx / direct:.2f}x direct)"
+        )
+    print(
+        f"floor, bare uvicorn app answering a constant, sequential: {floor1:6.0f}/s  ({floor1 / direct:.2f}x direct; HTTP sequential is {seq / floor1:.2f}x it)"
+    )
+    print(
+        f"floor, bare uvicorn app answering a constant, {c:>2} in flight: {floorc:6.0f}/s  ({floorc / direct:.2f}x direct; HTTP in flight is {conc / floorc:.2f}x it)"
+    )
+    print(
+        f"CPU per admission: direct {cpu_us['direct']:.0f} us, in a thread hop {cpu_us['hopped']:.0f} us; server process, sequential {cpu_us['seq']:.0f} us, {c} in flight {cpu_us['conc']:.0f} us"
+    )
     print(f"commit -> SSE arrival, {args.followers} followers, {args.events} events: {commit_lat}")
     print(f"commit -> SSE arrival at the first of them:             {first_lat}")
     print(f"POST sent -> SSE arrival, {args.followers} followers, {args.events} events: {post_lat}")

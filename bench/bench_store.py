@@ -289,11 +289,25 @@ def bench_admissions(b: Backend, n: int, rounds: int = 40) -> list[Row]:
     per = used / n
     bratio, bok = fmt_ratio(per / json_size, 2.0, higher_is_better=False)
     return [
-        Row("admissions/s (1 input per tx)", b.name, f"{rate:,.0f}", f"{raw:,.0f} raw", ratio,
-            ">= 0.5x raw", ok),
-        Row("bytes per delivered input", b.name, f"{per:,.0f}", f"{json_size:,.0f} json", bratio,
-            "< 2x json", bok),
-    ]  # fmt: skip
+        Row(
+            "admissions/s (1 input per tx)",
+            b.name,
+            f"{rate:,.0f}",
+            f"{raw:,.0f} raw",
+            ratio,
+            ">= 0.5x raw",
+            ok,
+        ),
+        Row(
+            "bytes per delivered input",
+            b.name,
+            f"{per:,.0f}",
+            f"{json_size:,.0f} json",
+            bratio,
+            "< 2x json",
+            bok,
+        ),
+    ]
 
 
 def bench_transcript(b: Backend, n: int) -> list[Row]:
@@ -314,11 +328,23 @@ def bench_transcript(b: Backend, n: int) -> list[Row]:
     per = used / n
     bratio, bok = fmt_ratio(per / json_size, 2.0, higher_is_better=False)
     return [
-        Row(f"load {n:,}-message transcript (ms)", b.name, f"{load * 1000:,.0f}",
-            f"{raw * 1000:,.0f} raw+json", f"{load / raw:.2f}x"),
-        Row("bytes per appended message", b.name, f"{per:,.0f}", f"{json_size:,.0f} json",
-            bratio, "< 2x json", bok),
-    ]  # fmt: skip
+        Row(
+            f"load {n:,}-message transcript (ms)",
+            b.name,
+            f"{load * 1000:,.0f}",
+            f"{raw * 1000:,.0f} raw+json",
+            f"{load / raw:.2f}x",
+        ),
+        Row(
+            "bytes per appended message",
+            b.name,
+            f"{per:,.0f}",
+            f"{json_size:,.0f} json",
+            bratio,
+            "< 2x json",
+            bok,
+        ),
+    ]
 
 
 def session_rows(n: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -359,9 +385,14 @@ def bench_listing(b: Backend, n: int) -> list[Row]:
             ms = statistics.median(timed(fn, 30)) * 1000
             target = label == "first page"
             out.append(
-                Row(f"list {n:,} sessions: {label} (ms)", b.name, f"{ms:.2f}",
-                    target="< 20 ms" if target else "", ok=("yes" if ms < 20 else "NO") if target else "")
-            )  # fmt: skip
+                Row(
+                    f"list {n:,} sessions: {label} (ms)",
+                    b.name,
+                    f"{ms:.2f}",
+                    target="< 20 ms" if target else "",
+                    ok=("yes" if ms < 20 else "NO") if target else "",
+                )
+            )
     return out
 
 
@@ -373,8 +404,12 @@ def print_table(rows: list[Row]) -> None:
         if r is None:
             print("  ".join("-" * widths[c] for c in cols))
             continue
-        cells = [getattr(r, c).ljust(widths[c]) if c in ("measure", "backend", "target", "ok")
-                 else getattr(r, c).rjust(widths[c]) for c in cols]  # fmt: skip
+        cells = [
+            getattr(r, c).ljust(widths[c])
+            if c in ("measure", "backend", "target", "ok")
+            else getattr(r, c).rjust(widths[c])
+            for c in cols
+        ]
         print("  ".join(cells).rstrip())
 
 

@@ -65,8 +65,12 @@ def one(size: int, mode: str) -> dict[str, float | str]:
     with tempfile.TemporaryDirectory(prefix="wakeful-cap-") as folder:
         (Path(folder) / ".git").mkdir()
         (Path(folder) / "server.py").write_text(SERVER)
-        done = subprocess.run([sys.executable, "-c", DRIVER, folder, str(size), mode],
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", DRIVER, folder, str(size), mode],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if done.returncode != 0:
             raise SystemExit(f"{mode} driver failed: {done.stderr.strip()[-500:]}")
         return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -86,9 +90,14 @@ def main() -> None:
     print(f"a {args.mb} MB MCP result, {args.rounds} rounds (median)")
     print("mode      outcome    peak MB  stored result MB  turn s")
     for mode, rows in runs.items():
-        med = {k: statistics.median(float(r[k]) for r in rows) for k in ("peak_mb", "stored_mb", "seconds")}  # fmt: skip
+        med = {
+            k: statistics.median(float(r[k]) for r in rows)
+            for k in ("peak_mb", "stored_mb", "seconds")
+        }
         outcomes = ",".join(sorted({str(r["outcome"]) for r in rows}))
-        print(f"{mode:<9} {outcomes:<10} {med['peak_mb']:>7.0f}  {med['stored_mb']:>16.2f}  {med['seconds']:>6.1f}")  # fmt: skip
+        print(
+            f"{mode:<9} {outcomes:<10} {med['peak_mb']:>7.0f}  {med['stored_mb']:>16.2f}  {med['seconds']:>6.1f}"
+        )
     for mode, rows in runs.items():
         for error in sorted({str(r["error"]) for r in rows if r["error"]}):
             print(f"{mode}: {error}")

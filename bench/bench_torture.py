@@ -153,13 +153,23 @@ def end_pg_connections(admin_url: str, name: str) -> Callable[[], int]:
 def _env(db: str, home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.pop("WAKEFUL_CRASH_AT", None)
-    return env | {"WAKEFUL_DB": db, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-                  "XDG_DATA_HOME": str(home / ".local")}  # fmt: skip
+    return env | {
+        "WAKEFUL_DB": db,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local"),
+    }
 
 
 def _start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([WAKEFUL, *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    return subprocess.Popen(
+        [WAKEFUL, *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 class Workers:
@@ -176,8 +186,14 @@ class Workers:
         self.last_start = time.monotonic()
         log = (self.logs / f"worker-{self.started}.log").open("w")
         with log:
-            return subprocess.Popen([WAKEFUL, "worker"], cwd=self.work, env=self.env, text=True,
-                                    stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+            return subprocess.Popen(
+                [WAKEFUL, "worker"],
+                cwd=self.work,
+                env=self.env,
+                text=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
 
     def kill_one(self, i: int) -> None:
         """SIGKILL worker `i` (claims in hand, mid-turn most likely) and start another."""
@@ -229,8 +245,16 @@ def _wait_settled(store: SqlStore, timeout: float) -> bool:
     return True
 
 
-def _drive(row: Row, store: SqlStore, rng: random.Random, kills: int, env: dict[str, str],
-           work: Path, model: str, workers: Workers) -> None:  # fmt: skip
+def _drive(
+    row: Row,
+    store: SqlStore,
+    rng: random.Random,
+    kills: int,
+    env: dict[str, str],
+    work: Path,
+    model: str,
+    workers: Workers,
+) -> None:
     """Start and SIGKILL drivers until `kills` were killed; every fifth run a worker is
     SIGSTOPped past its lease meanwhile, every fourth one of them is SIGKILLed after it."""
     tags = iter(f"T{i}" for i in range(100_000))
@@ -271,8 +295,10 @@ def _check(row: Row, store: SqlStore, work: Path) -> None:
         except AssertionError as err:
             row.anomalies.append(f"{sid}: {str(err).splitlines()[0][:300]}")
         with store.backend.transaction(write=False) as tx:
-            epochs = tx.all("SELECT DISTINCT epoch FROM events WHERE session_id = ? "
-                            "AND epoch IS NOT NULL", (sid,))  # fmt: skip
+            epochs = tx.all(
+                "SELECT DISTINCT epoch FROM events WHERE session_id = ? AND epoch IS NOT NULL",
+                (sid,),
+            )
         row.drains += len(epochs)
         for e in store.events(sid, types=["tool.ended"]):
             if isinstance(e.event, ToolCallEnded) and e.event.partial:
@@ -280,8 +306,15 @@ def _check(row: Row, store: SqlStore, work: Path) -> None:
     row.turns = totals["turns"]
 
 
-def run_backend(backend: str, db: str, hurt: Callable[[], int], pause: tuple[float, float],
-                kills: int, seed: int, root: Path) -> Row:  # fmt: skip
+def run_backend(
+    backend: str,
+    db: str,
+    hurt: Callable[[], int],
+    pause: tuple[float, float],
+    kills: int,
+    seed: int,
+    root: Path,
+) -> Row:
     """One backend's torture run in `root` on the (empty) store `db`."""
     row = Row(backend, seed)
     rng = random.Random(seed)
@@ -331,12 +364,20 @@ def _postgres(kills: int, seed: int, admin_url: str) -> Row:
 
 
 COLUMNS = [
-    ("backend", "backend"), ("seed", "seed"), ("runs", "drivers"), ("kills", "drivers SIGKILLed"),
+    ("backend", "backend"),
+    ("seed", "seed"),
+    ("runs", "drivers"),
+    ("kills", "drivers SIGKILLed"),
     ("worker_kills", "workers SIGKILLed"),
-    ("stops", "SIGSTOPs"), ("faults", "store faults"), ("drains", "claims taken"),
-    ("settled", "calls settled after a kill"), ("turns", "turns"), ("ledger", "side effects"),
-    ("anomalies", "anomalies"), ("seconds", "seconds"),
-]  # fmt: skip
+    ("stops", "SIGSTOPs"),
+    ("faults", "store faults"),
+    ("drains", "claims taken"),
+    ("settled", "calls settled after a kill"),
+    ("turns", "turns"),
+    ("ledger", "side effects"),
+    ("anomalies", "anomalies"),
+    ("seconds", "seconds"),
+]
 
 
 def table(rows: list[Row]) -> str:
@@ -346,7 +387,9 @@ def table(rows: list[Row]) -> str:
         values = {**vars(r), "anomalies": len(r.anomalies), "seconds": f"{r.seconds:.0f}"}
         cells.append([str(values[k]) for k, _h in COLUMNS])
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
-    lines = ["| " + " | ".join(c[i].ljust(widths[i]) for i in range(len(widths))) + " |" for c in cells]  # fmt: skip
+    lines = [
+        "| " + " | ".join(c[i].ljust(widths[i]) for i in range(len(widths))) + " |" for c in cells
+    ]
     lines.insert(1, "| " + " | ".join("-" * w for w in widths) + " |")
     return "\n".join(lines)
 

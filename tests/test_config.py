@@ -72,7 +72,9 @@ def test_the_search_stops_at_the_project_root(project: Path, user: Path):
 
 
 def test_project_keys_win_over_user_keys_key_by_key(project: Path, user: Path):
-    write(user, """
+    write(
+        user,
+        """
 default_agent = "plan"
 [compaction]
 threshold_percent = 50
@@ -83,15 +85,19 @@ write_file = "ask"
 [agents.build]
 model = "scripted:user.json"
 max_steps = 9
-""")  # fmt: skip
-    write(project, """
+""",
+    )
+    write(
+        project,
+        """
 [compaction]
 threshold_percent = 70
 [permissions]
 shell = "ask"
 [agents.build]
 max_steps = 20
-""")  # fmt: skip
+""",
+    )
     config = load_config(project, user)
     assert (config.compaction.threshold_percent, config.compaction.tail_turns) == (70, 5)
     assert config.permissions == {"shell": "ask", "write_file": "ask"}
@@ -121,31 +127,54 @@ def test_wakeful_config_names_the_only_file(
     [
         ("[compaction]\nthreshold_percent = 0", "compaction.threshold_percent: must be 1..100"),
         ("[compaction]\nthreshold_percent = 101", "compaction.threshold_percent: must be 1..100"),
-        ("[compaction]\nthreshold_percent = 80.5", "compaction.threshold_percent: must be an integer"),
+        (
+            "[compaction]\nthreshold_percent = 80.5",
+            "compaction.threshold_percent: must be an integer",
+        ),
         ('[compaction]\nauto = "yes"', "compaction.auto: must be true or false"),
         ("[compaction]\nreserved = -1", "compaction.reserved: must be 0..100000000"),
         ("[retry]\ninitial_delay_ms = 0", "retry.initial_delay_ms: must be more than 0"),
-        ("[retry]\ninitial_delay_ms = 10\nmax_delay_ms = 5",
-         "retry: max_delay_ms (5) must be at least initial_delay_ms (10)"),
+        (
+            "[retry]\ninitial_delay_ms = 10\nmax_delay_ms = 5",
+            "retry: max_delay_ms (5) must be at least initial_delay_ms (10)",
+        ),
         ("[compaction]\nthreshold = 80", "compaction.threshold: unknown key (known keys: auto,"),
-        ("[compation]\nauto = true", "compation: unknown key (known keys: agents, budgets, compaction,"),
-        ('[permissions]\nshell = "sometimes"', "permissions.shell: must be one of 'allow', 'ask' or 'deny'"),
+        (
+            "[compation]\nauto = true",
+            "compation: unknown key (known keys: agents, budgets, compaction,",
+        ),
+        (
+            '[permissions]\nshell = "sometimes"',
+            "permissions.shell: must be one of 'allow', 'ask' or 'deny'",
+        ),
         ("[agents.review]\nmax_steps = 0", "agents.review.max_steps: must be 1..100000"),
         ('[agents.review]\nprompt = "x"', "agents.review.prompt: unknown key"),
-        ("[providers.context_windows]\nsmall = 0", "providers.context_windows.small: must be at least 1"),
-        ('[providers.openai-compatible]\nurl = "x"', "providers.openai-compatible.url: unknown key"),
-        ('[providers.openai-compatible]\ntool_choice = "always"',
-         "providers.openai-compatible.tool_choice: must be one of 'auto', 'required' or 'none'"),
-        ('[providers.models.smol]\naccepts = ["pdf"]',
-         "providers.models.smol.accepts.0: must be one of 'image', 'audio', 'video' or 'document'"),
-        ("[providers.models.smol]\nmax_output_tokens = 0",
-         "providers.models.smol.max_output_tokens: must be more than 0"),
+        (
+            "[providers.context_windows]\nsmall = 0",
+            "providers.context_windows.small: must be at least 1",
+        ),
+        (
+            '[providers.openai-compatible]\nurl = "x"',
+            "providers.openai-compatible.url: unknown key",
+        ),
+        (
+            '[providers.openai-compatible]\ntool_choice = "always"',
+            "providers.openai-compatible.tool_choice: must be one of 'auto', 'required' or 'none'",
+        ),
+        (
+            '[providers.models.smol]\naccepts = ["pdf"]',
+            "providers.models.smol.accepts.0: must be one of 'image', 'audio', 'video' or 'document'",
+        ),
+        (
+            "[providers.models.smol]\nmax_output_tokens = 0",
+            "providers.models.smol.max_output_tokens: must be more than 0",
+        ),
         ("[providers]\nmax_output_tokens = 0", "providers.max_output_tokens: must be more than 0"),
         ("[providers.models.smol]\nbase_url = 'x'", "providers.models.smol.base_url: unknown key"),
         ("default_agent = 3", "default_agent: must be a string"),
         ("compaction = 3", "compaction: must be a table"),
     ],
-)  # fmt: skip
+)
 def test_invalid_values_name_the_file_and_the_key(
     project: Path, user: Path, text: str, message: str
 ):
@@ -176,7 +205,9 @@ def test_several_mistakes_are_counted(project: Path, user: Path):
 
 
 def test_to_json_round_trips_and_masks_secrets(project: Path, user: Path):
-    write(project, """
+    write(
+        project,
+        """
 [providers]
 model = "anthropic:claude-sonnet-4-5"
 [providers.anthropic]
@@ -186,7 +217,8 @@ api_key_env = "LOCAL_KEY"
 [instructions]
 style = "Be brief."
 api_token = "tok-123"
-""")  # fmt: skip
+""",
+    )
     config = load_config(project, user)
     data = config.to_json()
     json.dumps(data)
@@ -199,24 +231,29 @@ api_token = "tok-123"
 
 
 def test_provider_options_for_a_model_spec(monkeypatch: pytest.MonkeyPatch):
-    providers = ProvidersConfig.model_validate({
-        "context_windows": {"qwen2.5": 32_768, "openai:gpt-4o": 100_000},
-        "openai": {"base_url": "https://proxy.example/v1", "api_key_env": "PROXY_KEY"},
-        "openai-compatible": {"base_url": "ignored", "api_key_env": "LOCAL_KEY"},
-    })  # fmt: skip
+    providers = ProvidersConfig.model_validate(
+        {
+            "context_windows": {"qwen2.5": 32_768, "openai:gpt-4o": 100_000},
+            "openai": {"base_url": "https://proxy.example/v1", "api_key_env": "PROXY_KEY"},
+            "openai-compatible": {"base_url": "ignored", "api_key_env": "LOCAL_KEY"},
+        }
+    )
     monkeypatch.setenv("PROXY_KEY", "sk-proxy")
     monkeypatch.delenv("LOCAL_KEY", raising=False)
     assert providers.options_for("openai:gpt-4o") == {
-        "context_window": 100_000, "base_url": "https://proxy.example/v1", "api_key": "sk-proxy"
-    }  # fmt: skip
+        "context_window": 100_000,
+        "base_url": "https://proxy.example/v1",
+        "api_key": "sk-proxy",
+    }
     assert providers.options_for("local") == {}
     assert providers.options_for("anthropic:claude-x") == {}
     with pytest.raises(UsageError, match="openai-compatible.api_key_env.*LOCAL_KEY is not set"):
         providers.options_for("openai-compatible:qwen2.5@http://127.0.0.1:8080/v1")
     monkeypatch.setenv("LOCAL_KEY", "k")
     assert providers.options_for("openai-compatible:qwen2.5@http://127.0.0.1:8080/v1") == {
-        "context_window": 32_768, "api_key": "k"
-    }  # fmt: skip
+        "context_window": 32_768,
+        "api_key": "k",
+    }
 
 
 def test_config_is_frozen_and_python_construction_validates():
@@ -243,7 +280,9 @@ def test_config_imports_nothing_from_wakeful_but_errors():
 
 
 def test_model_settings_most_specific_first(project: Path, user: Path):
-    write(user, """
+    write(
+        user,
+        """
 [providers]
 max_output_tokens = 2048
 [providers.openai-compatible]
@@ -252,32 +291,47 @@ accepts = ["image"]
 [providers.models.smol]
 max_output_tokens = 64
 accepts = []
-""")  # fmt: skip
-    write(project, """
+""",
+    )
+    write(
+        project,
+        """
 [providers.models."openai-compatible:smol@http://127.0.0.1:8080/v1"]
 tool_choice = "required"
 context_window = 1024
-""")  # fmt: skip
+""",
+    )
     providers = load_config(project, user).providers
     spec = "openai-compatible:smol@http://127.0.0.1:8080/v1"
     assert providers.options_for(spec) == {
-        "max_output_tokens": 64, "tool_choice": "required", "accepts": [], "context_window": 1024,
-    }  # fmt: skip
+        "max_output_tokens": 64,
+        "tool_choice": "required",
+        "accepts": [],
+        "context_window": 1024,
+    }
     assert providers.options_for("openai-compatible:other@http://h/v1") == {
-        "max_output_tokens": 2048, "tool_choice": "auto", "accepts": ["image"],
-    }  # fmt: skip
+        "max_output_tokens": 2048,
+        "tool_choice": "auto",
+        "accepts": ["image"],
+    }
     assert providers.options_for("anthropic:claude-x") == {"max_output_tokens": 2048}
 
 
 def test_the_output_limit_flag_wins_over_every_configured_limit():
-    config = Config.model_validate({"providers": {
-        "max_output_tokens": 2048, "anthropic": {"max_output_tokens": 900},
-        "models": {"smol": {"max_output_tokens": 64, "tool_choice": "none"}},
-    }})  # fmt: skip
+    config = Config.model_validate(
+        {
+            "providers": {
+                "max_output_tokens": 2048,
+                "anthropic": {"max_output_tokens": 900},
+                "models": {"smol": {"max_output_tokens": 64, "tool_choice": "none"}},
+            }
+        }
+    )
     limited = config.with_output_limit(16)
     assert limited.providers.options_for("openai-compatible:smol@http://h/v1") == {
-        "max_output_tokens": 16, "tool_choice": "none"
-    }  # fmt: skip
+        "max_output_tokens": 16,
+        "tool_choice": "none",
+    }
     assert limited.providers.options_for("anthropic:claude-x") == {"max_output_tokens": 16}
     assert config.providers.options_for("anthropic:claude-x") == {"max_output_tokens": 900}
 

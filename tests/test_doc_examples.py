@@ -30,8 +30,14 @@ def run(tmp_path: Path, code: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
     env |= {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config"), "PYTHONPATH": ""}
-    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "example.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 

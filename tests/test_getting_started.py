@@ -29,10 +29,12 @@ PAGE = Path(__file__).parent.parent / "docs" / "getting-started.md"
 FENCE = re.compile(
     r"(?:<!-- getting-started: (not run|background)\b[^>]*-->\n)?```(\w+)\n(.*?)```", re.S
 )
-SCRIPT = {"rules": [
-    {"match": "France", "replies": [{"text": "The capital of France is Paris."}]},
-    {"match": "Spain", "replies": [{"text": "The capital of Spain is Madrid."}]},
-]}  # fmt: skip
+SCRIPT = {
+    "rules": [
+        {"match": "France", "replies": [{"text": "The capital of France is Paris."}]},
+        {"match": "Spain", "replies": [{"text": "The capital of Spain is Madrid."}]},
+    ]
+}
 
 
 @dataclass
@@ -48,27 +50,42 @@ def blocks() -> list[Block]:
 
 
 def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.endswith("_API_KEY") and not k.startswith("WAKEFUL_")}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and not k.startswith("WAKEFUL_")
+    }
     script = home / "model.json"
     script.write_text(json.dumps(SCRIPT))
     bindir = str(Path(sys.executable).parent)  # the `wakeful` of this environment
-    return env | {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-                  "XDG_DATA_HOME": str(home / ".local/share"), "WAKEFUL_MODEL": f"scripted:{script}",
-                  "PATH": bindir + os.pathsep + env.get("PATH", "")}  # fmt: skip
+    return env | {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "WAKEFUL_MODEL": f"scripted:{script}",
+        "PATH": bindir + os.pathsep + env.get("PATH", ""),
+    }
 
 
 def _newest(env: dict[str, str], cwd: Path) -> str:
-    out = subprocess.run(["wakeful", "session", "list", "--format", "json"], env=env, cwd=cwd,
-                         capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    out = subprocess.run(
+        ["wakeful", "session", "list", "--format", "json"],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return str(json.loads(out.stdout)[0]["id"])
 
 
 def _run(line: str, env: dict[str, str], cwd: Path) -> str:
     if "ses_…" in line:
         line = line.replace("ses_…", _newest(env, cwd))
-    done = subprocess.run(["bash", "-c", line], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", line], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, f"`{line}` exited {done.returncode}:\n{done.stdout}{done.stderr}"
     return done.stdout + done.stderr
 
@@ -85,8 +102,9 @@ def _serve(line: str, env: dict[str, str], cwd: Path) -> str:
     line = re.sub(r"--port \d+", f"--port {port}", line)
     log = cwd / "serve.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(["bash", "-c", f"exec {line}"], env=env, cwd=cwd, stdout=out,
-                                stderr=subprocess.STDOUT)  # fmt: skip
+        proc = subprocess.Popen(
+            ["bash", "-c", f"exec {line}"], env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT
+        )
     try:
         deadline = time.monotonic() + 60
         while not (link := re.search(r"http://\S+/ui/login#token=(\S+)", log.read_text())):
@@ -94,8 +112,11 @@ def _serve(line: str, env: dict[str, str], cwd: Path) -> str:
             assert time.monotonic() < deadline, f"no login link from `{line}`:\n{log.read_text()}"
             time.sleep(0.1)
         assert link[0].startswith(f"http://127.0.0.1:{port}/ui/login#token=")
-        page = httpx.get(f"http://127.0.0.1:{port}/ui/",
-                         headers={"Authorization": f"Bearer {link[1]}"}, timeout=30)  # fmt: skip
+        page = httpx.get(
+            f"http://127.0.0.1:{port}/ui/",
+            headers={"Authorization": f"Bearer {link[1]}"},
+            timeout=30,
+        )
         assert page.status_code == 200, page.text
         return page.text
     finally:

@@ -44,8 +44,12 @@ def test_bench_fleet_help_runs_with_the_project_environment_only():
     env["PYTHONPATH"] = str(SRC.parent)
     done = subprocess.run(
         [sys.executable, "bench/bench_fleet.py", "--help"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "--sessions" in done.stdout
 
@@ -73,8 +77,10 @@ def test_a_drain_defaults_to_the_execution_configuration():
 
     config, drain = ExecutionConfig(), DrainOptions()
     assert (drain.lease_ms, drain.max_recovery_attempts, drain.poll_interval_ms) == (
-        config.lease_ms, config.max_recovery_attempts, config.poll_interval_ms,
-    )  # fmt: skip
+        config.lease_ms,
+        config.max_recovery_attempts,
+        config.poll_interval_ms,
+    )
 
 
 def test_the_listing_slack_is_written_once():

@@ -46,8 +46,14 @@ def _env(tmp_path: Path, installed: bool) -> dict[str, str]:
 
 
 def _wakeful(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "wakeful", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "wakeful", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -75,8 +81,14 @@ def test_a_tool_and_the_family_table_from_an_outside_package(tmp_path, work):
         "print(p.name, p.context_window, p.max_output_tokens, str(parse_model_spec('echo:x')),\n"
         "      default_limits(parse_model_spec('echo:x')), sorted(installed_tools()))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], env=_env(tmp_path, installed=True),
-                          cwd=work, capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=_env(tmp_path, installed=True),
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split(" ", 3)[:3] == ["echo", "8192", "1024"]
     assert "echo:x (8192, 1024) ['shout']" in done.stdout

@@ -26,10 +26,20 @@ def test_the_library_example_runs_from_anywhere(tmp_path: Path):
     script.write_text(json.dumps({"rules": [{"match": ".", "replies": [{"text": "Paris."}]}]}))
     (elsewhere / "example.py").write_text(example())
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env |= {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config"),
-            "WAKEFUL_MODEL": f"scripted:{script}", "PYTHONPATH": ""}  # fmt: skip
-    done = subprocess.run([sys.executable, "example.py"], cwd=elsewhere, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    env |= {
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / ".config"),
+        "WAKEFUL_MODEL": f"scripted:{script}",
+        "PYTHONPATH": "",
+    }
+    done = subprocess.run(
+        [sys.executable, "example.py"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "completed Paris."

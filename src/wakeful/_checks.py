@@ -73,13 +73,20 @@ def job_rule(tag: str) -> dict[str, object]:
     return {
         "match": f"^job {re.escape(tag)}$",
         "replies": [
-            {"tool_calls": [shell(f"echo {tag}.1a >> {LEDGER}"), shell(f"echo {tag}.1b >> {LEDGER}")]},
+            {
+                "tool_calls": [
+                    shell(f"echo {tag}.1a >> {LEDGER}"),
+                    shell(f"echo {tag}.1b >> {LEDGER}"),
+                ]
+            },
             {"text": "checking", "tool_calls": [shell(during)]},
-            {"tool_calls": [shell(f"echo {tag}.3 >> {LEDGER}")],
-             "error": {"kind": "rate_limit", "times": 1, "retry_after_ms": 150}},
+            {
+                "tool_calls": [shell(f"echo {tag}.3 >> {LEDGER}")],
+                "error": {"kind": "rate_limit", "times": 1, "retry_after_ms": 150},
+            },
             {"text": f"job {tag} finished: " + "all ledger lines are written. " * 4},
         ],
-    }  # fmt: skip
+    }
 
 
 def job_script(path: Path, tags: Iterable[str], *, chunk_delay_ms: int = 3) -> str:

@@ -204,8 +204,11 @@ class ProvidersConfig(_Section):
     openai_compatible: FamilyConfig = Field(default_factory=FamilyConfig, alias="openai-compatible")
 
     def _family(self, family: str) -> FamilyConfig | None:
-        tables = {"anthropic": self.anthropic, "openai": self.openai,
-                  "openai-compatible": self.openai_compatible}  # fmt: skip
+        tables = {
+            "anthropic": self.anthropic,
+            "openai": self.openai,
+            "openai-compatible": self.openai_compatible,
+        }
         return tables.get(family)
 
     def with_output_limit(self, tokens: int) -> ProvidersConfig:
@@ -216,10 +219,12 @@ class ProvidersConfig(_Section):
             update={
                 "max_output_tokens": tokens,
                 "models": {k: v.model_copy(update=clear) for k, v in self.models.items()},
-                **{name: getattr(self, name).model_copy(update=clear)
-                   for name in ("anthropic", "openai", "openai_compatible")},
+                **{
+                    name: getattr(self, name).model_copy(update=clear)
+                    for name in ("anthropic", "openai", "openai_compatible")
+                },
             }
-        )  # fmt: skip
+        )
 
     def model_options(self, spec: str) -> dict[str, Any]:
         """The model settings of `spec` as `make_provider` options: context window, output
@@ -441,9 +446,15 @@ def _bounds(info: FieldInfo | None, ctx: dict[str, Any]) -> str:
 
 
 _TYPE_WORDS = {
-    "int": "an integer", "bool": "true or false", "string": "a string", "float": "a number",
-    "dict": "a table", "model": "a table", "list": "a list", "literal": "one of",
-}  # fmt: skip
+    "int": "an integer",
+    "bool": "true or false",
+    "string": "a string",
+    "float": "a number",
+    "dict": "a table",
+    "model": "a table",
+    "list": "a list",
+    "literal": "one of",
+}
 
 
 def _explain(item: ErrorDetails) -> str:

@@ -16,8 +16,12 @@ Wk = Callable[..., subprocess.CompletedProcess[str]]
 
 def _env(db: str, home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env |= {"WAKEFUL_DB": db, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-            "XDG_DATA_HOME": str(home / ".local")}  # fmt: skip
+    env |= {
+        "WAKEFUL_DB": db,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local"),
+    }
     allow_writes(home / ".config")
     return env
 
@@ -43,9 +47,13 @@ def wk(cli_env: dict[str, str], workdir: Path) -> Wk:
         *args: str, check: bool = True, timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [sys.executable, "-m", "wakeful", *args], cwd=workdir, env=cli_env,
-            capture_output=True, text=True, timeout=timeout,
-        )  # fmt: skip
+            [sys.executable, "-m", "wakeful", *args],
+            cwd=workdir,
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check and done.returncode != 0:
             raise AssertionError(
                 f"wakeful {' '.join(args)} -> {done.returncode}\n{done.stdout}\n{done.stderr}"
@@ -62,9 +70,13 @@ def spawn(cli_env: dict[str, str], workdir: Path) -> Callable[..., subprocess.Po
 
     def start(*args: str) -> subprocess.Popen[str]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "wakeful", *args], cwd=workdir, env=cli_env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [sys.executable, "-m", "wakeful", *args],
+            cwd=workdir,
+            env=cli_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         procs.append(proc)
         return proc
 

@@ -35,12 +35,16 @@ from wakeful.store import open_store
 GO = "echo ran >> ledger.txt"
 FINAL = "The ledger has one line now, and that is all."
 RULES = [
-    {"match": "^go$", "replies": [
-        {"tool_calls": [{"name": "shell", "input": {"command": GO}}]}, {"text": FINAL},
-    ]},
+    {
+        "match": "^go$",
+        "replies": [
+            {"tool_calls": [{"name": "shell", "input": {"command": GO}}]},
+            {"text": FINAL},
+        ],
+    },
     {"match": "^hello$", "replies": [{"text": "hi there"}]},
     {"match": "^slow$", "replies": [{"text": FINAL}]},
-]  # fmt: skip
+]
 
 
 class Editor:
@@ -230,9 +234,15 @@ def test_a_regular_file_for_stdout_is_refused_in_one_line(
 ):
     with (tmp_path / "out.txt").open("w") as out:
         done = subprocess.run(
-            [sys.executable, "-m", "wakeful", "acp"], cwd=workdir, env=cli_env,
-            stdin=subprocess.PIPE, stdout=out, stderr=subprocess.PIPE, text=True, timeout=60,
-        )  # fmt: skip
+            [sys.executable, "-m", "wakeful", "acp"],
+            cwd=workdir,
+            env=cli_env,
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.splitlines() == [
         "error: wakeful acp speaks JSON-RPC on stdin and stdout; stdout is a regular file "

@@ -13,14 +13,25 @@ from tests.cli.conftest import write_script
 
 GO = "echo one >> ledger.txt"
 RULES = [
-    {"match": "^go$", "replies": [
-        {"tool_calls": [{"name": "shell", "input": {"command": GO}}]}, {"text": "done"},
-    ]},
-    {"match": "^edit$", "replies": [
-        {"tool_calls": [{"name": "edit_file", "input": {"path": "a.txt", "old": "old", "new": "new"}}]},
-        {"text": "edited"},
-    ]},
-]  # fmt: skip
+    {
+        "match": "^go$",
+        "replies": [
+            {"tool_calls": [{"name": "shell", "input": {"command": GO}}]},
+            {"text": "done"},
+        ],
+    },
+    {
+        "match": "^edit$",
+        "replies": [
+            {
+                "tool_calls": [
+                    {"name": "edit_file", "input": {"path": "a.txt", "old": "old", "new": "new"}}
+                ]
+            },
+            {"text": "edited"},
+        ],
+    },
+]
 
 
 def ask_shell_and_writes(workdir: Path) -> None:
@@ -140,18 +151,38 @@ def test_run_on_a_terminal_asks_inline_and_always_holds_for_the_session(
     import pexpect
 
     ask_shell_and_writes(workdir)
-    model = write_script(workdir, [
-        {"match": "^go$", "replies": [
-            {"tool_calls": [{"name": "shell", "input": {"command": GO}}]}, {"text": "done"},
-        ]},
-        {"match": "^more$", "replies": [
-            {"tool_calls": [{"name": "shell", "input": {"command": "echo two >> ledger.txt"}}]},
-            {"text": "more done"},
-        ]},
-    ])  # fmt: skip
+    model = write_script(
+        workdir,
+        [
+            {
+                "match": "^go$",
+                "replies": [
+                    {"tool_calls": [{"name": "shell", "input": {"command": GO}}]},
+                    {"text": "done"},
+                ],
+            },
+            {
+                "match": "^more$",
+                "replies": [
+                    {
+                        "tool_calls": [
+                            {"name": "shell", "input": {"command": "echo two >> ledger.txt"}}
+                        ]
+                    },
+                    {"text": "more done"},
+                ],
+            },
+        ],
+    )
     env = cli_env | {"TERM": "dumb"}
-    child = pexpect.spawn(sys.executable, ["-m", "wakeful", "run", "--model", model, "go"],
-                          cwd=str(workdir), env=env, encoding="utf-8", timeout=30)  # fmt: skip
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "wakeful", "run", "--model", model, "go"],
+        cwd=str(workdir),
+        env=env,
+        encoding="utf-8",
+        timeout=30,
+    )
     child.expect(r"\? shell wants to run:")
     child.expect(rf"\$ {GO}")
     child.expect(r"allow\? \[y\] once, \[a\] always this session, \[n\] deny: ")
@@ -161,8 +192,14 @@ def test_run_on_a_terminal_asks_inline_and_always_holds_for_the_session(
     child.close()
     assert child.exitstatus == 0 and ledger(workdir) == {"one": 1}
     # `always` was recorded for the session: the next run there does not ask
-    child = pexpect.spawn(sys.executable, ["-m", "wakeful", "run", "--model", model, "--continue", "more"],
-                          cwd=str(workdir), env=env, encoding="utf-8", timeout=30)  # fmt: skip
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "wakeful", "run", "--model", model, "--continue", "more"],
+        cwd=str(workdir),
+        env=env,
+        encoding="utf-8",
+        timeout=30,
+    )
     child.expect("more done")
     child.expect(pexpect.EOF)
     child.close()
@@ -197,9 +234,14 @@ def test_run_on_a_terminal_asks_about_a_session_paused_earlier(
 
     sid, call, _ = paused_run(wk, workdir)
     model = write_script(workdir, RULES)
-    child = pexpect.spawn(sys.executable, ["-m", "wakeful", "run", "--model", model, "--session", sid],
-                          cwd=str(workdir), env=cli_env | {"TERM": "dumb"}, encoding="utf-8",
-                          timeout=30)  # fmt: skip
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "wakeful", "run", "--model", model, "--session", sid],
+        cwd=str(workdir),
+        env=cli_env | {"TERM": "dumb"},
+        encoding="utf-8",
+        timeout=30,
+    )
     child.expect(rf"\$ {GO}")
     child.expect(r"allow\? ")
     child.sendline("y")
@@ -218,9 +260,14 @@ def test_ctrl_c_at_the_question_leaves_the_call_waiting(wk, workdir: Path, cli_e
 
     ask_shell_and_writes(workdir)
     model = write_script(workdir, RULES)
-    child = pexpect.spawn(sys.executable, ["-m", "wakeful", "run", "--model", model, "go"],
-                          cwd=str(workdir), env=cli_env | {"TERM": "dumb"}, encoding="utf-8",
-                          timeout=30)  # fmt: skip
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "wakeful", "run", "--model", model, "go"],
+        cwd=str(workdir),
+        env=cli_env | {"TERM": "dumb"},
+        encoding="utf-8",
+        timeout=30,
+    )
     child.expect(r"allow\? ")
     child.sendintr()
     child.expect(r"wakeful approve (ses_\w+) (\S+)")

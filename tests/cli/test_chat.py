@@ -16,28 +16,43 @@ from wakeful.store import open_store
 @pytest.fixture
 def chat_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    return env | {"WAKEFUL_DB": str(tmp_path / "chat.db"), "HOME": str(tmp_path), "TERM": "dumb",
-                  "XDG_CONFIG_HOME": str(tmp_path / ".config"), "XDG_DATA_HOME": str(tmp_path / ".local")}  # fmt: skip
+    return env | {
+        "WAKEFUL_DB": str(tmp_path / "chat.db"),
+        "HOME": str(tmp_path),
+        "TERM": "dumb",
+        "XDG_CONFIG_HOME": str(tmp_path / ".config"),
+        "XDG_DATA_HOME": str(tmp_path / ".local"),
+    }
 
 
 def model(tmp_path: Path, delay_ms: int = 0) -> str:
     path = tmp_path / "script.json"
-    path.write_text(json.dumps({
-        "chunk_chars": 4, "chunk_delay_ms": delay_ms,
-        "rules": [
-            {"match": "^slow", "replies": [{"text": "tick " * 60}]},
-            {"match": "^steer", "replies": [{"text": "SAW!"}]},
-            {"match": ".", "replies": [{"text": "OK!!"}]},
-        ],
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "chunk_chars": 4,
+                "chunk_delay_ms": delay_ms,
+                "rules": [
+                    {"match": "^slow", "replies": [{"text": "tick " * 60}]},
+                    {"match": "^steer", "replies": [{"text": "SAW!"}]},
+                    {"match": ".", "replies": [{"text": "OK!!"}]},
+                ],
+            }
+        )
+    )
     return f"scripted:{path}"
 
 
 def spawn(tmp_path: Path, env: dict[str, str], delay_ms: int = 0) -> pexpect.spawn:
     child = pexpect.spawn(
-        sys.executable, ["-m", "wakeful", "chat", "--model", model(tmp_path, delay_ms)],
-        cwd=str(tmp_path), env=env, encoding="utf-8", timeout=30, dimensions=(40, 200),
-    )  # fmt: skip
+        sys.executable,
+        ["-m", "wakeful", "chat", "--model", model(tmp_path, delay_ms)],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(40, 200),
+    )
     child.expect("/quit")  # the help banner
     return child
 
@@ -107,21 +122,52 @@ def test_ctrl_c_interrupts_the_turn(tmp_path: Path, chat_env):
 
 def test_a_shell_call_is_asked_about_inline_and_the_decision_is_durable(tmp_path: Path, chat_env):
     path = tmp_path / "ask.json"
-    path.write_text(json.dumps({"rules": [
-        {"match": "^go", "replies": [
-            {"tool_calls": [{"name": "shell", "input": {"command": "echo one >> ledger.txt"}}]},
-            {"text": "RAN!"},
-        ]},
-        {"match": "^no", "replies": [
-            {"tool_calls": [{"name": "shell", "input": {"command": "echo two >> ledger.txt"}}]},
-            {"text": "SKIPPED!"},
-        ]},
-    ]}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {
+                        "match": "^go",
+                        "replies": [
+                            {
+                                "tool_calls": [
+                                    {
+                                        "name": "shell",
+                                        "input": {"command": "echo one >> ledger.txt"},
+                                    }
+                                ]
+                            },
+                            {"text": "RAN!"},
+                        ],
+                    },
+                    {
+                        "match": "^no",
+                        "replies": [
+                            {
+                                "tool_calls": [
+                                    {
+                                        "name": "shell",
+                                        "input": {"command": "echo two >> ledger.txt"},
+                                    }
+                                ]
+                            },
+                            {"text": "SKIPPED!"},
+                        ],
+                    },
+                ]
+            }
+        )
+    )
     (tmp_path / ".git").mkdir()
     child = pexpect.spawn(
-        sys.executable, ["-m", "wakeful", "chat", "--model", f"scripted:{path}"],
-        cwd=str(tmp_path), env=chat_env, encoding="utf-8", timeout=30, dimensions=(40, 200),
-    )  # fmt: skip
+        sys.executable,
+        ["-m", "wakeful", "chat", "--model", f"scripted:{path}"],
+        cwd=str(tmp_path),
+        env=chat_env,
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(40, 200),
+    )
     child.expect("/quit")
     child.sendline("go")
     child.expect(r"\? shell wants to run:")

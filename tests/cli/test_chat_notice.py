@@ -37,8 +37,15 @@ class Recorded(View):
 
 async def test_ctrl_c_on_a_running_turn_shows_the_interrupting_notice(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"chunk_chars": 4, "chunk_delay_ms": 20,
-                                  "rules": [{"match": ".", "replies": [{"text": "tick " * 200}]}]}))  # fmt: skip
+    script.write_text(
+        json.dumps(
+            {
+                "chunk_chars": 4,
+                "chunk_delay_ms": 20,
+                "rules": [{"match": ".", "replies": [{"text": "tick " * 200}]}],
+            }
+        )
+    )
     rt = Runtime(str(tmp_path / "s.db"), model=f"scripted:{script}", workspace=tmp_path)
     view = Recorded()
     chat = Chat(rt, view)

@@ -30,8 +30,9 @@ def test_only_finished_lines_leave_the_stream():
     assert s.feed(ev("step", step=3, attempt=1)) == ["half"]  # a new reply, a new line
     s.feed(ev("text", text="cut"))
     assert s.feed(ev("turn_end", outcome="interrupted", error="by the user")) == [
-        "cut", "[interrupted] by the user",
-    ]  # fmt: skip
+        "cut",
+        "[interrupted] by the user",
+    ]
     assert s.partial == "" and s.status(0) is None
     assert s.feed(ev("turn_end", outcome="completed")) == []
 

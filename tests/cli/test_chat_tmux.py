@@ -34,20 +34,28 @@ LEDGER = "echo one >> ledger.txt"
 
 
 def _script(path: Path) -> str:
-    path.write_text(json.dumps({
-        "chunk_chars": 3, "chunk_delay_ms": 30,
-        "rules": [
-            {"match": "japan", "replies": [{"text": TOKYO}]},
-            {"match": "poem", "replies": [{"text": "\n".join(POEM)}]},
-            {"match": "^slow", "replies": [{"text": SLOW.strip()}]},
-            {"match": "^steer", "replies": [{"text": "Steer received."}]},
-            {"match": "^ledger", "replies": [
-                {"tool_calls": [{"name": "shell", "input": {"command": LEDGER}}]},
-                {"text": "Ledger written."},
-            ]},
-            {"match": ".", "replies": [{"text": "OK."}]},
-        ],
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "chunk_chars": 3,
+                "chunk_delay_ms": 30,
+                "rules": [
+                    {"match": "japan", "replies": [{"text": TOKYO}]},
+                    {"match": "poem", "replies": [{"text": "\n".join(POEM)}]},
+                    {"match": "^slow", "replies": [{"text": SLOW.strip()}]},
+                    {"match": "^steer", "replies": [{"text": "Steer received."}]},
+                    {
+                        "match": "^ledger",
+                        "replies": [
+                            {"tool_calls": [{"name": "shell", "input": {"command": LEDGER}}]},
+                            {"text": "Ledger written."},
+                        ],
+                    },
+                    {"match": ".", "replies": [{"text": "OK."}]},
+                ],
+            }
+        )
+    )
     return f"scripted:{path}"
 
 
@@ -58,17 +66,34 @@ class Pane:
         self.socket = f"wk-{secrets.token_hex(4)}"
         self.tmp = tmp
         self.db = str(tmp / "chat.db")
-        env = {"WAKEFUL_DB": self.db, "HOME": str(tmp), "XDG_CONFIG_HOME": str(tmp / ".config"),
-               "TERM": "xterm-256color", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}  # fmt: skip
+        env = {
+            "WAKEFUL_DB": self.db,
+            "HOME": str(tmp),
+            "XDG_CONFIG_HOME": str(tmp / ".config"),
+            "TERM": "xterm-256color",
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        }
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         command = shlex.join([sys.executable, "-m", "wakeful", "chat", "--model", model, *args])
-        self._tmux("new-session", "-d", "-x", "110", "-y", "45",
-                   f"cd {shlex.quote(str(tmp))} && env {exports} {command}; echo EXIT=$?; sleep 60")  # fmt: skip
+        self._tmux(
+            "new-session",
+            "-d",
+            "-x",
+            "110",
+            "-y",
+            "45",
+            f"cd {shlex.quote(str(tmp))} && env {exports} {command}; echo EXIT=$?; sleep 60",
+        )
         self.wait(lambda screen: "/quit" in screen, "the help banner")
 
     def _tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
-                              timeout=10, check=True)  # fmt: skip
+        done = subprocess.run(
+            ["tmux", "-L", self.socket, *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
         return done.stdout
 
     def screen(self) -> str:
@@ -139,7 +164,11 @@ def _session(db: str) -> tuple[str, list[str], list[str]]:
     store = open_store(db)
     try:
         [row] = store.list_sessions().sessions
-        return row.id, [m.text() for m in store.messages(row.id)], [t.status for t in store.turns(row.id)]  # fmt: skip
+        return (
+            row.id,
+            [m.text() for m in store.messages(row.id)],
+            [t.status for t in store.turns(row.id)],
+        )
     finally:
         store.close()
 
@@ -153,8 +182,12 @@ def test_streamed_answers_appear_intact(pane):
         chat.wait_line(line)
     lines = chat.lines()
     assert lines.count(TOKYO) == 1
-    assert lines.index("› what is the capital of japan?") < lines.index(TOKYO) < lines.index(POEM[0])  # fmt: skip
-    assert [lines.index(line) for line in POEM] == list(range(lines.index(POEM[0]), lines.index(POEM[0]) + 3))  # fmt: skip
+    assert (
+        lines.index("› what is the capital of japan?") < lines.index(TOKYO) < lines.index(POEM[0])
+    )
+    assert [lines.index(line) for line in POEM] == list(
+        range(lines.index(POEM[0]), lines.index(POEM[0]) + 3)
+    )
     screen = chat.leave()
     sid, texts, _turns = _session(chat.db)
     assert f"session {sid} · resume: wakeful chat {sid}" in screen
@@ -206,7 +239,9 @@ def test_continue_and_session_resume_the_conversation(pane):
     first.leave()
     sid, _texts, _turns = _session(first.db)
     again = pane("--continue")
-    again.wait(lambda s: f"resumed {sid}" in s and f"[assistant] {TOKYO}" in s, "the resumed session")  # fmt: skip
+    again.wait(
+        lambda s: f"resumed {sid}" in s and f"[assistant] {TOKYO}" in s, "the resumed session"
+    )
     again.send("hello again")
     again.wait_line("OK.")
     again.leave()
@@ -226,7 +261,10 @@ def test_quit_during_a_turn_asks_first(pane):
     chat.wait(lambda s: "(i)nterrupt and quit" not in s.splitlines()[-1], "the question to go")
     assert "EXIT=" not in chat.screen()
     chat.send("/quit")
-    chat.wait(lambda s: "a turn is running: (i)nterrupt and quit" in s.splitlines()[-1], "the question again")  # fmt: skip
+    chat.wait(
+        lambda s: "a turn is running: (i)nterrupt and quit" in s.splitlines()[-1],
+        "the question again",
+    )
     chat.send("i")
     assert "EXIT=0" in chat.exited()
     assert _session(chat.db)[2] == ["interrupted"]
@@ -250,11 +288,17 @@ def test_multi_line_input_and_the_resume_picker(pane):
     chat.send("2")
     chat.wait(lambda s: "[user] first line second line" in s, "the picked session")
     chat.send("one more")
-    chat.wait(lambda s: "OK." in s.split("› one more", 1)[-1].splitlines(), "the answer in the picked session")  # fmt: skip
+    chat.wait(
+        lambda s: "OK." in s.split("› one more", 1)[-1].splitlines(),
+        "the answer in the picked session",
+    )
     chat.leave()
     store = open_store(chat.db)
     try:
-        texts = {r.title: [m.text() for m in store.messages(r.id)] for r in store.list_sessions().sessions}  # fmt: skip
+        texts = {
+            r.title: [m.text() for m in store.messages(r.id)]
+            for r in store.list_sessions().sessions
+        }
     finally:
         store.close()
     assert texts["first line\nsecond line"] == ["first line\nsecond line", "OK.", "one more", "OK."]

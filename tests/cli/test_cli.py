@@ -67,14 +67,22 @@ def test_continue_and_fork(wk, workdir: Path):
 
 
 def test_send_steers_into_a_running_session_and_queue_waits(wk, spawn, workdir: Path, db_url: str):
-    model = write_script(workdir, [
-        {"match": "^start", "replies": [
-            {"text": "working slowly on it " * 16},
-            {"text": "never"},
-        ]},
-        {"match": "^steer", "replies": [{"text": "steer seen"}]},
-        {"match": "^queued", "replies": [{"text": "queued seen"}]},
-    ], chunk_chars=4, chunk_delay_ms=50)  # fmt: skip
+    model = write_script(
+        workdir,
+        [
+            {
+                "match": "^start",
+                "replies": [
+                    {"text": "working slowly on it " * 16},
+                    {"text": "never"},
+                ],
+            },
+            {"match": "^steer", "replies": [{"text": "steer seen"}]},
+            {"match": "^queued", "replies": [{"text": "queued seen"}]},
+        ],
+        chunk_chars=4,
+        chunk_delay_ms=50,
+    )
     runner = spawn("run", "--model", model, "--format", "json", "start")
     store = open_store(db_url)
     try:
@@ -190,10 +198,14 @@ def test_unwritable_database_path(wk, cli_env):
 
 
 def test_a_reply_cut_by_the_output_limit_shows_as_truncated(wk, workdir: Path):
-    model = write_script(workdir, [{"match": ".", "replies": [
-        {"text": "Once upon a", "finish": "length"}]}])  # fmt: skip
-    out = json.loads(wk("run", "--model", model, "--max-output-tokens", "7", "--format", "json",
-                        "tell a story").stdout)  # fmt: skip
+    model = write_script(
+        workdir, [{"match": ".", "replies": [{"text": "Once upon a", "finish": "length"}]}]
+    )
+    out = json.loads(
+        wk(
+            "run", "--model", model, "--max-output-tokens", "7", "--format", "json", "tell a story"
+        ).stdout
+    )
     assert out["outcome"] == "completed" and out["truncated"] is True
     assert out["turns"][0]["truncated"] is True
     sid = out["session_id"]
@@ -206,8 +218,9 @@ def test_a_reply_cut_by_the_output_limit_shows_as_truncated(wk, workdir: Path):
     data = json.loads(wk("session", "show", sid, "--format", "json").stdout)
     assert [r["truncated"] for r in data["runs"]] == [True, True]
     assert data["messages"][1]["metadata"]["truncated"] is True
-    receipt = json.loads(wk("debug", "prompt", "--session", sid, "--step", "1", "--format",
-                            "json").stdout)  # fmt: skip
+    receipt = json.loads(
+        wk("debug", "prompt", "--session", sid, "--step", "1", "--format", "json").stdout
+    )
     [params] = [s for s in receipt["sections"] if s["id"] == "params"]
     assert json.loads(params["content"])["max_output_tokens"] == 7 and receipt["verified"]
 
@@ -216,8 +229,9 @@ def test_the_output_limit_comes_from_config_too(wk, workdir: Path):
     model = write_script(workdir, HELLO)
     (workdir / "wakeful.toml").write_text("[providers]\nmax_output_tokens = 33\n")
     sid = json.loads(wk("run", "--model", model, "--format", "json", "hi").stdout)["session_id"]
-    receipt = json.loads(wk("debug", "prompt", "--session", sid, "--step", "1", "--format",
-                            "json").stdout)  # fmt: skip
+    receipt = json.loads(
+        wk("debug", "prompt", "--session", sid, "--step", "1", "--format", "json").stdout
+    )
     [params] = [s for s in receipt["sections"] if s["id"] == "params"]
     assert json.loads(params["content"])["max_output_tokens"] == 33
     done = wk("run", "--max-output-tokens", "0", "hi", check=False)

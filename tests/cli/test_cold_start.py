@@ -32,23 +32,43 @@ from wakeful.messages import (
 from wakeful.store import open_store
 
 # Top-level packages none of the cheap commands may import.
-HEAVY = ("anthropic", "openai", "prompt_toolkit", "fastapi", "uvicorn", "starlette", "mcp",
-         "llama_cpp", "httpx")  # fmt: skip
+HEAVY = (
+    "anthropic",
+    "openai",
+    "prompt_toolkit",
+    "fastapi",
+    "uvicorn",
+    "starlette",
+    "mcp",
+    "llama_cpp",
+    "httpx",
+)
 
 
 # Modules of our own none of them needs: the provider converters of the message package.
-CONVERTERS = ("wakeful.messages._anthropic", "wakeful.messages._openai_chat",
-              "wakeful.messages._openai_responses", "wakeful.messages._repair",
-              "wakeful.config")  # fmt: skip
+CONVERTERS = (
+    "wakeful.messages._anthropic",
+    "wakeful.messages._openai_chat",
+    "wakeful.messages._openai_responses",
+    "wakeful.messages._repair",
+    "wakeful.config",
+)
 
 # What `--version` and `session list` leave out besides: neither decodes an event or a message,
 # so no pydantic model (nor pydantic itself) is loaded (the store imports them where used).
 MODEL_FREE = ("pydantic", "pydantic_core", "wakeful.events", "wakeful.messages")
 
 # What `session show` and `log` leave out: they read the stored JSON without the models.
-MODELS = ("pydantic", "pydantic.main", "wakeful.events._types", "wakeful.events._codec",
-          "wakeful.messages._blocks", "wakeful.messages._codec", "wakeful.runner._turn",
-          "wakeful.execution")  # fmt: skip
+MODELS = (
+    "pydantic",
+    "pydantic.main",
+    "wakeful.events._types",
+    "wakeful.events._codec",
+    "wakeful.messages._blocks",
+    "wakeful.messages._codec",
+    "wakeful.runner._turn",
+    "wakeful.execution",
+)
 
 
 def modules(stderr: str) -> set[str]:
@@ -73,24 +93,37 @@ def session_id(db_url: str) -> str:
     try:
         row = store.create_session(title="cold")
         call = ToolCallBlock(id="c1", name="shell", input={"command": "ls"})
-        result = ToolResultBlock(call_id="c1", output=(
-            TextBlock(text="a.txt"), ImageBlock(media_type="image/png", data="aGk=")))  # fmt: skip
-        asking = Message(role="assistant", blocks=(
-            ToolCallBlock(id="c2", name="shell", input={"command": "rm x"}),))  # fmt: skip
+        result = ToolResultBlock(
+            call_id="c1",
+            output=(TextBlock(text="a.txt"), ImageBlock(media_type="image/png", data="aGk=")),
+        )
+        asking = Message(
+            role="assistant",
+            blocks=(ToolCallBlock(id="c2", name="shell", input={"command": "rm x"}),),
+        )
         store.admit(row.id, "in1", "user", {"text": "hi"})
         promote_idle(store, row.id, None, start_turn="t1")
-        store.append(row.id, [
-            MessageAdded(message=Message(role="assistant", blocks=(TextBlock(text="yo"), call))),
-            MessageAdded(message=Message(role="user", blocks=(result,))),
-            UsageRecorded(input_tokens=5, output_tokens=2, cost_usd=0.5),
-            ReceiptRecorded(receipt_id="r", turn_id="t1", step=1, attempt=1, model="m",
-                            request_digest="d"),
-            RetryScheduled(turn_id="t1", step=1, attempt=2, deadline_ms=1, error_kind="k",
-                           error="e"),
-            MessageAdded(message=asking),
-            ApprovalRequested(call_id="c2", message_id=asking.id, name="shell", preview="$ rm x"),
-            TurnEnded(turn_id="t1", outcome="paused", error="awaiting approval"),
-        ])  # fmt: skip
+        store.append(
+            row.id,
+            [
+                MessageAdded(
+                    message=Message(role="assistant", blocks=(TextBlock(text="yo"), call))
+                ),
+                MessageAdded(message=Message(role="user", blocks=(result,))),
+                UsageRecorded(input_tokens=5, output_tokens=2, cost_usd=0.5),
+                ReceiptRecorded(
+                    receipt_id="r", turn_id="t1", step=1, attempt=1, model="m", request_digest="d"
+                ),
+                RetryScheduled(
+                    turn_id="t1", step=1, attempt=2, deadline_ms=1, error_kind="k", error="e"
+                ),
+                MessageAdded(message=asking),
+                ApprovalRequested(
+                    call_id="c2", message_id=asking.id, name="shell", preview="$ rm x"
+                ),
+                TurnEnded(turn_id="t1", outcome="paused", error="awaiting approval"),
+            ],
+        )
         return row.id
     finally:
         store.close()
@@ -99,15 +132,23 @@ def session_id(db_url: str) -> str:
 def test_cheap_commands_load_no_sdk_ui_or_server(
     wk: Wk, session_id: str, cli_env: dict[str, str], workdir: Path
 ) -> None:
-    commands = [["--version"], ["session", "list"], ["session", "show", session_id],
-                ["session", "show", session_id, "--format", "json"],
-                ["log", "--session", session_id],
-                ["log", "--session", session_id, "--format", "jsonl"]]  # fmt: skip
+    commands = [
+        ["--version"],
+        ["session", "list"],
+        ["session", "show", session_id],
+        ["session", "show", session_id, "--format", "json"],
+        ["log", "--session", session_id],
+        ["log", "--session", session_id, "--format", "jsonl"],
+    ]
     for args in commands:
         done = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", "wakeful", *args], cwd=workdir,
-            env=cli_env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [sys.executable, "-X", "importtime", "-m", "wakeful", *args],
+            cwd=workdir,
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         names = imported(done.stderr)
         assert "wakeful" in names  # the report is real: it lists our own package
@@ -132,8 +173,21 @@ def test_cheap_commands_load_no_sdk_ui_or_server(
 def test_other_commands_still_load_what_they_need(wk: Wk) -> None:
     # `--help` lists every command, so each lazily registered command still resolves.
     out = wk("--help").stdout
-    for name in ("approve", "chat", "compact", "config", "debug", "interrupt", "log", "run",
-                 "schedule", "send", "serve", "session", "worker"):  # fmt: skip
+    for name in (
+        "approve",
+        "chat",
+        "compact",
+        "config",
+        "debug",
+        "interrupt",
+        "log",
+        "run",
+        "schedule",
+        "send",
+        "serve",
+        "session",
+        "worker",
+    ):
         assert f"  {name} " in out
     assert "search" in wk("session", "--help").stdout
     assert "Usage" in wk("chat", "--help").stdout

@@ -10,12 +10,15 @@ from pathlib import Path
 from tests.cli.conftest import Wk, write_script
 
 RULES = [
-    {"match": "files", "replies": [
-        {"tool_calls": [{"name": "shell", "input": {"command": "echo from-the-tool"}}]},
-        {"text": "listed"},
-    ]},
+    {
+        "match": "files",
+        "replies": [
+            {"tool_calls": [{"name": "shell", "input": {"command": "echo from-the-tool"}}]},
+            {"text": "listed"},
+        ],
+    },
     {"match": ".", "replies": [{"text": "plain answer"}]},
-]  # fmt: skip
+]
 SECRET = "Project rule: the codename is BLUEBIRD-7."
 
 

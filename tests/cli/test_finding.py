@@ -53,9 +53,14 @@ def test_unique_prefixes_are_accepted_and_ambiguous_ones_listed(wk: Wk, workdir:
     assert wk("debug", "prompt", "--session", "aaaa1", "--step", "1").returncode == 0
     wk("session", "archive", "aaaa0")
     assert json.loads(wk("session", "show", "aaaa0", "--format", "json").stdout)["archived"]
-    for args in (("session", "show", "aaaa"), ("run", "--model", model, "--session", "aaaa",
-                 "x"), ("log", "--session", "aaaa"), ("send", "--session", "aaaa", "x"),
-                 ("interrupt", "--session", "aaaa"), ("session", "delete", "--yes", "aaaa")):  # fmt: skip
+    for args in (
+        ("session", "show", "aaaa"),
+        ("run", "--model", model, "--session", "aaaa", "x"),
+        ("log", "--session", "aaaa"),
+        ("send", "--session", "aaaa", "x"),
+        ("interrupt", "--session", "aaaa"),
+        ("session", "delete", "--yes", "aaaa"),
+    ):
         done = wk(*args, check=False)
         assert done.returncode == 2, args
         assert done.stderr.strip() == (
@@ -93,9 +98,15 @@ def _on_terminal(cli_env: dict, workdir: Path, args: list[str], answer: str):
     """Run wakeful with a pseudo-terminal as stdin, typing `answer`."""
     main, sub = os.openpty()
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "wakeful", *args], cwd=workdir,
-                                env=cli_env, stdin=sub, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "wakeful", *args],
+            cwd=workdir,
+            env=cli_env,
+            stdin=sub,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         os.write(main, answer.encode())
         out, err = proc.communicate(timeout=60)
     finally:
@@ -119,12 +130,19 @@ def test_session_delete_asks_on_a_terminal(wk: Wk, workdir: Path, cli_env: dict)
     assert "deleted 1 sessions" in wk("session", "delete", "--yes", sid).stdout
 
 
-@pytest.mark.parametrize("args", [
-    ["session", "list"], ["session", "show", "ses_x"], ["log", "--session", "ses_x"],
-    ["session", "search", "word"], ["session", "export", "ses_x"],
-    ["debug", "prompt", "--session", "ses_x", "--step", "1"],
-    ["send", "--session", "ses_x", "hi"], ["interrupt", "--session", "ses_x"],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["session", "list"],
+        ["session", "show", "ses_x"],
+        ["log", "--session", "ses_x"],
+        ["session", "search", "word"],
+        ["session", "export", "ses_x"],
+        ["debug", "prompt", "--session", "ses_x", "--step", "1"],
+        ["send", "--session", "ses_x", "hi"],
+        ["interrupt", "--session", "ses_x"],
+    ],
+)
 def test_read_commands_never_create_a_store(wk: Wk, tmp_path: Path, args: list[str]):
     typo = tmp_path / "typo" / "sesions.db"
     (tmp_path / "typo").mkdir()
@@ -164,11 +182,22 @@ def test_the_chat_lists_sessions_with_model_and_fork_marker(tmp_path: Path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"rules": HELLO}))
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env |= {"WAKEFUL_DB": str(tmp_path / "chat.db"), "HOME": str(tmp_path), "TERM": "dumb",
-            "XDG_CONFIG_HOME": str(tmp_path / ".c"), "XDG_DATA_HOME": str(tmp_path / ".l")}  # fmt: skip
-    child = pexpect.spawn(sys.executable, ["-m", "wakeful", "chat", "--model", f"scripted:{script}"],
-                          cwd=str(tmp_path), env=env, encoding="utf-8", timeout=30,
-                          dimensions=(40, 200))  # fmt: skip
+    env |= {
+        "WAKEFUL_DB": str(tmp_path / "chat.db"),
+        "HOME": str(tmp_path),
+        "TERM": "dumb",
+        "XDG_CONFIG_HOME": str(tmp_path / ".c"),
+        "XDG_DATA_HOME": str(tmp_path / ".l"),
+    }
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "wakeful", "chat", "--model", f"scripted:{script}"],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(40, 200),
+    )
     try:
         child.expect("/quit")
         child.sendline("hi")
@@ -183,9 +212,14 @@ def test_the_chat_lists_sessions_with_model_and_fork_marker(tmp_path: Path):
         child.close(force=True)
 
 
-@pytest.mark.parametrize("args", [
-    ["session", "list"], ["session", "show", "ses_x"], ["send", "--session", "ses_x", "hi"],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["session", "list"],
+        ["session", "show", "ses_x"],
+        ["send", "--session", "ses_x", "hi"],
+    ],
+)
 def test_a_server_that_cannot_be_reached_is_one_line(wk: Wk, args: list[str]):
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))

@@ -19,14 +19,23 @@ pytestmark = pytest.mark.skipif(
 
 def test_main_job_answers_offline_and_lists_the_session(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "WAKEFUL_DB"}
-    env |= {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data"),
-            "XDG_CONFIG_HOME": str(tmp_path / "config")}  # fmt: skip
+    env |= {
+        "HOME": str(tmp_path),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+    }
     work = tmp_path / "work"
     work.mkdir()
 
     def wakeful(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "wakeful", *args], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "wakeful", *args],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     done = wakeful("run", "What is the capital of France?")
     assert done.returncode == 0, done.stderr

@@ -63,7 +63,9 @@ def test_each_command_follows_the_grammar(path: str):
 
 
 def test_db_is_accepted_before_the_subcommand(wk, workdir: Path, db_url: str, cli_env):
-    sid = json.loads(wk("run", "--model", write_script(workdir, HELLO), "--format", "json", "hi").stdout)["session_id"]  # fmt: skip
+    sid = json.loads(
+        wk("run", "--model", write_script(workdir, HELLO), "--format", "json", "hi").stdout
+    )["session_id"]
     del cli_env["WAKEFUL_DB"]
     listed = json.loads(wk("--db", db_url, "session", "list", "--format", "json").stdout)
     assert [r["id"] for r in listed] == [sid]
@@ -84,7 +86,10 @@ def test_session_first_everywhere_with_the_old_option_kept(wk, workdir: Path):
         assert lines and all(json.loads(line)["session_id"] == sid for line in lines)
     assert json.loads(wk("log", short, "--format", "json").stdout)[0]["seq"] == 1
     sent = wk("send", short, "three", "--no-wake").stdout.strip()
-    assert sent == wk("send", "three", "--session", sid, "--no-wake", "--input-id", sent).stdout.strip()  # fmt: skip
+    assert (
+        sent
+        == wk("send", "three", "--session", sid, "--no-wake", "--input-id", sent).stdout.strip()
+    )
     assert "interrupt" not in wk("interrupt", short).stderr
     twice = wk("log", sid, "--session", sid, check=False)
     assert twice.returncode == 2 and len(twice.stderr.splitlines()) == 1
@@ -109,7 +114,9 @@ def test_turns_by_number_or_id_prefix_everywhere(wk, workdir: Path):
     rewound = json.loads(wk("session", "rewind", sid, "--turn", "2", "--format", "json").stdout)
     assert rewound["prompt"] == "two"
     wk("session", "unrevert", sid)
-    rewound = json.loads(wk("session", "rewind", sid, "--turn", f"turn_{prefix}", "--format", "json").stdout)  # fmt: skip
+    rewound = json.loads(
+        wk("session", "rewind", sid, "--turn", f"turn_{prefix}", "--format", "json").stdout
+    )
     assert rewound["prompt"] == "two"
     none = wk("debug", "prompt", sid, "--turn", "9", check=False)
     assert none.returncode == 2 and "no turn 9" in none.stderr
@@ -117,7 +124,9 @@ def test_turns_by_number_or_id_prefix_everywhere(wk, workdir: Path):
 
 def test_schedule_ids_by_unique_prefix(wk, workdir: Path):
     model = write_script(workdir, HELLO)
-    made = json.loads(wk("schedule", "add", "hi", "--every", "1h", "--model", model, "--format", "json").stdout)  # fmt: skip
+    made = json.loads(
+        wk("schedule", "add", "hi", "--every", "1h", "--model", model, "--format", "json").stdout
+    )
     short = made["id"].removeprefix("sch_")[:6]
     assert json.loads(wk("schedule", "show", short, "--format", "json").stdout)["id"] == made["id"]
     assert "paused" in wk("schedule", "pause", made["id"][:10]).stdout

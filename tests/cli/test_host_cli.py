@@ -31,7 +31,9 @@ def _seed(db_url: str, workdir: Path, elsewhere: Path) -> dict[str, str]:
     return ids
 
 
-def test_list_filters_by_agent_and_location_with_counts(wk: Wk, db_url: str, workdir: Path, tmp_path: Path):  # fmt: skip
+def test_list_filters_by_agent_and_location_with_counts(
+    wk: Wk, db_url: str, workdir: Path, tmp_path: Path
+):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     ids = _seed(db_url, workdir, elsewhere)
@@ -42,7 +44,12 @@ def test_list_filters_by_agent_and_location_with_counts(wk: Wk, db_url: str, wor
     rows = {r["id"]: r for r in listed("--agent", "plan", "--location", "this")}
     assert set(rows) == {ids["mine"]}
     mine = rows[ids["mine"]]
-    assert (mine["turns"], mine["user_messages"], mine["artifacts"], mine["child_sessions"]) == (2, 2, 1, 1)  # fmt: skip
+    assert (mine["turns"], mine["user_messages"], mine["artifacts"], mine["child_sessions"]) == (
+        2,
+        2,
+        1,
+        1,
+    )
     assert mine["first_prompt"] == "what is up?"
     assert {r["id"] for r in listed("--location", str(elsewhere))} == {ids["away"]}
     assert {r["id"] for r in listed("--agent", "plan")} == {ids["mine"], ids["away"]}

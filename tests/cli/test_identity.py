@@ -13,12 +13,15 @@ from wakeful.store import open_store
 
 HELLO = [{"match": ".", "replies": [{"text": "hello back"}]}]
 WRITE = [
-    {"match": "write", "replies": [
-        {"tool_calls": [{"name": "write_file", "input": {"path": "out.txt", "content": "x"}}]},
-        {"text": "done"},
-    ]},
+    {
+        "match": "write",
+        "replies": [
+            {"tool_calls": [{"name": "write_file", "input": {"path": "out.txt", "content": "x"}}]},
+            {"text": "done"},
+        ],
+    },
     {"match": ".", "replies": [{"text": "hello back"}]},
-]  # fmt: skip
+]
 
 
 def sessions(wk) -> list[dict]:
@@ -103,8 +106,9 @@ def test_a_model_that_cannot_be_built_creates_nothing(wk, model, needle):
 
 
 @pytest.mark.parametrize(("model", "needle"), BAD_MODELS[1:3])
-def test_a_bad_model_for_an_existing_session_or_fork_writes_nothing(wk, workdir, db_url, model,
-                                                                    needle):  # fmt: skip
+def test_a_bad_model_for_an_existing_session_or_fork_writes_nothing(
+    wk, workdir, db_url, model, needle
+):
     sid = run_json(wk, "--model", write_script(workdir, HELLO), "one")["session_id"]
     store = open_store(db_url)
     try:

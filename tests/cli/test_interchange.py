@@ -17,10 +17,15 @@ import pytest
 from tests.cli.conftest import Wk, write_script
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "interchange"
-READ = [{"match": ".", "replies": [
-    {"tool_calls": [{"name": "read_file", "input": {"path": "a.txt"}}]},
-    {"text": "done"},
-]}]  # fmt: skip
+READ = [
+    {
+        "match": ".",
+        "replies": [
+            {"tool_calls": [{"name": "read_file", "input": {"path": "a.txt"}}]},
+            {"text": "done"},
+        ],
+    }
+]
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -211,8 +216,14 @@ def test_opencode_round_trip_gives_back_the_export(wk: Wk, workdir: Path):
     assert json.loads(out.read_text()) == json.loads(sample.read_text())
     shown = json.loads(wk("session", "show", session["id"], "--format", "json").stdout)
     kinds = [[b["type"] for b in m["blocks"]] for m in shown["messages"]]
-    assert kinds == [["text"], ["thinking", "tool_call"], ["tool_result"], ["tool_call"],
-                     ["tool_result"], ["text"]]  # fmt: skip
+    assert kinds == [
+        ["text"],
+        ["thinking", "tool_call"],
+        ["tool_result"],
+        ["tool_call"],
+        ["tool_result"],
+        ["text"],
+    ]
 
 
 @pytest.mark.parametrize("fmt", ["codex", "opencode"])

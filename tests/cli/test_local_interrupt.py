@@ -33,16 +33,24 @@ TRIES = 5
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     out = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    return out | {"WAKEFUL_DB": str(tmp_path / "local.db"), "HOME": str(tmp_path),
-                  "XDG_CONFIG_HOME": str(tmp_path / ".config"), "TERM": "dumb"}  # fmt: skip
+    return out | {
+        "WAKEFUL_DB": str(tmp_path / "local.db"),
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / ".config"),
+        "TERM": "dumb",
+    }
 
 
 def _start(tmp_path: Path, env: dict[str, str]) -> pexpect.spawn:
     """`wakeful run --model local` on a pseudo-terminal, once its answer is streaming."""
     child = pexpect.spawn(
-        sys.executable, ["-m", "wakeful", "run", "--model", "local", PROMPT],
-        cwd=str(tmp_path), env=env, encoding="utf-8", timeout=120,
-    )  # fmt: skip
+        sys.executable,
+        ["-m", "wakeful", "run", "--model", "local", PROMPT],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+    )
     child.expect(r"\w+\s+\w+\s+\w+\s+\w+")  # a few words of the answer: generation is under way
     return child
 
@@ -86,8 +94,12 @@ def test_wakeful_interrupt_from_another_process_exits_130(tmp_path: Path, env: d
         sid = _newest_session(env["WAKEFUL_DB"])
         done = subprocess.run(
             [sys.executable, "-m", "wakeful", "interrupt", "--session", sid],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         assert _wait_exit(child) == 130, f"try {attempt + 1}: {child.before!r}"
         assert _newest_turn(env) == "interrupted"
@@ -96,7 +108,11 @@ def test_wakeful_interrupt_from_another_process_exits_130(tmp_path: Path, env: d
 def test_a_finished_local_answer_still_exits_0(tmp_path: Path, env: dict[str, str]):
     done = subprocess.run(
         [sys.executable, "-m", "wakeful", "run", "--model", "local", "--format", "json", "Hi"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["outcome"] == "completed"

@@ -17,12 +17,19 @@ from wakeful.events import location_id
 from wakeful.store import SqlStore, open_store
 
 NOTE = [
-    {"match": "make note", "replies": [
-        {"tool_calls": [{"name": "write_file", "input": {"path": "note.txt", "content": "hi"}}]},
-        {"text": "noted"},
-    ]},
+    {
+        "match": "make note",
+        "replies": [
+            {
+                "tool_calls": [
+                    {"name": "write_file", "input": {"path": "note.txt", "content": "hi"}}
+                ]
+            },
+            {"text": "noted"},
+        ],
+    },
     {"match": ".", "replies": [{"text": "hello"}]},
-]  # fmt: skip
+]
 
 
 def workspace(root: Path, name: str, agents: str | None) -> Path:
@@ -42,9 +49,13 @@ class Wakeful:
 
     def __call__(self, cwd: Path, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [sys.executable, "-m", "wakeful", *args], cwd=cwd, env=self.env,
-            capture_output=True, text=True, timeout=90,
-        )  # fmt: skip
+            [sys.executable, "-m", "wakeful", *args],
+            cwd=cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
         assert done.returncode == code, (
             f"wakeful {' '.join(args)} -> {done.returncode}\n{done.stdout}\n{done.stderr}"
         )
@@ -137,9 +148,14 @@ def test_a_session_whose_location_is_gone_waits_and_run_refuses_it(wkf: Wakeful,
     shown = wkf.json(a, "session", "show", sid)
     assert len(shown["pending"]) == 1 and not (a / "note.txt").exists()
     chat = subprocess.run(
-        [sys.executable, "-m", "wakeful", "chat"], cwd=a, env=wkf.env, input=f"/resume {sid}\n",
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, "-m", "wakeful", "chat"],
+        cwd=a,
+        env=wkf.env,
+        input=f"/resume {sid}\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert f"lives at {gone}, which is not a directory on this host" in chat.stdout + chat.stderr
 
 
@@ -223,8 +239,9 @@ def test_continue_and_children_are_exact_among_3000_sessions(
         assert out["session_id"] == newest[place]
     shown = wkf.json(places[1], "session", "show", oldest)
     assert shown["children"] == kids
-    assert all(wkf.json(places[2], "session", "show", k)["location"] == str(places[0])
-               for k in kids[:1])  # fmt: skip
+    assert all(
+        wkf.json(places[2], "session", "show", k)["location"] == str(places[0]) for k in kids[:1]
+    )
 
 
 def test_import_takes_the_importing_workspace_or_location(wkf: Wakeful, tmp_path: Path):

@@ -22,17 +22,29 @@ def newcomer(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
     the default store would be."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env = {k: v for k, v in env.items() if not k.startswith("WAKEFUL_")}
-    env |= {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data"),
-            "XDG_CONFIG_HOME": str(tmp_path / "config")}  # fmt: skip
+    env |= {
+        "HOME": str(tmp_path),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+    }
     work = tmp_path / "work"
     work.mkdir()
     (work / ".git").mkdir()
     return work, env, tmp_path / "data" / "wakeful" / "sessions.db"
 
 
-def wakeful(work: Path, env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:  # fmt: skip
-    return subprocess.run([sys.executable, "-c", NO_LOCAL, *args], cwd=work, env=env,
-                          input=stdin, capture_output=True, text=True, timeout=60)  # fmt: skip
+def wakeful(
+    work: Path, env: dict[str, str], *args: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", NO_LOCAL, *args],
+        cwd=work,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_run_and_chat_without_a_model_say_what_to_do_and_write_nothing(tmp_path: Path):
@@ -43,8 +55,12 @@ def test_run_and_chat_without_a_model_say_what_to_do_and_write_nothing(tmp_path:
         assert done.stdout == ""
         [line] = done.stderr.splitlines()  # one line, no traceback
         assert line.startswith("error: ")
-        for hint in ("pip install 'wakeful[local]'", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
-                     "--model"):  # fmt: skip
+        for hint in (
+            "pip install 'wakeful[local]'",
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY",
+            "--model",
+        ):
             assert hint in line, line
         assert not db.exists() and not db.parent.exists()
 
@@ -69,10 +85,13 @@ def test_listing_before_the_first_run_lists_nothing_and_creates_nothing(tmp_path
 
 
 def test_session_show_says_why_a_turn_failed_or_blocked(wk, workdir: Path):
-    model = write_script(workdir, [
-        {"match": "^fail", "replies": [{"error": {"kind": "invalid_request"}}]},
-        {"match": ".", "replies": [{"text": "fine"}]},
-    ])  # fmt: skip
+    model = write_script(
+        workdir,
+        [
+            {"match": "^fail", "replies": [{"error": {"kind": "invalid_request"}}]},
+            {"match": ".", "replies": [{"text": "fine"}]},
+        ],
+    )
     failed = wk("run", "--model", model, "--format", "json", "fail please", check=False)
     assert failed.returncode == 3  # blocked: the request is refused
     out = json.loads(failed.stdout)

@@ -19,10 +19,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tests.cli.conftest import Wk, write_script
 
-READ = [{"match": ".", "replies": [
-    {"tool_calls": [{"name": "read_file", "input": {"path": "a.txt"}}]},
-    {"text": "the file says hello"},
-]}]  # fmt: skip
+READ = [
+    {
+        "match": ".",
+        "replies": [
+            {"tool_calls": [{"name": "read_file", "input": {"path": "a.txt"}}]},
+            {"text": "the file says hello"},
+        ],
+    }
+]
 DETAILS = "gen_ai.client.inference.operation.details"
 RULE = "Answer every question about files in exactly one sentence (otel-rule-7)."
 
@@ -69,8 +74,14 @@ def test_the_otlp_file_validates_and_holds_the_recorded_exchange(
     spans = _spans(doc)
     names = [s["name"] for s in spans]
     assert names[0] == "invoke_agent build" and names.count("execute_tool read_file") == 1
-    assert [n.split()[0] for n in names] == ["invoke_agent", "step", "chat", "execute_tool",
-                                             "step", "chat"]  # fmt: skip
+    assert [n.split()[0] for n in names] == [
+        "invoke_agent",
+        "step",
+        "chat",
+        "execute_tool",
+        "step",
+        "chat",
+    ]
     by_id = {s["spanId"]: s for s in spans}
     turn, step1, chat1, tool, step2, chat2 = spans
     assert "parentSpanId" not in turn and {s["traceId"] for s in spans} == {turn["traceId"]}

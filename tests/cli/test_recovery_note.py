@@ -17,10 +17,14 @@ from wakeful.server._inspector import _env
 async def test_the_recovery_note_is_not_shown_as_the_users(db_url: str, tmp_path: Path, wk: Wk):
     rt, sid = setup(db_url, tmp_path)
     tid, token = crashed_turn(rt, sid)
-    rt.store.append(sid, [
-        MessageAdded(message=call_message(), turn_id=tid),
-        ToolCallStarted(call_id="call_1", message_id="msg_calls", name="shell", input={}),
-    ], token)  # fmt: skip
+    rt.store.append(
+        sid,
+        [
+            MessageAdded(message=call_message(), turn_id=tid),
+            ToolCallStarted(call_id="call_1", message_id="msg_calls", name="shell", input={}),
+        ],
+        token,
+    )
     await rt.resume(sid)
     shown = wk("session", "show", sid).stdout
     assert f"[recovery] {CONTINUATION}" in shown and "[user] job one" in shown

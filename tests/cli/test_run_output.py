@@ -24,10 +24,15 @@ def running_session(db_url: str) -> str:
 
 
 def test_a_reply_after_a_steer_starts_on_its_own_line(wk, spawn, workdir: Path, db_url: str):
-    model = write_script(workdir, [
-        {"match": "^start", "replies": [{"text": SLOW.strip() + " END."}, {"text": "never"}]},
-        {"match": "^steer", "replies": [{"text": "steer seen"}]},
-    ], chunk_chars=4, chunk_delay_ms=100)  # fmt: skip
+    model = write_script(
+        workdir,
+        [
+            {"match": "^start", "replies": [{"text": SLOW.strip() + " END."}, {"text": "never"}]},
+            {"match": "^steer", "replies": [{"text": "steer seen"}]},
+        ],
+        chunk_chars=4,
+        chunk_delay_ms=100,
+    )
     runner = spawn("run", "--model", model, "start")
     sid = running_session(db_url)
     wk("send", sid, "steer this")
@@ -38,9 +43,11 @@ def test_a_reply_after_a_steer_starts_on_its_own_line(wk, spawn, workdir: Path, 
 
 def test_an_interrupted_reply_ends_its_line(wk, spawn, workdir: Path, db_url: str):
     model = write_script(
-        workdir, [{"match": ".", "replies": [{"text": "x" * 400}]}], chunk_chars=2,
+        workdir,
+        [{"match": ".", "replies": [{"text": "x" * 400}]}],
+        chunk_chars=2,
         chunk_delay_ms=100,
-    )  # fmt: skip
+    )
     runner = spawn("run", "--model", model, "go")
     sid = running_session(db_url)
     wait_for(lambda: "interrupt" in wk("interrupt", sid).stdout)

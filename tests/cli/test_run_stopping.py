@@ -15,11 +15,20 @@ SLOW = "tick " * 300
 
 
 def test_ctrl_c_shows_the_stopping_state_then_exits_130(workdir: Path, cli_env: dict[str, str]):
-    model = write_script(workdir, [{"match": ".", "replies": [{"text": SLOW.strip()}]}],
-                         chunk_chars=5, chunk_delay_ms=40)  # fmt: skip
-    child = pexpect.spawn(sys.executable, ["-m", "wakeful", "run", "--model", model, "slow"],
-                          cwd=str(workdir), env=cli_env | {"TERM": "dumb"}, encoding="utf-8",
-                          timeout=30)  # fmt: skip
+    model = write_script(
+        workdir,
+        [{"match": ".", "replies": [{"text": SLOW.strip()}]}],
+        chunk_chars=5,
+        chunk_delay_ms=40,
+    )
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "wakeful", "run", "--model", model, "slow"],
+        cwd=str(workdir),
+        env=cli_env | {"TERM": "dumb"},
+        encoding="utf-8",
+        timeout=30,
+    )
     child.expect("tick tick tick")  # the answer streams
     child.sendintr()
     child.expect("stopping: the turn ends as interrupted")

@@ -9,10 +9,13 @@ from wakeful.store import open_store
 
 
 def test_search_finds_the_session_that_said_it(wk: Wk, workdir):
-    model = write_script(workdir, [
-        {"match": "rust", "replies": [{"text": "The borrow checker rejects the aliasing."}]},
-        {"match": ".", "replies": [{"text": "Sure."}]},
-    ])  # fmt: skip
+    model = write_script(
+        workdir,
+        [
+            {"match": "rust", "replies": [{"text": "The borrow checker rejects the aliasing."}]},
+            {"match": ".", "replies": [{"text": "Sure."}]},
+        ],
+    )
     for prompt in ("hello there", "why does rust complain?", "thanks"):
         wk("run", "--model", model, prompt)
     hits = json.loads(wk("session", "search", "borrow checker", "--format", "json").stdout)

@@ -7,16 +7,23 @@ from pathlib import Path
 
 from tests.cli.conftest import Wk
 
-SCRIPT = {"rules": [
-    {"match": "^make", "replies": [
-        {"tool_calls": [
-            {"name": "write_file", "input": {"path": "hello.txt", "content": "hi\n"}},
-            {"name": "shell", "input": {"command": "echo x > side.txt"}},
-        ]},
-        {"text": "made it"},
-    ]},
-    {"match": ".", "replies": [{"text": "ok"}]},
-]}  # fmt: skip
+SCRIPT = {
+    "rules": [
+        {
+            "match": "^make",
+            "replies": [
+                {
+                    "tool_calls": [
+                        {"name": "write_file", "input": {"path": "hello.txt", "content": "hi\n"}},
+                        {"name": "shell", "input": {"command": "echo x > side.txt"}},
+                    ]
+                },
+                {"text": "made it"},
+            ],
+        },
+        {"match": ".", "replies": [{"text": "ok"}]},
+    ]
+}
 
 
 def _session(wk: Wk, workdir: Path, tmp_path: Path) -> str:

@@ -78,8 +78,16 @@ def test_an_unreadable_instruction_source_blocks_the_first_delta(wk, workdir, db
         agents.symlink_to(workdir / "missing.md")
     else:
         os.mkfifo(agents)  # reading it would block: it must not be opened at all
-    done = wk("run", "--format", "json", "--model", write_script(workdir, HELLO), "one",
-              check=False, timeout=30)  # fmt: skip
+    done = wk(
+        "run",
+        "--format",
+        "json",
+        "--model",
+        write_script(workdir, HELLO),
+        "one",
+        check=False,
+        timeout=30,
+    )
     out = json.loads(done.stdout)
     assert done.returncode == 3 and out["outcome"] == "blocked"
     assert "instruction source AGENTS.md cannot be read" in out["error"]

@@ -13,12 +13,28 @@ from tests.allow import allow_writes
 from tests.cli.conftest import Wk, write_script
 from wakeful.cli._tools_view import call_summary, result_summary
 
-TOOLS = [{"match": "files", "replies": [
-    {"tool_calls": [{"name": "shell", "input": {"command": "echo one; echo two"}},
-                    {"name": "write_file", "input": {"path": "notes.txt", "content": "x" * 120}}]},
-    {"tool_calls": [{"name": "edit_file", "input": {"path": "notes.txt", "old": "x" * 120, "new": "y"}}]},
-    {"text": "done"},
-]}]  # fmt: skip
+TOOLS = [
+    {
+        "match": "files",
+        "replies": [
+            {
+                "tool_calls": [
+                    {"name": "shell", "input": {"command": "echo one; echo two"}},
+                    {"name": "write_file", "input": {"path": "notes.txt", "content": "x" * 120}},
+                ]
+            },
+            {
+                "tool_calls": [
+                    {
+                        "name": "edit_file",
+                        "input": {"path": "notes.txt", "old": "x" * 120, "new": "y"},
+                    }
+                ]
+            },
+            {"text": "done"},
+        ],
+    }
+]
 
 
 def test_call_and_result_summaries():
@@ -46,8 +62,9 @@ def test_run_shows_arguments_and_results(wk: Wk, workdir: Path):
 
 
 def test_session_show_pairs_each_call_with_its_result(wk: Wk, workdir: Path):
-    sid = json.loads(wk("run", "--model", write_script(workdir, TOOLS), "--format", "json",
-                        "make files").stdout)["session_id"]  # fmt: skip
+    sid = json.loads(
+        wk("run", "--model", write_script(workdir, TOOLS), "--format", "json", "make files").stdout
+    )["session_id"]
     shown = wk("session", "show", sid).stdout
     assert "tool_call" not in shown and "tool_result" not in shown
     lines = shown.splitlines()
@@ -62,8 +79,9 @@ def test_session_show_pairs_each_call_with_its_result(wk: Wk, workdir: Path):
 
 def test_log_jsonl_is_never_truncated(wk: Wk, workdir: Path):
     long = "files " * 2000 + "THE-END"
-    sid = json.loads(wk("run", "--model", write_script(workdir, TOOLS), "--format", "json",
-                        long).stdout)["session_id"]  # fmt: skip
+    sid = json.loads(
+        wk("run", "--model", write_script(workdir, TOOLS), "--format", "json", long).stdout
+    )["session_id"]
     lines = [
         json.loads(x) for x in wk("log", "--session", sid, "--format", "jsonl").stdout.splitlines()
     ]
@@ -79,12 +97,23 @@ def test_chat_shows_arguments_and_results(tmp_path: Path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"rules": TOOLS}))
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env |= {"WAKEFUL_DB": str(tmp_path / "chat.db"), "HOME": str(tmp_path), "TERM": "dumb",
-            "XDG_CONFIG_HOME": str(tmp_path / ".c"), "XDG_DATA_HOME": str(tmp_path / ".l")}  # fmt: skip
+    env |= {
+        "WAKEFUL_DB": str(tmp_path / "chat.db"),
+        "HOME": str(tmp_path),
+        "TERM": "dumb",
+        "XDG_CONFIG_HOME": str(tmp_path / ".c"),
+        "XDG_DATA_HOME": str(tmp_path / ".l"),
+    }
     allow_writes(tmp_path / ".c")
-    child = pexpect.spawn(sys.executable, ["-m", "wakeful", "chat", "--model", f"scripted:{script}"],
-                          cwd=str(tmp_path), env=env, encoding="utf-8", timeout=30,
-                          dimensions=(40, 200))  # fmt: skip
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "wakeful", "chat", "--model", f"scripted:{script}"],
+        cwd=str(tmp_path),
+        env=env,
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(40, 200),
+    )
     try:
         child.expect("/quit")
         child.sendline("make files")

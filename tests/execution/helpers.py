@@ -37,8 +37,12 @@ def cli_env(db: str, home: Path, **extra: str) -> dict[str, str]:
     """The environment of a `wakeful` subprocess: its store, a private HOME, no API keys."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.pop("WAKEFUL_CRASH_AT", None)
-    env |= {"WAKEFUL_DB": db, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-            "XDG_DATA_HOME": str(home / ".local")}  # fmt: skip
+    env |= {
+        "WAKEFUL_DB": db,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local"),
+    }
     allow_writes(home / ".config")
     return env | extra
 
@@ -60,9 +64,14 @@ def wakeful(
 ) -> subprocess.Popen[str]:
     """Start the installed `wakeful` command."""
     return subprocess.Popen(  # type: ignore[call-overload]
-        [WAKEFUL, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, **popen,
-    )  # fmt: skip
+        [WAKEFUL, *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, str]:

@@ -28,17 +28,27 @@ GO = "echo one >> ledger.txt"
 
 
 def model(tmp_path: Path) -> str:
-    return write_script(tmp_path / "script.json", [
-        {"match": "^go$", "replies": [{"tool_calls": [shell(GO)]}, {"text": "done"}]},
-        {"match": "^two$", "replies": [
-            {"tool_calls": [shell("echo a >> ledger.txt"), shell("echo b >> ledger.txt")]},
-            {"text": "both"},
-        ]},
-        {"match": "^again$", "replies": [
-            {"tool_calls": [shell("echo again >> ledger.txt")]}, {"text": "again done"},
-        ]},
-        {"match": ".", "replies": [{"text": "plain"}]},
-    ])  # fmt: skip
+    return write_script(
+        tmp_path / "script.json",
+        [
+            {"match": "^go$", "replies": [{"tool_calls": [shell(GO)]}, {"text": "done"}]},
+            {
+                "match": "^two$",
+                "replies": [
+                    {"tool_calls": [shell("echo a >> ledger.txt"), shell("echo b >> ledger.txt")]},
+                    {"text": "both"},
+                ],
+            },
+            {
+                "match": "^again$",
+                "replies": [
+                    {"tool_calls": [shell("echo again >> ledger.txt")]},
+                    {"text": "again done"},
+                ],
+            },
+            {"match": ".", "replies": [{"text": "plain"}]},
+        ],
+    )
 
 
 def runtime(db: str, tmp_path: Path, config: Config = CONFIG) -> Runtime:

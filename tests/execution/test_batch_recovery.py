@@ -45,17 +45,27 @@ def leave(store: SqlStore, sid: str, model: str, kind: str, owner: str = DEAD) -
     reply = Message(id=f"msg_{sid}", role="assistant", blocks=blocks)
     events: list[SessionEvent] = [MessageAdded(message=reply, turn_id=f"turn_{sid}")]
     if kind == "running":
-        events.append(ToolCallStarted(call_id="call_0", message_id=reply.id, name="goal_set",
-                                      input={}))  # fmt: skip
+        events.append(
+            ToolCallStarted(call_id="call_0", message_id=reply.id, name="goal_set", input={})
+        )
     store.append(sid, events, token)
 
 
 async def test_two_workers_settle_every_orphan_once_and_leave_live_claims(
     db_url: str, tmp_path: Path
 ):
-    model = write_script(tmp_path / "script.json", [{"match": ".", "replies": [
-        {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}, {"text": "done"},
-    ]}])  # fmt: skip
+    model = write_script(
+        tmp_path / "script.json",
+        [
+            {
+                "match": ".",
+                "replies": [
+                    {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]},
+                    {"text": "done"},
+                ],
+            }
+        ],
+    )
     kinds = {f"ses_orphan_{n:03d}": ("running", "unstarted", "answered")[n % 3] for n in range(30)}
     live = [f"ses_live_{n}" for n in range(3)]
     setup = open_store(db_url)
@@ -106,9 +116,12 @@ def test_a_batch_write_is_fenced_per_session(store: SqlStore, tmp_path: Path):
     assert stolen is not None and stolen.epoch == mine["ses_b"].epoch + 1
     note = [MessageAdded(message=Message(role="user", blocks=(TextBlock(text="healed"),)))]
     before = store.get_session("ses_b").last_seq
-    written = store.append_batch([
-        ("ses_b", note, fence(mine["ses_b"])), ("ses_a", note, fence(mine["ses_a"])),
-    ])  # fmt: skip
+    written = store.append_batch(
+        [
+            ("ses_b", note, fence(mine["ses_b"])),
+            ("ses_a", note, fence(mine["ses_a"])),
+        ]
+    )
     assert written == {"ses_a"}  # the lost claim's session is left out, the other written
     assert store.messages("ses_a")[-1].text() == "healed"
     assert store.get_session("ses_b").last_seq == before

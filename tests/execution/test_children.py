@@ -46,21 +46,33 @@ RULES = [
     {"match": "^child: slow$", "replies": [{"text": "child report body " * 200}]},
     {"match": "^child: nest$", "replies": [task("child: greet"), {"text": "could not nest"}]},
     {"match": "^parent fg$", "replies": [task("child: greet"), {"text": "parent done"}]},
-    {"match": "^parent labels$", "replies": [
-        task("child: greet"), task("child: greet"), {"text": "parent done"}]},
+    {
+        "match": "^parent labels$",
+        "replies": [task("child: greet"), task("child: greet"), {"text": "parent done"}],
+    },
     {"match": "^parent nest$", "replies": [task("child: nest"), {"text": "parent done"}]},
     {"match": "^parent slow fg$", "replies": [task("child: slow"), {"text": "never"}]},
-    {"match": "^parent bad agent$", "replies": [task("child: greet", agent="nope"), {"text": "ok"}]},
-    {"match": "^parent bg$", "replies": [
-        task("child: slow", background=True), {"text": "waiting for the child"},
-        {"text": "got the report"},
-    ]},
-    {"match": "^parent bg busy$", "replies": [
-        task("child: greet", background=True),
-        {"tool_calls": [{"name": "shell", "input": {"command": "sleep 0.6"}}]},
-        {"text": "got the report"},
-    ]},
-]  # fmt: skip
+    {
+        "match": "^parent bad agent$",
+        "replies": [task("child: greet", agent="nope"), {"text": "ok"}],
+    },
+    {
+        "match": "^parent bg$",
+        "replies": [
+            task("child: slow", background=True),
+            {"text": "waiting for the child"},
+            {"text": "got the report"},
+        ],
+    },
+    {
+        "match": "^parent bg busy$",
+        "replies": [
+            task("child: greet", background=True),
+            {"tool_calls": [{"name": "shell", "input": {"command": "sleep 0.6"}}]},
+            {"text": "got the report"},
+        ],
+    },
+]
 
 
 def runtime(db: str, tmp_path: Path, *, delay_ms: int = 0) -> Runtime:
@@ -120,17 +132,26 @@ async def test_a_child_records_its_parent_turn_call_depth_label_and_resume_chain
     first = kids[0]
     [run] = run_records(rt.store, first)
     assert (run.depth, run.label, run.parent_call_id, run.resumed_from) == (
-        1, "child-1", calls[0], None)  # fmt: skip
+        1,
+        "child-1",
+        calls[0],
+        None,
+    )
     # A later call resumes the first child: a new turn of it, naming the turn it continues.
     again = Lineage(turn_id="turn_later", call_id="call_later", resume=first)
     done = await rt.children.delegate(parent, "child: greet", None, False, lineage=again)
     assert (done.child_id, done.outcome) == (first, "completed")
     one, two = run_records(rt.store, first)
     assert (two.resumed_from, two.parent_call_id, two.label, two.depth) == (
-        one.id, "call_later", "child-1", 1)  # fmt: skip
+        one.id,
+        "call_later",
+        "child-1",
+        1,
+    )
     # A host's own label (the spec's host-assigned `label`) when it delegates itself.
-    named = await rt.children.delegate(parent, "child: greet", None, False,
-                                       lineage=Lineage(label="greeter"))  # fmt: skip
+    named = await rt.children.delegate(
+        parent, "child: greet", None, False, lineage=Lineage(label="greeter")
+    )
     assert lineage_of(rt.store, named.child_id).label == "greeter"  # type: ignore[union-attr]
     kids.append(named.child_id)
     with pytest.raises(ToolFailure, match="not a child"):
@@ -174,13 +195,21 @@ async def test_background_report_wakes_an_idle_parent(db_url: str, tmp_path: Pat
     turns = rt.store.turns(parent)
     assert [t.status for t in turns] == ["completed", "completed"]
     [report] = reports(rt, parent)
-    assert report.input_id in {e.event.input_ids[0] for e in rt.store.events(  # type: ignore[union-attr]
-        parent, types=["turn.started"])}  # fmt: skip
+    assert report.input_id in {
+        e.event.input_ids[0]
+        for e in rt.store.events(  # type: ignore[union-attr]
+            parent, types=["turn.started"]
+        )
+    }
     assert "child report body" in str(report.payload["text"])
     assert rt.store.messages(parent)[-1].text() == "got the report"
     # Issue 37 item 24: the child is a job of the parent's work state, running, then done.
-    [started, done] = [e.event.value for e in rt.store.events(  # type: ignore[union-attr]
-        parent, types=["work_state.updated"])]  # fmt: skip
+    [started, done] = [
+        e.event.value
+        for e in rt.store.events(  # type: ignore[union-attr]
+            parent, types=["work_state.updated"]
+        )
+    ]
     assert [(j["id"], j["status"], j["label"]) for j in started] == [(child, "running", "child-1")]  # type: ignore[index]
     assert [(j["id"], j["status"]) for j in done] == [(child, "completed")]  # type: ignore[index]
     assert rt.store.work_state(parent)["jobs"] == done

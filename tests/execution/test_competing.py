@@ -51,10 +51,19 @@ def db(db_url: str) -> str:
 
 def chatty_script(path: Path) -> str:
     """Every input gets a tool step and a short streamed answer (a few tens of ms per turn)."""
-    return write_script(path, [{"match": ".", "replies": [
-        {"tool_calls": [{"name": "shell", "input": {"command": "true"}}]},
-        {"text": "noted, thank you for the update"},
-    ]}], chunk_delay_ms=2)  # fmt: skip
+    return write_script(
+        path,
+        [
+            {
+                "match": ".",
+                "replies": [
+                    {"tool_calls": [{"name": "shell", "input": {"command": "true"}}]},
+                    {"text": "noted, thank you for the update"},
+                ],
+            }
+        ],
+        chunk_delay_ms=2,
+    )
 
 
 def delivered_in_enqueue_order(store: SqlStore, sid: str) -> None:
@@ -63,9 +72,10 @@ def delivered_in_enqueue_order(store: SqlStore, sid: str) -> None:
     delivered = [e.event.input_id for e in events if isinstance(e.event, InputDelivered)]
     steers = [i for i in enqueued if i in set(delivered)]
     queued = {  # a queued item may be overtaken by steers admitted after it (by design)
-        e.event.input_id for e in events
+        e.event.input_id
+        for e in events
         if isinstance(e.event, InputEnqueued) and e.event.delivery == "queue"
-    }  # fmt: skip
+    }
     assert [i for i in delivered if i not in queued] == [i for i in steers if i not in queued]
     assert [i for i in delivered if i in queued] == [i for i in steers if i in queued]
 
@@ -86,7 +96,7 @@ def test_four_workers_share_one_store(db: str, tmp_path: Path):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for n in range(2)
     ]
     try:
@@ -117,9 +127,19 @@ def test_four_workers_share_one_store(db: str, tmp_path: Path):
 
 def slow_script(path: Path) -> str:
     """One long streamed answer (about 3 s), so a driver can be paused in the middle of it."""
-    return write_script(path, [{"match": ".", "replies": [
-        {"text": "a slow and careful answer " * 12},
-    ]}], chunk_delay_ms=80, chunk_chars=4)  # fmt: skip
+    return write_script(
+        path,
+        [
+            {
+                "match": ".",
+                "replies": [
+                    {"text": "a slow and careful answer " * 12},
+                ],
+            }
+        ],
+        chunk_delay_ms=80,
+        chunk_chars=4,
+    )
 
 
 def test_a_paused_driver_loses_its_claim_and_writes_nothing(db: str, tmp_path: Path):
@@ -158,10 +178,18 @@ def test_sigterm_keeps_the_claim_and_another_worker_takes_over(tmp_path: Path):
     db = str(tmp_path / "sessions.db")
     work = make_workspace(tmp_path, lease_ms=30_000)
     store = open_store(db)
-    model = write_script(tmp_path / "s.json", [{"match": ".", "replies": [
-        {"tool_calls": [{"name": "shell", "input": {"command": "sleep 20"}}]},
-        {"text": "resumed and done"},
-    ]}])  # fmt: skip
+    model = write_script(
+        tmp_path / "s.json",
+        [
+            {
+                "match": ".",
+                "replies": [
+                    {"tool_calls": [{"name": "shell", "input": {"command": "sleep 20"}}]},
+                    {"text": "resumed and done"},
+                ],
+            }
+        ],
+    )
     create_session(store, "ses_t", model, ["go"], workspace=work)
     env = cli_env(db, tmp_path)
     worker = wakeful(["worker"], env, work)

@@ -31,10 +31,15 @@ def runtime(db: str, tmp_path: Path, model: str, **kw: object) -> Runtime:
 
 
 def script(tmp_path: Path, *, delay_ms: int = 0) -> str:
-    return write_script(tmp_path / "script.json", [
-        {"match": "slow", "replies": [{"text": "s l o w " * 40}]},
-        {"match": ".", "replies": [{"text": "quick answer"}]},
-    ], chunk_delay_ms=delay_ms, chunk_chars=4)  # fmt: skip
+    return write_script(
+        tmp_path / "script.json",
+        [
+            {"match": "slow", "replies": [{"text": "s l o w " * 40}]},
+            {"match": ".", "replies": [{"text": "quick answer"}]},
+        ],
+        chunk_delay_ms=delay_ms,
+        chunk_chars=4,
+    )
 
 
 def on(

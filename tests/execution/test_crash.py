@@ -154,8 +154,7 @@ def test_crash_during_a_retry_wait_keeps_the_durable_deadline(scn: Scenario):
     assert state is not None and state.attempt == 2
     assert scn.run() == 0
     check_session(scn.store, SID, ledger_lines(scn.work))
-    retried = [e for e in scn.store.events(SID, types=["receipt.recorded"])
-               if e.event.attempt == 2]  # type: ignore[union-attr]  # fmt: skip
+    retried = [e for e in scn.store.events(SID, types=["receipt.recorded"]) if e.event.attempt == 2]  # type: ignore[union-attr]
     assert retried and retried[0].at_ms >= state.deadline_ms  # waited for the stored deadline
 
 
@@ -237,11 +236,22 @@ def test_crash_during_compaction(tmp_path: Path):
     db = str(tmp_path / "sessions.db")
     store = open_store(db)
     pad = "lorem ipsum dolor sit amet " * 100  # ~700 tokens a reply: compaction on turn 6
-    model = write_script(tmp_path / "script.json", [
-        {"match": "^Stop the work here", "replies": [{"text": "## Objective\n- go on"}]},  # cached
-        {"match": "^Summarize the conversation below", "replies": [{"text": "## Objective\n- go on"}]},
-        {"match": "^talk", "replies": [{"text": "reply " + pad}]},
-    ], context_window=6000, max_output_tokens=500)  # fmt: skip
+    model = write_script(
+        tmp_path / "script.json",
+        [
+            {
+                "match": "^Stop the work here",
+                "replies": [{"text": "## Objective\n- go on"}],
+            },  # cached
+            {
+                "match": "^Summarize the conversation below",
+                "replies": [{"text": "## Objective\n- go on"}],
+            },
+            {"match": "^talk", "replies": [{"text": "reply " + pad}]},
+        ],
+        context_window=6000,
+        max_output_tokens=500,
+    )
     create_session(store, SID, model, [f"talk {n}" for n in range(7)], workspace=work)
     crash = cli_env(db, tmp_path, WAKEFUL_CRASH_AT="compaction.summarizing")
     code, _out, err = finish(wakeful(["run", "--session", SID], crash, work))
@@ -263,16 +273,23 @@ def test_a_read_only_step_is_durable_with_its_results_or_not_at_all(tmp_path: Pa
     # next process asks the step again; no call is ever left `running`.
     work = make_workspace(tmp_path)
     (work / "notes.txt").write_text("the notes\n")
-    reads = {"tool_calls": [
-        {"name": "read_file", "input": {"path": "notes.txt"}},
-        {"name": "goal_set", "input": {"goal": "summarize the notes"}},
-    ]}  # fmt: skip
+    reads = {
+        "tool_calls": [
+            {"name": "read_file", "input": {"path": "notes.txt"}},
+            {"name": "goal_set", "input": {"goal": "summarize the notes"}},
+        ]
+    }
     rule = {"match": "^summarize$", "replies": [reads, {"text": "the notes say: the notes"}]}
     db = str(tmp_path / "sessions.db")
     store = open_store(db)
     try:
-        create_session(store, SID, write_script(tmp_path / "script.json", [rule]), ["summarize"],
-                       workspace=work)  # fmt: skip
+        create_session(
+            store,
+            SID,
+            write_script(tmp_path / "script.json", [rule]),
+            ["summarize"],
+            workspace=work,
+        )
         env = cli_env(db, tmp_path, WAKEFUL_CRASH_AT="tool.started")
         code, _out, err = finish(wakeful(["run", "--session", SID], env, work))
         assert code == -9, err
@@ -283,8 +300,13 @@ def test_a_read_only_step_is_durable_with_its_results_or_not_at_all(tmp_path: Pa
         assert code == 0, err
         check_session(store, SID, {})
         assert [c.status for c in store.tool_calls(SID)] == ["completed", "completed"]
-        assert [m.role for m in store.messages(SID)] == ["user", "user", "assistant", "user",
-                                                         "assistant"]  # fmt: skip
+        assert [m.role for m in store.messages(SID)] == [
+            "user",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+        ]
         assert store.messages(SID)[-1].text() == "the notes say: the notes"
     finally:
         store.close()
@@ -301,8 +323,13 @@ def test_a_crash_after_a_boundary_that_wrote_the_next_receipt_recovers(tmp_path:
     db = str(tmp_path / "sessions.db")
     store = open_store(db)
     try:
-        create_session(store, SID, write_script(tmp_path / "script.json", [rule]), ["summarize"],
-                       workspace=work)  # fmt: skip
+        create_session(
+            store,
+            SID,
+            write_script(tmp_path / "script.json", [rule]),
+            ["summarize"],
+            workspace=work,
+        )
         env = cli_env(db, tmp_path, WAKEFUL_CRASH_AT="receipt.after@2")
         code, _out, err = finish(wakeful(["run", "--session", SID], env, work))
         assert code == -9, err

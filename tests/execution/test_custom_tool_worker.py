@@ -39,9 +39,21 @@ def test_a_worker_loads_the_tool_by_import_path_and_finishes_the_session(tmp_pat
     with (work / "wakeful.toml").open("a") as f:
         f.write('[tools]\nshout = "teamtools:shout"\n[permissions]\nloud = "ask"\n')
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"rules": [{"match": ".", "replies": [
-        {"tool_calls": [{"name": "shout", "input": {"text": "hello"}}]}, {"text": "shouted"},
-    ]}]}))  # fmt: skip
+    script.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {
+                        "match": ".",
+                        "replies": [
+                            {"tool_calls": [{"name": "shout", "input": {"text": "hello"}}]},
+                            {"text": "shouted"},
+                        ],
+                    }
+                ]
+            }
+        )
+    )
     db = str(tmp_path / "sessions.db")
     env = cli_env(db, tmp_path)
     code, out, err = finish(wakeful(["run", "--model", f"scripted:{script}", "shout"], env, work))

@@ -22,10 +22,25 @@ from wakeful.runner import LiveEvent
 
 def runtime(tmp_path: Path, **kw: object) -> Runtime:
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"chunk_chars": 3, "rules": [{"match": ".", "replies": [
-        {"text": "let me look", "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}]},
-        {"text": "all done here"},
-    ]}]}))  # fmt: skip
+    script.write_text(
+        json.dumps(
+            {
+                "chunk_chars": 3,
+                "rules": [
+                    {
+                        "match": ".",
+                        "replies": [
+                            {
+                                "text": "let me look",
+                                "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}],
+                            },
+                            {"text": "all done here"},
+                        ],
+                    }
+                ],
+            }
+        )
+    )
 
     async def allow(name: str, tool_input: dict[str, object]) -> bool:
         return True
@@ -75,9 +90,16 @@ async def test_a_turn_streams_typed_live_and_durable_events(tmp_path: Path):
     assert len(starts) == 1
     # The single listener of earlier versions still sees what it saw, and only that.
     assert {e.kind for e in legacy} <= {
-        "step", "text", "reasoning", "tool_input", "tool_start", "tool_end", "retry",
-        "turn_end", "compaction",
-    }  # fmt: skip
+        "step",
+        "text",
+        "reasoning",
+        "tool_input",
+        "tool_start",
+        "tool_end",
+        "retry",
+        "turn_end",
+        "compaction",
+    }
     assert "".join(str(e.data["text"]) for e in legacy if e.kind == "text") == text
     await rt.aclose()
 

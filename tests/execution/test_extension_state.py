@@ -43,11 +43,11 @@ RULES = [
     {
         "match": "^count",
         "replies": [{"tool_calls": [{"name": "count", "input": {}}]}, {"text": "counted"}],
-    },  # fmt: skip
+    },
     {
         "match": "^forget",
         "replies": [{"tool_calls": [{"name": "forget", "input": {}}]}, {"text": "gone"}],
-    },  # fmt: skip
+    },
 ]
 
 
@@ -55,8 +55,12 @@ RULES = [
 async def rt(tmp_path: Path):  # type: ignore[no-untyped-def]
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"rules": RULES}))
-    runtime = Runtime(str(tmp_path / "s.db"), model=f"scripted:{script}", workspace=tmp_path,
-                      tools=[count, forget])  # fmt: skip
+    runtime = Runtime(
+        str(tmp_path / "s.db"),
+        model=f"scripted:{script}",
+        workspace=tmp_path,
+        tools=[count, forget],
+    )
     yield runtime
     await runtime.aclose()
 

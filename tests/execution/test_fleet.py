@@ -24,9 +24,15 @@ def test_a_killed_host_s_sessions_finish_on_the_other_host_nothing_lost_or_run_t
     require_postgres()
     load = Workload(sessions=30, steps=3, latency_ms=200, lease_ms=3000, ledger=True)
     run = run_fleet(
-        ADMIN_URL, load, hosts=2, workers=2, concurrency=15, netns=netns_usable(),
-        kill_at=1 / 3, timeout=180,
-    )  # fmt: skip
+        ADMIN_URL,
+        load,
+        hosts=2,
+        workers=2,
+        concurrency=15,
+        netns=netns_usable(),
+        kill_at=1 / 3,
+        timeout=180,
+    )
     assert run.orphaned > 0, "host 0 held no session when it was killed"
     # every orphaned session with work left was written to by a new owner (a session whose
     # turn had ended, its claim not yet released, is only taken over and released)

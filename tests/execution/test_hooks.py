@@ -17,7 +17,10 @@ from wakeful.events import MessageAdded
 from wakeful.execution import HOOK_KINDS, HookEvent, Runtime
 from wakeful.messages import Message, ToolCallBlock
 
-SUMMARY_RULE = {"match": "^Summarize the conversation below", "replies": [{"text": "## Objective\n- go on"}]}  # fmt: skip
+SUMMARY_RULE = {
+    "match": "^Summarize the conversation below",
+    "replies": [{"text": "## Objective\n- go on"}],
+}
 PAD = "lorem ipsum dolor sit amet " * 12  # ~80 tokens
 
 
@@ -25,13 +28,18 @@ def model(tmp_path: Path) -> str:
     path = tmp_path / "script.json"
     rules = [
         SUMMARY_RULE,
-        {"match": "^tools", "replies": [
-            {"tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}],
-             "error": {"kind": "context_overflow", "times": 1}},
-            {"text": "done", "error": {"kind": "rate_limit", "times": 1, "retry_after_ms": 5}},
-        ]},
+        {
+            "match": "^tools",
+            "replies": [
+                {
+                    "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}}],
+                    "error": {"kind": "context_overflow", "times": 1},
+                },
+                {"text": "done", "error": {"kind": "rate_limit", "times": 1, "retry_after_ms": 5}},
+            ],
+        },
         {"match": ".", "replies": [{"text": "ok " + PAD}]},
-    ]  # fmt: skip
+    ]
     path.write_text(json.dumps({"rules": rules, "chunk_chars": 4096}))
     return f"scripted:{path}"
 
@@ -161,8 +169,10 @@ async def test_raising_and_slow_hooks_change_nothing(
     await rt.hooks.flush()
     assert blocked == [True] and late == ["turn_end"]  # later hooks still ran, in order
     assert (turn.outcome, turn.final_text, turn.steps) == (
-        expected.outcome, expected.final_text, expected.steps,
-    )  # fmt: skip
+        expected.outcome,
+        expected.final_text,
+        expected.steps,
+    )
     assert [s.event.type for s in rt.store.events(sid)] == want
     assert "a broken hook" in caplog.text and "took over 0.5s" in caplog.text
     await rt.aclose()

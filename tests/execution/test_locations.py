@@ -12,12 +12,15 @@ from wakeful.store import open_store
 from .helpers import write_script
 
 RULES = [
-    {"match": "note", "replies": [
-        {"tool_calls": [{"name": "write_file", "input": {"path": "n.txt", "content": "x"}}]},
-        {"text": "ok"},
-    ]},
+    {
+        "match": "note",
+        "replies": [
+            {"tool_calls": [{"name": "write_file", "input": {"path": "n.txt", "content": "x"}}]},
+            {"text": "ok"},
+        ],
+    },
     {"match": ".", "replies": [{"text": "hi"}]},
-]  # fmt: skip
+]
 
 
 def place(tmp_path: Path, name: str) -> Path:

@@ -90,10 +90,15 @@ def _debug_run(main: Callable[[], Any]) -> Any:
 
 
 def _runtime(db: str, tmp_path: Path) -> Runtime:
-    model = write_script(tmp_path / "script.json", [
-        {"match": "slow", "replies": [{"text": "s l o w " * 60}]},
-        {"match": ".", "replies": [{"text": "quick answer"}]},
-    ], chunk_delay_ms=2, chunk_chars=4)  # fmt: skip
+    model = write_script(
+        tmp_path / "script.json",
+        [
+            {"match": "slow", "replies": [{"text": "s l o w " * 60}]},
+            {"match": ".", "replies": [{"text": "quick answer"}]},
+        ],
+        chunk_delay_ms=2,
+        chunk_chars=4,
+    )
     return Runtime(db, model=model, workspace=tmp_path, config=FAST)
 
 
@@ -146,13 +151,20 @@ def test_the_server(db_url: str, tmp_path: Path, on_loop):
     from wakeful.server import Settings, Tokens, create_app
 
     rt = _runtime(db_url, tmp_path)
-    app = create_app(rt, tokens=Tokens([TOKEN], [SENSITIVE]),
-                     settings=Settings(keepalive_s=1.0, poll_ms=10), own_runtime=True)  # fmt: skip
+    app = create_app(
+        rt,
+        tokens=Tokens([TOKEN], [SENSITIVE]),
+        settings=Settings(keepalive_s=1.0, poll_ms=10),
+        own_runtime=True,
+    )
     server = ServerThread(app)
     server.start()
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=30,
-                          headers={"Authorization": f"Bearer {TOKEN}"}) as c:  # fmt: skip
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{server.port}",
+            timeout=30,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        ) as c:
             r = c.post("/sessions", json={"title": "t", "prompt": {"text": "hi", "wait": True}})
             assert r.status_code == 201, r.text
             sid = r.json()["session"]["id"]

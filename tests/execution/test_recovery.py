@@ -31,13 +31,23 @@ CONFIG = Config(
 
 
 def setup(db: str, tmp_path: Path) -> tuple[Runtime, str]:
-    model = write_script(tmp_path / "script.json", [
-        {"match": "^job", "replies": [
-            {"tool_calls": [{"name": "shell", "input": {"command": "echo ran >> ran.txt"}}]},
-            {"text": "job done"},
-        ]},
-        {"match": ".", "replies": [{"text": "plain answer"}]},
-    ])  # fmt: skip
+    model = write_script(
+        tmp_path / "script.json",
+        [
+            {
+                "match": "^job",
+                "replies": [
+                    {
+                        "tool_calls": [
+                            {"name": "shell", "input": {"command": "echo ran >> ran.txt"}}
+                        ]
+                    },
+                    {"text": "job done"},
+                ],
+            },
+            {"match": ".", "replies": [{"text": "plain answer"}]},
+        ],
+    )
     rt = Runtime(db, model=model, workspace=tmp_path, config=CONFIG)
     return rt, rt.send("job one", resume=False).session_id
 
@@ -59,10 +69,14 @@ def call_message() -> Message:
 async def test_a_running_call_is_failed_never_replayed(db_url: str, tmp_path: Path):
     rt, sid = setup(db_url, tmp_path)
     tid, token = crashed_turn(rt, sid)
-    rt.store.append(sid, [
-        MessageAdded(message=call_message(), turn_id=tid),
-        ToolCallStarted(call_id="call_1", message_id="msg_calls", name="shell", input={}),
-    ], token)  # fmt: skip
+    rt.store.append(
+        sid,
+        [
+            MessageAdded(message=call_message(), turn_id=tid),
+            ToolCallStarted(call_id="call_1", message_id="msg_calls", name="shell", input={}),
+        ],
+        token,
+    )
     [turn] = await rt.resume(sid)
     assert turn.turn_id == tid and turn.outcome == "completed" and turn.final_text == "job done"
     assert not (tmp_path / "ran.txt").exists()
@@ -107,10 +121,13 @@ async def test_recovery_attempts_are_durable_and_bounded(db_url: str, tmp_path: 
     tid, token = crashed_turn(rt, sid)
     origin = TextOrigin(kind="event", source="wakeful")
     notes = [
-        Message(role="user", blocks=(TextBlock(text=CONTINUATION, origin=origin),),
-                metadata={"recovery_of": tid, "attempt": n})
+        Message(
+            role="user",
+            blocks=(TextBlock(text=CONTINUATION, origin=origin),),
+            metadata={"recovery_of": tid, "attempt": n},
+        )
         for n in (1, 2, 3)
-    ]  # fmt: skip
+    ]
     rt.store.append(sid, [MessageAdded(message=m, turn_id=tid) for m in notes], token)
     failed, after = await rt.resume(sid)
     assert failed.outcome == "failed" and failed.error_kind == "recovery_exhausted"

@@ -44,8 +44,14 @@ def _start(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> subpro
 
 
 def _cli(args: list[str], env: dict[str, str], cwd: Path) -> dict[str, object]:
-    done = subprocess.run([WAKEFUL, *args, "--format", "json"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [WAKEFUL, *args, "--format", "json"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
@@ -77,7 +83,9 @@ def _next(store: SqlStore, schedule_id: str) -> int:
     return found
 
 
-def test_four_workers_fire_each_due_time_once_and_keep_the_missed_fire_policy(db_url: str, tmp_path: Path):  # fmt: skip
+def test_four_workers_fire_each_due_time_once_and_keep_the_missed_fire_policy(
+    db_url: str, tmp_path: Path
+):
     work = make_workspace(tmp_path, lease_ms=3_000, poll_ms=50)
     model = write_script(tmp_path / "script.json", [{"match": ".", "replies": [{"text": "noted"}]}])
     env = cli_env(db_url, tmp_path)
@@ -88,8 +96,16 @@ def test_four_workers_fire_each_due_time_once_and_keep_the_missed_fire_policy(db
     workers = [_start(["worker"], env, work, logs / f"w{i}.log") for i in range(WORKERS)]
     time.sleep(3)  # the workers are up before the first fire (else it could be late past grace)
     common = ["--every", "1s", "--grace", f"{GRACE_MS}ms"]
-    skip = str(_cli(["schedule", "add", "tick", *common, "--session", TARGET, "--missed", "skip"], env, work)["id"])  # fmt: skip
-    once = str(_cli(["schedule", "add", "tock", *common, "--model", model, "--missed", "once"], env, work)["id"])  # fmt: skip
+    skip = str(
+        _cli(
+            ["schedule", "add", "tick", *common, "--session", TARGET, "--missed", "skip"], env, work
+        )["id"]
+    )
+    once = str(
+        _cli(["schedule", "add", "tock", *common, "--model", model, "--missed", "once"], env, work)[
+            "id"
+        ]
+    )
     created = {s: store.schedules.get(s).created_ms for s in (skip, once)}
     began = time.monotonic()  # the minute of fires starts now
 
@@ -133,7 +149,10 @@ def test_four_workers_fire_each_due_time_once_and_keep_the_missed_fire_policy(db
     assert resumed >= restarted_ms - GRACE_MS // 2 - 1000
     admitted = _admitted(store, skip)
     assert max(admitted.values()) == 1
-    assert sorted(admitted) == [*range(first[skip], stood[skip], 1000), *range(resumed, end[skip], 1000)]  # fmt: skip
+    assert sorted(admitted) == [
+        *range(first[skip], stood[skip], 1000),
+        *range(resumed, end[skip], 1000),
+    ]
 
     # once: one input for the missed times (stamped with the first), then on time again
     fires = {f.due_ms: f for f in store.schedules.fires(once, 50)}
@@ -143,11 +162,20 @@ def test_four_workers_fire_each_due_time_once_and_keep_the_missed_fire_policy(db
     resumed = stood[once] + caught.missed * 1000
     admitted = _admitted(store, once)
     assert max(admitted.values()) == 1
-    assert sorted(admitted) == [*range(first[once], stood[once] + 1, 1000), *range(resumed, end[once], 1000)]  # fmt: skip
+    assert sorted(admitted) == [
+        *range(first[once], stood[once] + 1, 1000),
+        *range(resumed, end[once], 1000),
+    ]
 
     # a last worker delivers everything admitted, exactly once
-    drain = subprocess.run([WAKEFUL, "worker", "--once"], cwd=work, env=env, capture_output=True,
-                           text=True, timeout=300)  # fmt: skip
+    drain = subprocess.run(
+        [WAKEFUL, "worker", "--once"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert drain.returncode == 0, drain.stderr
     check_session(store, TARGET)
     fired = [(m.metadata or {}).get("input_id") for m in store.messages(TARGET)]

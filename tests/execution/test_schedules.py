@@ -51,15 +51,18 @@ def test_intervals_keep_their_phase_and_one_shots_fire_once():
     assert once.first(at + 1) is None
 
 
-@pytest.mark.parametrize(("kind", "spec", "tz", "reason"), [
-    ("cron", "* * *", "UTC", "five fields"),
-    ("cron", "61 * * * *", "UTC", "bad cron expression"),
-    ("interval", "soon", "UTC", "bad interval"),
-    ("interval", "10ms", "UTC", "shorter than 100 ms"),
-    ("once", "tomorrow", "UTC", "bad time"),
-    ("cron", "* * * * *", "Mars/Olympus", "unknown time zone"),
-    ("weekly", "x", "UTC", "unknown schedule kind"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "spec", "tz", "reason"),
+    [
+        ("cron", "* * *", "UTC", "five fields"),
+        ("cron", "61 * * * *", "UTC", "bad cron expression"),
+        ("interval", "soon", "UTC", "bad interval"),
+        ("interval", "10ms", "UTC", "shorter than 100 ms"),
+        ("once", "tomorrow", "UTC", "bad time"),
+        ("cron", "* * * * *", "Mars/Olympus", "unknown time zone"),
+        ("weekly", "x", "UTC", "unknown schedule kind"),
+    ],
+)
 def test_bad_specs_are_one_line_usage_errors(kind: str, spec: str, tz: str, reason: str):
     with pytest.raises(UsageError, match=reason) as err:
         Timing.parse(kind, spec, tz)
@@ -150,16 +153,19 @@ def test_a_one_shot_fires_once_then_has_no_next(rt: Runtime, clock: FakeClock):
     assert rt.fire_schedules() == []
 
 
-@pytest.mark.parametrize(("kw", "reason"), [
-    ({}, "exactly one of cron, every or at"),
-    ({"every": "1s", "cron": "* * * * *"}, "exactly one"),
-    ({"every": "1s", "missed": "later"}, "missed-fire policy"),
-    ({"every": "1s", "grace_ms": -1}, "grace"),
-    ({"every": "1s", "delivery": "now"}, "delivery"),
-    ({"at": "2001-01-01T00:00"}, "already past"),
-    ({"every": "1s", "model": "nonsense:model"}, "model"),
-    ({"every": "1s", "location": "/no/such/dir"}, "schedule"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kw", "reason"),
+    [
+        ({}, "exactly one of cron, every or at"),
+        ({"every": "1s", "cron": "* * * * *"}, "exactly one"),
+        ({"every": "1s", "missed": "later"}, "missed-fire policy"),
+        ({"every": "1s", "grace_ms": -1}, "grace"),
+        ({"every": "1s", "delivery": "now"}, "delivery"),
+        ({"at": "2001-01-01T00:00"}, "already past"),
+        ({"every": "1s", "model": "nonsense:model"}, "model"),
+        ({"every": "1s", "location": "/no/such/dir"}, "schedule"),
+    ],
+)
 def test_bad_input_stores_nothing(rt: Runtime, kw: dict[str, object], reason: str):
     with pytest.raises(UsageError, match=reason):
         rt.add_schedule("tick", **kw)  # type: ignore[arg-type]

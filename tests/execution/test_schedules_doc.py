@@ -18,8 +18,14 @@ def test_the_schedules_example_runs(tmp_path: Path):
     (tmp_path / "example.py").write_text(block.group(1))
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env |= {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config")}
-    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "example.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split()[1:3] == ["interval", "2000"]

@@ -19,11 +19,27 @@ SECRET = "the launch code is 0000"
 
 def traced(tmp_path: Path, *, capture: bool = False) -> tuple[Runtime, InMemorySpanExporter]:
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"rules": [{"match": "^list", "replies": [
-        {"text": "looking", "tool_calls": [{"name": "shell", "input": {"command": "echo hi"}},
-                                           {"name": "shell", "input": {"command": "exit 3"}}]},
-        {"text": "SECRET-REPLY all listed"},
-    ]}]}))  # fmt: skip
+    script.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {
+                        "match": "^list",
+                        "replies": [
+                            {
+                                "text": "looking",
+                                "tool_calls": [
+                                    {"name": "shell", "input": {"command": "echo hi"}},
+                                    {"name": "shell", "input": {"command": "exit 3"}},
+                                ],
+                            },
+                            {"text": "SECRET-REPLY all listed"},
+                        ],
+                    }
+                ]
+            }
+        )
+    )
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -32,9 +48,12 @@ def traced(tmp_path: Path, *, capture: bool = False) -> tuple[Runtime, InMemoryS
         return True
 
     rt = Runtime(
-        str(tmp_path / "s.db"), model=f"scripted:{script}", workspace=tmp_path, ask=allow,
+        str(tmp_path / "s.db"),
+        model=f"scripted:{script}",
+        workspace=tmp_path,
+        ask=allow,
         tracer_provider=provider,
-    )  # fmt: skip
+    )
     if capture:
         rt.tracing = Tracing(provider, capture_content=True)
     return rt, exporter
@@ -52,10 +71,17 @@ async def test_a_tool_using_turn_makes_the_span_tree(tmp_path: Path):
     spans = list(exporter.get_finished_spans())
     chat = f"chat {tmp_path / 'script.json'}"  # the scripted provider's model is its script
     names = sorted(s.name for s in spans)
-    assert names == sorted([
-        "invoke_agent build", "step 1", "step 2", chat, chat,
-        "execute_tool shell", "execute_tool shell",
-    ])  # fmt: skip
+    assert names == sorted(
+        [
+            "invoke_agent build",
+            "step 1",
+            "step 2",
+            chat,
+            chat,
+            "execute_tool shell",
+            "execute_tool shell",
+        ]
+    )
     root = one(spans, "invoke_agent build")
     assert root.parent is None
     assert root.attributes is not None

@@ -24,12 +24,21 @@ CONFIG = Config(
 
 
 def runtime(db: str, tmp_path: Path, *, delay_ms: int = 0) -> Runtime:
-    model = write_script(tmp_path / "script.json", [
-        {"match": "slow", "replies": [{"text": "s l o w " * 50}]},
-        {"match": ".", "replies": [
-            {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}, {"text": "done"},
-        ]},
-    ], chunk_delay_ms=delay_ms, chunk_chars=4)  # fmt: skip
+    model = write_script(
+        tmp_path / "script.json",
+        [
+            {"match": "slow", "replies": [{"text": "s l o w " * 50}]},
+            {
+                "match": ".",
+                "replies": [
+                    {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]},
+                    {"text": "done"},
+                ],
+            },
+        ],
+        chunk_delay_ms=delay_ms,
+        chunk_chars=4,
+    )
     return Runtime(db, model=model, workspace=tmp_path, config=CONFIG)
 
 

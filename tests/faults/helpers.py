@@ -71,8 +71,11 @@ def tmpfs(path: Path, size: str) -> Iterator[Path]:
     fills up, or one remounted read-only (`remount(path, "ro")`). Mounting needs root: without
     it the test is skipped, saying so, and fails under CI=true (where it must run)."""
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0777", "tmpfs",
-                           str(path)], capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0777", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         reason = f"cannot mount a tmpfs (needs root): {done.stderr.strip()}"
         if os.environ.get("CI") == "true":

@@ -25,8 +25,14 @@ from wakeful.store import open_store
 def wk(tmp_path: Path, db: str, *args: str | bytes) -> subprocess.CompletedProcess[str]:
     """Run `wakeful` in the test's workspace with a private HOME; arguments may be raw bytes."""
     work = make_workspace(tmp_path)
-    return subprocess.run([WAKEFUL, *args], cwd=work, env=cli_env(db, tmp_path),
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [WAKEFUL, *args],
+        cwd=work,
+        env=cli_env(db, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def one_line_error(done: subprocess.CompletedProcess[str], message: str) -> None:
@@ -46,10 +52,14 @@ def sessions(db: str) -> int:
     ("command", "prompt", "message"),
     [
         ("run", b"bad \xff byte", "PROMPT: not valid UTF-8 (byte 0xff at character 5)"),
-        ("run", b"a lone \xed\xa0\x80 surrogate", "PROMPT: not valid UTF-8 (byte 0xed at character 8)"),
+        (
+            "run",
+            b"a lone \xed\xa0\x80 surrogate",
+            "PROMPT: not valid UTF-8 (byte 0xed at character 8)",
+        ),
         ("send", b"bad \xc3 byte", "PROMPT: not valid UTF-8 (byte 0xc3 at character 5)"),
     ],
-)  # fmt: skip
+)
 def test_a_prompt_that_is_not_utf8_is_refused(
     tmp_path: Path, db_url: str, command: str, prompt: bytes, message: str
 ):
@@ -61,10 +71,13 @@ def test_a_prompt_that_is_not_utf8_is_refused(
 @pytest.mark.parametrize(
     ("title", "message"),
     [
-        (b'"a\\ud800b"', "session title: holds a lone surrogate U+D800 (character 2): not valid Unicode"),
+        (
+            b'"a\\ud800b"',
+            "session title: holds a lone surrogate U+D800 (character 2): not valid Unicode",
+        ),
         (b'"a\\u0000b"', "session title: holds a NUL character (character 2)"),
     ],
-)  # fmt: skip
+)
 def test_an_import_whose_title_no_store_can_hold_is_refused(
     tmp_path: Path, db_url: str, title: bytes, message: str
 ):
@@ -98,18 +111,36 @@ def test_a_nul_in_a_title_is_a_usage_error_from_the_postgres_store():
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b'[retry]\nmax_retries = "\xff"\n', "not valid TOML: not UTF-8 text (byte 0xff at offset 23)"),
-        (b"a = " + b"[" * 5000 + b"]" * 5000 + b"\n", "not valid TOML: arrays or tables nested too deeply"),
-        (b"[execution]\nlease_ms = 9223372036854775807\n", "execution.lease_ms: must be 100..86400000"),
-        (b"[retry]\nmax_delay_ms = 9223372036854775807\n", "retry.max_delay_ms: must be at most 86400000"),
+        (
+            b'[retry]\nmax_retries = "\xff"\n',
+            "not valid TOML: not UTF-8 text (byte 0xff at offset 23)",
+        ),
+        (
+            b"a = " + b"[" * 5000 + b"]" * 5000 + b"\n",
+            "not valid TOML: arrays or tables nested too deeply",
+        ),
+        (
+            b"[execution]\nlease_ms = 9223372036854775807\n",
+            "execution.lease_ms: must be 100..86400000",
+        ),
+        (
+            b"[retry]\nmax_delay_ms = 9223372036854775807\n",
+            "retry.max_delay_ms: must be at most 86400000",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_bad_configuration_file_is_one_line(tmp_path: Path, content: bytes, message: str):
     db = str(tmp_path / "sessions.db")
     work = make_workspace(tmp_path)
     (work / "wakeful.toml").write_bytes(content)
-    done = subprocess.run([WAKEFUL, "run", "--model", "scripted:none", "hi"], cwd=work,
-                          env=cli_env(db, tmp_path), capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [WAKEFUL, "run", "--model", "scripted:none", "hi"],
+        cwd=work,
+        env=cli_env(db, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     one_line_error(done, f"{work / 'wakeful.toml'}: {message}")
 
 

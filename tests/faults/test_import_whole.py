@@ -27,15 +27,24 @@ BIG = message("msg_b", "x" * MESSAGE_MAX_BYTES)
 def run_import(tmp_path: Path, db: str, lines: list[str]) -> subprocess.CompletedProcess[str]:
     export = tmp_path / "export.jsonl"
     export.write_text("\n".join(lines) + "\n")
-    return subprocess.run([WAKEFUL, "session", "import", str(export)], cwd=make_workspace(tmp_path),
-                          env=cli_env(db, tmp_path), capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [WAKEFUL, "session", "import", str(export)],
+        cwd=make_workspace(tmp_path),
+        env=cli_env(db, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def stored(db: str) -> list[list[str]]:
     """The message ids of every session in the store."""
     store = open_store(db)
     try:
-        return [[m.id for m in store.messages(s.id)] for s in store.list_sessions(archived=None).sessions]  # fmt: skip
+        return [
+            [m.id for m in store.messages(s.id)]
+            for s in store.list_sessions(archived=None).sessions
+        ]
     finally:
         store.close()
 
@@ -48,20 +57,40 @@ def refused(done: subprocess.CompletedProcess[str], tmp_path: Path, problem: str
 @pytest.mark.parametrize(
     ("lines", "problem"),
     [
-        ([HEADER, message("msg_a"), message("msg_b", role="assistant"), message("msg_a", "again")],
-         "line 4: message id msg_a repeats line 2"),
-        ([HEADER, message("msg_a"), "", '{"id": "msg_b", "role": "user", "blocks": [}'],
-         "line 4: not valid JSON: Expecting value (column 44)"),
-        ([HEADER, message("msg_a"), message("msg_b", role="wizard")],
-         "line 3: not a message: role: Input should be 'user', 'assistant' or 'system'"),
-        ([HEADER, message("msg_a"), BIG],
-         f"line 3: a message of {len(BIG)} bytes is over the store's limit of {MESSAGE_MAX_BYTES}"),
-        ([HEADER, message("msg_a", role="wizard"), message("msg_a"), message("msg_a")],  # 2 and 4
-         "line 2: not a message: role: Input should be 'user', 'assistant' or 'system' "
-         "(and 1 more line with a problem)"),
+        (
+            [
+                HEADER,
+                message("msg_a"),
+                message("msg_b", role="assistant"),
+                message("msg_a", "again"),
+            ],
+            "line 4: message id msg_a repeats line 2",
+        ),
+        (
+            [HEADER, message("msg_a"), "", '{"id": "msg_b", "role": "user", "blocks": [}'],
+            "line 4: not valid JSON: Expecting value (column 44)",
+        ),
+        (
+            [HEADER, message("msg_a"), message("msg_b", role="wizard")],
+            "line 3: not a message: role: Input should be 'user', 'assistant' or 'system'",
+        ),
+        (
+            [HEADER, message("msg_a"), BIG],
+            f"line 3: a message of {len(BIG)} bytes is over the store's limit of {MESSAGE_MAX_BYTES}",
+        ),
+        (
+            [
+                HEADER,
+                message("msg_a", role="wizard"),
+                message("msg_a"),
+                message("msg_a"),
+            ],  # 2 and 4
+            "line 2: not a message: role: Input should be 'user', 'assistant' or 'system' "
+            "(and 1 more line with a problem)",
+        ),
     ],
     ids=["duplicate-id", "bad-json", "bad-role", "too-large", "several"],
-)  # fmt: skip
+)
 def test_an_import_with_a_bad_line_writes_nothing_and_names_the_line(
     tmp_path: Path, db_url: str, lines: list[str], problem: str
 ):
@@ -70,6 +99,8 @@ def test_an_import_with_a_bad_line_writes_nothing_and_names_the_line(
 
 
 def test_a_good_import_is_stored_whole(tmp_path: Path, db_url: str):
-    done = run_import(tmp_path, db_url, [HEADER, message("msg_a"), "", message("msg_b", role="assistant")])  # fmt: skip
+    done = run_import(
+        tmp_path, db_url, [HEADER, message("msg_a"), "", message("msg_b", role="assistant")]
+    )
     assert done.returncode == 0, done.stderr
     assert stored(db_url) == [["msg_a", "msg_b"]]

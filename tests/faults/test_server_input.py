@@ -21,8 +21,9 @@ HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Serve]:
-    served = Serve(tmp_path, "--token", TOKEN, "--model", script(tmp_path, ECHO),
-                   env=_env(tmp_path))  # fmt: skip
+    served = Serve(
+        tmp_path, "--token", TOKEN, "--model", script(tmp_path, ECHO), env=_env(tmp_path)
+    )
     yield served
     assert served.stop() == 0
     assert "Traceback" not in served.output()

@@ -22,20 +22,29 @@ SHOWN = r"\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x0d\x9b1m"
 
 
 def test_titles_and_messages_print_without_escape_sequences(tmp_path: Path):
-    server = Serve(tmp_path, "--token", TOKEN, "--model", script(tmp_path, ECHO),
-                   env=_env(tmp_path))  # fmt: skip
+    server = Serve(
+        tmp_path, "--token", TOKEN, "--model", script(tmp_path, ECHO), env=_env(tmp_path)
+    )
     try:
         answer = httpx.post(
-            f"{server.url}/sessions", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30,
+            f"{server.url}/sessions",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=30,
             json={"title": HOSTILE, "prompt": {"text": f"say {HOSTILE}", "wait": True}},
-        )  # fmt: skip
+        )
         assert answer.status_code == 201, answer.text
         sid = answer.json()["session"]["id"]
     finally:
         assert server.stop() == 0
     for args in (["session", "list"], ["session", "show", sid], ["log", "--session", sid]):
-        done = subprocess.run([sys.executable, "-m", "wakeful", *args], env=_env(tmp_path),
-                              cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "wakeful", *args],
+            env=_env(tmp_path),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         assert not any(c in done.stdout for c in "\x1b\x07\r\x9b"), (args, done.stdout)
         assert SHOWN[:40] in done.stdout, (args, done.stdout)

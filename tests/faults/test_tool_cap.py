@@ -53,7 +53,9 @@ async def _cap_turn(db: str, model: str, work: Path, config: Config) -> tuple[st
         for block, size in ((big, TEN_MB), (flooded, 1024 * 1024)):
             text = tool_result_text(block.output)
             assert len(text.encode()) <= MAX_RESULT_BYTES
-            assert text.startswith("line 0 ") and text.rstrip("\n").endswith(numbered(size)[-40:].rstrip("\n"))  # fmt: skip
+            assert text.startswith("line 0 ") and text.rstrip("\n").endswith(
+                numbered(size)[-40:].rstrip("\n")
+            )
             assert (
                 f"bytes of this result omitted (the cap is {MAX_RESULT_BYTES // 1024} KiB)" in text
             )
@@ -71,26 +73,44 @@ def test_every_kind_of_tool_result_shares_the_cap_and_the_whole_output_is_kept(t
     work = tmp_path / "work"
     work.mkdir()
     (work / ".git").mkdir()
-    model = script(tmp_path / "s.json", [
-        {"tool_calls": [{"name": "mcp__calc__big", "input": {"size": TEN_MB}},
-                        {"name": "flood", "input": {"size": 1024 * 1024}},
-                        {"name": "mcp__calc__add", "input": {"a": 2, "b": 3}}]},
-        {"text": "ok"},
-    ])  # fmt: skip
+    model = script(
+        tmp_path / "s.json",
+        [
+            {
+                "tool_calls": [
+                    {"name": "mcp__calc__big", "input": {"size": TEN_MB}},
+                    {"name": "flood", "input": {"size": 1024 * 1024}},
+                    {"name": "mcp__calc__add", "input": {"a": 2, "b": 3}},
+                ]
+            },
+            {"text": "ok"},
+        ],
+    )
     db = str(tmp_path / "s.db")
-    config = Config.model_validate({"mcp": {"servers": {"calc": stdio_server(tmp_path / "r.txt")}}})  # fmt: skip
+    config = Config.model_validate({"mcp": {"servers": {"calc": stdio_server(tmp_path / "r.txt")}}})
     big_id, flood_id, sid = asyncio.run(_cap_turn(db, model, work, config))
     env = cli_env(db, tmp_path)
-    whole = subprocess.run([WAKEFUL, "session", "show", sid, "--output", big_id], env=env,
-                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    whole = subprocess.run(
+        [WAKEFUL, "session", "show", sid, "--output", big_id],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert whole.returncode == 0, whole.stderr
     assert whole.stdout == numbered(TEN_MB)
-    shown = subprocess.run([WAKEFUL, "session", "show", sid], env=env, capture_output=True,
-                           text=True, timeout=60)  # fmt: skip
+    shown = subprocess.run(
+        [WAKEFUL, "session", "show", sid], env=env, capture_output=True, text=True, timeout=60
+    )
     assert f"the whole output, {TEN_MB} bytes: session show --output {big_id}" in shown.stdout
     assert f"session show --output {flood_id}" in shown.stdout
-    missing = subprocess.run([WAKEFUL, "session", "show", sid, "--output", "call_nope"], env=env,
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    missing = subprocess.run(
+        [WAKEFUL, "session", "show", sid, "--output", "call_nope"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert missing.returncode == 2 and "no result of a tool call 'call_nope'" in missing.stderr
 
 
@@ -105,11 +125,15 @@ async def test_the_inspector_links_the_whole_output(tmp_path: Path):
     ref = str((block.metadata or {})[FULL_OUTPUT]["ref"])  # type: ignore[index]
     app = create_app(rt, tokens=Tokens(["t" * 16]))
     auth = {"Authorization": "Bearer " + "t" * 16}
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x",
-                                 headers=auth) as c:  # fmt: skip
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://x", headers=auth
+    ) as c:
         page = await c.get(f"/ui/sessions/{sid}")
         assert page.status_code == 200
-        assert f"/sessions/{sid}/media/{ref}" in page.text and "the whole output (300000 bytes" in page.text  # fmt: skip
+        assert (
+            f"/sessions/{sid}/media/{ref}" in page.text
+            and "the whole output (300000 bytes" in page.text
+        )
         whole = await c.get(f"/sessions/{sid}/media/{ref}")
         assert whole.status_code == 200 and whole.text == numbered(300_000)
         assert whole.headers["content-type"].startswith("text/plain")
@@ -139,15 +163,23 @@ def test_the_shell_keeps_its_whole_output(tmp_path: Path):
             [(call_id, block)] = _results(rt, sid)
             text = tool_result_text(block.output)
             assert len(text.encode()) <= MAX_RESULT_BYTES and "MIDDLE-MARKER" not in text
-            assert "bytes of this result omitted (the cap is 64 KiB); the person can read the whole output, kept as blob" in text  # fmt: skip
+            assert (
+                "bytes of this result omitted (the cap is 64 KiB); the person can read the whole output, kept as blob"
+                in text
+            )
             assert text.startswith("line 000") and text.endswith("04999\n[exit code 0]")
             return sid, call_id
         finally:
             await rt.aclose()
 
     sid, call_id = asyncio.run(turn())
-    whole = subprocess.run([WAKEFUL, "session", "show", sid, "--output", call_id],
-                           env=cli_env(db, tmp_path), capture_output=True, text=True, timeout=60)  # fmt: skip
+    whole = subprocess.run(
+        [WAKEFUL, "session", "show", sid, "--output", call_id],
+        env=cli_env(db, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert whole.returncode == 0, whole.stderr
     lines = whole.stdout.splitlines()
     assert len(lines) == 5002 and lines[2501] == "MIDDLE-MARKER-7f3a"

@@ -48,8 +48,9 @@ def run_session(tmp_path: Path, work: Path, rule: dict[str, object]) -> subproce
     """Create the session with one prompt answered by `rule` and start `wakeful run` on it."""
     db = str(tmp_path / "sessions.db")
     store = open_store(db)
-    create_session(store, SID, write_script(tmp_path / "script.json", [rule]), ["go"],
-                   workspace=work)  # fmt: skip
+    create_session(
+        store, SID, write_script(tmp_path / "script.json", [rule]), ["go"], workspace=work
+    )
     store.close()
     return wakeful(["run", "--session", SID, "--format", "json"], cli_env(db, tmp_path), work)
 
@@ -58,12 +59,22 @@ def test_grep_and_read_file_do_not_hang_on_a_fifo(tmp_path: Path):
     work = make_workspace(tmp_path)
     (work / "notes.txt").write_text("the needle is here\n")
     os.mkfifo(work / "pipe")
-    calls = [{"name": "grep", "input": {"pattern": "needle"}},
-             {"name": "read_file", "input": {"path": "pipe"}},
-             {"name": "grep", "input": {"pattern": "needle", "path": "pipe"}}]  # fmt: skip
-    proc = run_session(tmp_path, work, {"match": "go", "replies": [
-        {"tool_calls": calls}, {"text": "searched"},
-    ]})  # fmt: skip
+    calls = [
+        {"name": "grep", "input": {"pattern": "needle"}},
+        {"name": "read_file", "input": {"path": "pipe"}},
+        {"name": "grep", "input": {"pattern": "needle", "path": "pipe"}},
+    ]
+    proc = run_session(
+        tmp_path,
+        work,
+        {
+            "match": "go",
+            "replies": [
+                {"tool_calls": calls},
+                {"text": "searched"},
+            ],
+        },
+    )
     try:
         code, _out, err = finish(proc, timeout=60)
     finally:
@@ -87,13 +98,25 @@ def test_an_interrupt_kills_the_setsid_child_of_a_shell_call(tmp_path: Path):
         "setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' > /dev/null 2>&1 & "
         "(sh -c 'echo $$ > orphan.pid; exec sleep 300' &); sleep 300"
     )
-    proc = run_session(tmp_path, work, {"match": "go", "replies": [
-        {"tool_calls": [{"name": "shell", "input": {"command": command}}]}, {"text": "ran"},
-    ]})  # fmt: skip
+    proc = run_session(
+        tmp_path,
+        work,
+        {
+            "match": "go",
+            "replies": [
+                {"tool_calls": [{"name": "shell", "input": {"command": command}}]},
+                {"text": "ran"},
+            ],
+        },
+    )
     pids: list[int] = []
     try:
-        wait_for(lambda: all((work / f).exists() and (work / f).read_text().strip()
-                             for f in ("daemon.pid", "orphan.pid")))  # fmt: skip
+        wait_for(
+            lambda: all(
+                (work / f).exists() and (work / f).read_text().strip()
+                for f in ("daemon.pid", "orphan.pid")
+            )
+        )
         pids = [int((work / f).read_text()) for f in ("daemon.pid", "orphan.pid")]
         assert all(alive(p) for p in pids)
         proc.send_signal(signal.SIGINT)
@@ -120,10 +143,21 @@ def test_a_second_interrupt_exits_130_without_a_traceback(tmp_path: Path):
     work = make_workspace(tmp_path)
     with (work / "wakeful.toml").open("a") as f:
         f.write("[store]\nbusy_timeout_ms = 200\n")
-    proc = run_session(tmp_path, work, {"match": "go", "replies": [
-        {"tool_calls": [{"name": "shell", "input": {"command": "touch started; sleep 300"}}]},
-        {"text": "ran"},
-    ]})  # fmt: skip
+    proc = run_session(
+        tmp_path,
+        work,
+        {
+            "match": "go",
+            "replies": [
+                {
+                    "tool_calls": [
+                        {"name": "shell", "input": {"command": "touch started; sleep 300"}}
+                    ]
+                },
+                {"text": "ran"},
+            ],
+        },
+    )
     db = str(tmp_path / "sessions.db")
     locker = None
     try:
@@ -156,9 +190,17 @@ def test_a_timeout_kills_the_setsid_child_too(tmp_path: Path):
     work = make_workspace(tmp_path)
     command = "setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' > /dev/null 2>&1 & sleep 300"
     shell = {"name": "shell", "input": {"command": command, "timeout_s": 1}}
-    proc = run_session(tmp_path, work, {"match": "go", "replies": [
-        {"tool_calls": [shell]}, {"text": "gave up"},
-    ]})  # fmt: skip
+    proc = run_session(
+        tmp_path,
+        work,
+        {
+            "match": "go",
+            "replies": [
+                {"tool_calls": [shell]},
+                {"text": "gave up"},
+            ],
+        },
+    )
     code, _out, err = finish(proc, timeout=60)
     pid = int((work / "daemon.pid").read_text())
     try:

@@ -48,13 +48,19 @@ def start_run(tmp_path: Path, db: str, **env: str) -> subprocess.Popen[str]:
     work = make_workspace(tmp_path)
     with (work / "wakeful.toml").open("a") as f:
         f.write("[store]\nbusy_timeout_ms = 200\n")
-    model = write_script(tmp_path / "script.json", [
-        {"match": "^go$", "replies": [
-            {"tool_calls": [{"name": "shell", "input": {"command": COMMAND}}]},
-            {"text": "the ledger has its line"},
-        ]},
-        {"match": "^next$", "replies": [{"text": "next done"}]},
-    ])  # fmt: skip
+    model = write_script(
+        tmp_path / "script.json",
+        [
+            {
+                "match": "^go$",
+                "replies": [
+                    {"tool_calls": [{"name": "shell", "input": {"command": COMMAND}}]},
+                    {"text": "the ledger has its line"},
+                ],
+            },
+            {"match": "^next$", "replies": [{"text": "next done"}]},
+        ],
+    )
     store = open_store(db)
     create_session(store, SID, model, ["go"], workspace=work)
     store.close()
@@ -171,8 +177,12 @@ def test_a_running_call_whose_claim_was_released_is_settled_by_the_next_drain(tm
     claim = store.current_claim(SID)
     assert claim is not None
     [turn] = store.turns(SID)
-    failed = TurnEnded(turn_id=turn.turn_id, outcome="failed", error="database is busy",
-                       error_kind="StoreBusyError")  # fmt: skip
+    failed = TurnEnded(
+        turn_id=turn.turn_id,
+        outcome="failed",
+        error="database is busy",
+        error_kind="StoreBusyError",
+    )
     store.append(SID, [failed], fence(claim))
     assert store.claims.release(claim)
     nxt = wakeful(

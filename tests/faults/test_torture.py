@@ -46,7 +46,9 @@ def test_torture_sqlite(tmp_path: Path):
     kills, seed = _knobs()
     db = str(tmp_path / "sessions.db")
     open_store(db).close()
-    _no_anomalies(run_backend("sqlite", db, hold_sqlite_lock(db), (1.0, 6.0), kills, seed, tmp_path))  # fmt: skip
+    _no_anomalies(
+        run_backend("sqlite", db, hold_sqlite_lock(db), (1.0, 6.0), kills, seed, tmp_path)
+    )
 
 
 @pytest.mark.postgres

@@ -38,8 +38,14 @@ from .helpers import fill, lockable_dir, tmpfs
 
 def wk(tmp_path: Path, db: str, *args: str) -> subprocess.CompletedProcess[str]:
     work = make_workspace(tmp_path)
-    return subprocess.run([WAKEFUL, *args], cwd=work, env=cli_env(db, tmp_path),
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [WAKEFUL, *args],
+        cwd=work,
+        env=cli_env(db, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def echo_model(tmp_path: Path, **top: object) -> str:
@@ -50,8 +56,9 @@ def echo_model(tmp_path: Path, **top: object) -> str:
 def enqueued(db: str) -> int:
     """Admissions in the file, read from the events table alone (no other page is touched)."""
     with sqlite3.connect(db) as conn:
-        return int(conn.execute("SELECT count(*) FROM events WHERE type = 'inbox.enqueued'")
-                   .fetchone()[0])  # fmt: skip
+        return int(
+            conn.execute("SELECT count(*) FROM events WHERE type = 'inbox.enqueued'").fetchone()[0]
+        )
 
 
 def test_an_empty_session_option_is_an_error(tmp_path: Path):
@@ -91,11 +98,13 @@ def test_worker_once_exits_3_when_a_stored_model_cannot_be_built(tmp_path: Path)
     db = str(tmp_path / "sessions.db")
     work = make_workspace(tmp_path)
     store = open_store(db)
-    create_session(store, "ses_broken", f"scripted:{tmp_path / 'missing.json'}", ["hello"],
-                   workspace=work)  # fmt: skip
+    create_session(
+        store, "ses_broken", f"scripted:{tmp_path / 'missing.json'}", ["hello"], workspace=work
+    )
     store.close()
-    code, out, err = finish(wakeful(["worker", "--once", "--format", "json"],
-                                    cli_env(db, tmp_path), work))  # fmt: skip
+    code, out, err = finish(
+        wakeful(["worker", "--once", "--format", "json"], cli_env(db, tmp_path), work)
+    )
     assert code == 3, err
     assert json.loads(out)["blocked"] == ["ses_broken"] and json.loads(out)["failed"] == []
     assert "1 sessions had a turn blocked" in err and "ses_broken" in err
@@ -109,10 +118,15 @@ def test_worker_once_exits_3_when_a_stored_model_cannot_be_built(tmp_path: Path)
 def test_two_concurrent_runs_each_report_their_own_turn(tmp_path: Path):
     db = str(tmp_path / "sessions.db")
     work = make_workspace(tmp_path)
-    model = write_script(tmp_path / "script.json", [
-        {"match": "^first", "replies": [{"text": "the first answer, streamed slowly " * 6}]},
-        {"match": "^second", "replies": [{"text": "the second answer"}]},
-    ], chunk_delay_ms=150)  # fmt: skip  # the first turn takes about 2 s
+    # the first turn takes about 2 s
+    model = write_script(
+        tmp_path / "script.json",
+        [
+            {"match": "^first", "replies": [{"text": "the first answer, streamed slowly " * 6}]},
+            {"match": "^second", "replies": [{"text": "the second answer"}]},
+        ],
+        chunk_delay_ms=150,
+    )
     store = open_store(db)
     store.create_session("ses_two", model=model, metadata={"workspace": str(work)})
     env = cli_env(db, tmp_path)

@@ -41,8 +41,9 @@ def test_the_file_tools_refuse_a_hard_link_to_a_file_outside(tmp_path: Path):
     db = str(tmp_path / "sessions.db")
     store = open_store(db)
     rule = {"match": "go", "replies": [{"tool_calls": calls}, {"text": "done"}]}
-    create_session(store, SID, write_script(tmp_path / "script.json", [rule]), ["go"],
-                   workspace=work)  # fmt: skip
+    create_session(
+        store, SID, write_script(tmp_path / "script.json", [rule]), ["go"], workspace=work
+    )
     code, _out, err = finish(wakeful(["run", "--session", SID], cli_env(db, tmp_path), work))
     assert code == 0, err
     assert (outside / "secret.txt").read_text() == f"{SECRET}\n"

@@ -90,9 +90,23 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     port = _free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    args = [sys.executable, "-m", "llama_cpp.server", "--model", str(locate_weights()),
-            "--model_alias", "smol", "--n_ctx", str(N_CTX), "--seed", "7",
-            "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(locate_weights()),
+        "--model_alias",
+        "smol",
+        "--n_ctx",
+        str(N_CTX),
+        "--seed",
+        "7",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     with log.open("w") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
@@ -137,15 +151,23 @@ def db(tmp_path: Path) -> str:
 def wk(tmp_path: Path, workdir: Path, db: str) -> Wk:
     """`wakeful ARGS --format json` in the workspace; returns the parsed output."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env |= {"WAKEFUL_DB": db, "WAKEFUL_CONFIG": str(tmp_path / "wakeful.toml"),
-            "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config"),
-            "XDG_DATA_HOME": str(tmp_path / ".local")}  # fmt: skip
+    env |= {
+        "WAKEFUL_DB": db,
+        "WAKEFUL_CONFIG": str(tmp_path / "wakeful.toml"),
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / ".config"),
+        "XDG_DATA_HOME": str(tmp_path / ".local"),
+    }
 
     def run(*args: str) -> dict[str, Any]:
         done = subprocess.run(
-            [sys.executable, "-m", "wakeful", *args, "--format", "json"], cwd=workdir, env=env,
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [sys.executable, "-m", "wakeful", *args, "--format", "json"],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         failed = f"wakeful {args} -> {done.returncode}\n{done.stdout}\n{done.stderr}"
         assert done.returncode == 0, failed
         return dict(json.loads(done.stdout))
@@ -186,10 +208,18 @@ def test_a_plain_turn(llama: str, wk: Wk, db: str) -> None:
 def test_a_history_with_a_textless_tool_call_continues_on_the_server(
     llama: str, wk: Wk, db: str, tmp_path: Path
 ) -> None:
-    scripted = _script(tmp_path, [{"match": "notes", "replies": [
-        {"tool_calls": [{"name": "read_file", "input": {"path": "notes.txt"}}]},
-        {"text": "The notes say alpha."},
-    ]}])  # fmt: skip
+    scripted = _script(
+        tmp_path,
+        [
+            {
+                "match": "notes",
+                "replies": [
+                    {"tool_calls": [{"name": "read_file", "input": {"path": "notes.txt"}}]},
+                    {"text": "The notes say alpha."},
+                ],
+            }
+        ],
+    )
     first = wk("run", "--model", scripted, "Read notes.txt, please.")
     assert first["outcome"] == "completed" and first["turns"][0]["turn_id"]
     sid = first["session_id"]
@@ -206,10 +236,13 @@ def test_a_history_with_a_textless_tool_call_continues_on_the_server(
 def test_an_oversized_prompt_is_recovered_by_compaction(
     llama: str, wk: Wk, db: str, tmp_path: Path
 ) -> None:
-    scripted = _script(tmp_path, [
-        {"match": "essay", "replies": [{"text": LONG_REPLY}]},
-        {"match": "colour", "replies": [{"text": "Blue."}]},
-    ])  # fmt: skip
+    scripted = _script(
+        tmp_path,
+        [
+            {"match": "essay", "replies": [{"text": LONG_REPLY}]},
+            {"match": "colour", "replies": [{"text": "Blue."}]},
+        ],
+    )
     sid = wk("run", "--model", scripted, "Write the essay.")["session_id"]
     wk("run", "--session", sid, "Thanks. Now name a colour.")
     _continue_on(db, sid, f"openai-compatible:smol@{llama}")

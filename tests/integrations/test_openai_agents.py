@@ -36,14 +36,21 @@ REASONING = {
     "summary": [{"type": "summary_text", "text": "add"}],
 }
 CALL = {
-    "id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "add",
-    "arguments": '{"a": 2, "b": 3}', "status": "completed",
-}  # fmt: skip
+    "id": "fc_1",
+    "type": "function_call",
+    "call_id": "call_1",
+    "name": "add",
+    "arguments": '{"a": 2, "b": 3}',
+    "status": "completed",
+}
 OUTPUT = {"type": "function_call_output", "call_id": "call_1", "output": "5"}
 ANSWER = {
-    "id": "msg_a1", "type": "message", "role": "assistant", "status": "completed",
+    "id": "msg_a1",
+    "type": "message",
+    "role": "assistant",
+    "status": "completed",
     "content": [{"type": "output_text", "text": "It is 5.", "annotations": [], "logprobs": []}],
-}  # fmt: skip
+}
 PLAIN_CALL = {"type": "function_call", "call_id": "call_2", "name": "add", "arguments": "{}"}
 WEB = {"id": "ws_1", "type": "web_search_call", "status": "completed", "action": {"type": "search"}}
 ITEMS: list[Any] = [DEVELOPER, USER, REASONING, CALL, OUTPUT, ANSWER, PLAIN_CALL, WEB]
@@ -84,8 +91,11 @@ async def test_items_are_ordinary_wakeful_messages(
     # what the converter gives back exactly is stored once; anything else keeps the item
     assert messages[4].metadata is None
     assert messages[0].metadata == {"openai_agents": {"item": USER}}
-    canonical_user = {"type": "message", "role": "user",
-                      "content": [{"type": "input_text", "text": "hi"}]}  # fmt: skip
+    canonical_user = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "hi"}],
+    }
     await session.add_items([canonical_user])
     assert store.messages("agents-1")[-1].metadata is None
     created = store.events("agents-1", types=["session.created"])[0].event
@@ -148,11 +158,15 @@ async def test_a_limit_reads_the_newest_messages_only_and_counts_items(
     from wakeful.messages import Message, TextBlock, ToolCallBlock
 
     await session.add_items([USER])
-    several = Message(id="msg_w1", role="assistant", blocks=(
-        TextBlock(text="Let me add."),
-        ToolCallBlock(id="call_9", name="add", input={"a": 1}),
-        ToolCallBlock(id="call_10", name="add", input={"a": 2}),
-    ))  # fmt: skip
+    several = Message(
+        id="msg_w1",
+        role="assistant",
+        blocks=(
+            TextBlock(text="Let me add."),
+            ToolCallBlock(id="call_9", name="add", input={"a": 1}),
+            ToolCallBlock(id="call_10", name="add", input={"a": 2}),
+        ),
+    )
     store.append("agents-1", [MessageAdded(message=several)])
     await session.add_items([ANSWER, PLAIN_CALL])
     everything = await session.get_items()
@@ -196,10 +210,13 @@ async def test_clear_session_is_durable_and_the_log_keeps_history(
 
 def _completion(message: dict[str, Any]) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "fake",
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake",
         "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }  # fmt: skip
+    }
 
 
 class _Chat(BaseHTTPRequestHandler):
@@ -212,8 +229,11 @@ class _Chat(BaseHTTPRequestHandler):
         if last["role"] == "tool":
             reply = _completion({"role": "assistant", "content": f"It is {last['content']}."})
         else:
-            call = {"id": "call_9", "type": "function",
-                    "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}  # fmt: skip
+            call = {
+                "id": "call_9",
+                "type": "function",
+                "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
+            }
             reply = _completion({"role": "assistant", "content": None, "tool_calls": [call]})
         data = json.dumps(reply).encode()
         self.send_response(200)
@@ -275,15 +295,19 @@ def test_session_show_reads_an_agents_conversation(store: SqlStore, db_url: str)
     WakefulSession("show-1", store).add_items_sync([USER, CALL, OUTPUT, ANSWER])
     done = subprocess.run(
         [sys.executable, "-m", "wakeful", "session", "show", "show-1", "--db", db_url],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "What is 2 + 3?" in done.stdout and "It is 5." in done.stdout
     WakefulSession("show-1", store).pop_item_sync()
     log = subprocess.run(
         [sys.executable, "-m", "wakeful", "log", "--session", "show-1", "--db", db_url],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert log.returncode == 0, log.stderr
     assert log.stdout.count("message.added") == 4 and "messages.hidden" in log.stdout
 
@@ -342,8 +366,11 @@ def test_the_api_serves_an_agents_conversation(make_server: MakeServer) -> None:
     items = wait_for(lambda: (got := session.get_items_sync())[4:] and got, what="the reply")
     assert items[:3] == [USER, CALL, OUTPUT]
     assert items[3]["role"] == "user" and items[3]["content"][0]["text"] == "And now?"
-    assert items[-1] == {"type": "message", "role": "assistant",
-                         "content": "hello from the scripted model"}  # fmt: skip
+    assert items[-1] == {
+        "type": "message",
+        "role": "assistant",
+        "content": "hello from the scripted model",
+    }
 
 
 async def test_an_item_that_is_not_json_is_refused_and_nothing_is_written(

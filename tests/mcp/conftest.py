@@ -19,8 +19,10 @@ SERVER = Path(__file__).with_name("mcp_server.py")
 
 def stdio_server(record: Path, **env: str) -> dict[str, object]:
     """`[mcp.servers.NAME]` of a stdio server that records into `record`."""
-    return {"command": [sys.executable, str(SERVER), "stdio"],
-            "env": {"MCP_RECORD": str(record), **env}}  # fmt: skip
+    return {
+        "command": [sys.executable, str(SERVER), "stdio"],
+        "env": {"MCP_RECORD": str(record), **env},
+    }
 
 
 def script(path: Path, replies: list[dict[str, object]], match: str = ".") -> str:
@@ -47,9 +49,11 @@ def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     record = tmp_path / "http-record.txt"
     env = {**os.environ, "MCP_RECORD": str(record)}
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port)], env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [sys.executable, str(SERVER), "http", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while True:
         try:

@@ -25,9 +25,11 @@ def config(**servers: dict[str, object]) -> dict[str, object]:
 
 def runtime(tmp_path: Path, model: str, data: dict[str, object]) -> Runtime:
     return Runtime(
-        str(tmp_path / "s.db"), model=model, workspace=tmp_path,
+        str(tmp_path / "s.db"),
+        model=model,
+        workspace=tmp_path,
         config=Config.model_validate(data),
-    )  # fmt: skip
+    )
 
 
 def results(rt: Runtime, sid: str) -> list[tuple[str, bool]]:
@@ -40,9 +42,14 @@ def instruction_text(rt: Runtime, sid: str) -> str:
 
 
 async def round_trip(tmp_path: Path, server: dict[str, object], record: Path) -> None:
-    model = script(tmp_path / "s.json", [
-        call("mcp__calc__add", a=2, b=3), call("mcp__calc__record", text="once"), {"text": "ok"},
-    ])  # fmt: skip
+    model = script(
+        tmp_path / "s.json",
+        [
+            call("mcp__calc__add", a=2, b=3),
+            call("mcp__calc__record", text="once"),
+            {"text": "ok"},
+        ],
+    )
     rt = runtime(tmp_path, model, config(calc=server))
     try:
         [turn] = await rt.run("add")
@@ -102,11 +109,18 @@ async def test_server_instructions_and_tools_are_an_instruction_source(tmp_path:
 
 async def test_permissions_apply_by_name_pattern(tmp_path: Path) -> None:
     record = tmp_path / "record.txt"
-    model = script(tmp_path / "s.json", [
-        {"tool_calls": [{"name": "mcp__calc__record", "input": {"text": "no"}},
-                        {"name": "mcp__calc__add", "input": {"a": 1, "b": 1}}]},
-        {"text": "ok"},
-    ])  # fmt: skip
+    model = script(
+        tmp_path / "s.json",
+        [
+            {
+                "tool_calls": [
+                    {"name": "mcp__calc__record", "input": {"text": "no"}},
+                    {"name": "mcp__calc__add", "input": {"a": 1, "b": 1}},
+                ]
+            },
+            {"text": "ok"},
+        ],
+    )
     data = config(calc=stdio_server(record)) | {
         "permissions": {"mcp__calc__*": "deny", "mcp__calc__add": "allow"}
     }
@@ -124,9 +138,14 @@ async def test_permissions_apply_by_name_pattern(tmp_path: Path) -> None:
 
 async def test_a_server_killed_mid_call_is_a_tool_error_and_restarts(tmp_path: Path) -> None:
     record = tmp_path / "record.txt"
-    model = script(tmp_path / "s.json", [
-        call("mcp__calc__crash"), call("mcp__calc__record", text="after"), {"text": "ok"},
-    ])  # fmt: skip
+    model = script(
+        tmp_path / "s.json",
+        [
+            call("mcp__calc__crash"),
+            call("mcp__calc__record", text="after"),
+            {"text": "ok"},
+        ],
+    )
     rt = runtime(tmp_path, model, config(calc=stdio_server(record)))
     try:
         [turn] = await rt.run("go")
@@ -177,9 +196,12 @@ async def test_an_agent_without_mcp_in_its_list_starts_no_server(
     model = script(tmp_path / "s.json", [{"text": "ok"}])
     broken = {"command": [str(tmp_path / "no-such-server")]}
     rt = Runtime(
-        str(tmp_path / "s.db"), model=model, workspace=tmp_path, agent=agent,
+        str(tmp_path / "s.db"),
+        model=model,
+        workspace=tmp_path,
+        agent=agent,
         config=Config.model_validate(config(broken=broken)),
-    )  # fmt: skip
+    )
     try:
         await rt.run("go")
         delta = rt.store.events(turn_session(rt), types=["instructions.updated"])[0].event
@@ -192,9 +214,14 @@ async def test_an_http_server_killed_mid_call_is_a_tool_error(
     tmp_path: Path, http_server: tuple[str, Path]
 ) -> None:
     url, _record = http_server
-    model = script(tmp_path / "s.json", [
-        call("mcp__web__crash"), call("mcp__web__add", a=1, b=1), {"text": "ok"},
-    ])  # fmt: skip
+    model = script(
+        tmp_path / "s.json",
+        [
+            call("mcp__web__crash"),
+            call("mcp__web__add", a=1, b=1),
+            {"text": "ok"},
+        ],
+    )
     rt = runtime(tmp_path, model, config(web={"url": url, "timeout_s": 20}))
     try:
         [turn] = await rt.run("go")
@@ -209,9 +236,14 @@ async def test_an_http_server_killed_mid_call_is_a_tool_error(
 
 async def test_a_call_without_an_answer_in_time_is_a_tool_error(tmp_path: Path) -> None:
     record = tmp_path / "record.txt"
-    model = script(tmp_path / "s.json", [
-        call("mcp__calc__block", text="slow"), call("mcp__calc__add", a=1, b=2), {"text": "ok"},
-    ])  # fmt: skip
+    model = script(
+        tmp_path / "s.json",
+        [
+            call("mcp__calc__block", text="slow"),
+            call("mcp__calc__add", a=1, b=2),
+            {"text": "ok"},
+        ],
+    )
     rt = runtime(tmp_path, model, config(calc=stdio_server(record) | {"timeout_s": 1}))
     try:
         [turn] = await rt.run("go")
@@ -235,9 +267,14 @@ async def test_a_server_is_reused_per_process_and_restarted_when_it_exited(
     tmp_path: Path,
 ) -> None:
     record = tmp_path / "record.txt"
-    model = script(tmp_path / "s.json", [
-        call("mcp__calc__pid"), call("mcp__calc__pid"), {"text": "ok"},
-    ])  # fmt: skip
+    model = script(
+        tmp_path / "s.json",
+        [
+            call("mcp__calc__pid"),
+            call("mcp__calc__pid"),
+            {"text": "ok"},
+        ],
+    )
     rt = runtime(tmp_path, model, config(calc=stdio_server(record)))
     try:
         await rt.run("first")
@@ -259,12 +296,19 @@ async def test_concurrent_calls_wait_for_one_restart(tmp_path: Path) -> None:
     """Two calls of one step on a server that just died: one starts it, the other waits for that
     start instead of using a connection not yet open."""
     record = tmp_path / "record.txt"
-    model = script(tmp_path / "s.json", [
-        call("mcp__calc__crash"),
-        {"tool_calls": [{"name": "mcp__calc__add", "input": {"a": 1, "b": 2}},
-                        {"name": "mcp__calc__pid", "input": {}}]},
-        {"text": "ok"},
-    ])  # fmt: skip
+    model = script(
+        tmp_path / "s.json",
+        [
+            call("mcp__calc__crash"),
+            {
+                "tool_calls": [
+                    {"name": "mcp__calc__add", "input": {"a": 1, "b": 2}},
+                    {"name": "mcp__calc__pid", "input": {}},
+                ]
+            },
+            {"text": "ok"},
+        ],
+    )
     rt = runtime(tmp_path, model, config(calc=stdio_server(record)))
     try:
         [turn] = await rt.run("go")

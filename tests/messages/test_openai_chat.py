@@ -134,8 +134,10 @@ def test_label_media_replaces_what_a_server_cannot_take_and_changes_nothing_else
     assert same is untouched
     assert labelled.id == m.id and m.blocks[2] is doc  # the original keeps its media
     assert labelled.blocks[:3] == (
-        TextBlock(text="see"), image, TextBlock(text="[document application/pdf a.pdf]"),
-    )  # fmt: skip
+        TextBlock(text="see"),
+        image,
+        TextBlock(text="[document application/pdf a.pdf]"),
+    )
     result = labelled.blocks[3]
     assert isinstance(result, ToolResultBlock)
     assert result.output == (TextBlock(text="[audio audio/wav]"),)

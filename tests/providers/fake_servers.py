@@ -43,8 +43,14 @@ class Recorded:
         return json.loads(self.body)
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-            500: "Internal Server Error"}  # fmt: skip
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    500: "Internal Server Error",
+}
 
 
 class FakeServer:

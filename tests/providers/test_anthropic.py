@@ -371,18 +371,23 @@ def test_breakpoints_sit_on_the_tools_the_system_and_the_newest_settled_message(
     )
     note = system("## todos\n- [pending] x")
     request = ModelRequest(
-        model="claude-test", system="Be brief.", tools=tools, volatile=1,
+        model="claude-test",
+        system="Be brief.",
+        tools=tools,
+        volatile=1,
         messages=(user("Hi"), assistant("Hello"), user("again"), note),
-    )  # fmt: skip
+    )
     body = make_provider("anthropic:claude-test", api_key="k").wire_request(request)
     mark = {"type": "ephemeral"}
     assert "cache_control" not in body
     assert [t.get("cache_control") for t in body["tools"]] == [None, mark]
     assert body["system"][-1]["cache_control"] == mark
     marked = [
-        (i, b["text"]) for i, m in enumerate(body["messages"]) for b in m["content"]
+        (i, b["text"])
+        for i, m in enumerate(body["messages"])
+        for b in m["content"]
         if "cache_control" in b
-    ]  # fmt: skip
+    ]
     assert marked == [(2, "again")]  # the newest settled message, not the note after it
     assert body["messages"][3]["content"][0]["text"].endswith("- [pending] x")
     assert "cache_control" not in json.dumps(body["messages"][3])

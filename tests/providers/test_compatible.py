@@ -214,10 +214,19 @@ async def test_an_empty_stream_whose_probe_is_accepted_is_incomplete(
     make: Make, server: FakeServer
 ) -> None:
     accepted = {
-        "id": "x", "object": "chat.completion", "created": 1, "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "h"},
-                     "finish_reason": "length", "logprobs": None}],
-    }  # fmt: skip
+        "id": "x",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "h"},
+                "finish_reason": "length",
+                "logprobs": None,
+            }
+        ],
+    }
     server.enqueue(Reply(stream=True), Reply(json_body=accepted))
     err = await fail(make(), request())
     assert isinstance(err, IncompleteStreamError) and err.retryable
@@ -244,10 +253,20 @@ async def test_a_tool_call_cut_by_the_output_limit_is_dropped_not_retried(
 ) -> None:
     chunks = [
         o_chunk({"role": "assistant", "content": "Let me look."}),
-        o_chunk({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
-                                 "function": {"name": "read_file", "arguments": '{"path": "RE'}}]}),
+        o_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path": "RE'},
+                    }
+                ]
+            }
+        ),
         o_chunk({}, finish_reason="length"),
-    ]  # fmt: skip
+    ]
     server.enqueue(Reply(events=openai_events(*chunks)))
     finish = await run(make(), request(tools=(TOOL,)))
     assert finish.reason == "length"

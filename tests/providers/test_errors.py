@@ -24,9 +24,14 @@ from wakeful.providers._errors import HttpFailure, classify_connection, classify
 
 
 def failure(
-    status, error_type=None, code=None, message="m", headers=None, text_overflow=False,
+    status,
+    error_type=None,
+    code=None,
+    message="m",
+    headers=None,
+    text_overflow=False,
     text_invalid=False,
-):  # fmt: skip
+):
     return HttpFailure(
         status, error_type, code, message, headers or {}, text_overflow, text_invalid
     )

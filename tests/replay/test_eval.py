@@ -26,11 +26,16 @@ def _script(path: Path, rules: list[dict]) -> str:
 
 
 GOOD = [
-    {"match": "weather", "replies": [{"tool_calls": [{"name": "get_weather", "input": {"city": "Oslo", "unit": "c"}}]}]},
+    {
+        "match": "weather",
+        "replies": [
+            {"tool_calls": [{"name": "get_weather", "input": {"city": "Oslo", "unit": "c"}}]}
+        ],
+    },
     {"match": "json", "replies": [{"text": 'Here:\n```json\n{"name": "Ada", "age": 36}\n```'}]},
     {"match": "judge", "replies": [{"text": "PASS\nit is polite"}]},
     {"match": ".", "replies": [{"text": "Paris is the capital of France."}]},
-]  # fmt: skip
+]
 BAD = [{"match": ".", "replies": [{"text": "I do not know."}]}]
 
 
@@ -92,19 +97,27 @@ async def test_a_suite_runs_every_grader_and_reports_per_model(tmp_path: Path) -
 
 
 async def test_the_judge_and_grader_failures(tmp_path: Path) -> None:
-    judge = _script(tmp_path / "judge.json", [
-        {"match": "polite", "replies": [{"text": "PASS\nit answers politely"}]},
-        {"match": ".", "replies": [{"text": "FAIL\nno rubric I know"}]},
-    ])  # fmt: skip
+    judge = _script(
+        tmp_path / "judge.json",
+        [
+            {"match": "polite", "replies": [{"text": "PASS\nit answers politely"}]},
+            {"match": ".", "replies": [{"text": "FAIL\nno rubric I know"}]},
+        ],
+    )
     rt = Runtime(str(tmp_path / "s.db"), workspace=tmp_path, model=judge)
     from wakeful.events import EvalStarted
     from wakeful.replay import Engine, read_run
     from wakeful.replay._runs import create_run
 
-    case = EvalCase(id="c", kind="prompt", prompt="hi", graders=(
-        {"kind": "judge", "model": judge, "rubric": "Is it polite?"},
-        {"kind": "judge", "model": judge, "rubric": "Is it French?"},
-    ))  # fmt: skip
+    case = EvalCase(
+        id="c",
+        kind="prompt",
+        prompt="hi",
+        graders=(
+            {"kind": "judge", "model": judge, "rubric": "Is it polite?"},
+            {"kind": "judge", "model": judge, "rubric": "Is it French?"},
+        ),
+    )
     started = EvalStarted(name="j", models=(judge,), cases=(case,))
     run_id = create_run(rt.store, None, started, title="eval j", location=None, metadata={})
     engine = Engine(rt, read_run(rt.store, run_id), base=tmp_path)
@@ -115,12 +128,21 @@ async def test_the_judge_and_grader_failures(tmp_path: Path) -> None:
         (False, "no rubric I know"),
     ]
     # A reply that failed is not graded: its error decides.
-    assert await grade(case.graders, CaseResult(error="boom"), case, base=tmp_path,
-                       judge=engine._judge) == ()  # fmt: skip
+    assert (
+        await grade(
+            case.graders, CaseResult(error="boom"), case, base=tmp_path, judge=engine._judge
+        )
+        == ()
+    )
     # A python grader that raises fails the reply, saying why.
     (tmp_path / "g.py").write_text("def broken(result, case):\n    raise ValueError('nope')\n")
-    [g] = await grade(({"kind": "python", "function": "g.py:broken"},), result, case,
-                      base=tmp_path, judge=engine._judge)  # fmt: skip
+    [g] = await grade(
+        ({"kind": "python", "function": "g.py:broken"},),
+        result,
+        case,
+        base=tmp_path,
+        judge=engine._judge,
+    )
     assert not g.passed and "ValueError: nope" in g.detail
     # tool_called checks the arguments given, not only the name.
     called = CaseResult(tool_calls=(ToolCallSeen(name="f", input={"a": 1, "b": 2}),))
@@ -180,8 +202,9 @@ def test_the_command_line_saves_a_baseline_and_fails_on_a_regression(wk: Wk, wor
     worse = wk("eval", str(suite), "--baseline", "base.json", check=False)
     assert worse.returncode == 1, worse.stderr
     assert "REGRESSION capital" in worse.stdout and "100% -> 0%" in worse.stdout
-    as_json = json.loads(wk("eval", str(suite), "--baseline", "base.json", "--format", "json",
-                            check=False).stdout)  # fmt: skip
+    as_json = json.loads(
+        wk("eval", str(suite), "--baseline", "base.json", "--format", "json", check=False).stdout
+    )
     assert len(as_json["baseline"]["regressions"]) == 3
     bad = wk("eval", "missing.toml", check=False)
     assert bad.returncode == 2 and "no suite file" in bad.stderr
@@ -191,13 +214,23 @@ async def test_turn_cases_run_tools_and_selections_find_tagged_sessions(tmp_path
     work = tmp_path / "work"
     work.mkdir()
     (work / "wakeful.toml").write_text('[permissions]\nshell = "allow"\n')
-    model = _script(tmp_path / "m.json", [
-        {"match": "count", "replies": [
-            {"tool_calls": [{"name": "shell", "input": {"command": "echo ran >> ran.txt"}}]},
-            {"text": "counted"},
-        ]},
-        {"match": ".", "replies": [{"text": "tagged answer"}]},
-    ])  # fmt: skip
+    model = _script(
+        tmp_path / "m.json",
+        [
+            {
+                "match": "count",
+                "replies": [
+                    {
+                        "tool_calls": [
+                            {"name": "shell", "input": {"command": "echo ran >> ran.txt"}}
+                        ]
+                    },
+                    {"text": "counted"},
+                ],
+            },
+            {"match": ".", "replies": [{"text": "tagged answer"}]},
+        ],
+    )
     rt = Runtime(str(tmp_path / "s.db"), workspace=work, model=model)
     [first] = await rt.run("hello tagged")
     tagged = rt.store.list_sessions().sessions[0].id

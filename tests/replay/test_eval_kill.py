@@ -95,21 +95,36 @@ async def test_an_eval_killed_twice_runs_every_case_once_per_model(tmp_path: Pat
     (work / ".git").mkdir()
     db = str(tmp_path / "s.db")
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env |= {"WAKEFUL_DB": db, "ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k",
-            "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config")}  # fmt: skip
+    env |= {
+        "WAKEFUL_DB": db,
+        "ANTHROPIC_API_KEY": "k",
+        "OPENAI_API_KEY": "k",
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / ".config"),
+    }
     allow_writes(tmp_path / ".config")
     async with FakeServer() as a_server, FakeServer() as o_server:
         servers = (Answering(a_server, a_text), Answering(o_server, o_text))
         suite = _suite(work, a_server, o_server)
-        args = [sys.executable, "-m", "wakeful", "eval", str(suite), "--format", "json",
-                "--junit", str(tmp_path / "junit.xml")]  # fmt: skip
+        args = [
+            sys.executable,
+            "-m",
+            "wakeful",
+            "eval",
+            str(suite),
+            "--format",
+            "json",
+            "--junit",
+            str(tmp_path / "junit.xml"),
+        ]
 
         def answered() -> int:
             return sum(sum(s.answered.values()) for s in servers)
 
         for at in (15, 38):  # two kills, each once that many pairs were answered
-            proc = await asyncio.create_subprocess_exec(*args, cwd=work, env=env,
-                                                        stdout=asyncio.subprocess.DEVNULL)  # fmt: skip
+            proc = await asyncio.create_subprocess_exec(
+                *args, cwd=work, env=env, stdout=asyncio.subprocess.DEVNULL
+            )
             await _until(lambda at=at: answered() >= at)
             for s in servers:  # hold what is sent from now on: it is in flight at the kill
                 s.open.clear()
@@ -120,8 +135,9 @@ async def test_an_eval_killed_twice_runs_every_case_once_per_model(tmp_path: Pat
             for s in servers:
                 s.epoch += 1
                 s.open.set()
-        final = await asyncio.create_subprocess_exec(*args, cwd=work, env=env,
-                                                     stdout=asyncio.subprocess.PIPE)  # fmt: skip
+        final = await asyncio.create_subprocess_exec(
+            *args, cwd=work, env=env, stdout=asyncio.subprocess.PIPE
+        )
         out, _ = await asyncio.wait_for(final.communicate(), timeout=120)
         assert final.returncode == 0
     for s in servers:  # every case answered exactly once by each model
@@ -142,8 +158,7 @@ async def test_an_eval_killed_twice_runs_every_case_once_per_model(tmp_path: Pat
         failed = {t.get("name") for t in tests if t.find("failure") is not None}
         assert len(tests) == int(suite_el.get("tests", "0")) == rows[model]["cases"] == CASES
         assert len(failed) == int(suite_el.get("failures", "0")) == rows[model]["failed"]
-        assert failed == {c["id"] for c in report["cases"]
-                          if not c["results"][model]["passed"]}  # fmt: skip
+        assert failed == {c["id"] for c in report["cases"] if not c["results"][model]["passed"]}
 
 
 async def test_a_turn_case_killed_mid_tool_resumes_its_own_session(tmp_path: Path) -> None:
@@ -155,27 +170,50 @@ async def test_a_turn_case_killed_mid_tool_resumes_its_own_session(tmp_path: Pat
     (work / ".git").mkdir()
     (work / "wakeful.toml").write_text('[permissions]\nshell = "allow"\n')
     script = tmp_path / "m.json"
-    script.write_text(json.dumps({"rules": [{"match": "slow", "replies": [
-        {"tool_calls": [{"name": "shell", "input": {
-            "command": "echo started >> marks.txt; sleep 30; echo finished >> marks.txt"}}]},
-        {"text": "all done"},
-    ]}]}))  # fmt: skip
+    script.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {
+                        "match": "slow",
+                        "replies": [
+                            {
+                                "tool_calls": [
+                                    {
+                                        "name": "shell",
+                                        "input": {
+                                            "command": "echo started >> marks.txt; sleep 30; echo finished >> marks.txt"
+                                        },
+                                    }
+                                ]
+                            },
+                            {"text": "all done"},
+                        ],
+                    }
+                ]
+            }
+        )
+    )
     suite = work / "suite.toml"
-    suite.write_text(f'models = ["scripted:{script}"]\n[[cases]]\nid = "slow"\n'
-                     'prompt = "the slow one"\nmode = "turn"\n'
-                     'graders = [{kind = "contains", value = "all done"}]\n')  # fmt: skip
+    suite.write_text(
+        f'models = ["scripted:{script}"]\n[[cases]]\nid = "slow"\n'
+        'prompt = "the slow one"\nmode = "turn"\n'
+        'graders = [{kind = "contains", value = "all done"}]\n'
+    )
     db = str(tmp_path / "s.db")
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env |= {"WAKEFUL_DB": db, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config")}
     allow_writes(tmp_path / ".config")
     args = [sys.executable, "-m", "wakeful", "eval", str(suite), "--format", "json"]
-    proc = await asyncio.create_subprocess_exec(*args, cwd=work, env=env,
-                                                stdout=asyncio.subprocess.DEVNULL)  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(
+        *args, cwd=work, env=env, stdout=asyncio.subprocess.DEVNULL
+    )
     await _until(lambda: (work / "marks.txt").exists())
     proc.send_signal(signal.SIGKILL)
     await proc.wait()
-    final = await asyncio.create_subprocess_exec(*args, cwd=work, env=env,
-                                                 stdout=asyncio.subprocess.PIPE)  # fmt: skip
+    final = await asyncio.create_subprocess_exec(
+        *args, cwd=work, env=env, stdout=asyncio.subprocess.PIPE
+    )
     out, _ = await asyncio.wait_for(final.communicate(), timeout=120)
     assert final.returncode == 0
     [case] = json.loads(out)["cases"]
@@ -184,13 +222,20 @@ async def test_a_turn_case_killed_mid_tool_resumes_its_own_session(tmp_path: Pat
     assert (work / "marks.txt").read_text() == "started\n"  # never run a second time
     store = open_store(db)
     try:
-        sessions = [s for s in store.list_sessions(limit=50).sessions
-                    if store.metadata(s.id).get("eval_case") == "slow"]  # fmt: skip
+        sessions = [
+            s
+            for s in store.list_sessions(limit=50).sessions
+            if store.metadata(s.id).get("eval_case") == "slow"
+        ]
         assert [s.id for s in sessions] == [result["session_id"]]
         texts = [m.text() for m in store.messages(sessions[0].id) if m.role == "user"]
         assert texts.count("the slow one") == 1  # delivered once (then the takeover's note)
-        results = [b for m in store.messages(sessions[0].id) for b in m.blocks
-                   if getattr(b, "type", "") == "tool_result"]  # fmt: skip
+        results = [
+            b
+            for m in store.messages(sessions[0].id)
+            for b in m.blocks
+            if getattr(b, "type", "") == "tool_result"
+        ]
         assert len(results) == 1 and "may have" in str(results[0].output)
     finally:
         store.close()

@@ -35,10 +35,21 @@ def served(evals: tuple[str, str], make_server: MakeServer) -> Served:
 
 def _run(tmp_path: Path, db: str) -> str:
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
-    good.write_text(json.dumps({"rules": [
-        {"match": "weather", "replies": [{"tool_calls": [{"name": "get_weather", "input": {"city": "Oslo"}}]}]},
-        {"match": ".", "replies": [{"text": "Paris. " + LONG}]},
-    ]}))  # fmt: skip
+    good.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {
+                        "match": "weather",
+                        "replies": [
+                            {"tool_calls": [{"name": "get_weather", "input": {"city": "Oslo"}}]}
+                        ],
+                    },
+                    {"match": ".", "replies": [{"text": "Paris. " + LONG}]},
+                ]
+            }
+        )
+    )
     bad.write_text(json.dumps({"rules": [{"match": ".", "replies": [{"text": "No idea."}]}]}))
     suite = tmp_path / "suite.toml"
     suite.write_text(f"""name = "capitals"

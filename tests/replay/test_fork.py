@@ -14,19 +14,25 @@ from wakeful.execution import Runtime
 from wakeful.replay import replay_step
 
 WRITER = [
-    {"match": "write", "replies": [
-        {"tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "one"}}]},
-        {"tool_calls": [{"name": "shell", "input": {"command": "echo two >> log.txt"}}]},
-        {"text": "written twice"},
-    ]},
-]  # fmt: skip
+    {
+        "match": "write",
+        "replies": [
+            {"tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "one"}}]},
+            {"tool_calls": [{"name": "shell", "input": {"command": "echo two >> log.txt"}}]},
+            {"text": "written twice"},
+        ],
+    },
+]
 OTHER = [  # a reply is picked by the count of replies after the prompt: step 2 takes the 2nd
-    {"match": "write", "replies": [
-        {"text": "(step 1 is the recorded one)"},
-        {"tool_calls": [{"name": "shell", "input": {"command": "echo other >> b.txt"}}]},
-        {"text": "done my way"},
-    ]},
-]  # fmt: skip
+    {
+        "match": "write",
+        "replies": [
+            {"text": "(step 1 is the recorded one)"},
+            {"tool_calls": [{"name": "shell", "input": {"command": "echo other >> b.txt"}}]},
+            {"text": "done my way"},
+        ],
+    },
+]
 
 
 async def _allow(_name: str, _input: dict[str, object]) -> bool:
@@ -101,9 +107,15 @@ async def test_to_end_re_sends_the_later_turns_and_compares_turn_by_turn(tmp_pat
     [case] = done.view.started.cases
     result = done.view.results[(case.id, alt)]
     assert [(t.turn, t.text) for t in result.turns] == [
-        (1, "done my way"), (2, "other next"), (3, "other next")]  # fmt: skip
+        (1, "done my way"),
+        (2, "other next"),
+        (3, "other next"),
+    ]
     assert [(t.turn, t.text) for t in done.original.turns] == [
-        (1, "written twice"), (2, "original next"), (3, "original next")]  # fmt: skip
+        (1, "written twice"),
+        (2, "original next"),
+        (3, "original next"),
+    ]
     fork_prompts = [
         m.text() for m in rt.store.messages(result.session_id or "") if m.role == "user"
     ]

@@ -17,7 +17,9 @@ def test_every_listed_name_loads_and_nothing_else_is_listed() -> None:
 
 
 def test_importing_the_package_loads_no_module_of_it() -> None:
-    code = ("import sys, wakeful.replay; "
-            "print(sorted(m for m in sys.modules if m.startswith('wakeful.replay.')))")  # fmt: skip
+    code = (
+        "import sys, wakeful.replay; "
+        "print(sorted(m for m in sys.modules if m.startswith('wakeful.replay.')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

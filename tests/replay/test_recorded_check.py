@@ -41,8 +41,9 @@ async def _record(
         rt = Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=config)
         sid = None
         for n in range(1, 11):
-            server.enqueue(call(f"call_{n}", f"echo turn-{n} >> log.txt; cat log.txt"),
-                           text(f"answer {n}"))  # fmt: skip
+            server.enqueue(
+                call(f"call_{n}", f"echo turn-{n} >> log.txt; cat log.txt"), text(f"answer {n}")
+            )
             [turn] = await rt.run(f"prompt number {n}", session_id=sid)
             assert turn.outcome == "completed", turn.error
             sid = sid or rt.store.list_sessions().sessions[0].id

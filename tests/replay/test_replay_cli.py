@@ -11,12 +11,15 @@ from pathlib import Path
 from tests.cli.conftest import Wk, write_script
 
 RULES = [
-    {"match": "files", "replies": [
-        {"tool_calls": [{"name": "list_files", "input": {"path": "."}}]},
-        {"text": "There are files."},
-    ]},
+    {
+        "match": "files",
+        "replies": [
+            {"tool_calls": [{"name": "list_files", "input": {"path": "."}}]},
+            {"text": "There are files."},
+        ],
+    },
     {"match": ".", "replies": [{"text": "plain answer"}]},
-]  # fmt: skip
+]
 RULE = "Project rule: the codename is BLUEBIRD-7."
 
 
@@ -35,8 +38,20 @@ def test_replay_shows_both_answers_side_by_side(wk: Wk, workdir: Path) -> None:
     other.write_text(
         json.dumps({"rules": [{"match": ".", "replies": [{"text": "I would not list."}]}]})
     )
-    out = wk("replay", sid, "--turn", "1", "--step", "1", "--model", f"scripted:{other}",
-             "--model", model, "--format", "json")  # fmt: skip
+    out = wk(
+        "replay",
+        sid,
+        "--turn",
+        "1",
+        "--step",
+        "1",
+        "--model",
+        f"scripted:{other}",
+        "--model",
+        model,
+        "--format",
+        "json",
+    )
     data = json.loads(out.stdout)
     assert data["source"]["session_id"] == sid and data["source"]["step"] == 1
     assert data["recorded"]["tool_calls"] == [{"name": "list_files", "input": {"path": "."}}]

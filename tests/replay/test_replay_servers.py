@@ -33,8 +33,9 @@ def _runtime(
 ) -> Runtime:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    providers = ProvidersConfig(anthropic=FamilyConfig(base_url=a.url),
-                                openai=FamilyConfig(base_url=f"{o.url}/v1"))  # fmt: skip
+    providers = ProvidersConfig(
+        anthropic=FamilyConfig(base_url=a.url), openai=FamilyConfig(base_url=f"{o.url}/v1")
+    )
     config = Config(providers=providers, permissions={"shell": "allow"})
     return Runtime(str(tmp_path / "s.db"), model=CLAUDE, workspace=tmp_path, config=config)
 

@@ -26,10 +26,15 @@ LONG = "streamed words " * 40
 
 
 def runtime(db: str, tmp_path: Path) -> Runtime:
-    model = write_script(tmp_path / "script.json", [
-        {"match": "long", "replies": [{"reasoning": "let me think", "text": LONG}]},
-        {"match": ".", "replies": [{"text": "short answer"}]},
-    ], chunk_delay_ms=5, chunk_chars=5)  # fmt: skip
+    model = write_script(
+        tmp_path / "script.json",
+        [
+            {"match": "long", "replies": [{"reasoning": "let me think", "text": LONG}]},
+            {"match": ".", "replies": [{"text": "short answer"}]},
+        ],
+        chunk_delay_ms=5,
+        chunk_chars=5,
+    )
     return Runtime(db, model=model, workspace=tmp_path, config=CONFIG)
 
 
@@ -63,8 +68,11 @@ async def test_an_interrupt_keeps_the_streamed_text_as_an_aborted_message(
     assert aborted.blocks[0].text == "let me think"
     # The usage the provider reported before the cut is recorded right after it.
     events = rt.store.events(sid, types=["message.added", "usage.recorded"])
-    i = next(k for k, e in enumerate(events) if isinstance(e.event, MessageAdded)
-             and e.event.message.id == aborted.id)  # fmt: skip
+    i = next(
+        k
+        for k, e in enumerate(events)
+        if isinstance(e.event, MessageAdded) and e.event.message.id == aborted.id
+    )
     usage = events[i + 1].event
     assert isinstance(usage, UsageRecorded) and usage.input_tokens > 0
     assert usage.output_tokens == 0

@@ -40,10 +40,15 @@ def test_configured_fields_override_a_builtin_and_the_rest_is_kept():
 
 
 def test_a_configured_agent_is_new():
-    config = Config(agents={"review": AgentConfig(
-        description="Reviews diffs.", system_prompt="Review the change.",
-        tools=["read_file", "grep", "read_file"],
-    )})  # fmt: skip
+    config = Config(
+        agents={
+            "review": AgentConfig(
+                description="Reviews diffs.",
+                system_prompt="Review the change.",
+                tools=["read_file", "grep", "read_file"],
+            )
+        }
+    )
     review = resolve_agent("review", config)
     assert review == Agent(
         "review", "Reviews diffs.", "Review the change.", None, ("read_file", "grep"), 50
@@ -77,17 +82,36 @@ def test_agents_from_wakeful_toml(tmp_path: Path):
 
 async def test_the_plan_agent_cannot_write_in_a_real_turn(tmp_path: Path):
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"rules": [{"match": ".", "replies": [
-        {"tool_calls": [
-            {"name": "write_file", "input": {"path": "x.txt", "content": "x"}},
-            {"name": "plan_write", "input": {"plan": "1. look"}},
-        ]},
-        {"text": "planned"},
-    ]}]}))  # fmt: skip
+    script.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {
+                        "match": ".",
+                        "replies": [
+                            {
+                                "tool_calls": [
+                                    {
+                                        "name": "write_file",
+                                        "input": {"path": "x.txt", "content": "x"},
+                                    },
+                                    {"name": "plan_write", "input": {"plan": "1. look"}},
+                                ]
+                            },
+                            {"text": "planned"},
+                        ],
+                    }
+                ]
+            }
+        )
+    )
     rt = Runtime(
-        str(tmp_path / "s.db"), model=f"scripted:{script}", agent="plan", workspace=tmp_path,
+        str(tmp_path / "s.db"),
+        model=f"scripted:{script}",
+        agent="plan",
+        workspace=tmp_path,
         config=Config(),
-    )  # fmt: skip
+    )
     [turn] = await rt.run("make a plan")
     assert turn.outcome == "completed" and turn.final_text == "planned"
     assert not (tmp_path / "x.txt").exists()

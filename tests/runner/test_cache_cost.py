@@ -71,9 +71,11 @@ async def test_cache_tokens_reach_the_event_the_session_row_and_the_run_record(
         providers=ProvidersConfig(anthropic=FamilyConfig(base_url=server.url)),
     )
     rt = Runtime(
-        str(tmp_path / "s.db"), model="anthropic:claude-sonnet-4-5", workspace=tmp_path,
+        str(tmp_path / "s.db"),
+        model="anthropic:claude-sonnet-4-5",
+        workspace=tmp_path,
         config=config,
-    )  # fmt: skip
+    )
     server.enqueue(_reply("hello", uncached=50_000, read=800_000, write=150_000))
     [turn] = await rt.run("hi")
     assert turn.outcome == "completed"

@@ -19,23 +19,36 @@ from wakeful.runner import LiveEvent, compaction_result, rebuild_request, verify
 
 PAD = "lorem ipsum dolor sit amet " * 12  # ~80 tokens
 CACHED = {"match": "^Stop the work here", "replies": [{"text": "## Objective\n- cached summary"}]}
-SEPARATE = {"match": "^Summarize the conversation below",
-            "replies": [{"text": "## Objective\n- separate summary"}]}  # fmt: skip
-REFUSING = {"match": "^Stop the work here",
-            "replies": [{"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}]}  # fmt: skip
+SEPARATE = {
+    "match": "^Summarize the conversation below",
+    "replies": [{"text": "## Objective\n- separate summary"}],
+}
+REFUSING = {
+    "match": "^Stop the work here",
+    "replies": [{"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}],
+}
 
 
 def runtime(tmp_path: Path, rules: list[dict], **compaction: object) -> Runtime:
     path = tmp_path / "script.json"
     replies = {"match": ".", "replies": [{"text": "reply " + PAD}]}
-    path.write_text(json.dumps({"rules": [*rules, replies], "chunk_chars": 4096,
-                                "context_window": 3000, "max_output_tokens": 300}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "rules": [*rules, replies],
+                "chunk_chars": 4096,
+                "context_window": 3000,
+                "max_output_tokens": 300,
+            }
+        )
+    )
     config = Config(
         compaction=CompactionConfig(**{"reserved": 200, "tail_turns": 1, **compaction}),
         retry=RetryConfig(initial_delay_ms=5, max_delay_ms=50, poll_interval_ms=5),
     )
-    return Runtime(str(tmp_path / "s.db"), model=f"scripted:{path}", workspace=tmp_path,
-                   config=config)  # fmt: skip
+    return Runtime(
+        str(tmp_path / "s.db"), model=f"scripted:{path}", workspace=tmp_path, config=config
+    )
 
 
 async def chat_until_compacted(rt: Runtime) -> tuple[str, CompactionEnded]:
@@ -113,8 +126,13 @@ def wire_prefix(rt: Runtime, sid: str, found: ReceiptRecorded) -> tuple[str, int
     return cache_prefix(body), len(cache_prefix(settled))
 
 
-WORK = {"match": "^work", "replies": [
-    {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}, {"text": "finished"}]}  # fmt: skip
+WORK = {
+    "match": "^work",
+    "replies": [
+        {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]},
+        {"text": "finished"},
+    ],
+}
 
 
 @pytest.mark.parametrize("steered", [False, True])

@@ -16,7 +16,10 @@ from wakeful.messages import CompactSummaryBlock, ImageBlock, is_wire_valid
 from wakeful.providers import make_provider
 from wakeful.runner import Budget, compaction_result, should_compact, verify_receipt
 
-SUMMARY_RULE = {"match": "^Summarize the conversation below", "replies": [{"text": "## Objective\n- go on"}]}  # fmt: skip
+SUMMARY_RULE = {
+    "match": "^Summarize the conversation below",
+    "replies": [{"text": "## Objective\n- go on"}],
+}
 PAD = "lorem ipsum dolor sit amet " * 12  # ~80 tokens
 
 
@@ -117,10 +120,14 @@ async def test_the_estimate_starts_from_the_last_provider_reported_input_tokens(
     heavy = {"text": "ok", "usage": {"input_tokens": 4500}}  # the provider says: nearly full
     model = script(
         tmp_path,
-        [SUMMARY_RULE, {"match": "^heavy", "replies": [heavy]}, {"match": ".", "replies": [{"text": "ok"}]}],
+        [
+            SUMMARY_RULE,
+            {"match": "^heavy", "replies": [heavy]},
+            {"match": ".", "replies": [{"text": "ok"}]},
+        ],
         context_window=6000,
         max_output_tokens=500,
-    )  # fmt: skip
+    )
     rt = runtime(tmp_path, model)
     sid = await chat(rt, ["one", "two", "three", "heavy"])
     assert compactions(rt, sid) == []  # a local estimate of this history is far below 4,000
@@ -148,11 +155,14 @@ async def test_auto_false_never_compacts_proactively(tmp_path: Path):
 
 async def test_an_overflow_reply_compacts_once_and_the_step_succeeds(tmp_path: Path):
     overflow = {"kind": "context_overflow", "times": 1}
-    model = script(tmp_path, [
-        SUMMARY_RULE,
-        {"match": "^big", "replies": [{"text": "made it", "error": overflow}]},
-        {"match": ".", "replies": [{"text": "ok " + PAD}]},
-    ])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            SUMMARY_RULE,
+            {"match": "^big", "replies": [{"text": "made it", "error": overflow}]},
+            {"match": ".", "replies": [{"text": "ok " + PAD}]},
+        ],
+    )
     rt = runtime(tmp_path, model)
     sid = await chat(rt, [f"turn {i}: {PAD}" for i in range(6)])
     [turn] = await rt.run("big request", session_id=sid)
@@ -173,11 +183,14 @@ async def test_an_overflow_reply_compacts_once_and_the_step_succeeds(tmp_path: P
 
 async def test_a_second_overflow_ends_the_turn_failed(tmp_path: Path):
     overflow = {"kind": "context_overflow", "times": 2}
-    model = script(tmp_path, [
-        SUMMARY_RULE,
-        {"match": "^big", "replies": [{"text": "never", "error": overflow}]},
-        {"match": ".", "replies": [{"text": "ok " + PAD}]},
-    ])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            SUMMARY_RULE,
+            {"match": "^big", "replies": [{"text": "never", "error": overflow}]},
+            {"match": ".", "replies": [{"text": "ok " + PAD}]},
+        ],
+    )
     rt = runtime(tmp_path, model)
     sid = await chat(rt, [f"turn {i}: {PAD}" for i in range(6)])
     [turn] = await rt.run("big request", session_id=sid)
@@ -189,7 +202,9 @@ async def test_a_second_overflow_ends_the_turn_failed(tmp_path: Path):
 
 async def test_an_overflow_with_nothing_older_fails_without_compacting(tmp_path: Path):
     overflow = {"kind": "context_overflow", "times": 1}
-    model = script(tmp_path, [SUMMARY_RULE, {"match": ".", "replies": [{"text": "x", "error": overflow}]}])  # fmt: skip
+    model = script(
+        tmp_path, [SUMMARY_RULE, {"match": ".", "replies": [{"text": "x", "error": overflow}]}]
+    )
     rt = runtime(tmp_path, model)
     [turn] = await rt.run("first and only")
     assert turn.outcome == "failed" and turn.error_kind == "context_overflow"
@@ -234,7 +249,9 @@ async def test_failed_compactions_are_bounded_then_the_turn_fails(tmp_path: Path
 
 
 async def test_a_too_long_summary_request_is_shrunk(tmp_path: Path):
-    small = script(tmp_path, [SUMMARY_RULE], "small.json", context_window=1500, max_output_tokens=200)  # fmt: skip
+    small = script(
+        tmp_path, [SUMMARY_RULE], "small.json", context_window=1500, max_output_tokens=200
+    )
     model = script(tmp_path, [SUMMARY_RULE, {"match": ".", "replies": [{"text": "ok " + PAD}]}])
     rt = runtime(tmp_path, model, model=small)
     sid = await chat(rt, [f"turn {i}: {PAD}" for i in range(20)])
@@ -257,9 +274,10 @@ async def test_a_compaction_model_takes_its_providers_options(tmp_path: Path):
         context_windows={small: 1500}, models={small: ModelSettings(max_output_tokens=200)}
     )
     config = Config(
-        compaction=CompactionConfig(reserved=500, model=small), providers=providers,
+        compaction=CompactionConfig(reserved=500, model=small),
+        providers=providers,
         retry=RetryConfig(initial_delay_ms=5, max_delay_ms=50, poll_interval_ms=5),
-    )  # fmt: skip
+    )
     rt = Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=config)
     sid = await chat(rt, [f"turn {i}: {PAD}" for i in range(20)])
     rt.send(session_id=sid, kind="compaction", payload={}, input_id="c1", resume=False)
@@ -272,7 +290,10 @@ async def test_a_compaction_model_takes_its_providers_options(tmp_path: Path):
 
 async def test_a_summary_request_that_stays_too_long_fails_with_a_typed_error(tmp_path: Path):
     always = {"kind": "context_overflow", "times": 99}
-    summary = {"match": "^Summarize the conversation below", "replies": [{"text": "s", "error": always}]}  # fmt: skip
+    summary = {
+        "match": "^Summarize the conversation below",
+        "replies": [{"text": "s", "error": always}],
+    }
     model = script(tmp_path, [summary, {"match": ".", "replies": [{"text": "ok " + PAD}]}])
     rt = runtime(tmp_path, model)
     sid = await chat(rt, [f"turn {i}: {PAD}" for i in range(12)])
@@ -351,17 +372,27 @@ async def test_manual_compaction_reports_nothing_to_compact_then_compacts(tmp_pa
 
 async def test_a_compaction_steered_mid_turn_runs_at_the_next_step_boundary(tmp_path: Path):
     call = {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}
-    model = script(tmp_path, [
-        SUMMARY_RULE,
-        {"match": "^work", "replies": [call, {"text": "finished"}]},
-        {"match": ".", "replies": [{"text": "ok"}]},
-    ])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            SUMMARY_RULE,
+            {"match": "^work", "replies": [call, {"text": "finished"}]},
+            {"match": ".", "replies": [{"text": "ok"}]},
+        ],
+    )
     asked: list[str] = []
 
     def listener(ev):
         if ev.kind == "tool_start" and not asked:
-            asked.append(rt.send(session_id=ev.session_id, kind="compaction", payload={},
-                                 input_id="mid", resume=False).input_id)  # fmt: skip
+            asked.append(
+                rt.send(
+                    session_id=ev.session_id,
+                    kind="compaction",
+                    payload={},
+                    input_id="mid",
+                    resume=False,
+                ).input_id
+            )
 
     rt = runtime(tmp_path, model)
     rt.listener = listener
@@ -404,10 +435,15 @@ def test_the_compact_command_prints_the_result(tmp_path: Path, monkeypatch):
 async def test_an_interrupt_aborts_a_manual_compaction(tmp_path: Path):
     slow = {"match": "^Summarize the conversation below", "replies": [{"text": "s" * 400}]}
     path = tmp_path / "slow.json"
-    path.write_text(json.dumps({
-        "rules": [slow, {"match": ".", "replies": [{"text": "ok"}]}],
-        "chunk_chars": 8, "chunk_delay_ms": 20,
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "rules": [slow, {"match": ".", "replies": [{"text": "ok"}]}],
+                "chunk_chars": 8,
+                "chunk_delay_ms": 20,
+            }
+        )
+    )
     rt = runtime(tmp_path, f"scripted:{path}")
     sid = await chat(rt, ["one", "two", "three", "four"])
 
@@ -468,11 +504,14 @@ async def test_an_overflow_under_tail_stubs_old_tool_output_and_media_on_the_wir
 
     overflow = {"kind": "context_overflow", "times": 1}
     goal = {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}
-    model = script(tmp_path, [
-        {"match": "^big", "replies": [{"text": "made it", "error": overflow}]},
-        {"match": "^look", "replies": [goal, {"text": "seen"}]},
-        {"match": ".", "replies": [{"text": "ok"}]},
-    ])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {"match": "^big", "replies": [{"text": "made it", "error": overflow}]},
+            {"match": "^look", "replies": [goal, {"text": "seen"}]},
+            {"match": ".", "replies": [{"text": "ok"}]},
+        ],
+    )
     rt = runtime(tmp_path, model, strategy="tail", auto=False, tail_turns=1)
     data = base64.b64encode(b"\x89PNG-not-really" * 200).decode()
     image = {"type": "image", "media_type": "image/png", "data": data, "name": "diagram.png"}

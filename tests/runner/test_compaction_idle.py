@@ -28,8 +28,9 @@ TTL, MARGIN = 300_000, 60_000
 def runtime(tmp_path: Path, url: str, clock: FakeClock, window: int, **compaction: object):
     path = tmp_path / "script.json"
     rules = [CACHED, {"match": ".", "replies": [{"text": "reply", "usage": BIG}]}]
-    path.write_text(json.dumps({"rules": rules, "context_window": window,
-                                "max_output_tokens": 8000}))  # fmt: skip
+    path.write_text(
+        json.dumps({"rules": rules, "context_window": window, "max_output_tokens": 8000})
+    )
     config = Config(
         compaction=CompactionConfig(**{"before_cache_expiry": True, "reserved": 500, **compaction}),
         retry=RetryConfig(initial_delay_ms=5, max_delay_ms=50, poll_interval_ms=5),
@@ -107,7 +108,12 @@ async def test_off_by_default_and_under_long_request_size_nothing_is_admitted(tm
     sid, ended_at = await idle_session(rt)
     now = ended_at + TTL - 30_000
     assert admit_idle_compactions(rt.store, CompactionConfig(), now) == []
-    assert admit_idle_compactions(rt.store, config.model_copy(update={"long_request_size": 150_001}), now) == []  # fmt: skip
+    assert (
+        admit_idle_compactions(
+            rt.store, config.model_copy(update={"long_request_size": 150_001}), now
+        )
+        == []
+    )
     assert rt.store.pending(sid) == []
     await rt.aclose()
 

@@ -24,10 +24,14 @@ async def test_files_read_in_the_summarized_turns_come_back_with_their_current_c
     (tmp_path / "b.txt").write_text("beta\n")
     model = script(
         tmp_path,
-        [SUMMARY_RULE, reader("a.txt", "gone.txt", "b.txt"),
-         {"match": ".", "replies": [{"text": "reply " + PAD}]}],
-        context_window=6000, max_output_tokens=500,
-    )  # fmt: skip
+        [
+            SUMMARY_RULE,
+            reader("a.txt", "gone.txt", "b.txt"),
+            {"match": ".", "replies": [{"text": "reply " + PAD}]},
+        ],
+        context_window=6000,
+        max_output_tokens=500,
+    )
     rt = runtime(tmp_path, model, restore_files=2)
     sid = await chat(rt, ["read the files"])
     (tmp_path / "a.txt").write_text("alpha, edited since\n")
@@ -60,8 +64,9 @@ async def test_restore_files_zero_attaches_nothing(tmp_path: Path):
     model = script(
         tmp_path,
         [SUMMARY_RULE, reader("a.txt"), {"match": ".", "replies": [{"text": "reply " + PAD}]}],
-        context_window=6000, max_output_tokens=500,
-    )  # fmt: skip
+        context_window=6000,
+        max_output_tokens=500,
+    )
     rt = runtime(tmp_path, model, restore_files=0)
     sid = await chat(rt, ["read it", *[f"turn {i}: {PAD}" for i in range(40)]])
     first = compactions(rt, sid)[0]

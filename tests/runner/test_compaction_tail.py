@@ -24,15 +24,18 @@ def reads(tmp_path: Path) -> str:
     return script(
         tmp_path,
         [SUMMARY_RULE, {"match": "^turn", "replies": [read, {"text": "read it"}]}],
-        context_window=6000, max_output_tokens=500,
-    )  # fmt: skip
+        context_window=6000,
+        max_output_tokens=500,
+    )
 
 
 def results(messages: list) -> list[str]:
     return [
-        b.output for m in messages for b in m.blocks
+        b.output
+        for m in messages
+        for b in m.blocks
         if isinstance(b, ToolResultBlock) and isinstance(b.output, str)
-    ]  # fmt: skip
+    ]
 
 
 async def test_a_tool_heavy_session_hides_older_results_before_it_summarizes(tmp_path: Path):

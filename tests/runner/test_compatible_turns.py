@@ -81,7 +81,9 @@ async def test_an_empty_stream_over_the_window_is_recovered_by_compaction(
     assert isinstance(ended, CompactionEnded) and ended.reason == "overflow"
     receipts = rt.store.receipts(sid)
     assert [(r.step, r.attempt, r.purpose) for r in receipts][-3:] == [
-        (1, 1, "step"), (1, 1, "compaction"), (1, 2, "step"),
-    ]  # fmt: skip
+        (1, 1, "step"),
+        (1, 1, "compaction"),
+        (1, 2, "step"),
+    ]
     assert len(server.requests) == 6 and server.requests[3].json()["max_tokens"] == 1
     await rt.aclose()

@@ -27,8 +27,9 @@ async def test_skills_references_and_host_entries_are_instruction_sources(tmp_pa
     (work / "docs/STYLE.md").write_text("Use tabs.")
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"rules": [{"match": ".", "replies": [{"text": "ok"}]}]}))
-    config = Config.model_validate({"agents": {"build": {"skills": ["review"]}},
-                                    "instructions": {"style": "@docs/STYLE.md"}})  # fmt: skip
+    config = Config.model_validate(
+        {"agents": {"build": {"skills": ["review"]}}, "instructions": {"style": "@docs/STYLE.md"}}
+    )
     rt = Runtime(str(tmp_path / "s.db"), model=f"scripted:{script}", workspace=work, config=config)
     sent = rt.send("one", resume=False)
     sid = sent.session_id

@@ -12,7 +12,10 @@ from wakeful.instructions import REMOVED
 from wakeful.providers import make_provider
 from wakeful.runner import verify_receipt
 
-SUMMARY_RULE = {"match": "^Summarize the conversation below", "replies": [{"text": "## Objective\n- go on"}]}  # fmt: skip
+SUMMARY_RULE = {
+    "match": "^Summarize the conversation below",
+    "replies": [{"text": "## Objective\n- go on"}],
+}
 CALL = {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}
 
 

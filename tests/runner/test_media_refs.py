@@ -47,15 +47,23 @@ async def server() -> AsyncIterator[FakeServer]:
 
 def reply(family: str, text: str) -> Reply:
     if family == "anthropic":
-        return Reply(events=anthropic_events(
-            a_message_start(), a_block_start(0, {"type": "text", "text": ""}),
-            a_delta(0, {"type": "text_delta", "text": text}), a_block_stop(0),
-            a_message_delta("end_turn", 3), A_MESSAGE_STOP,
-        ))  # fmt: skip
-    return Reply(events=openai_events(
-        o_chunk({"role": "assistant", "content": text}), o_chunk({}, finish_reason="stop"),
-        o_chunk(usage={"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}),
-    ))  # fmt: skip
+        return Reply(
+            events=anthropic_events(
+                a_message_start(),
+                a_block_start(0, {"type": "text", "text": ""}),
+                a_delta(0, {"type": "text_delta", "text": text}),
+                a_block_stop(0),
+                a_message_delta("end_turn", 3),
+                A_MESSAGE_STOP,
+            )
+        )
+    return Reply(
+        events=openai_events(
+            o_chunk({"role": "assistant", "content": text}),
+            o_chunk({}, finish_reason="stop"),
+            o_chunk(usage={"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}),
+        )
+    )
 
 
 def runtime(family: str, tmp_path: Path, server: FakeServer) -> Runtime:
@@ -69,8 +77,12 @@ def runtime(family: str, tmp_path: Path, server: FakeServer) -> Runtime:
 
 
 def image_payload(**image: str) -> dict:
-    return {"blocks": [{"type": "text", "text": "what is in this picture?"},
-                       {"type": "image", "media_type": "image/png", **image}]}  # fmt: skip
+    return {
+        "blocks": [
+            {"type": "text", "text": "what is in this picture?"},
+            {"type": "image", "media_type": "image/png", **image},
+        ]
+    }
 
 
 def sent_image_data(family: str, body: dict) -> str:

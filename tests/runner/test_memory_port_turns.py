@@ -45,9 +45,12 @@ def context(tmp_path: Path, replies: list[dict], providers: SharedProviders) -> 
     agent = BUILTIN_AGENTS["build"]
     tools = {n: t for n, t in builtin_tools().items() if n in agent.tools}
     return RunContext(
-        providers=providers, model_spec=f"scripted:{path}", agent=agent, tools=tools,
+        providers=providers,
+        model_spec=f"scripted:{path}",
+        agent=agent,
+        tools=tools,
         tool_context=ToolContext(workspace=tmp_path, session_id="ses_memory"),
-    )  # fmt: skip
+    )
 
 
 async def test_the_final_reply_commits_with_the_steer_that_arrived_while_it_streamed(
@@ -193,8 +196,9 @@ class CopyingPort(MemoryPort):
 
     async def messages_after(self, seq: int) -> list[tuple[int, Message]]:
         found = await super().messages_after(seq)
-        return [(n, m.model_copy(update={"metadata": {**(m.metadata or {}), "x": 1}}))
-                for n, m in found]  # fmt: skip
+        return [
+            (n, m.model_copy(update={"metadata": {**(m.metadata or {}), "x": 1}})) for n, m in found
+        ]
 
 
 async def test_a_step_built_ahead_is_built_again_when_the_history_read_differs(

@@ -36,8 +36,12 @@ async def test_store_contention_inside_a_turn_is_a_durable_retry(tmp_path: Path)
     the busy timeout (200 ms), the retry's deadline is written once the lock is gone, and the
     step is asked again. On main the turn ended `failed`."""
     db = str(tmp_path / "s.db")
-    rt = runtime(db, tmp_path, [{"match": ".", "replies": [{"text": "an answer"}]}],
-                 store=StoreConfig(busy_timeout_ms=200))  # fmt: skip
+    rt = runtime(
+        db,
+        tmp_path,
+        [{"match": ".", "replies": [{"text": "an answer"}]}],
+        store=StoreConfig(busy_timeout_ms=200),
+    )
     peer = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
     held: list[threading.Timer] = []
 
@@ -64,8 +68,9 @@ async def test_a_spent_step_allowance_fails_and_counts_its_steps(
     db_url: str, tmp_path: Path
 ) -> None:
     call = {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}
-    rt = runtime(db_url, tmp_path, [{"match": ".", "replies": [call]}],
-                 agents={"build": {"max_steps": 3}})  # fmt: skip
+    rt = runtime(
+        db_url, tmp_path, [{"match": ".", "replies": [call]}], agents={"build": {"max_steps": 3}}
+    )
     [turn] = await rt.run("never stops")
     assert turn.outcome == "failed" and turn.error_kind == "StepLimitError"  # main: blocked
     assert turn.steps == 3  # main: 0
@@ -112,10 +117,15 @@ async def test_a_steer_cuts_a_retry_wait_short(db_url: str, tmp_path: Path) -> N
     """The provider asks for a minute (`retry-after`); a steer admitted during the wait ends it
     at once and the step is asked again, with the steer delivered."""
     error = {"kind": "overloaded", "times": 1, "retry_after_ms": 60_000}
-    rt = runtime(db_url, tmp_path, [
-        {"match": "change of plan", "replies": [{"text": "steered"}]},
-        {"match": ".", "replies": [{"text": "x", "error": error}]},
-    ], retry=RetryConfig(initial_delay_ms=60_000, max_delay_ms=120_000, poll_interval_ms=5))  # fmt: skip
+    rt = runtime(
+        db_url,
+        tmp_path,
+        [
+            {"match": "change of plan", "replies": [{"text": "steered"}]},
+            {"match": ".", "replies": [{"text": "x", "error": error}]},
+        ],
+        retry=RetryConfig(initial_delay_ms=60_000, max_delay_ms=120_000, poll_interval_ms=5),
+    )
     sent: list[str] = []
 
     def steer(ev: LiveEvent) -> None:

@@ -63,9 +63,13 @@ def memory_harness(sources: list[Source]) -> Harness:
     live: list[LiveEvent] = []
     port = MemoryPort(SID, sources=sources, listener=live.append)
     return Harness(
-        port, lambda text: (port.admit(text), None)[1], port.take_over,
-        lambda: [s.event for s in port.log], port.blobs.get, live,
-    )  # fmt: skip
+        port,
+        lambda text: (port.admit(text), None)[1],
+        port.take_over,
+        lambda: [s.event for s in port.log],
+        port.blobs.get,
+        live,
+    )
 
 
 def store_harness(url: str, sources: list[Source]) -> Iterator[Harness]:
@@ -90,9 +94,14 @@ def store_harness(url: str, sources: list[Source]) -> Iterator[Harness]:
             return None
 
     yield Harness(
-        port, lambda text: (store.admit(SID, None, "user", {"text": text}), None)[1],
-        take_over, lambda: [e.event for e in store.events(SID, after=start)], blob, live, start,
-    )  # fmt: skip
+        port,
+        lambda text: (store.admit(SID, None, "user", {"text": text}), None)[1],
+        take_over,
+        lambda: [e.event for e in store.events(SID, after=start)],
+        blob,
+        live,
+        start,
+    )
     store.close()
 
 
@@ -180,8 +189,10 @@ async def test_the_history_read_after_a_step_boundary_is_never_stale(harness: Ha
     await port.commit([said("written after the boundary")])
     after = await port.messages_after(last)
     assert [m.text() for _, m in after] == [
-        "tool result", "a steer", "written after the boundary",
-    ]  # fmt: skip
+        "tool result",
+        "a steer",
+        "written after the boundary",
+    ]
     await port.promote_steers(0)
     assert await port.messages_after(after[-1][0]) == []
     await port.promote_steers(0)
@@ -305,10 +316,18 @@ async def test_a_lost_claim_fences_every_write(harness: Harness):
 async def test_retry_state_is_set_and_cleared(harness: Harness):
     port = harness.port
     assert await port.retry_state() is None
-    await port.commit([
-        RetryScheduled(turn_id="t", step=1, attempt=2, deadline_ms=5, error_kind="rate_limit",
-                       error="slow down")
-    ])  # fmt: skip
+    await port.commit(
+        [
+            RetryScheduled(
+                turn_id="t",
+                step=1,
+                attempt=2,
+                deadline_ms=5,
+                error_kind="rate_limit",
+                error="slow down",
+            )
+        ]
+    )
     state = await port.retry_state()
     assert state is not None and (state.attempt, state.deadline_ms) == (2, 5)
     await port.commit([RetryCleared()])
@@ -317,7 +336,9 @@ async def test_retry_state_is_set_and_cleared(harness: Harness):
 
 async def test_work_state_is_the_newest_value_of_each_kind(harness: Harness):
     port = harness.port
-    await port.commit([WorkStateUpdated(kind="goal", value="a"), WorkStateUpdated(kind="goal", value="b")])  # fmt: skip
+    await port.commit(
+        [WorkStateUpdated(kind="goal", value="a"), WorkStateUpdated(kind="goal", value="b")]
+    )
     await port.commit([WorkStateUpdated(kind="plan", value=["x"])])
     assert await port.work_state() == {"goal": "b", "plan": ["x"]}
 
@@ -330,10 +351,12 @@ async def test_recent_usage_and_the_compaction_boundary(harness: Harness):
     assert [u.input_tokens for _, u in usage] == [7]
     [(seq, _)] = usage
     summary = Message(role="user", blocks=(TextBlock(text="summary"),))
-    await port.commit([
-        MessageAdded(message=summary),
-        CompactionEnded(summary_message_id=summary.id, through_seq=seq),
-    ])  # fmt: skip
+    await port.commit(
+        [
+            MessageAdded(message=summary),
+            CompactionEnded(summary_message_id=summary.id, through_seq=seq),
+        ]
+    )
     assert await port.compaction_boundary() == seq
 
 
@@ -341,11 +364,18 @@ async def test_approvals_read_the_open_step(harness: Harness):
     port = harness.port
     call = ToolCallBlock(id="call_1", name="shell", input={"command": "ls"})
     reply = Message(role="assistant", blocks=(call,))
-    await port.commit([
-        MessageAdded(message=reply),
-        ApprovalRequested(call_id="call_1", message_id=reply.id, name="shell",
-                          input={"command": "ls"}, preview="$ ls"),
-    ])  # fmt: skip
+    await port.commit(
+        [
+            MessageAdded(message=reply),
+            ApprovalRequested(
+                call_id="call_1",
+                message_id=reply.id,
+                name="shell",
+                input={"command": "ls"},
+                preview="$ ls",
+            ),
+        ]
+    )
     log = await port.approvals()
     assert log.step is not None and [r.call_id for r in log.step.pending] == ["call_1"]
 
@@ -356,12 +386,18 @@ async def test_reads_after_a_turns_opening_see_the_ports_own_writes(harness: Har
     port = harness.port
     assert (await port.approvals()).step is None
     summary = Message(role="user", blocks=(TextBlock(text="summary"),))
-    await port.commit([
-        WorkStateUpdated(kind="goal", value="g"),
-        RetryScheduled(turn_id="t", step=1, attempt=2, deadline_ms=5, error_kind="x", error="e"),
-        said("reply"), UsageRecorded(input_tokens=7),
-        MessageAdded(message=summary), CompactionEnded(summary_message_id=summary.id, through_seq=1),
-    ])  # fmt: skip
+    await port.commit(
+        [
+            WorkStateUpdated(kind="goal", value="g"),
+            RetryScheduled(
+                turn_id="t", step=1, attempt=2, deadline_ms=5, error_kind="x", error="e"
+            ),
+            said("reply"),
+            UsageRecorded(input_tokens=7),
+            MessageAdded(message=summary),
+            CompactionEnded(summary_message_id=summary.id, through_seq=1),
+        ]
+    )
     assert await port.work_state() == {"goal": "g"}
     state = await port.retry_state()
     assert state is not None and state.attempt == 2

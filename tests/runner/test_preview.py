@@ -13,8 +13,16 @@ def test_an_edit_preview_has_context_and_the_file_line_numbers(tmp_path: Path):
     shown = preview("edit_file", {"path": "f.txt", "old": "line 6\n", "new": "six\n"}, tmp_path)
     lines = shown.splitlines()
     assert lines[:3] == ["--- a/f.txt", "+++ b/f.txt", "@@ -3,7 +3,7 @@"]
-    assert lines[3:] == [" line 3", " line 4", " line 5", "-line 6", "+six", " line 7",
-                         " line 8", " line 9"]  # fmt: skip
+    assert lines[3:] == [
+        " line 3",
+        " line 4",
+        " line 5",
+        "-line 6",
+        "+six",
+        " line 7",
+        " line 8",
+        " line 9",
+    ]
 
 
 def test_an_edit_that_will_not_apply_shows_its_fragments(tmp_path: Path):

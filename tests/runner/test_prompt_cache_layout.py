@@ -50,8 +50,22 @@ async def test_a_long_session_with_todo_updates_keeps_its_prefix(
 
 
 def test_the_prefix_measure_ignores_breakpoint_markers() -> None:
-    a = {"tools": [], "system": [], "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}]}  # fmt: skip
-    b = {"tools": [], "system": [], "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "hi"}]}, {"role": "assistant", "content": "x"}]}  # fmt: skip
+    a = {
+        "tools": [],
+        "system": [],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+            }
+        ],
+    }
+    b = {
+        "tools": [],
+        "system": [],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": "x"},
+        ],
+    }
     assert common_prefix(cache_prefix(a), cache_prefix(b)) == len(cache_prefix(a))

@@ -32,12 +32,14 @@ def script(tmp_path: Path, steps: int, *, pad: str = "", **top: object) -> str:
 
 
 def runtime(tmp_path: Path, model: str, db: str | None = None, **compaction: object) -> Runtime:
-    config = Config.model_validate({
-        "agents": {"build": {"max_steps": 1000}},
-        "loop_guard": {"enabled": False},  # the same call step after step, on purpose
-        "compaction": {"reserved": 500, **compaction},
-        "retry": {"initial_delay_ms": 5, "max_delay_ms": 50, "poll_interval_ms": 5},
-    })  # fmt: skip
+    config = Config.model_validate(
+        {
+            "agents": {"build": {"max_steps": 1000}},
+            "loop_guard": {"enabled": False},  # the same call step after step, on purpose
+            "compaction": {"reserved": 500, **compaction},
+            "retry": {"initial_delay_ms": 5, "max_delay_ms": 50, "poll_interval_ms": 5},
+        }
+    )
     db = db or str(tmp_path / "s.db")
     return Runtime(db, model=model, workspace=tmp_path, config=config)
 
@@ -190,10 +192,13 @@ async def test_whole_receipts_and_receipts_with_a_base_read_side_by_side(
     # as every receipt was stored before: the whole list, no base
     whole = newest.model_copy(update={"receipt_id": "rcp_whole"})
     kept = len(whole.message_ids) - 2
-    delta = newest.model_copy(update={
-        "receipt_id": "rcp_delta", "base": ("rcp_whole", kept),
-        "message_ids": newest.message_ids[kept:],
-    })  # fmt: skip
+    delta = newest.model_copy(
+        update={
+            "receipt_id": "rcp_delta",
+            "base": ("rcp_whole", kept),
+            "message_ids": newest.message_ids[kept:],
+        }
+    )
     rt.store.append(sid, [whole, delta])
     assert verify_receipt(rt.store, sid, whole, provider)
     assert verify_receipt(rt.store, sid, delta, provider)

@@ -13,12 +13,28 @@ from wakeful.runner._runs import run_records
 
 async def test_run_records_carry_usage_steps_and_retries(tmp_path: Path):
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"rules": [{"match": ".", "replies": [
-        {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}],
-         "usage": {"input_tokens": 10, "output_tokens": 2}},
-        {"text": "done", "usage": {"input_tokens": 20, "output_tokens": 3},
-         "error": {"kind": "overloaded", "times": 1}},
-    ]}]}))  # fmt: skip
+    script.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {
+                        "match": ".",
+                        "replies": [
+                            {
+                                "tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}],
+                                "usage": {"input_tokens": 10, "output_tokens": 2},
+                            },
+                            {
+                                "text": "done",
+                                "usage": {"input_tokens": 20, "output_tokens": 3},
+                                "error": {"kind": "overloaded", "times": 1},
+                            },
+                        ],
+                    }
+                ]
+            }
+        )
+    )
     config = Config(retry=RetryConfig(initial_delay_ms=1, max_delay_ms=5, poll_interval_ms=1))
     rt = Runtime(
         str(tmp_path / "db.sqlite"), model=f"scripted:{script}", workspace=tmp_path, config=config
@@ -38,11 +54,16 @@ async def test_a_retry_entry_carries_delay_status_code_error_and_budget(tmp_path
     error's text, the budget's size). On main an entry held only attempt, kind and deadline."""
     error = {"kind": "overloaded", "times": 2, "status_code": 529, "code": "overloaded_error"}
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"rules": [{"match": ".", "replies": [
-        {"text": "done", "error": error}]}]}))  # fmt: skip
+    script.write_text(
+        json.dumps({"rules": [{"match": ".", "replies": [{"text": "done", "error": error}]}]})
+    )
     retry = RetryConfig(initial_delay_ms=2, max_delay_ms=8, poll_interval_ms=1, max_retries=3)
-    rt = Runtime(str(tmp_path / "db.sqlite"), model=f"scripted:{script}", workspace=tmp_path,
-                 config=Config(retry=retry))  # fmt: skip
+    rt = Runtime(
+        str(tmp_path / "db.sqlite"),
+        model=f"scripted:{script}",
+        workspace=tmp_path,
+        config=Config(retry=retry),
+    )
     await rt.run("go")
     sid = rt.store.list_sessions().sessions[0].id
     [run] = run_records(rt.store, sid)
@@ -63,7 +84,11 @@ def test_provider_errors_carry_their_status_and_code():
     failure = HttpFailure(429, "rate_limit_error", None, "slow down", {"retry-after": "2"})
     err = classify_http(failure)
     assert (err.kind, err.status_code, err.code, err.retry_after_ms) == (
-        "rate_limit", 429, "rate_limit_error", 2000)  # fmt: skip
+        "rate_limit",
+        429,
+        "rate_limit_error",
+        2000,
+    )
     reset = ConnectionResetError(104, "Connection reset by peer")
     try:
         raise httpx2.ReadError("read failed") from reset
@@ -77,11 +102,22 @@ async def test_a_run_records_agent_model_label_origin_estimate_and_user_wait(tmp
     long it is expected to take (the earlier runs' median) and how long it waited on a person
     for an approval. On main a record had none of them."""
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"rules": [
-        {"match": "^ask$", "replies": [
-            {"tool_calls": [{"name": "shell", "input": {"command": "true"}}]}, {"text": "ran"}]},
-        {"match": ".", "replies": [{"text": "done"}]},
-    ]}))  # fmt: skip
+    script.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {
+                        "match": "^ask$",
+                        "replies": [
+                            {"tool_calls": [{"name": "shell", "input": {"command": "true"}}]},
+                            {"text": "ran"},
+                        ],
+                    },
+                    {"match": ".", "replies": [{"text": "done"}]},
+                ]
+            }
+        )
+    )
     db = str(tmp_path / "db.sqlite")
     rt = Runtime(db, model=f"scripted:{script}", workspace=tmp_path)
     first = rt.send("hello", resume=False)

@@ -30,7 +30,10 @@ async def done_events(tmp_path: Path, replies: list[dict[str, object]]) -> list[
 async def test_each_step_ends_once_after_its_calls_are_durable(tmp_path: Path) -> None:
     seen = await done_events(tmp_path, [GOAL, GOAL, {"text": "done"}])
     assert [(e.data["step"], e.data["outcome"]) for e in seen] == [
-        (1, "ended"), (2, "ended"), (3, "ended")]  # fmt: skip
+        (1, "ended"),
+        (2, "ended"),
+        (3, "ended"),
+    ]
 
 
 async def test_a_step_the_turn_fails_in_is_failed(tmp_path: Path) -> None:
@@ -41,14 +44,22 @@ async def test_a_step_the_turn_fails_in_is_failed(tmp_path: Path) -> None:
 
 
 def test_hosted_calls_are_tracked_with_their_status() -> None:
-    reply = Message(role="assistant", blocks=(
-        ServerToolUseBlock(id="srv_1", name="web_search", input={"query": "x"}),
-        ServerToolResultBlock(tool_use_id="srv_1", content=[{"type": "web_search_result"}]),
-        ServerToolUseBlock(id="srv_2", name="web_search", input={"query": "y"}),
-        ServerToolResultBlock(tool_use_id="srv_2",
-                              content={"type": "web_search_tool_result_error", "error_code": "x"}),
-        ServerToolUseBlock(id="srv_3", name="web_fetch"),
-        TextBlock(text="found it"),
-    ))  # fmt: skip
+    reply = Message(
+        role="assistant",
+        blocks=(
+            ServerToolUseBlock(id="srv_1", name="web_search", input={"query": "x"}),
+            ServerToolResultBlock(tool_use_id="srv_1", content=[{"type": "web_search_result"}]),
+            ServerToolUseBlock(id="srv_2", name="web_search", input={"query": "y"}),
+            ServerToolResultBlock(
+                tool_use_id="srv_2",
+                content={"type": "web_search_tool_result_error", "error_code": "x"},
+            ),
+            ServerToolUseBlock(id="srv_3", name="web_fetch"),
+            TextBlock(text="found it"),
+        ),
+    )
     assert [(c["call_id"], c["status"]) for c in hosted_calls(reply)] == [
-        ("srv_1", "completed"), ("srv_2", "failed"), ("srv_3", "failed")]  # fmt: skip
+        ("srv_1", "completed"),
+        ("srv_2", "failed"),
+        ("srv_3", "failed"),
+    ]

@@ -29,12 +29,15 @@ def say(role: str, text: str) -> Message:
 
 CALL = ToolCallBlock(id="c1", name="read_file", input={"path": "a.py"})
 HISTORY = [
-    say("user", "first"), Message(role="assistant", blocks=(CALL,)),
+    say("user", "first"),
+    Message(role="assistant", blocks=(CALL,)),
     Message(role="user", blocks=(ToolResultBlock(call_id="c1", output="print(1)"),)),
     say("assistant", "read it"),
-    say("user", "second"), say("assistant", "two"),
-    say("user", "third"), say("assistant", "three"),
-]  # fmt: skip
+    say("user", "second"),
+    say("assistant", "two"),
+    say("user", "third"),
+    say("assistant", "three"),
+]
 
 
 async def test_it_summarizes_all_but_the_turns_kept(tmp_path: Path) -> None:

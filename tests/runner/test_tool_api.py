@@ -58,8 +58,9 @@ def ctx(tmp_path: Path) -> ToolContext:
     return ToolContext(workspace=tmp_path, session_id="ses_x")
 
 
-async def run(t: FunctionTool, tmp_path: Path, policy: PermissionPolicy | None = None,
-              **input: object) -> tuple[str, bool]:  # fmt: skip
+async def run(
+    t: FunctionTool, tmp_path: Path, policy: PermissionPolicy | None = None, **input: object
+) -> tuple[str, bool]:
     call = ToolCallBlock(id="c1", name=t.name, input=input)  # type: ignore[arg-type]
     result, _ = await run_tool_call({t.name: t}, call, ctx(tmp_path), policy or PermissionPolicy())
     return str(result.output), result.is_error
@@ -172,14 +173,22 @@ def scripted(tmp_path: Path, replies: list[dict[str, object]]) -> str:
 
 async def test_configured_and_registered_tools_are_offered_and_run(tmp_path: Path) -> None:
     write_module(tmp_path, "usertools_cfg")
-    model = scripted(tmp_path, [
-        {"tool_calls": [{"name": "shout", "input": {"text": "hi"}},
-                        {"name": "add", "input": {"a": 1, "b": 2}}]},
-        {"text": "ok"},
-    ])  # fmt: skip
+    model = scripted(
+        tmp_path,
+        [
+            {
+                "tool_calls": [
+                    {"name": "shout", "input": {"text": "hi"}},
+                    {"name": "add", "input": {"a": 1, "b": 2}},
+                ]
+            },
+            {"text": "ok"},
+        ],
+    )
     config = Config.model_validate({"tools": {"shout": "usertools_cfg:shout"}})
-    rt = Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=config,
-                 tools=[add])  # fmt: skip
+    rt = Runtime(
+        str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=config, tools=[add]
+    )
     try:
         [turn] = await rt.run("go")
         assert turn.outcome == "completed"
@@ -208,9 +217,13 @@ async def test_a_read_only_tool_takes_the_fast_path(
         store.close()
         return "ok"
 
-    model = scripted(tmp_path, [
-        {"tool_calls": [{"name": "peek", "input": {"a": 1, "b": 2}}]}, {"text": "ok"},
-    ])  # fmt: skip
+    model = scripted(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "peek", "input": {"a": 1, "b": 2}}]},
+            {"text": "ok"},
+        ],
+    )
     rt = Runtime(db, model=model, workspace=tmp_path, config=Config(), tools=[peek])
     try:
         [turn] = await rt.run("go")
@@ -255,13 +268,17 @@ async def test_read_only_results_wait_for_the_step_boundary_to_commit(
         """Answers ok."""
         return "ok"
 
-    model = scripted(tmp_path, [
-        {"tool_calls": [{"name": "peek", "input": {"a": 1, "b": 2}}]},
-        {"tool_calls": [{"name": "peek", "input": {"a": 3, "b": 4}}]},
-        {"text": "done"},
-    ])  # fmt: skip
-    rt = Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=Config(),
-                 tools=[peek])  # fmt: skip
+    model = scripted(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "peek", "input": {"a": 1, "b": 2}}]},
+            {"tool_calls": [{"name": "peek", "input": {"a": 3, "b": 4}}]},
+            {"text": "done"},
+        ],
+    )
+    rt = Runtime(
+        str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=Config(), tools=[peek]
+    )
     appended: list[list[str]] = []
     append = rt.store.append
 
@@ -277,8 +294,9 @@ async def test_read_only_results_wait_for_the_step_boundary_to_commit(
         assert results_appended == (0 if read_only else 2)
         sid = rt.store.list_sessions().sessions[0].id
         assert [c.status for c in rt.store.tool_calls(sid)] == ["completed", "completed"]
-        texts = [m.text() or str([r.output for r in m.tool_results()])
-                 for m in rt.store.messages(sid)]  # fmt: skip
+        texts = [
+            m.text() or str([r.output for r in m.tool_results()]) for m in rt.store.messages(sid)
+        ]
         assert texts[-1] == "done" and texts.count("['ok']") == 2
     finally:
         await rt.aclose()

@@ -51,11 +51,29 @@ TOOLS = [
 async def run_call(tmp_path: Path, name: str) -> tuple[str, bool, list[RetryScheduled], Runtime]:
     CALLS.clear()
     script = tmp_path / f"{name}.json"
-    script.write_text(json.dumps({"rules": [{"match": ".", "replies": [
-        {"tool_calls": [{"name": name, "input": {}}]}, {"text": "done"}]}]}))  # fmt: skip
+    script.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {
+                        "match": ".",
+                        "replies": [
+                            {"tool_calls": [{"name": name, "input": {}}]},
+                            {"text": "done"},
+                        ],
+                    }
+                ]
+            }
+        )
+    )
     config = Config(retry=FAST)
-    rt = Runtime(str(tmp_path / f"{name}.db"), model=f"scripted:{script}", workspace=tmp_path,
-                 config=config, tools=TOOLS)  # fmt: skip
+    rt = Runtime(
+        str(tmp_path / f"{name}.db"),
+        model=f"scripted:{script}",
+        workspace=tmp_path,
+        config=config,
+        tools=TOOLS,
+    )
     [turn] = await rt.run("go")
     assert turn.outcome == "completed"
     sid = rt.store.list_sessions().sessions[0].id
@@ -68,7 +86,9 @@ async def test_an_idempotent_tools_transient_failure_is_retried_durably(tmp_path
     output, is_error, retries, rt = await run_call(tmp_path, "fetch_once")
     assert (output, is_error, CALLS["fetch_once"]) == ("ok", False, 3)
     assert [(r.attempt, r.error_kind, r.max_attempts) for r in retries] == [
-        (2, "tool_unavailable", 3), (3, "tool_unavailable", 3)]  # fmt: skip
+        (2, "tool_unavailable", 3),
+        (3, "tool_unavailable", 3),
+    ]
     assert all(r.delay_ms and 1 <= r.delay_ms <= 10 for r in retries)
     assert retries[0].error == "fetch_once: the connection was lost"
     sid = rt.store.list_sessions().sessions[0].id
@@ -87,8 +107,7 @@ async def test_a_spent_budget_is_the_calls_error_result(tmp_path: Path) -> None:
 
 async def test_a_tool_not_safe_to_retry_gets_its_failure_as_a_result(tmp_path: Path) -> None:
     output, is_error, retries, rt = await run_call(tmp_path, "charge")
-    assert (output, is_error, CALLS["charge"], retries) == (
-        "the connection was lost", True, 1, [])  # fmt: skip
+    assert (output, is_error, CALLS["charge"], retries) == ("the connection was lost", True, 1, [])
     await rt.aclose()
 
 

@@ -45,9 +45,14 @@ def ctx(ws: Path) -> ToolContext:
 
 
 async def call(
-    ctx: ToolContext, name: str, *, policy: PermissionPolicy | None = None, ask: Any = None,
-    tools: Any = None, **args: Any,
-) -> tuple[ToolResultBlock, ToolOutcome]:  # fmt: skip
+    ctx: ToolContext,
+    name: str,
+    *,
+    policy: PermissionPolicy | None = None,
+    ask: Any = None,
+    tools: Any = None,
+    **args: Any,
+) -> tuple[ToolResultBlock, ToolOutcome]:
     block = ToolCallBlock(id="call_1", name=name, input=args)
     result, outcome = await run_tool_call(
         TOOLS if tools is None else tools, block, ctx, policy or PermissionPolicy(), ask
@@ -298,8 +303,11 @@ async def test_shell_runs_in_the_workspace_and_reports_the_exit_code(ctx: ToolCo
     result, outcome = await call(ctx, "shell", command="pwd; echo err >&2; cat")
     assert result.output == f"{ws}\nerr\n[exit code 0]"  # stdin is empty: cat ends at once
     assert outcome.metadata == {
-        "exit_code": 0, "timed_out": False, "output_bytes": len(f"{ws}\nerr\n"), "truncated": False
-    }  # fmt: skip
+        "exit_code": 0,
+        "timed_out": False,
+        "output_bytes": len(f"{ws}\nerr\n"),
+        "truncated": False,
+    }
     result, outcome = await call(ctx, "shell", command="echo partial; exit 3")
     assert result.is_error and result.output == "partial\n[exit code 3]"
     assert outcome.metadata and outcome.metadata["exit_code"] == 3
@@ -390,9 +398,13 @@ async def test_work_state_tools_return_the_new_value(ctx: ToolContext):
     todos = [{"content": "write tests", "status": "completed"}, {"content": "ship"}]
     result, outcome = await call(ctx, "todo_write", todos=todos)
     assert result.output == "todo list saved (1/2 completed)"
-    assert outcome.work_state == ("todos", [
-        {"content": "write tests", "status": "completed"}, {"content": "ship", "status": "pending"}
-    ])  # fmt: skip
+    assert outcome.work_state == (
+        "todos",
+        [
+            {"content": "write tests", "status": "completed"},
+            {"content": "ship", "status": "pending"},
+        ],
+    )
     _, outcome = await call(ctx, "plan_write", plan="1. read\n2. change")
     assert outcome.work_state == ("plan", "1. read\n2. change")
     _, outcome = await call(ctx, "goal_set", goal="green tests")
@@ -457,8 +469,9 @@ async def test_a_failing_approval_channel_denies(ctx: ToolContext):
     async def broken(name: str, args: dict[str, object]) -> bool:
         raise ConnectionError("terminal closed")
 
-    result, _ = await call(ctx, "shell", policy=PermissionPolicy(default="ask"), ask=broken,
-                           command="true")  # fmt: skip
+    result, _ = await call(
+        ctx, "shell", policy=PermissionPolicy(default="ask"), ask=broken, command="true"
+    )
     assert result.is_error and "terminal closed" in str(result.output)
 
 

@@ -22,16 +22,24 @@ def runtime(
 
 
 async def test_a_reply_cut_by_the_output_limit_is_marked_truncated(tmp_path: Path) -> None:
-    rt = runtime(tmp_path, [
-        {"match": "long", "replies": [{"text": "The first words of a long", "finish": "length"}]},
-        {"match": ".", "replies": [{"text": "short and whole"}]},
-    ])  # fmt: skip
+    rt = runtime(
+        tmp_path,
+        [
+            {
+                "match": "long",
+                "replies": [{"text": "The first words of a long", "finish": "length"}],
+            },
+            {"match": ".", "replies": [{"text": "short and whole"}]},
+        ],
+    )
     [cut] = await rt.run("write something long")
     sid = rt.store.list_sessions().sessions[0].id
     [whole] = await rt.run("and now briefly", session_id=sid)
     assert (cut.outcome, cut.truncated, cut.final_text) == (
-        "completed", True, "The first words of a long"
-    )  # fmt: skip
+        "completed",
+        True,
+        "The first words of a long",
+    )
     assert (whole.outcome, whole.truncated) == ("completed", False)
     replies = [m for m in rt.store.messages(sid) if m.role == "assistant"]
     assert [(m.metadata or {}).get("truncated") for m in replies] == [True, None]
@@ -44,11 +52,22 @@ async def test_a_reply_cut_by_the_output_limit_is_marked_truncated(tmp_path: Pat
 
 async def test_a_truncated_reply_before_tool_steps_does_not_mark_the_turn(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("alpha")
-    rt = runtime(tmp_path, [{"match": ".", "replies": [
-        {"text": "Reading", "tool_calls": [{"name": "read_file", "input": {"path": "a.txt"}}],
-         "finish": "length"},
-        {"text": "It says alpha."},
-    ]}])  # fmt: skip
+    rt = runtime(
+        tmp_path,
+        [
+            {
+                "match": ".",
+                "replies": [
+                    {
+                        "text": "Reading",
+                        "tool_calls": [{"name": "read_file", "input": {"path": "a.txt"}}],
+                        "finish": "length",
+                    },
+                    {"text": "It says alpha."},
+                ],
+            }
+        ],
+    )
     [turn] = await rt.run("read a.txt")
     assert turn.steps == 2 and not turn.truncated
     sid = rt.store.list_sessions().sessions[0].id

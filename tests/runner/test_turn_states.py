@@ -397,18 +397,46 @@ class Exit:
 
 EXITS = [
     Exit("completed", [(".", [GOAL, {"text": "done"}])], "completed", None, 2),
-    Exit("a call waits for approval", [(".", [WRITE])], "paused", "awaiting_approval", 1,
-         options={"policy": PermissionPolicy({"write_file": "ask"})}),
-    Exit("interrupted mid-stream", [(".", [{"text": "a long answer to cut"}])], "interrupted",
-         None, 1, interrupt_on="text"),
-    Exit("interrupted while a read-only step is held", [(".", [GOAL, {"text": "done"}])],
-         "interrupted", None, 1, interrupt_on="tool_end"),
+    Exit(
+        "a call waits for approval",
+        [(".", [WRITE])],
+        "paused",
+        "awaiting_approval",
+        1,
+        options={"policy": PermissionPolicy({"write_file": "ask"})},
+    ),
+    Exit(
+        "interrupted mid-stream",
+        [(".", [{"text": "a long answer to cut"}])],
+        "interrupted",
+        None,
+        1,
+        interrupt_on="text",
+    ),
+    Exit(
+        "interrupted while a read-only step is held",
+        [(".", [GOAL, {"text": "done"}])],
+        "interrupted",
+        None,
+        1,
+        interrupt_on="tool_end",
+    ),
     Exit("a spent allowance", [(".", [GOAL])], "failed", "StepLimitError", 1, max_steps=1),
-    Exit("a content filter", [(".", [{"text": "no", "finish": "content_filter"}])], "failed",
-         "content_filter", 1),
-    Exit("an invalid request", [(".", [{"error": {"kind": "invalid_request", "times": 9}}])],
-         "blocked", "invalid_request", 1),
-]  # fmt: skip
+    Exit(
+        "a content filter",
+        [(".", [{"text": "no", "finish": "content_filter"}])],
+        "failed",
+        "content_filter",
+        1,
+    ),
+    Exit(
+        "an invalid request",
+        [(".", [{"error": {"kind": "invalid_request", "times": 9}}])],
+        "blocked",
+        "invalid_request",
+        1,
+    ),
+]
 
 
 @pytest.mark.parametrize("case", EXITS, ids=[e.name for e in EXITS])

@@ -22,18 +22,32 @@ def script(tmp_path: Path, rules: list[dict], **top: object) -> str:
 
 
 def runtime(tmp_path: Path, model: str, **kw: object) -> Runtime:
-    config = Config(retry=RetryConfig(initial_delay_ms=5, max_delay_ms=200, poll_interval_ms=5),
-                    permissions=ALLOW_WRITES)  # fmt: skip
+    config = Config(
+        retry=RetryConfig(initial_delay_ms=5, max_delay_ms=200, poll_interval_ms=5),
+        permissions=ALLOW_WRITES,
+    )
     return Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=config, **kw)
 
 
 async def test_multi_step_tool_use(tmp_path: Path):
     (tmp_path / "notes.txt").write_text("alpha\n")
-    model = script(tmp_path, [{"match": "notes", "replies": [
-        {"tool_calls": [{"name": "read_file", "input": {"path": "notes.txt"}}]},
-        {"tool_calls": [{"name": "write_file", "input": {"path": "out.txt", "content": "beta"}}]},
-        {"text": "done: copied"},
-    ]}])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": "notes",
+                "replies": [
+                    {"tool_calls": [{"name": "read_file", "input": {"path": "notes.txt"}}]},
+                    {
+                        "tool_calls": [
+                            {"name": "write_file", "input": {"path": "out.txt", "content": "beta"}}
+                        ]
+                    },
+                    {"text": "done: copied"},
+                ],
+            }
+        ],
+    )
     rt = runtime(tmp_path, model)
     [turn] = await rt.run("read the notes")
     assert turn.outcome == "completed" and turn.steps == 3 and turn.final_text == "done: copied"
@@ -57,9 +71,20 @@ async def test_multi_step_tool_use(tmp_path: Path):
 
 
 async def test_rate_limit_retry_is_durable_and_honours_retry_after(tmp_path: Path):
-    model = script(tmp_path, [{"match": ".", "replies": [
-        {"text": "ok after wait", "error": {"kind": "rate_limit", "times": 2, "retry_after_ms": 30}},
-    ]}])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": ".",
+                "replies": [
+                    {
+                        "text": "ok after wait",
+                        "error": {"kind": "rate_limit", "times": 2, "retry_after_ms": 30},
+                    },
+                ],
+            }
+        ],
+    )
     rt = runtime(tmp_path, model)
     [turn] = await rt.run("hello")
     assert turn.outcome == "completed" and turn.final_text == "ok after wait"
@@ -79,10 +104,22 @@ async def test_rate_limit_retry_is_durable_and_honours_retry_after(tmp_path: Pat
 
 
 async def test_incomplete_stream_after_output_keeps_partial_and_continues(tmp_path: Path):
-    model = script(tmp_path, [{"match": ".", "replies": [
-        {"text": "first part that gets cut", "error": {"kind": "incomplete_stream", "times": 1, "after_chars": 10}},
-        {"text": "rest of it"},
-    ]}], chunk_chars=5)  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": ".",
+                "replies": [
+                    {
+                        "text": "first part that gets cut",
+                        "error": {"kind": "incomplete_stream", "times": 1, "after_chars": 10},
+                    },
+                    {"text": "rest of it"},
+                ],
+            }
+        ],
+        chunk_chars=5,
+    )
     rt = runtime(tmp_path, model)
     [turn] = await rt.run("tell me")
     assert turn.outcome == "completed" and turn.final_text == "rest of it"
@@ -100,9 +137,17 @@ async def test_incomplete_stream_after_output_keeps_partial_and_continues(tmp_pa
 
 
 async def test_authentication_pauses_the_turn(tmp_path: Path):
-    model = script(tmp_path, [{"match": ".", "replies": [
-        {"text": "never", "error": {"kind": "authentication", "times": 1}},
-    ]}])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": ".",
+                "replies": [
+                    {"text": "never", "error": {"kind": "authentication", "times": 1}},
+                ],
+            }
+        ],
+    )
     rt = runtime(tmp_path, model)
     [turn] = await rt.run("hello")
     assert turn.outcome == "paused" and turn.error_kind == "authentication"
@@ -126,14 +171,24 @@ async def test_content_filter_fails_the_step_and_keeps_partial(tmp_path: Path):
 
 
 async def test_tool_errors_reach_the_model(tmp_path: Path):
-    model = script(tmp_path, [{"match": ".", "replies": [
-        {"tool_calls": [
-            {"name": "read_file", "input": {"nope": 1}},
-            {"name": "read_file", "input": {"path": "../../etc/passwd"}},
-            {"name": "no_such_tool", "input": {}},
-        ]},
-        {"text": "handled"},
-    ]}])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": ".",
+                "replies": [
+                    {
+                        "tool_calls": [
+                            {"name": "read_file", "input": {"nope": 1}},
+                            {"name": "read_file", "input": {"path": "../../etc/passwd"}},
+                            {"name": "no_such_tool", "input": {}},
+                        ]
+                    },
+                    {"text": "handled"},
+                ],
+            }
+        ],
+    )
     rt = runtime(tmp_path, model)
     [turn] = await rt.run("go")
     assert turn.outcome == "completed"
@@ -146,10 +201,19 @@ async def test_tool_errors_reach_the_model(tmp_path: Path):
 
 
 async def test_steer_admitted_mid_turn_is_delivered_at_the_next_step(tmp_path: Path):
-    model = script(tmp_path, [
-        {"match": "first", "replies": [{"tool_calls": [{"name": "list_files", "input": {"path": "."}}]}, {"text": "first done"}]},
-        {"match": "steer", "replies": [{"text": "saw the steer"}]},
-    ])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": "first",
+                "replies": [
+                    {"tool_calls": [{"name": "list_files", "input": {"path": "."}}]},
+                    {"text": "first done"},
+                ],
+            },
+            {"match": "steer", "replies": [{"text": "saw the steer"}]},
+        ],
+    )
     seen: list[str] = []
 
     def listener(ev):

@@ -10,7 +10,10 @@ from wakeful.events import CompactionEnded
 from wakeful.execution import Runtime
 from wakeful.runner._work_state import MAX_BYTES, MAX_ENTRIES, render_work_state
 
-SUMMARY_RULE = {"match": "^Summarize the conversation below", "replies": [{"text": "## Objective\n- go on"}]}  # fmt: skip
+SUMMARY_RULE = {
+    "match": "^Summarize the conversation below",
+    "replies": [{"text": "## Objective\n- go on"}],
+}
 PAD = "lorem ipsum dolor sit amet " * 12
 
 
@@ -38,20 +41,28 @@ def test_no_work_state_renders_nothing():
 
 
 async def test_work_state_survives_compaction_within_its_caps(tmp_path: Path):
-    setup = {"tool_calls": [
-        {"name": "goal_set", "input": {"goal": "migrate the billing service"}},
-        {"name": "plan_write", "input": {"plan": "phase " * 4_000}},
-        {"name": "todo_write", "input": {"todos": todos(100)}},
-    ]}  # fmt: skip
+    setup = {
+        "tool_calls": [
+            {"name": "goal_set", "input": {"goal": "migrate the billing service"}},
+            {"name": "plan_write", "input": {"plan": "phase " * 4_000}},
+            {"name": "todo_write", "input": {"todos": todos(100)}},
+        ]
+    }
     path = tmp_path / "script.json"
-    path.write_text(json.dumps({
-        "context_window": 16_000, "max_output_tokens": 500, "chunk_chars": 4096,
-        "rules": [
-            SUMMARY_RULE,
-            {"match": "^plan", "replies": [setup, {"text": "planned"}]},
-            {"match": ".", "replies": [{"text": "ok " + PAD}]},
-        ],
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "context_window": 16_000,
+                "max_output_tokens": 500,
+                "chunk_chars": 4096,
+                "rules": [
+                    SUMMARY_RULE,
+                    {"match": "^plan", "replies": [setup, {"text": "planned"}]},
+                    {"match": ".", "replies": [{"text": "ok " + PAD}]},
+                ],
+            }
+        )
+    )
     # The separate summary request, whose text holds the work state (the cached one sends it
     # as the request's note: `test_cached_summary.py`).
     config = Config(compaction=CompactionConfig(reserved=500, reuse_cache=False))

@@ -43,11 +43,13 @@ class ServerThread:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="on",
-                                timeout_graceful_shutdown=3)  # fmt: skip
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
+        )
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
-                                       daemon=True)  # fmt: skip
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
 
     def start(self) -> None:
         self.thread.start()
@@ -96,19 +98,32 @@ def make_server(tmp_path: Path) -> Iterator[MakeServer]:
     served: list[Served] = []
 
     def make(
-        model: str | None = None, settings: Settings | None = None, db: str | None = None,
-        permissions: dict[str, Any] | None = None, **kw: Any,
-    ) -> Served:  # fmt: skip
+        model: str | None = None,
+        settings: Settings | None = None,
+        db: str | None = None,
+        permissions: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> Served:
         work = tmp_path / f"work{len(served)}"
         work.mkdir()
         (work / ".git").mkdir()
-        config = Config(retry=RetryConfig(initial_delay_ms=5, max_delay_ms=200, poll_interval_ms=5),
-                        permissions=ALLOW_WRITES if permissions is None else permissions)  # fmt: skip
-        rt = Runtime(db or str(tmp_path / f"s{len(served)}.db"), model=model or script(tmp_path, ECHO),
-                     workspace=work, config=config, **kw)  # fmt: skip
-        app = create_app(rt, tokens=Tokens([TOKEN], [SENSITIVE]),
-                         settings=settings or Settings(keepalive_s=1.0, poll_ms=10),
-                         own_runtime=True)  # fmt: skip
+        config = Config(
+            retry=RetryConfig(initial_delay_ms=5, max_delay_ms=200, poll_interval_ms=5),
+            permissions=ALLOW_WRITES if permissions is None else permissions,
+        )
+        rt = Runtime(
+            db or str(tmp_path / f"s{len(served)}.db"),
+            model=model or script(tmp_path, ECHO),
+            workspace=work,
+            config=config,
+            **kw,
+        )
+        app = create_app(
+            rt,
+            tokens=Tokens([TOKEN], [SENSITIVE]),
+            settings=settings or Settings(keepalive_s=1.0, poll_ms=10),
+            own_runtime=True,
+        )
         thread = ServerThread(app)
         thread.start()
         threads.append(thread)

@@ -46,10 +46,15 @@ class Spy:
 def served(db_url: str, tmp_path: Path) -> Any:
     work = tmp_path / "work"
     (work / ".git").mkdir(parents=True)
-    rt = Runtime(db_url, model=script(tmp_path, ECHO), workspace=work,
-                 config=Config(permissions=ALLOW_WRITES))  # fmt: skip
-    app = create_app(rt, tokens=Tokens([TOKEN]), settings=Settings(keepalive_s=1.0),
-                     own_runtime=True)  # fmt: skip
+    rt = Runtime(
+        db_url,
+        model=script(tmp_path, ECHO),
+        workspace=work,
+        config=Config(permissions=ALLOW_WRITES),
+    )
+    app = create_app(
+        rt, tokens=Tokens([TOKEN]), settings=Settings(keepalive_s=1.0), own_runtime=True
+    )
     thread = ServerThread(app)
     thread.start()
     yield f"http://127.0.0.1:{thread.port}", rt, app.state.wakeful
@@ -62,8 +67,11 @@ def _answer(r: httpx.Response) -> tuple[int, Any]:
 
 async def _post_all(url: str, posts: list[tuple[str, dict[str, Any]]]) -> list[httpx.Response]:
     async with httpx.AsyncClient(base_url=url, headers=AUTH, timeout=30) as c:
-        return list(await asyncio.gather(*(c.post(f"/sessions/{sid}/prompt", json=body)
-                                           for sid, body in posts)))  # fmt: skip
+        return list(
+            await asyncio.gather(
+                *(c.post(f"/sessions/{sid}/prompt", json=body) for sid, body in posts)
+            )
+        )
 
 
 def test_a_burst_is_admitted_together_and_each_gets_its_own_answer(served: Any) -> None:
@@ -91,11 +99,19 @@ def test_a_burst_is_admitted_together_and_each_gets_its_own_answer(served: Any) 
     assert spy.sizes == [1] * CALLS + [len(posts) - CALLS]
     statuses = [status for status, _ in answers]
     assert statuses == [202, 202, 202, 409, 404, 202, 202, 202, 202]
-    created = {(body["session_id"], body["input_id"]): body["created"]
-               for status, body in answers if status == 202 and body["input_id"] != "tw"}  # fmt: skip
+    created = {
+        (body["session_id"], body["input_id"]): body["created"]
+        for status, body in answers
+        if status == 202 and body["input_id"] != "tw"
+    }
     no_id = answers[8][1]["input_id"]
-    assert created == {(a, "a1"): True, (b, "b1"): True, (a, "dup"): False, (b, "b2"): True,
-                       (b, no_id): True}  # fmt: skip
+    assert created == {
+        (a, "a1"): True,
+        (b, "b1"): True,
+        (a, "dup"): False,
+        (b, "b2"): True,
+        (b, no_id): True,
+    }
     assert sorted(body["created"] for _, body in answers[6:8]) == [False, True]
     assert all(body["status"] == "pending" for status, body in answers if status == 202)
 

@@ -25,15 +25,33 @@ EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 GO = "echo one >> ledger.txt"
 FINAL = "All written down: " + "the list has two items. " * 4
 RULES = [
-    {"match": "^plan$", "replies": [
-        {"tool_calls": [{"name": "todo_write", "input": {"todos": [
-            {"content": "buy milk"}, {"content": "call mum", "status": "in_progress"}]}}]},
-        {"text": FINAL},
-    ]},
-    {"match": "^go$", "replies": [
-        {"tool_calls": [{"name": "shell", "input": {"command": GO}}]}, {"text": "done"},
-    ]},
-]  # fmt: skip
+    {
+        "match": "^plan$",
+        "replies": [
+            {
+                "tool_calls": [
+                    {
+                        "name": "todo_write",
+                        "input": {
+                            "todos": [
+                                {"content": "buy milk"},
+                                {"content": "call mum", "status": "in_progress"},
+                            ]
+                        },
+                    }
+                ]
+            },
+            {"text": FINAL},
+        ],
+    },
+    {
+        "match": "^go$",
+        "replies": [
+            {"tool_calls": [{"name": "shell", "input": {"command": GO}}]},
+            {"text": "done"},
+        ],
+    },
+]
 
 
 def run_input(sid: str, *texts: str, run: str = "run-1", **kw: Any) -> dict[str, Any]:
@@ -91,11 +109,21 @@ def test_a_client_follows_a_run_across_a_reconnect_and_sees_every_event_once(
         ids, key=lambda i: tuple(map(int, i.split(":")))
     )
     assert types(seen) == [
-        "RUN_STARTED", "STATE_SNAPSHOT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END",
-        "STATE_SNAPSHOT", "TOOL_CALL_RESULT", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_END", "RUN_FINISHED",
-    ]  # fmt: skip
+        "RUN_STARTED",
+        "STATE_SNAPSHOT",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "STATE_SNAPSHOT",
+        "TOOL_CALL_RESULT",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
     events = [e for _, e in seen]
     assert events[0].thread_id == sid and events[0].run_id == "agui_m0"
     assert events[3].delta == "plan" and events[2].message_id == "m0"  # the client's own id
@@ -145,9 +173,14 @@ def test_an_approval_is_an_interrupt_and_a_resume_entry_runs_the_call_once(
     with c.stream("POST", f"/sessions/{sid}/agui", json=body) as second:
         resumed = read_sse(second)
     assert types(resumed) == [
-        "RUN_STARTED", "STATE_SNAPSHOT", "TOOL_CALL_RESULT", "TEXT_MESSAGE_START",
-        "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED",
-    ]  # fmt: skip
+        "RUN_STARTED",
+        "STATE_SNAPSHOT",
+        "TOOL_CALL_RESULT",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
     assert resumed[-1][1].outcome.type == "success" and ledger(served) == {"one": 1}
     with c.stream("POST", f"/sessions/{sid}/agui", json=body) as third:  # the same again
         assert third.status_code == 200
@@ -164,12 +197,40 @@ def test_bad_run_inputs_are_refused_with_a_reason_and_write_nothing(server: Serv
     cases = [
         (run_input("ses_other", "hi"), {}, 422, "threadId"),
         (run_input(sid), {}, 422, "nothing to run"),
-        (run_input(sid, "hi", resume=[{"interruptId": "call_x", "status": "resolved",
-                                       "payload": {"decision": "allow"}}]), {}, 404, "call_x"),
-        (run_input(sid, "hi", resume=[{"interruptId": "call_x", "status": "resolved",
-                                       "payload": {"decision": "maybe"}}]), {}, 422, "decision"),
+        (
+            run_input(
+                sid,
+                "hi",
+                resume=[
+                    {
+                        "interruptId": "call_x",
+                        "status": "resolved",
+                        "payload": {"decision": "allow"},
+                    }
+                ],
+            ),
+            {},
+            404,
+            "call_x",
+        ),
+        (
+            run_input(
+                sid,
+                "hi",
+                resume=[
+                    {
+                        "interruptId": "call_x",
+                        "status": "resolved",
+                        "payload": {"decision": "maybe"},
+                    }
+                ],
+            ),
+            {},
+            422,
+            "decision",
+        ),
         ({"threadId": sid}, {}, 422, "runId"),
-    ]  # fmt: skip
+    ]
     for body, headers, status, reason in cases:
         r = c.post(f"/sessions/{sid}/agui", json=body, headers=headers)
         assert r.status_code == status and reason in r.json()["reason"], (body, r.text)

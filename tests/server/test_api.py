@@ -24,8 +24,12 @@ def test_health_and_openapi(server: Served):
     assert c.get("/health").json()["status"] == "ok"
     doc = c.get("/openapi.json").json()
     assert doc["openapi"].startswith("3.1")
-    assert {"/sessions", "/sessions/{session_id}/prompt", "/sessions/{session_id}/log",
-            "/events"} <= set(doc["paths"])  # fmt: skip
+    assert {
+        "/sessions",
+        "/sessions/{session_id}/prompt",
+        "/sessions/{session_id}/log",
+        "/events",
+    } <= set(doc["paths"])
 
 
 def test_bodies_that_may_be_empty_are_not_required_in_the_document(server: Served):
@@ -33,8 +37,11 @@ def test_bodies_that_may_be_empty_are_not_required_in_the_document(server: Serve
     c = server.client()
     paths = c.get("/openapi.json").json()["paths"]
     sid = _create(c)
-    for path, route in [("/sessions", "/sessions"), ("/sessions/{session_id}/fork", f"/sessions/{sid}/fork"),
-                        ("/sessions/{session_id}/compact", f"/sessions/{sid}/compact")]:  # fmt: skip
+    for path, route in [
+        ("/sessions", "/sessions"),
+        ("/sessions/{session_id}/fork", f"/sessions/{sid}/fork"),
+        ("/sessions/{session_id}/compact", f"/sessions/{sid}/compact"),
+    ]:
         assert paths[path]["post"]["requestBody"]["required"] is False, path
         assert c.post(route, content=b"").status_code < 400, route
     assert paths["/sessions/{session_id}/prompt"]["post"]["requestBody"]["required"] is True
@@ -77,9 +84,13 @@ def test_prompt_resume_wakes_the_coordinator(server: Served):
     sid = _create(c)
     r = c.post(f"/sessions/{sid}/prompt", json={"text": "go"})
     assert r.status_code == 202 and r.json()["created"] is True
-    wait_for(lambda: c.get(f"/sessions/{sid}/turns").json()["turns"][-1:] and
-             c.get(f"/sessions/{sid}/turns").json()["turns"][-1]["outcome"] == "completed",
-             what="the woken drain")  # fmt: skip
+    wait_for(
+        lambda: (
+            c.get(f"/sessions/{sid}/turns").json()["turns"][-1:]
+            and c.get(f"/sessions/{sid}/turns").json()["turns"][-1]["outcome"] == "completed"
+        ),
+        what="the woken drain",
+    )
 
 
 def test_resume_false_only_records(server: Served):
@@ -123,7 +134,7 @@ def test_bad_input_is_4xx_with_a_reason(server: Served):
                 json={"text": "a", "blocks": [{"type": "text", "text": "b"}]},
             ),
             422,
-        ),  # fmt: skip
+        ),
         (c.post(f"/sessions/{sid}/prompt", json={"blocks": [{"type": "nope"}]}), 422),
         (c.post(f"/sessions/{sid}/prompt", json={"text": "x", "delivery": "later"}), 422),
         (c.post(f"/sessions/{sid}/prompt", json={"text": "x", "extra": 1}), 422),
@@ -154,15 +165,21 @@ def test_fork_archive_list_search_delete(server: Served):
     assert fork.status_code == 201
     f = fork.json()
     assert f["forked_from"] == a and f["fork_seq"] == 4
-    assert [m["message"]["role"] for m in c.get(f"/sessions/{f['id']}/messages").json()["messages"]] == ["user"]  # fmt: skip
+    assert [
+        m["message"]["role"] for m in c.get(f"/sessions/{f['id']}/messages").json()["messages"]
+    ] == ["user"]
     assert c.post(f"/sessions/{b}/archive").json()["archived"] is True
     ids = [s["id"] for s in c.get("/sessions").json()["sessions"]]
     assert b not in ids and {a, f["id"]} <= set(ids)
-    assert [s["id"] for s in c.get("/sessions", params={"archived": "true"}).json()["sessions"]] == [b]  # fmt: skip
+    assert [
+        s["id"] for s in c.get("/sessions", params={"archived": "true"}).json()["sessions"]
+    ] == [b]
     found = c.get("/sessions", params={"q": "ALPHA", "archived": "all"}).json()["sessions"]
     assert {s["id"] for s in found} == {a, f["id"]}
     page1 = c.get("/sessions", params={"limit": 1, "archived": "all"}).json()
-    page2 = c.get("/sessions", params={"limit": 1, "archived": "all", "cursor": page1["next_cursor"]}).json()  # fmt: skip
+    page2 = c.get(
+        "/sessions", params={"limit": 1, "archived": "all", "cursor": page1["next_cursor"]}
+    ).json()
     assert page1["sessions"][0]["id"] != page2["sessions"][0]["id"]
     assert c.post(f"/sessions/{b}/unarchive").json()["archived"] is False
     gone = c.delete(f"/sessions/{b}")
@@ -171,8 +188,12 @@ def test_fork_archive_list_search_delete(server: Served):
 
 
 def test_interrupt_stops_a_running_turn(make_server: MakeServer, tmp_path):
-    slow = script(tmp_path, [{"match": ".", "replies": [{"text": "x" * 400}]}],
-                  chunk_chars=4, chunk_delay_ms=20)  # fmt: skip
+    slow = script(
+        tmp_path,
+        [{"match": ".", "replies": [{"text": "x" * 400}]}],
+        chunk_chars=4,
+        chunk_delay_ms=20,
+    )
     server = make_server(model=slow)
     c = server.client()
     sid = _create(c, prompt={"text": "talk"})
@@ -180,7 +201,11 @@ def test_interrupt_stops_a_running_turn(make_server: MakeServer, tmp_path):
     assert c.delete(f"/sessions/{sid}").status_code == 409  # not while it runs here
     r = c.post(f"/sessions/{sid}/interrupt")
     assert r.status_code == 200 and r.json()["requested"] is True
-    run = wait_for(lambda: (t := c.get(f"/sessions/{sid}/turns").json()["turns"]) and t[-1]["outcome"] and t[-1])  # fmt: skip
+    run = wait_for(
+        lambda: (
+            (t := c.get(f"/sessions/{sid}/turns").json()["turns"]) and t[-1]["outcome"] and t[-1]
+        )
+    )
     assert run["outcome"] == "interrupted"
 
 

@@ -11,9 +11,15 @@ from tests.server.conftest import TOKEN, MakeServer, Served, script, wait_for
 from wakeful.client import Client
 
 GO = "echo one >> ledger.txt"
-RULES = [{"match": ".", "replies": [
-    {"tool_calls": [{"name": "shell", "input": {"command": GO}}]}, {"text": "done"},
-]}]  # fmt: skip
+RULES = [
+    {
+        "match": ".",
+        "replies": [
+            {"tool_calls": [{"name": "shell", "input": {"command": GO}}]},
+            {"text": "done"},
+        ],
+    }
+]
 
 
 def paused(make_server: MakeServer, tmp_path: Path) -> tuple[Served, str, str]:

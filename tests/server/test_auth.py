@@ -30,9 +30,14 @@ def _calls(sid: str) -> list[tuple[str, str, dict[str, object] | None]]:
         if op.op_id in ("session_log", "instance_log", "agui_follow"):
             url += "?follow=true&idle_timeout=0"
         out.append((op.method, url, BODIES.get(op.op_id) if op.body else None))
-    out += [("GET", "/openapi.json", None), ("GET", "/", None), ("GET", "/ui/", None),
-            ("GET", f"/ui/sessions/{sid}", None), ("GET", "/ui/static/app.js", None),
-            ("POST", "/ui/logout", None)]  # fmt: skip
+    out += [
+        ("GET", "/openapi.json", None),
+        ("GET", "/", None),
+        ("GET", "/ui/", None),
+        ("GET", f"/ui/sessions/{sid}", None),
+        ("GET", "/ui/static/app.js", None),
+        ("POST", "/ui/logout", None),
+    ]
     return out
 
 
@@ -83,12 +88,18 @@ def test_inspector_cookie_is_derived_and_unsafe_methods_need_the_csrf_header(ser
     sid = server.client().post("/sessions", json={}).json()["session"]["id"]
     blocked = c.post(f"/sessions/{sid}/prompt", json={"text": "x"})
     assert blocked.status_code == 403
-    ok = c.post(f"/sessions/{sid}/prompt", json={"text": "x", "resume": False},
-                headers={"X-Wakeful-CSRF": "1"})  # fmt: skip
+    ok = c.post(
+        f"/sessions/{sid}/prompt",
+        json={"text": "x", "resume": False},
+        headers={"X-Wakeful-CSRF": "1"},
+    )
     assert ok.status_code == 202
     fake = server.client(token=None, cookies={"wakeful_session": "00" * 32})
     assert fake.get("/sessions").status_code == 401
-    assert server.client(token=None, cookies={"wakeful_session": cookie}).get("/sessions").status_code == 200  # fmt: skip
+    assert (
+        server.client(token=None, cookies={"wakeful_session": cookie}).get("/sessions").status_code
+        == 200
+    )
     assert server.client(token=cookie).get("/sessions").status_code == 401  # a cookie is no bearer
 
 
@@ -111,7 +122,9 @@ def test_redacted_views_hold_no_instruction_text(make_server: MakeServer):
     receipts = c.get(f"/sessions/{sid}/receipts")
     assert receipts.status_code == 200 and receipts.json()["redacted"] is True
     sections = [x for r in receipts.json()["receipts"] for x in r["sections"]]
-    assert any(x["id"].startswith("system.") and x["redacted"] and x["content"] is None for x in sections)  # fmt: skip
+    assert any(
+        x["id"].startswith("system.") and x["redacted"] and x["content"] is None for x in sections
+    )
     redacted = [
         receipts,
         c.get(f"/sessions/{sid}/messages"),
@@ -147,9 +160,14 @@ def test_request_over_the_size_limit_gets_413(make_server: MakeServer):
             yield b"y" * 512
         yield b'"}'
 
-    r = c.post(f"/sessions/{sid}/prompt", content=chunks(), headers={"Content-Type": "application/json"})  # fmt: skip
+    r = c.post(
+        f"/sessions/{sid}/prompt", content=chunks(), headers={"Content-Type": "application/json"}
+    )
     assert r.status_code == 413
-    assert c.post(f"/sessions/{sid}/prompt", json={"text": "small", "resume": False}).status_code == 202  # fmt: skip
+    assert (
+        c.post(f"/sessions/{sid}/prompt", json={"text": "small", "resume": False}).status_code
+        == 202
+    )
     assert c.get(f"/sessions/{sid}/pending").json()["items"][0]["payload"]["text"] == "small"
 
 

@@ -30,7 +30,9 @@ def test_a_budget_raise_over_the_api_continues_the_session(make_server: MakeServ
     with Client(served.url, token=TOKEN) as client:
         out = client.raise_budget(sid, "1000000tokens")
     assert out["set_tokens"] == 1_000_000 and out["input_id"] is not None
-    wait_for(lambda: c.get(f"/sessions/{sid}").json()["status"] == "idle",
-             what="the continued turn to end")  # fmt: skip
+    wait_for(
+        lambda: c.get(f"/sessions/{sid}").json()["status"] == "idle",
+        what="the continued turn to end",
+    )
     turns = c.get(f"/sessions/{sid}/turns").json()["turns"]
     assert turns[-1]["outcome"] == "completed"

@@ -30,7 +30,10 @@ def test_client_round_trip_and_error_types(server: Served):
         assert c.get_session(sid)["title"] == "via client"
         assert [s["id"] for s in c.list_sessions(q="via client")["sessions"]] == [sid]
         c.prompt(sid, "queued", input_id="k1", delivery="queue", resume=False)
-        assert c.prompt(sid, "queued", input_id="k1", delivery="queue", resume=False)["created"] is False  # fmt: skip
+        assert (
+            c.prompt(sid, "queued", input_id="k1", delivery="queue", resume=False)["created"]
+            is False
+        )
         with pytest.raises(ConflictError) as conflict:
             c.prompt(sid, "different", input_id="k1", resume=False)
         assert isinstance(conflict.value, ApiError) and conflict.value.status == 409
@@ -95,8 +98,13 @@ class _DropsConnections(httpx.HTTPTransport):
             def close(self) -> None:
                 inner.close()  # type: ignore[union-attr]
 
-        return httpx.Response(response.status_code, headers=response.headers, stream=Cut(),
-                              request=request, extensions=response.extensions)  # fmt: skip
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=Cut(),
+            request=request,
+            extensions=response.extensions,
+        )
 
 
 def test_client_reconnects_with_last_event_id_and_never_repeats(server: Served):
@@ -123,11 +131,15 @@ def test_remote_store_speaks_the_store_records(server: Served):
         assert remote.messages(sid) == local.messages(sid)
         assert [e.seq for e in remote.events(sid)] == [e.seq for e in local.events(sid)]
         assert remote.events(sid, types=["turn.ended"])[0].type == "turn.ended"
-        assert [r.request_digest for r in remote.receipts(sid)] == [r.request_digest for r in local.receipts(sid)]  # fmt: skip
+        assert [r.request_digest for r in remote.receipts(sid)] == [
+            r.request_digest for r in local.receipts(sid)
+        ]
         assert remote.current_claim(sid) is None and remote.work_state(sid) == {}
         adm = remote.admit(sid, "r-1", "user", {"text": "later"}, "queue")
         assert adm.created and remote.pending(sid)[0].input_id == "r-1"
-        items = list(remote.log(sid, after=local.high_water(sid) - 1, follow=True, idle_timeout_s=0.3))  # fmt: skip
+        items = list(
+            remote.log(sid, after=local.high_water(sid) - 1, follow=True, idle_timeout_s=0.3)
+        )
         assert isinstance(items[-1], SyncMarker) and items[-1].watermark == local.high_water(sid)
         assert isinstance(items[0].event, InputEnqueued)  # type: ignore[union-attr]
         fork = remote.fork(sid, title="f")

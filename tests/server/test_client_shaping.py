@@ -49,8 +49,9 @@ def test_client_rewinds_unreverts_and_edits_history(served: Served):
         first_turn = c.turns(sid)["turns"][0]["id"]
         edited = c.edit_history(sid, revision=revision, delete_turn=first_turn)
         assert edited == {"session_id": sid, "revision": revision + 1}
-        assert "hello" not in [m["message"]["blocks"][0].get("text") for m in
-                               c.messages(sid)["messages"]]  # fmt: skip
+        assert "hello" not in [
+            m["message"]["blocks"][0].get("text") for m in c.messages(sid)["messages"]
+        ]
 
         hello.write_text("mine\n")  # changed by something else since
         with pytest.raises(ConflictError, match="hello.txt") as conflict:
@@ -90,7 +91,11 @@ def test_client_artifacts_metadata_and_extension_state(served: Served):
             c.update_metadata(sid, {"x": "y" * 70_000})
 
         state = c.set_extension_state(sid, "todo-sync", "cursor", {"page": 2})
-        assert state == {"session_id": sid, "namespace": "todo-sync", "values": {"cursor": {"page": 2}}}  # fmt: skip
+        assert state == {
+            "session_id": sid,
+            "namespace": "todo-sync",
+            "values": {"cursor": {"page": 2}},
+        }
         assert c.extension_state(sid, "todo-sync")["values"] == {"cursor": {"page": 2}}
         assert c.delete_extension_state(sid, "todo-sync", "cursor")["values"] == {}
         with pytest.raises(UsageError):
@@ -113,7 +118,9 @@ async def test_async_client_shaping(served: Served):
             await c.edit_history(sid, revision=1, delete_turn="x")
         revision = (await c.get_session(sid))["last_seq"]
         turn = (await c.turns(sid))["turns"][0]["id"]
-        assert (await c.edit_history(sid, revision=revision, delete_turn=turn))["revision"] == revision + 1  # fmt: skip
+        assert (await c.edit_history(sid, revision=revision, delete_turn=turn))[
+            "revision"
+        ] == revision + 1
 
         await c.add_artifact(sid, "pull_request", PR, "PR 7")
         listed = (await c.artifacts(sid, kind="pull_request"))["artifacts"]

@@ -75,8 +75,10 @@ def test_events_stream_sees_every_event_once_with_concurrent_writers(
     def follow(name: str, drop: int | None) -> None:
         results[name] = _follow(served.client(), total, drop_after=drop)
 
-    followers = [threading.Thread(target=follow, args=("whole", None)),
-                 threading.Thread(target=follow, args=("resumed", total // 2))]  # fmt: skip
+    followers = [
+        threading.Thread(target=follow, args=("whole", None)),
+        threading.Thread(target=follow, args=("resumed", total // 2)),
+    ]
     for t in followers:
         t.start()
     ctx = mp.get_context("spawn")

@@ -22,8 +22,11 @@ SUMMARY = {
     "replies": [{"text": "## Objective\n- go"}],
 }
 GOAL = {"tool_calls": [{"name": "goal_set", "input": {"goal": "g"}}]}
-RULES = [SUMMARY, {"match": "^one", "replies": [GOAL, {"text": "ok"}]},
-         {"match": ".", "replies": [{"text": "ok"}]}]  # fmt: skip
+RULES = [
+    SUMMARY,
+    {"match": "^one", "replies": [GOAL, {"text": "ok"}]},
+    {"match": ".", "replies": [{"text": "ok"}]},
+]
 
 
 def runtime(tmp_path: Path, strategy: str) -> Runtime:
@@ -32,8 +35,7 @@ def runtime(tmp_path: Path, strategy: str) -> Runtime:
         retry=RetryConfig(initial_delay_ms=5, max_delay_ms=50, poll_interval_ms=5),
     )
     model = script(tmp_path, RULES)
-    return Runtime(str(tmp_path / f"{strategy}.db"), model=model, workspace=tmp_path,
-                   config=config)  # fmt: skip
+    return Runtime(str(tmp_path / f"{strategy}.db"), model=model, workspace=tmp_path, config=config)
 
 
 async def compacted(rt: Runtime) -> str:
@@ -81,8 +83,9 @@ def test_the_api_client_and_cli_show_the_context(make_server: MakeServer, tmp_pa
         assert got["redacted"] is True
         assert [m["blocks"][0].get("text") for m in got["messages"][1:]] == ["four", "ok"]
     db = str(served.tmp_path / "s0.db")
-    out = CliRunner().invoke(cli, ["session", "show", sid, "--context", "--format", "json",
-                                   "--db", db])  # fmt: skip
+    out = CliRunner().invoke(
+        cli, ["session", "show", sid, "--context", "--format", "json", "--db", db]
+    )
     assert out.exit_code == 0, out.output
     shown = json.loads(out.output)["messages"]
     assert shown[0]["blocks"][0]["type"] == "compact_summary" and len(shown) == 3

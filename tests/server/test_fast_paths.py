@@ -29,9 +29,15 @@ def _plain_response(model: BaseModel, status: int) -> JSONResponse:
 
 def _turn(**kw: Any) -> TurnSummaryOut:
     base: dict[str, Any] = {
-        "turn_id": "turn_1", "outcome": "completed", "steps": 3, "input_tokens": 2**40,
-        "output_tokens": 0, "error": None, "final_text": NASTY, "truncated": False,
-    }  # fmt: skip
+        "turn_id": "turn_1",
+        "outcome": "completed",
+        "steps": 3,
+        "input_tokens": 2**40,
+        "output_tokens": 0,
+        "error": None,
+        "final_text": NASTY,
+        "truncated": False,
+    }
     return TurnSummaryOut(**(base | kw))
 
 
@@ -45,7 +51,7 @@ def _turn(**kw: Any) -> TurnSummaryOut:
             created=False,
             status="delivered",
             turns=[_turn(), _turn(error=NASTY, truncated=True, steps=-1)],
-        ),  # fmt: skip
+        ),
         AdmissionOut(session_id="s", input_id="i", created=True, status="x", turns=[]),
         ErrorOut(error="not_found", reason=NASTY),
     ],
@@ -78,8 +84,11 @@ def test_models_with_floats_or_free_json_keep_the_json_module():
     assert not plain_json(_Floats)
     assert not plain_json(_Free)
     assert not plain_json(_Nested)
-    for model in (_Floats(ratio=1e-7, inner=[1]), _Free(data={"x": 1e16, "s": NASTY}),
-                  _Nested(ok="y", more=_Floats(ratio=0.1, inner=[]))):  # fmt: skip
+    for model in (
+        _Floats(ratio=1e-7, inner=[1]),
+        _Free(data={"x": 1e16, "s": NASTY}),
+        _Nested(ok="y", more=_Floats(ratio=0.1, inner=[])),
+    ):
         fast, plain = respond(model, 200), _plain_response(model, 200)
         assert fast.body == plain.body
         assert fast.raw_headers == plain.raw_headers
@@ -95,8 +104,9 @@ def test_json_renders_as_json_response_and_refuses_nan_alike():
         with pytest.raises(ValueError):
             Json({"x": bad})
     err = error_response(503, "busy", NASTY, **{"Retry-After": "1"})
-    plain = JSONResponse({"error": "busy", "reason": NASTY}, status_code=503,
-                         headers={"Retry-After": "1"})  # fmt: skip
+    plain = JSONResponse(
+        {"error": "busy", "reason": NASTY}, status_code=503, headers={"Retry-After": "1"}
+    )
     assert (err.body, err.raw_headers) == (plain.body, plain.raw_headers)
 
 
@@ -113,8 +123,9 @@ def test_hot_routes_come_first_and_no_other_route_matches_their_paths(tmp_path: 
         for path in paths:
             for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
                 scope = {"type": "http", "method": method, "path": path, "root_path": ""}
-                matched = [getattr(r, "name", None) for r in routes
-                           if r.matches(scope)[0] != Match.NONE]  # fmt: skip
+                matched = [
+                    getattr(r, "name", None) for r in routes if r.matches(scope)[0] != Match.NONE
+                ]
                 assert matched == [name], (method, path, matched)
 
 

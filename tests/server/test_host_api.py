@@ -20,7 +20,10 @@ from wakeful.events import MessageAdded, SessionUpdated
 from wakeful.messages import user
 from wakeful.store import current_owner
 
-MESSAGE = {"type": "message.added", "message": {"role": "user", "blocks": [{"type": "text", "text": "hi"}]}}  # fmt: skip
+MESSAGE = {
+    "type": "message.added",
+    "message": {"role": "user", "blocks": [{"type": "text", "text": "hi"}]},
+}
 
 
 def test_append_takes_host_kinds_only_and_writes_nothing_else(server: Served):
@@ -119,8 +122,10 @@ def test_listing_filters_and_summaries_over_the_api(server: Served, tmp_path):
     c = server.client()
     other = tmp_path / "other"
     other.mkdir()
-    here = c.post("/sessions", json={"title": "here", "agent": "plan",
-                                     "prompt": {"text": "first words", "wait": True}}).json()  # fmt: skip
+    here = c.post(
+        "/sessions",
+        json={"title": "here", "agent": "plan", "prompt": {"text": "first words", "wait": True}},
+    ).json()
     away = c.post("/sessions", json={"agent": "plan", "location": str(other)}).json()
     sid, away_id = here["session"]["id"], away["session"]["id"]
 
@@ -131,14 +136,21 @@ def test_listing_filters_and_summaries_over_the_api(server: Served, tmp_path):
     assert ids(location=str(other)) == [away_id]
     assert set(ids(agent="plan")) == {sid, away_id} and ids(agent="build") == []
     [row] = c.get("/sessions", params={"location": "this"}).json()["sessions"]
-    assert row["summary"] == {"turns": 1, "child_sessions": 0, "user_messages": 1,
-                              "artifacts": 0, "first_prompt": "first words"}  # fmt: skip
+    assert row["summary"] == {
+        "turns": 1,
+        "child_sessions": 0,
+        "user_messages": 1,
+        "artifacts": 0,
+        "first_prompt": "first words",
+    }
     assert c.get(f"/sessions/{sid}").json()["summary"]["user_messages"] == 1
     assert c.get("/sessions", params={"location": "relative/dir"}).status_code == 422
     searched = c.get("/sessions", params={"q": "first", "agent": "plan"})
     assert searched.status_code == 422 and "not a search" in searched.json()["reason"]
     remote = RemoteStore(server.url, TOKEN)
-    assert [r.id for r in remote.list_sessions(agent="plan", location=str(other)).sessions] == [away_id]  # fmt: skip
+    assert [r.id for r in remote.list_sessions(agent="plan", location=str(other)).sessions] == [
+        away_id
+    ]
     assert remote.session_summaries([sid, "ses_none"])[sid].first_prompt == "first words"
     remote.close()
 
@@ -149,8 +161,11 @@ def test_cli_renames_through_a_server(server: Served, tmp_path):
     env |= {"WAKEFUL_SERVER_TOKEN": TOKEN, "HOME": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, "-m", "wakeful", "session", "rename", sid, "new", "--db", server.url],
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"renamed {sid}: new"
     assert server.store.get_session(sid).title == "new"
@@ -183,12 +198,14 @@ def test_artifact_lookups_by_location_and_since(server: Served, tmp_path):
 def test_a_prompt_names_its_message_and_a_resend_returns_the_same(server: Served):
     c = server.client()
     sid = c.post("/sessions", json={}).json()["session"]["id"]
-    first = c.post(f"/sessions/{sid}/prompt", json={"text": "hi", "input_id": "req-9", "wait": True}).json()  # fmt: skip
+    first = c.post(
+        f"/sessions/{sid}/prompt", json={"text": "hi", "input_id": "req-9", "wait": True}
+    ).json()
     assert first["created"] and first["status"] == "delivered" and first["message_id"]
     assert server.store.messages(sid)[0].id == first["message_id"]
     again = c.post(f"/sessions/{sid}/prompt", json={"text": "hi", "input_id": "req-9"}).json()
     assert not again["created"] and again["message_id"] == first["message_id"]
     assert again["status"] == "delivered"
     remote = RemoteStore(server.url, TOKEN)
-    assert remote.admit(sid, "req-9", "user", {"text": "hi"}).item.message_id == first["message_id"]  # fmt: skip
+    assert remote.admit(sid, "req-9", "user", {"text": "hi"}).item.message_id == first["message_id"]
     remote.close()

@@ -20,11 +20,21 @@ import pytest
 from tests.server.conftest import TOKEN, MakeServer, Served, script
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
-PNG = base64.b64encode(base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)).decode()  # fmt: skip
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PNG = base64.b64encode(
+    base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
+).decode()
 LONG = "The quick brown fox jumps over the lazy dog, again and again. " * 3
 
 
@@ -58,27 +68,48 @@ def browser(served: Served) -> Iterator[Any]:
 
 @pytest.fixture
 def served(make_server: MakeServer, tmp_path: Path) -> Served:
-    model = script(tmp_path, [
-        {"match": "notes", "replies": [
-            {"tool_calls": [{"name": "read_file", "input": {"path": "notes.txt"}}]},
-            {"text": "The notes say alpha."},
-        ]},
-        {"match": "steer", "replies": [{"text": "Steer received."}]},
-        {"match": ".", "replies": [{"text": LONG}]},
-    ], chunk_chars=4, chunk_delay_ms=25)  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": "notes",
+                "replies": [
+                    {"tool_calls": [{"name": "read_file", "input": {"path": "notes.txt"}}]},
+                    {"text": "The notes say alpha."},
+                ],
+            },
+            {"match": "steer", "replies": [{"text": "Steer received."}]},
+            {"match": ".", "replies": [{"text": LONG}]},
+        ],
+        chunk_chars=4,
+        chunk_delay_ms=25,
+    )
     server = make_server(model=model)
     (Path(server.runtime.workspace) / "notes.txt").write_text("alpha\n")
     return server
 
 
-def test_inspector_lists_shows_streams_steers_and_interrupts(browser: Any, served: Served, tmp_path: Path):  # fmt: skip
+def test_inspector_lists_shows_streams_steers_and_interrupts(
+    browser: Any, served: Served, tmp_path: Path
+):
     from playwright.sync_api import expect
 
     api = served.client()
-    first = api.post("/sessions", json={"title": "Reading the notes", "prompt": {"text": "read the notes", "wait": True}}).json()  # fmt: skip
+    first = api.post(
+        "/sessions",
+        json={"title": "Reading the notes", "prompt": {"text": "read the notes", "wait": True}},
+    ).json()
     sid = first["session"]["id"]
-    api.post(f"/sessions/{sid}/prompt", json={"blocks": [{"type": "text", "text": "a picture"},
-             {"type": "image", "media_type": "image/png", "data": PNG}], "wait": True})  # fmt: skip
+    api.post(
+        f"/sessions/{sid}/prompt",
+        json={
+            "blocks": [
+                {"type": "text", "text": "a picture"},
+                {"type": "image", "media_type": "image/png", "data": PNG},
+            ],
+            "wait": True,
+        },
+    )
     api.post("/sessions", json={"title": "Another session"})
     shots = tmp_path / "screenshots"
     shots.mkdir()
@@ -125,8 +156,12 @@ def test_inspector_lists_shows_streams_steers_and_interrupts(browser: Any, serve
     expect(page.locator("#compose-status")).not_to_have_text(before)
     expect(page.locator("#compose-status")).to_contain_text("steer admitted")
     expect(page.locator("#receipts details.receipt")).to_have_count(5, timeout=20_000)  # live
-    expect(page.locator("#messages .msg.role-user").last).to_contain_text("steer: keep it short", timeout=20_000)  # fmt: skip
-    expect(page.locator("#messages .msg.role-assistant").last).to_contain_text("Steer received.", timeout=20_000)  # fmt: skip
+    expect(page.locator("#messages .msg.role-user").last).to_contain_text(
+        "steer: keep it short", timeout=20_000
+    )
+    expect(page.locator("#messages .msg.role-assistant").last).to_contain_text(
+        "Steer received.", timeout=20_000
+    )
     expect(page.locator("#messages")).to_contain_text(LONG.strip()[:40])
     expect(live).to_be_hidden()
     page.screenshot(path=str(shots / "4-steered.png"), full_page=True)
@@ -144,8 +179,12 @@ def test_inspector_lists_shows_streams_steers_and_interrupts(browser: Any, serve
     assert errors == []
     page.close()
     assert sorted(p.name for p in shots.iterdir()) == [
-        "1-list.png", "2-session.png", "3-streaming.png", "4-steered.png", "5-interrupted.png",
-    ]  # fmt: skip
+        "1-list.png",
+        "2-session.png",
+        "3-streaming.png",
+        "4-steered.png",
+        "5-interrupted.png",
+    ]
 
 
 def _page(browser: Any, served_url: str, shots: Path, errors: list[str]) -> Any:
@@ -161,19 +200,32 @@ WEATHER = "Sunny with a light breeze over the harbour."
 
 @pytest.fixture
 def weather(make_server: MakeServer, tmp_path: Path) -> Served:
-    model = script(tmp_path, [
-        {"match": "weather", "replies": [{"text": WEATHER}]},
-        {"match": ".", "replies": [{"text": "Noted."}]},
-    ], chunk_chars=4, chunk_delay_ms=10)  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {"match": "weather", "replies": [{"text": WEATHER}]},
+            {"match": ".", "replies": [{"text": "Noted."}]},
+        ],
+        chunk_chars=4,
+        chunk_delay_ms=10,
+    )
     return make_server(model=model)
 
 
-def test_the_list_is_title_first_searches_content_and_creates_sessions(browser: Any, weather: Served, tmp_path: Path):  # fmt: skip
+def test_the_list_is_title_first_searches_content_and_creates_sessions(
+    browser: Any, weather: Served, tmp_path: Path
+):
     from playwright.sync_api import expect
 
     api = weather.client()
-    asked = api.post("/sessions", json={"title": "Weather check", "prompt": {"text": "how is the weather?", "wait": True}}).json()  # fmt: skip
-    api.post("/sessions", json={"title": "Shopping list", "prompt": {"text": "eggs and milk", "wait": True}})  # fmt: skip
+    asked = api.post(
+        "/sessions",
+        json={"title": "Weather check", "prompt": {"text": "how is the weather?", "wait": True}},
+    ).json()
+    api.post(
+        "/sessions",
+        json={"title": "Shopping list", "prompt": {"text": "eggs and milk", "wait": True}},
+    )
     shots = tmp_path / "screenshots"
     errors: list[str] = []
     page = _page(browser, weather.url, shots, errors)
@@ -184,7 +236,10 @@ def test_the_list_is_title_first_searches_content_and_creates_sessions(browser: 
     expect(first.locator("td.model")).to_have_text(weather.runtime.model)
     stamp = first.locator("time[data-ms]")
     expect(stamp).not_to_contain_text("UTC")  # the browser's local time, not the server's
-    local = page.evaluate("ms => new Date(Number(ms)).toLocaleString(undefined, {year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit'})", stamp.get_attribute("data-ms"))  # fmt: skip
+    local = page.evaluate(
+        "ms => new Date(Number(ms)).toLocaleString(undefined, {year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit'})",
+        stamp.get_attribute("data-ms"),
+    )
     expect(stamp).to_have_text(local)
     page.screenshot(path=str(shots / "6-list.png"), full_page=True)
 
@@ -210,7 +265,9 @@ def test_the_list_is_title_first_searches_content_and_creates_sessions(browser: 
     page.screenshot(path=str(shots / "8-create.png"), full_page=True)
     page.click("#create-submit")
     expect(page.locator("#title")).to_have_text("Made in the browser")
-    expect(page.locator("#messages .msg.role-assistant").last).to_have_text(re.compile(re.escape(WEATHER)), timeout=20_000)  # fmt: skip
+    expect(page.locator("#messages .msg.role-assistant").last).to_have_text(
+        re.compile(re.escape(WEATHER)), timeout=20_000
+    )
     expect(page.locator("#turns tbody tr[data-turn]")).to_have_count(1, timeout=20_000)
     expect(page.locator("#turn-chart g.turn-bar")).to_have_count(1)
     expect(page.locator("#receipts details.receipt")).to_have_count(1)  # none shown twice
@@ -229,14 +286,41 @@ AFTER = "def add(a, b):\n    # adds two numbers\n    return a + b\n"
 
 @pytest.fixture
 def tools(make_server: MakeServer, tmp_path: Path) -> Served:
-    model = script(tmp_path, [
-        {"match": "fix", "replies": [
-            {"tool_calls": [{"name": "edit_file", "input": {"path": "calc.py", "old": "    return a - b\n", "new": "    return a + b\n"}}]},
-            {"tool_calls": [{"name": "read_file", "input": {"path": "missing.txt"}}]},
-            {"text": "Fixed the sign.", "usage": {"input_tokens": 1200, "output_tokens": 300}},
-        ]},
-        {"match": ".", "replies": [{"text": "Hello.", "usage": {"input_tokens": 400, "output_tokens": 40}}]},
-    ], chunk_chars=4, chunk_delay_ms=40)  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": "fix",
+                "replies": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "edit_file",
+                                "input": {
+                                    "path": "calc.py",
+                                    "old": "    return a - b\n",
+                                    "new": "    return a + b\n",
+                                },
+                            }
+                        ]
+                    },
+                    {"tool_calls": [{"name": "read_file", "input": {"path": "missing.txt"}}]},
+                    {
+                        "text": "Fixed the sign.",
+                        "usage": {"input_tokens": 1200, "output_tokens": 300},
+                    },
+                ],
+            },
+            {
+                "match": ".",
+                "replies": [
+                    {"text": "Hello.", "usage": {"input_tokens": 400, "output_tokens": 40}}
+                ],
+            },
+        ],
+        chunk_chars=4,
+        chunk_delay_ms=40,
+    )
     server = make_server(model=model)
     (Path(server.runtime.workspace) / "calc.py").write_text(BEFORE)
     return server
@@ -276,11 +360,15 @@ def _receipt_timeline(page: Any) -> list[str]:
     return changes
 
 
-def test_tool_calls_show_with_their_results_and_edits_as_diffs(browser: Any, tools: Served, tmp_path: Path):  # fmt: skip
+def test_tool_calls_show_with_their_results_and_edits_as_diffs(
+    browser: Any, tools: Served, tmp_path: Path
+):
     from playwright.sync_api import expect
 
     api = tools.client()
-    sid = api.post("/sessions", json={"title": "Fix the sign", "prompt": {"text": "hello", "wait": True}}).json()["session"]["id"]  # fmt: skip
+    sid = api.post(
+        "/sessions", json={"title": "Fix the sign", "prompt": {"text": "hello", "wait": True}}
+    ).json()["session"]["id"]
     shots = tmp_path / "screenshots"
     errors: list[str] = []
     page = _page(browser, tools.url, shots, errors)
@@ -288,7 +376,9 @@ def test_tool_calls_show_with_their_results_and_edits_as_diffs(browser: Any, too
     expect(page.locator("#conn")).to_have_text("following")
     page.fill("#prompt", "please fix the add function")
     page.click("#send")
-    expect(page.locator("#messages .msg.role-assistant").last).to_have_text(re.compile("Fixed the sign."), timeout=20_000)  # fmt: skip
+    expect(page.locator("#messages .msg.role-assistant").last).to_have_text(
+        re.compile("Fixed the sign."), timeout=20_000
+    )
     _check_tool_cards(page)
     live = _receipt_timeline(page)  # built by session.js as the receipts arrived
     expect(page.locator("#turn-chart g.turn-bar")).to_have_count(2)
@@ -329,10 +419,16 @@ def prefixed(tmp_path: Path) -> Iterator[tuple[str, Any]]:
 
     work = tmp_path / "work"
     (work / ".git").mkdir(parents=True)
-    model = script(tmp_path, [{"match": ".", "replies": [{"text": "Answered under a prefix."}]}],
-                   chunk_chars=4, chunk_delay_ms=10)  # fmt: skip
+    model = script(
+        tmp_path,
+        [{"match": ".", "replies": [{"text": "Answered under a prefix."}]}],
+        chunk_chars=4,
+        chunk_delay_ms=10,
+    )
     rt = Runtime(str(tmp_path / "p.db"), model=model, workspace=work, config=Config())
-    inner = create_app(rt, tokens=Tokens([TOKEN]), settings=Settings(keepalive_s=1.0, poll_ms=10), own_runtime=True)  # fmt: skip
+    inner = create_app(
+        rt, tokens=Tokens([TOKEN]), settings=Settings(keepalive_s=1.0, poll_ms=10), own_runtime=True
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
@@ -347,7 +443,9 @@ def prefixed(tmp_path: Path) -> Iterator[tuple[str, Any]]:
         thread.stop()
 
 
-def test_the_app_works_mounted_under_a_path_prefix(browser: Any, prefixed: tuple[str, Any], tmp_path: Path):  # fmt: skip
+def test_the_app_works_mounted_under_a_path_prefix(
+    browser: Any, prefixed: tuple[str, Any], tmp_path: Path
+):
     import httpx
     from playwright.sync_api import expect
 
@@ -379,7 +477,9 @@ def test_the_app_works_mounted_under_a_path_prefix(browser: Any, prefixed: tuple
     expect(page.locator("#title")).to_have_text("Made under a prefix")
     assert page.url.startswith(f"{url}/wk/ui/sessions/ses_")
     expect(page.locator("#conn")).to_have_text("following")  # the log stream under the prefix
-    expect(page.locator("#messages .msg.role-assistant").last).to_have_text(re.compile("Answered under a prefix."), timeout=20_000)  # fmt: skip
+    expect(page.locator("#messages .msg.role-assistant").last).to_have_text(
+        re.compile("Answered under a prefix."), timeout=20_000
+    )
     page.fill("#prompt", "and once more")
     page.click("#send")
     expect(page.locator("#compose-status")).to_contain_text("steer admitted")
@@ -423,26 +523,54 @@ def test_serve_behind_a_proxy_that_strips_the_prefix(tmp_path: Path):
 
 @pytest.fixture
 def asking(make_server: MakeServer, tmp_path: Path) -> Served:
-    model = script(tmp_path, [
-        {"match": "deploy", "replies": [
-            {"tool_calls": [{"name": "shell", "input": {"command": "echo deployed >> ledger.txt"}}]},
-            {"text": "Deployed."},
-        ]},
-        {"match": "fix", "replies": [
-            {"tool_calls": [{"name": "edit_file", "input": {"path": "calc.py", "old": "    return a - b\n", "new": "    return a + b\n"}}]},
-            {"text": "Left it alone."},
-        ]},
-    ])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": "deploy",
+                "replies": [
+                    {
+                        "tool_calls": [
+                            {"name": "shell", "input": {"command": "echo deployed >> ledger.txt"}}
+                        ]
+                    },
+                    {"text": "Deployed."},
+                ],
+            },
+            {
+                "match": "fix",
+                "replies": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "edit_file",
+                                "input": {
+                                    "path": "calc.py",
+                                    "old": "    return a - b\n",
+                                    "new": "    return a + b\n",
+                                },
+                            }
+                        ]
+                    },
+                    {"text": "Left it alone."},
+                ],
+            },
+        ],
+    )
     server = make_server(model=model, permissions={})  # the defaults: shell and writes ask
     (Path(server.runtime.workspace) / "calc.py").write_text(BEFORE)
     return server
 
 
-def test_pending_approvals_show_the_command_or_diff_and_are_decided_from_the_page(browser: Any, asking: Served, tmp_path: Path):  # fmt: skip
+def test_pending_approvals_show_the_command_or_diff_and_are_decided_from_the_page(
+    browser: Any, asking: Served, tmp_path: Path
+):
     from playwright.sync_api import expect
 
     api = asking.client()
-    sid = api.post("/sessions", json={"title": "Deploy", "prompt": {"text": "deploy it", "wait": True}}).json()["session"]["id"]  # fmt: skip
+    sid = api.post(
+        "/sessions", json={"title": "Deploy", "prompt": {"text": "deploy it", "wait": True}}
+    ).json()["session"]["id"]
     shots = tmp_path / "screenshots"
     errors: list[str] = []
     page = _page(browser, asking.url, shots, errors)
@@ -455,7 +583,9 @@ def test_pending_approvals_show_the_command_or_diff_and_are_decided_from_the_pag
     expect(page.locator("details.tool .tool-state")).to_have_text("awaiting approval")
     page.screenshot(path=str(shots / "20-approval-shell.png"), full_page=True)
     card.locator("button[data-decision=allow]").click()
-    expect(page.locator("#messages .msg.role-assistant").last).to_have_text(re.compile("Deployed."), timeout=20_000)  # fmt: skip
+    expect(page.locator("#messages .msg.role-assistant").last).to_have_text(
+        re.compile("Deployed."), timeout=20_000
+    )
     expect(page.locator("#approvals")).to_be_hidden()
     expect(page.locator("#status")).to_have_text("idle")
     assert (Path(asking.runtime.workspace) / "ledger.txt").read_text() == "deployed\n"
@@ -467,18 +597,25 @@ def test_pending_approvals_show_the_command_or_diff_and_are_decided_from_the_pag
     expect(card.locator(".d-add")).to_have_text(["+    return a + b"])
     page.screenshot(path=str(shots / "21-approval-diff.png"), full_page=True)
     card.locator("button[data-decision=deny]").click()
-    expect(page.locator("#messages .msg.role-assistant").last).to_have_text(re.compile("Left it alone."), timeout=20_000)  # fmt: skip
+    expect(page.locator("#messages .msg.role-assistant").last).to_have_text(
+        re.compile("Left it alone."), timeout=20_000
+    )
     assert (Path(asking.runtime.workspace) / "calc.py").read_text() == BEFORE
     page.screenshot(path=str(shots / "22-approval-denied.png"), full_page=True)
     assert errors == []
 
 
-def test_schedules_are_listed_added_paused_resumed_and_deleted_from_the_page(browser: Any, weather: Served, tmp_path: Path):  # fmt: skip
+def test_schedules_are_listed_added_paused_resumed_and_deleted_from_the_page(
+    browser: Any, weather: Served, tmp_path: Path
+):
     from playwright.sync_api import expect
 
     api = weather.client()
     sid = api.post("/sessions", json={"title": "Target"}).json()["session"]["id"]
-    made = api.post("/schedules", json={"prompt": "weather now?", "every": "1h", "session_id": sid, "name": "hourly weather"}).json()  # fmt: skip
+    made = api.post(
+        "/schedules",
+        json={"prompt": "weather now?", "every": "1h", "session_id": sid, "name": "hourly weather"},
+    ).json()
     shots = tmp_path / "screenshots"
     errors: list[str] = []
     page = _page(browser, weather.url, shots, errors)
@@ -525,24 +662,43 @@ def test_schedules_are_listed_added_paused_resumed_and_deleted_from_the_page(bro
 
 @pytest.fixture
 def rewinding(make_server: MakeServer, tmp_path: Path) -> Served:
-    model = script(tmp_path, [
-        {"match": "^make", "replies": [
-            {"tool_calls": [{"name": "write_file", "input": {"path": "made.txt", "content": "made\n"}}]},
-            {"text": "Made the file."},
-        ]},
-        {"match": ".", "replies": [{"text": "Hello."}]},
-    ])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": "^make",
+                "replies": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "write_file",
+                                "input": {"path": "made.txt", "content": "made\n"},
+                            }
+                        ]
+                    },
+                    {"text": "Made the file."},
+                ],
+            },
+            {"match": ".", "replies": [{"text": "Hello."}]},
+        ],
+    )
     return make_server(model=model, permissions={"*": "allow"})
 
 
-def test_a_turn_is_rewound_and_unreverted_from_the_page_and_artifacts_are_listed(browser: Any, rewinding: Served, tmp_path: Path):  # fmt: skip
+def test_a_turn_is_rewound_and_unreverted_from_the_page_and_artifacts_are_listed(
+    browser: Any, rewinding: Served, tmp_path: Path
+):
     from playwright.sync_api import expect
 
     api = rewinding.client()
-    sid = api.post("/sessions", json={"title": "Rewind me", "prompt": {"text": "hello", "wait": True}}).json()["session"]["id"]  # fmt: skip
+    sid = api.post(
+        "/sessions", json={"title": "Rewind me", "prompt": {"text": "hello", "wait": True}}
+    ).json()["session"]["id"]
     api.post(f"/sessions/{sid}/prompt", json={"text": "make a file", "wait": True})
     pr = "https://github.com/acme/app/pull/7"
-    api.post(f"/sessions/{sid}/artifacts", json={"kind": "pull_request", "uri": pr, "label": "PR #7"})  # fmt: skip
+    api.post(
+        f"/sessions/{sid}/artifacts", json={"kind": "pull_request", "uri": pr, "label": "PR #7"}
+    )
     made = Path(rewinding.runtime.workspace) / "made.txt"
     assert made.exists()
     shots = tmp_path / "screenshots"
@@ -579,22 +735,35 @@ def flooding(make_server: MakeServer, tmp_path: Path) -> Served:
     """A user tool returning 300,000 bytes: over the cap on tool results (issue 43 item 1)."""
     from tests.faults.test_tool_cap import flood
 
-    model = script(tmp_path, [
-        {"match": "flood", "replies": [
-            {"tool_calls": [{"name": "flood", "input": {"size": 300_000}}]}, {"text": "Flooded."},
-        ]},
-        {"match": ".", "replies": [{"text": "Hello."}]},
-    ], chunk_chars=4, chunk_delay_ms=20)  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": "flood",
+                "replies": [
+                    {"tool_calls": [{"name": "flood", "input": {"size": 300_000}}]},
+                    {"text": "Flooded."},
+                ],
+            },
+            {"match": ".", "replies": [{"text": "Hello."}]},
+        ],
+        chunk_chars=4,
+        chunk_delay_ms=20,
+    )
     return make_server(model=model, tools=[flood])
 
 
-def test_a_result_cut_for_the_model_links_its_whole_output(browser: Any, flooding: Served, tmp_path: Path):  # fmt: skip
+def test_a_result_cut_for_the_model_links_its_whole_output(
+    browser: Any, flooding: Served, tmp_path: Path
+):
     from playwright.sync_api import expect
 
     from tests.mcp.mcp_server import numbered
 
     api = flooding.client()
-    sid = api.post("/sessions", json={"title": "Flood", "prompt": {"text": "hello", "wait": True}}).json()["session"]["id"]  # fmt: skip
+    sid = api.post(
+        "/sessions", json={"title": "Flood", "prompt": {"text": "hello", "wait": True}}
+    ).json()["session"]["id"]
     errors: list[str] = []
     page = _page(browser, flooding.url, tmp_path / "screenshots", errors)
     page.goto(f"{flooding.url}/ui/sessions/{sid}")
@@ -602,7 +771,9 @@ def test_a_result_cut_for_the_model_links_its_whole_output(browser: Any, floodin
     page.fill("#prompt", "flood me")
     page.click("#send")
     link = page.locator(".tool .tool-out a.whole-output")
-    expect(link).to_have_text("the whole output (300000 bytes; the model was given it cut)", timeout=20_000)  # fmt: skip
+    expect(link).to_have_text(
+        "the whole output (300000 bytes; the model was given it cut)", timeout=20_000
+    )
     href = link.get_attribute("href")
     assert href is not None and f"/sessions/{sid}/media/" in href
     assert api.get(href).text == numbered(300_000)

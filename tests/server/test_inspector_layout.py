@@ -27,19 +27,46 @@ UNBROKEN = "https://example.com/" + "a-very-long-path-segment-" * 12  # no place
 
 @pytest.fixture
 def served(make_server: MakeServer, tmp_path: Path) -> Served:
-    model = script(tmp_path, [
-        {"match": "notes", "replies": [
-            {"tool_calls": [{"name": "read_file", "input": {"path": "notes/" + "deeply-nested-folder/" * 6 + "notes.txt"}}]},
-            {"text": f"The notes point at {UNBROKEN} and say alpha.",
-             "usage": {"input_tokens": 123456, "output_tokens": 7890}},
-        ]},
-        {"match": "fail", "replies": [{"error": {"kind": "invalid_request", "times": 9}}]},
-        {"match": "hello", "replies": [{"text": "Hello."}]},
-        {"match": "report", "replies": [
-            {"tool_calls": [{"name": "write_file", "input": {"path": "report.txt", "content": "all good\n"}}]},
-            {"text": "Wrote the report."},
-        ]},
-    ])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": "notes",
+                "replies": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "read_file",
+                                "input": {
+                                    "path": "notes/" + "deeply-nested-folder/" * 6 + "notes.txt"
+                                },
+                            }
+                        ]
+                    },
+                    {
+                        "text": f"The notes point at {UNBROKEN} and say alpha.",
+                        "usage": {"input_tokens": 123456, "output_tokens": 7890},
+                    },
+                ],
+            },
+            {"match": "fail", "replies": [{"error": {"kind": "invalid_request", "times": 9}}]},
+            {"match": "hello", "replies": [{"text": "Hello."}]},
+            {
+                "match": "report",
+                "replies": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "write_file",
+                                "input": {"path": "report.txt", "content": "all good\n"},
+                            }
+                        ]
+                    },
+                    {"text": "Wrote the report."},
+                ],
+            },
+        ],
+    )
     server = make_server(model=model, permissions={})  # the defaults: writes ask
     notes = Path(server.runtime.workspace, "notes", *["deeply-nested-folder"] * 6)
     notes.mkdir(parents=True)
@@ -49,8 +76,13 @@ def served(make_server: MakeServer, tmp_path: Path) -> Served:
 
 def _session(api: httpx.Client) -> str:
     """Four turns: a tool call, a blocked one (an error), a rewound hello, a write waiting for approval."""
-    made = api.post("/sessions", json={"title": "Layout " + "with a rather long title " * 4,
-                                       "prompt": {"text": "read the notes", "wait": True}})  # fmt: skip
+    made = api.post(
+        "/sessions",
+        json={
+            "title": "Layout " + "with a rather long title " * 4,
+            "prompt": {"text": "read the notes", "wait": True},
+        },
+    )
     sid: str = made.json()["session"]["id"]
     failed = api.post(f"/sessions/{sid}/prompt", json={"text": "fail now", "wait": True}).json()
     assert failed["turns"][0]["outcome"] == "blocked" and failed["turns"][0]["error"], failed
@@ -101,7 +133,9 @@ def test_every_page_fits_the_window_at_1400_and_420(browser: Any, served: Served
 
     api = served.client()
     sid = _session(api)
-    api.post("/schedules", json={"prompt": "summarise " + UNBROKEN, "every": "1h", "session_id": sid})  # fmt: skip
+    api.post(
+        "/schedules", json={"prompt": "summarise " + UNBROKEN, "every": "1h", "session_id": sid}
+    )
     shots = tmp_path / "screenshots"
     shots.mkdir()
     errors: list[str] = []
@@ -171,7 +205,9 @@ def test_the_session_page_marks_turns_names_them_in_receipts_and_keeps_panels_fr
     expect(rows.nth(0).locator("td.no")).to_have_attribute("title", turns[0]["id"])
     blocked = page.locator(f"#turns tr.turn-error[data-error-of='{turns[1]['id']}']")
     expect(blocked).to_contain_text(turns[1]["error"][:40])
-    expect(blocked.locator("xpath=preceding-sibling::tr[1]")).to_have_attribute("data-turn", turns[1]["id"])  # fmt: skip
+    expect(blocked.locator("xpath=preceding-sibling::tr[1]")).to_have_attribute(
+        "data-turn", turns[1]["id"]
+    )
     expect(rows.nth(2)).to_have_class(re.compile(r"\breverted\b"))
     expect(rows.nth(2).locator(".reverted-tag")).to_have_text("reverted")
     expect(rows.nth(2).locator("button.rewind")).to_have_count(0)
@@ -189,7 +225,9 @@ def test_the_session_page_marks_turns_names_them_in_receipts_and_keeps_panels_fr
     # approve the write from the page: the artifact it made shows without a reload
     expect(page.locator("#artifacts tbody tr.empty")).to_have_count(1)
     page.locator("#approvals .approval button[data-decision=allow]").click()
-    expect(page.locator("#messages .msg.role-assistant").last).to_contain_text("Wrote the report.", timeout=20_000)  # fmt: skip
+    expect(page.locator("#messages .msg.role-assistant").last).to_contain_text(
+        "Wrote the report.", timeout=20_000
+    )
     expect(page.locator("#artifacts tbody tr")).to_have_count(1)
     expect(page.locator("#artifacts tbody tr")).to_contain_text("report.txt")
     # the live receipts and the rebuilt turns table keep the numbering and the marks
@@ -221,10 +259,20 @@ def test_a_login_returns_to_the_page_asked_for(browser: Any, served: Served, tmp
 
     # the link `wakeful serve` prints still lands on the list; nothing leads off the site
     anonymous = served.client(token=None)
-    for asked in ("//evil.example/ui/", "https://evil.example/ui/", "/ui/login", "/sessions", "/\\evil"):  # fmt: skip
-        r = anonymous.post("/ui/login", data={"token": TOKEN, "next": asked}, follow_redirects=False)  # fmt: skip
+    for asked in (
+        "//evil.example/ui/",
+        "https://evil.example/ui/",
+        "/ui/login",
+        "/sessions",
+        "/\\evil",
+    ):
+        r = anonymous.post(
+            "/ui/login", data={"token": TOKEN, "next": asked}, follow_redirects=False
+        )
         assert r.status_code == 303 and r.headers["location"] == "/ui/", asked
-    r = anonymous.post("/ui/login", data={"token": TOKEN, "next": "/ui/schedules"}, follow_redirects=False)  # fmt: skip
+    r = anonymous.post(
+        "/ui/login", data={"token": TOKEN, "next": "/ui/schedules"}, follow_redirects=False
+    )
     assert r.headers["location"] == "/ui/schedules"
 
 

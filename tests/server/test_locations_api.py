@@ -16,8 +16,10 @@ def test_session_out_has_its_location_and_a_move_is_checked(server: Served, tmp_
     session = r.json()["session"]
     sid, home = session["id"], str(server.runtime.workspace)
     assert (session["location"], session["location_id"], session["waiting_for"]) == (
-        home, location_id(home), None,
-    )  # fmt: skip
+        home,
+        location_id(home),
+        None,
+    )
     before = c.get(f"/sessions/{sid}").json()["last_seq"]
     bad = c.post(f"/sessions/{sid}/move", json={"location": str(tmp_path / "missing")})
     assert bad.status_code == 400 and "not a directory" in bad.json()["reason"]

@@ -33,14 +33,19 @@ PNG = base64.b64encode(
 ).decode()
 RULES: list[dict[str, Any]] = [
     {"match": "^Summarize the conversation", "replies": [{"text": "Summary: notes, a story."}]},
-    {"match": "read", "replies": [
-        {"reasoning": "The notes are in a file.",
-         "tool_calls": [{"name": "read_file", "input": {"path": "notes.txt"}}]},
-        {"text": "The notes say alpha."},
-    ]},
+    {
+        "match": "read",
+        "replies": [
+            {
+                "reasoning": "The notes are in a file.",
+                "tool_calls": [{"name": "read_file", "input": {"path": "notes.txt"}}],
+            },
+            {"text": "The notes say alpha."},
+        ],
+    },
     {"match": "story", "replies": [{"text": "Once upon a", "finish": "length"}]},
     {"match": ".", "replies": [{"text": "Noted."}]},
-]  # fmt: skip
+]
 
 
 class Document:
@@ -105,8 +110,13 @@ def served(make_server: MakeServer, tmp_path: Path) -> Served:
 
 def _rich_session(c: httpx.Client, doc: Document) -> str:
     """A session whose transcript holds every block kind the runtime writes."""
-    made = doc.check("/sessions", c.post("/sessions", json={
-        "title": "everything", "prompt": {"text": "read the notes", "wait": True}}))  # fmt: skip
+    made = doc.check(
+        "/sessions",
+        c.post(
+            "/sessions",
+            json={"title": "everything", "prompt": {"text": "read the notes", "wait": True}},
+        ),
+    )
     sid = made.json()["session"]["id"]
     prompt = "/sessions/{session_id}/prompt"
     media = [
@@ -119,14 +129,19 @@ def _rich_session(c: httpx.Client, doc: Document) -> str:
     assert r.json()["turns"][0]["truncated"] is True
     queued = {"text": "later", "resume": False, "delivery": "queue"}
     doc.check(prompt, c.post(f"/sessions/{sid}/prompt", json=queued))
-    compact = doc.check("/sessions/{session_id}/compact", c.post(
-        f"/sessions/{sid}/compact", json={"tail_turns": 0, "resume": True}))  # fmt: skip
+    compact = doc.check(
+        "/sessions/{session_id}/compact",
+        c.post(f"/sessions/{sid}/compact", json={"tail_turns": 0, "resume": True}),
+    )
     assert compact.status_code == 202
-    wait_for(lambda: any(
-        b["type"] == "compact_summary"
-        for m in c.get(f"/sessions/{sid}/messages").json()["messages"]
-        for b in m["message"]["blocks"]
-    ), what="the compaction summary")  # fmt: skip
+    wait_for(
+        lambda: any(
+            b["type"] == "compact_summary"
+            for m in c.get(f"/sessions/{sid}/messages").json()["messages"]
+            for b in m["message"]["blocks"]
+        ),
+        what="the compaction summary",
+    )
     return str(sid)
 
 
@@ -141,8 +156,16 @@ def test_every_live_response_validates_against_the_document(served: Served) -> N
         for m in doc.check(f"{one}/messages", c.get(f"/sessions/{sid}/messages")).json()["messages"]
         for b in m["message"]["blocks"]
     }
-    assert kinds >= {"text", "thinking", "tool_call", "tool_result", "image", "document",
-                     "audio", "compact_summary"}  # fmt: skip
+    assert kinds >= {
+        "text",
+        "thinking",
+        "tool_call",
+        "tool_result",
+        "image",
+        "document",
+        "audio",
+        "compact_summary",
+    }
     turns = doc.check(f"{one}/turns", c.get(f"/sessions/{sid}/turns")).json()["turns"]
     assert [t["truncated"] for t in turns][:2] == [False, True]
     for tail in ("", "/pending", "/usage", "/receipts"):
@@ -155,13 +178,21 @@ def test_every_live_response_validates_against_the_document(served: Served) -> N
     doc.check(f"{one}/log", c.get(f"/sessions/{sid}/log", headers={"Last-Event-ID": "x"}))
     # AG-UI (docs/server.md): the session's runs, and a run from a RunAgentInput
     doc.check_stream(f"{one}/agui", c.get(f"/sessions/{sid}/agui", params={"follow": "false"}))
-    run = {"threadId": sid, "runId": "r1", "messages": [{"id": "u1", "role": "user",
-                                                          "content": "hello again"}]}  # fmt: skip
+    run = {
+        "threadId": sid,
+        "runId": "r1",
+        "messages": [{"id": "u1", "role": "user", "content": "hello again"}],
+    }
     doc.check_stream(f"{one}/agui", c.post(f"/sessions/{sid}/agui", json=run))
     doc.check(f"{one}/agui", c.post(f"/sessions/{sid}/agui", json=run | {"threadId": "x"}))
     digest = served.store.put_blob(base64.b64decode(PNG))
-    c.post(f"/sessions/{sid}/prompt", json={
-        "blocks": [{"type": "image", "media_type": "image/png", "ref": digest}], "wait": True})  # fmt: skip
+    c.post(
+        f"/sessions/{sid}/prompt",
+        json={
+            "blocks": [{"type": "image", "media_type": "image/png", "ref": digest}],
+            "wait": True,
+        },
+    )
     media = c.get(f"/sessions/{sid}/media/{digest}")  # bytes: the document says binary
     assert media.status_code == 200 and media.content == base64.b64decode(PNG)
     raw = doc.doc["paths"][f"{one}/media/{{digest}}"]["get"]["responses"]["200"]["content"]
@@ -214,9 +245,15 @@ def _host(c: httpx.Client, doc: Document, sid: str, served: Served) -> None:
     one = "/sessions/{session_id}"
     doc.check(one, c.patch(f"/sessions/{sid}", json={"title": "renamed"}))
     doc.check(one, c.patch(f"/sessions/{sid}", json={"title": "   "}))
-    note = {"type": "message.added", "message": {"role": "user", "blocks": [{"type": "text", "text": "n"}]}}  # fmt: skip
+    note = {
+        "type": "message.added",
+        "message": {"role": "user", "blocks": [{"type": "text", "text": "n"}]},
+    }
     doc.check(f"{one}/events", c.post(f"/sessions/{sid}/events", json={"events": [note]}))
-    doc.check(f"{one}/events", c.post(f"/sessions/{sid}/events", json={"events": [{"type": "turn.ended"}]}))  # fmt: skip
+    doc.check(
+        f"{one}/events",
+        c.post(f"/sessions/{sid}/events", json={"events": [{"type": "turn.ended"}]}),
+    )
     put = doc.check("/blobs", c.post("/blobs", json={"data": PNG}))
     digest = put.json()["digest"]
     got = served.client(SENSITIVE).get(f"/blobs/{digest}")
@@ -232,12 +269,20 @@ def _schedules(c: httpx.Client, doc: Document, sid: str, served: Served) -> None
     from wakeful.execution import fire_due
 
     one = "/schedules/{schedule_id}"
-    added = doc.check("/schedules", c.post("/schedules", json={
-        "prompt": "tick", "every": "1s", "session_id": sid, "grace_ms": 60_000}))  # fmt: skip
+    added = doc.check(
+        "/schedules",
+        c.post(
+            "/schedules",
+            json={"prompt": "tick", "every": "1s", "session_id": sid, "grace_ms": 60_000},
+        ),
+    )
     assert added.status_code == 201
     sch = added.json()["id"]
     doc.check("/schedules", c.post("/schedules", json={"prompt": "x", "cron": "nope"}))
-    doc.check("/schedules", c.post("/schedules", json={"prompt": "x", "every": "1s", "session_id": "ses_none"}))  # fmt: skip
+    doc.check(
+        "/schedules",
+        c.post("/schedules", json={"prompt": "x", "every": "1s", "session_id": "ses_none"}),
+    )
     wait_for(lambda: fire_due(served.store), what="the schedule's first fire")
     doc.check("/schedules", c.get("/schedules"))
     doc.check(one, c.get(f"/schedules/{sch}"))
@@ -257,10 +302,23 @@ def _generate_client(document: dict[str, Any], where: Path) -> Any:
     )
     cli = Path(sys.executable).with_name("openapi-python-client")
     done = subprocess.run(
-        [str(cli), "generate", "--path", "openapi.json", "--config", "config.yaml",
-         "--meta", "none", "--output-path", "wakeful_api"],
-        cwd=where, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            str(cli),
+            "generate",
+            "--path",
+            "openapi.json",
+            "--config",
+            "config.yaml",
+            "--meta",
+            "none",
+            "--output-path",
+            "wakeful_api",
+        ],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Warning" not in done.stdout + done.stderr, done.stdout + done.stderr
     sys.path.insert(0, str(where))
@@ -284,8 +342,16 @@ def test_a_generated_client_reads_messages_back_with_their_block_types(
         assert isinstance(page, models.MessagesOut)
         blocks = [b for m in page.messages for b in m.message.blocks]
         by_type = {type(b).__name__: b for b in blocks}
-        assert {"TextBlock", "ThinkingBlock", "ToolCallBlock", "ToolResultBlock", "ImageBlock",
-                "DocumentBlock", "AudioBlock", "CompactSummaryBlock"} <= set(by_type)  # fmt: skip
+        assert {
+            "TextBlock",
+            "ThinkingBlock",
+            "ToolCallBlock",
+            "ToolResultBlock",
+            "ImageBlock",
+            "DocumentBlock",
+            "AudioBlock",
+            "CompactSummaryBlock",
+        } <= set(by_type)
         call = by_type["ToolCallBlock"]
         assert (call.name, call.input_.to_dict()) == ("read_file", {"path": "notes.txt"})
         result = by_type["ToolResultBlock"]

@@ -15,13 +15,24 @@ def test_schedules_over_the_api(make_server: MakeServer, tmp_path: Path):
     served = make_server(model=script(tmp_path, [{"match": ".", "replies": [{"text": "ok"}]}]))
     c = served.client()
     sid = c.post("/sessions", json={"title": "target"}).json()["session"]["id"]
-    r = c.post("/schedules", json={"prompt": "tick", "every": "1s", "session_id": sid,
-                                   "missed": "once", "grace_ms": 5000, "name": "ticker"})  # fmt: skip
+    r = c.post(
+        "/schedules",
+        json={
+            "prompt": "tick",
+            "every": "1s",
+            "session_id": sid,
+            "missed": "once",
+            "grace_ms": 5000,
+            "name": "ticker",
+        },
+    )
     assert r.status_code == 201, r.text
     added = r.json()
     assert (added["every"], added["missed"], added["session_id"]) == ("every 1s", "once", sid)
     assert added["next_fire"] is not None and added["enabled"] is True
-    made = c.post("/schedules", json={"prompt": "report", "cron": "0 9 * * *", "timezone": "Asia/Tokyo"}).json()  # fmt: skip
+    made = c.post(
+        "/schedules", json={"prompt": "report", "cron": "0 9 * * *", "timezone": "Asia/Tokyo"}
+    ).json()
     assert made["template"]["model"] == served.runtime.model and "+09:00" in made["next_fire"]
 
     listed = c.get("/schedules").json()["schedules"]
@@ -54,8 +65,12 @@ def test_bad_schedules_are_4xx_with_a_reason(make_server: MakeServer, tmp_path: 
         r = c.post("/schedules", json=body)
         assert r.status_code == status, (body, r.text)
         assert words in r.json()["reason"], (body, r.text)
-    for method, path in [("GET", "/schedules/sch_missing"), ("POST", "/schedules/sch_missing/pause"),
-                         ("POST", "/schedules/sch_missing/resume"), ("DELETE", "/schedules/sch_missing")]:  # fmt: skip
+    for method, path in [
+        ("GET", "/schedules/sch_missing"),
+        ("POST", "/schedules/sch_missing/pause"),
+        ("POST", "/schedules/sch_missing/resume"),
+        ("DELETE", "/schedules/sch_missing"),
+    ]:
         r = c.request(method, path)
         assert r.status_code == 404 and "sch_missing" in r.json()["reason"]
     assert c.get("/schedules").json() == {"schedules": []}

@@ -55,8 +55,12 @@ def test_api_conforms_to_its_openapi_document(server: Served) -> None:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
             @given(operation.as_strategy(generation_mode=mode))
-            @settings(max_examples=EXAMPLES, deadline=None, database=None,
-                      suppress_health_check=list(HealthCheck))  # fmt: skip
+            @settings(
+                max_examples=EXAMPLES,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            )
             def check(case: Any) -> None:
                 _aim(case, sid)
                 case.call_and_validate(base_url=server.url, headers=AUTH, checks=CHECKS, timeout=30)

@@ -7,17 +7,26 @@ from wakeful.client import Client
 
 
 def test_q_searches_content_ranks_pages_and_shows_where_it_matched(make_server, tmp_path):
-    model = script(tmp_path, [
-        {"match": "capybara", "replies": [{"text": "Capybaras are the largest living rodents."}]},
-        {"match": ".", "replies": [{"text": "Nothing to see."}]},
-    ])  # fmt: skip
+    model = script(
+        tmp_path,
+        [
+            {
+                "match": "capybara",
+                "replies": [{"text": "Capybaras are the largest living rodents."}],
+            },
+            {"match": ".", "replies": [{"text": "Nothing to see."}]},
+        ],
+    )
     server: Served = make_server(model=model)
     c = server.client()
     made = [
-        c.post("/sessions", json={"title": f"chat {i}", "prompt": {"text": text, "wait": True}})
-        .json()["session"]["id"]
-        for i, text in enumerate(["hello", "tell me about the capybara", "hi again", "and a capybara?"])
-    ]  # fmt: skip
+        c.post(
+            "/sessions", json={"title": f"chat {i}", "prompt": {"text": text, "wait": True}}
+        ).json()["session"]["id"]
+        for i, text in enumerate(
+            ["hello", "tell me about the capybara", "hi again", "and a capybara?"]
+        )
+    ]
     found = c.get("/sessions", params={"q": "rodents"}).json()
     assert {s["id"] for s in found["sessions"]} == {made[1], made[3]}
     assert found["sessions"][0]["match"]["snippet"] == "Capybaras are the largest living rodents."
@@ -63,7 +72,10 @@ def test_session_search_works_against_a_server(server: Served, tmp_path):
     env = os.environ | {"WAKEFUL_SERVER_TOKEN": TOKEN, "HOME": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, "-m", "wakeful", "session", "search", "pangolin", "--db", server.url],
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(sid)

@@ -31,10 +31,17 @@ def _free_port() -> int:
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.endswith("_API_KEY") and not k.startswith("WAKEFUL_")}  # fmt: skip
-    env |= {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config"),
-            "XDG_DATA_HOME": str(tmp_path / ".local"), "WAKEFUL_DB": str(tmp_path / "s.db")}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and not k.startswith("WAKEFUL_")
+    }
+    env |= {
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / ".config"),
+        "XDG_DATA_HOME": str(tmp_path / ".local"),
+        "WAKEFUL_DB": str(tmp_path / "s.db"),
+    }
     return env | extra
 
 
@@ -52,8 +59,11 @@ class Serve:
         with self.out.open("w") as out, self.err.open("w") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "wakeful", "serve", "--port", str(self.port), *args],
-                cwd=work, env=env, stdout=out, stderr=err,
-            )  # fmt: skip
+                cwd=work,
+                env=env,
+                stdout=out,
+                stderr=err,
+            )
         wait_for(self._up, timeout=20, what="wakeful serve to answer")
 
     def _up(self) -> bool:
@@ -89,16 +99,24 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
 
 def _wk(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = _env(tmp_path, WAKEFUL_SERVER_TOKEN=TOKEN)
-    return subprocess.run([sys.executable, "-m", "wakeful", *args], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "wakeful", *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
-def test_serve_drives_sessions_and_stops_cleanly_with_a_follower_open(serve: Serve, tmp_path: Path):  # fmt: skip
+def test_serve_drives_sessions_and_stops_cleanly_with_a_follower_open(serve: Serve, tmp_path: Path):
     (tmp_path / "work" / "AGENTS.md").write_text(f"Obey {SECRET}.\n")
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with httpx.Client(base_url=serve.url, headers=auth, timeout=30) as c:
         assert httpx.get(f"{serve.url}/sessions").status_code == 401
-        made = c.post("/sessions", json={"title": "from cli test", "prompt": {"text": "hi", "wait": True}})  # fmt: skip
+        made = c.post(
+            "/sessions", json={"title": "from cli test", "prompt": {"text": "hi", "wait": True}}
+        )
         assert made.json()["admission"]["turns"][0]["outcome"] == "completed"
         sid = made.json()["session"]["id"]
         assert SECRET not in c.get(f"/sessions/{sid}/receipts").text
@@ -123,7 +141,9 @@ def test_serve_drives_sessions_and_stops_cleanly_with_a_follower_open(serve: Ser
 
 def test_cli_reads_a_server_through_db_http(serve: Serve, tmp_path: Path):
     with httpx.Client(base_url=serve.url, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
-        sid = c.post("/sessions", json={"title": "remote one", "prompt": {"text": "hi", "wait": True}}).json()["session"]["id"]  # fmt: skip
+        sid = c.post(
+            "/sessions", json={"title": "remote one", "prompt": {"text": "hi", "wait": True}}
+        ).json()["session"]["id"]
     listed = _wk(tmp_path, "session", "list", "--db", serve.url, "--format", "json")
     assert listed.returncode == 0, listed.stderr
     assert [s["id"] for s in json.loads(listed.stdout)] == [sid]
@@ -132,27 +152,59 @@ def test_cli_reads_a_server_through_db_http(serve: Serve, tmp_path: Path):
     data = json.loads(shown.stdout)
     assert [m["role"] for m in data["messages"]] == ["user", "assistant"]
     assert data["runs"][0]["outcome"] == "completed"
-    log = _wk(tmp_path, "log", "--session", sid, "--db", serve.url, "--format", "jsonl",
-              "--follow", "--idle-timeout", "0.5")  # fmt: skip
+    log = _wk(
+        tmp_path,
+        "log",
+        "--session",
+        sid,
+        "--db",
+        serve.url,
+        "--format",
+        "jsonl",
+        "--follow",
+        "--idle-timeout",
+        "0.5",
+    )
     lines = [json.loads(x) for x in log.stdout.splitlines()]
-    assert lines[-1]["type"] == "sync" and [x["seq"] for x in lines[:-1]] == list(range(1, len(lines)))  # fmt: skip
+    assert lines[-1]["type"] == "sync" and [x["seq"] for x in lines[:-1]] == list(
+        range(1, len(lines))
+    )
     exported = _wk(tmp_path, "session", "export", sid, "--db", serve.url)
     assert (
         exported.returncode == 0 and len(exported.stdout.splitlines()) == 3
     )  # header + 2 messages
     assert _wk(tmp_path, "session", "archive", sid, "--db", serve.url).returncode == 0
     missing = _wk(tmp_path, "session", "show", "ses_missing", "--db", serve.url)
-    assert missing.returncode != 0 and "no session" in missing.stderr and "Traceback" not in missing.stderr  # fmt: skip
+    assert (
+        missing.returncode != 0
+        and "no session" in missing.stderr
+        and "Traceback" not in missing.stderr
+    )
     pruned = _wk(tmp_path, "session", "prune", "--older-than", "1", "--db", serve.url)
     assert pruned.returncode != 0 and "not available through a server" in pruned.stderr
     sent = _wk(tmp_path, "send", "--session", sid, "--db", serve.url, "--input-id", "in-1", "again")
     assert sent.returncode == 0 and sent.stdout.strip() == "in-1", sent.stderr
-    wait_for(lambda: json.loads(_wk(tmp_path, "session", "show", sid, "--db", serve.url, "--format",
-                                    "json").stdout)["messages"][-1]["role"] == "assistant"
-             and len(json.loads(_wk(tmp_path, "session", "show", sid, "--db", serve.url, "--format",
-                                    "json").stdout)["messages"]) == 4, what="the sent input answered")  # fmt: skip
+    wait_for(
+        lambda: (
+            json.loads(
+                _wk(tmp_path, "session", "show", sid, "--db", serve.url, "--format", "json").stdout
+            )["messages"][-1]["role"]
+            == "assistant"
+            and len(
+                json.loads(
+                    _wk(
+                        tmp_path, "session", "show", sid, "--db", serve.url, "--format", "json"
+                    ).stdout
+                )["messages"]
+            )
+            == 4
+        ),
+        what="the sent input answered",
+    )
     stopped = _wk(tmp_path, "interrupt", "--session", sid, "--db", serve.url)
-    assert stopped.returncode == 0 and "is idle: nothing to interrupt" in stopped.stdout, stopped.stderr  # fmt: skip
+    assert stopped.returncode == 0 and "is idle: nothing to interrupt" in stopped.stdout, (
+        stopped.stderr
+    )
     ran = _wk(tmp_path, "run", "--db", serve.url, "hi")
     assert ran.returncode == 2 and "wakeful server" in ran.stderr
 
@@ -164,7 +216,12 @@ def test_first_start_generates_a_private_token_then_reuses_it(tmp_path: Path):
         path = tmp_path / ".config" / "wakeful" / "server-token"
         token = path.read_text().strip()
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        assert httpx.get(f"{first.url}/sessions", headers={"Authorization": f"Bearer {token}"}).status_code == 200  # fmt: skip
+        assert (
+            httpx.get(
+                f"{first.url}/sessions", headers={"Authorization": f"Bearer {token}"}
+            ).status_code
+            == 200
+        )
     finally:
         first.stop()
     assert "generated a server token" in first.output() and token in first.output()

@@ -8,12 +8,19 @@ from pathlib import Path
 from tests.server.conftest import MakeServer, script
 
 RULES = [
-    {"match": "^make", "replies": [
-        {"tool_calls": [{"name": "write_file", "input": {"path": "hello.txt", "content": "hi\n"}}]},
-        {"text": "made it"},
-    ]},
+    {
+        "match": "^make",
+        "replies": [
+            {
+                "tool_calls": [
+                    {"name": "write_file", "input": {"path": "hello.txt", "content": "hi\n"}}
+                ]
+            },
+            {"text": "made it"},
+        ],
+    },
     {"match": ".", "replies": [{"text": "ok"}]},
-]  # fmt: skip
+]
 
 
 def test_rewind_unrevert_and_history_over_the_api(make_server: MakeServer, tmp_path: Path):
@@ -81,7 +88,12 @@ def test_artifacts_metadata_and_extension_state_over_the_api(
     assert c.put(f"{url}/k", json={"value": "y" * 20_000}).status_code == 422
 
     doc = c.get("/openapi.json").json()
-    for path in ("/sessions/{session_id}/rewind", "/sessions/{session_id}/unrevert",
-                 "/sessions/{session_id}/artifacts", "/artifacts",
-                 "/sessions/{session_id}/metadata", "/sessions/{session_id}/history"):  # fmt: skip
+    for path in (
+        "/sessions/{session_id}/rewind",
+        "/sessions/{session_id}/unrevert",
+        "/sessions/{session_id}/artifacts",
+        "/artifacts",
+        "/sessions/{session_id}/metadata",
+        "/sessions/{session_id}/history",
+    ):
         assert path in doc["paths"], path

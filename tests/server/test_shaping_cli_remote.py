@@ -23,16 +23,23 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
     work.mkdir()
     (work / ".git").mkdir()
     (work / "wakeful.toml").write_text('[permissions]\n"*" = "allow"\n')
-    server = Serve(tmp_path, "--token", TOKEN, "--model", script(tmp_path, RULES),
-                   env=_env(tmp_path))  # fmt: skip
+    server = Serve(
+        tmp_path, "--token", TOKEN, "--model", script(tmp_path, RULES), env=_env(tmp_path)
+    )
     yield server
     server.stop()
 
 
 def _wk(tmp_path: Path, db: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = _env(tmp_path, WAKEFUL_SERVER_TOKEN=TOKEN)
-    return subprocess.run([sys.executable, "-m", "wakeful", "session", *args, "--db", db],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "wakeful", "session", *args, "--db", db],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _ok(done: subprocess.CompletedProcess[str]) -> str:
@@ -46,8 +53,9 @@ def _one_line_error(done: subprocess.CompletedProcess[str], says: str) -> None:
 
 
 def _session(serve: Serve) -> str:
-    with httpx.Client(base_url=serve.url, headers={"Authorization": f"Bearer {TOKEN}"},
-                      timeout=30) as c:  # fmt: skip
+    with httpx.Client(
+        base_url=serve.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
+    ) as c:
         sid = c.post("/sessions", json={"prompt": {"text": "hello", "wait": True}}).json()
         sid = sid["session"]["id"]
         r = c.post(f"/sessions/{sid}/prompt", json={"text": "make a file", "wait": True})
@@ -65,8 +73,10 @@ def test_rewind_and_unrevert_through_a_server(serve: Serve, tmp_path: Path):
     assert out["session_id"] == sid and out["files_restored"] == ["hello.txt"]
     assert out["prompt"] == "make a file" and out["warnings"] == [] and not hello.exists()
     text = _ok(_wk(tmp_path, url, "unrevert", sid)).splitlines()
-    assert text == [f"restored {sid}: {out['hidden']} message(s) (seq {out['seq'] + 1})",
-                    "  restored hello.txt"]  # fmt: skip
+    assert text == [
+        f"restored {sid}: {out['hidden']} message(s) (seq {out['seq'] + 1})",
+        "  restored hello.txt",
+    ]
     assert hello.read_text() == "hi\n"
     _one_line_error(_wk(tmp_path, url, "unrevert", sid), "no rewind to undo")
     _one_line_error(_wk(tmp_path, url, "rewind", sid, "--turn", "nope"), "no turn nope")
@@ -79,7 +89,9 @@ def test_rewind_and_unrevert_through_a_server(serve: Serve, tmp_path: Path):
 
     text = _ok(_wk(tmp_path, url, "rewind", sid)).splitlines()  # files left alone: a warning
     assert text[0].startswith(f"reverted {sid}: ") and text[1:] == [
-        "the reverted prompt was:", "make a file"]  # fmt: skip
+        "the reverted prompt was:",
+        "make a file",
+    ]
     assert hello.read_text() == "mine\n"
 
 
@@ -88,12 +100,16 @@ def test_artifacts_and_meta_through_a_server_print_as_locally(serve: Serve, tmp_
     url, local = serve.url, str(tmp_path / "s.db")  # the store the server serves
     pr = "https://github.com/acme/app/pull/7"
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
-        r = c.post(f"/sessions/{sid}/artifacts", json={"kind": "pull_request", "uri": pr,
-                                                       "label": "PR 7"})  # fmt: skip
+        r = c.post(
+            f"/sessions/{sid}/artifacts", json={"kind": "pull_request", "uri": pr, "label": "PR 7"}
+        )
         assert r.status_code == 201, r.text
 
-    for args in (("artifacts", sid), ("artifacts", sid, "--kind", "file"),
-                 ("artifacts", "--uri", pr)):  # fmt: skip
+    for args in (
+        ("artifacts", sid),
+        ("artifacts", sid, "--kind", "file"),
+        ("artifacts", "--uri", pr),
+    ):
         for fmt in ("table", "json"):
             remote = _ok(_wk(tmp_path, url, *args, "--format", fmt))
             assert remote == _ok(_wk(tmp_path, local, *args, "--format", fmt)), args

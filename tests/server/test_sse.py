@@ -14,8 +14,14 @@ from wakeful.client import ServerEvent, parse_sse
 from wakeful.store import open_store
 
 
-def _read(c: httpx.Client, path: str, params: dict[str, object], headers: dict[str, str] | None = None,
-          stop_after: int | None = None, out: list[ServerEvent] | None = None) -> list[ServerEvent]:  # fmt: skip
+def _read(
+    c: httpx.Client,
+    path: str,
+    params: dict[str, object],
+    headers: dict[str, str] | None = None,
+    stop_after: int | None = None,
+    out: list[ServerEvent] | None = None,
+) -> list[ServerEvent]:
     """Read SSE events (pings included) into `out` until the stream ends or `stop_after`
     durable events arrived."""
     out = [] if out is None else out
@@ -55,7 +61,9 @@ def test_follow_replays_then_sync_then_live_with_seq_ids(server: Served):
     assert any(e.event == "ping" for e in got)  # keep-alive every second in the tests
 
 
-def test_reconnect_with_last_event_id_across_a_burst_loses_and_repeats_nothing(make_server: MakeServer, db_url: str):  # fmt: skip
+def test_reconnect_with_last_event_id_across_a_burst_loses_and_repeats_nothing(
+    make_server: MakeServer, db_url: str
+):
     server = make_server(db=db_url)  # both backends: the hub reads the instance log by id
     c = server.client()
     sid = _new_session(c)
@@ -75,8 +83,13 @@ def test_reconnect_with_last_event_id_across_a_burst_loses_and_repeats_nothing(m
     while len(seen) < burst + 1 or t.is_alive():
         assert time.monotonic() < deadline, f"stuck after {len(seen)} events"
         headers = {"Last-Event-ID": last} if last is not None else {}
-        events = _read(c, f"/sessions/{sid}/log", {"follow": "true", "idle_timeout": 0.5}, headers,
-                       stop_after=37)  # fmt: skip
+        events = _read(
+            c,
+            f"/sessions/{sid}/log",
+            {"follow": "true", "idle_timeout": 0.5},
+            headers,
+            stop_after=37,
+        )
         for e in events:
             if e.event == "message":
                 seen.append(e.data["seq"])
@@ -95,7 +108,12 @@ def test_after_and_last_event_id_pick_the_start(server: Served):
         c.post(f"/sessions/{sid}/prompt", json={"text": f"{i}", "resume": False})
     evs = _read(c, f"/sessions/{sid}/log", {"after": 2}, {"Accept": "text/event-stream"})
     assert [e.data["seq"] for e in evs if e.event == "message"] == [3, 4, 5]
-    evs = _read(c, f"/sessions/{sid}/log", {"after": 2}, {"Accept": "text/event-stream", "Last-Event-ID": "4"})  # fmt: skip
+    evs = _read(
+        c,
+        f"/sessions/{sid}/log",
+        {"after": 2},
+        {"Accept": "text/event-stream", "Last-Event-ID": "4"},
+    )
     assert [e.data["seq"] for e in evs if e.event == "message"] == [5]
     page = c.get(f"/sessions/{sid}/log", params={"after": 1, "limit": 2}).json()
     assert [e["seq"] for e in page["events"]] == [2, 3] and page["next_after"] == 3
@@ -123,8 +141,12 @@ def test_instance_stream_follows_every_session_by_global_id(server: Served):
 
 
 def test_live_deltas_stream_while_a_turn_runs(make_server: MakeServer, tmp_path: Path):
-    slow = script(tmp_path, [{"match": ".", "replies": [{"text": "abcdefghij" * 6}]}],
-                  chunk_chars=6, chunk_delay_ms=15)  # fmt: skip
+    slow = script(
+        tmp_path,
+        [{"match": ".", "replies": [{"text": "abcdefghij" * 6}]}],
+        chunk_chars=6,
+        chunk_delay_ms=15,
+    )
     server = make_server(model=slow)
     c = server.client()
     sid = _new_session(c)
@@ -139,12 +161,17 @@ def test_live_deltas_stream_while_a_turn_runs(make_server: MakeServer, tmp_path:
     wait_for(lambda: any(e.event == "sync" for e in got), what="the sync marker")
     c.post(f"/sessions/{sid}/prompt", json={"text": "go"})
     t.join(15)
-    text = "".join(e.data["data"].get("text", "") for e in got
-                   if e.event == "live" and e.data["kind"] == "text")  # fmt: skip
+    text = "".join(
+        e.data["data"].get("text", "")
+        for e in got
+        if e.event == "live" and e.data["kind"] == "text"
+    )
     assert text == "abcdefghij" * 6
     assert all(e.id is None for e in got if e.event == "live")
     first_live = next(i for i, e in enumerate(got) if e.event == "live")
-    added = next(i for i, e in enumerate(got) if e.event == "message" and e.data["type"] == "message.added")  # fmt: skip
+    added = next(
+        i for i, e in enumerate(got) if e.event == "message" and e.data["type"] == "message.added"
+    )
     assert first_live < added  # the text streamed before the durable message landed
 
 

@@ -17,25 +17,35 @@ from wakeful.messages import is_wire_valid
 from wakeful.runner import verify_receipt
 
 RULES = [
-    {"match": "^first", "replies": [
-        {"tool_calls": [
-            {"name": "goal_set", "input": {"goal": "goal one"}},
-            {"name": "write_file", "input": {"path": "a.txt", "content": "one\n"}},
-        ]},
-        {"text": "first done"},
-    ]},
-    {"match": "^second", "replies": [
-        {"tool_calls": [
-            {"name": "goal_set", "input": {"goal": "goal two"}},
-            {"name": "edit_file", "input": {"path": "a.txt", "old": "one", "new": "two"}},
-            {"name": "write_file", "input": {"path": "new.txt", "content": "fresh\n"}},
-            {"name": "shell", "input": {"command": "echo side effect > shell.txt"}},
-        ]},
-        {"text": "second done"},
-    ]},
+    {
+        "match": "^first",
+        "replies": [
+            {
+                "tool_calls": [
+                    {"name": "goal_set", "input": {"goal": "goal one"}},
+                    {"name": "write_file", "input": {"path": "a.txt", "content": "one\n"}},
+                ]
+            },
+            {"text": "first done"},
+        ],
+    },
+    {
+        "match": "^second",
+        "replies": [
+            {
+                "tool_calls": [
+                    {"name": "goal_set", "input": {"goal": "goal two"}},
+                    {"name": "edit_file", "input": {"path": "a.txt", "old": "one", "new": "two"}},
+                    {"name": "write_file", "input": {"path": "new.txt", "content": "fresh\n"}},
+                    {"name": "shell", "input": {"command": "echo side effect > shell.txt"}},
+                ]
+            },
+            {"text": "second done"},
+        ],
+    },
     {"match": "^slow", "replies": [{"text": "slow " * 2000}]},
     {"match": ".", "replies": [{"text": "ok"}]},
-]  # fmt: skip
+]
 
 
 @pytest.fixture

@@ -79,8 +79,9 @@ def test_sigkill_during_rewinds_leaves_old_or_new_state(tmp_path: Path):
     for _ in range(6):
         proc = subprocess.Popen(
             [sys.executable, "-c", LOOP, db, model, str(ws), sid, two],
-            stdout=subprocess.PIPE, env=_env(),
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            env=_env(),
+        )
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
         time.sleep(rng.uniform(0.05, 0.4))
         proc.send_signal(signal.SIGKILL)

@@ -125,10 +125,13 @@ def test_deleting_a_turn_keeps_the_pairing_valid(store: SqlStore, sid: str):
 def note(store: SqlStore, sid: str, version: str) -> None:
     """An instruction change as a driver admits it: the delta, then its system note."""
     text = f"Standing instructions changed:\n- AGENTS.md is now:\n{version}"
-    store.append(sid, [
-        InstructionsUpdated(delta={"AGENTS.md": version * 32}, text=text),
-        MessageAdded(message=Message(role="system", blocks=(TextBlock(text=text),))),
-    ])  # fmt: skip
+    store.append(
+        sid,
+        [
+            InstructionsUpdated(delta={"AGENTS.md": version * 32}, text=text),
+            MessageAdded(message=Message(role="system", blocks=(TextBlock(text=text),))),
+        ],
+    )
 
 
 def test_deleting_a_turn_keeps_instruction_notes_on_both_sides(store: SqlStore, sid: str):
@@ -139,8 +142,13 @@ def test_deleting_a_turn_keeps_instruction_notes_on_both_sides(store: SqlStore, 
     turn(store, sid, 3)
     store.shaping.edit_history(sid, revision=store.get_session(sid).last_seq, delete_turn="turn_2")
     assert [t.rsplit("\n", 1)[-1] for t in texts(store, sid)] == [
-        "prompt 1", "answer 1", "a", "b", "prompt 3", "answer 3",
-    ]  # fmt: skip
+        "prompt 1",
+        "answer 1",
+        "a",
+        "b",
+        "prompt 3",
+        "answer 3",
+    ]
     assert is_wire_valid(store.messages(sid))
 
 
@@ -241,10 +249,13 @@ def test_reverse_lookup_by_location_and_since(store: SqlStore, clock: FakeClock)
     store.shaping.add_artifact(away, "pull_request", "https://x/pr/1", "PR 1 again")
     at_here = store.find_artifacts(location="/work/here")
     assert [(a.session_id, a.uri) for a in at_here] == [
-        (child, "git:repo#feature"), (here, "https://x/pr/1"),
-    ]  # fmt: skip
+        (child, "git:repo#feature"),
+        (here, "https://x/pr/1"),
+    ]
     assert [a.session_id for a in store.find_artifacts("https://x/pr/1", since_ms=since)] == [away]
-    assert [a.session_id for a in store.find_artifacts("https://x/pr/1", location="/work/away")] == [away]  # fmt: skip
+    assert [
+        a.session_id for a in store.find_artifacts("https://x/pr/1", location="/work/away")
+    ] == [away]
     assert [a.uri for a in store.find_artifacts(location="/work/here", since_ms=since)] == [
         "git:repo#feature"
     ]
@@ -292,10 +303,17 @@ def test_healing_the_pairing_writes_the_drop_only_heal_back(store: SqlStore, sid
     a duplicate result and a result without its call go; a message left empty goes whole; an
     unanswered call stays (authentic output; the wire gives it a placeholder)."""
     turn(store, sid, 1)
-    call = Message(role="assistant", blocks=(ToolCallBlock(id="c2", name="read_file"),
-                                             ToolCallBlock(id="c3", name="read_file")))  # fmt: skip
-    twice = Message(role="user", blocks=(ToolResultBlock(call_id="c2", output="a"),
-                                         ToolResultBlock(call_id="c2", output="again")))  # fmt: skip
+    call = Message(
+        role="assistant",
+        blocks=(ToolCallBlock(id="c2", name="read_file"), ToolCallBlock(id="c3", name="read_file")),
+    )
+    twice = Message(
+        role="user",
+        blocks=(
+            ToolResultBlock(call_id="c2", output="a"),
+            ToolResultBlock(call_id="c2", output="again"),
+        ),
+    )
     orphan = Message(role="user", blocks=(ToolResultBlock(call_id="c9", output="lost"),))
     store.append(sid, [MessageAdded(message=m) for m in (call, twice, orphan)])
     assert not is_wire_valid(store.messages(sid))
@@ -313,5 +331,6 @@ def test_healing_the_pairing_writes_the_drop_only_heal_back(store: SqlStore, sid
     with pytest.raises(ConflictError):
         store.shaping.edit_history(sid, revision=revision, heal_pairing=True)  # stale
     with pytest.raises(UsageError):
-        store.shaping.edit_history(sid, revision=store.get_session(sid).last_seq, heal_pairing=True,
-                           delete_turn="turn_1")  # fmt: skip
+        store.shaping.edit_history(
+            sid, revision=store.get_session(sid).last_seq, heal_pairing=True, delete_turn="turn_1"
+        )

@@ -13,13 +13,20 @@ from wakeful.execution import Runtime
 
 
 def _model(tmp_path: Path) -> str:
-    calls = [{"tool_calls": [{"name": "goal_set", "input": {"goal": f"goal {i}"}}]}
-             for i in range(30)]  # fmt: skip
+    calls = [
+        {"tool_calls": [{"name": "goal_set", "input": {"goal": f"goal {i}"}}]} for i in range(30)
+    ]
     path = tmp_path / "spend.json"
-    path.write_text(json.dumps({"rules": [
-        {"match": "finish", "replies": [{"text": "finished"}]},
-        {"match": ".", "replies": [*calls, {"text": "done"}]},
-    ]}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {"match": "finish", "replies": [{"text": "finished"}]},
+                    {"match": ".", "replies": [*calls, {"text": "done"}]},
+                ]
+            }
+        )
+    )
     return f"scripted:{path}"
 
 
@@ -27,16 +34,23 @@ def _used(rt: Runtime, sid: str) -> tuple[int, list[int]]:
     """The session's receipts (requests asked) and each request's tokens, from the log."""
     events = rt.store.events(sid)
     receipts = sum(isinstance(e.event, ReceiptRecorded) for e in events)
-    usage = [e.event.input_tokens + e.event.output_tokens for e in events
-             if isinstance(e.event, UsageRecorded)]  # fmt: skip
+    usage = [
+        e.event.input_tokens + e.event.output_tokens
+        for e in events
+        if isinstance(e.event, UsageRecorded)
+    ]
     return receipts, usage
 
 
 async def test_a_token_budget_pauses_before_the_request_past_it(tmp_path: Path) -> None:
     model, db = _model(tmp_path), str(tmp_path / "s.db")
     limit = 4_000
-    rt = Runtime(db, model=model, workspace=tmp_path,
-                 config=Config(budgets=BudgetConfig(session_tokens=limit)))  # fmt: skip
+    rt = Runtime(
+        db,
+        model=model,
+        workspace=tmp_path,
+        config=Config(budgets=BudgetConfig(session_tokens=limit)),
+    )
     try:
         [turn] = await rt.run("work")
         assert (turn.outcome, turn.error_kind) == ("paused", "budget")
@@ -63,8 +77,10 @@ async def test_a_token_budget_pauses_before_the_request_past_it(tmp_path: Path) 
 
 async def test_a_cost_budget_counts_priced_usage(tmp_path: Path) -> None:
     model = _model(tmp_path)
-    config = Config(prices={model: PriceConfig(input=100.0, output=100.0)},
-                    budgets=BudgetConfig(session_usd=0.5))  # fmt: skip
+    config = Config(
+        prices={model: PriceConfig(input=100.0, output=100.0)},
+        budgets=BudgetConfig(session_usd=0.5),
+    )
     rt = Runtime(str(tmp_path / "s.db"), model=model, workspace=tmp_path, config=config)
     try:
         [turn] = await rt.run("work")
@@ -77,8 +93,12 @@ async def test_a_cost_budget_counts_priced_usage(tmp_path: Path) -> None:
 
 
 async def test_no_budget_no_pause(tmp_path: Path) -> None:
-    rt = Runtime(str(tmp_path / "s.db"), model=_model(tmp_path), workspace=tmp_path,
-                 config=Config(loop_guard={"enabled": False}))  # fmt: skip
+    rt = Runtime(
+        str(tmp_path / "s.db"),
+        model=_model(tmp_path),
+        workspace=tmp_path,
+        config=Config(loop_guard={"enabled": False}),
+    )
     try:
         [turn] = await rt.run("work")
         assert turn.outcome == "completed" and turn.final_text == "done"

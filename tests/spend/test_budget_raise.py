@@ -17,16 +17,20 @@ from wakeful.runner._budget_gate import limits
 
 
 def _model(tmp_path: Path) -> str:
-    calls = [{"tool_calls": [{"name": "goal_set", "input": {"goal": f"goal {i}"}}]}
-             for i in range(40)]  # fmt: skip
+    calls = [
+        {"tool_calls": [{"name": "goal_set", "input": {"goal": f"goal {i}"}}]} for i in range(40)
+    ]
     path = tmp_path / "spend.json"
     path.write_text(json.dumps({"rules": [{"match": ".", "replies": [*calls, {"text": "done"}]}]}))
     return f"scripted:{path}"
 
 
 def _tokens(rt: Runtime, sid: str) -> int:
-    return sum(e.event.input_tokens + e.event.output_tokens for e in rt.store.events(sid)
-               if isinstance(e.event, UsageRecorded))  # fmt: skip
+    return sum(
+        e.event.input_tokens + e.event.output_tokens
+        for e in rt.store.events(sid)
+        if isinstance(e.event, UsageRecorded)
+    )
 
 
 async def test_a_raise_continues_the_paused_turn_until_the_new_limit(tmp_path: Path) -> None:

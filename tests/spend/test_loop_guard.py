@@ -18,10 +18,16 @@ GREP = {"name": "grep", "input": {"pattern": "nothing-matches-this"}}
 
 def _model(tmp_path: Path, replies: list[dict]) -> str:
     path = tmp_path / "loop.json"
-    path.write_text(json.dumps({"rules": [
-        {"match": "done", "replies": [{"text": "ok, stopping"}]},
-        {"match": ".", "replies": replies},
-    ]}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {"match": "done", "replies": [{"text": "ok, stopping"}]},
+                    {"match": ".", "replies": replies},
+                ]
+            }
+        )
+    )
     return f"scripted:{path}"
 
 
@@ -29,8 +35,9 @@ async def _turn(tmp_path: Path, replies: list[dict], config: Config) -> tuple[Ru
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     (work / "a.txt").write_text("a\n")
-    rt = Runtime(str(tmp_path / "s.db"), model=_model(tmp_path, replies), workspace=work,
-                 config=config)  # fmt: skip
+    rt = Runtime(
+        str(tmp_path / "s.db"), model=_model(tmp_path, replies), workspace=work, config=config
+    )
     [turn] = await rt.run("look around")
     return rt, turn
 
@@ -79,8 +86,9 @@ async def test_steps_with_nothing_new_pause_too(tmp_path: Path) -> None:
 
 
 async def test_turned_off_the_turn_runs_to_its_step_limit(tmp_path: Path) -> None:
-    config = Config(loop_guard=LoopGuardConfig(enabled=False),
-                    agents={"build": AgentConfig(max_steps=8)})  # fmt: skip
+    config = Config(
+        loop_guard=LoopGuardConfig(enabled=False), agents={"build": AgentConfig(max_steps=8)}
+    )
     rt, turn = await _turn(tmp_path, [{"tool_calls": [LIST]}], config)
     try:
         assert turn.error_kind != "loop"  # type: ignore[attr-defined]

@@ -35,12 +35,14 @@ def test_the_shipped_table_is_data_and_an_unknown_model_has_no_price() -> None:
 
 
 def test_configured_prices_win_by_spec_then_server_then_longest_prefix() -> None:
-    table = PriceTable.of({
-        "openai-compatible:llama3@http://gpu:8000/v1": PriceConfig(input=1.0, output=2.0),
-        "@http://gpu:8000/v1": PriceConfig(input=0.0, output=0.0),
-        "gpt-4o": PriceConfig(input=5.0, output=20.0, cache_read=1.0),
-        "my-": PriceConfig(input=3.0, output=3.0),
-    })  # fmt: skip
+    table = PriceTable.of(
+        {
+            "openai-compatible:llama3@http://gpu:8000/v1": PriceConfig(input=1.0, output=2.0),
+            "@http://gpu:8000/v1": PriceConfig(input=0.0, output=0.0),
+            "gpt-4o": PriceConfig(input=5.0, output=20.0, cache_read=1.0),
+            "my-": PriceConfig(input=3.0, output=3.0),
+        }
+    )
     assert table.cost("openai-compatible:llama3@http://gpu:8000/v1", MILLION) == 3.0
     assert table.cost("openai-compatible:qwen@http://gpu:8000/v1", MILLION) == 0.0  # free, known
     assert table.cost("openai-compatible:qwen@http://other:8000/v1", MILLION) is None
@@ -105,8 +107,9 @@ def test_replay_and_session_show_say_unknown_never_zero(wk: Wk, workdir: Path) -
     assert "unknown" in shown and "$0.0000" not in shown
     replayed = wk("replay", sid, "--turn", "1", "--step", "1", "--model", model).stdout
     assert "unknown" in replayed and "$0.000000" not in replayed
-    data = json.loads(wk("replay", sid, "--turn", "1", "--step", "1", "--model", model,
-                         "--format", "json").stdout)  # fmt: skip
+    data = json.loads(
+        wk("replay", sid, "--turn", "1", "--step", "1", "--model", model, "--format", "json").stdout
+    )
     assert data["models"][model]["cost_usd"] is None
     # Priced in wakeful.toml, the same replay shows a cost.
     (workdir / "wakeful.toml").write_text(f'[prices."{model}"]\ninput = 1.0\noutput = 1.0\n')

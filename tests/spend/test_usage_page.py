@@ -68,8 +68,12 @@ def test_the_inspector_charts_usage(
             total = page.locator("#usage-total")
             expect(total).to_contain_text(f"{int(filled_db[1]['requests'])}")
             expect(total).to_contain_text("unknown")  # some requests had no known price
-            heights = [float(h) for h in page.locator("#usage-chart rect.bar-in").evaluate_all(
-                "rs => rs.map(r => r.getBBox().height)")]  # fmt: skip
+            heights = [
+                float(h)
+                for h in page.locator("#usage-chart rect.bar-in").evaluate_all(
+                    "rs => rs.map(r => r.getBBox().height)"
+                )
+            ]
             assert all(h > 0 for h in heights)
             page.screenshot(path=str(tmp_path / "usage-day.png"), full_page=True)
             page.select_option("#usage-by", "model")

@@ -29,8 +29,9 @@ def fill(store: SqlStore, clock: FakeClock, sessions: int = SESSIONS) -> list[st
     for i in range(sessions):
         clock.advance(START_MS + (i % 5) * DAY_MS + i - clock.now_ms())
         meta = {"user": f"u{i % 3}"} if i % 4 else None
-        root = store.create_session(agent=("build", "plan")[i % 2], model=MODELS[i % 3],
-                                    metadata=meta)  # fmt: skip
+        root = store.create_session(
+            agent=("build", "plan")[i % 2], model=MODELS[i % 3], metadata=meta
+        )
         targets = [root.id]
         if i % 10 == 0:
             child = store.create_session(agent="explore", parent_id=root.id, root_id=root.id)
@@ -42,21 +43,37 @@ def fill(store: SqlStore, clock: FakeClock, sessions: int = SESSIONS) -> list[st
             for step in range(1 + i % 3):
                 rid = f"rcp_{i}_{j}_{step}"
                 events += [
-                    ReceiptRecorded(receipt_id=rid, step=step + 1, attempt=1, model=model,
-                                    request_digest="0" * 64),
-                    UsageRecorded(input_tokens=100 + i, output_tokens=10 + step,
-                                  cache_read_tokens=i % 7, cache_write_tokens=i % 5,
-                                  cost_usd=None if model.startswith("scripted") else 0.001 * (step + 1),
-                                  receipt_id=rid),
-                ]  # fmt: skip
+                    ReceiptRecorded(
+                        receipt_id=rid,
+                        step=step + 1,
+                        attempt=1,
+                        model=model,
+                        request_digest="0" * 64,
+                    ),
+                    UsageRecorded(
+                        input_tokens=100 + i,
+                        output_tokens=10 + step,
+                        cache_read_tokens=i % 7,
+                        cache_write_tokens=i % 5,
+                        cost_usd=None if model.startswith("scripted") else 0.001 * (step + 1),
+                        receipt_id=rid,
+                    ),
+                ]
             store.append(sid, events)
     return ids
 
 
 def log_totals(store: SqlStore, ids: list[str]) -> dict[str, float]:
     """The usage of every `usage.recorded` event, summed from each session's log."""
-    totals = {"requests": 0, "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
-              "cache_write_tokens": 0, "priced_cost_usd": 0.0, "unpriced_requests": 0}  # fmt: skip
+    totals = {
+        "requests": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+        "priced_cost_usd": 0.0,
+        "unpriced_requests": 0,
+    }
     for sid in ids:
         for e in store.events(sid, types=["usage.recorded"]):
             u = e.event
@@ -143,8 +160,10 @@ def test_the_command_prints_text_json_and_csv_that_agree(
 
 def test_bad_use_is_one_line(wk: Wk, workdir: Path) -> None:
     wk("session", "new", check=False)
-    for args, words in [(["usage", "--since", "yesterday"], "since 'yesterday'"),
-                        (["usage", "--by", "planet"], "planet")]:  # fmt: skip
+    for args, words in [
+        (["usage", "--since", "yesterday"], "since 'yesterday'"),
+        (["usage", "--by", "planet"], "planet"),
+    ]:
         done = wk(*args, check=False)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert words in done.stderr and "Traceback" not in done.stderr

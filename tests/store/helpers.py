@@ -10,9 +10,13 @@ from wakeful.store import ClaimToken, SqlStore
 
 
 def add_message(
-    store: SqlStore, session_id: str, message: Message, *, turn_id: str | None = None,
+    store: SqlStore,
+    session_id: str,
+    message: Message,
+    *,
+    turn_id: str | None = None,
     claim: ClaimToken | None = None,
-) -> StoredEvent:  # fmt: skip
+) -> StoredEvent:
     """Append one transcript message (a `message.added`) and return it as stored."""
     return store.append(session_id, [MessageAdded(message=message, turn_id=turn_id)], claim)[0]
 

@@ -12,8 +12,11 @@ from wakeful.config import StoreConfig
 from wakeful.errors import ConflictError, NotFoundError, StoreBusyError, UsageError
 from wakeful.store import Admission, AdmissionRequest, SqlStore, open_store
 
-IMAGE = {"type": "image", "media_type": "image/png",
-         "data": base64.b64encode(b"\x89PNG-bytes").decode()}  # fmt: skip
+IMAGE = {
+    "type": "image",
+    "media_type": "image/png",
+    "data": base64.b64encode(b"\x89PNG-bytes").decode(),
+}
 
 
 def _text(text: str) -> dict[str, object]:
@@ -50,9 +53,16 @@ def test_mixed_outcomes_in_one_transaction(store: SqlStore) -> None:
     ]
     out = store.admit_together(requests)
     assert [type(o) for o in out] == [
-        Admission, Admission, Admission, ConflictError, NotFoundError, UsageError, Admission,
-        Admission, Admission,
-    ]  # fmt: skip
+        Admission,
+        Admission,
+        Admission,
+        ConflictError,
+        NotFoundError,
+        UsageError,
+        Admission,
+        Admission,
+        Admission,
+    ]
     for r, o in zip(requests, out, strict=True):  # each error is the one `admit` raises alone
         if isinstance(o, Exception):
             lone = _lone_error(store, r)
@@ -115,11 +125,13 @@ def test_a_lock_timeout_mid_batch_fails_that_request_alone(db_url: str) -> None:
         held = store.create_session("ses_together_held").id
         with psycopg.connect(db_url) as other:
             other.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (held,))
-            out = store.admit_together([
-                AdmissionRequest(a, "first", "user", _text("before")),
-                AdmissionRequest(held, "stuck", "user", _text("held")),
-                AdmissionRequest(a, "last", "user", _text("after")),
-            ])  # fmt: skip
+            out = store.admit_together(
+                [
+                    AdmissionRequest(a, "first", "user", _text("before")),
+                    AdmissionRequest(held, "stuck", "user", _text("held")),
+                    AdmissionRequest(a, "last", "user", _text("after")),
+                ]
+            )
             other.rollback()
         assert isinstance(out[0], Admission) and out[0].created
         assert isinstance(out[1], StoreBusyError)

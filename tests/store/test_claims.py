@@ -90,8 +90,9 @@ def test_start_drain_over_a_released_claim_with_a_running_call_promotes_nothing(
     call = ToolCallBlock(id="call_1", name="shell", input={"command": "true"})
     reply = Message(role="assistant", blocks=(call,))
     started = ToolCallStarted(call_id="call_1", message_id=reply.id, name="shell", input={})
-    store.append("ses_a", [MessageAdded(message=reply, turn_id="turn_1"), started],
-                 fence(first.claim))  # fmt: skip
+    store.append(
+        "ses_a", [MessageAdded(message=reply, turn_id="turn_1"), started], fence(first.claim)
+    )
     store.append("ses_a", [TurnEnded(turn_id="turn_1", outcome="failed")], fence(first.claim))
     assert store.claims.release(first.claim)  # its result was never saved
     store.admit("ses_a", "i2", "user", {"text": "two"})

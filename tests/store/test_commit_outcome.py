@@ -37,10 +37,13 @@ COMMIT = b"COMMIT\x00"  # the statement's text in the Parse message of the exten
 
 def _error_response(severity: str, code: str, text: str) -> bytes:
     """A protocol ErrorResponse message, as the server sends it."""
-    fields = b"".join(
-        kind + value.encode() + b"\x00"
-        for kind, value in ((b"S", severity), (b"V", severity), (b"C", code), (b"M", text))
-    ) + b"\x00"  # fmt: skip
+    fields = (
+        b"".join(
+            kind + value.encode() + b"\x00"
+            for kind, value in ((b"S", severity), (b"V", severity), (b"C", code), (b"M", text))
+        )
+        + b"\x00"
+    )
     return b"E" + (len(fields) + 4).to_bytes(4, "big") + fields
 
 
@@ -123,8 +126,11 @@ def proxied_store(
     with fresh_database() as url:
         parts = urlsplit(url)
         proxy = CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-        netloc = f"{parts.username}@127.0.0.1:{proxy.port}" if parts.username else (
-            f"127.0.0.1:{proxy.port}")  # fmt: skip
+        netloc = (
+            f"{parts.username}@127.0.0.1:{proxy.port}"
+            if parts.username
+            else (f"127.0.0.1:{proxy.port}")
+        )
         through = open_store(urlunsplit(parts._replace(netloc=netloc)), options=options)
         direct = open_store(url)
         try:

@@ -119,10 +119,17 @@ def test_processes_admit_promote_and_follow_the_same_sessions(db_url: str, tmp_p
                 wait_for_line(proc, out, "sync")
             busy_args = ["--busy-ms", "20"]  # SQLite: short timeout so contention surfaces as busy
             workers = [
-                spawn("admit", db_url, str(w), ",".join(SESSIONS), str(PER_WORKER), *busy_args,
-                      stdin=True)
+                spawn(
+                    "admit",
+                    db_url,
+                    str(w),
+                    ",".join(SESSIONS),
+                    str(PER_WORKER),
+                    *busy_args,
+                    stdin=True,
+                )
                 for w in range(WORKERS)
-            ]  # fmt: skip
+            ]
             for proc, out in workers:
                 wait_for_line(proc, out, "ready")
             for proc, _out in workers:  # the start gun, as close together as we can

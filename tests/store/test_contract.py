@@ -164,8 +164,10 @@ def test_a_promotions_tail_is_written_last_only_when_nothing_is_delivered(store:
     assert promote_step(store, "ses_a", None, then=then) == []
     assert [m.text() for m in store.messages("ses_a")][-1] == "then"
     assert [e.type for e in store.events("ses_a")][-3:] == [
-        "inbox.rejected", "session.error", "message.added",
-    ]  # fmt: skip
+        "inbox.rejected",
+        "session.error",
+        "message.added",
+    ]
     store.admit("ses_a", "steer", "user", {"text": "steer"})
     again, unwritten = (
         MessageAdded(message=assistant("again")),
@@ -273,8 +275,10 @@ def test_fork_carries_the_tail_hide_point_at_its_place(store: SqlStore):
     first = add_message(store, "ses_a", assistant("one"))
     kept = assistant("two")
     add_message(store, "ses_a", kept)
-    [tail] = store.append("ses_a", [CompactionTail(hide_before_id=kept.id, through_seq=first.seq,
-                                                   hidden=1, input_id="c1")])  # fmt: skip
+    [tail] = store.append(
+        "ses_a",
+        [CompactionTail(hide_before_id=kept.id, through_seq=first.seq, hidden=1, input_id="c1")],
+    )
     add_message(store, "ses_a", assistant("three"))
     child = store.fork("ses_a")
     assert texts(store, child.id) == ["one", "two", "three"]
@@ -342,17 +346,22 @@ def test_listing_is_exact_while_the_index_lags(store: SqlStore, clock):
     for roots_only in (True, False):
         for archived in (None, True, False):
             want = sorted(
-                (r for r in rows.values()
-                 if (not roots_only or r.parent_id is None)
-                 and (archived is None or r.archived == archived)),
-                key=lambda r: (r.updated_ms, r.id), reverse=True,
-            )  # fmt: skip
+                (
+                    r
+                    for r in rows.values()
+                    if (not roots_only or r.parent_id is None)
+                    and (archived is None or r.archived == archived)
+                ),
+                key=lambda r: (r.updated_ms, r.id),
+                reverse=True,
+            )
             for limit in (1, 2, 3, 7, 50):
                 got: list[str] = []
                 cursor = None
                 while True:
-                    page = store.list_sessions(roots_only=roots_only, archived=archived,
-                                               limit=limit, cursor=cursor)  # fmt: skip
+                    page = store.list_sessions(
+                        roots_only=roots_only, archived=archived, limit=limit, cursor=cursor
+                    )
                     assert len(page.sessions) <= limit
                     got += [r.id for r in page.sessions]
                     cursor = page.next_cursor
@@ -509,19 +518,24 @@ def test_turn_opening_reads_at_once_what_the_separate_reads_say(store: SqlStore)
     store.create_session("ses_a")
     check("ses_a")  # nothing of any part
     summary = assistant("the summary")
-    store.append("ses_a", [
-        ApprovalRequested(call_id="c1", message_id="m1", name="bash"),
-        UsageRecorded(input_tokens=1),
-        MessageAdded(message=summary),
-        CompactionEnded(summary_message_id=summary.id, through_seq=2),
-        CompactionEnded(summary_message_id="msg_not_stored", through_seq=3),  # not live
-        ApprovalDecided(call_id="c1", decision="always", name="bash"),
-        CompactionTail(hide_before_id=summary.id, through_seq=4),
-        WorkStateUpdated(kind="goal", value="g"),
-        RetryScheduled(turn_id="t1", step=1, attempt=2, deadline_ms=5, error_kind="x", error="e"),
-        UsageRecorded(input_tokens=2),
-        SessionUpdated(title="t"),
-    ])  # fmt: skip
+    store.append(
+        "ses_a",
+        [
+            ApprovalRequested(call_id="c1", message_id="m1", name="bash"),
+            UsageRecorded(input_tokens=1),
+            MessageAdded(message=summary),
+            CompactionEnded(summary_message_id=summary.id, through_seq=2),
+            CompactionEnded(summary_message_id="msg_not_stored", through_seq=3),  # not live
+            ApprovalDecided(call_id="c1", decision="always", name="bash"),
+            CompactionTail(hide_before_id=summary.id, through_seq=4),
+            WorkStateUpdated(kind="goal", value="g"),
+            RetryScheduled(
+                turn_id="t1", step=1, attempt=2, deadline_ms=5, error_kind="x", error="e"
+            ),
+            UsageRecorded(input_tokens=2),
+            SessionUpdated(title="t"),
+        ],
+    )
     check("ses_a")
     assert len(turn_opening(store, "ses_a", approvals, 3).compactions) == 1
     assert [e.event.input_tokens for e in turn_opening(store, "ses_a", approvals, 3).usage] == [2]  # type: ignore[union-attr]
@@ -565,8 +579,13 @@ def test_summaries_count_what_a_listing_shows(store: SqlStore):
     store.admit("ses_s", "i1", "user", {"blocks": blocks})  # type: ignore[dict-item]
     promote_idle(store, "ses_s", None, start_turn="turn_1")
     store.append("ses_s", [TurnEnded(turn_id="turn_1", outcome="completed")])
-    store.append("ses_s", [TurnStarted(turn_id="turn_x"),  # (a turn without an input)
-                           TurnEnded(turn_id="turn_x", outcome="completed")])  # fmt: skip
+    store.append(
+        "ses_s",
+        [
+            TurnStarted(turn_id="turn_x"),  # (a turn without an input)
+            TurnEnded(turn_id="turn_x", outcome="completed"),
+        ],
+    )
     store.admit("ses_s", "i2", "user", {"text": "second " + "x" * 300})
     promote_idle(store, "ses_s", None, start_turn="turn_2")
     store.append("ses_s", [TurnEnded(turn_id="turn_2", outcome="completed")])

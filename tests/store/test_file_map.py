@@ -40,10 +40,15 @@ class DictMap:
 
 def script(tmp_path: Path) -> str:
     path = tmp_path / "script.json"
-    rules = [{"match": ".", "replies": [
-        {"tool_calls": [{"name": "goal_set", "input": {"goal": "remember"}}]},
-        {"text": "noted"},
-    ]}]  # fmt: skip
+    rules = [
+        {
+            "match": ".",
+            "replies": [
+                {"tool_calls": [{"name": "goal_set", "input": {"goal": "remember"}}]},
+                {"text": "noted"},
+            ],
+        }
+    ]
     path.write_text(json.dumps({"rules": rules}))
     return f"scripted:{path}"
 
@@ -58,7 +63,12 @@ async def test_turns_run_on_a_directory_map_and_survive_a_reopen(tmp_path: Path)
     receipts = len(store.receipts(sid))
     await rt.aclose()
     store.close()
-    assert sorted(p.name for p in where.iterdir()) == [".lock", "meta.json", "store.b64", "turns.jsonl"]  # fmt: skip
+    assert sorted(p.name for p in where.iterdir()) == [
+        ".lock",
+        "meta.json",
+        "store.b64",
+        "turns.jsonl",
+    ]
     meta = json.loads((where / "meta.json").read_text())
     assert meta["format"] == "wakeful-file-map/1" and meta["session"] == sid
     [row] = meta["sessions"]
@@ -106,8 +116,7 @@ def test_a_second_process_cannot_open_the_same_directory(tmp_path: Path):
     store = file_map_store(tmp_path / "m")
     store.create_session(title="mine")
     code = f"from wakeful.store import file_map_store\nfile_map_store({str(tmp_path / 'm')!r})"
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=60)  # fmt: skip
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert other.returncode != 0 and "is open in another process" in other.stderr
     store.close()
     with pytest.raises(StoreBusyError):  # in this process too, while one is open

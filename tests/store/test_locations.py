@@ -83,8 +83,12 @@ def test_migration_backfills_locations(db_url: str, clock: FakeClock):
     try:
         got: Callable[[str], str | None] = lambda sid: store.get_session(sid).location  # noqa: E731
         assert [got(s) for s in (a, child, fork, bare, none)] == [
-            "/w/a", "/w/a", "/w/a", None, None,
-        ]  # fmt: skip
+            "/w/a",
+            "/w/a",
+            "/w/a",
+            None,
+            None,
+        ]
         assert store.latest_session("/w/a").id in (a, fork)  # type: ignore[union-attr]
         assert [r.id for r in store.children(a)] == [child]
     finally:

@@ -57,11 +57,17 @@ def check_v1_data(store: SqlStore) -> None:
     assert [s.id for s in store.list_sessions(archived=True).sessions] == ["ses_v1_beta"]
     alpha = store.get_session(ALPHA)
     assert (alpha.title, alpha.agent, alpha.model, alpha.status) == (
-        "alpha", "build", "scripted:fixture.json", "idle",
-    )  # fmt: skip
+        "alpha",
+        "build",
+        "scripted:fixture.json",
+        "idle",
+    )
     assert (alpha.last_seq, alpha.input_tokens, alpha.output_tokens, alpha.cost_usd) == (
-        21, 120, 30, 0.25,
-    )  # fmt: skip
+        21,
+        120,
+        30,
+        0.25,
+    )
     assert store.get_session("ses_v1_child").root_id == ALPHA
     assert (fork.fork_seq, fork.title) == (17, "fork")
     # Transcripts, including the delivered input and a tool call and its result.
@@ -77,8 +83,9 @@ def check_v1_data(store: SqlStore) -> None:
     assert store.input(ALPHA, "in_1").status == "delivered"
     assert store.input(ALPHA, "in_bad").status == "rejected"
     assert [(i.input_id, i.delivery, i.kind) for i in store.pending(ALPHA)] == [
-        ("in_2", "queue", "user"), ("in_3", "steer", "compaction"),
-    ]  # fmt: skip
+        ("in_2", "queue", "user"),
+        ("in_3", "steer", "compaction"),
+    ]
     # Every event of every session decodes with today's types; seqs are gap-free.
     for row in every:
         events = store.events(row.id)

@@ -58,16 +58,23 @@ def _dump(event: Any) -> str:
     return json.dumps(event.model_dump(mode="json", exclude_none=True))
 
 
-def _value(kinds: tuple[str, ...], literals: tuple[str, ...], nested: tuple[str, ...],
-           full: bool) -> Any:  # fmt: skip
+def _value(
+    kinds: tuple[str, ...], literals: tuple[str, ...], nested: tuple[str, ...], full: bool
+) -> Any:
     if nested:
         items = [_sample(m, full) for m in nested]
         return items if "list" in kinds else items[0]
     if literals:
         return literals[-1]
-    for kind, value in (("str", "s\u00e9"), ("int", 7), ("float", 1.25), ("bool", True),
-                        ("list", []), ("dict", {"k": "v"}),
-                        ("any", {"x": None})):  # fmt: skip
+    for kind, value in (
+        ("str", "s\u00e9"),
+        ("int", 7),
+        ("float", 1.25),
+        ("bool", True),
+        ("list", []),
+        ("dict", {"k": "v"}),
+        ("any", {"x": None}),
+    ):
         if kind in kinds:
             return value
     return None
@@ -141,8 +148,13 @@ def test_bodies_the_store_did_not_write_read_as_the_models_read_them() -> None:
             assert json.loads(got)["message"]["id"].startswith("msg_")  # a fresh id, as before
             continue
         assert got == expected, body
-    for bad in ('{"v":1,"type":"turn.started","turn_id":"t","extra":1}', '{"v":1,"type":"x"}',
-                "[1]", "not json", '{"v":1,"type":"turn.ended","turn_id":"t","outcome":"won"}'):  # fmt: skip
+    for bad in (
+        '{"v":1,"type":"turn.started","turn_id":"t","extra":1}',
+        '{"v":1,"type":"x"}',
+        "[1]",
+        "not json",
+        '{"v":1,"type":"turn.ended","turn_id":"t","outcome":"won"}',
+    ):
         with pytest.raises(StoreError, match="unreadable event"):
             event_data(bad)
 
@@ -162,7 +174,7 @@ def _messages() -> list[Message]:
             metadata={"a": None},
             lane="l",
             aborted=True,
-        )  # fmt: skip
+        )
     )
     messages.append(Message(role="assistant", blocks=(ToolCallBlock(id="c", name="n"),)))
     return messages
@@ -181,25 +193,40 @@ def _fill(store: SqlStore, *, blocks: bool = True) -> str:
     sid = store.create_session(title="plain").id
     call = ToolCallBlock(id="c1", name="shell", input={"command": "ls"})
     reply = Message(role="assistant", blocks=(TextBlock(text="let me"), call))
-    store.append(sid, [
-        TurnStarted(turn_id="t1", input_ids=("a",)),
-        MessageAdded(message=system("instructions")),
-        MessageAdded(message=reply, turn_id="t1"),
-        UsageRecorded(input_tokens=10, output_tokens=3, cost_usd=0.1, cache_read_tokens=4),
-        UsageRecorded(input_tokens=5, output_tokens=1, cost_usd=0.2),
-        ReceiptRecorded(receipt_id="r", turn_id="t1", step=2, attempt=1, model="m",
-                        request_digest="d"),
-        RetryScheduled(turn_id="t1", step=1, attempt=2, deadline_ms=9, error_kind="k", error="e"),
-        TurnEnded(turn_id="t1", outcome="paused", error="waiting", truncated=True),
-        ApprovalRequested(call_id="c1", message_id=reply.id, name="shell", preview="$ ls"),
-        ApprovalRequested(call_id="c2", message_id=reply.id, name="grep", input={"p": "x"}),
-        ApprovalDecided(call_id="c2", decision="always"),
-    ])  # fmt: skip
+    store.append(
+        sid,
+        [
+            TurnStarted(turn_id="t1", input_ids=("a",)),
+            MessageAdded(message=system("instructions")),
+            MessageAdded(message=reply, turn_id="t1"),
+            UsageRecorded(input_tokens=10, output_tokens=3, cost_usd=0.1, cache_read_tokens=4),
+            UsageRecorded(input_tokens=5, output_tokens=1, cost_usd=0.2),
+            ReceiptRecorded(
+                receipt_id="r", turn_id="t1", step=2, attempt=1, model="m", request_digest="d"
+            ),
+            RetryScheduled(
+                turn_id="t1", step=1, attempt=2, deadline_ms=9, error_kind="k", error="e"
+            ),
+            TurnEnded(turn_id="t1", outcome="paused", error="waiting", truncated=True),
+            ApprovalRequested(call_id="c1", message_id=reply.id, name="shell", preview="$ ls"),
+            ApprovalRequested(call_id="c2", message_id=reply.id, name="grep", input={"p": "x"}),
+            ApprovalDecided(call_id="c2", decision="always"),
+        ],
+    )
     store.admit(sid, "in1", "user", {"text": "typed", "metadata": {"via": "api", "n": None}})
     store.admit(sid, "in2", "user", {"text": "signal", "origin": {"kind": "signal", "source": "x"}})
     if blocks:  # read through the models (they may convert its values: `is_error: 1`)
-        store.admit(sid, "in3", "user", {"blocks": [{"text": "b", "type": "text"}, {
-            "type": "tool_result", "call_id": "z", "output": "o", "is_error": 1}]})  # fmt: skip
+        store.admit(
+            sid,
+            "in3",
+            "user",
+            {
+                "blocks": [
+                    {"text": "b", "type": "text"},
+                    {"type": "tool_result", "call_id": "z", "output": "o", "is_error": 1},
+                ]
+            },
+        )
     store.admit(sid, "in4", "compaction", {"reason": "manual"})  # a control item: no message
     for _ in range(4):
         store.promote(sid, idle=True)
@@ -223,7 +250,10 @@ def test_the_transcript_runs_and_approvals_read_plain_as_through_the_models(
     sid = _fill(store)
     messages = store.messages(sid)
     assert [m["blocks"][0].get("text") for m in store.plain_messages(sid)][-3:] == [
-        "typed", "signal", "b"]  # fmt: skip
+        "typed",
+        "signal",
+        "b",
+    ]
     assert store.plain_messages(sid) == [
         m.model_dump(mode="json", exclude_none=True) for m in messages
     ]
@@ -359,7 +389,12 @@ def test_a_session_names_the_shapes_of_its_message_bodies(store: SqlStore) -> No
     store.append(sid, [MessageAdded(message=assistant("four"))])
     assert _message_shapes(store, sid) == "-"
     assert [m["blocks"][0]["text"] for m in store.plain_messages(sid)] == [
-        "hi", "one", "two", "three", "four"]  # fmt: skip
+        "hi",
+        "one",
+        "two",
+        "three",
+        "four",
+    ]
 
 
 def test_every_kind_of_message_reads_plain_as_through_the_models_as_stored_or_not(
@@ -368,14 +403,16 @@ def test_every_kind_of_message_reads_plain_as_through_the_models_as_stored_or_no
     sid = _fill(store)
     store.append(sid, [MessageAdded(message=m) for m in _messages()])
     replaced = store.messages(sid)[0]  # the system message
-    store.shaping.edit_history(sid, revision=store.get_session(sid).last_seq, message_id=replaced.id,
-                       text="replaced")  # fmt: skip
+    store.shaping.edit_history(
+        sid, revision=store.get_session(sid).last_seq, message_id=replaced.id, text="replaced"
+    )
     store.admit(sid, "in6", "user", {"text": "after the edit"})
     store.promote(sid, idle=True)
     store.append(sid, [MessageAdded(message=assistant("last"), turn_id="t9")])
     assert _message_shapes(store, sid) == SHAPES_DIGEST
-    expected = [json.dumps(m.model_dump(mode="json", exclude_none=True))
-                for m in store.messages(sid)]  # fmt: skip
+    expected = [
+        json.dumps(m.model_dump(mode="json", exclude_none=True)) for m in store.messages(sid)
+    ]
     assert len(expected) > len(_messages())
     assert "replaced" in expected[0] and "after the edit" in expected[-2]
     assert [json.dumps(m) for m in store.plain_messages(sid)] == expected  # as stored
@@ -392,8 +429,11 @@ def test_a_body_is_read_as_stored_only_in_a_session_of_todays_shapes(tmp_path: P
         sid = store.create_session().id
         store.append(sid, [MessageAdded(message=assistant("old"))])
         with store.backend.transaction(write=True) as tx:
-            tx.send("UPDATE events SET data = replace(data, ',\"aborted\":false', '') "
-                    "WHERE session_id = ? AND type = 'message.added'", (sid,))  # fmt: skip
+            tx.send(
+                "UPDATE events SET data = replace(data, ',\"aborted\":false', '') "
+                "WHERE session_id = ? AND type = 'message.added'",
+                (sid,),
+            )
         [typed] = store.messages(sid)
         assert typed.aborted is False
         filled = typed.model_dump(mode="json", exclude_none=True)

@@ -19,18 +19,27 @@ from wakeful.store import (
 
 
 def _schedule(**kw: object) -> Schedule:
-    fields: dict[str, object] = {"id": "sch_a", "kind": "interval", "spec": "1000",
-                                 "prompt": "tick", "next_fire_ms": 5_000}  # fmt: skip
+    fields: dict[str, object] = {
+        "id": "sch_a",
+        "kind": "interval",
+        "spec": "1000",
+        "prompt": "tick",
+        "next_fire_ms": 5_000,
+    }
     return Schedule(**(fields | kw))  # type: ignore[arg-type]
 
 
 def _plan(store: SqlStore, schedule: Schedule, due: int) -> FirePlan:
     assert schedule.session_id is not None
-    return FirePlan(schedule.session_id, fire_input_id(schedule.id, due), {"text": schedule.prompt}, "steer")  # fmt: skip
+    return FirePlan(
+        schedule.session_id, fire_input_id(schedule.id, due), {"text": schedule.prompt}, "steer"
+    )
 
 
 def test_save_list_get_pause_and_delete(store: SqlStore, clock: FakeClock):
-    saved = store.schedules.save(_schedule(name="ticker", template={"agent": "build"}, timezone="Europe/Paris"))  # fmt: skip
+    saved = store.schedules.save(
+        _schedule(name="ticker", template={"agent": "build"}, timezone="Europe/Paris")
+    )
     assert saved.created_ms == clock.now_ms() and saved.last_fire is None
     assert saved.template == {"agent": "build"} and saved.timezone == "Europe/Paris"
     store.schedules.save(_schedule(id="sch_b", next_fire_ms=9_000))

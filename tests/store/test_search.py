@@ -52,8 +52,10 @@ def expected(store: SqlStore, session_id: str) -> list[tuple[int, str]]:
     if store.backend.kind != "postgres":
         return rows
     with store.backend.transaction(write=False) as tx:
-        return [(seq, tx.one("SELECT wakeful_search_tsv(?)::text", (text,))[0])  # type: ignore[index]
-                for seq, text in rows]  # fmt: skip
+        return [
+            (seq, tx.one("SELECT wakeful_search_tsv(?)::text", (text,))[0])  # type: ignore[index]
+            for seq, text in rows
+        ]
 
 
 def say(store: SqlStore, session_id: str, text: str) -> None:
@@ -69,16 +71,35 @@ def ids(page) -> list[str]:
 def test_every_kind_of_content_is_indexed_with_its_message(store: SqlStore):
     sid = store.create_session(title="Parser work").id
     say(store, sid, "Why does the tokenizer choke on unicode?")
-    add_message(store, sid, Message(role="assistant", blocks=(
-        TextBlock(text="Let me look."),
-        ToolCallBlock(id="c1", name="shell", input={"command": "pytest -k lexer", "timeout": 30}),
-    )))  # fmt: skip
-    add_message(store, sid, Message(role="user", blocks=(
-        ToolResultBlock(call_id="c1", output="FAILED test_lexer_handles_emoji"),
-    )))  # fmt: skip
-    add_message(store, sid, Message(role="user", blocks=(
-        CompactSummaryBlock(summary="we fixed the grammar", through_seq=3),
-    )))  # fmt: skip
+    add_message(
+        store,
+        sid,
+        Message(
+            role="assistant",
+            blocks=(
+                TextBlock(text="Let me look."),
+                ToolCallBlock(
+                    id="c1", name="shell", input={"command": "pytest -k lexer", "timeout": 30}
+                ),
+            ),
+        ),
+    )
+    add_message(
+        store,
+        sid,
+        Message(
+            role="user",
+            blocks=(ToolResultBlock(call_id="c1", output="FAILED test_lexer_handles_emoji"),),
+        ),
+    )
+    add_message(
+        store,
+        sid,
+        Message(
+            role="user",
+            blocks=(CompactSummaryBlock(summary="we fixed the grammar", through_seq=3),),
+        ),
+    )
     add_message(store, sid, system("SECRET instruction text"))
     assert indexed(store, sid) == expected(store, sid)
     assert [body for _seq, body in expected_text(store, sid)] == [
@@ -117,9 +138,13 @@ def test_a_rare_word_finds_its_session_first_and_ranks_by_the_best_message(store
 
 def test_query_words_prefixes_and_case(store: SqlStore):
     sid = store.create_session().id
-    add_message(store, sid, assistant(
-        "Deployment of the café service failed; see foo_bar.log, mail ops@example.org, v3.14"
-    ))  # fmt: skip
+    add_message(
+        store,
+        sid,
+        assistant(
+            "Deployment of the café service failed; see foo_bar.log, mail ops@example.org, v3.14"
+        ),
+    )
     assert ids(store.search("deployment")) == [sid]
     assert ids(store.search("deploy")) == []  # whole words, no stemming
     assert ids(store.search("deploy*")) == [sid]

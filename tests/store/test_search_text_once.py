@@ -50,10 +50,13 @@ def test_search_rows_keep_no_text_on_postgres(monkeypatch: pytest.MonkeyPatch) -
         try:
             sids = _fill(store)
             with store.backend.transaction(write=False) as tx:
-                columns = {r[0] for r in tx.all(
-                    "SELECT column_name FROM information_schema.columns "
-                    "WHERE table_name = 'search_docs'"
-                )}  # fmt: skip
+                columns = {
+                    r[0]
+                    for r in tx.all(
+                        "SELECT column_name FROM information_schema.columns "
+                        "WHERE table_name = 'search_docs'"
+                    )
+                }
             assert columns == {"id", "session_id", "seq", "tsv"}
             for sid in sids:
                 assert indexed(store, sid) == expected(store, sid)

@@ -33,14 +33,22 @@ SENSITIVE = "surface-suite-sensitive-9e02"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     """One `wakeful serve` subprocess for the module, on a SQLite file of its own."""
     tmp = tmp_path_factory.mktemp("serve")
-    serve = Serve(tmp, "--token", TOKEN, "--sensitive-token", SENSITIVE, "--model", "local",
-                  env=_env(tmp))  # fmt: skip
+    serve = Serve(
+        tmp, "--token", TOKEN, "--sensitive-token", SENSITIVE, "--model", "local", env=_env(tmp)
+    )
     yield serve
     assert serve.stop() == 0
 
 
-@pytest.fixture(params=["sqlite", "memory", "file-map", "remote",
-                        pytest.param("postgres", marks=pytest.mark.postgres)])  # fmt: skip
+@pytest.fixture(
+    params=[
+        "sqlite",
+        "memory",
+        "file-map",
+        "remote",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     """Each store a host can hold, typed as what its methods answer (no `isinstance` below)."""
     if request.param == "remote":
@@ -94,10 +102,15 @@ def test_append_reads_back_through_every_read(store: Any):
     assert [e.id for e in stored] == sorted(e.id for e in stored)
     assert store.high_water(sid) == 6
     assert [m.text() for m in store.messages(sid)] == [
-        "question 0", "answer 0", "question 1", "answer 1",
-    ]  # fmt: skip
+        "question 0",
+        "answer 0",
+        "question 1",
+        "answer 1",
+    ]
     assert store.work_state(sid) == {"goal": "g"}
-    assert [e.type for e in store.events(sid, types=["work_state.updated"])] == ["work_state.updated"]  # fmt: skip
+    assert [e.type for e in store.events(sid, types=["work_state.updated"])] == [
+        "work_state.updated"
+    ]
     store.append(sid, [UsageRecorded(input_tokens=10, output_tokens=5, cost_usd=0.5)])
     row = store.get_session(sid)
     assert (row.input_tokens, row.output_tokens, row.cost_usd) == (10, 5, 0.5)

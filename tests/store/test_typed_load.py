@@ -21,11 +21,15 @@ from wakeful.store import SqlStore
 def _session(store: SqlStore) -> str:
     sid = store.create_session(title="typed").id
     call = ToolCallBlock(id="c1", name="shell", input={"command": "ls"})
-    store.append(sid, [
-        MessageAdded(message=user("first")),
-        MessageAdded(message=Message(role="assistant", blocks=(TextBlock(text="x"), call)),
-                     turn_id="t1"),
-    ])  # fmt: skip
+    store.append(
+        sid,
+        [
+            MessageAdded(message=user("first")),
+            MessageAdded(
+                message=Message(role="assistant", blocks=(TextBlock(text="x"), call)), turn_id="t1"
+            ),
+        ],
+    )
     store.admit(sid, "in1", "user", {"text": "delivered"})
     store.promote(sid, idle=True)
     store.append(sid, [MessageAdded(message=assistant(f"reply {i}")) for i in range(5)])

@@ -104,11 +104,13 @@ class WakefulAgent:
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session=True,
-                prompt_capabilities=PromptCapabilities(image=True, audio=True, embedded_context=True),
+                prompt_capabilities=PromptCapabilities(
+                    image=True, audio=True, embedded_context=True
+                ),
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
             ),
             agent_info=Implementation(name="wakeful", title="wakeful", version=__version__),
-        )  # fmt: skip
+        )
 
     async def authenticate(self, method_id: str, **_: Any) -> AuthenticateResponse | None:
         """No authentication methods: providers read their keys from the environment."""
@@ -134,9 +136,11 @@ class WakefulAgent:
         rt.check_model(rt.model, place)
         resolve_agent(rt.agent_name, place.config)
         return rt.create_session(
-            agent=rt.agent_name, model=rt.model, location=str(place.root),
+            agent=rt.agent_name,
+            model=rt.model,
+            location=str(place.root),
             metadata={"workspace": str(place.root), "client": "acp"},
-        )  # fmt: skip
+        )
 
     def _state(self, row: SessionRow) -> dict[str, Any]:
         """The session's agent and model as modes and configuration options, read with the
@@ -230,14 +234,16 @@ class WakefulAgent:
         return ListSessionsResponse(
             sessions=[
                 SessionInfo(
-                    session_id=r.id, cwd=r.location or "", title=r.title,
+                    session_id=r.id,
+                    cwd=r.location or "",
+                    title=r.title,
                     updated_at=datetime.fromtimestamp(r.updated_ms / 1000, UTC).isoformat(),
                 )
                 for r in page.sessions
                 if where is None or r.location == where
             ],
             next_cursor=page.next_cursor,
-        )  # fmt: skip
+        )
 
     async def set_session_mode(
         self, session_id: str, mode_id: str, **_: Any

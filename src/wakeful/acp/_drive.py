@@ -114,15 +114,21 @@ class Driver:
         sid = self.session_id
         async for item in stream:
             if isinstance(item, TextChunk) and item.text:
-                await send(sid, AgentMessageChunk(
-                    session_update="agent_message_chunk",
-                    content=TextContentBlock(type="text", text=item.text),
-                ))  # fmt: skip
+                await send(
+                    sid,
+                    AgentMessageChunk(
+                        session_update="agent_message_chunk",
+                        content=TextContentBlock(type="text", text=item.text),
+                    ),
+                )
             elif isinstance(item, ReasoningChunk) and item.text:
-                await send(sid, AgentThoughtChunk(
-                    session_update="agent_thought_chunk",
-                    content=TextContentBlock(type="text", text=item.text),
-                ))  # fmt: skip
+                await send(
+                    sid,
+                    AgentThoughtChunk(
+                        session_update="agent_thought_chunk",
+                        content=TextContentBlock(type="text", text=item.text),
+                    ),
+                )
             elif isinstance(item, Durable):
                 for update in _updates.live(item.event.event, self.root):
                     await send(sid, update)
@@ -183,5 +189,8 @@ def stop_reason(turn: TurnResult | None, cancelled: bool) -> StopReason:
         return "max_turn_requests"
     if turn.error_kind == "content_filter":
         return "refusal"
-    raise RequestError(-32603, f"the turn {turn.outcome}: {turn.error or turn.error_kind}",
-                       {"outcome": turn.outcome, "error_kind": turn.error_kind})  # fmt: skip
+    raise RequestError(
+        -32603,
+        f"the turn {turn.outcome}: {turn.error or turn.error_kind}",
+        {"outcome": turn.outcome, "error_kind": turn.error_kind},
+    )

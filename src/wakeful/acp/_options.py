@@ -63,14 +63,24 @@ def config_options(config: Config, agent: str, model: str) -> list[SessionConfig
     known.setdefault(agent, "")
     return [
         SessionConfigOptionSelect(
-            type="select", id=MODE_OPTION, name="Agent", category="mode", current_value=agent,
+            type="select",
+            id=MODE_OPTION,
+            name="Agent",
+            category="mode",
+            current_value=agent,
             description="The wakeful agent the session runs as.",
-            options=[SessionConfigSelectOption(value=n, name=n, description=t or None)
-                     for n, t in known.items()],
+            options=[
+                SessionConfigSelectOption(value=n, name=n, description=t or None)
+                for n, t in known.items()
+            ],
         ),
         SessionConfigOptionSelect(
-            type="select", id=MODEL_OPTION, name="Model", category="model",
-            current_value=model, description="The model spec the session uses.",
+            type="select",
+            id=MODEL_OPTION,
+            name="Model",
+            category="model",
+            current_value=model,
+            description="The model spec the session uses.",
             options=[SessionConfigSelectOption(value=m, name=m) for m in models(config, model)],
         ),
-    ]  # fmt: skip
+    ]

@@ -53,10 +53,17 @@ Update: TypeAlias = (
 
 # How each built-in tool reads in an editor: its ACP kind and the input key it is known by.
 _KINDS: dict[str, ToolKind] = {
-    "read_file": "read", "list_files": "read", "grep": "search", "write_file": "edit",
-    "edit_file": "edit", "shell": "execute", "todo_write": "think", "plan_write": "think",
-    "goal_set": "think", "task": "other",
-}  # fmt: skip
+    "read_file": "read",
+    "list_files": "read",
+    "grep": "search",
+    "write_file": "edit",
+    "edit_file": "edit",
+    "shell": "execute",
+    "todo_write": "think",
+    "plan_write": "think",
+    "goal_set": "think",
+    "task": "other",
+}
 _KNOWN_BY = {"shell": "command", "grep": "pattern", "task": "description"}
 _PLAN_STATUS = frozenset({"pending", "in_progress", "completed"})
 
@@ -107,24 +114,34 @@ def call_started(call: ToolCallBlock, root: Path) -> ToolCallStart:
     args = dict(call.input)
     diff = _diff(call.name, args, root)
     return ToolCallStart(
-        session_update="tool_call", tool_call_id=call.id, title=tool_title(call.name, args),
-        kind=tool_kind(call.name), status="pending", raw_input=args,
-        locations=_locations(args, root), content=list(diff) or None,
-    )  # fmt: skip
+        session_update="tool_call",
+        tool_call_id=call.id,
+        title=tool_title(call.name, args),
+        kind=tool_kind(call.name),
+        status="pending",
+        raw_input=args,
+        locations=_locations(args, root),
+        content=list(diff) or None,
+    )
 
 
-def call_asked(call_id: str, name: str, args: Mapping[str, JsonValue], root: Path,
-               preview: str) -> ToolCallUpdate:  # fmt: skip
+def call_asked(
+    call_id: str, name: str, args: Mapping[str, JsonValue], root: Path, preview: str
+) -> ToolCallUpdate:
     """The call a permission request is about: what `call_started` shows, plus the exact
     command or diff a person decides on (`docs/approvals.md`, "What is shown")."""
     content: list[ContentToolCallContent | FileEditToolCallContent] = list(_diff(name, args, root))
     if not content:
         content.append(ContentToolCallContent(type="content", content=_text(preview)))
     return ToolCallUpdate(
-        tool_call_id=call_id, title=tool_title(name, args), kind=tool_kind(name),
-        status="pending", raw_input=dict(args), locations=_locations(args, root),
+        tool_call_id=call_id,
+        title=tool_title(name, args),
+        kind=tool_kind(name),
+        status="pending",
+        raw_input=dict(args),
+        locations=_locations(args, root),
         content=content,
-    )  # fmt: skip
+    )
 
 
 def call_running(call_id: str) -> ToolCallProgress:
@@ -138,11 +155,12 @@ def call_ended(result: ToolResultBlock) -> ToolCallProgress:
     """The call's result: `completed`, or `failed` for an error result, with its text."""
     text = tool_result_text(result.output)
     return ToolCallProgress(
-        session_update="tool_call_update", tool_call_id=result.call_id,
+        session_update="tool_call_update",
+        tool_call_id=result.call_id,
         status="failed" if result.is_error else "completed",
         content=[ContentToolCallContent(type="content", content=_text(text))],
         raw_output={"output": text, "is_error": result.is_error},
-    )  # fmt: skip
+    )
 
 
 def plan(todos: JsonValue) -> AgentPlanUpdate | None:
@@ -156,10 +174,11 @@ def plan(todos: JsonValue) -> AgentPlanUpdate | None:
         status = todo.get("status")
         entries.append(
             PlanEntry(
-                content=content, priority="medium",
+                content=content,
+                priority="medium",
                 status=status if isinstance(status, str) and status in _PLAN_STATUS else "pending",
             )
-        )  # fmt: skip
+        )
     return AgentPlanUpdate(session_update="plan", entries=entries)
 
 

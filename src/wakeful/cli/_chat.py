@@ -140,13 +140,18 @@ class Chat:
             await self._compact()
             return True
         actions: dict[str, Callable[[str], object]] = {
-            "/help": lambda _r: self.view.say(HELP), "/new": self._new, "/fork": self._fork,
-            "/sessions": self._sessions, "/resume": self._resume,
-            "/queue": self._queue, "/approve": lambda r: self._decide(r, "allow"),
-            "/always": lambda r: self._decide(r, "always"), "/deny": lambda r: self._decide(r, "deny"),
+            "/help": lambda _r: self.view.say(HELP),
+            "/new": self._new,
+            "/fork": self._fork,
+            "/sessions": self._sessions,
+            "/resume": self._resume,
+            "/queue": self._queue,
+            "/approve": lambda r: self._decide(r, "allow"),
+            "/always": lambda r: self._decide(r, "always"),
+            "/deny": lambda r: self._decide(r, "deny"),
             "/model": lambda r: self._switch_to("model", r),
             "/agent": lambda r: self._switch_to("agent", r),
-        }  # fmt: skip
+        }
         action = actions.get(command)
         if action is None:
             self.view.say(f"unknown command {command}; /help lists them")
@@ -417,13 +422,21 @@ async def _loop(chat: Chat) -> None:
 
 @click.command()
 @session_first(session_required=False)
-@click.option("--continue", "cont", is_flag=True, help="Resume the latest session of this workspace.")  # fmt: skip
+@click.option(
+    "--continue", "cont", is_flag=True, help="Resume the latest session of this workspace."
+)
 @click.option("--agent", metavar="NAME", help="Agent profile.")
 @click.option("--model", metavar="SPEC", help="Model spec.")
 @max_output_option
 @db_option
-def chat(session: str | None, cont: bool, agent: str | None, model: str | None,
-         max_output_tokens: int | None, db: str | None) -> None:  # fmt: skip
+def chat(
+    session: str | None,
+    cont: bool,
+    agent: str | None,
+    model: str | None,
+    max_output_tokens: int | None,
+    db: str | None,
+) -> None:
     """An interactive session, new or SESSION resumed (steer while it works; /help lists
     the commands)."""
     # A model that cannot be built: exit 2 before anything, the store included, is opened.
@@ -446,8 +459,12 @@ def chat(session: str | None, cont: bool, agent: str | None, model: str | None,
 
     async def main() -> bool:
         view.say(HELP if row is None else f"{HELP}\n{resumed(rt, row)}")
-        view.say(model_line(row.model if row and row.model else rt.model,
-                            row.agent if row and row.agent else rt.agent_name))  # fmt: skip
+        view.say(
+            model_line(
+                row.model if row and row.model else rt.model,
+                row.agent if row and row.agent else rt.agent_name,
+            )
+        )
         await _loop(chat_)
         stored = chat_.materialized()
         await rt.aclose()

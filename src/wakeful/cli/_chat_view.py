@@ -198,9 +198,13 @@ class TtyView(View):
         self._on_ctrl_c = on_ctrl_c
         self._text = FormattedText
         self._prompt: PromptSession[str] = PromptSession(
-            message=self._message, multiline=True, key_bindings=self._keys(),
-            erase_when_done=True, refresh_interval=0.1, prompt_continuation="  ",
-        )  # fmt: skip
+            message=self._message,
+            multiline=True,
+            key_bindings=self._keys(),
+            erase_when_done=True,
+            refresh_interval=0.1,
+            prompt_continuation="  ",
+        )
 
     def _keys(self) -> Any:
         from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent

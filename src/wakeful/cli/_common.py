@@ -31,15 +31,23 @@ REDACTED = "[redacted: --show-sensitive]"
 TRUNCATED_NOTE = "[truncated] the reply stopped at the output limit (--max-output-tokens)"
 
 db_option = click.option(
-    "--db", "db", envvar="WAKEFUL_DB", default=None, metavar="URL",
+    "--db",
+    "db",
+    envvar="WAKEFUL_DB",
+    default=None,
+    metavar="URL",
     help="Store: a SQLite path or postgresql:// URL (default: sessions.db in the user data dir).",
-)  # fmt: skip
+)
 
 
 max_output_option = click.option(
-    "--max-output-tokens", "max_output_tokens", type=click.IntRange(min=1), default=None,
-    metavar="N", help="Output limit of every model request (overrides the configured one).",
-)  # fmt: skip
+    "--max-output-tokens",
+    "max_output_tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Output limit of every model request (overrides the configured one).",
+)
 
 
 # A command callback a click decorator returns unchanged (typed, so `mypy --strict` keeps it typed).
@@ -64,9 +72,13 @@ def format_option(*choices: str, default: str = "text") -> Callable[[_F], _F]:
     """A `--format` option offering `choices`: `text` first, each one of `FORMATS`."""
     assert choices[0] == "text" and set(choices) <= set(FORMATS), choices
     return click.option(
-        "--format", "fmt", type=_Format(choices), default=default, show_default=True,
+        "--format",
+        "fmt",
+        type=_Format(choices),
+        default=default,
+        show_default=True,
         help="Output format.",
-    )  # fmt: skip
+    )
 
 
 def require_store(db: str | None) -> None:

@@ -43,9 +43,11 @@ def compaction_text(result: CompactionResult) -> str:
 @click.command()
 @session_first()
 @click.option(
-    "--tail-turns", type=click.IntRange(min=0), default=None,
+    "--tail-turns",
+    type=click.IntRange(min=0),
+    default=None,
     help="Recent turns kept word for word (default: [compaction] tail_turns).",
-)  # fmt: skip
+)
 @format_option("text", "json")
 @db_option
 def compact(session: str, tail_turns: int | None, fmt: str, db: str | None) -> None:

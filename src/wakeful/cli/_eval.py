@@ -22,16 +22,39 @@ REGRESSION_EXIT = 1
 
 @click.command(name="eval")
 @click.argument("suite", type=click.Path(dir_okay=False, path_type=Path), metavar="SUITE.toml")
-@click.option("--junit", "junit", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              metavar="FILE", help="Also write the report as JUnit XML.")  # fmt: skip
-@click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              metavar="FILE", help="A saved report: list changes, exit 1 on a regression.")  # fmt: skip
-@click.option("--save-baseline", "save", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, metavar="FILE", help="Save this report as a baseline.")  # fmt: skip
+@click.option(
+    "--junit",
+    "junit",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Also write the report as JUnit XML.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="A saved report: list changes, exit 1 on a regression.",
+)
+@click.option(
+    "--save-baseline",
+    "save",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Save this report as a baseline.",
+)
 @format_option("text", "json")
 @db_option
-def eval_(suite: Path, junit: Path | None, baseline: Path | None, save: Path | None, fmt: str,
-          db: str | None) -> None:  # fmt: skip
+def eval_(
+    suite: Path,
+    junit: Path | None,
+    baseline: Path | None,
+    save: Path | None,
+    fmt: str,
+    db: str | None,
+) -> None:
     """Run an eval suite against its models and report per model."""
     import json
 
@@ -70,17 +93,24 @@ def eval_(suite: Path, junit: Path | None, baseline: Path | None, save: Path | N
 def _print(data: dict[str, Any]) -> None:
     from ..replay import table_lines
 
-    click.echo(f"eval {printable(data['name'])}: {len(data['cases'])} cases x "
-               f"{len(data['models'])} models  (run {data['run_id']})")  # fmt: skip
+    click.echo(
+        f"eval {printable(data['name'])}: {len(data['cases'])} cases x "
+        f"{len(data['models'])} models  (run {data['run_id']})"
+    )
     for line in table_lines(data):
         click.echo(printable(line))
-    failed = [(c["id"], m, r) for c in data["cases"] for m, r in c["results"].items()
-              if not r.get("passed", False)]  # fmt: skip
+    failed = [
+        (c["id"], m, r)
+        for c in data["cases"]
+        for m, r in c["results"].items()
+        if not r.get("passed", False)
+    ]
     for case_id, model, result in failed[:20]:
         why = result.get("error") or "; ".join(
-            f"{g['grader']}: {g.get('detail', '')}" for g in result.get("grades", [])
+            f"{g['grader']}: {g.get('detail', '')}"
+            for g in result.get("grades", [])
             if not g.get("passed", False)
-        )  # fmt: skip
+        )
         click.echo(printable(f"  FAIL {case_id} on {model}: {why}"[:200]))
     if len(failed) > 20:
         click.echo(f"  ... and {len(failed) - 20} more failures (--format json lists them)")
@@ -115,8 +145,9 @@ class _Bar:
         """One more result (`wakeful.replay.Progress`)."""
         if self._task is None:
             self._task = self._progress.add_task("eval", total=p.total, completed=p.done - 1)
-        self._progress.update(self._task, completed=p.done,
-                              description=printable(f"{p.case_id} on {p.model}")[:40])  # fmt: skip
+        self._progress.update(
+            self._task, completed=p.done, description=printable(f"{p.case_id} on {p.model}")[:40]
+        )
 
     def stop(self) -> None:
         """Take the bar off the terminal."""

@@ -23,9 +23,12 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def session_first(
-    *rest: str, required: int | None = None, session_required: bool = True,
-    lone_is_rest: bool = False, dest: str = "session",
-) -> Callable[[_F], _F]:  # fmt: skip
+    *rest: str,
+    required: int | None = None,
+    session_required: bool = True,
+    lone_is_rest: bool = False,
+    dest: str = "session",
+) -> Callable[[_F], _F]:
     """The positional arguments `SESSION REST...` of a command acting on one session, with a
     hidden `--session` alias: the callback gets `dest` (the session as typed, or None) and each
     name of `rest` (None when not given). `required`: how many of `rest` must be given
@@ -60,14 +63,19 @@ def session_first(
 
     def decorate(f: _F) -> _F:
         @functools.wraps(f)
-        def wrapper(*args: Any, positional: tuple[str, ...], session_alias: str | None,
-                    **kw: Any) -> Any:  # fmt: skip
+        def wrapper(
+            *args: Any, positional: tuple[str, ...], session_alias: str | None, **kw: Any
+        ) -> Any:
             return f(*args, **kw, **split(list(positional), session_alias))
 
         wrapper = click.option(
-            "--session", "session_alias", metavar="SESSION", type=ID, hidden=True,
+            "--session",
+            "session_alias",
+            metavar="SESSION",
+            type=ID,
+            hidden=True,
             help="The session (an alias of the SESSION argument).",
-        )(wrapper)  # fmt: skip
+        )(wrapper)
         wrapper = click.argument("positional", nargs=-1, metavar=shown)(wrapper)
         return wrapper  # type: ignore[return-value]  # the callback click calls; same signature to callers
 
@@ -127,7 +135,9 @@ def root_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> s
 
 def turn_ids(store: Store, session_id: str) -> list[str]:
     """The session's turn ids in start order (what `--turn N` counts)."""
-    return [getattr(e.event, "turn_id", "") for e in store.events(session_id, types=("turn.started",))]  # fmt: skip
+    return [
+        getattr(e.event, "turn_id", "") for e in store.events(session_id, types=("turn.started",))
+    ]
 
 
 def turn_number(store: Store, session_id: str, ref: str) -> int:

@@ -157,11 +157,13 @@ def _apply(rt: Runtime, plan: _Plan, location: str | None) -> dict[str, object]:
         place = _place(session, location)
         imported: dict[str, JsonValue] = {"format": session.format, "source_id": session.source_id}
         rt.create_session(
-            session_id=session.session_id, title=session.title, model=session.model,
+            session_id=session.session_id,
+            title=session.title,
+            model=session.model,
             location=place,
             metadata={**session.metadata, "imported_from": imported, "workspace": place},
             events=[MessageAdded(message=m) for m in plan.new],
-        )  # fmt: skip
+        )
     elif plan.new:
         rt.append_events(session.session_id, [MessageAdded(message=m) for m in plan.new])
     return {
@@ -187,9 +189,14 @@ def exported(store: Store, session_id: str) -> ExportedSession:
     metadata = getattr(created[0].event, "metadata", None) if created else None
     messages = tuple((m, added.get(m.id, row.created_ms)) for m in store.messages(row.id))
     return ExportedSession(
-        id=row.id, title=row.title, model=row.model, location=row.location,
-        created_ms=row.created_ms, metadata=dict(metadata or {}), messages=messages,
-    )  # fmt: skip
+        id=row.id,
+        title=row.title,
+        model=row.model,
+        location=row.location,
+        created_ms=row.created_ms,
+        metadata=dict(metadata or {}),
+        messages=messages,
+    )
 
 
 def export_to(target: str, session_id: str, output: str | None, db: str | None) -> None:
@@ -212,8 +219,9 @@ def export_to(target: str, session_id: str, output: str | None, db: str | None) 
         sys.stdout.buffer.write(written.data)
         sys.stdout.flush()
     if written.dropped:
-        click.echo(f"not exported: {_counts(written.dropped)} ({target} has no place for them)",
-                   err=True)  # fmt: skip
+        click.echo(
+            f"not exported: {_counts(written.dropped)} ({target} has no place for them)", err=True
+        )
 
 
 def export_otel(
@@ -231,9 +239,13 @@ def export_otel(
         row = store.get_session(store.resolve_session_id(session_id))
         receipts = {r.receipt_id: r for r in store.receipts(row.id)}
         recorded = Recorded(
-            row.id, row.agent, store.events(row.id), receipts, store.messages(row.id),
+            row.id,
+            row.agent,
+            store.events(row.id),
+            receipts,
+            store.messages(row.id),
             _requests(store, row.id, receipts.values()),
-        )  # fmt: skip
+        )
     finally:
         store.close()
     doc = otlp_request(recorded, redact=redact, version=__version__)
@@ -279,8 +291,9 @@ def _send(endpoint: str, data: bytes) -> None:
         else endpoint.rstrip("/") + "/v1/traces"
     )
     try:
-        response = httpx.post(url, content=data, headers={"Content-Type": "application/json"},
-                              timeout=30)  # fmt: skip
+        response = httpx.post(
+            url, content=data, headers={"Content-Type": "application/json"}, timeout=30
+        )
     except httpx.HTTPError as err:
         raise UsageError(f"cannot send to {url}: {err}") from None
     if response.status_code >= 300:

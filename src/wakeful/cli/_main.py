@@ -39,9 +39,14 @@ _COMMANDS = {
 @click.group(cls=LazyGroup, lazy=_COMMANDS)
 @click.version_option(__version__, prog_name="wakeful")
 @click.option(
-    "--db", metavar="URL", default=None, expose_value=False, callback=root_db, is_eager=True,
+    "--db",
+    metavar="URL",
+    default=None,
+    expose_value=False,
+    callback=root_db,
+    is_eager=True,
     help="Store of every command (as each command's own --db; that one wins).",
-)  # fmt: skip
+)
 def cli() -> None:
     """wakeful: durable sessions for LLM agents.
 

@@ -45,23 +45,41 @@ def _grace(text: str) -> int:
 )
 @click.option("--name", "name", type=TEXT, default=None, help="A name to list it by.")
 @click.option(
-    "--missed", type=click.Choice(["skip", "once"]), default="skip", show_default=True,
+    "--missed",
+    type=click.Choice(["skip", "once"]),
+    default="skip",
+    show_default=True,
     help="Fires missed in downtime: skip them, or fire once to catch up.",
-)  # fmt: skip
+)
 @click.option(
-    "--grace", "grace", type=TEXT, default="60s", show_default=True,
+    "--grace",
+    "grace",
+    type=TEXT,
+    default="60s",
+    show_default=True,
     help="How late a fire may still be taken as on time.",
-)  # fmt: skip
+)
 @click.option("--queue", is_flag=True, help="Deliver as a queued input (default: steer).")
 @click.option("--model", "model", type=TEXT, default=None, help="Model of the sessions it creates.")
 @click.option("--agent", "agent", type=TEXT, default=None, help="Agent of the sessions it creates.")
 @format_option("text", "json")
 @db_option
 def add(
-    prompt: str, cron: str | None, every: str | None, at: str | None, tz: str,
-    session: str | None, name: str | None, missed: str, grace: str, queue: bool,
-    model: str | None, agent: str | None, fmt: str, db: str | None,
-) -> None:  # fmt: skip
+    prompt: str,
+    cron: str | None,
+    every: str | None,
+    at: str | None,
+    tz: str,
+    session: str | None,
+    name: str | None,
+    missed: str,
+    grace: str,
+    queue: bool,
+    model: str | None,
+    agent: str | None,
+    fmt: str,
+    db: str | None,
+) -> None:
     """Add a schedule firing PROMPT by --cron, --every or --at (exactly one)."""
     check_text(prompt, "PROMPT", empty=False)
     grace_ms = _grace(grace)
@@ -69,9 +87,17 @@ def add(
     try:
         target = None if session is None else rt.reads.resolve_session_id(session)
         added = rt.add_schedule(
-            prompt, cron=cron, every=every, at=at, timezone=tz, session_id=target, name=name,
-            missed=missed, grace_ms=grace_ms, delivery="queue" if queue else "steer",
-        )  # fmt: skip
+            prompt,
+            cron=cron,
+            every=every,
+            at=at,
+            timezone=tz,
+            session_id=target,
+            name=name,
+            missed=missed,
+            grace_ms=grace_ms,
+            delivery="queue" if queue else "steer",
+        )
     finally:
         rt.close()
     if fmt == "json":

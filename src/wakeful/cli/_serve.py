@@ -32,27 +32,40 @@ def _is_loopback(host: str) -> bool:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
-    "--token", envvar="WAKEFUL_SERVER_TOKEN", default=None, metavar="TOKEN",
+    "--token",
+    envvar="WAKEFUL_SERVER_TOKEN",
+    default=None,
+    metavar="TOKEN",
     help="Bearer token (default: generated once and kept in the user config directory).",
-)  # fmt: skip
+)
 @click.option(
-    "--sensitive-token", envvar="WAKEFUL_SERVER_SENSITIVE_TOKEN", default=None, metavar="TOKEN",
+    "--sensitive-token",
+    envvar="WAKEFUL_SERVER_SENSITIVE_TOKEN",
+    default=None,
+    metavar="TOKEN",
     help="A token that may also read instruction text (sensitive=true).",
-)  # fmt: skip
+)
 @click.option("--model", metavar="SPEC", help="Default model of new sessions.")
 @click.option("--agent", metavar="NAME", help="Default agent of new sessions.")
 @click.option(
-    "--max-body", type=click.IntRange(min=1024), default=None, metavar="BYTES",
+    "--max-body",
+    type=click.IntRange(min=1024),
+    default=None,
+    metavar="BYTES",
     help="Largest request body accepted (default 4 MiB); larger ones get 413.",
-)  # fmt: skip
+)
 @click.option(
-    "--recover/--no-recover", default=True, show_default=True,
+    "--recover/--no-recover",
+    default=True,
+    show_default=True,
     help="At start-up, drive sessions left with pending input or an orphaned claim.",
-)  # fmt: skip
+)
 @click.option(
-    "--schedules/--no-schedules", default=True, show_default=True,
+    "--schedules/--no-schedules",
+    default=True,
+    show_default=True,
     help="Fire due schedules and drive what they admit, as a worker does.",
-)  # fmt: skip
+)
 @click.option(
     "--root-path",
     default="",
@@ -60,15 +73,26 @@ def _is_loopback(host: str) -> bool:
     help="The path a proxy serves this under and strips (e.g. /wakeful); links keep it.",
 )
 @click.option(
-    "--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
-    default="info", show_default=True,
-)  # fmt: skip
+    "--log-level",
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    default="info",
+    show_default=True,
+)
 @db_option
 def serve(
-    host: str, port: int, token: str | None, sensitive_token: str | None, model: str | None,
-    agent: str | None, max_body: int | None, recover: bool, schedules: bool, root_path: str, log_level: str,
+    host: str,
+    port: int,
+    token: str | None,
+    sensitive_token: str | None,
+    model: str | None,
+    agent: str | None,
+    max_body: int | None,
+    recover: bool,
+    schedules: bool,
+    root_path: str,
+    log_level: str,
     db: str | None,
-) -> None:  # fmt: skip
+) -> None:
     """Serve sessions over HTTP (API under /sessions, SSE logs, inspector at /ui/)."""
     import uvicorn
 
@@ -99,8 +123,14 @@ def serve(
     # uvicorn shuts down on SIGTERM, restores the handler it found and raises the signal again:
     # with Python's default handler the process then dies of it (exit 143) after a clean stop.
     signal.signal(signal.SIGTERM, _stopped)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
-                root_path=root_path.rstrip("/"))  # fmt: skip
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=5,
+        root_path=root_path.rstrip("/"),
+    )
 
 
 def _stopped(signum: int, frame: object) -> None:

@@ -61,13 +61,27 @@ def row_json(row: SessionRow) -> dict[str, Any]:
 @click.option("--archived", is_flag=True, help="Only archived sessions.")
 @click.option("--all", "all_", is_flag=True, help="Archived and not.")
 @click.option("--agent", metavar="NAME", type=ID, help="Only sessions of this agent.")
-@click.option("--location", metavar="WHERE", default="any", show_default=True,
-              help="`any`, `this` (this directory) or a directory: only sessions living there.")  # fmt: skip
+@click.option(
+    "--location",
+    metavar="WHERE",
+    default="any",
+    show_default=True,
+    help="`any`, `this` (this directory) or a directory: only sessions living there.",
+)
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1))
 @format_option("text", "json")
 @db_option
-def list_(children: bool, no_roots: bool, archived: bool, all_: bool, agent: str | None, location: str,
-          limit: int, fmt: str, db: str | None) -> None:  # fmt: skip
+def list_(
+    children: bool,
+    no_roots: bool,
+    archived: bool,
+    all_: bool,
+    agent: str | None,
+    location: str,
+    limit: int,
+    fmt: str,
+    db: str | None,
+) -> None:
     """Sessions, newest first (child sessions only with --children)."""
     where = listing_location(location)
     if no_default_store(db):  # before the first run: nothing to list, and nothing is created
@@ -75,9 +89,13 @@ def list_(children: bool, no_roots: bool, archived: bool, all_: bool, agent: str
     else:
         store = store_for(db)
         try:
-            rows = store.list_sessions(roots_only=not (children or no_roots),
-                                       archived=None if all_ else archived, limit=limit,
-                                       agent=agent, location=where).sessions  # fmt: skip
+            rows = store.list_sessions(
+                roots_only=not (children or no_roots),
+                archived=None if all_ else archived,
+                limit=limit,
+                agent=agent,
+                location=where,
+            ).sessions
             summaries = store.session_summaries([r.id for r in rows])
         finally:
             store.close()
@@ -91,9 +109,11 @@ def list_(children: bool, no_roots: bool, archived: bool, all_: bool, agent: str
     for r in rows:
         summary = summaries[r.id]
         title = r.title or (f"“{summary.first_prompt}”" if summary.first_prompt else "(untitled)")
-        click.echo(f"{r.id:<28}  {local_time(r.updated_ms)}  {r.status:<17} {summary.turns:>5}  "
-                   f"{printable(_cut(r.model or '-', 24)):<24}  "
-                   f"{printable(_cut(title, 50))}{_markers(r, summary.child_sessions)}")  # fmt: skip
+        click.echo(
+            f"{r.id:<28}  {local_time(r.updated_ms)}  {r.status:<17} {summary.turns:>5}  "
+            f"{printable(_cut(r.model or '-', 24)):<24}  "
+            f"{printable(_cut(title, 50))}{_markers(r, summary.child_sessions)}"
+        )
 
 
 def listing_location(raw: str) -> str | None:
@@ -154,8 +174,10 @@ def prune(days: float, archive: bool, delete: bool, yes: bool, fmt: str, db: str
         print_json(counts.to_json() | {"action": action})
         return
     verb = {"preview": "would prune", "archive": "archived", "delete": "deleted"}[action]
-    click.echo(f"{verb} {counts.roots} sessions ({counts.children} child sessions, "
-               f"{counts.events} events, {counts.messages} messages)")  # fmt: skip
+    click.echo(
+        f"{verb} {counts.roots} sessions ({counts.children} child sessions, "
+        f"{counts.events} events, {counts.messages} messages)"
+    )
 
 
 def _set_archive(session_id: str, db: str | None, value: bool) -> None:
@@ -195,8 +217,7 @@ def delete(session_id: str, yes: bool, db: str | None) -> None:
             if not sys.stdin.isatty():
                 raise UsageError("session delete needs --yes when not on a terminal")
             title = printable((row.title or "")[:60])
-            click.confirm(f"delete {row.id} ({title}) and its child sessions for good?",
-                          abort=True)  # fmt: skip
+            click.confirm(f"delete {row.id} ({title}) and its child sessions for good?", abort=True)
         counts = store.delete(row.id)
     finally:
         store.close()
@@ -209,8 +230,9 @@ def delete(session_id: str, yes: bool, db: str | None) -> None:
 @click.option("--input-id", metavar="ID", type=ID, help="Idempotency key: resending it is a no-op.")
 @format_option("text", "json")
 @db_option
-def move(session_id: str, path: str, no_wake: bool, input_id: str | None, fmt: str,
-         db: str | None) -> None:  # fmt: skip
+def move(
+    session_id: str, path: str, no_wake: bool, input_id: str | None, fmt: str, db: str | None
+) -> None:
     """Move a session to the directory PATH: from its next idle boundary on, its tools work
     there and that workspace's instructions, configuration and permissions apply."""
     if db and db.startswith(("http://", "https://")):
@@ -251,16 +273,24 @@ def move(session_id: str, path: str, no_wake: bool, input_id: str | None, fmt: s
 @session_first(dest="session_id")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="File (default: stdout).")
 @click.option(
-    "--to", "target", default="wakeful", show_default=True, metavar="FORMAT",
+    "--to",
+    "target",
+    default="wakeful",
+    show_default=True,
+    metavar="FORMAT",
     help="wakeful, claude-code, codex, openai-agents, opencode or otel (docs/interchange.md).",
-)  # fmt: skip
+)
 @click.option("--endpoint", metavar="URL", help="--to otel: send to this OTLP/HTTP collector.")
 @click.option("--redact", is_flag=True, help="--to otel: leave out message and tool content.")
 @db_option
 def export(
-    session_id: str, output: str | None, target: str, endpoint: str | None, redact: bool,
+    session_id: str,
+    output: str | None,
+    target: str,
+    endpoint: str | None,
+    redact: bool,
     db: str | None,
-) -> None:  # fmt: skip
+) -> None:
     """Export as JSONL: a header line, then one provider-neutral message per line (or, with
     --to, in another tool's format, or as OpenTelemetry spans: --to otel)."""
     from ..messages import dump_message
@@ -365,9 +395,13 @@ def _message_problem(line: str, messages: list[Message]) -> str | None:
     "--location", metavar="DIR", help="Where the session lives (default: this directory)."
 )
 @click.option(
-    "--from", "source", default="wakeful", show_default=True, metavar="FORMAT",
+    "--from",
+    "source",
+    default="wakeful",
+    show_default=True,
+    metavar="FORMAT",
     help="wakeful, claude-code, codex, openai-agents or opencode (docs/interchange.md).",
-)  # fmt: skip
+)
 @format_option("text", "json")
 @db_option
 def import_(
@@ -390,10 +424,13 @@ def import_(
     rt = local_runtime(db, "importing a session", create=True)
     try:  # the session and its messages in one transaction: all of it or nothing
         row = rt.create_session(
-            title=meta.get("title"), agent=meta.get("agent"), model=meta.get("model"),
-            metadata={"imported_from": meta.get("id"), "workspace": place}, location=place,
+            title=meta.get("title"),
+            agent=meta.get("agent"),
+            model=meta.get("model"),
+            metadata={"imported_from": meta.get("id"), "workspace": place},
+            location=place,
             events=[MessageAdded(message=m) for m in messages],
-        )  # fmt: skip
+        )
     finally:
         rt.close()
     if fmt == "json":

@@ -91,9 +91,15 @@ def _print_result(out: dict[str, Any], fmt: str, verb: str) -> None:
 @format_option("text", "json")
 @db_option
 def rewind(
-    session_id: str, turn_id: str | None, input_id: str | None, message_id: str | None,
-    files: bool, force: bool, fmt: str, db: str | None,
-) -> None:  # fmt: skip
+    session_id: str,
+    turn_id: str | None,
+    input_id: str | None,
+    message_id: str | None,
+    files: bool,
+    force: bool,
+    fmt: str,
+    db: str | None,
+) -> None:
     """Revert a session to just before a turn (default: its newest), an input or a message.
 
     The later messages leave the conversation (the log keeps them) and the goal, plan, todos
@@ -104,17 +110,31 @@ def rewind(
     def local(rt: Runtime) -> dict[str, Any]:
         sid = rt.reads.resolve_session_id(session_id)
         turn = None if turn_id is None else resolve_turn(turn_ids(rt.reads, sid), turn_id)[1]
-        return _result_json(asyncio.run(
-            rt.rewind(sid, turn_id=turn, input_id=input_id, message_id=message_id,
-                      files=files, force=force)
-        ))  # fmt: skip
+        return _result_json(
+            asyncio.run(
+                rt.rewind(
+                    sid,
+                    turn_id=turn,
+                    input_id=input_id,
+                    message_id=message_id,
+                    files=files,
+                    force=force,
+                )
+            )
+        )
 
     def remote(client: Client) -> dict[str, Any]:
         turn = None
         if turn_id is not None:
             turn = resolve_turn([r["id"] for r in client.turns(session_id)["turns"]], turn_id)[1]
-        return client.rewind(session_id, turn_id=turn, input_id=input_id,
-                             message_id=message_id, files=files, force=force)  # fmt: skip
+        return client.rewind(
+            session_id,
+            turn_id=turn,
+            input_id=input_id,
+            message_id=message_id,
+            files=files,
+            force=force,
+        )
 
     _print_result(_either(db, local, remote), fmt, "reverted")
 
@@ -156,16 +176,31 @@ def _since(raw: str | None) -> int | None:
 @click.option("--kind", type=ID, help="Only artifacts of this kind (file, branch, commit, ...).")
 @click.option("--since", help="Only artifacts updated at or after this ISO time.")
 @click.option("--uri", type=ID, help="Reverse lookup: the sessions that produced this URI.")
-@click.option("--location", "where", metavar="DIR",
-              help="Reverse lookup: what the sessions living in DIR (`this`: here) produced.")  # fmt: skip
-@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1, max=500),
-              help="At most this many (the API's bound too).")  # fmt: skip
+@click.option(
+    "--location",
+    "where",
+    metavar="DIR",
+    help="Reverse lookup: what the sessions living in DIR (`this`: here) produced.",
+)
+@click.option(
+    "--limit",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=1, max=500),
+    help="At most this many (the API's bound too).",
+)
 @format_option("text", "json")
 @db_option
 def artifacts(
-    session_id: str | None, kind: str | None, since: str | None, uri: str | None,
-    where: str | None, limit: int, fmt: str, db: str | None,
-) -> None:  # fmt: skip
+    session_id: str | None,
+    kind: str | None,
+    since: str | None,
+    uri: str | None,
+    where: str | None,
+    limit: int,
+    fmt: str,
+    db: str | None,
+) -> None:
     """A session's artifacts (files, branches, commits, pull requests, links), newest first;
     with --uri and/or --location instead of a session, which sessions produced what."""
     lookup = uri is not None or where is not None
@@ -176,8 +211,9 @@ def artifacts(
 
     def local(rt: Runtime) -> list[dict[str, JsonValue]]:
         if lookup:
-            found = rt.reads.find_artifacts(uri, kind=kind, since_ms=since_ms, location=location,
-                                            limit=limit)  # fmt: skip
+            found = rt.reads.find_artifacts(
+                uri, kind=kind, since_ms=since_ms, location=location, limit=limit
+            )
         else:
             sid = rt.reads.resolve_session_id(str(session_id))
             found = rt.reads.artifacts(sid, kind=kind, since_ms=since_ms, limit=limit)
@@ -185,8 +221,9 @@ def artifacts(
 
     def remote(client: Client) -> list[dict[str, JsonValue]]:
         if lookup:
-            out = client.find_artifacts(uri, kind=kind, since_ms=since_ms, location=location,
-                                        limit=limit)  # fmt: skip
+            out = client.find_artifacts(
+                uri, kind=kind, since_ms=since_ms, location=location, limit=limit
+            )
         else:
             out = client.artifacts(str(session_id), kind=kind, since_ms=since_ms, limit=limit)
         return list(out["artifacts"])
@@ -199,8 +236,10 @@ def artifacts(
         click.echo("no artifacts")
     for row in rows:
         updated = iso(int(str(row["updated_ms"])))
-        click.echo(f"{row['session_id']}  {updated}  {row['kind']:<12}  "
-                   f"{printable(str(row['uri']))}  {printable(str(row['label']))}")  # fmt: skip
+        click.echo(
+            f"{row['session_id']}  {updated}  {row['kind']:<12}  "
+            f"{printable(str(row['uri']))}  {printable(str(row['label']))}"
+        )
 
 
 def _json_value(raw: str) -> JsonValue:
@@ -213,8 +252,13 @@ def _json_value(raw: str) -> JsonValue:
 
 @session.command()
 @session_first(dest="session_id")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-              help="Set a key (VALUE is JSON, or else a string). Repeatable.")  # fmt: skip
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a key (VALUE is JSON, or else a string). Repeatable.",
+)
 @click.option("--unset", "unsets", multiple=True, metavar="KEY", help="Remove a key. Repeatable.")
 @format_option("text", "json")
 @db_option

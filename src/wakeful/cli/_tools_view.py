@@ -96,8 +96,10 @@ def transcript_lines(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
                     body = "  ✗ error: " + body[2:]
                 kept = full_output(result.get("metadata"))
                 if kept is not None:  # the model was given it cut to the cap on tool results
-                    body += (f"\n  (cut for the model; the whole output, {kept[1]} bytes: "
-                             f"session show --output {call['id']})")  # fmt: skip
+                    body += (
+                        f"\n  (cut for the model; the whole output, {kept[1]} bytes: "
+                        f"session show --output {call['id']})"
+                    )
             out.append((f"→ {call_summary(call['name'], call['input'])}", body))
     return out
 

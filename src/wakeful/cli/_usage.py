@@ -13,8 +13,17 @@ from ..runner import format_cost
 from ..store import USAGE_BY, UsageReport, since_ms, usage_report
 from ._common import db_option, format_option, local_runtime, no_default_store, print_json
 
-_COLUMNS = ("key", "requests", "input_tokens", "output_tokens", "cache_read_tokens",
-            "cache_write_tokens", "cost_usd", "priced_cost_usd", "unpriced_requests")  # fmt: skip
+_COLUMNS = (
+    "key",
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+    "priced_cost_usd",
+    "unpriced_requests",
+)
 
 
 def _csv(report: UsageReport) -> None:
@@ -30,13 +39,17 @@ def _csv(report: UsageReport) -> None:
 
 def _table(report: UsageReport) -> None:
     width = max([len(report.by), 5, *(len(g.key) for g in report.groups)])
-    click.echo(f"{report.by:<{width}} {'requests':>8} {'input':>12} {'output':>10} "
-               f"{'cache read':>12} {'cache write':>11}  cost")  # fmt: skip
+    click.echo(
+        f"{report.by:<{width}} {'requests':>8} {'input':>12} {'output':>10} "
+        f"{'cache read':>12} {'cache write':>11}  cost"
+    )
     for g in (*report.groups, report.total):
         cost = format_cost(None if g.unpriced and not g.priced_usd else g.priced_usd, 4, g.unpriced)
-        click.echo(f"{g.key:<{width}} {g.requests:>8} {g.input_tokens:>12} "
-                   f"{g.output_tokens:>10} {g.cache_read_tokens:>12} "
-                   f"{g.cache_write_tokens:>11}  {cost}")  # fmt: skip
+        click.echo(
+            f"{g.key:<{width}} {g.requests:>8} {g.input_tokens:>12} "
+            f"{g.output_tokens:>10} {g.cache_read_tokens:>12} "
+            f"{g.cache_write_tokens:>11}  {cost}"
+        )
 
 
 @click.command("usage")
@@ -55,7 +68,7 @@ def _table(report: UsageReport) -> None:
 )
 @format_option("text", "json", "csv")
 @db_option
-def usage(by: str, since: str | None, fmt: str, db: str | None) -> None:  # fmt: skip
+def usage(by: str, since: str | None, fmt: str, db: str | None) -> None:
     """Tokens and cost of the recorded requests, grouped, with their total."""
     from ..clock import SystemClock
 

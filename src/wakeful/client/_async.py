@@ -34,8 +34,9 @@ class AsyncClient:
         headers = w.auth_headers(token, headers)
         self.base_url = base_url.rstrip("/")
         self.stream_read_timeout = stream_read_timeout
-        self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout,
-                                  transport=transport)  # fmt: skip
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
 
     async def aclose(self) -> None:
         """Close the connection pool."""
@@ -64,27 +65,48 @@ class AsyncClient:
         """`GET /health` (needs no token)."""
         return await self._send(w.Req("GET", "/health"))
 
-    async def list_sessions(self, *, roots: bool = True, archived: bool | None = False, limit: int = 50,
-                      cursor: str | None = None, q: str | None = None, agent: str | None = None,
-                      location: str | None = None) -> dict[str, Any]:  # fmt: skip
+    async def list_sessions(
+        self,
+        *,
+        roots: bool = True,
+        archived: bool | None = False,
+        limit: int = 50,
+        cursor: str | None = None,
+        q: str | None = None,
+        agent: str | None = None,
+        location: str | None = None,
+    ) -> dict[str, Any]:
         """A page of sessions (`archived=None`: both), each with its `summary`; only those of
         `agent` and at `location` (`this`: the server's workspace, or an absolute directory)
         when given; `next_cursor` continues."""
         return await self._send(w.sessions_req(roots, archived, limit, cursor, q, agent, location))
 
-    async def create_session(self, *, title: str | None = None, agent: str | None = None,
-                       model: str | None = None, metadata: dict[str, Any] | None = None,
-                       prompt: str | None = None, session_id: str | None = None,
-                       location: str | None = None, **prompt_options: Any) -> dict[str, Any]:  # fmt: skip
+    async def create_session(
+        self,
+        *,
+        title: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        prompt: str | None = None,
+        session_id: str | None = None,
+        location: str | None = None,
+        **prompt_options: Any,
+    ) -> dict[str, Any]:
         """Create a session (with `session_id`, that id: 409 `ConflictError` when taken;
         `location`, a directory of the server's host); with `prompt`, admit it too (options as
         for `prompt`)."""
         body = None
         if prompt is not None:
-            body = w.prompt_body(prompt, None, prompt_options.get("input_id"),
-                                 prompt_options.get("delivery", "steer"),
-                                 prompt_options.get("resume", True), prompt_options.get("wait", False),
-                                 prompt_options.get("metadata"))  # fmt: skip
+            body = w.prompt_body(
+                prompt,
+                None,
+                prompt_options.get("input_id"),
+                prompt_options.get("delivery", "steer"),
+                prompt_options.get("resume", True),
+                prompt_options.get("wait", False),
+                prompt_options.get("metadata"),
+            )
         return await self._send(
             w.create_req(title, agent, model, metadata, body, session_id, location)
         )
@@ -93,9 +115,15 @@ class AsyncClient:
         """One session with children, pending count, work state and claim."""
         return await self._send(w.session_req("GET", session_id))
 
-    async def fork(self, session_id: str, through_seq: int | None = None, *,
-                   title: str | None = None, agent: str | None = None,
-                   model: str | None = None) -> dict[str, Any]:  # fmt: skip
+    async def fork(
+        self,
+        session_id: str,
+        through_seq: int | None = None,
+        *,
+        title: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
         """Fork a session through `through_seq` (default: all of it); `agent`/`model` make the
         fork run as them (the original is untouched)."""
         fields = {"through_seq": through_seq, "title": title, "agent": agent, "model": model}
@@ -113,10 +141,18 @@ class AsyncClient:
 
     # -- inputs ------------------------------------------------------------------------------
 
-    async def prompt(self, session_id: str, text: str | None = None, *,
-               blocks: list[dict[str, Any]] | None = None, input_id: str | None = None,
-               delivery: str = "steer", resume: bool = True, wait: bool = False,
-               metadata: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    async def prompt(
+        self,
+        session_id: str,
+        text: str | None = None,
+        *,
+        blocks: list[dict[str, Any]] | None = None,
+        input_id: str | None = None,
+        delivery: str = "steer",
+        resume: bool = True,
+        wait: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Admit a prompt; `resume` wakes the server's driver; `wait` returns after the drain."""
         body = w.prompt_body(text, blocks, input_id, delivery, resume, wait, metadata)
         return await self._send(w.session_req("POST", session_id, "/prompt", body))
@@ -125,18 +161,31 @@ class AsyncClient:
         """Hard-interrupt the session's current turn."""
         return await self._send(w.session_req("POST", session_id, "/interrupt"))
 
-    async def move(self, session_id: str, location: str, *, input_id: str | None = None,
-             resume: bool = True) -> dict[str, Any]:  # fmt: skip
+    async def move(
+        self, session_id: str, location: str, *, input_id: str | None = None, resume: bool = True
+    ) -> dict[str, Any]:
         """Move the session to the directory `location` of the server's host."""
-        body = {k: v for k, v in {"location": location, "input_id": input_id, "resume": resume}.items()
-                if v is not None}  # fmt: skip
+        body = {
+            k: v
+            for k, v in {"location": location, "input_id": input_id, "resume": resume}.items()
+            if v is not None
+        }
         return await self._send(w.session_req("POST", session_id, "/move", body))
 
-    async def compact(self, session_id: str, *, tail_turns: int | None = None,
-                input_id: str | None = None, resume: bool = True) -> dict[str, Any]:  # fmt: skip
+    async def compact(
+        self,
+        session_id: str,
+        *,
+        tail_turns: int | None = None,
+        input_id: str | None = None,
+        resume: bool = True,
+    ) -> dict[str, Any]:
         """Request a manual compaction."""
-        body = {k: v for k, v in {"tail_turns": tail_turns, "input_id": input_id, "resume": resume}.items()
-                if v is not None}  # fmt: skip
+        body = {
+            k: v
+            for k, v in {"tail_turns": tail_turns, "input_id": input_id, "resume": resume}.items()
+            if v is not None
+        }
         return await self._send(w.session_req("POST", session_id, "/compact", body))
 
     async def approvals(self, session_id: str) -> list[dict[str, Any]]:
@@ -144,16 +193,18 @@ class AsyncClient:
         out = await self._send(w.session_req("GET", session_id, "/approvals"))
         return list(out["approvals"])
 
-    async def approve(self, session_id: str, call_id: str, decision: str = "allow", *,
-                 resume: bool = True) -> dict[str, Any]:  # fmt: skip
+    async def approve(
+        self, session_id: str, call_id: str, decision: str = "allow", *, resume: bool = True
+    ) -> dict[str, Any]:
         """Decide on a waiting call: `allow`, `always` or `deny` (see docs/approvals.md)."""
         body = {"decision": decision, "resume": resume}
         return await self._send(
             w.session_req("POST", session_id, f"/approvals/{quote(call_id, safe='')}", body)
         )
 
-    async def raise_budget(self, session_id: str, amount: str, *, resume: bool = True
-                     ) -> dict[str, Any]:  # fmt: skip
+    async def raise_budget(
+        self, session_id: str, amount: str, *, resume: bool = True
+    ) -> dict[str, Any]:
         """Raise the session's budget (`+5usd`, `+20000tokens`, or a new limit `5usd`); one its
         budget paused continues (see docs/spend.md)."""
         body = {"amount": amount, "resume": resume}
@@ -161,8 +212,14 @@ class AsyncClient:
 
     # -- reads -------------------------------------------------------------------------------
 
-    async def messages(self, session_id: str, after_seq: int = 0, *, limit: int | None = None,
-                 sensitive: bool = False) -> dict[str, Any]:  # fmt: skip
+    async def messages(
+        self,
+        session_id: str,
+        after_seq: int = 0,
+        *,
+        limit: int | None = None,
+        sensitive: bool = False,
+    ) -> dict[str, Any]:
         """The transcript after `after_seq` (system text redacted unless `sensitive` and the
         token allows it); with `limit`, a page of at most that many (`next_after` continues)."""
         return await self._send(
@@ -173,7 +230,7 @@ class AsyncClient:
                 after_seq=after_seq,
                 limit=limit,
                 sensitive=sensitive or None,
-            )  # fmt: skip
+            )
         )
 
     async def context(self, session_id: str, *, sensitive: bool = False) -> dict[str, Any]:
@@ -202,10 +259,13 @@ class AsyncClient:
 
     async def receipts(self, session_id: str, *, sensitive: bool = False) -> dict[str, Any]:
         """Prompt receipts (section text only with `sensitive` and the scope)."""
-        return await self._send(w.session_req("GET", session_id, "/receipts", sensitive=sensitive or None))  # fmt: skip
+        return await self._send(
+            w.session_req("GET", session_id, "/receipts", sensitive=sensitive or None)
+        )
 
-    async def events(self, session_id: str, after: int = 0, *, limit: int = 1000,
-               sensitive: bool = False) -> dict[str, Any]:  # fmt: skip
+    async def events(
+        self, session_id: str, after: int = 0, *, limit: int = 1000, sensitive: bool = False
+    ) -> dict[str, Any]:
         """One JSON page of a session's durable events after `after`."""
         return await self._send(
             w.session_req(
@@ -215,26 +275,42 @@ class AsyncClient:
 
     # -- shaping (docs/rewind.md) ------------------------------------------------------------
 
-    async def rewind(self, session_id: str, *, turn_id: str | None = None, input_id: str | None = None,
-               message_id: str | None = None, files: bool = False, force: bool = False,
-               revision: int | None = None) -> dict[str, Any]:  # fmt: skip
+    async def rewind(
+        self,
+        session_id: str,
+        *,
+        turn_id: str | None = None,
+        input_id: str | None = None,
+        message_id: str | None = None,
+        files: bool = False,
+        force: bool = False,
+        revision: int | None = None,
+    ) -> dict[str, Any]:
         """Revert the session to just before a turn, an input or a message (none named: its
         newest turn); the later messages leave the active history, not the log. With `files`,
         restore the files those turns changed (a 409 `ConflictError` lists files changed since
         by something else, unless `force`); `revision` (the `last_seq` read) guards against a
         session that changed since. Answers what it did: `hidden`, `files_restored`,
         `files_left`, `shell_calls`, `prompt` and `warnings`."""
-        return await self._send(w.rewind_req(session_id, turn_id, input_id, message_id, files, force,
-                                       revision))  # fmt: skip
+        return await self._send(
+            w.rewind_req(session_id, turn_id, input_id, message_id, files, force, revision)
+        )
 
     async def unrevert(self, session_id: str, *, force: bool = False) -> dict[str, Any]:
         """Undo the session's rewind (a 422 `UsageError` when there is none or a new input made
         it final); answers as `rewind`. `force` overwrites files changed since the rewind."""
         return await self._send(w.unrevert_req(session_id, force))
 
-    async def edit_history(self, session_id: str, *, revision: int, delete_turn: str | None = None,
-                     message_id: str | None = None, text: str | None = None,
-                     heal_pairing: bool = False) -> dict[str, Any]:  # fmt: skip
+    async def edit_history(
+        self,
+        session_id: str,
+        *,
+        revision: int,
+        delete_turn: str | None = None,
+        message_id: str | None = None,
+        text: str | None = None,
+        heal_pairing: bool = False,
+    ) -> dict[str, Any]:
         """Delete a turn (`delete_turn`), replace a message's text (`message_id`, `text`) or
         write the drop-only pairing heal back (`heal_pairing`) as
         one write guarded by `revision`, the session's `last_seq` read: a stale one is a 409
@@ -243,20 +319,33 @@ class AsyncClient:
             w.history_req(session_id, revision, delete_turn, message_id, text, heal_pairing)
         )
 
-    async def artifacts(self, session_id: str, *, kind: str | None = None, since_ms: int | None = None,
-                  limit: int = 100) -> dict[str, Any]:  # fmt: skip
+    async def artifacts(
+        self,
+        session_id: str,
+        *,
+        kind: str | None = None,
+        since_ms: int | None = None,
+        limit: int = 100,
+    ) -> dict[str, Any]:
         """The session's artifacts (`{"artifacts": [...]}`), newest update first, optionally of
         one `kind` and updated at or after `since_ms` (epoch ms); `limit` at most 500."""
         return await self._send(w.artifacts_req(session_id, kind, since_ms, limit))
 
-    async def add_artifact(self, session_id: str, kind: str, uri: str, label: str = "",
-                     meta: Any = None) -> dict[str, Any]:  # fmt: skip
+    async def add_artifact(
+        self, session_id: str, kind: str, uri: str, label: str = "", meta: Any = None
+    ) -> dict[str, Any]:
         """Record an artifact of the session, upserted by (`kind`, `uri`); answers it."""
         return await self._send(w.add_artifact_req(session_id, kind, uri, label, meta))
 
-    async def find_artifacts(self, uri: str | None = None, *, kind: str | None = None,
-                       since_ms: int | None = None, location: str | None = None,
-                       limit: int = 100) -> dict[str, Any]:  # fmt: skip
+    async def find_artifacts(
+        self,
+        uri: str | None = None,
+        *,
+        kind: str | None = None,
+        since_ms: int | None = None,
+        location: str | None = None,
+        limit: int = 100,
+    ) -> dict[str, Any]:
         """Reverse lookup across every session: the artifacts with exactly this `uri`, or of
         the sessions living at `location` (`this`: the server's workspace), of `kind` and
         updated at or after `since_ms`, newest update first (`{"artifacts": [...]}`, each
@@ -277,8 +366,9 @@ class AsyncClient:
         `{"session_id", "namespace", "values"}`."""
         return await self._send(w.extension_req("GET", session_id, namespace))
 
-    async def set_extension_state(self, session_id: str, namespace: str, key: str,
-                            value: Any) -> dict[str, Any]:  # fmt: skip
+    async def set_extension_state(
+        self, session_id: str, namespace: str, key: str, value: Any
+    ) -> dict[str, Any]:
         """Store one JSON value (not null) under `namespace`/`key`; answers the namespace as
         `extension_state` does (a 422 `UsageError` past the size bounds)."""
         return await self._send(
@@ -297,8 +387,9 @@ class AsyncClient:
         """Set the session's title; answers the session."""
         return await self._send(w.rename_req(session_id, title))
 
-    async def append_events(self, session_id: str, events: list[dict[str, Any]],
-                      blobs: Sequence[bytes] = ()) -> dict[str, Any]:  # fmt: skip
+    async def append_events(
+        self, session_id: str, events: list[dict[str, Any]], blobs: Sequence[bytes] = ()
+    ) -> dict[str, Any]:
         """Append events (each as the log shows its `data`) of the kinds a host may write,
         with `blobs`, in one transaction: `{"seqs", "ids", "last_seq"}`. A 409
         `ConflictError` while the session is driven; a 422 `UsageError` names a refused kind."""
@@ -324,21 +415,38 @@ class AsyncClient:
 
     # -- streams -----------------------------------------------------------------------------
 
-    def log(self, session_id: str, after: int = 0, *, follow: bool = True, live: bool = False,
-            idle_timeout: float | None = None, sensitive: bool = False,
-            pings: bool = False) -> AsyncIterator[ServerEvent]:  # fmt: skip
+    def log(
+        self,
+        session_id: str,
+        after: int = 0,
+        *,
+        follow: bool = True,
+        live: bool = False,
+        idle_timeout: float | None = None,
+        sensitive: bool = False,
+        pings: bool = False,
+    ) -> AsyncIterator[ServerEvent]:
         """A session's log as SSE: durable events (`message`), one `sync`, `live` deltas."""
         params = w.log_params(after, follow, live, idle_timeout, sensitive)
         return self._stream(f"/sessions/{session_id}/log", params, follow, pings)
 
-    def events_stream(self, after: int = 0, *, follow: bool = True, live: bool = False,
-                      idle_timeout: float | None = None, sensitive: bool = False,
-                      pings: bool = False) -> AsyncIterator[ServerEvent]:  # fmt: skip
+    def events_stream(
+        self,
+        after: int = 0,
+        *,
+        follow: bool = True,
+        live: bool = False,
+        idle_timeout: float | None = None,
+        sensitive: bool = False,
+        pings: bool = False,
+    ) -> AsyncIterator[ServerEvent]:
         """The instance-wide stream: every session's events by global id."""
         params = w.log_params(after, follow, live, idle_timeout, sensitive)
         return self._stream("/events", params, follow, pings)
 
-    async def _stream(self, path: str, params: dict[str, Any], follow: bool, pings: bool) -> AsyncIterator[ServerEvent]:  # fmt: skip
+    async def _stream(
+        self, path: str, params: dict[str, Any], follow: bool, pings: bool
+    ) -> AsyncIterator[ServerEvent]:
         last_id: str | None = None
         failures = 0
         timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_read_timeout)
@@ -347,8 +455,9 @@ class AsyncClient:
             if last_id is not None:
                 headers["Last-Event-ID"] = last_id
             try:
-                async with self._http.stream("GET", path, params=params, headers=headers,
-                                             timeout=timeout) as response:  # fmt: skip
+                async with self._http.stream(
+                    "GET", path, params=params, headers=headers, timeout=timeout
+                ) as response:
                     if response.status_code >= 400:
                         await response.aread()
                         w.raise_for(response)

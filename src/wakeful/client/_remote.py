@@ -51,24 +51,50 @@ def session_row(data: dict[str, Any]) -> SessionRow:
     """A `SessionRow` from the API's session JSON."""
     usage = data["usage"]
     return SessionRow(
-        data["id"], data["parent_id"], data["root_id"], data["forked_from"], data["fork_seq"],
-        data["title"], data["agent"], data["model"], data["status"], bool(data["archived"]),
-        int(data["created_ms"]), int(data["updated_ms"]), int(data["last_seq"]),
-        int(usage["input_tokens"]), int(usage["output_tokens"]), float(usage["cost_usd"]),
-        data.get("location"), data.get("waiting_for"), int(usage.get("cache_read_tokens", 0)),
+        data["id"],
+        data["parent_id"],
+        data["root_id"],
+        data["forked_from"],
+        data["fork_seq"],
+        data["title"],
+        data["agent"],
+        data["model"],
+        data["status"],
+        bool(data["archived"]),
+        int(data["created_ms"]),
+        int(data["updated_ms"]),
+        int(data["last_seq"]),
+        int(usage["input_tokens"]),
+        int(usage["output_tokens"]),
+        float(usage["cost_usd"]),
+        data.get("location"),
+        data.get("waiting_for"),
+        int(usage.get("cache_read_tokens", 0)),
         int(usage.get("cache_write_tokens", 0)),
-    )  # fmt: skip
+    )
 
 
 def stored_event(data: dict[str, Any]) -> StoredEvent:
     """A `StoredEvent` from the API's event JSON."""
-    return StoredEvent(int(data["id"]), data["session_id"], int(data["seq"]), int(data["at_ms"]),
-                       load_event(json.dumps(data["data"])))  # fmt: skip
+    return StoredEvent(
+        int(data["id"]),
+        data["session_id"],
+        int(data["seq"]),
+        int(data["at_ms"]),
+        load_event(json.dumps(data["data"])),
+    )
 
 
 def _item(session_id: str, data: dict[str, Any]) -> InboxItem:
-    return InboxItem(session_id, data["input_id"], int(data["seq"]), data["kind"],
-                     data["delivery"], data["payload"], data["status"])  # fmt: skip
+    return InboxItem(
+        session_id,
+        data["input_id"],
+        int(data["seq"]),
+        data["kind"],
+        data["delivery"],
+        data["payload"],
+        data["status"],
+    )
 
 
 class RemoteStore:
@@ -77,9 +103,14 @@ class RemoteStore:
     options)."""
 
     def __init__(
-        self, url: str, token: str | None = None, *, headers: Mapping[str, str] | None = None,
-        timeout: float = 30.0, client: Client | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+        client: Client | None = None,
+    ) -> None:
         self.client = client or Client(url, token, headers=headers, timeout=timeout)
         self._url = url
 
@@ -94,28 +125,55 @@ class RemoteStore:
 
     # -- sessions ----------------------------------------------------------------------------
 
-    def list_sessions(self, *, roots_only: bool = True, archived: bool | None = False,
-                      limit: int = 50, cursor: str | None = None, agent: str | None = None,
-                      location: str | None = None) -> Page:  # fmt: skip
+    def list_sessions(
+        self,
+        *,
+        roots_only: bool = True,
+        archived: bool | None = False,
+        limit: int = 50,
+        cursor: str | None = None,
+        agent: str | None = None,
+        location: str | None = None,
+    ) -> Page:
         """A page of sessions, newest first (of `agent`, at `location`, when given; the API
         caps a page at 500)."""
         rows: list[SessionRow] = []
         while True:
-            page = self.client.list_sessions(roots=roots_only, archived=archived,
-                                             limit=min(limit - len(rows), 500), cursor=cursor,
-                                             agent=agent, location=location)  # fmt: skip
+            page = self.client.list_sessions(
+                roots=roots_only,
+                archived=archived,
+                limit=min(limit - len(rows), 500),
+                cursor=cursor,
+                agent=agent,
+                location=location,
+            )
             rows += [session_row(s) for s in page["sessions"]]
             cursor = page["next_cursor"]
             if cursor is None or len(rows) >= limit:
                 return Page(rows, cursor)
 
-    def search(self, text: str, *, roots_only: bool = False, archived: bool | None = False,
-               limit: int = 20, offset: int = 0) -> SearchPage:  # fmt: skip
+    def search(
+        self,
+        text: str,
+        *,
+        roots_only: bool = False,
+        archived: bool | None = False,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> SearchPage:
         """Sessions whose content matches `text`, best first (the server's `GET /sessions?q=`)."""
-        page = self.client.list_sessions(roots=roots_only, archived=archived, limit=min(limit, 500),
-                                         cursor=str(offset) if offset else None, q=text)  # fmt: skip
-        hits = [SearchHit(session_row(s), int(s["match"]["seq"]), s["match"]["snippet"])
-                for s in page["sessions"] if s.get("match")]  # fmt: skip
+        page = self.client.list_sessions(
+            roots=roots_only,
+            archived=archived,
+            limit=min(limit, 500),
+            cursor=str(offset) if offset else None,
+            q=text,
+        )
+        hits = [
+            SearchHit(session_row(s), int(s["match"]["seq"]), s["match"]["snippet"])
+            for s in page["sessions"]
+            if s.get("match")
+        ]
         more = page["next_cursor"]
         return SearchPage(hits, None if more is None else int(more))
 
@@ -142,8 +200,13 @@ class RemoteStore:
             except NotFoundError:  # as a local store: an unknown session counts nothing
                 out[sid] = SessionSummary()
                 continue
-            out[sid] = SessionSummary(s["turns"], s["child_sessions"], s["user_messages"],
-                                      s["artifacts"], s["first_prompt"])  # fmt: skip
+            out[sid] = SessionSummary(
+                s["turns"],
+                s["child_sessions"],
+                s["user_messages"],
+                s["artifacts"],
+                s["first_prompt"],
+            )
         return out
 
     def find_session(self, session_id: str) -> SessionRow | None:
@@ -167,8 +230,14 @@ class RemoteStore:
         claim = self.client.get_session(session_id)["claim"]
         if claim is None:
             return None
-        return Claim(session_id, claim["owner"], "", int(claim["epoch"]),
-                     int(claim["lease_until_ms"]), int(claim["attempts"]))  # fmt: skip
+        return Claim(
+            session_id,
+            claim["owner"],
+            "",
+            int(claim["epoch"]),
+            int(claim["lease_until_ms"]),
+            int(claim["attempts"]),
+        )
 
     def fork(self, session_id: str, through_seq: int | None = None, **fields: Any) -> SessionRow:
         """Fork through `through_seq`; only `title` may be set."""
@@ -184,13 +253,15 @@ class RemoteStore:
     def delete(self, session_id: str) -> PruneCounts:
         """Delete a session and its children."""
         c = self.client.delete(session_id)
-        return PruneCounts(sessions=c["sessions"], events=c["events"], messages=c["messages"],
-                           roots=c["roots"])  # fmt: skip
+        return PruneCounts(
+            sessions=c["sessions"], events=c["events"], messages=c["messages"], roots=c["roots"]
+        )
 
     # -- transcript, inbox, receipts ---------------------------------------------------------
 
-    def messages_with_seq(self, session_id: str, after_seq: int = 0,
-                          limit: int | None = None) -> list[tuple[int, Message]]:  # fmt: skip
+    def messages_with_seq(
+        self, session_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[tuple[int, Message]]:
         """The transcript with each message's `seq`: after `after_seq`, at most `limit` (the
         API serves at most 1,000 a request: a larger limit reads several pages)."""
         out: list[tuple[int, Message]] = []
@@ -203,8 +274,9 @@ class RemoteStore:
                 return out
             after_seq = int(after)
 
-    def messages(self, session_id: str, after_seq: int = 0,
-                 limit: int | None = None) -> list[Message]:  # fmt: skip
+    def messages(
+        self, session_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[Message]:
         """The transcript in log order (a page: see `messages_with_seq`)."""
         return [m for _, m in self.messages_with_seq(session_id, after_seq, limit)]
 
@@ -212,23 +284,41 @@ class RemoteStore:
         """Pending inbox items in enqueue order."""
         return [_item(session_id, i) for i in self.client.pending(session_id)["items"]]
 
-    def admit(self, session_id: str, input_id: str | None, kind: InputKind,
-              payload: dict[str, JsonValue], delivery: Delivery = "steer", *,
-              resume: bool = False) -> Admission:  # fmt: skip
+    def admit(
+        self,
+        session_id: str,
+        input_id: str | None,
+        kind: InputKind,
+        payload: dict[str, JsonValue],
+        delivery: Delivery = "steer",
+        *,
+        resume: bool = False,
+    ) -> Admission:
         """Admit a user input (`payload`: text or blocks); with `resume`, the server drives it."""
         if kind != "user":
             raise UsageError("a remote store admits user inputs only (compaction: Client.compact)")
         text, blocks = payload.get("text"), payload.get("blocks")
         meta = payload.get("metadata")
         out = self.client.prompt(
-            session_id, text if isinstance(text, str) else None,
+            session_id,
+            text if isinstance(text, str) else None,
             # The server validates each block (a 422 names a malformed one): passed as given.
             blocks=blocks if isinstance(blocks, list) else None,  # type: ignore[arg-type]  # JSON values the server checks
-            input_id=input_id, delivery=delivery, resume=resume,
+            input_id=input_id,
+            delivery=delivery,
+            resume=resume,
             metadata=meta if isinstance(meta, dict) else None,
-        )  # fmt: skip
-        item = InboxItem(session_id, out["input_id"], 0, "user", delivery, payload,
-                         out["status"], out.get("message_id"))  # fmt: skip
+        )
+        item = InboxItem(
+            session_id,
+            out["input_id"],
+            0,
+            "user",
+            delivery,
+            payload,
+            out["status"],
+            out.get("message_id"),
+        )
         return Admission(item, bool(out["created"]))
 
     def tool_calls(self, session_id: str, status: str | None = None) -> list[ToolCallRow]:
@@ -251,12 +341,19 @@ class RemoteStore:
         """Prompt receipts (sections as digests)."""
         out = []
         for r in self.client.receipts(session_id)["receipts"]:
-            out.append(ReceiptRecorded(
-                receipt_id=r["receipt_id"], turn_id=r["turn_id"], step=r["step"],
-                attempt=r["attempt"], model=r["model"], request_digest=r["request_digest"],
-                sections=tuple((s["id"], s["source"], s["digest"]) for s in r["sections"]),
-                message_ids=tuple(r["message_ids"]), purpose=r["purpose"],
-            ))  # fmt: skip
+            out.append(
+                ReceiptRecorded(
+                    receipt_id=r["receipt_id"],
+                    turn_id=r["turn_id"],
+                    step=r["step"],
+                    attempt=r["attempt"],
+                    model=r["model"],
+                    request_digest=r["request_digest"],
+                    sections=tuple((s["id"], s["source"], s["digest"]) for s in r["sections"]),
+                    message_ids=tuple(r["message_ids"]),
+                    purpose=r["purpose"],
+                )
+            )
         return out
 
     # -- what hosts that keep sessions write (docs/hosts.md) ---------------------------------
@@ -267,8 +364,10 @@ class RemoteStore:
         host; default: the server's workspace). The server checks agent and model."""
         extra = set(fields) - {"title", "agent", "model", "metadata", "location"}
         if extra:
-            raise UsageError(f"a remote store creates top-level sessions of title, agent, model, "
-                             f"metadata and location, not {', '.join(sorted(extra))}")  # fmt: skip
+            raise UsageError(
+                f"a remote store creates top-level sessions of title, agent, model, "
+                f"metadata and location, not {', '.join(sorted(extra))}"
+            )
         made = self.client.create_session(session_id=session_id, **fields)
         return session_row(made["session"])
 
@@ -279,8 +378,14 @@ class RemoteStore:
             raise UsageError("a remote store updates a session's title only, without a claim")
         self.client.rename(session_id, fields["title"])
 
-    def append(self, session_id: str, events: Sequence[SessionEvent], claim: Any = None, *,
-               blobs: Sequence[bytes] = ()) -> list[StoredEvent]:  # fmt: skip
+    def append(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        claim: Any = None,
+        *,
+        blobs: Sequence[bytes] = (),
+    ) -> list[StoredEvent]:
         """Append events of the kinds a host may write (messages, work state, usage) and store
         `blobs` with them, in one transaction on the server, which takes the session's claim
         for the write itself (so `claim` must be None). `ConflictError` while a driver holds
@@ -290,14 +395,17 @@ class RemoteStore:
         bodies = [e.model_dump(mode="json", exclude_none=True) for e in events]
         out = self.client.append_events(session_id, bodies, blobs)
         at = int(out["at_ms"])
-        return [StoredEvent(int(i), session_id, int(seq), at, e)
-                for i, seq, e in zip(out["ids"], out["seqs"], events, strict=True)]  # fmt: skip
+        return [
+            StoredEvent(int(i), session_id, int(seq), at, e)
+            for i, seq, e in zip(out["ids"], out["seqs"], events, strict=True)
+        ]
 
     def prune(self, older_than_ms: int, action: str = "preview") -> PruneCounts:
         """Root sessions idle since before `older_than_ms`: `preview`, `archive` or `delete`."""
         c = self.client.prune(older_than_ms, action)
-        return PruneCounts(sessions=c["sessions"], events=c["events"], messages=c["messages"],
-                           roots=c["roots"])  # fmt: skip
+        return PruneCounts(
+            sessions=c["sessions"], events=c["events"], messages=c["messages"], roots=c["roots"]
+        )
 
     def put_blob(self, data: bytes, session_id: str | None = None) -> str:
         """Store bytes once by SHA-256 and return the digest; with a session, reference it."""
@@ -313,8 +421,9 @@ class RemoteStore:
 
     # -- the log -----------------------------------------------------------------------------
 
-    def events(self, session_id: str, after: int = 0, limit: int | None = None,
-               types: Sequence[str] = ()) -> list[StoredEvent]:  # fmt: skip
+    def events(
+        self, session_id: str, after: int = 0, limit: int | None = None, types: Sequence[str] = ()
+    ) -> list[StoredEvent]:
         """Durable events with `seq > after`, in order (optionally of some types)."""
         if after == 0:
             self.get_session(session_id)  # an unknown session is an error, as in SqlStore
@@ -330,26 +439,40 @@ class RemoteStore:
             after = int(page["next_after"])
         return out if limit is None else out[:limit]
 
-    def log(self, session_id: str, after: int = 0, *, follow: bool = False,
-            idle_timeout_s: float | None = None,
-            stop: Callable[[], bool] | None = None) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
+    def log(
+        self,
+        session_id: str,
+        after: int = 0,
+        *,
+        follow: bool = False,
+        idle_timeout_s: float | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> Iterator[StoredEvent | SyncMarker]:
         """Durable events after `after`; with `follow`, a `SyncMarker` then live events."""
         self.get_session(session_id)
-        stream = self.client.log(session_id, after, follow=follow, idle_timeout=idle_timeout_s,
-                                 pings=True)  # fmt: skip
+        stream = self.client.log(
+            session_id, after, follow=follow, idle_timeout=idle_timeout_s, pings=True
+        )
         yield from self._convert(stream, "seq", stop)
 
-    def log_all(self, after_id: int = 0, *, follow: bool = False,
-                idle_timeout_s: float | None = None,
-                stop: Callable[[], bool] | None = None) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
+    def log_all(
+        self,
+        after_id: int = 0,
+        *,
+        follow: bool = False,
+        idle_timeout_s: float | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> Iterator[StoredEvent | SyncMarker]:
         """The instance-wide log in its order (`after_id`: the last id seen); same contract as `log`."""
-        stream = self.client.events_stream(after_id, follow=follow, idle_timeout=idle_timeout_s,
-                                           pings=True)  # fmt: skip
+        stream = self.client.events_stream(
+            after_id, follow=follow, idle_timeout=idle_timeout_s, pings=True
+        )
         yield from self._convert(stream, "id", stop)
 
     @staticmethod
-    def _convert(stream: Iterator[Any], field: str,
-                 stop: Callable[[], bool] | None) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
+    def _convert(
+        stream: Iterator[Any], field: str, stop: Callable[[], bool] | None
+    ) -> Iterator[StoredEvent | SyncMarker]:
         try:
             for ev in stream:
                 if stop is not None and stop():

@@ -36,8 +36,9 @@ class Client:
         headers = w.auth_headers(token, headers)
         self.base_url = base_url.rstrip("/")
         self.stream_read_timeout = stream_read_timeout
-        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout,
-                                  transport=transport)  # fmt: skip
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -64,36 +65,63 @@ class Client:
         """`GET /health` (needs no token)."""
         return self._send(w.Req("GET", "/health"))
 
-    def list_sessions(self, *, roots: bool = True, archived: bool | None = False, limit: int = 50,
-                      cursor: str | None = None, q: str | None = None, agent: str | None = None,
-                      location: str | None = None) -> dict[str, Any]:  # fmt: skip
+    def list_sessions(
+        self,
+        *,
+        roots: bool = True,
+        archived: bool | None = False,
+        limit: int = 50,
+        cursor: str | None = None,
+        q: str | None = None,
+        agent: str | None = None,
+        location: str | None = None,
+    ) -> dict[str, Any]:
         """A page of sessions (`archived=None`: both), each with its `summary`; only those of
         `agent` and at `location` (`this`: the server's workspace, or an absolute directory)
         when given; `next_cursor` continues."""
         return self._send(w.sessions_req(roots, archived, limit, cursor, q, agent, location))
 
-    def create_session(self, *, title: str | None = None, agent: str | None = None,
-                       model: str | None = None, metadata: dict[str, Any] | None = None,
-                       prompt: str | None = None, session_id: str | None = None,
-                       location: str | None = None, **prompt_options: Any) -> dict[str, Any]:  # fmt: skip
+    def create_session(
+        self,
+        *,
+        title: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        prompt: str | None = None,
+        session_id: str | None = None,
+        location: str | None = None,
+        **prompt_options: Any,
+    ) -> dict[str, Any]:
         """Create a session (with `session_id`, that id: 409 `ConflictError` when taken;
         `location`, a directory of the server's host); with `prompt`, admit it too (options as
         for `prompt`)."""
         body = None
         if prompt is not None:
-            body = w.prompt_body(prompt, None, prompt_options.get("input_id"),
-                                 prompt_options.get("delivery", "steer"),
-                                 prompt_options.get("resume", True), prompt_options.get("wait", False),
-                                 prompt_options.get("metadata"))  # fmt: skip
+            body = w.prompt_body(
+                prompt,
+                None,
+                prompt_options.get("input_id"),
+                prompt_options.get("delivery", "steer"),
+                prompt_options.get("resume", True),
+                prompt_options.get("wait", False),
+                prompt_options.get("metadata"),
+            )
         return self._send(w.create_req(title, agent, model, metadata, body, session_id, location))
 
     def get_session(self, session_id: str) -> dict[str, Any]:
         """One session with children, pending count, work state and claim."""
         return self._send(w.session_req("GET", session_id))
 
-    def fork(self, session_id: str, through_seq: int | None = None, *,
-             title: str | None = None, agent: str | None = None,
-             model: str | None = None) -> dict[str, Any]:  # fmt: skip
+    def fork(
+        self,
+        session_id: str,
+        through_seq: int | None = None,
+        *,
+        title: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
         """Fork a session through `through_seq` (default: all of it); `agent`/`model` make the
         fork run as them (the original is untouched)."""
         fields = {"through_seq": through_seq, "title": title, "agent": agent, "model": model}
@@ -111,10 +139,18 @@ class Client:
 
     # -- inputs ------------------------------------------------------------------------------
 
-    def prompt(self, session_id: str, text: str | None = None, *,
-               blocks: list[dict[str, Any]] | None = None, input_id: str | None = None,
-               delivery: str = "steer", resume: bool = True, wait: bool = False,
-               metadata: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    def prompt(
+        self,
+        session_id: str,
+        text: str | None = None,
+        *,
+        blocks: list[dict[str, Any]] | None = None,
+        input_id: str | None = None,
+        delivery: str = "steer",
+        resume: bool = True,
+        wait: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Admit a prompt; `resume` wakes the server's driver; `wait` returns after the drain."""
         body = w.prompt_body(text, blocks, input_id, delivery, resume, wait, metadata)
         return self._send(w.session_req("POST", session_id, "/prompt", body))
@@ -123,18 +159,31 @@ class Client:
         """Hard-interrupt the session's current turn."""
         return self._send(w.session_req("POST", session_id, "/interrupt"))
 
-    def move(self, session_id: str, location: str, *, input_id: str | None = None,
-             resume: bool = True) -> dict[str, Any]:  # fmt: skip
+    def move(
+        self, session_id: str, location: str, *, input_id: str | None = None, resume: bool = True
+    ) -> dict[str, Any]:
         """Move the session to the directory `location` of the server's host."""
-        body = {k: v for k, v in {"location": location, "input_id": input_id, "resume": resume}.items()
-                if v is not None}  # fmt: skip
+        body = {
+            k: v
+            for k, v in {"location": location, "input_id": input_id, "resume": resume}.items()
+            if v is not None
+        }
         return self._send(w.session_req("POST", session_id, "/move", body))
 
-    def compact(self, session_id: str, *, tail_turns: int | None = None,
-                input_id: str | None = None, resume: bool = True) -> dict[str, Any]:  # fmt: skip
+    def compact(
+        self,
+        session_id: str,
+        *,
+        tail_turns: int | None = None,
+        input_id: str | None = None,
+        resume: bool = True,
+    ) -> dict[str, Any]:
         """Request a manual compaction."""
-        body = {k: v for k, v in {"tail_turns": tail_turns, "input_id": input_id, "resume": resume}.items()
-                if v is not None}  # fmt: skip
+        body = {
+            k: v
+            for k, v in {"tail_turns": tail_turns, "input_id": input_id, "resume": resume}.items()
+            if v is not None
+        }
         return self._send(w.session_req("POST", session_id, "/compact", body))
 
     def approvals(self, session_id: str) -> list[dict[str, Any]]:
@@ -142,16 +191,16 @@ class Client:
         out = self._send(w.session_req("GET", session_id, "/approvals"))
         return list(out["approvals"])
 
-    def approve(self, session_id: str, call_id: str, decision: str = "allow", *,
-                resume: bool = True) -> dict[str, Any]:  # fmt: skip
+    def approve(
+        self, session_id: str, call_id: str, decision: str = "allow", *, resume: bool = True
+    ) -> dict[str, Any]:
         """Decide on a waiting call: `allow`, `always` or `deny` (see docs/approvals.md)."""
         body = {"decision": decision, "resume": resume}
         return self._send(
             w.session_req("POST", session_id, f"/approvals/{quote(call_id, safe='')}", body)
         )
 
-    def raise_budget(self, session_id: str, amount: str, *, resume: bool = True
-                     ) -> dict[str, Any]:  # fmt: skip
+    def raise_budget(self, session_id: str, amount: str, *, resume: bool = True) -> dict[str, Any]:
         """Raise the session's budget (`+5usd`, `+20000tokens`, or a new limit `5usd`); one its
         budget paused continues (see docs/spend.md)."""
         body = {"amount": amount, "resume": resume}
@@ -159,8 +208,14 @@ class Client:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def messages(self, session_id: str, after_seq: int = 0, *, limit: int | None = None,
-                 sensitive: bool = False) -> dict[str, Any]:  # fmt: skip
+    def messages(
+        self,
+        session_id: str,
+        after_seq: int = 0,
+        *,
+        limit: int | None = None,
+        sensitive: bool = False,
+    ) -> dict[str, Any]:
         """The transcript after `after_seq` (system text redacted unless `sensitive` and the
         token allows it); with `limit`, a page of at most that many (`next_after` continues)."""
         return self._send(
@@ -171,7 +226,7 @@ class Client:
                 after_seq=after_seq,
                 limit=limit,
                 sensitive=sensitive or None,
-            )  # fmt: skip
+            )
         )
 
     def context(self, session_id: str, *, sensitive: bool = False) -> dict[str, Any]:
@@ -198,10 +253,13 @@ class Client:
 
     def receipts(self, session_id: str, *, sensitive: bool = False) -> dict[str, Any]:
         """Prompt receipts (section text only with `sensitive` and the scope)."""
-        return self._send(w.session_req("GET", session_id, "/receipts", sensitive=sensitive or None))  # fmt: skip
+        return self._send(
+            w.session_req("GET", session_id, "/receipts", sensitive=sensitive or None)
+        )
 
-    def events(self, session_id: str, after: int = 0, *, limit: int = 1000,
-               sensitive: bool = False) -> dict[str, Any]:  # fmt: skip
+    def events(
+        self, session_id: str, after: int = 0, *, limit: int = 1000, sensitive: bool = False
+    ) -> dict[str, Any]:
         """One JSON page of a session's durable events after `after`."""
         return self._send(
             w.session_req(
@@ -211,26 +269,42 @@ class Client:
 
     # -- shaping (docs/rewind.md) ------------------------------------------------------------
 
-    def rewind(self, session_id: str, *, turn_id: str | None = None, input_id: str | None = None,
-               message_id: str | None = None, files: bool = False, force: bool = False,
-               revision: int | None = None) -> dict[str, Any]:  # fmt: skip
+    def rewind(
+        self,
+        session_id: str,
+        *,
+        turn_id: str | None = None,
+        input_id: str | None = None,
+        message_id: str | None = None,
+        files: bool = False,
+        force: bool = False,
+        revision: int | None = None,
+    ) -> dict[str, Any]:
         """Revert the session to just before a turn, an input or a message (none named: its
         newest turn); the later messages leave the active history, not the log. With `files`,
         restore the files those turns changed (a 409 `ConflictError` lists files changed since
         by something else, unless `force`); `revision` (the `last_seq` read) guards against a
         session that changed since. Answers what it did: `hidden`, `files_restored`,
         `files_left`, `shell_calls`, `prompt` and `warnings`."""
-        return self._send(w.rewind_req(session_id, turn_id, input_id, message_id, files, force,
-                                       revision))  # fmt: skip
+        return self._send(
+            w.rewind_req(session_id, turn_id, input_id, message_id, files, force, revision)
+        )
 
     def unrevert(self, session_id: str, *, force: bool = False) -> dict[str, Any]:
         """Undo the session's rewind (a 422 `UsageError` when there is none or a new input made
         it final); answers as `rewind`. `force` overwrites files changed since the rewind."""
         return self._send(w.unrevert_req(session_id, force))
 
-    def edit_history(self, session_id: str, *, revision: int, delete_turn: str | None = None,
-                     message_id: str | None = None, text: str | None = None,
-                     heal_pairing: bool = False) -> dict[str, Any]:  # fmt: skip
+    def edit_history(
+        self,
+        session_id: str,
+        *,
+        revision: int,
+        delete_turn: str | None = None,
+        message_id: str | None = None,
+        text: str | None = None,
+        heal_pairing: bool = False,
+    ) -> dict[str, Any]:
         """Delete a turn (`delete_turn`), replace a message's text (`message_id`, `text`) or
         write the drop-only pairing heal back (`heal_pairing`) as
         one write guarded by `revision`, the session's `last_seq` read: a stale one is a 409
@@ -239,20 +313,33 @@ class Client:
             w.history_req(session_id, revision, delete_turn, message_id, text, heal_pairing)
         )
 
-    def artifacts(self, session_id: str, *, kind: str | None = None, since_ms: int | None = None,
-                  limit: int = 100) -> dict[str, Any]:  # fmt: skip
+    def artifacts(
+        self,
+        session_id: str,
+        *,
+        kind: str | None = None,
+        since_ms: int | None = None,
+        limit: int = 100,
+    ) -> dict[str, Any]:
         """The session's artifacts (`{"artifacts": [...]}`), newest update first, optionally of
         one `kind` and updated at or after `since_ms` (epoch ms); `limit` at most 500."""
         return self._send(w.artifacts_req(session_id, kind, since_ms, limit))
 
-    def add_artifact(self, session_id: str, kind: str, uri: str, label: str = "",
-                     meta: Any = None) -> dict[str, Any]:  # fmt: skip
+    def add_artifact(
+        self, session_id: str, kind: str, uri: str, label: str = "", meta: Any = None
+    ) -> dict[str, Any]:
         """Record an artifact of the session, upserted by (`kind`, `uri`); answers it."""
         return self._send(w.add_artifact_req(session_id, kind, uri, label, meta))
 
-    def find_artifacts(self, uri: str | None = None, *, kind: str | None = None,
-                       since_ms: int | None = None, location: str | None = None,
-                       limit: int = 100) -> dict[str, Any]:  # fmt: skip
+    def find_artifacts(
+        self,
+        uri: str | None = None,
+        *,
+        kind: str | None = None,
+        since_ms: int | None = None,
+        location: str | None = None,
+        limit: int = 100,
+    ) -> dict[str, Any]:
         """Reverse lookup across every session: the artifacts with exactly this `uri`, or of
         the sessions living at `location` (`this`: the server's workspace), of `kind` and
         updated at or after `since_ms`, newest update first (`{"artifacts": [...]}`, each
@@ -273,8 +360,9 @@ class Client:
         `{"session_id", "namespace", "values"}`."""
         return self._send(w.extension_req("GET", session_id, namespace))
 
-    def set_extension_state(self, session_id: str, namespace: str, key: str,
-                            value: Any) -> dict[str, Any]:  # fmt: skip
+    def set_extension_state(
+        self, session_id: str, namespace: str, key: str, value: Any
+    ) -> dict[str, Any]:
         """Store one JSON value (not null) under `namespace`/`key`; answers the namespace as
         `extension_state` does (a 422 `UsageError` past the size bounds)."""
         return self._send(w.extension_req("PUT", session_id, namespace, key, {"value": value}))
@@ -289,8 +377,9 @@ class Client:
         """Set the session's title; answers the session."""
         return self._send(w.rename_req(session_id, title))
 
-    def append_events(self, session_id: str, events: list[dict[str, Any]],
-                      blobs: Sequence[bytes] = ()) -> dict[str, Any]:  # fmt: skip
+    def append_events(
+        self, session_id: str, events: list[dict[str, Any]], blobs: Sequence[bytes] = ()
+    ) -> dict[str, Any]:
         """Append events (each as the log shows its `data`) of the kinds a host may write,
         with `blobs`, in one transaction: `{"seqs", "ids", "last_seq"}`. A 409
         `ConflictError` while the session is driven; a 422 `UsageError` names a refused kind."""
@@ -316,21 +405,38 @@ class Client:
 
     # -- streams -----------------------------------------------------------------------------
 
-    def log(self, session_id: str, after: int = 0, *, follow: bool = True, live: bool = False,
-            idle_timeout: float | None = None, sensitive: bool = False,
-            pings: bool = False) -> Iterator[ServerEvent]:  # fmt: skip
+    def log(
+        self,
+        session_id: str,
+        after: int = 0,
+        *,
+        follow: bool = True,
+        live: bool = False,
+        idle_timeout: float | None = None,
+        sensitive: bool = False,
+        pings: bool = False,
+    ) -> Iterator[ServerEvent]:
         """A session's log as SSE: durable events (`message`), one `sync`, `live` deltas."""
         params = w.log_params(after, follow, live, idle_timeout, sensitive)
         return self._stream(f"/sessions/{session_id}/log", params, follow, pings)
 
-    def events_stream(self, after: int = 0, *, follow: bool = True, live: bool = False,
-                      idle_timeout: float | None = None, sensitive: bool = False,
-                      pings: bool = False) -> Iterator[ServerEvent]:  # fmt: skip
+    def events_stream(
+        self,
+        after: int = 0,
+        *,
+        follow: bool = True,
+        live: bool = False,
+        idle_timeout: float | None = None,
+        sensitive: bool = False,
+        pings: bool = False,
+    ) -> Iterator[ServerEvent]:
         """The instance-wide stream: every session's events by global id."""
         params = w.log_params(after, follow, live, idle_timeout, sensitive)
         return self._stream("/events", params, follow, pings)
 
-    def _stream(self, path: str, params: dict[str, Any], follow: bool, pings: bool) -> Iterator[ServerEvent]:  # fmt: skip
+    def _stream(
+        self, path: str, params: dict[str, Any], follow: bool, pings: bool
+    ) -> Iterator[ServerEvent]:
         last_id: str | None = None
         failures = 0
         timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_read_timeout)
@@ -339,8 +445,9 @@ class Client:
             if last_id is not None:
                 headers["Last-Event-ID"] = last_id
             try:
-                with self._http.stream("GET", path, params=params, headers=headers,
-                                       timeout=timeout) as response:  # fmt: skip
+                with self._http.stream(
+                    "GET", path, params=params, headers=headers, timeout=timeout
+                ) as response:
                     if response.status_code >= 400:
                         response.read()
                         w.raise_for(response)

@@ -69,10 +69,15 @@ def unreachable(base_url: str, err: httpx.TransportError) -> ServerUnreachableEr
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {
-    400: RemoteUsageError, 401: UnauthorizedError, 403: UnauthorizedError,
-    404: RemoteNotFoundError, 409: RemoteConflictError, 413: RemoteUsageError,
-    422: RemoteUsageError, 503: RemoteBusyError,
-}  # fmt: skip
+    400: RemoteUsageError,
+    401: UnauthorizedError,
+    403: UnauthorizedError,
+    404: RemoteNotFoundError,
+    409: RemoteConflictError,
+    413: RemoteUsageError,
+    422: RemoteUsageError,
+    503: RemoteBusyError,
+}
 
 
 def raise_for(response: httpx.Response) -> None:
@@ -99,37 +104,87 @@ class Req:
 
 def _q(**params: Any) -> dict[str, Any]:
     """Query parameters without the unset ones, booleans as `true`/`false`."""
-    return {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in params.items()
-            if v is not None}  # fmt: skip
+    return {
+        k: (str(v).lower() if isinstance(v, bool) else v)
+        for k, v in params.items()
+        if v is not None
+    }
 
 
 def _body(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def sessions_req(roots: bool, archived: bool | None, limit: int, cursor: str | None,
-                 q: str | None, agent: str | None = None, location: str | None = None) -> Req:  # fmt: skip
+def sessions_req(
+    roots: bool,
+    archived: bool | None,
+    limit: int,
+    cursor: str | None,
+    q: str | None,
+    agent: str | None = None,
+    location: str | None = None,
+) -> Req:
     """GET /sessions."""
     flag = "all" if archived is None else str(archived).lower()
-    return Req("GET", "/sessions", _q(roots=roots, archived=flag, limit=limit, cursor=cursor, q=q,
-                                      agent=agent, location=location))  # fmt: skip
+    return Req(
+        "GET",
+        "/sessions",
+        _q(
+            roots=roots,
+            archived=flag,
+            limit=limit,
+            cursor=cursor,
+            q=q,
+            agent=agent,
+            location=location,
+        ),
+    )
 
 
-def prompt_body(text: str | None, blocks: list[dict[str, Any]] | None, input_id: str | None,
-                delivery: str, resume: bool, wait: bool,
-                metadata: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+def prompt_body(
+    text: str | None,
+    blocks: list[dict[str, Any]] | None,
+    input_id: str | None,
+    delivery: str,
+    resume: bool,
+    wait: bool,
+    metadata: dict[str, Any] | None,
+) -> dict[str, Any]:
     """The body of a prompt."""
-    return _body(text=text, blocks=blocks, input_id=input_id, delivery=delivery, resume=resume,
-                 wait=wait, metadata=metadata)  # fmt: skip
+    return _body(
+        text=text,
+        blocks=blocks,
+        input_id=input_id,
+        delivery=delivery,
+        resume=resume,
+        wait=wait,
+        metadata=metadata,
+    )
 
 
-def create_req(title: str | None, agent: str | None, model: str | None,
-               metadata: dict[str, Any] | None, prompt: dict[str, Any] | None,
-               session_id: str | None = None, location: str | None = None) -> Req:  # fmt: skip
+def create_req(
+    title: str | None,
+    agent: str | None,
+    model: str | None,
+    metadata: dict[str, Any] | None,
+    prompt: dict[str, Any] | None,
+    session_id: str | None = None,
+    location: str | None = None,
+) -> Req:
     """POST /sessions."""
-    return Req("POST", "/sessions", body=_body(id=session_id, title=title, agent=agent,
-                                               model=model, metadata=metadata, location=location,
-                                               prompt=prompt))  # fmt: skip
+    return Req(
+        "POST",
+        "/sessions",
+        body=_body(
+            id=session_id,
+            title=title,
+            agent=agent,
+            model=model,
+            metadata=metadata,
+            location=location,
+            prompt=prompt,
+        ),
+    )
 
 
 def auth_headers(token: str | None, headers: Mapping[str, str] | None) -> dict[str, str]:
@@ -149,8 +204,9 @@ def _b64(data: bytes) -> str:
 
 def append_req(session_id: str, events: list[dict[str, Any]], blobs: Sequence[bytes]) -> Req:
     """POST /sessions/{id}/events."""
-    return session_req("POST", session_id, "/events",
-                       {"events": events, "blobs": [_b64(b) for b in blobs]})  # fmt: skip
+    return session_req(
+        "POST", session_id, "/events", {"events": events, "blobs": [_b64(b) for b in blobs]}
+    )
 
 
 def put_blob_req(data: bytes, session_id: str | None) -> Req:
@@ -173,17 +229,31 @@ def rename_req(session_id: str, title: str) -> Req:
     return session_req("PATCH", session_id, body={"title": title})
 
 
-def session_req(method: str, session_id: str, tail: str = "", body: Any = None, **params: Any) -> Req:  # fmt: skip
+def session_req(
+    method: str, session_id: str, tail: str = "", body: Any = None, **params: Any
+) -> Req:
     """A call on one session: `/sessions/{id}{tail}`."""
     return Req(method, f"/sessions/{session_id}{tail}", _q(**params), body)
 
 
-def rewind_req(session_id: str, turn_id: str | None, input_id: str | None,
-               message_id: str | None, files: bool, force: bool,
-               revision: int | None) -> Req:  # fmt: skip
+def rewind_req(
+    session_id: str,
+    turn_id: str | None,
+    input_id: str | None,
+    message_id: str | None,
+    files: bool,
+    force: bool,
+    revision: int | None,
+) -> Req:
     """POST /sessions/{id}/rewind."""
-    body = _body(turn_id=turn_id, input_id=input_id, message_id=message_id, files=files,
-                 force=force, revision=revision)  # fmt: skip
+    body = _body(
+        turn_id=turn_id,
+        input_id=input_id,
+        message_id=message_id,
+        files=files,
+        force=force,
+        revision=revision,
+    )
     return session_req("POST", session_id, "/rewind", body)
 
 
@@ -192,11 +262,22 @@ def unrevert_req(session_id: str, force: bool) -> Req:
     return session_req("POST", session_id, "/unrevert", {"force": force})
 
 
-def history_req(session_id: str, revision: int, delete_turn: str | None, message_id: str | None,
-                text: str | None, heal_pairing: bool = False) -> Req:  # fmt: skip
+def history_req(
+    session_id: str,
+    revision: int,
+    delete_turn: str | None,
+    message_id: str | None,
+    text: str | None,
+    heal_pairing: bool = False,
+) -> Req:
     """POST /sessions/{id}/history."""
-    body = _body(revision=revision, delete_turn=delete_turn, message_id=message_id, text=text,
-                 heal_pairing=heal_pairing or None)  # fmt: skip
+    body = _body(
+        revision=revision,
+        delete_turn=delete_turn,
+        message_id=message_id,
+        text=text,
+        heal_pairing=heal_pairing or None,
+    )
     return session_req("POST", session_id, "/history", body)
 
 
@@ -211,11 +292,19 @@ def add_artifact_req(session_id: str, kind: str, uri: str, label: str, meta: Any
     return session_req("POST", session_id, "/artifacts", body)
 
 
-def find_artifacts_req(uri: str | None, kind: str | None, limit: int, since_ms: int | None = None,
-                       location: str | None = None) -> Req:  # fmt: skip
+def find_artifacts_req(
+    uri: str | None,
+    kind: str | None,
+    limit: int,
+    since_ms: int | None = None,
+    location: str | None = None,
+) -> Req:
     """GET /artifacts: the reverse lookup."""
-    return Req("GET", "/artifacts", _q(uri=uri, kind=kind, since_ms=since_ms, location=location,
-                                       limit=limit))  # fmt: skip
+    return Req(
+        "GET",
+        "/artifacts",
+        _q(uri=uri, kind=kind, since_ms=since_ms, location=location, limit=limit),
+    )
 
 
 def metadata_req(session_id: str, patch: dict[str, Any] | None = None) -> Req:
@@ -225,8 +314,9 @@ def metadata_req(session_id: str, patch: dict[str, Any] | None = None) -> Req:
     return session_req("PATCH", session_id, "/metadata", {"patch": patch})
 
 
-def extension_req(method: str, session_id: str, namespace: str, key: str | None = None,
-                  body: Any = None) -> Req:  # fmt: skip
+def extension_req(
+    method: str, session_id: str, namespace: str, key: str | None = None, body: Any = None
+) -> Req:
     """A call on an extension's namespace (`key` None: the whole namespace); both are quoted
     as one path segment each."""
     tail = f"/extensions/{quote(namespace, safe='')}"
@@ -235,11 +325,17 @@ def extension_req(method: str, session_id: str, namespace: str, key: str | None 
     return session_req(method, session_id, tail, body)
 
 
-def log_params(after: int, follow: bool, live: bool, idle_timeout: float | None,
-               sensitive: bool) -> dict[str, Any]:  # fmt: skip
+def log_params(
+    after: int, follow: bool, live: bool, idle_timeout: float | None, sensitive: bool
+) -> dict[str, Any]:
     """Query parameters of a log stream."""
-    return _q(after=after, follow=follow, live=live, idle_timeout=idle_timeout,
-              sensitive=sensitive or None)  # fmt: skip
+    return _q(
+        after=after,
+        follow=follow,
+        live=live,
+        idle_timeout=idle_timeout,
+        sensitive=sensitive or None,
+    )
 
 
 @dataclass(frozen=True, slots=True)

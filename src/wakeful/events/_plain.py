@@ -28,8 +28,15 @@ from ._shapes import EVENTS, MODELS, TYPES
 
 REQUIRED = ...  # a field's default in `MODELS` when it has none
 
-_KIND = {str: "str", int: "int", float: "float", bool: "bool", type(None): "null", list: "list",
-         dict: "dict"}  # fmt: skip
+_KIND = {
+    str: "str",
+    int: "int",
+    float: "float",
+    bool: "bool",
+    type(None): "null",
+    list: "list",
+    dict: "dict",
+}
 
 
 class NotPlain(ValueError):
@@ -137,8 +144,14 @@ class PlainEvent:
 
     def to_json(self) -> dict[str, object]:
         """The event as `StoredEvent.to_json` gives it (`wakeful log --format jsonl`)."""
-        return {"id": self.id, "session_id": self.session_id, "seq": self.seq,
-                "at_ms": self.at_ms, "type": self.type, "data": self.data}  # fmt: skip
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "seq": self.seq,
+            "at_ms": self.at_ms,
+            "type": self.type,
+            "data": self.data,
+        }
 
 
 # -- deriving `_shapes.py` from the models ---------------------------------------------------
@@ -179,8 +192,15 @@ def derive_shapes() -> tuple[dict[str, str], dict[str, str], dict[str, tuple[Any
             for model in nested:
                 visit(model)
             least = max((getattr(m, "min_length", 0) for m in info.metadata), default=0)
-            spec = (name, default, tuple(sorted(kinds)), tuple(sorted(literals)),
-                    tuple(m.__name__ for m in nested), tuple(sorted(items)), least)  # fmt: skip
+            spec = (
+                name,
+                default,
+                tuple(sorted(kinds)),
+                tuple(sorted(literals)),
+                tuple(m.__name__ for m in nested),
+                tuple(sorted(items)),
+                least,
+            )
             fields.append(spec)
         if issubclass(cls, _Typed):  # its serializer writes `type` first
             fields.sort(key=lambda f: f[0] != "type")
@@ -268,14 +288,16 @@ def render_shapes() -> str:
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     v, kind = (spec[1] for spec in models["MessageAdded"][:2])  # `v` and `type`, dumped first
     head = json.dumps({"v": v, "type": kind}, separators=(",", ":"))[:-1] + ',"message":'
-    return "\n".join([
-        text,
-        "# The shapes above, digested: `sessions.message_shapes` names the shapes a session's",
-        '# message bodies were written under (docs/store.md, "Loading a transcript").',
-        f"SHAPES_DIGEST = {digest!r}",
-        "# How `dump_event` begins a `message.added` body; the message follows, as",
-        "# `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).",
-        f"MESSAGE_ADDED_HEAD = {head!r}",
-        "# fmt: on",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            text,
+            "# The shapes above, digested: `sessions.message_shapes` names the shapes a session's",
+            '# message bodies were written under (docs/store.md, "Loading a transcript").',
+            f"SHAPES_DIGEST = {digest!r}",
+            "# How `dump_event` begins a `message.added` body; the message follows, as",
+            "# `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).",
+            f"MESSAGE_ADDED_HEAD = {head!r}",
+            "# fmt: on",
+            "",
+        ]
+    )

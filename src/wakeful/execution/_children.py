@@ -63,9 +63,14 @@ class Children:
         self._workspace = workspace
 
     async def delegate(
-        self, parent_id: str, prompt: str, agent: str | None, background: bool,
-        *, lineage: Lineage | None = None,
-    ) -> Delegation:  # fmt: skip
+        self,
+        parent_id: str,
+        prompt: str,
+        agent: str | None,
+        background: bool,
+        *,
+        lineage: Lineage | None = None,
+    ) -> Delegation:
         """Create a child of `parent_id` with `prompt` admitted (or admit it to the earlier
         child `lineage.resume`); drive it (see the module doc). The child's `session.created`
         metadata and its input's metadata record its lineage (`docs/execution.md`, "Children")."""
@@ -98,14 +103,19 @@ class Children:
         (replacing an entry of an earlier turn of the same child): the task tool writes it, and
         the parent's runner marks it done when the child's report arrives (`runner/_jobs.py`)."""
         jobs = self.store.work_state(parent_id).get("jobs")
-        kept = [j for j in jobs if isinstance(j, dict) and j.get("id") != child_id] if isinstance(
-            jobs, list) else []  # fmt: skip
+        kept = (
+            [j for j in jobs if isinstance(j, dict) and j.get("id") != child_id]
+            if isinstance(jobs, list)
+            else []
+        )
         found = lineage_of(self.store, child_id)
         label = found.label if found and found.label else child_id
         entry: dict[str, JsonValue] = {
-            "id": child_id, "label": label, "status": "running",
+            "id": child_id,
+            "label": label,
+            "status": "running",
             "content": f"{label} ({child_id}): {prompt[:80]}",
-        }  # fmt: skip
+        }
         return (*kept, entry)
 
     def _created(
@@ -120,14 +130,22 @@ class Children:
         above = lineage_of(self.store, parent_id)
         label = lineage.label or f"child-{len(self.store.children(parent_id)) + 1}"
         marks: dict[str, JsonValue] = {
-            "label": label, "depth": (above.depth if above else 0) + 1,
-            "parent_turn_id": lineage.turn_id, "parent_call_id": lineage.call_id,
-        }  # fmt: skip
+            "label": label,
+            "depth": (above.depth if above else 0) + 1,
+            "parent_turn_id": lineage.turn_id,
+            "parent_call_id": lineage.call_id,
+        }
         created = SessionCreated(
-            title=prompt[:80], agent=name, model=parent.model, parent_id=parent_id,
-            metadata={"workspace": parent.location or self._workspace,
-                      "delegation": "background" if background else "foreground", **marks},
-        )  # fmt: skip
+            title=prompt[:80],
+            agent=name,
+            model=parent.model,
+            parent_id=parent_id,
+            metadata={
+                "workspace": parent.location or self._workspace,
+                "delegation": "background" if background else "foreground",
+                **marks,
+            },
+        )
         payload: dict[str, JsonValue] = {"text": prompt, "metadata": marks}
         self.store.admit(child_id, None, "user", payload, create=created)
         return child_id
@@ -148,9 +166,10 @@ class Children:
         marks: dict[str, JsonValue] = {
             "label": lineage.label or (found.label if found else None),
             "depth": found.depth if found else 1,
-            "parent_turn_id": lineage.turn_id, "parent_call_id": lineage.call_id,
+            "parent_turn_id": lineage.turn_id,
+            "parent_call_id": lineage.call_id,
             "resumed_from": last,
-        }  # fmt: skip
+        }
         self.store.admit(child_id, None, "user", {"text": prompt, "metadata": marks})
         return child_id
 
@@ -167,10 +186,16 @@ class Children:
                 "metadata": {"child_session_id": child_id, "outcome": end.outcome},
             }
             await off_loop(
-                end_child, self.store, child_id, end, claim, parent_id=parent_id,
-                input_id=f"{REPORT_PREFIX}{child_id}_{end.turn_id}", kind=REPORT_KIND,
+                end_child,
+                self.store,
+                child_id,
+                end,
+                claim,
+                parent_id=parent_id,
+                input_id=f"{REPORT_PREFIX}{child_id}_{end.turn_id}",
+                kind=REPORT_KIND,
                 payload=payload,
-            )  # fmt: skip
+            )
             crash_point("child.reported")
             self.coordinator.wake(parent_id)
 

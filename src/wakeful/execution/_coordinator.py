@@ -72,9 +72,13 @@ class Coordinator:
         return sorted(sid for sid, a in self._active.items() if not a.task.done())
 
     def wake(
-        self, session_id: str, claim: Claim | None = None, *, recovered: Recovered | None = None,
+        self,
+        session_id: str,
+        claim: Claim | None = None,
+        *,
+        recovered: Recovered | None = None,
         seen: int | None = None,
-    ) -> asyncio.Task[list[DrainResult]]:  # fmt: skip
+    ) -> asyncio.Task[list[DrainResult]]:
         """Start a drain, or ask the running one to drain again when it ends (coalesced).
 
         `claim` is one the caller already took for this session (a worker's takeover): the
@@ -102,9 +106,13 @@ class Coordinator:
         return entry.task
 
     async def resume(
-        self, session_id: str, claim: Claim | None = None, *, recovered: Recovered | None = None,
+        self,
+        session_id: str,
+        claim: Claim | None = None,
+        *,
+        recovered: Recovered | None = None,
         seen: int | None = None,
-    ) -> list[DrainResult]:  # fmt: skip
+    ) -> list[DrainResult]:
         """Drive the session now, joining the active drain if there is one; wait for it.
 
         Cancelling the caller does not cancel the drain: a drain stops by interrupt only, so it
@@ -138,9 +146,14 @@ class Coordinator:
             while True:
                 entry.again = False
                 result = await drain(
-                    self.store, session_id, lambda: self._make_context(session_id, entry.interrupt),
-                    self.leases, self.options, claim, recovered,
-                )  # fmt: skip
+                    self.store,
+                    session_id,
+                    lambda: self._make_context(session_id, entry.interrupt),
+                    self.leases,
+                    self.options,
+                    claim,
+                    recovered,
+                )
                 claim, recovered = None, None
                 results.append(result)
                 if result.busy or result.claim_lost or result.shutdown:

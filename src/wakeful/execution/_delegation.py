@@ -42,9 +42,13 @@ def lineage_of(store: LocalStore, session_id: str) -> ChildLineage | None:
 
     depth = meta.get("depth")
     return ChildLineage(
-        row.parent_id, text("parent_turn_id"), text("parent_call_id"),
-        depth if isinstance(depth, int) else 1, text("label"), text("delegation"),
-    )  # fmt: skip
+        row.parent_id,
+        text("parent_turn_id"),
+        text("parent_call_id"),
+        depth if isinstance(depth, int) else 1,
+        text("label"),
+        text("delegation"),
+    )
 
 
 def delegation_of(store: LocalStore, session_id: str) -> str | None:

@@ -121,9 +121,14 @@ async def drain(
 
 
 async def _setup(
-    store: LocalStore, session_id: str, make_context: Callable[[], SessionSetup],
-    leases: LeaseKeeper, opts: DrainOptions, claim: Claim | None, result: DrainResult,
-) -> SessionSetup | None:  # fmt: skip
+    store: LocalStore,
+    session_id: str,
+    make_context: Callable[[], SessionSetup],
+    leases: LeaseKeeper,
+    opts: DrainOptions,
+    claim: Claim | None,
+    result: DrainResult,
+) -> SessionSetup | None:
     """The session's context, built before any claim is taken (a configuration error must not
     start a turn; off the loop: it reads the store and may start MCP servers, `_toolbox.py`).
     None ends the drain: the location is not served here (`result.waiting_for`; not run, not
@@ -148,9 +153,12 @@ async def _setup(
 
 
 async def _claim(
-    store: LocalStore, session_id: str, setup: SessionSetup, opts: DrainOptions,
+    store: LocalStore,
+    session_id: str,
+    setup: SessionSetup,
+    opts: DrainOptions,
     result: DrainResult,
-) -> tuple[Claim | None, tuple[str, Sequence[Delivered]] | None]:  # fmt: skip
+) -> tuple[Claim | None, tuple[str, Sequence[Delivered]] | None]:
     """Take the claim with the first delivery and the turn it starts (`start_drain`): the
     claim (None: nothing to do, or `result.busy`) and that turn's id with what it delivered."""
     tid = new_turn_id()
@@ -159,9 +167,15 @@ async def _claim(
         InstructionSync(store, session_id, setup.ctx.instruction_sources).prelude
     )
     start = await off_loop(
-        start_drain, store, session_id, current_owner(), opts.lease_ms, owner_is_dead,
-        start_turn=tid, prelude=prelude,
-    )  # fmt: skip
+        start_drain,
+        store,
+        session_id,
+        current_owner(),
+        opts.lease_ms,
+        owner_is_dead,
+        start_turn=tid,
+        prelude=prelude,
+    )
     if start.claim is None:
         result.busy = start.busy
         return None, None
@@ -178,15 +192,22 @@ def session_end_data(result: DrainResult) -> dict[str, JsonValue]:
         status = result.turns[-1].outcome
     turns = [t.turn_id for t in result.turns]
     return {
-        "status": status, "turns": len(turns),
-        "first_turn_id": turns[0] if turns else None, "last_turn_id": turns[-1] if turns else None,
-    }  # fmt: skip
+        "status": status,
+        "turns": len(turns),
+        "first_turn_id": turns[0] if turns else None,
+        "last_turn_id": turns[-1] if turns else None,
+    }
 
 
 async def _recover(
-    claim: Claim, setup: SessionSetup, port: StorePort, opts: DrainOptions, result: DrainResult,
-    recovered: Recovered | None, receipts: ReceiptChain,
-) -> None:  # fmt: skip
+    claim: Claim,
+    setup: SessionSetup,
+    port: StorePort,
+    opts: DrainOptions,
+    result: DrainResult,
+    recovered: Recovered | None,
+    receipts: ReceiptChain,
+) -> None:
     store, sid, token = port.store, port.session_id, fence(claim)
     if recovered is not None:  # healed and planned with its batch (`recover_batch`)
         turn, plan = recovered.turn, recovered.plan
@@ -272,9 +293,13 @@ async def _turns(
 
 
 async def _control(
-    delivered: Sequence[Delivered], setup: SessionSetup, port: StorePort, result: DrainResult,
-    make_context: Callable[[], SessionSetup], receipts: ReceiptChain,
-) -> tuple[SessionSetup, StorePort] | None:  # fmt: skip
+    delivered: Sequence[Delivered],
+    setup: SessionSetup,
+    port: StorePort,
+    result: DrainResult,
+    make_context: Callable[[], SessionSetup],
+    receipts: ReceiptChain,
+) -> tuple[SessionSetup, StorePort] | None:
     """Run the control items delivered alone between turns: a compaction runs here, idle; a
     move rebinds the session to its new location (a new context and port, under the same
     claim). The setup and port to go on with, or None when the session moved to a location not

@@ -134,9 +134,14 @@ def typed(live: LiveEvent, turn_id: str | None) -> StreamItem:
             return StepStart(sid, _str(d, "turn_id"), _int(d, "step"), _int(d, "attempt"))
         case "step_end":
             return StepEnd(
-                sid, _str(d, "turn_id"), _int(d, "step"), _str(d, "finish_reason"),
-                _int(d, "input_tokens"), _int(d, "output_tokens"), _int(d, "tool_calls"),
-            )  # fmt: skip
+                sid,
+                _str(d, "turn_id"),
+                _int(d, "step"),
+                _str(d, "finish_reason"),
+                _int(d, "input_tokens"),
+                _int(d, "output_tokens"),
+                _int(d, "tool_calls"),
+            )
         case "turn_end":
             error = d.get("error")
             return TurnEnd(
@@ -245,7 +250,9 @@ class EventStream:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         await self.aclose()

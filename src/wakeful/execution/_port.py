@@ -119,9 +119,12 @@ class StorePort(HeldEvents):
             return
         self._drop_reads_ahead()
         await off_loop(
-            self.store.append, self._sid, self._with_held(events), self.claim,
+            self.store.append,
+            self._sid,
+            self._with_held(events),
+            self.claim,
             blobs=list(fresh.values()),
-        )  # fmt: skip
+        )
         self._written_held()
         self._stored_blobs.update(fresh)
         if any(isinstance(e, CompactionEnded) for e in events):
@@ -171,9 +174,14 @@ class StorePort(HeldEvents):
             then, then_blobs = (), []
             prelude = self._sync.prelude(epoch)
         delivered = promote_step(
-            self.store, self._sid, self.claim, first=self._with_held(()), prelude=prelude,
-            then=then, then_blobs=then_blobs,
-        )  # fmt: skip
+            self.store,
+            self._sid,
+            self.claim,
+            first=self._with_held(()),
+            prelude=prelude,
+            then=then,
+            then_blobs=then_blobs,
+        )
         self._written_held()
         if self._next_after is not None:  # the step's history read comes next: save a hop
             after = self._next_after
@@ -286,9 +294,12 @@ class StorePort(HeldEvents):
         write and read from the store again after it."""
         log, opening = await off_loop(self._open)
         self._opening = {
-            "retry": opening.retry, "work": opening.work, "tails": opening.tails,
-            "compactions": opening.compactions, "usage": opening.usage,
-        }  # fmt: skip
+            "retry": opening.retry,
+            "work": opening.work,
+            "tails": opening.tails,
+            "compactions": opening.compactions,
+            "usage": opening.usage,
+        }
         return log
 
     def _open(self) -> tuple[ApprovalLog, TurnOpening]:

@@ -61,16 +61,25 @@ class Reads(Store, Protocol):
         ...
 
     def artifacts(
-        self, session_id: str, *, kind: str | None = None, since_ms: int | None = None,
+        self,
+        session_id: str,
+        *,
+        kind: str | None = None,
+        since_ms: int | None = None,
         limit: int | None = None,
-    ) -> list[Artifact]:  # fmt: skip
+    ) -> list[Artifact]:
         """The session's artifacts, newest update first."""
         ...
 
     def find_artifacts(
-        self, uri: str | None = None, *, kind: str | None = None, since_ms: int | None = None,
-        location: str | None = None, limit: int | None = 100,
-    ) -> list[Artifact]:  # fmt: skip
+        self,
+        uri: str | None = None,
+        *,
+        kind: str | None = None,
+        since_ms: int | None = None,
+        location: str | None = None,
+        limit: int | None = 100,
+    ) -> list[Artifact]:
         """Reverse lookup across every session: the artifacts with exactly this uri, or of the
         sessions living at `location` (see `LocalStore.find_artifacts`)."""
         ...

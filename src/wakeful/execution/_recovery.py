@@ -80,9 +80,10 @@ def heal_unstarted_calls(store: LocalStore, session_id: str, claim: ClaimToken) 
     Calls waiting for approval (`approval.requested`) were not started on purpose: they wait on.
     """
     events = unstarted_results(
-        store.messages(session_id), store.tool_calls(session_id),
+        store.messages(session_id),
+        store.tool_calls(session_id),
         lambda: read_approvals(store, session_id),
-    )  # fmt: skip
+    )
     if events:
         store.append(session_id, events, claim)
     return sum(len(e.message.tool_results()) for e in events if isinstance(e, MessageAdded))
@@ -94,10 +95,13 @@ def unstarted_results(
     """The result message for the newest assistant message's calls that never started (see
     `heal_unstarted_calls`), or nothing; `approvals` is read only when some are missing."""
     last = next(
-        (i for i in range(len(messages) - 1, -1, -1)
-         if messages[i].role == "assistant" and not messages[i].aborted),
+        (
+            i
+            for i in range(len(messages) - 1, -1, -1)
+            if messages[i].role == "assistant" and not messages[i].aborted
+        ),
         None,
-    )  # fmt: skip
+    )
     if last is None or not messages[last].tool_calls():
         return []
     started = {c.call_id for c in calls if c.message_id == messages[last].id}
@@ -161,9 +165,13 @@ def plan_recovery(
 
 
 def decide(
-    turn: TurnRow, messages: Sequence[Message], delegation: Callable[[], str | None],
-    max_attempts: int, *, healed: bool,
-) -> tuple[RecoveryPlan, list[SessionEvent]]:  # fmt: skip
+    turn: TurnRow,
+    messages: Sequence[Message],
+    delegation: Callable[[], str | None],
+    max_attempts: int,
+    *,
+    healed: bool,
+) -> tuple[RecoveryPlan, list[SessionEvent]]:
     """`plan_recovery`'s rules (no approval step open) over the turn's `messages`; `healed`:
     results that heal its calls are being written first (its newest message is then theirs).
     Returns the plan and the continuation to append (none when the turn ends)."""
@@ -171,15 +179,17 @@ def decide(
         return RecoveryPlan("completed", final_text=messages[-1].text()), []
     if delegation() == "foreground":
         return RecoveryPlan(
-            "failed", error="the parent's task call stopped with its process; not resumed",
+            "failed",
+            error="the parent's task call stopped with its process; not resumed",
             error_kind="orphaned_child",
-        ), []  # fmt: skip
+        ), []
     attempts = sum(1 for m in messages if (m.metadata or {}).get(RECOVERY_OF) == turn.turn_id)
     if attempts >= max_attempts:
         return RecoveryPlan(
-            "failed", error=f"recovery gave up after {attempts} attempts",
+            "failed",
+            error=f"recovery gave up after {attempts} attempts",
             error_kind="recovery_exhausted",
-        ), []  # fmt: skip
+        ), []
     note = Message(
         role="user",
         blocks=(TextBlock(text=CONTINUATION, origin=TextOrigin(kind="event", source="wakeful")),),

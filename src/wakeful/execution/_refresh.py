@@ -19,9 +19,11 @@ Refresh = Callable[[], Awaitable[RunContext | None]]
 
 
 def refresher(
-    store: LocalStore, session_id: str, seen: tuple[str | None, str | None],
+    store: LocalStore,
+    session_id: str,
+    seen: tuple[str | None, str | None],
     rebuild: Callable[[], RunContext],
-) -> Refresh:  # fmt: skip
+) -> Refresh:
     """The `refresh` of a context built for the session's `(agent, model)` `seen`; `rebuild`
     builds the context anew (in a worker thread: it reads the store and the configuration)."""
 

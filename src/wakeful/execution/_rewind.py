@@ -69,9 +69,13 @@ def _read(root: Path, move: FileMove) -> _Step | str:
 
 
 def restore_files(
-    root: Path, moves: Sequence[FileMove], blob: Callable[[str], bytes], *, force: bool,
+    root: Path,
+    moves: Sequence[FileMove],
+    blob: Callable[[str], bytes],
+    *,
+    force: bool,
     keep: Callable[[bytes], object],
-) -> list[FileRestore]:  # fmt: skip
+) -> list[FileRestore]:
     """Put every file back, all of them or none; return what was done.
 
     First every target is checked: `FileRestoreError` when one cannot be read or is not a
@@ -100,9 +104,10 @@ def restore_files(
     if conflicts and not force:
         raise FileConflictError(
             f"{len(conflicts)} file(s) changed since the session wrote them: "
-            + ", ".join(conflicts) + " (use force to overwrite them)",
+            + ", ".join(conflicts)
+            + " (use force to overwrite them)",
             paths=conflicts,
-        )  # fmt: skip
+        )
     todo = [s for s in steps if s.current != s.move.target]
     try:
         for step in todo:
@@ -227,11 +232,16 @@ class RewindResult:
     def as_json(self) -> dict[str, object]:
         """The result as a JSON object (the CLI's and the API's shape)."""
         return {
-            "session_id": self.session_id, "seq": self.seq, "from_seq": self.from_seq,
-            "hidden": self.hidden, "files_restored": list(self.files_restored),
-            "files_left": list(self.files_left), "shell_calls": list(self.shell_calls),
-            "prompt": self.prompt, "files_completed": list(self.files_completed),
-        }  # fmt: skip
+            "session_id": self.session_id,
+            "seq": self.seq,
+            "from_seq": self.from_seq,
+            "hidden": self.hidden,
+            "files_restored": list(self.files_restored),
+            "files_left": list(self.files_left),
+            "shell_calls": list(self.shell_calls),
+            "prompt": self.prompt,
+            "files_completed": list(self.files_completed),
+        }
 
     def warnings(self) -> list[str]:
         """One line per thing the rewind could not undo."""
@@ -259,9 +269,10 @@ def completed_before(moves: Sequence[FileMove], restored: Sequence[FileRestore])
     """The files of a restore that already held their target when it began though the
     session had left them otherwise: an earlier run put them back and was cut short."""
     return tuple(
-        r.path for m, r in zip(moves, restored, strict=True)
+        r.path
+        for m, r in zip(moves, restored, strict=True)
         if m.expected != m.target and r.replaced == m.target
-    )  # fmt: skip
+    )
 
 
 def revert_moves(changes: Sequence[FileChange]) -> list[FileMove]:

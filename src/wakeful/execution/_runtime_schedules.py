@@ -39,13 +39,24 @@ class SchedulesMixin:
         def compaction_at(self, location: str | None) -> CompactionConfig: ...
 
     def add_schedule(
-        self, prompt: str, *, cron: str | None = None, every: str | None = None,
-        at: str | None = None, timezone: str = "UTC", session_id: str | None = None,
-        name: str | None = None, missed: str = "skip", grace_ms: int = 60_000,
-        delivery: str = "steer", title: str | None = None, agent: str | None = None,
-        model: str | None = None, location: str | Path | None = None,
+        self,
+        prompt: str,
+        *,
+        cron: str | None = None,
+        every: str | None = None,
+        at: str | None = None,
+        timezone: str = "UTC",
+        session_id: str | None = None,
+        name: str | None = None,
+        missed: str = "skip",
+        grace_ms: int = 60_000,
+        delivery: str = "steer",
+        title: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+        location: str | Path | None = None,
         schedule_id: str | None = None,
-    ) -> Schedule:  # fmt: skip
+    ) -> Schedule:
         """Store a schedule firing `prompt` by a five-field `cron` expression, `every` period
         (`30s`, `5m`, `2h`, `1d`) or once `at` an ISO time, in `timezone`; exactly one of the
         three. Each fire admits the prompt to `session_id`, or (None) to a new session made
@@ -70,13 +81,23 @@ class SchedulesMixin:
             self.check_model(spec, place)
             resolve_agent(agent or self.agent_name, place.config)
             template = {
-                "agent": agent or self.agent_name, "model": spec, "location": where,
+                "agent": agent or self.agent_name,
+                "model": spec,
+                "location": where,
                 "title": title,
-            }  # fmt: skip
+            }
         return _schedules.new_schedule(
-            self.store, prompt, times, session_id=session_id, template=template, name=name,
-            missed=missed, grace_ms=grace_ms, delivery=delivery, schedule_id=schedule_id,
-        )  # fmt: skip
+            self.store,
+            prompt,
+            times,
+            session_id=session_id,
+            template=template,
+            name=name,
+            missed=missed,
+            grace_ms=grace_ms,
+            delivery=delivery,
+            schedule_id=schedule_id,
+        )
 
     def schedules(self) -> list[Schedule]:
         """Every schedule with its next fire time and last fire, oldest first."""

@@ -45,10 +45,18 @@ MAX_WAIT_S = 1.0
 
 
 def new_schedule(
-    store: LocalStore, prompt: str, timing: Timing, *, session_id: str | None,
-    template: dict[str, JsonValue], name: str | None = None, missed: str = "skip",
-    grace_ms: int = 60_000, delivery: str = "steer", schedule_id: str | None = None,
-) -> Schedule:  # fmt: skip
+    store: LocalStore,
+    prompt: str,
+    timing: Timing,
+    *,
+    session_id: str | None,
+    template: dict[str, JsonValue],
+    name: str | None = None,
+    missed: str = "skip",
+    grace_ms: int = 60_000,
+    delivery: str = "steer",
+    schedule_id: str | None = None,
+) -> Schedule:
     """Check and store a new schedule whose first fire is computed from now; `UsageError`
     (nothing stored) for an empty prompt, an unknown policy or delivery, a negative grace, a
     one-shot time already past; `NotFoundError` for an unknown target session."""
@@ -69,12 +77,20 @@ def new_schedule(
     mode: Delivery = "queue" if delivery == "queue" else "steer"
     return store.schedules.save(
         Schedule(
-            id=schedule_id or new_schedule_id(), kind=timing.kind, spec=timing.spec,
-            prompt=prompt, timezone=timing.tz, name=name, session_id=session_id,
-            template=template, delivery=mode, missed=policy, grace_ms=grace_ms,
+            id=schedule_id or new_schedule_id(),
+            kind=timing.kind,
+            spec=timing.spec,
+            prompt=prompt,
+            timezone=timing.tz,
+            name=name,
+            session_id=session_id,
+            template=template,
+            delivery=mode,
+            missed=policy,
+            grace_ms=grace_ms,
             next_fire_ms=first,
         )
-    )  # fmt: skip
+    )
 
 
 def resume(store: LocalStore, schedule_id: str) -> Schedule:
@@ -114,14 +130,21 @@ def plan(schedule: Schedule, due_ms: int, *, caught_up: int = 0) -> FirePlan:
     new session made from its template (the session id derived from the fire, like the input
     id, so a double fire is one session and one input)."""
     # The schedule named in the message's metadata: a run record's origin (`runner/_runs.py`).
-    payload: dict[str, JsonValue] = {"text": schedule.prompt,
-                                     "metadata": {"schedule_id": schedule.id}}  # fmt: skip
+    payload: dict[str, JsonValue] = {
+        "text": schedule.prompt,
+        "metadata": {"schedule_id": schedule.id},
+    }
     outcome: FireOutcome = "caught_up" if caught_up else "fired"
     if schedule.session_id is not None:
         return FirePlan(
-            schedule.session_id, fire_input_id(schedule.id, due_ms), payload,
-            schedule.delivery, None, outcome, caught_up,
-        )  # fmt: skip
+            schedule.session_id,
+            fire_input_id(schedule.id, due_ms),
+            payload,
+            schedule.delivery,
+            None,
+            outcome,
+            caught_up,
+        )
     template = schedule.template
     location = template.get("location")
     create = SessionCreated(
@@ -130,11 +153,16 @@ def plan(schedule: Schedule, due_ms: int, *, caught_up: int = 0) -> FirePlan:
         model=_text(template.get("model")),
         metadata={"workspace": location, "schedule_id": schedule.id, "fire_due_ms": due_ms},
         location=_text(location),
-    )  # fmt: skip
+    )
     return FirePlan(
-        fire_session_id(schedule.id, due_ms), fire_input_id(schedule.id, due_ms),
-        payload, schedule.delivery, create, outcome, caught_up,
-    )  # fmt: skip
+        fire_session_id(schedule.id, due_ms),
+        fire_input_id(schedule.id, due_ms),
+        payload,
+        schedule.delivery,
+        create,
+        outcome,
+        caught_up,
+    )
 
 
 def _text(value: object) -> str | None:
@@ -159,9 +187,12 @@ def fire_one(store: LocalStore, schedule: Schedule, now_ms: int) -> ScheduleFire
     fire = store.schedules.fire(schedule.id, due, resume_at, caught, missed=count)
     if fire is not None:
         log.info(
-            "schedule %s: %d fire(s) missed since %d: %s", schedule.id, count, due,
+            "schedule %s: %d fire(s) missed since %d: %s",
+            schedule.id,
+            count,
+            due,
             "caught up once" if caught else "skipped",
-        )  # fmt: skip
+        )
     return fire
 
 

@@ -105,9 +105,13 @@ def take_over(rt: Runtime, limit: int, placement: Placement | None = None) -> li
     if limit <= 0:
         return []
     return rt.store.claims.take_over(
-        current_owner(), rt.coordinator.options.lease_ms, owner_is_dead, local_host=host_id(),
-        limit=limit, places=None if placement is None else placement.places(),
-    )  # fmt: skip
+        current_owner(),
+        rt.coordinator.options.lease_ms,
+        owner_is_dead,
+        local_host=host_id(),
+        limit=limit,
+        places=None if placement is None else placement.places(),
+    )
 
 
 def recover(rt: Runtime, claims: list[Claim]) -> tuple[int, dict[str, Recovered]]:
@@ -140,9 +144,13 @@ def place(
 
 
 async def run_worker(
-    rt: Runtime, *, once: bool = False, concurrency: int = 8, stop: asyncio.Event | None = None,
+    rt: Runtime,
+    *,
+    once: bool = False,
+    concurrency: int = 8,
+    stop: asyncio.Event | None = None,
     locations: Sequence[str] | None = None,
-) -> WorkerStats:  # fmt: skip
+) -> WorkerStats:
     """Drive sessions with work until `stop` is set (or, with `once`, until none is left).
 
     Only sessions at `locations` (absolute paths; None: every location present on this host)
@@ -164,9 +172,13 @@ class _Worker:
     """One `run_worker`: what it knows between its looks at the store, and the drives it runs."""
 
     def __init__(
-        self, rt: Runtime, once: bool, concurrency: int, stop: asyncio.Event,
+        self,
+        rt: Runtime,
+        once: bool,
+        concurrency: int,
+        stop: asyncio.Event,
         locations: Sequence[str] | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.rt, self.once, self.concurrency, self.stop = rt, once, concurrency, stop
         self.stats = WorkerStats()
         self.placement = Placement(locations, rt.coordinator.options.lease_ms / 1000)
@@ -232,8 +244,11 @@ class _Worker:
         try:
             prepared = await self._attempt(recover, self.rt, fresh) if fresh else None
         except Exception as failure:
-            log.warning("batch recovery failed, each drain recovers its session: %s: %s",
-                        type(failure).__name__, failure)  # fmt: skip
+            log.warning(
+                "batch recovery failed, each drain recovers its session: %s: %s",
+                type(failure).__name__,
+                failure,
+            )
             prepared = None
         seen, recovered = prepared or (None, None)
         for claim in fresh:
@@ -290,16 +305,22 @@ class _Worker:
         return change
 
     def _start(
-        self, sid: str, claim: Claim | None, recovered: Recovered | None = None,
+        self,
+        sid: str,
+        claim: Claim | None,
+        recovered: Recovered | None = None,
         seen: int | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.inflight[sid] = asyncio.ensure_future(self._drive(sid, claim, recovered, seen))
         self.inflight[sid].add_done_callback(lambda _t: self.inflight.pop(sid, None))
 
     async def _drive(
-        self, sid: str, claim: Claim | None, recovered: Recovered | None = None,
+        self,
+        sid: str,
+        claim: Claim | None,
+        recovered: Recovered | None = None,
         seen: int | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """One session's drain, at most `concurrency` at a time; a session whose drain made no
         progress (paused, blocked, held elsewhere) is left alone for one lease period, one
         whose drain hit a transient store fault is tried again after the backoff."""

@@ -43,9 +43,15 @@ if TYPE_CHECKING:
 
 
 def start_drain(
-    store: LocalStore, session_id: str, owner: str, lease_ms: int, is_dead: IsDead | None = None,
-    *, start_turn: str, prelude: Prelude | None = None,
-) -> DrainStart:  # fmt: skip
+    store: LocalStore,
+    session_id: str,
+    owner: str,
+    lease_ms: int,
+    is_dead: IsDead | None = None,
+    *,
+    start_turn: str,
+    prelude: Prelude | None = None,
+) -> DrainStart:
     """Claim the session and start its next turn, in one unit.
 
     - A live driver holds the claim: nothing is written, `busy=True`.
@@ -73,10 +79,15 @@ def start_drain(
 
 
 def promote_step(
-    store: LocalStore, session_id: str, claim: ClaimToken | None, *,
-    first: Sequence[SessionEvent] = (), prelude: Prelude | None = None,
-    then: Sequence[SessionEvent] = (), then_blobs: Sequence[bytes] = (),
-) -> list[Delivered]:  # fmt: skip
+    store: LocalStore,
+    session_id: str,
+    claim: ClaimToken | None,
+    *,
+    first: Sequence[SessionEvent] = (),
+    prelude: Prelude | None = None,
+    then: Sequence[SessionEvent] = (),
+    then_blobs: Sequence[bytes] = (),
+) -> list[Delivered]:
     """A step boundary's one unit: `first` (the driver's held reply), then the pending
     steers (after `prelude`, when they produce messages), then `then` (the next step's
     receipt, with `then_blobs`) only when nothing was delivered: an empty list says it was.
@@ -98,9 +109,13 @@ def promote_step(
 
 
 def promote_idle(
-    store: LocalStore, session_id: str, claim: ClaimToken | None, *, start_turn: str | None = None,
+    store: LocalStore,
+    session_id: str,
+    claim: ClaimToken | None,
+    *,
+    start_turn: str | None = None,
     prelude: Prelude | None = None,
-) -> list[Delivered]:  # fmt: skip
+) -> list[Delivered]:
     """Between turns: the next delivery (steers, or one queued item) and, when it produced
     messages or decisions, the turn `start_turn` it starts, after `prelude`; one unit. With no
     pending item, nothing is locked or written: one read says so (the drain's last promotion
@@ -113,9 +128,16 @@ def promote_idle(
 
 
 def end_child(
-    store: LocalStore, child_id: str, end: TurnEnded, claim: ClaimToken | None, *,
-    parent_id: str, input_id: str, kind: InputKind, payload: dict[str, JsonValue],
-) -> Admission:  # fmt: skip
+    store: LocalStore,
+    child_id: str,
+    end: TurnEnded,
+    claim: ClaimToken | None,
+    *,
+    parent_id: str,
+    input_id: str,
+    kind: InputKind,
+    payload: dict[str, JsonValue],
+) -> Admission:
     """A background child's end: its `turn.ended` (fenced by its claim) and its report in
     the parent's inbox, in one unit, so no crash can lose the report. Admission is
     idempotent by `input_id` as usual; `NotFoundError` when the parent is gone."""

@@ -72,8 +72,10 @@ def workspace_sources(workspace: Path, configured: Mapping[str, str] | None = No
 def agent_sources(workspace: Path, skills: Sequence[str]) -> list[Source]:
     """The guidance of the skills the selected agent follows: `skill:NAME`, the workspace's
     `SKILLS_DIR/NAME/SKILL.md` (absent: recorded as removed, like any source)."""
-    return [Source(f"skill:{name}", _file(workspace / SKILLS_DIR / name / "SKILL.md"))
-            for name in skills]  # fmt: skip
+    return [
+        Source(f"skill:{name}", _file(workspace / SKILLS_DIR / name / "SKILL.md"))
+        for name in skills
+    ]
 
 
 def host_sources(entries: Callable[[], Mapping[str, object]]) -> list[Source]:

@@ -116,7 +116,7 @@ def read(raw: bytes, name: str) -> list[ImportedSession]:
             workspace=workspace,
             dropped=dropped,
             where=tuple(wheres),
-        )  # fmt: skip
+        )
     ]
 
 
@@ -169,7 +169,13 @@ def _built(
     if message.role == "assistant" and session.model:
         wire = {"model": session.model.partition(":")[2] or session.model, **wire}
     return {
-        "parentUuid": parent, "isSidechain": False, "userType": "external",
-        "cwd": session.location or "", "sessionId": session_uuid, "type": message.role,
-        "message": wire, "uuid": _uuid(session.id, message.id), "timestamp": iso_ms(at_ms),
-    }  # fmt: skip
+        "parentUuid": parent,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": session.location or "",
+        "sessionId": session_uuid,
+        "type": message.role,
+        "message": wire,
+        "uuid": _uuid(session.id, message.id),
+        "timestamp": iso_ms(at_ms),
+    }

@@ -87,7 +87,7 @@ def read(raw: bytes, name: str) -> list[ImportedSession]:
             metadata={KEY: {"session_meta": meta}},
             dropped=dropped + (Counter({"turn_context line": 1}) if pending else Counter()),
             where=tuple(f"{name} line {number}" for number, _, _ in rows),
-        )  # fmt: skip
+        )
     ]
 
 
@@ -115,8 +115,13 @@ def write(session: ExportedSession) -> Written:
         own = own if isinstance(own, dict) else {}
         context = own.get("turn_context")
         if isinstance(context, dict):
-            records.append({"timestamp": context.get("timestamp"), "type": "turn_context",
-                            "payload": context.get("payload")})  # fmt: skip
+            records.append(
+                {
+                    "timestamp": context.get("timestamp"),
+                    "type": "turn_context",
+                    "payload": context.get("payload"),
+                }
+            )
         stamp = own.get("timestamp") or iso_ms(at_ms)
         try:
             items = _items.to_items(message, KEY)
@@ -131,8 +136,11 @@ def _meta(session: ExportedSession) -> dict[str, Any]:
     """A session_meta line for a session wakeful wrote."""
     stamp = iso_ms(session.created_ms)
     payload = {
-        "id": str(uuid.UUID(hex=derived_id("", session.id))), "timestamp": stamp,
-        "cwd": session.location or "", "originator": "wakeful", "cli_version": "",
+        "id": str(uuid.UUID(hex=derived_id("", session.id))),
+        "timestamp": stamp,
+        "cwd": session.location or "",
+        "originator": "wakeful",
+        "cli_version": "",
         "instructions": None,
-    }  # fmt: skip
+    }
     return {"timestamp": stamp, "type": "session_meta", "payload": payload}

@@ -34,7 +34,7 @@ FORMATS: dict[str, Format] = {
             _claude_code.write,
             _claude_code.KEPT,
             _claude_code.LOST,
-        ),  # fmt: skip
+        ),
         Format(_codex.FORMAT, _codex.read, _codex.write, _codex.KEPT, _codex.LOST),
         Format(
             _agents_sqlite.FORMAT,
@@ -43,7 +43,7 @@ FORMATS: dict[str, Format] = {
             _agents_sqlite.KEPT,
             _agents_sqlite.LOST,
             _agents_sqlite.read_path,
-        ),  # fmt: skip
+        ),
         Format(_opencode.FORMAT, _opencode.read, _opencode.write, _opencode.KEPT, _opencode.LOST),
     )
 }

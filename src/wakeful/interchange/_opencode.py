@@ -161,10 +161,14 @@ def read(raw: bytes, name: str) -> list[ImportedSession]:
             kept: dict[str, JsonValue] = (
                 {"info": minfo, "parts": skeletons} if n == 0 else {"part_of": mid}
             )
-            messages.append(Message(
-                id=derived_id("msg_", sid, mid, str(n)), role=r,
-                blocks=tuple(blocks), metadata={KEY: kept},
-            ))  # fmt: skip
+            messages.append(
+                Message(
+                    id=derived_id("msg_", sid, mid, str(n)),
+                    role=r,
+                    blocks=tuple(blocks),
+                    metadata={KEY: kept},
+                )
+            )
             wheres.append(_where(name, k))
     title = info.get("title") if isinstance(info.get("title"), str) else None
     workspace = info.get("directory") if isinstance(info.get("directory"), str) else None
@@ -179,7 +183,7 @@ def read(raw: bytes, name: str) -> list[ImportedSession]:
             workspace=workspace,
             metadata={KEY: {"info": info}},
             where=tuple(wheres),
-        )  # fmt: skip
+        )
     ]
 
 
@@ -255,8 +259,12 @@ def write(session: ExportedSession) -> Written:
 def _info(session: ExportedSession, sid: str) -> dict[str, Any]:
     """The session info of a session wakeful wrote."""
     created = session.created_ms
-    return {"id": sid, "title": session.title or "", "directory": session.location or "",
-            "time": {"created": created, "updated": created}}  # fmt: skip
+    return {
+        "id": sid,
+        "title": session.title or "",
+        "directory": session.location or "",
+        "time": {"created": created, "updated": created},
+    }
 
 
 def _built(
@@ -277,23 +285,31 @@ def _built(
                 part["state"] = {**part["state"], "status": status, key: text}
         return True
     mid = derived_id("msg_", session.id, message.id, length=26)
-    info: dict[str, Any] = {"id": mid, "sessionID": sid, "role": message.role,
-                            "time": {"created": at_ms}}  # fmt: skip
+    info: dict[str, Any] = {
+        "id": mid,
+        "sessionID": sid,
+        "role": message.role,
+        "time": {"created": at_ms},
+    }
     family, _, name = (session.model or "").partition(":")
     if message.role == "assistant" and family in _PROVIDERS:
         info |= {"providerID": family, "modelID": name}
     parts = []
     for j, block in enumerate(message.blocks):
-        base: dict[str, Any] = {"id": derived_id("prt_", mid, str(j), length=26), "sessionID": sid,
-                "messageID": mid}  # fmt: skip
+        base: dict[str, Any] = {
+            "id": derived_id("prt_", mid, str(j), length=26),
+            "sessionID": sid,
+            "messageID": mid,
+        }
         if isinstance(block, TextBlock):
             parts.append(base | {"type": "text", "text": block.text})
         elif isinstance(block, ThinkingBlock):
             parts.append(base | {"type": "reasoning", "text": block.text})
         elif isinstance(block, ToolCallBlock):
             state = {"status": "pending", "input": dict(block.input)}
-            parts.append(base | {"type": "tool", "callID": block.id, "tool": block.name,
-                                 "state": state})  # fmt: skip
+            parts.append(
+                base | {"type": "tool", "callID": block.id, "tool": block.name, "state": state}
+            )
     if not parts:
         return False
     out.append({"info": info, "parts": parts})

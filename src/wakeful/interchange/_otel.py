@@ -68,11 +68,15 @@ class _Span:
     def otlp(self) -> dict[str, Any]:
         """The span in OTLP JSON (ids hex, times in nanoseconds as strings)."""
         out: dict[str, Any] = {
-            "traceId": self.trace_id, "spanId": self.span_id, "name": self.name,
-            "kind": self.kind, "startTimeUnixNano": str(self.start_ms * 1_000_000),
+            "traceId": self.trace_id,
+            "spanId": self.span_id,
+            "name": self.name,
+            "kind": self.kind,
+            "startTimeUnixNano": str(self.start_ms * 1_000_000),
             "endTimeUnixNano": str((self.end_ms or self.start_ms) * 1_000_000),
-            "attributes": attributes(self.attributes), "events": self.events,
-        }  # fmt: skip
+            "attributes": attributes(self.attributes),
+            "events": self.events,
+        }
         if self.parent:
             out["parentSpanId"] = self.parent
         if self.error is not None:
@@ -207,8 +211,13 @@ class _Builder:
             parts = chat.attributes.pop(f"_{key}", None)
             details[key] = json.dumps(parts) if parts else None
         details["gen_ai.output.messages"] = json.dumps(outputs)
-        chat.events.append({"timeUnixNano": str(at * 1_000_000), "name": DETAILS,
-                            "attributes": attributes(details)})  # fmt: skip
+        chat.events.append(
+            {
+                "timeUnixNano": str(at * 1_000_000),
+                "name": DETAILS,
+                "attributes": attributes(details),
+            }
+        )
         self.chat = None
 
     def end_step(self, at: int) -> None:
@@ -221,22 +230,29 @@ class _Builder:
         agent = self.r.agent or "wakeful"
         self.turn = self.span(ev.turn_id, None, f"invoke_agent {agent}", _INTERNAL, at)
         self.turn.attributes |= {
-            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
-            "gen_ai.conversation.id": self.r.session_id, "wakeful.turn.id": ev.turn_id,
-        }  # fmt: skip
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent,
+            "gen_ai.conversation.id": self.r.session_id,
+            "wakeful.turn.id": ev.turn_id,
+        }
 
     def on_receipt(self, ev: ReceiptRecorded, at: int) -> None:
         self.end_step(at)
         provider, model = _model(ev.model)
         parent = self.turn if ev.turn_id else None
         self.step = self.span(f"{ev.receipt_id}/step", parent, f"step {ev.step}", _INTERNAL, at)
-        self.step.attributes |= {"wakeful.step": ev.step, "wakeful.attempt": ev.attempt,
-                                 "wakeful.receipt.id": ev.receipt_id}  # fmt: skip
+        self.step.attributes |= {
+            "wakeful.step": ev.step,
+            "wakeful.attempt": ev.attempt,
+            "wakeful.receipt.id": ev.receipt_id,
+        }
         chat = self.span(ev.receipt_id, self.step, f"chat {model}", _CLIENT, at)
         chat.attributes |= {
-            "gen_ai.operation.name": "chat", "gen_ai.provider.name": provider or None,
-            "gen_ai.request.model": model, "gen_ai.conversation.id": self.r.session_id,
-        }  # fmt: skip
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider or None,
+            "gen_ai.request.model": model,
+            "gen_ai.conversation.id": self.r.session_id,
+        }
         full = self.r.receipts.get(ev.receipt_id, ev)
         ids = full.message_ids if full.base is None else ()
         known = [self.messages[i] for i in ids if i in self.messages]
@@ -259,13 +275,17 @@ class _Builder:
                 "gen_ai.usage.output_tokens": ev.output_tokens,
                 "gen_ai.usage.cache_read.input_tokens": ev.cache_read_tokens or None,
                 "gen_ai.usage.cache_creation.input_tokens": ev.cache_write_tokens or None,
-            }  # fmt: skip
+            }
 
     def on_tool(self, ev: ToolCallStarted, at: int) -> None:
         parent = self.step or self.turn
         span = self.span(f"tool/{ev.call_id}", parent, f"execute_tool {ev.name}", _INTERNAL, at)
-        span.attributes |= {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": ev.name,
-                            "gen_ai.tool.call.id": ev.call_id, "gen_ai.tool.type": "function"}  # fmt: skip
+        span.attributes |= {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": ev.name,
+            "gen_ai.tool.call.id": ev.call_id,
+            "gen_ai.tool.type": "function",
+        }
         if not self.redact:
             span.attributes["gen_ai.tool.call.arguments"] = json.dumps(ev.input)
         self.tools[ev.call_id] = span
@@ -326,5 +346,8 @@ def build(recorded: Recorded, *, redact: bool = False, version: str = "") -> dic
     )
     scope = {"name": "wakeful", "version": version}
     spans = [s.otlp() for s in builder.spans]
-    return {"resourceSpans": [{"resource": {"attributes": resource},
-                               "scopeSpans": [{"scope": scope, "spans": spans}]}]}  # fmt: skip
+    return {
+        "resourceSpans": [
+            {"resource": {"attributes": resource}, "scopeSpans": [{"scope": scope, "spans": spans}]}
+        ]
+    }

@@ -80,8 +80,9 @@ def parse_model_spec(spec: str) -> ModelSpec:
 def _family_of(spec: ModelSpec) -> ProviderFamily:
     family = find_family(spec.family)
     if family is None:  # a ModelSpec built by hand with an unknown family
-        raise UsageError(f"unknown provider {spec.family!r}; expected one of "
-                         f"{', '.join(family_names())}")  # fmt: skip
+        raise UsageError(
+            f"unknown provider {spec.family!r}; expected one of {', '.join(family_names())}"
+        )
     return family
 
 
@@ -214,17 +215,41 @@ _CONNECT = frozenset({"api_key", "timeout", "clock"})
 # The built-in families, in the order they are listed: (name, factory, options, key variable,
 # limits, model part, check, bare model).
 for _family in (
-    ProviderFamily("anthropic", _anthropic,
-                   _CONNECT | {"base_url", "thinking", "prompt_cache"} | _WIRE,
-                   "ANTHROPIC_API_KEY", _prefixed(ANTHROPIC_LIMITS)),
-    ProviderFamily("openai", _openai, _CONNECT | {"base_url"} | _WIRE, "OPENAI_API_KEY",
-                   _prefixed(OPENAI_LIMITS)),
-    ProviderFamily("openai-compatible", _openai, _CONNECT | _WIRE,
-                   limits=lambda _model: COMPATIBLE_LIMITS, model=_compatible_model),
-    ProviderFamily("local", _local, frozenset({"model_path", "seed", "n_threads"}),
-                   limits=lambda _model: LOCAL_LIMITS, check=_check_local,
-                   bare_model="SmolLM2-135M-Instruct"),
-    ProviderFamily("scripted", lambda parsed, options: _scripted(parsed, options),
-                   frozenset({"sleep"}), model=_script_path, check=_check_scripted),
-):  # fmt: skip
+    ProviderFamily(
+        "anthropic",
+        _anthropic,
+        _CONNECT | {"base_url", "thinking", "prompt_cache"} | _WIRE,
+        "ANTHROPIC_API_KEY",
+        _prefixed(ANTHROPIC_LIMITS),
+    ),
+    ProviderFamily(
+        "openai",
+        _openai,
+        _CONNECT | {"base_url"} | _WIRE,
+        "OPENAI_API_KEY",
+        _prefixed(OPENAI_LIMITS),
+    ),
+    ProviderFamily(
+        "openai-compatible",
+        _openai,
+        _CONNECT | _WIRE,
+        limits=lambda _model: COMPATIBLE_LIMITS,
+        model=_compatible_model,
+    ),
+    ProviderFamily(
+        "local",
+        _local,
+        frozenset({"model_path", "seed", "n_threads"}),
+        limits=lambda _model: LOCAL_LIMITS,
+        check=_check_local,
+        bare_model="SmolLM2-135M-Instruct",
+    ),
+    ProviderFamily(
+        "scripted",
+        lambda parsed, options: _scripted(parsed, options),
+        frozenset({"sleep"}),
+        model=_script_path,
+        check=_check_scripted,
+    ),
+):
     register_builtin(_family)

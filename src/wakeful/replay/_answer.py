@@ -21,9 +21,13 @@ from ..runner import request_digest as digest_of
 
 
 def from_message(
-    message: Message | None, usage: Usage | UsageRecorded | None, finish: str | None,
-    latency_ms: int, model: str, prices: PriceTable | None = None,
-) -> CaseResult:  # fmt: skip
+    message: Message | None,
+    usage: Usage | UsageRecorded | None,
+    finish: str | None,
+    latency_ms: int,
+    model: str,
+    prices: PriceTable | None = None,
+) -> CaseResult:
     """A reply message and its usage as a result (cost at `model`'s list price when the usage
     is not a recorded one; None when the model has no known price)."""
     if message is None:
@@ -68,12 +72,20 @@ async def ask(
                 finish = event
     except ProviderError as err:
         elapsed = int((time.monotonic() - started) * 1000)
-        return CaseResult(error=str(err) or type(err).__name__, error_kind=err.kind,
-                          latency_ms=elapsed, request_digest=digest)  # fmt: skip
+        return CaseResult(
+            error=str(err) or type(err).__name__,
+            error_kind=err.kind,
+            latency_ms=elapsed,
+            request_digest=digest,
+        )
     elapsed = int((time.monotonic() - started) * 1000)
     if finish is None:  # the contract says a stream ends in one; a broken adapter did not
-        return CaseResult(error="the stream ended without a reply", error_kind="incomplete_stream",
-                          latency_ms=elapsed, request_digest=digest)  # fmt: skip
+        return CaseResult(
+            error="the stream ended without a reply",
+            error_kind="incomplete_stream",
+            latency_ms=elapsed,
+            request_digest=digest,
+        )
     result = from_message(finish.message, finish.usage, finish.reason, elapsed, model_spec, prices)
     return result.model_copy(update={"request_digest": digest})
 
@@ -83,13 +95,16 @@ def user_request(model: str, prompt: str, system: str | None, max_tokens: int) -
     from ..messages import Message
 
     message = Message(role="user", blocks=(TextBlock(text=prompt),))
-    return ModelRequest(model=model, system=system or "", messages=(message,),
-                        max_output_tokens=max_tokens)  # fmt: skip
+    return ModelRequest(
+        model=model, system=system or "", messages=(message,), max_output_tokens=max_tokens
+    )
 
 
 def _calls_text(result: CaseResult) -> list[str]:
-    return [f"{c.name} {json.dumps(c.input, sort_keys=True, ensure_ascii=False)}"
-            for c in result.tool_calls]  # fmt: skip
+    return [
+        f"{c.name} {json.dumps(c.input, sort_keys=True, ensure_ascii=False)}"
+        for c in result.tool_calls
+    ]
 
 
 def reply_diff(recorded: CaseResult, other: CaseResult, name: str) -> list[str]:

@@ -75,10 +75,14 @@ class Engine:
     """Runs the pending pairs of one run (see the module docstring); `run` returns the view."""
 
     def __init__(
-        self, runtime: Runtime, view: RunView, *, base: Path,
+        self,
+        runtime: Runtime,
+        view: RunView,
+        *,
+        base: Path,
         limits: Mapping[str, Limits] | None = None,
         progress: Callable[[Progress], None] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.runtime = runtime
         self.store = runtime.store
         self.prices = PriceTable.of(runtime.config.prices)  # costs as the runtime's turns price
@@ -122,8 +126,7 @@ class Engine:
     async def _pair(self, case: EvalCase, model: str) -> None:
         gate, pace = self._lane(model)
         async with gate:
-            await off_loop(start_pairs, self.store, self.view, [(case, model)],
-                                    self._owner)  # fmt: skip
+            await off_loop(start_pairs, self.store, self.view, [(case, model)], self._owner)
             await pace.wait()  # right before the request leaves
             result = await self._answer(case, model)
             grades = await grade(case.graders, result, case, base=self.base, judge=self._judge)
@@ -147,8 +150,9 @@ class Engine:
                 return await run_fork(self.runtime, self.view.run_id, case, model)
             if case.kind == "prompt":
                 provider = self.provider(model)
-                request = user_request(provider.model, case.prompt or "", case.system,
-                                       provider.max_output_tokens)  # fmt: skip
+                request = user_request(
+                    provider.model, case.prompt or "", case.system, provider.max_output_tokens
+                )
                 return await ask(provider, request, model, self.prices)
             return await self._turn(case, model)
         except WakefulError as err:  # the case cannot run (its source is gone): its result says so
@@ -159,8 +163,11 @@ class Engine:
         if case.id not in self._steps:
             if case.session_id is None or case.receipt_id is None:
                 raise UsageError(f"case {case.id}: a replay case names a session and a receipt")
-            steps = [s for s in step_receipts(self.store, case.session_id)
-                     if s.receipt.receipt_id == case.receipt_id]  # fmt: skip
+            steps = [
+                s
+                for s in step_receipts(self.store, case.session_id)
+                if s.receipt.receipt_id == case.receipt_id
+            ]
             if not steps:
                 raise UsageError(
                     f"case {case.id}: no receipt {case.receipt_id} in {case.session_id}"
@@ -171,8 +178,9 @@ class Engine:
 
     async def _judge(self, spec: str, question: str) -> str:
         provider = self.provider(spec)
-        result = await ask(provider, user_request(provider.model, question, JUDGE_SYSTEM,
-                                                  JUDGE_TOKENS), spec)  # fmt: skip
+        result = await ask(
+            provider, user_request(provider.model, question, JUDGE_SYSTEM, JUDGE_TOKENS), spec
+        )
         if result.error is not None:
             raise UsageError(f"judge {spec}: {result.error}")
         return result.text
@@ -188,13 +196,23 @@ class Engine:
             self.runtime.check_model(model)
             meta: dict[str, JsonValue] = {"eval_run": self.view.run_id, "eval_case": case.id}
             await off_loop(
-                runtime.create_session, session_id=sid, model=model, agent=runtime.agent_name,
-                title=f"eval {case.id} on {model}", metadata=meta,
+                runtime.create_session,
+                session_id=sid,
+                model=model,
+                agent=runtime.agent_name,
+                title=f"eval {case.id} on {model}",
+                metadata=meta,
                 location=case.location or str(runtime.workspace),
-            )  # fmt: skip
+            )
         started = time.monotonic()
-        await off_loop(runtime.send, case.prompt or "", session_id=sid,
-                                input_id=input_id, create=False, resume=False)  # fmt: skip
+        await off_loop(
+            runtime.send,
+            case.prompt or "",
+            session_id=sid,
+            input_id=input_id,
+            create=False,
+            resume=False,
+        )
         turns = await runtime.drive_input(sid, input_id)
         elapsed = int((time.monotonic() - started) * 1000)
         turn_id = turns[-1].turn_id if turns else ""

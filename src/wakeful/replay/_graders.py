@@ -29,8 +29,14 @@ from ..errors import UsageError
 from ..events import CaseResult, EvalCase, Grade
 
 KINDS = ("contains", "regex", "json_schema", "tool_called", "python", "judge")
-_REQUIRED = {"contains": ("value",), "regex": ("pattern",), "json_schema": ("schema",),
-             "tool_called": ("name",), "python": ("function",), "judge": ("model", "rubric")}  # fmt: skip
+_REQUIRED = {
+    "contains": ("value",),
+    "regex": ("pattern",),
+    "json_schema": ("schema",),
+    "tool_called": ("name",),
+    "python": ("function",),
+    "judge": ("model", "rubric"),
+}
 _ALLOWED = {"contains": {"ignore_case"}, "tool_called": {"arguments"}}
 
 # A judge: (judge model spec, question) -> the judge's answer text.
@@ -151,8 +157,12 @@ def _tool_called(spec: Mapping[str, JsonValue], result: CaseResult) -> tuple[boo
     return False, f"{name} called with other arguments: {json.dumps(calls[0].input)[:200]}"
 
 
-_PURE = {"contains": _contains, "regex": _regex, "json_schema": _json_schema,
-         "tool_called": _tool_called}  # fmt: skip
+_PURE = {
+    "contains": _contains,
+    "regex": _regex,
+    "json_schema": _json_schema,
+    "tool_called": _tool_called,
+}
 
 
 def _python(
@@ -183,9 +193,13 @@ async def _judge(
 
 
 async def grade(
-    specs: tuple[dict[str, JsonValue], ...], result: CaseResult, case: EvalCase, *,
-    base: Path, judge: Judge,
-) -> tuple[Grade, ...]:  # fmt: skip
+    specs: tuple[dict[str, JsonValue], ...],
+    result: CaseResult,
+    case: EvalCase,
+    *,
+    base: Path,
+    judge: Judge,
+) -> tuple[Grade, ...]:
     """Every grader's verdict on `result` (none when the request failed: the error decides)."""
     if result.error is not None:
         return ()

@@ -91,8 +91,9 @@ def call_key(name: str, value: JsonValue) -> tuple[str, str]:
 def _usage(event: UsageRecorded | None) -> Usage | None:
     if event is None:
         return None
-    return Usage(event.input_tokens, event.output_tokens, event.cache_read_tokens,
-                 event.cache_write_tokens)  # fmt: skip
+    return Usage(
+        event.input_tokens, event.output_tokens, event.cache_read_tokens, event.cache_write_tokens
+    )
 
 
 def read_recording(store: SqlStore, session_id: str) -> Recording:
@@ -155,15 +156,20 @@ def _summary_reply(message: Message | None) -> Message:
 
 
 def _results(messages: Mapping[str, Message]) -> dict[str, ToolResultBlock]:
-    return {b.call_id: b for m in messages.values() for b in m.blocks
-            if isinstance(b, ToolResultBlock)}  # fmt: skip
+    return {
+        b.call_id: b for m in messages.values() for b in m.blocks if isinstance(b, ToolResultBlock)
+    }
 
 
 _ERRORS: dict[str, type[ProviderError]] = {
-    "rate_limit": RateLimitError, "overloaded": OverloadedError, "server_error": ServerError,
-    "incomplete_stream": IncompleteStreamError, "context_overflow": ContextOverflowError,
-    "content_filter": ContentFilterError, "invalid_request": InvalidRequestError,
-}  # fmt: skip
+    "rate_limit": RateLimitError,
+    "overloaded": OverloadedError,
+    "server_error": ServerError,
+    "incomplete_stream": IncompleteStreamError,
+    "context_overflow": ContextOverflowError,
+    "content_filter": ContentFilterError,
+    "invalid_request": InvalidRequestError,
+}
 
 
 class Live:
@@ -241,9 +247,11 @@ class RecordedTool:
     all once `live.on` (the re-drive went past its recording)."""
 
     def __init__(
-        self, real: Tool, results: dict[tuple[str, str], deque[ToolResultBlock]],
+        self,
+        real: Tool,
+        results: dict[tuple[str, str], deque[ToolResultBlock]],
         live: Live | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.real = real
         self.live = live
         self.name = real.name
@@ -269,9 +277,12 @@ class RecordedTool:
 
 
 def recorded_tools(
-    tools: Mapping[str, Tool], results: dict[tuple[str, str], deque[ToolResultBlock]],
+    tools: Mapping[str, Tool],
+    results: dict[tuple[str, str], deque[ToolResultBlock]],
     live: Live | None = None,
-) -> dict[str, Tool]:  # fmt: skip
+) -> dict[str, Tool]:
     """`tools` with every tool but the work-state ones answering from the recording."""
-    return {name: tool if name in WORK_STATE_TOOLS else RecordedTool(tool, results, live)
-            for name, tool in tools.items()}  # fmt: skip
+    return {
+        name: tool if name in WORK_STATE_TOOLS else RecordedTool(tool, results, live)
+        for name, tool in tools.items()
+    }

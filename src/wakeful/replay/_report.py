@@ -39,15 +39,18 @@ def _row(model: str, results: list[CaseResult]) -> dict[str, Any]:
     latencies = [r.latency_ms for r in results if r.error is None]
     passed = sum(r.passed for r in results)
     return {
-        "model": model, "cases": len(results), "passed": passed,
+        "model": model,
+        "cases": len(results),
+        "passed": passed,
         "failed": sum(not r.passed and r.error is None for r in results),
         "errors": sum(r.error is not None for r in results),
         "pass_rate": round(passed / len(results), 4) if results else 0.0,
         "input_tokens": sum(r.input_tokens for r in results),
         "output_tokens": sum(r.output_tokens for r in results),
         "cost_usd": _cost(results),
-        "latency_p50_ms": percentile(latencies, 50), "latency_p95_ms": percentile(latencies, 95),
-    }  # fmt: skip
+        "latency_p50_ms": percentile(latencies, 50),
+        "latency_p95_ms": percentile(latencies, 95),
+    }
 
 
 def report(view: RunView) -> dict[str, Any]:
@@ -55,19 +58,39 @@ def report(view: RunView) -> dict[str, Any]:
     started = view.started
     cases = []
     for case in started.cases:
-        results = {m: view.results[(case.id, m)].model_dump(mode="json")
-                   for m in started.models if (case.id, m) in view.results}  # fmt: skip
+        results = {
+            m: view.results[(case.id, m)].model_dump(mode="json")
+            for m in started.models
+            if (case.id, m) in view.results
+        }
         attempts = {m: view.attempts.get((case.id, m), 0) for m in started.models}
-        cases.append({"id": case.id, "kind": case.kind, "prompt": case.prompt,
-                      "session_id": case.session_id, "turn": case.turn, "step": case.step,
-                      "results": results, "attempts": attempts})  # fmt: skip
+        cases.append(
+            {
+                "id": case.id,
+                "kind": case.kind,
+                "prompt": case.prompt,
+                "session_id": case.session_id,
+                "turn": case.turn,
+                "step": case.step,
+                "results": results,
+                "attempts": attempts,
+            }
+        )
     models = [
         _row(m, [view.results[(c.id, m)] for c in started.cases if (c.id, m) in view.results])
         for m in started.models
     ]
-    return {"run_id": view.run_id, "name": started.name, "kind": started.kind,
-            "source": started.source, "finished": view.ended, "total": view.total,
-            "done": len(view.results), "models": models, "cases": cases}  # fmt: skip
+    return {
+        "run_id": view.run_id,
+        "name": started.name,
+        "kind": started.kind,
+        "source": started.source,
+        "finished": view.ended,
+        "total": view.total,
+        "done": len(view.results),
+        "models": models,
+        "cases": cases,
+    }
 
 
 def load_baseline(path: Path) -> dict[str, Any]:
@@ -86,8 +109,11 @@ def load_baseline(path: Path) -> dict[str, Any]:
 def compare(now: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
     """What changed since `baseline`: each (case, model) that passed there and fails now (a
     regression) or the other way, and each model's pass rate before and after."""
-    before = {(c["id"], m): r.get("passed", False)
-              for c in baseline["cases"] for m, r in c.get("results", {}).items()}  # fmt: skip
+    before = {
+        (c["id"], m): r.get("passed", False)
+        for c in baseline["cases"]
+        for m, r in c.get("results", {}).items()
+    }
     regressions, fixed = [], []
     for case in now["cases"]:
         for model, result in case["results"].items():
@@ -97,8 +123,10 @@ def compare(now: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
             elif was is False and result.get("passed", False):
                 fixed.append({"case": case["id"], "model": model})
     rates = {r["model"]: r["pass_rate"] for r in baseline.get("models", [])}
-    models = [{"model": r["model"], "before": rates.get(r["model"]), "after": r["pass_rate"]}
-              for r in now["models"]]  # fmt: skip
+    models = [
+        {"model": r["model"], "before": rates.get(r["model"]), "after": r["pass_rate"]}
+        for r in now["models"]
+    ]
     return {"regressions": regressions, "fixed": fixed, "models": models}
 
 
@@ -109,19 +137,32 @@ def junit_xml(data: dict[str, Any]) -> str:
     for row in data["models"]:
         model = row["model"]
         suite = ET.SubElement(
-            root, "testsuite", name=f"{data['name']} [{model}]", tests=str(row["cases"]),
-            failures=str(row["failed"]), errors=str(row["errors"]),
-        )  # fmt: skip
+            root,
+            "testsuite",
+            name=f"{data['name']} [{model}]",
+            tests=str(row["cases"]),
+            failures=str(row["failed"]),
+            errors=str(row["errors"]),
+        )
         for case in data["cases"]:
             result = case["results"].get(model)
             if result is None:
                 continue
             seconds = f"{result.get('latency_ms', 0) / 1000:.3f}"
-            test = ET.SubElement(suite, "testcase", classname=f"{data['name']}.{model}",
-                                 name=case["id"], time=seconds)  # fmt: skip
+            test = ET.SubElement(
+                suite,
+                "testcase",
+                classname=f"{data['name']}.{model}",
+                name=case["id"],
+                time=seconds,
+            )
             if result.get("error") is not None:
-                ET.SubElement(test, "error", message=str(result["error"])[:500],
-                              type=str(result.get("error_kind") or "error"))  # fmt: skip
+                ET.SubElement(
+                    test,
+                    "error",
+                    message=str(result["error"])[:500],
+                    type=str(result.get("error_kind") or "error"),
+                )
             elif not result.get("passed", False):
                 failed = [g for g in result.get("grades", []) if not g.get("passed", False)]
                 why = "; ".join(f"{g['grader']}: {g.get('detail', '')}" for g in failed)
@@ -132,8 +173,10 @@ def junit_xml(data: dict[str, Any]) -> str:
 
 def table_lines(data: dict[str, Any]) -> list[str]:
     """The per-model table as text lines."""
-    lines = [f"{'model':<36} {'pass':>9} {'rate':>6} {'errors':>6} {'tokens in/out':>15} "
-             f"{'cost $':>9} {'p50 ms':>7} {'p95 ms':>7}"]  # fmt: skip
+    lines = [
+        f"{'model':<36} {'pass':>9} {'rate':>6} {'errors':>6} {'tokens in/out':>15} "
+        f"{'cost $':>9} {'p50 ms':>7} {'p95 ms':>7}"
+    ]
     for r in data["models"]:
         passed = f"{r['passed']}/{r['cases']}"
         tokens = f"{r['input_tokens']}/{r['output_tokens']}"

@@ -45,8 +45,12 @@ class RunView:
 
     def pending(self) -> list[tuple[EvalCase, str]]:
         """The (case, model) pairs without a result, model by model in case order."""
-        return [(case, model) for model in self.started.models for case in self.started.cases
-                if (case.id, model) not in self.results]  # fmt: skip
+        return [
+            (case, model)
+            for model in self.started.models
+            for case in self.started.cases
+            if (case.id, model) not in self.results
+        ]
 
     @property
     def total(self) -> int:
@@ -99,9 +103,14 @@ def resumable(store: SqlStore, suite_digest: str) -> tuple[str, bool]:
 
 
 def create_run(
-    store: SqlStore, run_id: str | None, started: EvalStarted, *, title: str,
-    location: str | None, metadata: dict[str, JsonValue],
-) -> str:  # fmt: skip
+    store: SqlStore,
+    run_id: str | None,
+    started: EvalStarted,
+    *,
+    title: str,
+    location: str | None,
+    metadata: dict[str, JsonValue],
+) -> str:
     """Create the run's session (unless a crash left it without its inputs) and write its
     inputs; return its id. A run is read only once `eval.started` is in its log."""
     from ..store import new_session_id
@@ -129,8 +138,10 @@ def start_pairs(
     """Write `eval.case_started` for each pair (one transaction) before any is sent; return
     each pair's attempt number."""
     attempts = [view.attempts.get((c.id, m), 0) + 1 for c, m in pairs]
-    events = [EvalCaseStarted(case_id=c.id, model=m, attempt=n, owner=owner)
-              for (c, m), n in zip(pairs, attempts, strict=True)]  # fmt: skip
+    events = [
+        EvalCaseStarted(case_id=c.id, model=m, attempt=n, owner=owner)
+        for (c, m), n in zip(pairs, attempts, strict=True)
+    ]
     if events:
         store.append(view.run_id, events)
     for (c, m), n in zip(pairs, attempts, strict=True):

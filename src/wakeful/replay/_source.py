@@ -35,8 +35,11 @@ class Step:
 def step_receipts(store: SqlStore, session_id: str) -> list[Step]:
     """The session's step receipts in order, each with its turn's number."""
     order = {t.turn_id: n for n, t in enumerate(store.turns(session_id), 1)}
-    return [Step(order.get(r.turn_id or "", 0), r)
-            for r in store.receipts(session_id) if r.purpose == "step"]  # fmt: skip
+    return [
+        Step(order.get(r.turn_id or "", 0), r)
+        for r in store.receipts(session_id)
+        if r.purpose == "step"
+    ]
 
 
 def pick(steps: list[Step], turn: int | None, step: int | None, attempt: int | None) -> int:
@@ -77,8 +80,11 @@ def body_text(body: JsonValue) -> str:
 
 def body_diff(before: JsonValue, after: JsonValue, old: str, new: str) -> list[str]:
     """A unified diff of two bodies (lines without their newline)."""
-    return list(difflib.unified_diff(body_text(before).splitlines(),
-                                     body_text(after).splitlines(), old, new, lineterm=""))  # fmt: skip
+    return list(
+        difflib.unified_diff(
+            body_text(before).splitlines(), body_text(after).splitlines(), old, new, lineterm=""
+        )
+    )
 
 
 def wire_provider(spec: str, options: Mapping[str, Any]) -> Provider:
@@ -125,9 +131,12 @@ def load_step(store: SqlStore, session_id: str, step: Step, options: Mapping[str
         elif isinstance(event, UsageRecorded) and event.receipt_id == receipt.receipt_id:
             usage = event
         elif (
-            seq and reply is None and isinstance(event, MessageAdded)
-            and event.message.role == "assistant" and event.turn_id == receipt.turn_id
-        ):  # fmt: skip
+            seq
+            and reply is None
+            and isinstance(event, MessageAdded)
+            and event.message.role == "assistant"
+            and event.turn_id == receipt.turn_id
+        ):
             reply, reply_at = event.message, stored.at_ms
     latency = reply_at - at if reply is not None else None
     return Recorded(session_id, step, request, reply, usage, latency, seq, provider.name)

@@ -27,8 +27,18 @@ from ._graders import check_grader
 from ._source import pick, step_receipts
 
 _TOP = {"name", "models", "cases", "select"}
-_CASE = {"id", "prompt", "system", "mode", "session", "turn", "step", "location", "graders",
-         "to_end"}  # fmt: skip
+_CASE = {
+    "id",
+    "prompt",
+    "system",
+    "mode",
+    "session",
+    "turn",
+    "step",
+    "location",
+    "graders",
+    "to_end",
+}
 _SELECT = {"sessions", "query", "tag", "metadata", "limit", "turn", "step", "graders", "id"}
 _MODEL = {"spec", "concurrency", "rpm"}
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$")
@@ -103,9 +113,14 @@ def _resolve(store: SqlStore, ref: str, where: str) -> str:
 
 
 def _step_case(
-    store: SqlStore, sid: str, case_id: str, turn: object, step: object, where: str,
+    store: SqlStore,
+    sid: str,
+    case_id: str,
+    turn: object,
+    step: object,
+    where: str,
     graders: tuple[dict[str, JsonValue], ...],
-) -> EvalCase:  # fmt: skip
+) -> EvalCase:
     """A `replay` case of a recorded step (turn default the last, step default 1)."""
     if turn not in (None, "last") and not isinstance(turn, int):
         raise UsageError(f'{where}: turn must be a number or "last"')
@@ -117,8 +132,15 @@ def _step_case(
     except NotFoundError as err:
         raise UsageError(f"{where}: {sid}: {err}") from None
     chosen = steps[at]
-    return EvalCase(id=case_id, kind="replay", session_id=sid, receipt_id=chosen.receipt.receipt_id,
-                    turn=chosen.turn, step=chosen.receipt.step, graders=graders)  # fmt: skip
+    return EvalCase(
+        id=case_id,
+        kind="replay",
+        session_id=sid,
+        receipt_id=chosen.receipt.receipt_id,
+        turn=chosen.turn,
+        step=chosen.receipt.step,
+        graders=graders,
+    )
 
 
 def _inline(store: SqlStore, table: dict[str, Any], n: int, base: Path) -> EvalCase:
@@ -134,8 +156,7 @@ def _inline(store: SqlStore, table: dict[str, Any], n: int, base: Path) -> EvalC
         if mode not in ("prompt", "replay", "fork"):
             raise UsageError(f'{where}: a recorded session\'s mode is "replay" or "fork"')
         sid = _resolve(store, str(table["session"]), where)
-        case = _step_case(store, sid, case_id, table.get("turn"), table.get("step"), where,
-                          graders)  # fmt: skip
+        case = _step_case(store, sid, case_id, table.get("turn"), table.get("step"), where, graders)
         if mode == "fork":
             return case.model_copy(update={"kind": "fork", "to_end": table.get("to_end") is True})
         return case
@@ -150,8 +171,14 @@ def _inline(store: SqlStore, table: dict[str, Any], n: int, base: Path) -> EvalC
         if not root.is_dir():
             raise UsageError(f"{where}: location {root} is not a directory")
         location = str(root)
-    return EvalCase(id=case_id, kind=mode, prompt=prompt, system=table.get("system"),
-                    location=location if mode == "turn" else None, graders=graders)  # fmt: skip
+    return EvalCase(
+        id=case_id,
+        kind=mode,
+        prompt=prompt,
+        system=table.get("system"),
+        location=location if mode == "turn" else None,
+        graders=graders,
+    )
 
 
 def _all_sessions(store: SqlStore) -> Iterator[str]:
@@ -201,8 +228,17 @@ def _selection(store: SqlStore, table: dict[str, Any], n: int, base: Path) -> li
     cases = []
     for sid in _selected(store, table, where):
         try:
-            cases.append(_step_case(store, sid, f"{prefix}/{sid}", table.get("turn"),
-                                    table.get("step"), where, graders))  # fmt: skip
+            cases.append(
+                _step_case(
+                    store,
+                    sid,
+                    f"{prefix}/{sid}",
+                    table.get("turn"),
+                    table.get("step"),
+                    where,
+                    graders,
+                )
+            )
         except UsageError:
             if "sessions" in table:  # named outright: its missing step is an error
                 raise

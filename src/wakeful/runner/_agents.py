@@ -19,9 +19,17 @@ from ..errors import UsageError
 from .tools import READ_ONLY_TOOLS
 
 ALL_TOOLS = (
-    "read_file", "write_file", "edit_file", "list_files", "grep", "shell",
-    "todo_write", "plan_write", "goal_set", "task",
-)  # fmt: skip
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "grep",
+    "shell",
+    "todo_write",
+    "plan_write",
+    "goal_set",
+    "task",
+)
 PLAN_TOOLS = READ_ONLY_TOOLS
 MCP_TOOLS = "mcp__*"  # the pattern of every MCP server's tools
 EVERY_TOOL = (*ALL_TOOLS, MCP_TOOLS)  # `build` and new agents; `[tools]` go before MCP_TOOLS

@@ -31,9 +31,18 @@ LiveKind: TypeAlias = Literal[
 ]
 
 LEGACY_KINDS: frozenset[str] = frozenset(
-    {"step", "text", "reasoning", "tool_input", "tool_start", "tool_end", "retry", "turn_end",
-     "compaction"}
-)  # fmt: skip
+    {
+        "step",
+        "text",
+        "reasoning",
+        "tool_input",
+        "tool_start",
+        "tool_end",
+        "retry",
+        "turn_end",
+        "compaction",
+    }
+)
 """The kinds a `LiveListener` set on a `Runtime` receives (what it received before hooks)."""
 
 

@@ -18,13 +18,26 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # `session show` folds the plain event bodies, without the event models
     from ..store import Store
 
-STATUS = {"completed": "completed", "interrupted": "aborted", "failed": "error", "blocked": "error",
-          "paused": "error"}  # fmt: skip
+STATUS = {
+    "completed": "completed",
+    "interrupted": "aborted",
+    "failed": "error",
+    "blocked": "error",
+    "paused": "error",
+}
 
 
 # What a retry entry of a run shows (the spec's `SessionRunRetry`), from its `retry.scheduled`.
-RETRY_KEYS = ("attempt", "max_attempts", "error_kind", "error", "status_code", "code",
-              "delay_ms", "deadline_ms")  # fmt: skip
+RETRY_KEYS = (
+    "attempt",
+    "max_attempts",
+    "error_kind",
+    "error",
+    "status_code",
+    "code",
+    "delay_ms",
+    "deadline_ms",
+)
 
 
 @dataclass
@@ -126,9 +139,20 @@ def _fold(run: RunRecord, kind: str, event: Mapping[str, Any], at_ms: int) -> No
         run.truncated = event["truncated"]
 
 
-_KINDS = ("turn.started", "turn.ended", "usage.recorded", "receipt.recorded", "retry.scheduled",
-          "session.created", "session.updated", "inbox.enqueued", "approval.requested",
-          "approval.decided", "session.reverted", "session.unreverted")  # fmt: skip
+_KINDS = (
+    "turn.started",
+    "turn.ended",
+    "usage.recorded",
+    "receipt.recorded",
+    "retry.scheduled",
+    "session.created",
+    "session.updated",
+    "inbox.enqueued",
+    "approval.requested",
+    "approval.decided",
+    "session.reverted",
+    "session.unreverted",
+)
 
 
 def run_records(store: Store, session_id: str) -> list[RunRecord]:
@@ -142,9 +166,13 @@ def run_records(store: Store, session_id: str) -> list[RunRecord]:
     from ..store import PlainReads
 
     if isinstance(store, PlainReads):
-        events = [(e.seq, e.at_ms, e.type, e.data) for e in store.plain_events(session_id, types=_KINDS)]  # fmt: skip
+        events = [
+            (e.seq, e.at_ms, e.type, e.data) for e in store.plain_events(session_id, types=_KINDS)
+        ]
     else:
-        events = [(e.seq, e.at_ms, e.type, vars(e.event)) for e in store.events(session_id, types=_KINDS)]  # fmt: skip
+        events = [
+            (e.seq, e.at_ms, e.type, vars(e.event)) for e in store.events(session_id, types=_KINDS)
+        ]
     runs = _Folder().fold(events)
     if runs and runs[-1].status == "running" and store.get_session(session_id).status != "running":
         runs[-1].status = "aborted"
@@ -201,8 +229,11 @@ class _Folder:
         """A new run: its agent, and its origin and label from its first input."""
         run = RunRecord(event["turn_id"], tuple(event["input_ids"]), at_ms, agent=self.agent)
         run.options["agent"] = self.agent
-        done = sorted(r.ended_ms - r.started_ms for r in runs
-                      if r.status == "completed" and r.ended_ms is not None)  # fmt: skip
+        done = sorted(
+            r.ended_ms - r.started_ms
+            for r in runs
+            if r.status == "completed" and r.ended_ms is not None
+        )
         run.estimate_ms = done[len(done) // 2] if done else None
         if run.input_ids and run.input_ids[0] in self.inputs:
             kind, payload = self.inputs[run.input_ids[0]]

@@ -31,6 +31,12 @@ def hosted_calls(message: Message) -> list[dict[str, JsonValue]]:
             content = None if result is None else result.content
             kind = content.get("type") if isinstance(content, dict) else None
             failed = result is None or (isinstance(kind, str) and kind.endswith("error"))
-            out.append({"call_id": block.id, "name": block.name, "input": block.input,
-                        "status": "failed" if failed else "completed"})  # fmt: skip
+            out.append(
+                {
+                    "call_id": block.id,
+                    "name": block.name,
+                    "input": block.input,
+                    "status": "failed" if failed else "completed",
+                }
+            )
     return out

@@ -46,9 +46,10 @@ def turn_starts(messages: Sequence[Message]) -> list[int]:
     """The indices of the messages that start a turn: a user message that is not only tool
     results (those answer the assistant message before them)."""
     return [
-        i for i, m in enumerate(messages)
+        i
+        for i, m in enumerate(messages)
         if m.role == "user" and not all(isinstance(b, ToolResultBlock) for b in m.blocks)
-    ]  # fmt: skip
+    ]
 
 
 async def summarize_messages(
@@ -70,8 +71,11 @@ async def summarize_messages(
     if keep_turns < 0:
         raise UsageError(f"keep_turns must be at least 0, not {keep_turns}")
     starts = turn_starts(messages)
-    cut = len(messages) if keep_turns == 0 else (
-        starts[-keep_turns] if len(starts) >= keep_turns else 0)  # fmt: skip
+    cut = (
+        len(messages)
+        if keep_turns == 0
+        else (starts[-keep_turns] if len(starts) >= keep_turns else 0)
+    )
     replaced = list(messages[:cut])
     if not replaced:
         turns = f"the last {keep_turns} turn(s) hold every message" if messages else "no messages"
@@ -81,9 +85,14 @@ async def summarize_messages(
 
     def request(drop: int, attempt: int) -> tuple[list[Section], ModelRequest]:
         prompt = summary_sections(
-            previous, entries, "", drop=drop, model=provider.model,
-            max_output_tokens=max_out, attempt=attempt,
-        )  # fmt: skip
+            previous,
+            entries,
+            "",
+            drop=drop,
+            model=provider.model,
+            max_output_tokens=max_out,
+            attempt=attempt,
+        )
         return prompt.sections, build_request(prompt.sections, [], provider.name)
 
     drop = _fitting_drop(request, len(entries), provider.context_window, max_out)

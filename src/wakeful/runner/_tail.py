@@ -49,11 +49,15 @@ def _hide_media(message: Message) -> Message:
     if not any(isinstance(b, _MEDIA) for b in hidden.blocks):
         return hidden
     blocks = tuple(
-        TextBlock(text=f"[older {b.type} {b.name or ''} ({b.media_type}) hidden to save context]"
-                  .replace(" ()", "").replace("  ", " "))
-        if isinstance(b, _MEDIA) else b
+        TextBlock(
+            text=f"[older {b.type} {b.name or ''} ({b.media_type}) hidden to save context]".replace(
+                " ()", ""
+            ).replace("  ", " ")
+        )
+        if isinstance(b, _MEDIA)
+        else b
         for b in hidden.blocks
-    )  # fmt: skip
+    )
     return hidden.model_copy(update={"blocks": blocks})
 
 

@@ -41,8 +41,13 @@ class ToolRetries:
         self._attempts[call.id] = attempt
         delay = backoff_ms(attempt - 1, ctx.retry, None, ctx.rng)
         return RetryScheduled(
-            turn_id=state.turn_id, step=state.step, attempt=attempt,
-            deadline_ms=ctx.clock.now_ms() + delay, error_kind=TOOL_RETRY_KIND,
-            error=f"{call.name}: {err}", delay_ms=delay, code=type(err).__name__,
+            turn_id=state.turn_id,
+            step=state.step,
+            attempt=attempt,
+            deadline_ms=ctx.clock.now_ms() + delay,
+            error_kind=TOOL_RETRY_KIND,
+            error=f"{call.name}: {err}",
+            delay_ms=delay,
+            code=type(err).__name__,
             max_attempts=ctx.retry.max_retries + 1,
-        )  # fmt: skip
+        )

@@ -71,7 +71,7 @@ async def run_tools(
                 decided.get(c.id),
                 retry,
             )
-        )  # fmt: skip
+        )
         for c in calls
     ]
     waiter = asyncio.ensure_future(interrupt.wait())

@@ -61,9 +61,14 @@ from ..messages import Message, tool_result_text
 
 # The log's event types the projection reads (a cursor's state is rebuilt from these alone).
 TYPES = (
-    "inbox.enqueued", "inbox.delivered", "turn.started", "turn.ended", "message.added",
-    "approval.requested", "work_state.updated",
-)  # fmt: skip
+    "inbox.enqueued",
+    "inbox.delivered",
+    "turn.started",
+    "turn.ended",
+    "message.added",
+    "approval.requested",
+    "work_state.updated",
+)
 # The payload metadata key holding the id an AG-UI client gave a message it sent.
 AGUI_ID = "agui_message_id"
 # What a resume entry's payload may say (`RunAgentInput.resume`, docs/server.md "AG-UI").
@@ -104,7 +109,7 @@ def _results(message: Message) -> list[BaseEvent]:
             tool_call_id=r.call_id,
             content=tool_result_text(r.output),
             role="tool",
-        )  # fmt: skip
+        )
         for i, r in enumerate(message.tool_results())
     ]
 
@@ -191,11 +196,18 @@ class AguiView:
         if event.outcome == "interrupted":
             outcome = RunFinishedCancelledOutcome()
         elif event.outcome == "paused" and self.waiting:
-            outcome = RunFinishedInterruptOutcome(interrupts=[
-                Interrupt(id=r.call_id, reason="tool_approval", tool_call_id=r.call_id,
-                          message=r.preview, response_schema=DECISION_SCHEMA)
-                for r in self.waiting
-            ])  # fmt: skip
+            outcome = RunFinishedInterruptOutcome(
+                interrupts=[
+                    Interrupt(
+                        id=r.call_id,
+                        reason="tool_approval",
+                        tool_call_id=r.call_id,
+                        message=r.preview,
+                        response_schema=DECISION_SCHEMA,
+                    )
+                    for r in self.waiting
+                ]
+            )
         return RunFinishedEvent(thread_id=self.session_id, run_id=run_id, outcome=outcome)
 
 

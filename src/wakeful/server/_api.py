@@ -149,9 +149,15 @@ class Registry:
         def wrap(fn: Handler) -> Handler:
             doc = (fn.__doc__ or "").strip().splitlines()
             self.ops.append(
-                Op(method, path, op_id=fn.__name__.strip("_"), summary=doc[0] if doc else "",
-                   handler=fn, **kw)
-            )  # fmt: skip
+                Op(
+                    method,
+                    path,
+                    op_id=fn.__name__.strip("_"),
+                    summary=doc[0] if doc else "",
+                    handler=fn,
+                    **kw,
+                )
+            )
             return fn
 
         return wrap

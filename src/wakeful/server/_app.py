@@ -47,10 +47,17 @@ from ._state import ServerState, Settings
 
 log = logging.getLogger("wakeful.server")
 OPS: list[Op] = [
-    *_routes_sessions.ops.ops, *_routes_inputs.ops.ops, *_routes_approvals.ops.ops,
-    *_routes_reads.ops.ops, *_routes_schedules.ops.ops, *_sse.ops.ops, *_routes_shaping.ops.ops,
-    *_routes_host.ops.ops, *_routes_agui.ops.ops, *_routes_usage.ops.ops,
-]  # fmt: skip
+    *_routes_sessions.ops.ops,
+    *_routes_inputs.ops.ops,
+    *_routes_approvals.ops.ops,
+    *_routes_reads.ops.ops,
+    *_routes_schedules.ops.ops,
+    *_sse.ops.ops,
+    *_routes_shaping.ops.ops,
+    *_routes_host.ops.ops,
+    *_routes_agui.ops.ops,
+    *_routes_usage.ops.ops,
+]
 
 HOT_OPS = frozenset({"prompt"})  # routed first (see `create_app`)
 
@@ -96,7 +103,11 @@ async def _openapi(request: Request) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    reason = f"no route {request.method} {request.url.path}" if exc.status_code == 404 else str(exc.detail)  # fmt: skip
+    reason = (
+        f"no route {request.method} {request.url.path}"
+        if exc.status_code == 404
+        else str(exc.detail)
+    )
     headers = dict(exc.headers or {})
     if exc.status_code == 405:  # Starlette names the methods of the first route of the path only
         headers["Allow"] = _allowed(request)

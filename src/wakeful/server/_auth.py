@@ -131,7 +131,9 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _send_json(send: Send, status: int, error: str, reason: str, extra: list[tuple[bytes, bytes]]) -> None:  # fmt: skip
+async def _send_json(
+    send: Send, status: int, error: str, reason: str, extra: list[tuple[bytes, bytes]]
+) -> None:
     body = json.dumps({"error": error, "reason": reason}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers + extra})
@@ -161,7 +163,13 @@ class AuthMiddleware:
             and scope["method"] not in SAFE_METHODS
             and _header(scope, CSRF_HEADER) != "1"
         ):
-            await _send_json(send, 403, "forbidden", "cookie requests that change state need X-Wakeful-CSRF: 1", [])  # fmt: skip
+            await _send_json(
+                send,
+                403,
+                "forbidden",
+                "cookie requests that change state need X-Wakeful-CSRF: 1",
+                [],
+            )
             return
         scope["wakeful.principal"] = principal
         await self.app(scope, receive, send)
@@ -188,13 +196,17 @@ class AuthMiddleware:
             query = bytes(scope.get("query_string", b"")).decode("latin-1")
             asked = path + (f"?{query}" if query else "")  # where the login returns to
             body = self.login_page(scope.get("root_path", ""), asked)
-            headers = [(b"content-type", b"text/html; charset=utf-8"),
-                       (b"content-length", str(len(body)).encode())]  # fmt: skip
+            headers = [
+                (b"content-type", b"text/html; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ]
             await send({"type": "http.response.start", "status": 401, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
         reason = "a valid bearer token is required (Authorization: Bearer TOKEN)"
-        await _send_json(send, 401, "unauthorized", reason, [(b"www-authenticate", b'Bearer realm="wakeful"')])  # fmt: skip
+        await _send_json(
+            send, 401, "unauthorized", reason, [(b"www-authenticate", b'Bearer realm="wakeful"')]
+        )
 
 
 class BodyTooLargeError(Exception):

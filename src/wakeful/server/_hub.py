@@ -186,9 +186,10 @@ class Hub:
                 continue
             self.stats.polls += 1
             batch = await off_loop(
-                functools.partial(self.reads.feed.events_since, self.last_id, self.batch,
-                                  after_tx=self.last_tx)
-            )  # fmt: skip
+                functools.partial(
+                    self.reads.feed.events_since, self.last_id, self.batch, after_tx=self.last_tx
+                )
+            )
             for ev in batch:
                 self._dispatch(Packed(ev))
             if batch:  # (batches come in position order, not necessarily id order)

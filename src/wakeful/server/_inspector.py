@@ -50,9 +50,13 @@ _env = Environment(
 _env.filters["iso"] = iso
 _env.filters["short"] = short
 _env.filters["speaker"] = lambda m: speaker(m.role, m.metadata)  # a `Message` of `transcript`
-STATIC = {"app.js": "text/javascript", "list.js": "text/javascript",
-          "session.js": "text/javascript", "schedules.js": "text/javascript",
-          "app.css": "text/css"}  # fmt: skip
+STATIC = {
+    "app.js": "text/javascript",
+    "list.js": "text/javascript",
+    "session.js": "text/javascript",
+    "schedules.js": "text/javascript",
+    "app.css": "text/css",
+}
 _LOGIN_JS = resources.files("wakeful.server").joinpath("static/login.js").read_text()
 _LOGIN_CSS = resources.files("wakeful.server").joinpath("static/login.css").read_text()
 
@@ -78,9 +82,12 @@ def login_page(base: str = "", next_path: str = "", error: str | None = None) ->
     app's mount prefix, `next_path` the page asked for (inside the app), where a successful
     login goes (`safe_next` decides whether it may)."""
     page = _env.get_template("login.html").render(
-        error=error, login_js=_LOGIN_JS, login_css=_LOGIN_CSS, base=base,
+        error=error,
+        login_js=_LOGIN_JS,
+        login_css=_LOGIN_CSS,
+        base=base,
         next_path=safe_next(next_path),
-    )  # fmt: skip
+    )
     return page.encode()
 
 
@@ -89,10 +96,13 @@ def safe_next(path: str) -> str:
     query, not the login page itself), never another site; else ""."""
     parts = urlsplit(path)
     if (
-        parts.scheme or parts.netloc or not path.startswith("/ui/") or "\\" in path
+        parts.scheme
+        or parts.netloc
+        or not path.startswith("/ui/")
+        or "\\" in path
         or parts.path.startswith(("/ui/login", "/ui/logout", "/ui/static/"))
         or any(ord(c) < 32 for c in path)
-    ):  # fmt: skip
+    ):
         return ""
     return path
 
@@ -127,8 +137,14 @@ async def login(request: Request) -> Response:
         page = login_page(_base(request), next_path, "That token is not valid.")
         return HTMLResponse(page, status_code=401)
     response = RedirectResponse(f"{_base(request)}{next_path or '/ui/'}", status_code=303)
-    response.set_cookie(COOKIE, value, httponly=True, samesite="strict", path="/",
-                        secure=request.url.scheme == "https")  # fmt: skip
+    response.set_cookie(
+        COOKIE,
+        value,
+        httponly=True,
+        samesite="strict",
+        path="/",
+        secure=request.url.scheme == "https",
+    )
     return response
 
 
@@ -154,9 +170,17 @@ async def index(request: Request) -> Response:
     except UsageError as err:  # a search without words, a cursor of the other kind
         found, problem = Found([], None), str(err)
     active = set(state.runtime.active())
-    return _html(request, "list.html", sessions=found.sessions, matches=found.matches,
-                 next_cursor=found.next_cursor, query=query, active=active, problem=problem,
-                 default_model=state.runtime.model)  # fmt: skip
+    return _html(
+        request,
+        "list.html",
+        sessions=found.sessions,
+        matches=found.matches,
+        next_cursor=found.next_cursor,
+        query=query,
+        active=active,
+        problem=problem,
+        default_model=state.runtime.model,
+    )
 
 
 async def session_page(request: Request) -> Response:
@@ -164,7 +188,9 @@ async def session_page(request: Request) -> Response:
     state = _state(request)
     sid = request.path_params["session_id"]
     principal = request.scope.get("wakeful.principal")
-    sensitive = request.query_params.get("sensitive") == "1" and bool(principal and principal.sensitive)  # fmt: skip
+    sensitive = request.query_params.get("sensitive") == "1" and bool(
+        principal and principal.sensitive
+    )
     if not SESSION_ID.match(sid):
         return _html(request, "missing.html", 404, session_id=sid)
     try:
@@ -179,8 +205,9 @@ async def session_page(request: Request) -> Response:
 
     def gather() -> dict[str, Any]:
         store = state.reads
-        messages = [(seq, m if sensitive else redact_message(m))
-                    for seq, m in store.messages_with_seq(sid)]  # fmt: skip
+        messages = [
+            (seq, m if sensitive else redact_message(m)) for seq, m in store.messages_with_seq(sid)
+        ]
         return {
             "messages": transcript(messages, media),
             "pending": store.pending(sid),
@@ -195,9 +222,17 @@ async def session_page(request: Request) -> Response:
 
     data = await off_loop(gather)
     turn_no = {r.id: n for n, r in enumerate(data["runs"], 1)}  # receipts name turns by number
-    return _html(request, "session.html", row=row, active=state.is_active(sid), turn_no=turn_no,
-                 sensitive=sensitive, can_sensitive=bool(principal and principal.sensitive),
-                 key_args=" ".join(KEY_ARGS), **data)  # fmt: skip
+    return _html(
+        request,
+        "session.html",
+        row=row,
+        active=state.is_active(sid),
+        turn_no=turn_no,
+        sensitive=sensitive,
+        can_sensitive=bool(principal and principal.sensitive),
+        key_args=" ".join(KEY_ARGS),
+        **data,
+    )
 
 
 async def schedules_page(request: Request) -> Response:
@@ -239,9 +274,17 @@ def usage_bars(
     slot = width / max(len(shown), 1)
     bar = max(2.0, min(48.0, slot * 0.7))
     scale = (height - 40) / most
-    return [{"key": g["key"], "x": round(i * slot + (slot - bar) / 2, 1), "w": round(bar, 1),
-             "h_in": round(g["input_tokens"] * scale, 1), "h_out": round(g["output_tokens"] * scale, 1),
-             "group": g} for i, g in enumerate(shown)]  # fmt: skip
+    return [
+        {
+            "key": g["key"],
+            "x": round(i * slot + (slot - bar) / 2, 1),
+            "w": round(bar, 1),
+            "h_in": round(g["input_tokens"] * scale, 1),
+            "h_out": round(g["output_tokens"] * scale, 1),
+            "group": g,
+        }
+        for i, g in enumerate(shown)
+    ]
 
 
 async def usage_page(request: Request) -> Response:
@@ -254,15 +297,31 @@ async def usage_page(request: Request) -> Response:
     try:
         report = await report_for(_state(request), by, since)
     except UsageError as err:
-        return _html(request, "usage.html", 422, problem=str(err), by=by, since=since or "",
-                     data=None, bars=[])  # fmt: skip
+        return _html(
+            request,
+            "usage.html",
+            422,
+            problem=str(err),
+            by=by,
+            since=since or "",
+            data=None,
+            bars=[],
+        )
     data = report.to_json()
     groups = data["groups"]
     assert isinstance(groups, list)
     bars = usage_bars(groups)
     most = max((b["group"]["input_tokens"] + b["group"]["output_tokens"] for b in bars), default=0)
-    return _html(request, "usage.html", by=by, since=since or "", data=data, bars=bars,
-                 most=most, problem=None)  # fmt: skip
+    return _html(
+        request,
+        "usage.html",
+        by=by,
+        since=since or "",
+        data=data,
+        bars=bars,
+        most=most,
+        problem=None,
+    )
 
 
 async def static(request: Request) -> Response:

@@ -66,10 +66,12 @@ class CreateSessionIn(_In):
     model: Short | None = Field(default=None, description="A model spec, e.g. `anthropic:MODEL`.")
     metadata: dict[str, JsonValue] | None = None
     location: str | None = Field(
-        default=None, min_length=1, max_length=4096,
+        default=None,
+        min_length=1,
+        max_length=4096,
         description="Where the session lives: an existing directory of the server's host "
         "(default: the server's workspace).",
-    )  # fmt: skip
+    )
     prompt: PromptIn | None = None
 
 
@@ -165,9 +167,10 @@ class AguiQuery(_In):
     """Where an AG-UI stream starts and how long it follows (docs/server.md, "AG-UI")."""
 
     after: Annotated[str, Field(pattern=r"^[0-9]{1,16}(:[0-9]{1,6})?$")] = Field(
-        default="0", description="Start after this event id (`SEQ` or `SEQ:K`); "
+        default="0",
+        description="Start after this event id (`SEQ` or `SEQ:K`); "
         "`Last-Event-ID` wins when given.",
-    )  # fmt: skip
+    )
     follow: bool = Field(default=True, description="Stream new events as they are committed.")
     idle_timeout: Annotated[float, Field(ge=0, le=86_400)] | None = Field(
         default=None, description="End the stream after this many idle seconds."

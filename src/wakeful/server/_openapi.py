@@ -53,8 +53,9 @@ Refs: TypeAlias = "dict[tuple[type[BaseModel] | type[PydanticDataclass], Mode], 
 
 def _models(ops: list[Op]) -> list[tuple[type[BaseModel], Mode]]:
     seen: dict[tuple[type[BaseModel], Mode], None] = {
-        (ErrorOut, "serialization"): None, (HealthOut, "serialization"): None,
-    }  # fmt: skip
+        (ErrorOut, "serialization"): None,
+        (HealthOut, "serialization"): None,
+    }
     for op in ops:
         if op.body is not None:
             seen[(op.body, "validation")] = None
@@ -81,12 +82,16 @@ def _query_params(model: type[BaseModel]) -> list[dict[str, Any]]:
 def _path_params(op: Op) -> list[dict[str, Any]]:
     params = []
     for name in re.findall(r"{(\w+)}", op.path):
-        schema = op.path_schemas.get(name, SESSION_ID_SCHEMA if name == "session_id" else {"type": "string"})  # fmt: skip
+        schema = op.path_schemas.get(
+            name, SESSION_ID_SCHEMA if name == "session_id" else {"type": "string"}
+        )
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
     return params
 
 
-def _json(refs: Refs, model: type[BaseModel] | None, mode: Mode = "serialization") -> dict[str, Any]:  # fmt: skip
+def _json(
+    refs: Refs, model: type[BaseModel] | None, mode: Mode = "serialization"
+) -> dict[str, Any]:
     if model is None:
         return {}
     return {"content": {"application/json": {"schema": refs[(model, mode)]}}}
@@ -98,9 +103,15 @@ def _operation(op: Op, refs: Refs) -> dict[str, Any]:
         params += _query_params(op.query)
     event, id_pattern = op.sse or (SSE_EVENT, "^[0-9]{1,16}$")
     if op.stream:
-        params.append({"name": "Last-Event-ID", "in": "header", "required": False,
-                       "schema": {"type": "string", "pattern": id_pattern},
-                       "description": "Resume a stream after this event id."})  # fmt: skip
+        params.append(
+            {
+                "name": "Last-Event-ID",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string", "pattern": id_pattern},
+                "description": "Resume a stream after this event id.",
+            }
+        )
     ok: dict[str, Any] = {"description": "OK"} | _json(refs, op.response)
     if op.stream:
         ok.setdefault("content", {})["text/event-stream"] = {"schema": event}
@@ -115,9 +126,12 @@ def _operation(op: Op, refs: Refs) -> dict[str, Any]:
         text = ERROR_TEXT.get(status, "Store busy; retry" if status == 503 else "Error")
         responses[str(status)] = {"description": text} | _json(refs, ErrorOut)
     doc: dict[str, Any] = {
-        "operationId": op.op_id, "summary": op.summary, "tags": [op.tag],
-        "parameters": params, "responses": responses,
-    }  # fmt: skip
+        "operationId": op.op_id,
+        "summary": op.summary,
+        "tags": [op.tag],
+        "parameters": params,
+        "responses": responses,
+    }
     if op.body is not None:
         doc["requestBody"] = {"required": not _empty_accepted(op.body)} | _json(
             refs, op.body, "validation"
@@ -140,9 +154,12 @@ def openapi_document(ops: list[Op]) -> dict[str, Any]:
     schemas: dict[str, Any] = defs.get("$defs", {})
     paths: dict[str, dict[str, Any]] = {}
     health = {
-        "operationId": "health", "summary": "Liveness; needs no token.", "tags": ["server"],
-        "security": [], "responses": {"200": {"description": "OK"} | _json(refs, HealthOut)},
-    }  # fmt: skip
+        "operationId": "health",
+        "summary": "Liveness; needs no token.",
+        "tags": ["server"],
+        "security": [],
+        "responses": {"200": {"description": "OK"} | _json(refs, HealthOut)},
+    }
     paths["/health"] = {"get": health}
     for op in ops:
         paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, refs)
@@ -153,7 +170,7 @@ def openapi_document(ops: list[Op]) -> dict[str, Any]:
             "version": __version__,
             "description": "Durable sessions for LLM agents over HTTP. Every route but /health "
             "needs `Authorization: Bearer TOKEN`.",
-        },  # fmt: skip
+        },
         "paths": paths,
         "components": {
             "schemas": schemas,

@@ -46,7 +46,7 @@ def section_is_sensitive(section_id: str) -> bool:
     return section_id.startswith(SENSITIVE_SECTION_PREFIXES)
 
 
-def receipt_json(store: Reads, receipt: ReceiptRecorded, *, sensitive: bool) -> dict[str, object]:  # fmt: skip
+def receipt_json(store: Reads, receipt: ReceiptRecorded, *, sensitive: bool) -> dict[str, object]:
     """A receipt with each section's digest and size; content only where allowed."""
     sections = []
     for sid, source, digest in receipt.sections:
@@ -55,15 +55,24 @@ def receipt_json(store: Reads, receipt: ReceiptRecorded, *, sensitive: bool) -> 
             data: bytes | None = store.get_blob(digest)
         except NotFoundError:  # the blob is gone: report the section, do not fail
             data = None
-        sections.append({
-            "id": sid, "source": source, "digest": digest,
-            "bytes": None if data is None else len(data),
-            "content": None if hidden or data is None else data.decode("utf-8", "replace"),
-            "redacted": hidden,
-        })  # fmt: skip
+        sections.append(
+            {
+                "id": sid,
+                "source": source,
+                "digest": digest,
+                "bytes": None if data is None else len(data),
+                "content": None if hidden or data is None else data.decode("utf-8", "replace"),
+                "redacted": hidden,
+            }
+        )
     return {
-        "receipt_id": receipt.receipt_id, "turn_id": receipt.turn_id, "step": receipt.step,
-        "attempt": receipt.attempt, "model": receipt.model, "purpose": receipt.purpose,
-        "request_digest": receipt.request_digest, "sections": sections,
+        "receipt_id": receipt.receipt_id,
+        "turn_id": receipt.turn_id,
+        "step": receipt.step,
+        "attempt": receipt.attempt,
+        "model": receipt.model,
+        "purpose": receipt.purpose,
+        "request_digest": receipt.request_digest,
+        "sections": sections,
         "message_ids": list(receipt.message_ids),
-    }  # fmt: skip
+    }

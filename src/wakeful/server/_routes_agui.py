@@ -64,9 +64,13 @@ async def _fed(state: ServerState, sid: str, after: int) -> list[StoredEvent]:
 
 
 async def _stream(
-    state: ServerState, sid: str, cursor: tuple[int, int], sub: Subscription | None,
-    idle_timeout: float | None, until: Until | None = None,
-) -> AsyncIterator[ServerSentEvent]:  # fmt: skip
+    state: ServerState,
+    sid: str,
+    cursor: tuple[int, int],
+    sub: Subscription | None,
+    idle_timeout: float | None,
+    until: Until | None = None,
+) -> AsyncIterator[ServerSentEvent]:
     """Rebuild the projection up to `cursor` silently, then emit every AG-UI event after it;
     with `sub`, wait for commits (the hub's doorbell) and read them from the store."""
     view = AguiView(sid)
@@ -82,8 +86,9 @@ async def _stream(
                 if stored.seq == seq and skip >= 0:  # `SEQ:K`: the rest of that event's
                     first = skip + 1
                 for k in range(first, len(out)):
-                    yield ServerSentEvent(data=out[k].model_dump_json(by_alias=True),
-                                          id=f"{stored.seq}:{k}")  # fmt: skip
+                    yield ServerSentEvent(
+                        data=out[k].model_dump_json(by_alias=True), id=f"{stored.seq}:{k}"
+                    )
                 if done:
                     return
             if batch:
@@ -103,13 +108,22 @@ async def _stream(
 
 def _response(stream: AsyncIterator[ServerSentEvent], state: ServerState) -> EventSourceResponse:
     return EventSourceResponse(
-        stream, ping=state.settings.keepalive_s, send_timeout=state.settings.send_timeout_s,
+        stream,
+        ping=state.settings.keepalive_s,
+        send_timeout=state.settings.send_timeout_s,
         headers={"Cache-Control": "no-store"},
-    )  # fmt: skip
+    )
 
 
-@ops.op("GET", "/sessions/{session_id}/agui", tag="agui", query=AguiQuery, stream=True,
-        sse=(EVENT, ID), errors=(400, 401, 404, 422))  # fmt: skip
+@ops.op(
+    "GET",
+    "/sessions/{session_id}/agui",
+    tag="agui",
+    query=AguiQuery,
+    stream=True,
+    sse=(EVENT, ID),
+    errors=(400, 401, 404, 422),
+)
 async def agui_follow(call: Call[AguiQuery, Any]) -> Any:
     """The session's runs as AG-UI events (SSE), after a cursor; resumable."""
     state: ServerState = call.state
@@ -134,8 +148,12 @@ def _decision(entry: Any) -> str:
         return "deny"
     if isinstance(payload, str) and payload in _DECISIONS:
         return payload
-    raise ApiError(422, "invalid", f"resume entry {entry.interrupt_id}: payload must be "
-                   '{"decision": "allow" | "always" | "deny"} (or true / false)')  # fmt: skip
+    raise ApiError(
+        422,
+        "invalid",
+        f"resume entry {entry.interrupt_id}: payload must be "
+        '{"decision": "allow" | "always" | "deny"} (or true / false)',
+    )
 
 
 def _prompt(body: RunAgentInput) -> tuple[str, dict[str, JsonValue]] | None:
@@ -152,8 +170,11 @@ def _prompt(body: RunAgentInput) -> tuple[str, dict[str, JsonValue]] | None:
     if not text.strip() or "\x00" in text:
         raise ApiError(422, "invalid", "the newest user message has no text (or holds NUL)")
     mid = message.id
-    input_id = f"agui_{mid}" if _INPUT_ID.match(mid) else "agui_" + hashlib.sha256(
-        mid.encode("utf-8", "surrogatepass")).hexdigest()[:40]  # fmt: skip
+    input_id = (
+        f"agui_{mid}"
+        if _INPUT_ID.match(mid)
+        else "agui_" + hashlib.sha256(mid.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+    )
     # the client's message id, so the stream shows its message under the id it knows
     return input_id, {"text": text, "metadata": {AGUI_ID: mid}}
 
@@ -185,8 +206,9 @@ def _admit(state: ServerState, sid: str, body: RunAgentInput) -> dict[str, bool]
             out[sent.input_id] = sent.created
     if prompt is not None:
         input_id, payload = prompt
-        sent = state.runtime.send(session_id=sid, input_id=input_id, payload=payload,
-                                  resume=False, create=False)  # fmt: skip
+        sent = state.runtime.send(
+            session_id=sid, input_id=input_id, payload=payload, resume=False, create=False
+        )
         out[sent.input_id] = sent.created
     return out
 
@@ -222,8 +244,15 @@ def _until(mine: set[str]) -> Until:
     return done
 
 
-@ops.op("POST", "/sessions/{session_id}/agui", tag="agui", body=RunAgentInput, stream=True,
-        sse=(EVENT, ID), errors=(400, 401, 404, 409, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/agui",
+    tag="agui",
+    body=RunAgentInput,
+    stream=True,
+    sse=(EVENT, ID),
+    errors=(400, 401, 404, 409, 413, 422),
+)
 async def agui_run(call: Call[Any, RunAgentInput]) -> Any:
     """Run the session from an AG-UI `RunAgentInput`; stream that run as AG-UI events."""
     state: ServerState = call.state

@@ -18,8 +18,13 @@ from ._state import ServerState
 ops = Registry()
 
 
-@ops.op("GET", "/sessions/{session_id}/approvals", tag="inputs", response=ApprovalsOut,
-        errors=(401, 404))  # fmt: skip
+@ops.op(
+    "GET",
+    "/sessions/{session_id}/approvals",
+    tag="inputs",
+    response=ApprovalsOut,
+    errors=(401, 404),
+)
 async def approvals(call: Call[Any, Any]) -> ApprovalsOut:
     """The calls waiting for a decision, each with its command or diff."""
     state: ServerState = call.state
@@ -27,14 +32,24 @@ async def approvals(call: Call[Any, Any]) -> ApprovalsOut:
     row = await off_loop(state.reads.get_session, sid)
     waiting = await off_loop(pending_approvals, state.reads, sid)
     return ApprovalsOut(
-        session_id=sid, status=row.status,
-        approvals=[ApprovalOut(call_id=r.call_id, name=r.name, input=r.input, preview=r.preview)
-                   for r in waiting],
-    )  # fmt: skip
+        session_id=sid,
+        status=row.status,
+        approvals=[
+            ApprovalOut(call_id=r.call_id, name=r.name, input=r.input, preview=r.preview)
+            for r in waiting
+        ],
+    )
 
 
-@ops.op("POST", "/sessions/{session_id}/approvals/{call_id}", tag="inputs", body=DecisionIn,
-        status=202, response=AdmissionOut, errors=(400, 401, 404, 409, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/approvals/{call_id}",
+    tag="inputs",
+    body=DecisionIn,
+    status=202,
+    response=AdmissionOut,
+    errors=(400, 401, 404, 409, 413, 422),
+)
 async def decide(call: Call[Any, DecisionIn]) -> AdmissionOut:
     """Decide on a waiting call (allow, always or deny); with `resume` wake the session."""
     state: ServerState = call.state
@@ -44,8 +59,9 @@ async def decide(call: Call[Any, DecisionIn]) -> AdmissionOut:
         state.wake(sid)
     else:
         state.hub.nudge()
-    return AdmissionOut(session_id=sid, input_id=sent.input_id, created=sent.created,
-                        status=sent.status)  # fmt: skip
+    return AdmissionOut(
+        session_id=sid, input_id=sent.input_id, created=sent.created, status=sent.status
+    )
 
 
 class BudgetIn(_In):
@@ -73,8 +89,15 @@ class BudgetOut(_Out):
     )
 
 
-@ops.op("POST", "/sessions/{session_id}/budget", tag="inputs", body=BudgetIn, status=202,
-        response=BudgetOut, errors=(400, 401, 404, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/budget",
+    tag="inputs",
+    body=BudgetIn,
+    status=202,
+    response=BudgetOut,
+    errors=(400, 401, 404, 413, 422),
+)
 async def budget(call: Call[Any, BudgetIn]) -> BudgetOut:
     """Raise the session's budget durably (a `budget.raised` event in its root's log, counted
     by every host); a session its budget paused is sent `continue` (with `resume`, woken)."""
@@ -85,6 +108,11 @@ async def budget(call: Call[Any, BudgetIn]) -> BudgetOut:
         state.wake(sid)
     elif sent is not None:
         state.hub.nudge()
-    return BudgetOut(session_id=sid, add_tokens=raised.add_tokens, add_usd=raised.add_usd,
-                     set_tokens=raised.set_tokens, set_usd=raised.set_usd,
-                     input_id=None if sent is None else sent.input_id)  # fmt: skip
+    return BudgetOut(
+        session_id=sid,
+        add_tokens=raised.add_tokens,
+        add_usd=raised.add_usd,
+        set_tokens=raised.set_tokens,
+        set_usd=raised.set_usd,
+        input_id=None if sent is None else sent.input_id,
+    )

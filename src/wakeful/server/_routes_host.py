@@ -44,8 +44,14 @@ def _events(raw: list[dict[str, Any]]) -> list[SessionEvent]:
     return out
 
 
-@ops.op("POST", "/sessions/{session_id}/events", tag="host", body=AppendIn, response=AppendedOut,
-        errors=(400, 401, 404, 409, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/events",
+    tag="host",
+    body=AppendIn,
+    response=AppendedOut,
+    errors=(400, 401, 404, 409, 413, 422),
+)
 async def append_events(call: Call[Any, AppendIn]) -> AppendedOut:
     """Append a host's events (messages, work state, usage) in one transaction, under a claim
     of its own: refused (409) while a driver holds the session or a turn is unfinished."""
@@ -55,12 +61,23 @@ async def append_events(call: Call[Any, AppendIn]) -> AppendedOut:
     blobs = [_decode(b, f"blobs[{n}]") for n, b in enumerate(call.body.blobs)]
     stored = await off_loop(state.runtime.append_events, sid, events, blobs=blobs)
     state.hub.nudge()
-    return AppendedOut(seqs=[e.seq for e in stored], ids=[e.id for e in stored],
-                       at_ms=stored[-1].at_ms, last_seq=stored[-1].seq)  # fmt: skip
+    return AppendedOut(
+        seqs=[e.seq for e in stored],
+        ids=[e.id for e in stored],
+        at_ms=stored[-1].at_ms,
+        last_seq=stored[-1].seq,
+    )
 
 
-@ops.op("POST", "/blobs", tag="host", body=BlobIn, status=201, response=BlobOut,
-        errors=(400, 401, 404, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/blobs",
+    tag="host",
+    body=BlobIn,
+    status=201,
+    response=BlobOut,
+    errors=(400, 401, 404, 413, 422),
+)
 async def put_blob(call: Call[Any, BlobIn]) -> BlobOut:
     """Store bytes once by digest (referenced by `session_id` when given)."""
     state: ServerState = call.state
@@ -69,8 +86,14 @@ async def put_blob(call: Call[Any, BlobIn]) -> BlobOut:
     return BlobOut(digest=digest, bytes=len(data))
 
 
-@ops.op("GET", "/blobs/{digest}", tag="host", raw="application/octet-stream",
-        errors=(401, 403, 404), path_schemas={"digest": DIGEST_SCHEMA})  # fmt: skip
+@ops.op(
+    "GET",
+    "/blobs/{digest}",
+    tag="host",
+    raw="application/octet-stream",
+    errors=(401, 403, 404),
+    path_schemas={"digest": DIGEST_SCHEMA},
+)
 async def get_blob(call: Call[Any, Any]) -> Response:
     """A blob's bytes by digest (needs the sensitive scope: a blob may hold instructions)."""
     if not call.sensitive_scope:
@@ -83,8 +106,7 @@ async def get_blob(call: Call[Any, Any]) -> Response:
     return Response(data, media_type="application/octet-stream")
 
 
-@ops.op("POST", "/prune", tag="host", body=PruneIn, response=CountsOut,
-        errors=(400, 401, 413, 422))  # fmt: skip
+@ops.op("POST", "/prune", tag="host", body=PruneIn, response=CountsOut, errors=(400, 401, 413, 422))
 async def prune(call: Call[Any, PruneIn]) -> CountsOut:
     """Root sessions idle since before `older_than_ms`: preview, archive or delete them."""
     state: ServerState = call.state
@@ -93,8 +115,14 @@ async def prune(call: Call[Any, PruneIn]) -> CountsOut:
     return CountsOut.model_validate(counts.to_json())
 
 
-@ops.op("PATCH", "/sessions/{session_id}", tag="sessions", body=SessionPatchIn,
-        response=SessionOut, errors=(400, 401, 404, 413, 422))  # fmt: skip
+@ops.op(
+    "PATCH",
+    "/sessions/{session_id}",
+    tag="sessions",
+    body=SessionPatchIn,
+    response=SessionOut,
+    errors=(400, 401, 404, 413, 422),
+)
 async def patch_session(call: Call[Any, SessionPatchIn]) -> SessionOut:
     """Rename the session (its title, a recorded `session.updated`)."""
     state: ServerState = call.state

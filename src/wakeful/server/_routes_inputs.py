@@ -45,11 +45,17 @@ def _payload(body: PromptIn) -> dict[str, JsonValue]:
 
 def _turn(t: TurnResult) -> TurnSummaryOut:
     return TurnSummaryOut(
-        turn_id=t.turn_id, outcome=t.outcome, steps=t.steps, input_tokens=t.usage.input_tokens,
-        output_tokens=t.usage.output_tokens, cache_read_tokens=t.usage.cache_read_tokens,
-        cache_write_tokens=t.usage.cache_write_tokens, error=t.error, final_text=t.final_text,
+        turn_id=t.turn_id,
+        outcome=t.outcome,
+        steps=t.steps,
+        input_tokens=t.usage.input_tokens,
+        output_tokens=t.usage.output_tokens,
+        cache_read_tokens=t.usage.cache_read_tokens,
+        cache_write_tokens=t.usage.cache_write_tokens,
+        error=t.error,
+        final_text=t.final_text,
         truncated=t.truncated,
-    )  # fmt: skip
+    )
 
 
 async def admit_prompt(
@@ -73,9 +79,13 @@ async def admit_prompt(
     def resolved() -> tuple[str, SendResult]:
         sid = state.reads.resolve_session_id(session_id)
         return sid, state.runtime.send(
-            session_id=sid, input_id=body.input_id, payload=payload, delivery=body.delivery,
-            resume=False, create=False,
-        )  # fmt: skip
+            session_id=sid,
+            input_id=body.input_id,
+            payload=payload,
+            delivery=body.delivery,
+            resume=False,
+            create=False,
+        )
 
     try:
         sent = await state.lane.admit(request(session_id))
@@ -92,22 +102,39 @@ async def admit_prompt(
     elif body.resume:
         state.wake(session_id)
     return AdmissionOut(
-        session_id=session_id, input_id=sent.input_id, created=sent.created, status=status,
-        message_id=None if status == "rejected" else sent.message_id, turns=turns,
-    )  # fmt: skip
+        session_id=session_id,
+        input_id=sent.input_id,
+        created=sent.created,
+        status=status,
+        message_id=None if status == "rejected" else sent.message_id,
+        turns=turns,
+    )
 
 
-@ops.op("POST", "/sessions/{session_id}/prompt", tag="inputs", body=PromptIn, status=202,
-        response=AdmissionOut, also={200: ("Admitted and driven (`wait: true`)", AdmissionOut)},
-        errors=(400, 401, 404, 409, 413, 422), resolve_id=False)  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/prompt",
+    tag="inputs",
+    body=PromptIn,
+    status=202,
+    response=AdmissionOut,
+    also={200: ("Admitted and driven (`wait: true`)", AdmissionOut)},
+    errors=(400, 401, 404, 409, 413, 422),
+    resolve_id=False,
+)
 async def prompt(call: Call[Any, PromptIn]) -> Any:
     """Admit a prompt (steer or queue); with `resume` (default) wake the session's drain."""
     out = await admit_prompt(call.state, call.path["session_id"], call.body, resolve=True)
     return respond(out, 200 if call.body.wait else 202)
 
 
-@ops.op("POST", "/sessions/{session_id}/interrupt", tag="inputs", response=InterruptOut,
-        errors=(401, 404))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/interrupt",
+    tag="inputs",
+    response=InterruptOut,
+    errors=(401, 404),
+)
 async def interrupt(call: Call[Any, Any]) -> InterruptOut:
     """Hard-interrupt the current turn, here or in whichever process drives the session; on an
     idle session nothing is written (`requested: false`)."""
@@ -119,24 +146,48 @@ async def interrupt(call: Call[Any, Any]) -> InterruptOut:
     return InterruptOut(session_id=sid, requested=requested, stopped_local=stopped)
 
 
-@ops.op("POST", "/sessions/{session_id}/compact", tag="inputs", body=CompactIn, status=202,
-        response=AdmissionOut, errors=(400, 401, 404, 409, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/compact",
+    tag="inputs",
+    body=CompactIn,
+    status=202,
+    response=AdmissionOut,
+    errors=(400, 401, 404, 409, 413, 422),
+)
 async def compact(call: Call[Any, CompactIn]) -> AdmissionOut:
     """Request a manual compaction: a control item in the inbox, driven like any input."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    sent = await off_loop(state.runtime.compact, sid, tail_turns=call.body.tail_turns,
-                    input_id=call.body.input_id, resume=False)  # fmt: skip
+    sent = await off_loop(
+        state.runtime.compact,
+        sid,
+        tail_turns=call.body.tail_turns,
+        input_id=call.body.input_id,
+        resume=False,
+    )
     if call.body.resume:
         state.wake(sid)
     else:
         state.hub.nudge()
-    return AdmissionOut(session_id=sid, input_id=sent.input_id, created=sent.created,
-                        status=sent.status, message_id=sent.message_id)  # fmt: skip
+    return AdmissionOut(
+        session_id=sid,
+        input_id=sent.input_id,
+        created=sent.created,
+        status=sent.status,
+        message_id=sent.message_id,
+    )
 
 
-@ops.op("POST", "/sessions/{session_id}/move", tag="inputs", body=MoveIn, status=202,
-        response=MoveOut, errors=(400, 401, 404, 409, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/move",
+    tag="inputs",
+    body=MoveIn,
+    status=202,
+    response=MoveOut,
+    errors=(400, 401, 404, 409, 413, 422),
+)
 async def move(call: Call[Any, MoveIn]) -> MoveOut:
     """Move the session to another directory of this host: a control item applied at its next
     idle boundary (tools, instructions, configuration and permissions follow). A destination
@@ -146,9 +197,12 @@ async def move(call: Call[Any, MoveIn]) -> MoveOut:
     await off_loop(state.reads.get_session, sid)  # 404 first
     try:
         sent = await off_loop(
-            state.runtime.move, sid, call.body.location, input_id=call.body.input_id,
+            state.runtime.move,
+            sid,
+            call.body.location,
+            input_id=call.body.input_id,
             resume=False,
-        )  # fmt: skip
+        )
     except UsageError as err:
         raise ApiError(400, "bad_location", str(err)) from None
     item = await off_loop(state.reads.input, sid, sent.input_id)
@@ -156,5 +210,10 @@ async def move(call: Call[Any, MoveIn]) -> MoveOut:
         state.wake(sid)
     else:
         state.hub.nudge()
-    return MoveOut(session_id=sid, input_id=item.input_id, created=sent.created,
-                   status=item.status, location=str(item.payload["location"]))  # fmt: skip
+    return MoveOut(
+        session_id=sid,
+        input_id=item.input_id,
+        created=sent.created,
+        status=item.status,
+        location=str(item.payload["location"]),
+    )

@@ -41,8 +41,14 @@ _INLINE = re.compile(
 )
 
 
-@ops.op("GET", "/sessions/{session_id}/messages", tag="reads", query=MessagesQuery,
-        response=MessagesOut, errors=(401, 403, 404, 422))  # fmt: skip
+@ops.op(
+    "GET",
+    "/sessions/{session_id}/messages",
+    tag="reads",
+    query=MessagesQuery,
+    response=MessagesOut,
+    errors=(401, 403, 404, 422),
+)
 async def messages(call: Call[MessagesQuery, Any]) -> MessagesOut:
     """The transcript in log order (delivered inputs included), after `after_seq`; with
     `limit`, a page of at most that many (`next_after` continues a full one)."""
@@ -59,8 +65,14 @@ async def messages(call: Call[MessagesQuery, Any]) -> MessagesOut:
     )
 
 
-@ops.op("GET", "/sessions/{session_id}/context", tag="reads", query=SensitiveQuery,
-        response=ContextOut, errors=(401, 403, 404, 422))  # fmt: skip
+@ops.op(
+    "GET",
+    "/sessions/{session_id}/context",
+    tag="reads",
+    query=SensitiveQuery,
+    response=ContextOut,
+    errors=(401, 403, 404, 422),
+)
 async def context(call: Call[SensitiveQuery, Any]) -> ContextOut:
     """The session's context: the active history its next request carries, in request order
     (the newest visible compaction's summary first, hidden tool output as its stub)."""
@@ -72,19 +84,28 @@ async def context(call: Call[SensitiveQuery, Any]) -> ContextOut:
     )
 
 
-@ops.op("GET", "/sessions/{session_id}/pending", tag="reads", response=PendingOut,
-        errors=(401, 404))  # fmt: skip
+@ops.op(
+    "GET", "/sessions/{session_id}/pending", tag="reads", response=PendingOut, errors=(401, 404)
+)
 async def pending(call: Call[Any, Any]) -> PendingOut:
     """Admitted inputs not delivered yet, in enqueue order."""
     state: ServerState = call.state
     sid = call.path["session_id"]
     await off_loop(state.reads.get_session, sid)
     items = await off_loop(state.reads.pending, sid)
-    return PendingOut(items=[
-        InboxItemOut(input_id=i.input_id, seq=i.seq, kind=i.kind, delivery=i.delivery,
-                     status=i.status, payload=i.payload)
-        for i in items
-    ])  # fmt: skip
+    return PendingOut(
+        items=[
+            InboxItemOut(
+                input_id=i.input_id,
+                seq=i.seq,
+                kind=i.kind,
+                delivery=i.delivery,
+                status=i.status,
+                payload=i.payload,
+            )
+            for i in items
+        ]
+    )
 
 
 @ops.op("GET", "/sessions/{session_id}/turns", tag="reads", response=TurnsOut, errors=(401, 404))
@@ -97,8 +118,9 @@ async def turns(call: Call[Any, Any]) -> TurnsOut:
     return TurnsOut(turns=[RunOut.model_validate(r.to_json()) for r in records])
 
 
-@ops.op("GET", "/sessions/{session_id}/usage", tag="reads", response=SessionUsageOut,
-        errors=(401, 404))  # fmt: skip
+@ops.op(
+    "GET", "/sessions/{session_id}/usage", tag="reads", response=SessionUsageOut, errors=(401, 404)
+)
 async def usage(call: Call[Any, Any]) -> SessionUsageOut:
     """Token usage and cost of the session, in total and per turn."""
     state: ServerState = call.state
@@ -108,22 +130,36 @@ async def usage(call: Call[Any, Any]) -> SessionUsageOut:
     ratio = None if row.input_tokens <= 0 else round(row.cache_read_tokens / row.input_tokens, 4)
     unpriced = sum(r.unpriced for r in records)
     return SessionUsageOut(
-        input_tokens=row.input_tokens, output_tokens=row.output_tokens,
-        cost_usd=None if unpriced else row.cost_usd, unpriced_requests=unpriced,
-        cache_read_tokens=row.cache_read_tokens, cache_write_tokens=row.cache_write_tokens,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        cost_usd=None if unpriced else row.cost_usd,
+        unpriced_requests=unpriced,
+        cache_read_tokens=row.cache_read_tokens,
+        cache_write_tokens=row.cache_write_tokens,
         cache_hit_ratio=ratio,
-        turns=[UsageOut(input_tokens=r.tokens_in, output_tokens=r.tokens_out,
-                        cost_usd=None if r.unpriced else r.cost_usd,
-                        unpriced_requests=r.unpriced,
-                        cache_read_tokens=r.tokens_cache_read,
-                        cache_write_tokens=r.tokens_cache_write,
-                        cache_hit_ratio=r.cache_hit_ratio)
-               for r in records],
-    )  # fmt: skip
+        turns=[
+            UsageOut(
+                input_tokens=r.tokens_in,
+                output_tokens=r.tokens_out,
+                cost_usd=None if r.unpriced else r.cost_usd,
+                unpriced_requests=r.unpriced,
+                cache_read_tokens=r.tokens_cache_read,
+                cache_write_tokens=r.tokens_cache_write,
+                cache_hit_ratio=r.cache_hit_ratio,
+            )
+            for r in records
+        ],
+    )
 
 
-@ops.op("GET", "/sessions/{session_id}/receipts", tag="reads", query=SensitiveQuery,
-        response=ReceiptsOut, errors=(401, 403, 404, 422))  # fmt: skip
+@ops.op(
+    "GET",
+    "/sessions/{session_id}/receipts",
+    tag="reads",
+    query=SensitiveQuery,
+    response=ReceiptsOut,
+    errors=(401, 403, 404, 422),
+)
 async def receipts(call: Call[SensitiveQuery, Any]) -> ReceiptsOut:
     """Prompt receipts: sections with digests and sizes; instruction text only when sensitive."""
     state: ServerState = call.state
@@ -132,11 +168,14 @@ async def receipts(call: Call[SensitiveQuery, Any]) -> ReceiptsOut:
     await off_loop(state.reads.get_session, sid)
 
     def build() -> list[dict[str, object]]:
-        return [receipt_json(state.reads, r, sensitive=sensitive) for r in state.reads.receipts(sid)]  # fmt: skip
+        return [
+            receipt_json(state.reads, r, sensitive=sensitive) for r in state.reads.receipts(sid)
+        ]
 
     rows = await off_loop(build)
-    return ReceiptsOut(receipts=[ReceiptOut.model_validate(r) for r in rows],
-                       redacted=not sensitive)  # fmt: skip
+    return ReceiptsOut(
+        receipts=[ReceiptOut.model_validate(r) for r in rows], redacted=not sensitive
+    )
 
 
 def _media_type(messages: list[Message], digest: str) -> str | None:
@@ -152,8 +191,14 @@ def _media_type(messages: list[Message], digest: str) -> str | None:
     return None
 
 
-@ops.op("GET", "/sessions/{session_id}/media/{digest}", tag="reads", raw="application/octet-stream",
-        errors=(401, 404), path_schemas={"digest": DIGEST_SCHEMA})  # fmt: skip
+@ops.op(
+    "GET",
+    "/sessions/{session_id}/media/{digest}",
+    tag="reads",
+    raw="application/octet-stream",
+    errors=(401, 404),
+    path_schemas={"digest": DIGEST_SCHEMA},
+)
 async def media(call: Call[Any, Any]) -> Response:
     """A media blob referenced by a message of the session (and only such a blob)."""
     state: ServerState = call.state
@@ -166,7 +211,12 @@ async def media(call: Call[Any, Any]) -> Response:
     except NotFoundError:
         raise ApiError(404, "not_found", f"media {digest} is no longer stored") from None
     inline = bool(_INLINE.match(media_type))
-    return Response(data, media_type=media_type if inline else "application/octet-stream",
-                    headers={"Cache-Control": "private, max-age=86400",
-                             "Content-Security-Policy": "sandbox",
-                             "Content-Disposition": "inline" if inline else "attachment"})  # fmt: skip
+    return Response(
+        data,
+        media_type=media_type if inline else "application/octet-stream",
+        headers={
+            "Cache-Control": "private, max-age=86400",
+            "Content-Security-Policy": "sandbox",
+            "Content-Disposition": "inline" if inline else "attachment",
+        },
+    )

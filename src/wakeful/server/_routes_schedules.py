@@ -21,11 +21,16 @@ SCHEDULE_ID = {"schedule_id": {"type": "string", "pattern": r"^[A-Za-z0-9_\-]{1,
 def schedule_out(s: Schedule, fires: list[ScheduleFire] | None = None) -> ScheduleOut:
     """The API shape of a schedule."""
     data = s.to_json()
-    return ScheduleOut.model_validate({
-        **data, "every": describe_schedule(s),
-        "next_fire": None if s.next_fire_ms is None else schedule_time(s.next_fire_ms, s.timezone),
-        "fires": None if fires is None else [f.to_json() for f in fires],
-    })  # fmt: skip
+    return ScheduleOut.model_validate(
+        {
+            **data,
+            "every": describe_schedule(s),
+            "next_fire": None
+            if s.next_fire_ms is None
+            else schedule_time(s.next_fire_ms, s.timezone),
+            "fires": None if fires is None else [f.to_json() for f in fires],
+        }
+    )
 
 
 @ops.op("GET", "/schedules", tag="schedules", response=SchedulesOut, errors=(401,))
@@ -36,23 +41,47 @@ async def list_schedules(call: Call[Any, Any]) -> SchedulesOut:
     return SchedulesOut(schedules=[schedule_out(s) for s in found])
 
 
-@ops.op("POST", "/schedules", tag="schedules", body=ScheduleIn, status=201, response=ScheduleOut,
-        errors=(400, 401, 404, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/schedules",
+    tag="schedules",
+    body=ScheduleIn,
+    status=201,
+    response=ScheduleOut,
+    errors=(400, 401, 404, 413, 422),
+)
 async def add_schedule(call: Call[Any, ScheduleIn]) -> ScheduleOut:
     """Add a schedule (a bad cron expression, interval, time or zone is a 422 with its reason)."""
     state: ServerState = call.state
     b = call.body
     added = await off_loop(
-        state.runtime.add_schedule, b.prompt, cron=b.cron, every=b.every, at=b.at,
-        timezone=b.timezone, session_id=b.session_id, name=b.name, missed=b.missed,
-        grace_ms=b.grace_ms, delivery=b.delivery, title=b.title, agent=b.agent, model=b.model,
+        state.runtime.add_schedule,
+        b.prompt,
+        cron=b.cron,
+        every=b.every,
+        at=b.at,
+        timezone=b.timezone,
+        session_id=b.session_id,
+        name=b.name,
+        missed=b.missed,
+        grace_ms=b.grace_ms,
+        delivery=b.delivery,
+        title=b.title,
+        agent=b.agent,
+        model=b.model,
         location=b.location,
-    )  # fmt: skip
+    )
     return schedule_out(added)
 
 
-@ops.op("GET", "/schedules/{schedule_id}", tag="schedules", response=ScheduleOut,
-        errors=(401, 404), path_schemas=SCHEDULE_ID)  # fmt: skip
+@ops.op(
+    "GET",
+    "/schedules/{schedule_id}",
+    tag="schedules",
+    response=ScheduleOut,
+    errors=(401, 404),
+    path_schemas=SCHEDULE_ID,
+)
 async def get_schedule(call: Call[Any, Any]) -> ScheduleOut:
     """One schedule with its recent fires, newest first."""
     state: ServerState = call.state
@@ -62,24 +91,42 @@ async def get_schedule(call: Call[Any, Any]) -> ScheduleOut:
     return schedule_out(found, fires)
 
 
-@ops.op("POST", "/schedules/{schedule_id}/pause", tag="schedules", response=ScheduleOut,
-        errors=(401, 404), path_schemas=SCHEDULE_ID)  # fmt: skip
+@ops.op(
+    "POST",
+    "/schedules/{schedule_id}/pause",
+    tag="schedules",
+    response=ScheduleOut,
+    errors=(401, 404),
+    path_schemas=SCHEDULE_ID,
+)
 async def pause_schedule(call: Call[Any, Any]) -> ScheduleOut:
     """Stop the schedule firing until resumed."""
     state: ServerState = call.state
     return schedule_out(await off_loop(state.runtime.pause_schedule, call.path["schedule_id"]))
 
 
-@ops.op("POST", "/schedules/{schedule_id}/resume", tag="schedules", response=ScheduleOut,
-        errors=(401, 404), path_schemas=SCHEDULE_ID)  # fmt: skip
+@ops.op(
+    "POST",
+    "/schedules/{schedule_id}/resume",
+    tag="schedules",
+    response=ScheduleOut,
+    errors=(401, 404),
+    path_schemas=SCHEDULE_ID,
+)
 async def resume_schedule(call: Call[Any, Any]) -> ScheduleOut:
     """Fire the schedule again from its next time after now (paused times are not caught up)."""
     state: ServerState = call.state
     return schedule_out(await off_loop(state.runtime.resume_schedule, call.path["schedule_id"]))
 
 
-@ops.op("DELETE", "/schedules/{schedule_id}", tag="schedules", response=DeletedOut,
-        errors=(401, 404), path_schemas=SCHEDULE_ID)  # fmt: skip
+@ops.op(
+    "DELETE",
+    "/schedules/{schedule_id}",
+    tag="schedules",
+    response=DeletedOut,
+    errors=(401, 404),
+    path_schemas=SCHEDULE_ID,
+)
 async def delete_schedule(call: Call[Any, Any]) -> DeletedOut:
     """Delete the schedule and its fire history (the sessions it made stay)."""
     state: ServerState = call.state

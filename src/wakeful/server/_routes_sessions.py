@@ -46,9 +46,15 @@ async def search_sessions(state: ServerState, q: ListQuery, archived: bool | Non
     id finds that session). A search's cursor is the number of hits already returned."""
     needle = (q.q or "").strip()
     if not needle:
-        page = await off_loop(state.reads.list_sessions, roots_only=q.roots, archived=archived,
-                        limit=q.limit, cursor=q.cursor, agent=q.agent,
-                        location=state.location(q.location))  # fmt: skip
+        page = await off_loop(
+            state.reads.list_sessions,
+            roots_only=q.roots,
+            archived=archived,
+            limit=q.limit,
+            cursor=q.cursor,
+            agent=q.agent,
+            location=state.location(q.location),
+        )
         return Found(page.sessions, page.next_cursor)
     if q.agent is not None or q.location != "any":
         raise UsageError("`agent` and `location` filter the listing, not a search (`q`)")
@@ -57,13 +63,21 @@ async def search_sessions(state: ServerState, q: ListQuery, archived: bool | Non
         return Found([row] if row is not None else [], None)
     if q.cursor is not None and not q.cursor.isdigit():
         raise UsageError("a search continues from the cursor it answered (a number)")
-    hits = await off_loop(state.reads.search, needle, roots_only=q.roots, archived=archived,
-                    limit=q.limit, offset=int(q.cursor or 0))  # fmt: skip
+    hits = await off_loop(
+        state.reads.search,
+        needle,
+        roots_only=q.roots,
+        archived=archived,
+        limit=q.limit,
+        offset=int(q.cursor or 0),
+    )
     more = None if hits.next_offset is None else str(hits.next_offset)
     return Found([h.session for h in hits.hits], more, {h.session.id: h for h in hits.hits})
 
 
-@ops.op("GET", "/sessions", tag="sessions", query=ListQuery, response=SessionPageOut, errors=(401, 422))  # fmt: skip
+@ops.op(
+    "GET", "/sessions", tag="sessions", query=ListQuery, response=SessionPageOut, errors=(401, 422)
+)
 async def list_sessions(call: Call[ListQuery, Any]) -> SessionPageOut:
     """List sessions, newest first, with filters and keyset paging; or search them (`q`)."""
     state: ServerState = call.state
@@ -80,8 +94,15 @@ async def list_sessions(call: Call[ListQuery, Any]) -> SessionPageOut:
     return SessionPageOut(sessions=out, next_cursor=found.next_cursor)
 
 
-@ops.op("POST", "/sessions", tag="sessions", body=CreateSessionIn, status=201, response=CreatedOut,
-        errors=(400, 401, 409, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions",
+    tag="sessions",
+    body=CreateSessionIn,
+    status=201,
+    response=CreatedOut,
+    errors=(400, 401, 409, 413, 422),
+)
 async def create_session(call: Call[Any, CreateSessionIn]) -> Any:
     """Create a session, optionally admitting its first prompt (and waking it)."""
     state: ServerState = call.state
@@ -102,8 +123,15 @@ async def create_session(call: Call[Any, CreateSessionIn]) -> Any:
     )  # UsageError (422): a bad spec, file or missing key
     metadata = {"workspace": where} | (body.metadata or {})
     sid = body.id or new_session_id()  # a taken id: the store's ConflictError (409)
-    row = await off_loop(rt.create_session, session_id=sid, title=body.title, agent=agent,
-                   model=model, metadata=metadata, location=where)  # fmt: skip
+    row = await off_loop(
+        rt.create_session,
+        session_id=sid,
+        title=body.title,
+        agent=agent,
+        model=model,
+        metadata=metadata,
+        location=where,
+    )
     admission = None
     if body.prompt is not None:
         admission = await admit_prompt(state, sid, body.prompt)
@@ -115,8 +143,14 @@ async def create_session(call: Call[Any, CreateSessionIn]) -> Any:
     return response
 
 
-@ops.op("GET", "/sessions/{session_id}", tag="sessions", query=None, response=SessionDetailOut,
-        errors=(401, 404))  # fmt: skip
+@ops.op(
+    "GET",
+    "/sessions/{session_id}",
+    tag="sessions",
+    query=None,
+    response=SessionDetailOut,
+    errors=(401, 404),
+)
 async def get_session(call: Call[Any, Any]) -> SessionDetailOut:
     """One session: its row, children, pending count and work state."""
     state: ServerState = call.state
@@ -129,16 +163,30 @@ async def get_session(call: Call[Any, Any]) -> SessionDetailOut:
     summary = (await off_loop(state.reads.session_summaries, [sid]))[sid]
     base = state.session_out(row, summary=summary).model_dump()
     return SessionDetailOut(
-        **base, children=[r.id for r in children],
-        pending=len(pending), work_state=work,
-        claim=None if claim is None else ClaimOut(owner=claim.owner, epoch=claim.epoch,
-                                                  lease_until_ms=claim.lease_until_ms,
-                                                  attempts=claim.attempts),
-    )  # fmt: skip
+        **base,
+        children=[r.id for r in children],
+        pending=len(pending),
+        work_state=work,
+        claim=None
+        if claim is None
+        else ClaimOut(
+            owner=claim.owner,
+            epoch=claim.epoch,
+            lease_until_ms=claim.lease_until_ms,
+            attempts=claim.attempts,
+        ),
+    )
 
 
-@ops.op("POST", "/sessions/{session_id}/fork", tag="sessions", body=ForkIn, status=201,
-        response=SessionOut, errors=(400, 401, 404, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/fork",
+    tag="sessions",
+    body=ForkIn,
+    status=201,
+    response=SessionOut,
+    errors=(400, 401, 404, 413, 422),
+)
 async def fork_session(call: Call[Any, ForkIn]) -> Any:
     """Fork: copy the transcript through `through_seq` into a new session (parent untouched)."""
     state: ServerState = call.state
@@ -167,22 +215,29 @@ async def _set_archived(call: Call[Any, Any], value: bool) -> SessionOut:
     return state.session_out(await off_loop(state.reads.get_session, sid))
 
 
-@ops.op("POST", "/sessions/{session_id}/archive", tag="sessions", response=SessionOut,
-        errors=(401, 404))  # fmt: skip
+@ops.op(
+    "POST", "/sessions/{session_id}/archive", tag="sessions", response=SessionOut, errors=(401, 404)
+)
 async def archive_session(call: Call[Any, Any]) -> SessionOut:
     """Set the reversible archive marker."""
     return await _set_archived(call, True)
 
 
-@ops.op("POST", "/sessions/{session_id}/unarchive", tag="sessions", response=SessionOut,
-        errors=(401, 404))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/unarchive",
+    tag="sessions",
+    response=SessionOut,
+    errors=(401, 404),
+)
 async def unarchive_session(call: Call[Any, Any]) -> SessionOut:
     """Clear the archive marker."""
     return await _set_archived(call, False)
 
 
-@ops.op("DELETE", "/sessions/{session_id}", tag="sessions", response=CountsOut,
-        errors=(401, 404, 409))  # fmt: skip
+@ops.op(
+    "DELETE", "/sessions/{session_id}", tag="sessions", response=CountsOut, errors=(401, 404, 409)
+)
 async def delete_session(call: Call[Any, Any]) -> CountsOut:
     """Delete a session and its children for good (not while this server drives it)."""
     state: ServerState = call.state

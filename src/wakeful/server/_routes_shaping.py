@@ -159,23 +159,40 @@ def _artifact_out(a: Artifact) -> ArtifactOut:
     return ArtifactOut(**a.as_json())
 
 
-@ops.op("POST", "/sessions/{session_id}/rewind", tag="history", body=RewindIn,
-        response=RewindOut, errors=(400, 401, 404, 409, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/rewind",
+    tag="history",
+    body=RewindIn,
+    response=RewindOut,
+    errors=(400, 401, 404, 409, 413, 422),
+)
 async def rewind(call: Call[Any, RewindIn]) -> RewindOut:
     """Revert the session to just before a turn, an input or a message (a driven session is
     interrupted first); with `files`, restore the files those turns changed."""
     state: ServerState = call.state
     b = call.body
     result = await state.runtime.rewind(
-        call.path["session_id"], turn_id=b.turn_id, input_id=b.input_id, message_id=b.message_id,
-        files=b.files, force=b.force, revision=b.revision,
-    )  # fmt: skip
+        call.path["session_id"],
+        turn_id=b.turn_id,
+        input_id=b.input_id,
+        message_id=b.message_id,
+        files=b.files,
+        force=b.force,
+        revision=b.revision,
+    )
     state.hub.nudge()
     return _rewind_out(result)
 
 
-@ops.op("POST", "/sessions/{session_id}/unrevert", tag="history", body=UnrevertIn,
-        response=RewindOut, errors=(400, 401, 404, 409, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/unrevert",
+    tag="history",
+    body=UnrevertIn,
+    response=RewindOut,
+    errors=(400, 401, 404, 409, 413, 422),
+)
 async def unrevert(call: Call[Any, UnrevertIn]) -> RewindOut:
     """Undo the session's rewind (until a new input is delivered)."""
     state: ServerState = call.state
@@ -184,8 +201,14 @@ async def unrevert(call: Call[Any, UnrevertIn]) -> RewindOut:
     return _rewind_out(result)
 
 
-@ops.op("POST", "/sessions/{session_id}/history", tag="history", body=HistoryEditIn,
-        response=RevisionOut, errors=(400, 401, 404, 409, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/history",
+    tag="history",
+    body=HistoryEditIn,
+    response=RevisionOut,
+    errors=(400, 401, 404, 409, 413, 422),
+)
 async def edit_history(call: Call[Any, HistoryEditIn]) -> RevisionOut:
     """Delete a turn, replace a message's text or heal the tool pairing of the stored history
     (drop-only: duplicate calls and results, results without a call), guarded by the
@@ -193,27 +216,47 @@ async def edit_history(call: Call[Any, HistoryEditIn]) -> RevisionOut:
     state: ServerState = call.state
     sid, b = call.path["session_id"], call.body
     revision = await off_loop(
-        state.runtime.edit_history, sid, revision=b.revision, delete_turn=b.delete_turn,
-        message_id=b.message_id, text=b.text, heal_pairing=b.heal_pairing,
-    )  # fmt: skip
+        state.runtime.edit_history,
+        sid,
+        revision=b.revision,
+        delete_turn=b.delete_turn,
+        message_id=b.message_id,
+        text=b.text,
+        heal_pairing=b.heal_pairing,
+    )
     return RevisionOut(session_id=sid, revision=revision)
 
 
-@ops.op("GET", "/sessions/{session_id}/artifacts", tag="artifacts", query=ArtifactsQuery,
-        response=ArtifactsOut)  # fmt: skip
+@ops.op(
+    "GET",
+    "/sessions/{session_id}/artifacts",
+    tag="artifacts",
+    query=ArtifactsQuery,
+    response=ArtifactsOut,
+)
 async def artifacts(call: Call[ArtifactsQuery, Any]) -> ArtifactsOut:
     """The session's artifacts, newest update first, by kind and time."""
     state: ServerState = call.state
     q = call.query
     found = await off_loop(
-        state.reads.artifacts, call.path["session_id"], kind=q.kind, since_ms=q.since_ms,
+        state.reads.artifacts,
+        call.path["session_id"],
+        kind=q.kind,
+        since_ms=q.since_ms,
         limit=q.limit,
-    )  # fmt: skip
+    )
     return ArtifactsOut(artifacts=[_artifact_out(a) for a in found])
 
 
-@ops.op("POST", "/sessions/{session_id}/artifacts", tag="artifacts", body=ArtifactIn,
-        status=201, response=ArtifactOut, errors=(400, 401, 404, 413, 422))  # fmt: skip
+@ops.op(
+    "POST",
+    "/sessions/{session_id}/artifacts",
+    tag="artifacts",
+    body=ArtifactIn,
+    status=201,
+    response=ArtifactOut,
+    errors=(400, 401, 404, 413, 422),
+)
 async def add_artifact(call: Call[Any, ArtifactIn]) -> ArtifactOut:
     """Record an artifact of the session (upserted by kind and uri)."""
     state: ServerState = call.state
@@ -224,20 +267,37 @@ async def add_artifact(call: Call[Any, ArtifactIn]) -> ArtifactOut:
     return _artifact_out(added)
 
 
-@ops.op("GET", "/artifacts", tag="artifacts", query=LookupQuery, response=ArtifactsOut,
-        errors=(401, 422))  # fmt: skip
+@ops.op(
+    "GET",
+    "/artifacts",
+    tag="artifacts",
+    query=LookupQuery,
+    response=ArtifactsOut,
+    errors=(401, 422),
+)
 async def find_artifacts(call: Call[LookupQuery, Any]) -> ArtifactsOut:
     """Reverse lookup: the artifacts (and so the sessions) with exactly this uri, or of the
     sessions living at `location`; newest update first."""
     state: ServerState = call.state
     q = call.query
-    found = await off_loop(state.reads.find_artifacts, q.uri, kind=q.kind, since_ms=q.since_ms,
-                     location=state.location(q.location), limit=q.limit)  # fmt: skip
+    found = await off_loop(
+        state.reads.find_artifacts,
+        q.uri,
+        kind=q.kind,
+        since_ms=q.since_ms,
+        location=state.location(q.location),
+        limit=q.limit,
+    )
     return ArtifactsOut(artifacts=[_artifact_out(a) for a in found])
 
 
-@ops.op("GET", "/sessions/{session_id}/metadata", tag="metadata", response=MetadataOut,
-        errors=(401, 404))  # fmt: skip
+@ops.op(
+    "GET",
+    "/sessions/{session_id}/metadata",
+    tag="metadata",
+    response=MetadataOut,
+    errors=(401, 404),
+)
 async def metadata(call: Call[Any, Any]) -> MetadataOut:
     """The session's metadata object."""
     state: ServerState = call.state
@@ -245,8 +305,14 @@ async def metadata(call: Call[Any, Any]) -> MetadataOut:
     return MetadataOut(session_id=sid, metadata=await off_loop(state.reads.metadata, sid))
 
 
-@ops.op("PATCH", "/sessions/{session_id}/metadata", tag="metadata", body=MetadataIn,
-        response=MetadataOut, errors=(400, 401, 404, 413, 422))  # fmt: skip
+@ops.op(
+    "PATCH",
+    "/sessions/{session_id}/metadata",
+    tag="metadata",
+    body=MetadataIn,
+    response=MetadataOut,
+    errors=(400, 401, 404, 413, 422),
+)
 async def update_metadata(call: Call[Any, MetadataIn]) -> MetadataOut:
     """Merge keys into the metadata (a null value removes a key)."""
     state: ServerState = call.state
@@ -260,16 +326,25 @@ async def _namespace(state: ServerState, sid: str, namespace: str) -> ExtensionS
     return ExtensionStateOut(session_id=sid, namespace=namespace, values=values)
 
 
-@ops.op("GET", "/sessions/{session_id}/extensions/{namespace}", tag="metadata",
-        response=ExtensionStateOut)  # fmt: skip
+@ops.op(
+    "GET",
+    "/sessions/{session_id}/extensions/{namespace}",
+    tag="metadata",
+    response=ExtensionStateOut,
+)
 async def extension_state(call: Call[Any, Any]) -> ExtensionStateOut:
     """Every value an extension stored in the session."""
     return await _namespace(call.state, call.path["session_id"], call.path["namespace"])
 
 
-@ops.op("PUT", "/sessions/{session_id}/extensions/{namespace}/{key}", tag="metadata",
-        body=ExtensionValueIn, response=ExtensionStateOut,
-        errors=(400, 401, 404, 413, 422))  # fmt: skip
+@ops.op(
+    "PUT",
+    "/sessions/{session_id}/extensions/{namespace}/{key}",
+    tag="metadata",
+    body=ExtensionValueIn,
+    response=ExtensionStateOut,
+    errors=(400, 401, 404, 413, 422),
+)
 async def set_extension_state(call: Call[Any, ExtensionValueIn]) -> ExtensionStateOut:
     """Store one value under an extension's namespace (16 KiB each, 64 KiB per session)."""
     state: ServerState = call.state
@@ -278,8 +353,12 @@ async def set_extension_state(call: Call[Any, ExtensionValueIn]) -> ExtensionSta
     return await _namespace(state, sid, ns)
 
 
-@ops.op("DELETE", "/sessions/{session_id}/extensions/{namespace}/{key}", tag="metadata",
-        response=ExtensionStateOut)  # fmt: skip
+@ops.op(
+    "DELETE",
+    "/sessions/{session_id}/extensions/{namespace}/{key}",
+    tag="metadata",
+    response=ExtensionStateOut,
+)
 async def delete_extension_state(call: Call[Any, Any]) -> ExtensionStateOut:
     """Remove one extension value (nothing happens when there is none)."""
     state: ServerState = call.state

@@ -23,8 +23,7 @@ async def report_for(state: ServerState, by: str, since: str | None) -> UsageRep
     return usage_report(records, by, start)
 
 
-@ops.op("GET", "/usage", tag="reads", query=UsageQuery, response=UsageReportOut,
-        errors=(401, 422))  # fmt: skip
+@ops.op("GET", "/usage", tag="reads", query=UsageQuery, response=UsageReportOut, errors=(401, 422))
 async def usage_totals(call: Call[UsageQuery, Any]) -> UsageReportOut:
     """Tokens (input, output, cache read, cache write) and cost of every recorded request,
     grouped by root session, agent, model, UTC day or user, with their total."""

@@ -77,9 +77,13 @@ async def _drain_queue(sub: Subscription) -> None:
 
 
 async def _stream(
-    state: ServerState, src: _Source, sub: Subscription | None, after: int, query: LogQuery,
+    state: ServerState,
+    src: _Source,
+    sub: Subscription | None,
+    after: int,
+    query: LogQuery,
     sensitive: bool,
-) -> AsyncIterator[ServerSentEvent]:  # fmt: skip
+) -> AsyncIterator[ServerSentEvent]:
     """Replay, then (with a subscription) the sync marker and live events; see the docstring."""
     try:
         watermark = await off_loop(src.watermark)
@@ -143,20 +147,30 @@ async def _response(
         nxt = src.key(batch[-1]) if batch else after
         return EventsOut(
             events=[EventOut.model_validate(event_json(e, sensitive=sensitive)) for e in batch],
-            next_after=nxt, redacted=not sensitive,
-        )  # fmt: skip
+            next_after=nxt,
+            redacted=not sensitive,
+        )
     sub = None
     if call.query.follow:
         sub = await state.hub.subscribe(session_id, live=call.query.live)
     stream = _stream(state, src, sub, after, call.query, sensitive)
     return EventSourceResponse(
-        stream, ping=state.settings.keepalive_s, send_timeout=state.settings.send_timeout_s,
+        stream,
+        ping=state.settings.keepalive_s,
+        send_timeout=state.settings.send_timeout_s,
         headers={"Cache-Control": "no-store"},
-    )  # fmt: skip
+    )
 
 
-@ops.op("GET", "/sessions/{session_id}/log", tag="log", query=LogQuery, response=EventsOut,
-        stream=True, errors=(400, 401, 403, 404, 422))  # fmt: skip
+@ops.op(
+    "GET",
+    "/sessions/{session_id}/log",
+    tag="log",
+    query=LogQuery,
+    response=EventsOut,
+    stream=True,
+    errors=(400, 401, 403, 404, 422),
+)
 async def session_log(call: Call[LogQuery, Any]) -> Any:
     """A session's durable events after `after` (exclusive): JSON, or SSE that follows."""
     state: ServerState = call.state
@@ -165,15 +179,25 @@ async def session_log(call: Call[LogQuery, Any]) -> Any:
     limit = call.query.limit
     src = _Source(
         fetch=lambda at: state.reads.events(sid, at[1], limit=limit),
-        key=lambda ev: ev.seq, pos=lambda ev: (0, ev.seq),
-        watermark=lambda: (0, state.reads.high_water(sid)), resolve=lambda seq: (0, seq),
-        sync_field="seq", gap_free=True,
-    )  # fmt: skip
+        key=lambda ev: ev.seq,
+        pos=lambda ev: (0, ev.seq),
+        watermark=lambda: (0, state.reads.high_water(sid)),
+        resolve=lambda seq: (0, seq),
+        sync_field="seq",
+        gap_free=True,
+    )
     return await _response(state, src, sid, call)
 
 
-@ops.op("GET", "/events", tag="log", query=LogQuery, response=EventsOut, stream=True,
-        errors=(400, 401, 403, 422))  # fmt: skip
+@ops.op(
+    "GET",
+    "/events",
+    tag="log",
+    query=LogQuery,
+    response=EventsOut,
+    stream=True,
+    errors=(400, 401, 403, 422),
+)
 async def instance_log(call: Call[LogQuery, Any]) -> Any:
     """Every session's durable events in the instance-wide log's order (ids as cursors): JSON,
     or SSE that follows."""
@@ -181,8 +205,11 @@ async def instance_log(call: Call[LogQuery, Any]) -> Any:
     limit = call.query.limit
     src = _Source(
         fetch=lambda at: state.reads.feed.events_since(at[1], limit, after_tx=at[0]),
-        key=lambda ev: ev.id, pos=lambda ev: ev.position,
-        watermark=state.reads.feed.last_event_position, resolve=state.reads.feed.event_position,
-        sync_field="id", gap_free=False,
-    )  # fmt: skip
+        key=lambda ev: ev.id,
+        pos=lambda ev: ev.position,
+        watermark=state.reads.feed.last_event_position,
+        resolve=state.reads.feed.event_position,
+        sync_field="id",
+        gap_free=False,
+    )
     return await _response(state, src, None, call)

@@ -77,9 +77,11 @@ class ServerState:
         return session_id in self.runtime.active()
 
     def session_out(
-        self, row: SessionRow, active: set[str] | None = None,
+        self,
+        row: SessionRow,
+        active: set[str] | None = None,
         summary: SessionSummary | None = None,
-    ) -> SessionOut:  # fmt: skip
+    ) -> SessionOut:
         """The API shape of a session row (with its `summary` when given)."""
         data = row.to_json()
         data["usage"] = UsageOut.model_validate(data["usage"])

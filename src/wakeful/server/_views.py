@@ -73,8 +73,11 @@ def _pretty(value: object) -> str:
 
 def _image(block: ImageBlock, media: str) -> Part:
     if block.data is not None:
-        return Part("image", block.name or block.media_type,
-                    src=f"data:{block.media_type};base64,{block.data}")  # fmt: skip
+        return Part(
+            "image",
+            block.name or block.media_type,
+            src=f"data:{block.media_type};base64,{block.data}",
+        )
     return Part("image", block.name or block.media_type, src=f"{media}/{block.ref}")
 
 
@@ -94,8 +97,15 @@ def _result(block: ToolResultBlock, media: str) -> Part:
     label = "✗ tool result (error)" if block.is_error else "← tool result"
     kept = full_output(block.metadata)
     src, size = (None, "") if kept is None else (f"{media}/{kept[0]}", f"{kept[1]} bytes")
-    return Part("tool_result", label, tool_result_text(block.output), error=block.is_error,
-                call_id=block.call_id, src=src, arg=size)  # fmt: skip
+    return Part(
+        "tool_result",
+        label,
+        tool_result_text(block.output),
+        error=block.is_error,
+        call_id=block.call_id,
+        src=src,
+        arg=size,
+    )
 
 
 def _call(block: ToolCallBlock, result: ToolResultBlock | None, media: str) -> Part:
@@ -104,9 +114,15 @@ def _call(block: ToolCallBlock, result: ToolResultBlock | None, media: str) -> P
         path, old, new = (block.input.get(k) for k in ("path", "old", "new"))
         if isinstance(path, str) and isinstance(old, str) and isinstance(new, str):
             diff = (path, old, new)
-    return Part("tool_call", block.name, _pretty(block.input), call_id=block.id,
-                arg=key_arg(block), result=None if result is None else _result(result, media),
-                diff=diff)  # fmt: skip
+    return Part(
+        "tool_call",
+        block.name,
+        _pretty(block.input),
+        call_id=block.id,
+        arg=key_arg(block),
+        result=None if result is None else _result(result, media),
+        diff=diff,
+    )
 
 
 def transcript(
@@ -149,8 +165,13 @@ def parts(
         elif isinstance(block, ThinkingBlock):
             out.append(Part("thinking", "thinking", block.text))
         elif isinstance(block, CompactSummaryBlock):
-            out.append(Part("summary", f"compaction summary (through seq {block.through_seq})",
-                            block.summary))  # fmt: skip
+            out.append(
+                Part(
+                    "summary",
+                    f"compaction summary (through seq {block.through_seq})",
+                    block.summary,
+                )
+            )
         else:
             data = block.model_dump(mode="json", exclude_none=True)
             data.pop("data", None)  # bulk bytes are not worth showing as text

@@ -54,10 +54,15 @@ class AdmissionMixin:
         def _insert_session(self, tx: Tx, sid: str, created: SessionCreated) -> None: ...
 
     def admit(
-        self, session_id: str, input_id: str | None, kind: InputKind,
-        payload: dict[str, JsonValue], delivery: Delivery = "steer",
-        *, create: SessionCreated | None = None,
-    ) -> Admission:  # fmt: skip
+        self,
+        session_id: str,
+        input_id: str | None,
+        kind: InputKind,
+        payload: dict[str, JsonValue],
+        delivery: Delivery = "steer",
+        *,
+        create: SessionCreated | None = None,
+    ) -> Admission:
         """Admit one input durably, before any execution (invariants 1 and 3).
 
         With `create`, a session that does not exist yet is inserted in the same transaction
@@ -153,10 +158,17 @@ class AdmissionMixin:
             return err
 
     def _admit_here(
-        self, tx: Tx, session_id: str, iid: str, kind: InputKind, payload: dict[str, JsonValue],
-        delivery: Delivery, now: int, create: SessionCreated | None,
+        self,
+        tx: Tx,
+        session_id: str,
+        iid: str,
+        kind: InputKind,
+        payload: dict[str, JsonValue],
+        delivery: Delivery,
+        now: int,
+        create: SessionCreated | None,
         prepared: _inbox.Enqueued | None = None,
-    ) -> Admission:  # fmt: skip
+    ) -> Admission:
         """Admit inside `tx`, inserting the session first when it is missing and `create` says
         how (lazy materialization). `prepared` is `_inbox.enqueued` of the input, when built."""
         admitted = _inbox.admit_in(tx, session_id, iid, kind, payload, delivery, now, prepared)

@@ -47,9 +47,13 @@ def _check_claim_row(session_id: str, claim: ClaimToken, row: Row | None) -> Non
 
 
 def _lock_and_ids(
-    tx: Tx, session_id: str, n: int, claim: ClaimToken | None, locked: Row | None,
+    tx: Tx,
+    session_id: str,
+    n: int,
+    claim: ClaimToken | None,
+    locked: Row | None,
     ids: Pending | None,
-) -> tuple[Row, list[int]]:  # fmt: skip
+) -> tuple[Row, list[int]]:
     """`append_events`' session lock (unless `locked` is given), claim check and `n` event ids
     (`ids`, when the caller reserved them), sent together and read in that order."""
     lock = tx.lock_query(session_id) if locked is None else None
@@ -113,9 +117,14 @@ def append_events(
     tx.send(
         f"UPDATE sessions SET last_seq = ?, updated_ms = ?{', listed_ms = ?' if moves else ''}"
         f"{_SHAPES_KEPT if shapes else ''} WHERE id = ?",
-        (seq, now_ms, *((now_ms,) if moves else ()), *((shapes, shapes) if shapes else ()),
-         session_id),
-    )  # fmt: skip
+        (
+            seq,
+            now_ms,
+            *((now_ms,) if moves else ()),
+            *((shapes, shapes) if shapes else ()),
+            session_id,
+        ),
+    )
     tx.notify(session_id)
     return stored
 

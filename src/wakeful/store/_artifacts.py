@@ -56,23 +56,41 @@ class Artifact:
     def as_json(self) -> dict[str, JsonValue]:
         """The artifact as a JSON object (the CLI's and the API's shape)."""
         return {
-            "id": self.id, "session_id": self.session_id, "kind": self.kind, "uri": self.uri,
-            "label": self.label, "meta": self.meta, "turn_id": self.turn_id,
-            "created_ms": self.created_ms, "updated_ms": self.updated_ms,
-        }  # fmt: skip
+            "id": self.id,
+            "session_id": self.session_id,
+            "kind": self.kind,
+            "uri": self.uri,
+            "label": self.label,
+            "meta": self.meta,
+            "turn_id": self.turn_id,
+            "created_ms": self.created_ms,
+            "updated_ms": self.updated_ms,
+        }
 
 
 def _artifact(row: Row) -> Artifact:
     return Artifact(
-        str(row[0]), str(row[1]), str(row[2]), str(row[3]), str(row[4]),
-        None if row[5] is None else json.loads(row[5]), row[6], int(row[7]), int(row[8]),
-    )  # fmt: skip
+        str(row[0]),
+        str(row[1]),
+        str(row[2]),
+        str(row[3]),
+        str(row[4]),
+        None if row[5] is None else json.loads(row[5]),
+        row[6],
+        int(row[7]),
+        int(row[8]),
+    )
 
 
 def artifact_event(
-    kind: str, uri: str, label: str, meta: JsonValue = None, *, turn_id: str | None = None,
+    kind: str,
+    uri: str,
+    label: str,
+    meta: JsonValue = None,
+    *,
+    turn_id: str | None = None,
     at_ms: int = 0,
-) -> ArtifactRecorded:  # fmt: skip
+) -> ArtifactRecorded:
     """A validated `artifact.recorded` (`UsageError` for a bad kind, uri, label or meta)."""
     from ..events import ArtifactRecorded
 
@@ -85,9 +103,14 @@ def artifact_event(
     if meta is not None and len(json.dumps(meta).encode()) > ARTIFACT_META_MAX_BYTES:
         raise UsageError(f"an artifact's meta is larger than {ARTIFACT_META_MAX_BYTES} bytes")
     return ArtifactRecorded(
-        artifact_id=new_artifact_id(), kind=kind, uri=uri,
-        label=label[:LABEL_MAX_CHARS], meta=meta, turn_id=turn_id, at_ms=at_ms,
-    )  # fmt: skip
+        artifact_id=new_artifact_id(),
+        kind=kind,
+        uri=uri,
+        label=label[:LABEL_MAX_CHARS],
+        meta=meta,
+        turn_id=turn_id,
+        at_ms=at_ms,
+    )
 
 
 def artifacts_from_metadata(
@@ -121,9 +144,15 @@ class ArtifactsMixin:
     clock: Clock
 
     def add_artifact(
-        self, session_id: str, kind: str, uri: str, label: str, meta: JsonValue = None,
-        *, turn_id: str | None = None,
-    ) -> Artifact:  # fmt: skip
+        self,
+        session_id: str,
+        kind: str,
+        uri: str,
+        label: str,
+        meta: JsonValue = None,
+        *,
+        turn_id: str | None = None,
+    ) -> Artifact:
         """Record (upsert by kind and uri) an artifact of the session and return the stored row:
         an existing one keeps its id, turn and creation time and takes the new label and meta.
         Past `ARTIFACTS_PER_SESSION_CAP`, the oldest file artifacts go first."""
@@ -138,9 +167,13 @@ class ArtifactsMixin:
         return _artifact(row)
 
     def artifacts(
-        self, session_id: str, *, kind: str | None = None, since_ms: int | None = None,
+        self,
+        session_id: str,
+        *,
+        kind: str | None = None,
+        since_ms: int | None = None,
         limit: int | None = None,
-    ) -> list[Artifact]:  # fmt: skip
+    ) -> list[Artifact]:
         """The session's artifacts, newest update first, optionally of one kind and updated at
         or after `since_ms`."""
         where, params = _filters(kind, since_ms)
@@ -154,9 +187,14 @@ class ArtifactsMixin:
         return [_artifact(r) for r in rows]
 
     def find_artifacts(
-        self, uri: str | None = None, *, kind: str | None = None, since_ms: int | None = None,
-        location: str | None = None, limit: int | None = 100,
-    ) -> list[Artifact]:  # fmt: skip
+        self,
+        uri: str | None = None,
+        *,
+        kind: str | None = None,
+        since_ms: int | None = None,
+        location: str | None = None,
+        limit: int | None = 100,
+    ) -> list[Artifact]:
         """Reverse lookup across every session, newest update first: the artifacts with
         exactly this `uri` (answered from the `artifacts_uri` index), or every artifact of the
         sessions living at `location` (an absolute workspace root: what was produced there);

@@ -107,9 +107,16 @@ class Tx(Protocol):
         ...
 
     def admit_on_server(
-        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
-        event_type: str, data: str, now_ms: int,
-    ) -> Pending | None:  # fmt: skip
+        self,
+        session_id: str,
+        input_id: str,
+        kind: str,
+        delivery: str,
+        digest: str,
+        event_type: str,
+        data: str,
+        now_ms: int,
+    ) -> Pending | None:
         """Send a whole admission as one server-side call (`_admit_sql.ADMIT_FUNCTION`) whose
         row `(outcome, seq, event_id)` is read later; None when the database has no such call
         (SQLite: no round trips to save, the store runs the statements itself)."""
@@ -144,9 +151,16 @@ class Backend(Protocol):
         ...
 
     def admit_alone(
-        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
-        event_type: str, data: str, now_ms: int,
-    ) -> Row | None:  # fmt: skip
+        self,
+        session_id: str,
+        input_id: str,
+        kind: str,
+        delivery: str,
+        digest: str,
+        event_type: str,
+        data: str,
+        now_ms: int,
+    ) -> Row | None:
         """Run a whole admission as one statement that is its own transaction (PostgreSQL's
         `wakeful_admit`) and return its `(outcome, seq, event_id)`; None, having written
         nothing, when the database has no such statement (SQLite: the store admits in a

@@ -76,29 +76,37 @@ class BatchMixin:
                         f"SELECT id, parent_id FROM sessions WHERE id IN ({marks})", chunk
                     )
                 }
-                first = _by_session(tx.all(
-                    f"SELECT session_id, {EVENT_COLS} FROM events e WHERE session_id IN ({marks}) "
-                    "AND seq = (SELECT MIN(f.seq) FROM events f WHERE f.session_id = e.session_id)",
-                    chunk,
-                ))  # fmt: skip
+                first = _by_session(
+                    tx.all(
+                        f"SELECT session_id, {EVENT_COLS} FROM events e WHERE session_id IN ({marks}) "
+                        "AND seq = (SELECT MIN(f.seq) FROM events f WHERE f.session_id = e.session_id)",
+                        chunk,
+                    )
+                )
                 events: dict[str, list[Row]] = {}
                 if types:
-                    events = _by_session(tx.all(
-                        f"SELECT session_id, {EVENT_COLS} FROM events WHERE session_id IN "
-                        f"({marks}) AND type IN ({', '.join('?' for _ in types)}) "
-                        "ORDER BY session_id, seq",
-                        [*chunk, *types],
-                    ))  # fmt: skip
-                calls = _by_session(tx.all(
-                    f"SELECT session_id, {TOOL_CALL_COLS} FROM tool_calls WHERE session_id IN "
-                    f"({marks}) ORDER BY session_id, started_seq",
-                    chunk,
-                ))  # fmt: skip
-                turns = _by_session(tx.all(
-                    f"SELECT session_id, {TURN_COLS} FROM turns WHERE session_id IN ({marks}) "
-                    "ORDER BY session_id, started_seq",
-                    chunk,
-                ))  # fmt: skip
+                    events = _by_session(
+                        tx.all(
+                            f"SELECT session_id, {EVENT_COLS} FROM events WHERE session_id IN "
+                            f"({marks}) AND type IN ({', '.join('?' for _ in types)}) "
+                            "ORDER BY session_id, seq",
+                            [*chunk, *types],
+                        )
+                    )
+                calls = _by_session(
+                    tx.all(
+                        f"SELECT session_id, {TOOL_CALL_COLS} FROM tool_calls WHERE session_id IN "
+                        f"({marks}) ORDER BY session_id, started_seq",
+                        chunk,
+                    )
+                )
+                turns = _by_session(
+                    tx.all(
+                        f"SELECT session_id, {TURN_COLS} FROM turns WHERE session_id IN ({marks}) "
+                        "ORDER BY session_id, started_seq",
+                        chunk,
+                    )
+                )
                 messages = transcripts_in(tx, list(parents))
                 for sid, parent_id in parents.items():
                     created = [stored_event(sid, r) for r in first.get(sid, [])]
@@ -107,8 +115,9 @@ class BatchMixin:
                         calls=[tool_call_row(r) for r in calls.get(sid, [])],
                         turns=[turn_row(r) for r in turns.get(sid, [])],
                         events=[stored_event(sid, r) for r in events.get(sid, [])],
-                        parent_id=parent_id, created=created[0] if created else None,
-                    )  # fmt: skip
+                        parent_id=parent_id,
+                        created=created[0] if created else None,
+                    )
         return {sid: out[sid] for sid in session_ids if sid in out}
 
     def append_batch(

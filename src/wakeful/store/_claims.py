@@ -103,9 +103,14 @@ def read_claim(tx: Tx, session_id: str) -> Row | None:
 
 
 def claim_in(
-    tx: Tx, session_id: str, row: Row | None, owner: str, lease_ms: int, now: int,
+    tx: Tx,
+    session_id: str,
+    row: Row | None,
+    owner: str,
+    lease_ms: int,
+    now: int,
     is_dead: IsDead | None,
-) -> Claim | None:  # fmt: skip
+) -> Claim | None:
     """Take the claim whose row `read_claim` returned (the session is locked); None if live."""
     token = new_claim_token()
     if row is None:
@@ -124,9 +129,15 @@ def claim_in(
 
 
 def _retake(
-    tx: Tx, session_id: str, owner: str, token: str, epoch: int, attempts: int, released: bool,
+    tx: Tx,
+    session_id: str,
+    owner: str,
+    token: str,
+    epoch: int,
+    attempts: int,
+    released: bool,
     until: int,
-) -> Claim:  # fmt: skip
+) -> Claim:
     """Move a claims row read at `epoch` to a new owner (compare-and-set on the epoch)."""
     attempts = 0 if released else attempts + 1
     changed = tx.run(
@@ -185,9 +196,15 @@ class Claims(IdleMixin):
             return claim_in(tx, session_id, row, owner, lease_ms, self.clock.now_ms(), is_dead)
 
     def take_over(
-        self, owner: str, lease_ms: int, is_dead: IsDead, *, local_host: str | None = None,
-        limit: int = 16, places: Places = None,
-    ) -> list[Claim]:  # fmt: skip
+        self,
+        owner: str,
+        lease_ms: int,
+        is_dead: IsDead,
+        *,
+        local_host: str | None = None,
+        limit: int = 16,
+        places: Places = None,
+    ) -> list[Claim]:
         """Take over up to `limit` orphaned claims in one transaction; return them.
 
         An orphan's lease expired, or its owner (a process on `local_host`) `is_dead`.
@@ -249,11 +266,13 @@ class Claims(IdleMixin):
             for chunk in iter_chunks([(c.session_id, c.token) for c in claims], 250):
                 marks = ", ".join("?" for _ in chunk)
                 # By primary key; a token is random, so matching one of the chunk's is exact.
-                sent.append(tx.query(
-                    f"UPDATE claims SET lease_until_ms = ? WHERE session_id IN ({marks}) "
-                    f"AND token IN ({marks}) AND released = 0 RETURNING session_id",
-                    (until, *(sid for sid, _ in chunk), *(token for _, token in chunk)),
-                ))  # fmt: skip
+                sent.append(
+                    tx.query(
+                        f"UPDATE claims SET lease_until_ms = ? WHERE session_id IN ({marks}) "
+                        f"AND token IN ({marks}) AND released = 0 RETURNING session_id",
+                        (until, *(sid for sid, _ in chunk), *(token for _, token in chunk)),
+                    )
+                )
         # Read after the commit: on PostgreSQL the updates and the COMMIT travel together, so a
         # process paused mid-renewal (SIGSTOP, a stall) never sits on the claims' row locks,
         # which other workers' takeovers would skip (SKIP LOCKED) for as long as it is paused.

@@ -47,8 +47,11 @@ class Outage:
             self._delay = MIN_DELAY_S
             self._log.warning(
                 "store fault %s, waiting it out (retrying at most %.0fs apart): %s: %s",
-                self._what, MAX_DELAY_S, type(err).__name__, err,
-            )  # fmt: skip
+                self._what,
+                MAX_DELAY_S,
+                type(err).__name__,
+                err,
+            )
         else:
             self._delay = min(self._delay * 2, MAX_DELAY_S)
         self._faults += 1
@@ -60,7 +63,9 @@ class Outage:
             return
         self._log.warning(
             "store works again %s after %.1fs (%d failed calls)",
-            self._what, time.monotonic() - self._since, self._faults,
-        )  # fmt: skip
+            self._what,
+            time.monotonic() - self._since,
+            self._faults,
+        )
         self._since = None
         self._faults = 0

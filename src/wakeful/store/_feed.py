@@ -144,7 +144,8 @@ class Feed:
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
                 _ordered(self.backend.kind).interrupts,
-                (after_id, after_id, top_tx, top) if self.backend.kind == "postgres"
+                (after_id, after_id, top_tx, top)
+                if self.backend.kind == "postgres"
                 else (after_id, top),
-            )  # fmt: skip
+            )
         return top, [(int(r[0]), r[1]) for r in rows]

@@ -184,22 +184,31 @@ class FileMapBackend(SqliteBackend):
                         self.files.delete()
                 else:
                     meta, turns = views
-                    self.files.save({
-                        self.names.database: base64.b64encode(image).decode("ascii"),
-                        self.names.meta: meta, self.names.turns: turns,
-                    })  # fmt: skip
+                    self.files.save(
+                        {
+                            self.names.database: base64.b64encode(image).decode("ascii"),
+                            self.names.meta: meta,
+                            self.names.turns: turns,
+                        }
+                    )
                 self._persisted = views is not None
             except OSError as err:
                 raise StoreError(f"cannot save {self.url}: {err}") from None
 
     def _views(self, tx: _SqliteTx) -> tuple[str, str] | None:
         """`meta.json` and `turns.jsonl` of the database (None: it holds no session)."""
-        rows = [session_row(r) for r in tx.all(f"SELECT {ROW_COLS} FROM sessions ORDER BY created_ms, id")]  # fmt: skip
+        rows = [
+            session_row(r)
+            for r in tx.all(f"SELECT {ROW_COLS} FROM sessions ORDER BY created_ms, id")
+        ]
         if not rows:
             return None
         main = next((r for r in rows if r.parent_id is None), rows[0])
-        meta: dict[str, Any] = {"format": FORMAT, "session": main.id,
-                                "sessions": [r.to_json() for r in rows]}  # fmt: skip
+        meta: dict[str, Any] = {
+            "format": FORMAT,
+            "session": main.id,
+            "sessions": [r.to_json() for r in rows],
+        }
         header = json.dumps({"wakeful_export": 1, "session": main.to_json()})
         lines = self._transcript_lines(tx, main.id)
         return json.dumps(meta, indent=1) + "\n", "\n".join([header, *lines]) + "\n"
@@ -208,8 +217,9 @@ class FileMapBackend(SqliteBackend):
         """The main session's messages, one JSON line each. The lines of the last save are
         kept and only later messages are read, unless something changed what the earlier ones
         show (a rewind, an edit, hidden messages), or the main session is another one."""
-        top = tx.one("SELECT max(seq) FROM messages WHERE session_id = ? AND reverted IS NULL",
-                     (session_id,))  # fmt: skip
+        top = tx.one(
+            "SELECT max(seq) FROM messages WHERE session_id = ? AND reverted IS NULL", (session_id,)
+        )
         upto = int(top[0]) if top and top[0] is not None else 0
         cached, after = self._lines, 0
         if cached is not None and cached[0] == session_id:

@@ -183,9 +183,14 @@ def admit_in(
     )
     if sent is not None:
         return admission_outcome(
-            sent.one(), session_id, input_id, kind, payload, delivery,
+            sent.one(),
+            session_id,
+            input_id,
+            kind,
+            payload,
+            delivery,
             lambda: get_item(tx, session_id, input_id),
-        )  # fmt: skip
+        )
     lock = tx.lock_query(session_id)
     existing = tx.query(DIGEST_SQL, (session_id, input_id))
     ids = tx.event_ids(1)
@@ -219,9 +224,9 @@ def admit_all_in(
     the first outcome is read: one round trip for them all on PostgreSQL."""
 
     def call(r: AdmissionRequest) -> Pending | None:
-        return tx.admit_on_server(*server_admission(
-            r.session_id, r.input_id or "", r.kind, r.payload, r.delivery, now_ms
-        ))  # fmt: skip
+        return tx.admit_on_server(
+            *server_admission(r.session_id, r.input_id or "", r.kind, r.payload, r.delivery, now_ms)
+        )
 
     first = call(requests[0]) if requests else None
     sent = [None] * len(requests) if first is None else [first, *map(call, requests[1:])]
@@ -232,10 +237,17 @@ def admit_all_in(
             if pending is None:
                 outcomes.append(admit_in(tx, sid, iid, r.kind, r.payload, r.delivery, now_ms))
             else:
-                outcomes.append(admission_outcome(
-                    pending.one(), sid, iid, r.kind, r.payload, r.delivery,
-                    functools.partial(get_item, tx, sid, iid),
-                ))  # fmt: skip
+                outcomes.append(
+                    admission_outcome(
+                        pending.one(),
+                        sid,
+                        iid,
+                        r.kind,
+                        r.payload,
+                        r.delivery,
+                        functools.partial(get_item, tx, sid, iid),
+                    )
+                )
         except ConflictError as err:
             outcomes.append(err)
     return outcomes
@@ -415,9 +427,12 @@ def plan_promotion(
 
 
 def _deliver(
-    tx: Tx, session_id: str, item: InboxItem, events: list[SessionEvent],
+    tx: Tx,
+    session_id: str,
+    item: InboxItem,
+    events: list[SessionEvent],
     delivered: list[Delivered],
-) -> None:  # fmt: skip
+) -> None:
     """`plan_promotion`'s delivery of one chosen item: its events onto `events`, and onto
     `delivered` unless it was rejected as malformed (or a move was refused)."""
     from ..events import CONTROL_KINDS, InputDelivered
@@ -502,6 +517,6 @@ def _move_events(tx: Tx, session_id: str, item: InboxItem) -> list[SessionEvent]
                 role="system",
                 blocks=(TextBlock(text=text),),
                 metadata={"kind": MOVE_RECORD, "input_id": item.input_id},
-            )  # fmt: skip
+            )
         ),
     ]

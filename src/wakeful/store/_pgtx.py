@@ -211,16 +211,33 @@ class PgTx:
         )
 
     def admit_on_server(
-        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
-        event_type: str, data: str, now_ms: int,
-    ) -> _Sent:  # fmt: skip
+        self,
+        session_id: str,
+        input_id: str,
+        kind: str,
+        delivery: str,
+        digest: str,
+        event_type: str,
+        data: str,
+        now_ms: int,
+    ) -> _Sent:
         self.notified.add(session_id)  # (also when nothing is created: a spurious wake-up)
         self.admitted.add(session_id)
         return self.query(
             "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (NO_LOCK, NO_CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
-             data, now_ms),
-        )  # fmt: skip
+            (
+                NO_LOCK,
+                NO_CHANNEL,
+                session_id,
+                input_id,
+                kind,
+                delivery,
+                digest,
+                event_type,
+                data,
+                now_ms,
+            ),
+        )
 
     def notify(self, session_id: str) -> None:
         self.notified.add(session_id)

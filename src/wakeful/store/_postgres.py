@@ -108,9 +108,13 @@ class PostgresBackend:
     kind = "postgres"
 
     def __init__(
-        self, url: str, *, max_size: int = 8, connect_timeout_s: float = 5.0,
+        self,
+        url: str,
+        *,
+        max_size: int = 8,
+        connect_timeout_s: float = 5.0,
         options: StoreConfig | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.url = url
         self._max_size = max_size
         self._connect_timeout_s = connect_timeout_s
@@ -136,9 +140,13 @@ class PostgresBackend:
                 f"cannot reach PostgreSQL at {_redact(url)}: {_first_line(err)}"
             ) from None
         self._pool = ConnectionPool(
-            url, min_size=1, max_size=max_size, open=True, configure=self._configure,
+            url,
+            min_size=1,
+            max_size=max_size,
+            open=True,
+            configure=self._configure,
             kwargs={"autocommit": True, "connect_timeout": int(connect_timeout_s)},
-        )  # fmt: skip
+        )
         try:
             self._migrate()
         except BaseException as err:
@@ -248,9 +256,16 @@ class PostgresBackend:
         )
 
     def admit_alone(
-        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
-        event_type: str, data: str, now_ms: int,
-    ) -> Row | None:  # fmt: skip
+        self,
+        session_id: str,
+        input_id: str,
+        kind: str,
+        delivery: str,
+        digest: str,
+        event_type: str,
+        data: str,
+        now_ms: int,
+    ) -> Row | None:
         """A whole admission as one statement outside any transaction block: the server runs
         a single statement as its own transaction, so it commits or not as one, and nothing
         else travels (no BEGIN, no COMMIT, no pipeline). Returns `(outcome, seq, event_id)`;
@@ -265,9 +280,19 @@ class PostgresBackend:
             row: Row | None = cursor.execute(
                 "SELECT o_outcome, o_seq, o_id FROM wakeful_admit("
                 "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (NO_LOCK, NO_CHANNEL, session_id, input_id, kind, delivery, digest, event_type,
-                 data, now_ms),
-            ).fetchone()  # fmt: skip
+                (
+                    NO_LOCK,
+                    NO_CHANNEL,
+                    session_id,
+                    input_id,
+                    kind,
+                    delivery,
+                    digest,
+                    event_type,
+                    data,
+                    now_ms,
+                ),
+            ).fetchone()
         if row is not None and row[0] == "created":
             self._notifier.send((session_id,), work=(session_id,))
         return row

@@ -179,7 +179,7 @@ def _usage(tx: Tx, sid: str, seq: int, ev: UsageRecorded) -> None:
             ev.cache_read_tokens,
             ev.cache_write_tokens,
             sid,
-        ),  # fmt: skip
+        ),
     )
 
 

@@ -103,16 +103,27 @@ class Store(Protocol):
         ...
 
     def list_sessions(
-        self, *, roots_only: bool = True, archived: bool | None = False, limit: int = 50,
-        cursor: str | None = None, agent: str | None = None, location: str | None = None,
-    ) -> Page:  # fmt: skip
+        self,
+        *,
+        roots_only: bool = True,
+        archived: bool | None = False,
+        limit: int = 50,
+        cursor: str | None = None,
+        agent: str | None = None,
+        location: str | None = None,
+    ) -> Page:
         """A page of sessions, newest first (of `agent`, at `location`, when given)."""
         ...
 
     def search(
-        self, text: str, *, roots_only: bool = False, archived: bool | None = False,
-        limit: int = 20, offset: int = 0,
-    ) -> SearchPage:  # fmt: skip
+        self,
+        text: str,
+        *,
+        roots_only: bool = False,
+        archived: bool | None = False,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> SearchPage:
         """Sessions whose content holds every word of `text`, best first."""
         ...
 
@@ -167,9 +178,13 @@ class Store(Protocol):
         ...
 
     def admit(
-        self, session_id: str, input_id: str | None, kind: InputKind,
-        payload: dict[str, JsonValue], delivery: Delivery = "steer",
-    ) -> Admission:  # fmt: skip
+        self,
+        session_id: str,
+        input_id: str | None,
+        kind: InputKind,
+        payload: dict[str, JsonValue],
+        delivery: Delivery = "steer",
+    ) -> Admission:
         """Admit one input durably (idempotent by `input_id`)."""
         ...
 
@@ -182,16 +197,25 @@ class Store(Protocol):
         ...
 
     def log(
-        self, session_id: str, after: int = 0, *, follow: bool = False,
-        idle_timeout_s: float | None = None, stop: Callable[[], bool] | None = None,
-    ) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
+        self,
+        session_id: str,
+        after: int = 0,
+        *,
+        follow: bool = False,
+        idle_timeout_s: float | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> Iterator[StoredEvent | SyncMarker]:
         """Durable events after `after`; with `follow`, a `SyncMarker` then live events."""
         ...
 
     def log_all(
-        self, after_id: int = 0, *, follow: bool = False, idle_timeout_s: float | None = None,
+        self,
+        after_id: int = 0,
+        *,
+        follow: bool = False,
+        idle_timeout_s: float | None = None,
         stop: Callable[[], bool] | None = None,
-    ) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
+    ) -> Iterator[StoredEvent | SyncMarker]:
         """The instance-wide log in its order (`events_since`); same contract as `log`."""
         ...
 
@@ -208,9 +232,14 @@ class PlainReads(Protocol):
         ...
 
     def plain_log(
-        self, session_id: str, after: int = 0, *, follow: bool = False,
-        idle_timeout_s: float | None = None, stop: Callable[[], bool] | None = None,
-    ) -> Iterator[PlainEvent | SyncMarker]:  # fmt: skip
+        self,
+        session_id: str,
+        after: int = 0,
+        *,
+        follow: bool = False,
+        idle_timeout_s: float | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> Iterator[PlainEvent | SyncMarker]:
         """`Store.log` with each body as plain JSON."""
         ...
 
@@ -267,17 +296,26 @@ class SessionWrite(Protocol):
         ...
 
     def promote(
-        self, *, idle: bool, input_id: str | None = None, start_turn: str | None = None,
+        self,
+        *,
+        idle: bool,
+        input_id: str | None = None,
+        start_turn: str | None = None,
         prelude: Prelude | None = None,
-    ) -> list[Delivered]:  # fmt: skip
+    ) -> list[Delivered]:
         """Deliver the next inbox items (steers; one queued item when idle; only `input_id`
         when given), starting `start_turn` with delivered messages, `prelude` before them."""
         ...
 
     def admit(
-        self, input_id: str, kind: InputKind, payload: dict[str, JsonValue],
-        delivery: Delivery = "steer", *, into: str | None = None,
-    ) -> Admission:  # fmt: skip
+        self,
+        input_id: str,
+        kind: InputKind,
+        payload: dict[str, JsonValue],
+        delivery: Delivery = "steer",
+        *,
+        into: str | None = None,
+    ) -> Admission:
         """Admit an input to this session (or to the session `into`), idempotent by id."""
         ...
 
@@ -373,10 +411,15 @@ class LocalStore(Store, PlainReads, ReceiptReads, Protocol):
         ...
 
     def admit(
-        self, session_id: str, input_id: str | None, kind: InputKind,
-        payload: dict[str, JsonValue], delivery: Delivery = "steer",
-        *, create: SessionCreated | None = None,
-    ) -> Admission:  # fmt: skip
+        self,
+        session_id: str,
+        input_id: str | None,
+        kind: InputKind,
+        payload: dict[str, JsonValue],
+        delivery: Delivery = "steer",
+        *,
+        create: SessionCreated | None = None,
+    ) -> Admission:
         """Admit one input durably; with `create`, a session not there yet is inserted in the
         same transaction."""
         ...
@@ -391,9 +434,13 @@ class LocalStore(Store, PlainReads, ReceiptReads, Protocol):
         ...
 
     def append(
-        self, session_id: str, events: Sequence[SessionEvent], claim: ClaimToken | None = None,
-        *, blobs: Sequence[bytes] = (),
-    ) -> list[StoredEvent]:  # fmt: skip
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        claim: ClaimToken | None = None,
+        *,
+        blobs: Sequence[bytes] = (),
+    ) -> list[StoredEvent]:
         """Append events and their projections (and `blobs`) in one transaction; with
         `claim`, fenced."""
         ...

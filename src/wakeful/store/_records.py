@@ -196,9 +196,13 @@ class SessionSummary:
 
     def to_json(self) -> dict[str, object]:
         """The summary as a JSON-ready dict (the CLI and API contract)."""
-        return {"turns": self.turns, "child_sessions": self.child_sessions,
-                "user_messages": self.user_messages, "artifacts": self.artifacts,
-                "first_prompt": self.first_prompt}  # fmt: skip
+        return {
+            "turns": self.turns,
+            "child_sessions": self.child_sessions,
+            "user_messages": self.user_messages,
+            "artifacts": self.artifacts,
+            "first_prompt": self.first_prompt,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,8 +252,24 @@ def session_row(row: Sequence[Any]) -> SessionRow:
     """Build a `SessionRow` from a row selected with `SESSION_COLS` (then, optionally,
     `WAITING_COL`: `ROW_COLS`)."""
     return SessionRow(
-        row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
-        row[9] is not None, int(row[10]), int(row[11]), int(row[12]), int(row[13]),
-        int(row[14]), float(row[15]), row[16], row[19] if len(row) > 19 else None,
-        int(row[17]), int(row[18]),
-    )  # fmt: skip
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        row[5],
+        row[6],
+        row[7],
+        row[8],
+        row[9] is not None,
+        int(row[10]),
+        int(row[11]),
+        int(row[12]),
+        int(row[13]),
+        int(row[14]),
+        float(row[15]),
+        row[16],
+        row[19] if len(row) > 19 else None,
+        int(row[17]),
+        int(row[18]),
+    )

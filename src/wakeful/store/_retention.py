@@ -23,15 +23,33 @@ if TYPE_CHECKING:
     from ..events import CompactionTail, SessionEvent
 
 _TABLES = (
-    "messages", "inbox", "tool_calls", "turns", "receipts", "claims", "retry_state",
-    "work_state", "instruction_state", "search_docs", "session_waits", "reverts", "artifacts", "extension_state", "events",
-)  # fmt: skip
+    "messages",
+    "inbox",
+    "tool_calls",
+    "turns",
+    "receipts",
+    "claims",
+    "retry_state",
+    "work_state",
+    "instruction_state",
+    "search_docs",
+    "session_waits",
+    "reverts",
+    "artifacts",
+    "extension_state",
+    "events",
+)
 
 
 def list_page(
-    tx: Tx, roots_only: bool, archived: bool | None, limit: int, cursor: str | None,
-    agent: str | None = None, location: str | None = None,
-) -> Page:  # fmt: skip
+    tx: Tx,
+    roots_only: bool,
+    archived: bool | None,
+    limit: int,
+    cursor: str | None,
+    agent: str | None = None,
+    location: str | None = None,
+) -> Page:
     """One page, newest first by exact (updated_ms, id), keyset-paged, read from the listing index.
 
     The index orders by `listed_ms`, which trails `updated_ms` by less than `LIST_SLACK_MS`. The
@@ -91,12 +109,16 @@ def fork_in(tx: Tx, session_id: str, through: int | None, fields: dict[str, Any]
     sid = fields.pop("session_id", None) or new_session_id()
     meta = tx.one("SELECT metadata FROM sessions WHERE id = ?", (session_id,))
     created = SessionCreated(
-        title=fields.pop("title", parent.title), agent=fields.pop("agent", parent.agent),
-        model=fields.pop("model", parent.model), forked_from=session_id, fork_seq=upto,
+        title=fields.pop("title", parent.title),
+        agent=fields.pop("agent", parent.agent),
+        model=fields.pop("model", parent.model),
+        forked_from=session_id,
+        fork_seq=upto,
         location=fields.pop("location", parent.location),
-        metadata=fields.pop("metadata", None) or (json.loads(meta[0]) if meta and meta[0] else None),
+        metadata=fields.pop("metadata", None)
+        or (json.loads(meta[0]) if meta and meta[0] else None),
         **fields,
-    )  # fmt: skip
+    )
     insert_session(tx, sid, created, now)
     messages = transcript_in(tx, session_id, 0, upto)
     tail = _newest_tail(tx, session_id, upto)

@@ -89,9 +89,13 @@ class RewindMixin:
     # -- rewind ------------------------------------------------------------------------------
 
     def plan_revert(
-        self, session_id: str, *, turn_id: str | None = None, input_id: str | None = None,
+        self,
+        session_id: str,
+        *,
+        turn_id: str | None = None,
+        input_id: str | None = None,
         message_id: str | None = None,
-    ) -> RevertPlan:  # fmt: skip
+    ) -> RevertPlan:
         """What reverting to just before the turn `turn_id`, the input `input_id` or the
         message `message_id` (none given: the newest turn) would hide and undo. Writes
         nothing; `NotFoundError` for an unknown session or target, `UsageError` for a target
@@ -100,10 +104,15 @@ class RewindMixin:
             return _plan(tx, session_id, turn_id, input_id, message_id)
 
     def revert(
-        self, session_id: str, *, turn_id: str | None = None, input_id: str | None = None,
-        message_id: str | None = None, revision: int | None = None,
+        self,
+        session_id: str,
+        *,
+        turn_id: str | None = None,
+        input_id: str | None = None,
+        message_id: str | None = None,
+        revision: int | None = None,
         files: Sequence[FileRestore] = (),
-    ) -> StoredEvent:  # fmt: skip
+    ) -> StoredEvent:
         """Revert the session to just before a turn, an input or a message (see `plan_revert`)
         in one transaction; `files` records the file contents the caller restored. Refused
         (nothing written) while the session is being driven (`ConflictError`) or when
@@ -116,11 +125,16 @@ class RewindMixin:
             work, instructions = _state_before(tx, session_id, plan.from_seq)
             undo_work, undo_instructions = _undo_state(tx, session_id)
             event = SessionReverted(
-                from_seq=plan.from_seq, turn_id=plan.turn_id, input_id=plan.input_id,
-                work_state=work, instructions=instructions, undo_work_state=undo_work,
-                undo_instructions=undo_instructions, files=tuple(files),
+                from_seq=plan.from_seq,
+                turn_id=plan.turn_id,
+                input_id=plan.input_id,
+                work_state=work,
+                instructions=instructions,
+                undo_work_state=undo_work,
+                undo_instructions=undo_instructions,
+                files=tuple(files),
                 shell_calls=plan.shell_calls,
-            )  # fmt: skip
+            )
             [stored] = append_events(tx, session_id, [event], self.clock.now_ms())
             return stored
 
@@ -146,9 +160,11 @@ class RewindMixin:
                 raise UsageError(f"session {session_id} has no revert to undo")
             first = _revert_events(tx, session_id)[0]
             event = SessionUnreverted(
-                revert_seq=pending.revert_seq, work_state=dict(first.undo_work_state),
-                instructions=dict(first.undo_instructions), files=tuple(files),
-            )  # fmt: skip
+                revert_seq=pending.revert_seq,
+                work_state=dict(first.undo_work_state),
+                instructions=dict(first.undo_instructions),
+                files=tuple(files),
+            )
             [stored] = append_events(tx, session_id, [event], self.clock.now_ms())
             return stored
 
@@ -172,9 +188,15 @@ class RewindMixin:
     # -- history edits -------------------------------------------------------------------------
 
     def edit_history(
-        self, session_id: str, *, revision: int, delete_turn: str | None = None,
-        message_id: str | None = None, text: str | None = None, heal_pairing: bool = False,
-    ) -> StoredEvent:  # fmt: skip
+        self,
+        session_id: str,
+        *,
+        revision: int,
+        delete_turn: str | None = None,
+        message_id: str | None = None,
+        text: str | None = None,
+        heal_pairing: bool = False,
+    ) -> StoredEvent:
         """One atomic read-modify-write of the history, guarded by `revision` (the session's
         `last_seq` the caller read; a stale one is a `ConflictError`, nothing written):
         `delete_turn` hides every message of that turn, from its input to its last reply (so
@@ -471,9 +493,11 @@ def _delete_turn(tx: Tx, session_id: str, turn_id: str, revision: int) -> Histor
     if not rows:
         raise UsageError(f"turn {turn_id} shows no message to delete")
     return HistoryEdited(
-        op="delete_turn", revision=revision, turn_id=turn_id,
+        op="delete_turn",
+        revision=revision,
+        turn_id=turn_id,
         message_ids=tuple(str(r[0]) for r in rows),
-    )  # fmt: skip
+    )
 
 
 def _heal_pairing(tx: Tx, session_id: str, revision: int) -> list[HistoryEdited]:
@@ -490,8 +514,10 @@ def _heal_pairing(tx: Tx, session_id: str, revision: int) -> list[HistoryEdited]
     gone = tuple(m.id for m in before if m.id not in present)
     if not changed and not gone:
         raise UsageError(f"session {session_id}: every tool call and result already pair")
-    edits = [HistoryEdited(op="heal_pairing", revision=revision, message_ids=(m.id,), message=m)
-             for m in changed]  # fmt: skip
+    edits = [
+        HistoryEdited(op="heal_pairing", revision=revision, message_ids=(m.id,), message=m)
+        for m in changed
+    ]
     if gone:
         edits.append(HistoryEdited(op="heal_pairing", revision=revision, message_ids=gone))
     return edits
@@ -541,6 +567,7 @@ def visible_compactions(tx: Tx, session_id: str, found: list[StoredEvent]) -> li
             )
         }
     return [
-        e for e in found
+        e
+        for e in found
         if isinstance(e.event, CompactionEnded) and e.event.summary_message_id in visible
-    ]  # fmt: skip
+    ]

@@ -146,12 +146,23 @@ class FirePlan:
 
 def _schedule(row: Sequence[Any], last: ScheduleFire | None = None) -> Schedule:
     return Schedule(
-        id=row[0], name=row[1], kind=row[2], spec=row[3], timezone=row[4], prompt=row[5],
-        session_id=row[6], template=json.loads(row[7]) if row[7] else {}, delivery=row[8],
-        missed=row[9], grace_ms=int(row[10]), enabled=bool(row[11]),
-        next_fire_ms=None if row[12] is None else int(row[12]), created_ms=int(row[13]),
-        updated_ms=int(row[14]), last_fire=last,
-    )  # fmt: skip
+        id=row[0],
+        name=row[1],
+        kind=row[2],
+        spec=row[3],
+        timezone=row[4],
+        prompt=row[5],
+        session_id=row[6],
+        template=json.loads(row[7]) if row[7] else {},
+        delivery=row[8],
+        missed=row[9],
+        grace_ms=int(row[10]),
+        enabled=bool(row[11]),
+        next_fire_ms=None if row[12] is None else int(row[12]),
+        created_ms=int(row[13]),
+        updated_ms=int(row[14]),
+        last_fire=last,
+    )
 
 
 def _fire(row: Sequence[Any]) -> ScheduleFire:
@@ -175,9 +186,17 @@ def _record_fire_in(tx: Tx, fire: ScheduleFire) -> None:
     tx.run(
         f"INSERT INTO schedule_fires ({_FIRE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT DO NOTHING",
-        (fire.schedule_id, fire.due_ms, fire.fired_ms, fire.outcome, fire.session_id,
-         fire.input_id, fire.missed, fire.error),
-    )  # fmt: skip
+        (
+            fire.schedule_id,
+            fire.due_ms,
+            fire.fired_ms,
+            fire.outcome,
+            fire.session_id,
+            fire.input_id,
+            fire.missed,
+            fire.error,
+        ),
+    )
     tx.run(
         "DELETE FROM schedule_fires WHERE schedule_id = ? AND due_ms < ("
         "SELECT due_ms FROM schedule_fires WHERE schedule_id = ? "
@@ -215,11 +234,21 @@ class Schedules:
             created = now if old is None else int(old[0])
             next_ms = old[1] if old is not None and keep_next_fire else schedule.next_fire_ms
             params = (
-                schedule.name, schedule.kind, schedule.spec, schedule.timezone, schedule.prompt,
-                schedule.session_id, json.dumps(schedule.template) if schedule.template else None,
-                schedule.delivery, schedule.missed, schedule.grace_ms, int(schedule.enabled),
-                next_ms, created, now,
-            )  # fmt: skip
+                schedule.name,
+                schedule.kind,
+                schedule.spec,
+                schedule.timezone,
+                schedule.prompt,
+                schedule.session_id,
+                json.dumps(schedule.template) if schedule.template else None,
+                schedule.delivery,
+                schedule.missed,
+                schedule.grace_ms,
+                int(schedule.enabled),
+                next_ms,
+                created,
+                now,
+            )
             if old is None:
                 tx.run(
                     f"INSERT INTO schedules ({_COLS}) VALUES "
@@ -339,9 +368,14 @@ class Schedules:
         return True
 
     def fire(
-        self, schedule_id: str, due_ms: int, next_ms: int | None, plan: FirePlan | None,
-        *, missed: int = 0,
-    ) -> ScheduleFire | None:  # fmt: skip
+        self,
+        schedule_id: str,
+        due_ms: int,
+        next_ms: int | None,
+        plan: FirePlan | None,
+        *,
+        missed: int = 0,
+    ) -> ScheduleFire | None:
         """Take the fire due at `due_ms` (as `take_fire`) and, in the same
         transaction, admit `plan`'s input (None: the fire is skipped, standing for `missed`
         times) and record the fire. None when another worker took it (nothing written).

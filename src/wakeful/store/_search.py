@@ -199,9 +199,16 @@ def index_pending(backend: Backend) -> None:
 
 
 def search_in(
-    tx: Tx, kind: str, text: str, *, roots_only: bool, archived: bool | None, limit: int,
-    offset: int, message_at: MessageAt,
-) -> SearchPage:  # fmt: skip
+    tx: Tx,
+    kind: str,
+    text: str,
+    *,
+    roots_only: bool,
+    archived: bool | None,
+    limit: int,
+    offset: int,
+    message_at: MessageAt,
+) -> SearchPage:
     """Sessions whose content matches every word of `text`, best first (then newest); each
     hit's snippet is cut from its message as `message_at` reads it from the log."""
 
@@ -294,9 +301,9 @@ def _backfill_session(tx: Tx, session_id: str, transcript: Transcript) -> None:
     row = tx.lock_session(session_id)
     if row is None:
         return
-    done = {int(r[0]) for r in tx.all(
-        "SELECT seq FROM search_docs WHERE session_id = ?", (session_id,)
-    )}  # fmt: skip
+    done = {
+        int(r[0]) for r in tx.all("SELECT seq FROM search_docs WHERE session_id = ?", (session_id,))
+    }
     if TITLE_SEQ not in done:
         title = tx.one("SELECT title FROM sessions WHERE id = ?", (session_id,))
         index_title(tx, session_id, title[0] if title else None)

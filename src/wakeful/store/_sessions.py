@@ -37,13 +37,25 @@ def insert_session(tx: Tx, sid: str, created: SessionCreated, now: int) -> None:
             root = found[0]
         location = location or found[1]
     inserted = tx.run(
-            "INSERT INTO sessions (id, parent_id, root_id, forked_from, fork_seq, title, agent, "
-            "model, created_ms, updated_ms, listed_ms, metadata, location) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (sid, created.parent_id, root, created.forked_from, created.fork_seq, created.title,
-             created.agent, created.model, now, now, now,
-             None if created.metadata is None else json.dumps(created.metadata), location),
-        )  # fmt: skip
+        "INSERT INTO sessions (id, parent_id, root_id, forked_from, fork_seq, title, agent, "
+        "model, created_ms, updated_ms, listed_ms, metadata, location) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        (
+            sid,
+            created.parent_id,
+            root,
+            created.forked_from,
+            created.fork_seq,
+            created.title,
+            created.agent,
+            created.model,
+            now,
+            now,
+            now,
+            None if created.metadata is None else json.dumps(created.metadata),
+            location,
+        ),
+    )
     if inserted != 1:
         raise ConflictError(f"session {sid} already exists")
     event = created.model_copy(update={"root_id": root, "location": location})

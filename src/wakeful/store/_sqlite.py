@@ -137,9 +137,16 @@ class _SqliteTx:
         return ""
 
     def admit_on_server(
-        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
-        event_type: str, data: str, now_ms: int,
-    ) -> None:  # fmt: skip
+        self,
+        session_id: str,
+        input_id: str,
+        kind: str,
+        delivery: str,
+        digest: str,
+        event_type: str,
+        data: str,
+        now_ms: int,
+    ) -> None:
         """None: no round trips to save, the store runs the admission's statements."""
         return None
 
@@ -285,15 +292,21 @@ class SqliteBackend:
         from urllib.parse import quote
 
         uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
-                               timeout=timeout)  # fmt: skip
+        conn = sqlite3.connect(
+            uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout
+        )
         try:
             conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
             return conn
         except sqlite3.OperationalError:
             conn.close()
-        return sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None,
-                               check_same_thread=False, timeout=timeout)  # fmt: skip
+        return sqlite3.connect(
+            uri + "&immutable=1",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=timeout,
+        )
 
     def _enter_wal(self, conn: sqlite3.Connection) -> None:
         """Switch to WAL, waiting out other openers: the switch needs the file to itself, and
@@ -415,9 +428,16 @@ class SqliteBackend:
             self._conn.execute("ROLLBACK")
 
     def admit_alone(
-        self, session_id: str, input_id: str, kind: str, delivery: str, digest: str,
-        event_type: str, data: str, now_ms: int,
-    ) -> None:  # fmt: skip
+        self,
+        session_id: str,
+        input_id: str,
+        kind: str,
+        delivery: str,
+        digest: str,
+        event_type: str,
+        data: str,
+        now_ms: int,
+    ) -> None:
         """None (nothing written): the store admits in one transaction here."""
         return None
 

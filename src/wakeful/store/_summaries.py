@@ -40,16 +40,29 @@ def _grouped(tx: Tx, sql: str, ids: list[str]) -> dict[str, int]:
 
 def _summaries(tx: Tx, ids: list[str]) -> dict[str, SessionSummary]:
     marks = ", ".join("?" for _ in ids)
-    turns = _grouped(tx, f"SELECT session_id, count(*) FROM turns WHERE session_id IN ({marks}) "
-                        "GROUP BY session_id", ids)  # fmt: skip
-    children = _grouped(tx, f"SELECT root_id, count(*) FROM sessions WHERE root_id IN ({marks}) "
-                            "AND id <> root_id GROUP BY root_id", ids)  # fmt: skip
-    artifacts = _grouped(tx, f"SELECT session_id, count(*) FROM artifacts WHERE session_id IN "
-                             f"({marks}) GROUP BY session_id", ids)  # fmt: skip
+    turns = _grouped(
+        tx,
+        f"SELECT session_id, count(*) FROM turns WHERE session_id IN ({marks}) GROUP BY session_id",
+        ids,
+    )
+    children = _grouped(
+        tx,
+        f"SELECT root_id, count(*) FROM sessions WHERE root_id IN ({marks}) "
+        "AND id <> root_id GROUP BY root_id",
+        ids,
+    )
+    artifacts = _grouped(
+        tx,
+        f"SELECT session_id, count(*) FROM artifacts WHERE session_id IN "
+        f"({marks}) GROUP BY session_id",
+        ids,
+    )
     users = tx.all(
-        "SELECT i.session_id, count(*), min(i.settled_seq) " + _USER_ROWS.format(marks=marks)
-        + " GROUP BY i.session_id", ids,
-    )  # fmt: skip
+        "SELECT i.session_id, count(*), min(i.settled_seq) "
+        + _USER_ROWS.format(marks=marks)
+        + " GROUP BY i.session_id",
+        ids,
+    )
     firsts = _first_prompts(tx, {str(sid): int(first) for sid, _n, first in users})
     counts = {str(sid): int(n) for sid, n, _first in users}
     return {
@@ -59,7 +72,7 @@ def _summaries(tx: Tx, ids: list[str]) -> dict[str, SessionSummary]:
             user_messages=counts.get(sid, 0),
             artifacts=artifacts.get(sid, 0),
             first_prompt=firsts.get(sid),
-        )  # fmt: skip
+        )
         for sid in ids
     }
 

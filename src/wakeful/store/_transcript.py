@@ -97,8 +97,15 @@ def _row_message(session_id: str, data: str, enqueued: str | None) -> Message | 
     if message is None and isinstance(event, InputDelivered) and enqueued is not None:
         source = load_event(enqueued)
         assert isinstance(source, InputEnqueued)
-        item = InboxItem(session_id, source.input_id, 0, source.kind, source.delivery,
-                         source.payload, "delivered")  # fmt: skip
+        item = InboxItem(
+            session_id,
+            source.input_id,
+            0,
+            source.kind,
+            source.delivery,
+            source.payload,
+            "delivered",
+        )
         message = input_message(item)
     return message if isinstance(message, Message) else None
 
@@ -170,8 +177,7 @@ def _plain_row_message(session_id: str, data: str, enqueued: str | None) -> dict
             raise NotPlain("an input of blocks")
         origin = payload.get("origin")
         block = {"type": "text", "text": text} | ({} if origin is None else {"origin": origin})
-        message_id, metadata = input_fields(session_id, source["input_id"], source["kind"],
-                                             payload)  # fmt: skip
+        message_id, metadata = input_fields(session_id, source["input_id"], source["kind"], payload)
         message = shaped(
             "Message", {"id": message_id, "role": "user", "blocks": [block], "metadata": metadata}
         )

@@ -89,17 +89,29 @@ class SqlSessionWrite:
         else:
             pending = _inbox.pending_items(self._tx, self._sid)
         planned = _inbox.plan_promotion(
-            self._tx, self._sid, self._now, self._locked, pending, idle=idle,
-            input_id=input_id, start_turn=start_turn, prelude=prelude,
-        )  # fmt: skip
+            self._tx,
+            self._sid,
+            self._now,
+            self._locked,
+            pending,
+            idle=idle,
+            input_id=input_id,
+            start_turn=start_turn,
+            prelude=prelude,
+        )
         self._events.extend(planned.events)
         self._named.update(planned.named)
         return planned.delivered
 
     def admit(
-        self, input_id: str, kind: InputKind, payload: dict[str, JsonValue],
-        delivery: Delivery = "steer", *, into: str | None = None,
-    ) -> Admission:  # fmt: skip
+        self,
+        input_id: str,
+        kind: InputKind,
+        payload: dict[str, JsonValue],
+        delivery: Delivery = "steer",
+        *,
+        into: str | None = None,
+    ) -> Admission:
         """Admit an input to this session's inbox (or to the session `into`, unfenced, as any
         admission is), idempotent by `input_id`; `NotFoundError` for an unknown session."""
         target = into or self._sid

@@ -73,7 +73,7 @@ def usage_records_in(tx: Tx, since_ms: int | None = None) -> list[UsageRecord]:
             cache_read_tokens=int(b.get("cache_read_tokens", 0)),
             cache_write_tokens=int(b.get("cache_write_tokens", 0)),
             cost_usd=None if b.get("cost_usd") is None else float(b["cost_usd"]),
-        )  # fmt: skip
+        )
         for r, b in zip(rows, bodies, strict=True)
     ]
 
@@ -86,8 +86,9 @@ def _receipt_models(tx: Tx, sessions: Sequence[str]) -> dict[tuple[str, str], st
         for sid, rid, body in tx.all(
             "SELECT r.session_id, r.receipt_id, e.data FROM receipts r JOIN events e "
             "ON e.session_id = r.session_id AND e.seq = r.seq "
-            f"WHERE r.session_id IN ({marks})", list(chunk),
-        ):  # fmt: skip
+            f"WHERE r.session_id IN ({marks})",
+            list(chunk),
+        ):
             model = _model_of(body)
             if model is not None:
                 out[(str(sid), str(rid))] = model
@@ -121,8 +122,9 @@ def root_spend_in(tx: Tx, root_id: str) -> tuple[int, float]:
     from the session rows (each `usage.recorded` counted once, in its reply's transaction)."""
     row = tx.one(
         "SELECT COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost_usd), 0) "
-        "FROM sessions WHERE root_id = ?", (root_id,),
-    )  # fmt: skip
+        "FROM sessions WHERE root_id = ?",
+        (root_id,),
+    )
     return (0, 0.0) if row is None else (int(row[0]), float(row[1]))
 
 
@@ -184,23 +186,30 @@ class UsageGroup:
     def add(self, r: UsageRecord) -> UsageGroup:
         """This group with one more request."""
         return UsageGroup(
-            self.key, self.requests + 1, self.input_tokens + r.input_tokens,
-            self.output_tokens + r.output_tokens, self.cache_read_tokens + r.cache_read_tokens,
+            self.key,
+            self.requests + 1,
+            self.input_tokens + r.input_tokens,
+            self.output_tokens + r.output_tokens,
+            self.cache_read_tokens + r.cache_read_tokens,
             self.cache_write_tokens + r.cache_write_tokens,
-            self.priced_usd + (r.cost_usd or 0.0), self.unpriced + (r.cost_usd is None),
-        )  # fmt: skip
+            self.priced_usd + (r.cost_usd or 0.0),
+            self.unpriced + (r.cost_usd is None),
+        )
 
     def to_json(self) -> dict[str, object]:
         """The group as JSON (the CLI, API and CSV contract)."""
         cost = self.cost_usd
         return {
-            "key": self.key, "requests": self.requests,
-            "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+            "key": self.key,
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "cost_usd": None if cost is None else round(cost, 8),
-            "priced_cost_usd": round(self.priced_usd, 8), "unpriced_requests": self.unpriced,
-        }  # fmt: skip
+            "priced_cost_usd": round(self.priced_usd, 8),
+            "unpriced_requests": self.unpriced,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,8 +223,12 @@ class UsageReport:
 
     def to_json(self) -> dict[str, object]:
         """The report as JSON (the CLI and API contract)."""
-        return {"by": self.by, "since_ms": self.since_ms,
-                "groups": [g.to_json() for g in self.groups], "total": self.total.to_json()}  # fmt: skip
+        return {
+            "by": self.by,
+            "since_ms": self.since_ms,
+            "groups": [g.to_json() for g in self.groups],
+            "total": self.total.to_json(),
+        }
 
 
 def _day(at_ms: int) -> str:

@@ -37,9 +37,16 @@ def builtin_tools(*, delegation: bool = False) -> dict[str, Tool]:
     runtime with a coordinator provides.
     """
     tools: list[Tool] = [
-        ReadFile(), WriteFile(), EditFile(), ListFiles(), Grep(), Shell(),
-        TodoWrite(), PlanWrite(), GoalSet(),
-    ]  # fmt: skip
+        ReadFile(),
+        WriteFile(),
+        EditFile(),
+        ListFiles(),
+        Grep(),
+        Shell(),
+        TodoWrite(),
+        PlanWrite(),
+        GoalSet(),
+    ]
     if delegation:
         tools.append(Task())
     return {t.name: t for t in tools}

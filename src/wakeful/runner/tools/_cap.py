@@ -51,9 +51,11 @@ def _head_tail(data: bytes, digest: str, dropped: int) -> str:
 def cap_result(result: ToolResultBlock) -> tuple[ToolResultBlock, bytes | None]:
     """`result` as the model may read it, and the blob of its whole text when it was cut
     (None: the result is within the cap and returned as it is)."""
-    text = tool_result_text(result.output) if isinstance(result.output, str) else "\n".join(
-        p.text for p in result.output if isinstance(p, TextBlock)
-    )  # fmt: skip
+    text = (
+        tool_result_text(result.output)
+        if isinstance(result.output, str)
+        else "\n".join(p.text for p in result.output if isinstance(p, TextBlock))
+    )
     if len(text) * 4 <= MAX_RESULT_BYTES:  # within the cap whatever the encoding
         return result, None
     data = text.encode("utf-8", errors="surrogatepass")

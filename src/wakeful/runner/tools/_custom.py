@@ -135,8 +135,12 @@ def tool(
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(
-            f, name=name, description=description, read_only=read_only, permission=permission,
+            f,
+            name=name,
+            description=description,
+            read_only=read_only,
+            permission=permission,
             idempotent=idempotent,
-        )  # fmt: skip
+        )
 
     return wrap(fn) if fn is not None else wrap

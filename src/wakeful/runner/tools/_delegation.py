@@ -39,9 +39,14 @@ class Delegator(Protocol):
     """Creates and drives child sessions on behalf of a parent's tool call."""
 
     async def delegate(
-        self, parent_id: str, prompt: str, agent: str | None, background: bool,
-        *, lineage: Lineage | None = None,
-    ) -> Delegation:  # fmt: skip
+        self,
+        parent_id: str,
+        prompt: str,
+        agent: str | None,
+        background: bool,
+        *,
+        lineage: Lineage | None = None,
+    ) -> Delegation:
         """Start a child of `parent_id` on `prompt`; in the foreground, drive it to its end.
         `lineage`: the parent's turn and call, the child's label, the child it resumes."""
         ...

@@ -222,9 +222,10 @@ class McpPool:
                     return ServerState(name, error=f"listing its tools failed: {_describe(err)}")
         allowed = config.allowed_tools
         tools = tuple(
-            t for t in listed
+            t
+            for t in listed
             if allowed is None or any(fnmatch.fnmatchcase(t.name, p) for p in allowed)
-        )  # fmt: skip
+        )
         return ServerState(name, tools, conn.session.instructions)
 
     async def _call(
@@ -378,9 +379,15 @@ class McpTool:
     read_only = False
 
     def __init__(
-        self, pool: McpPool, server: str, config: McpServerConfig, root: Path, remote: RemoteTool,
-        *, listed: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        pool: McpPool,
+        server: str,
+        config: McpServerConfig,
+        root: Path,
+        remote: RemoteTool,
+        *,
+        listed: bool = True,
+    ) -> None:
         self.pool, self.server, self.config, self.root = pool, server, config, root
         self.listed = listed  # False: a stand-in for a server that did not start when listed
         self.remote = remote.name

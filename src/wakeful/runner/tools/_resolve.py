@@ -70,9 +70,12 @@ def _as_tool(where: str, name: str, obj: Any) -> Tool:
             if obj.name == name:
                 return obj
             return FunctionTool(
-                obj.fn, name=name, description=obj.description, read_only=obj.read_only,
+                obj.fn,
+                name=name,
+                description=obj.description,
+                read_only=obj.read_only,
                 permission=None if obj.permission_key == obj.name else obj.permission_key,
-            )  # fmt: skip
+            )
         if inspect.isclass(obj):
             obj = obj()
         elif inspect.isfunction(obj) or inspect.ismethod(obj):
@@ -81,8 +84,9 @@ def _as_tool(where: str, name: str, obj: Any) -> Tool:
         raise UsageError(f"{where}: {err}") from None
     except Exception as err:
         raise UsageError(f"{where}: cannot make the tool: {type(err).__name__}: {err}") from None
-    missing = [a for a in ("name", "description", "read_only", "input_model", "run")
-               if not hasattr(obj, a)]  # fmt: skip
+    missing = [
+        a for a in ("name", "description", "read_only", "input_model", "run") if not hasattr(obj, a)
+    ]
     if missing:
         raise UsageError(f"{where}: {type(obj).__name__} is not a tool (no {', '.join(missing)})")
     if obj.name != name:

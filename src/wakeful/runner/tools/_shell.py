@@ -107,16 +107,18 @@ class Shell:
         """Run the command, its output into `capture`: (exit code, timed out, lingered)."""
         loop = asyncio.get_running_loop()
         mark = new_mark()
-        start = asyncio.ensure_future(loop.subprocess_shell(
-            lambda: _Watch(capture, loop),
-            args.command,
-            cwd=ctx.workspace,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, **(ctx.env or {}), MARK: mark},
-        ))  # fmt: skip
+        start = asyncio.ensure_future(
+            loop.subprocess_shell(
+                lambda: _Watch(capture, loop),
+                args.command,
+                cwd=ctx.workspace,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **(ctx.env or {}), MARK: mark},
+            )
+        )
         try:
             # Shielded: cancelled inside, asyncio would kill the shell alone (after waiting for
             # it, while its children may hold the output open) and leave the children running.
