@@ -31,6 +31,7 @@ POEM = [
 ]
 SLOW = "tick " * 80
 LEDGER = "echo one >> ledger.txt"
+EXPLAINED = "I will write the ledger now."
 
 
 def _script(path: Path) -> str:
@@ -48,6 +49,16 @@ def _script(path: Path) -> str:
                         "match": "^ledger",
                         "replies": [
                             {"tool_calls": [{"name": "shell", "input": {"command": LEDGER}}]},
+                            {"text": "Ledger written."},
+                        ],
+                    },
+                    {
+                        "match": "^explain",
+                        "replies": [
+                            {
+                                "text": EXPLAINED,
+                                "tool_calls": [{"name": "shell", "input": {"command": LEDGER}}],
+                            },
                             {"text": "Ledger written."},
                         ],
                     },
@@ -319,3 +330,17 @@ def test_ctrl_c_at_an_approval_question_leaves_the_call_waiting(pane, tmp_path: 
     chat.wait_line("Ledger written.", timeout=30)
     chat.leave()
     assert (chat.tmp / "ledger.txt").read_text() == "one\n"
+
+
+def test_the_reply_before_a_call_is_shown_before_its_approval_question(pane, tmp_path: Path):
+    """Issue 38 item 11: the words a reply streams before its tool call come first, then the
+    question (they used to wait in the live area and land after it)."""
+    (tmp_path / "wakeful.toml").write_text('[permissions]\nshell = "ask"\n')
+    chat = pane()
+    chat.send("explain and write")
+    chat.wait(lambda s: "allow? y once" in s and EXPLAINED in s, "the question and the text")
+    screen = chat.screen()
+    assert screen.index(EXPLAINED) < screen.index("wants to run"), screen
+    chat.send("y")
+    chat.wait_line("Ledger written.", timeout=30)
+    chat.leave()

@@ -174,6 +174,7 @@ class Chat:
         answer (y once, a always for this session, n deny); Ctrl-C leaves it waiting."""
         loop = asyncio.get_running_loop()
         self.question = loop.create_future()
+        self.view.end_text()  # the reply's words before the call come before the question
         self.view.say(f"? {_plain(name)} wants to run:")
         for line in preview(name, args, self.rt.workspace).splitlines():  # type: ignore[arg-type]  # a tool call's args are JSON
             self.view.say(f"  {_plain(line)}")

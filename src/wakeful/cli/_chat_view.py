@@ -114,6 +114,12 @@ class View(ABC):
     def notice(self, text: str | None) -> None:
         """A transient hint in the live area (terminal) or a line (pipe); None clears it."""
 
+    def end_text(self) -> None:
+        """End the text streamed so far as a finished line, so what the chat prints next (an
+        approval question) comes after the words of the reply that led to it."""
+        for line in self.stream.flush():
+            self.say(line)
+
     def echo(self, text: str) -> None:
         """Show what the user sent, where the prompt erased it (terminal only)."""
         return None  # a pipe's input is already where the user typed it
@@ -153,6 +159,12 @@ class PipeView(View):
         """Print a line."""
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
+
+    def end_text(self) -> None:
+        """Text is written as it streams: end its line, if it left one open."""
+        if self._mid_line:
+            self.say("")
+            self._mid_line = False
 
     def notice(self, text: str | None) -> None:
         """Hints are lines here."""
