@@ -21,11 +21,16 @@ from ..errors import (
     UsageError,
 )
 from ..messages import Message, ToolResultBlock
-from ..providers import ModelRequest, Provider, Usage
-from ._prompt import Section, build_request
+from ..providers import Provider, Usage
 from ._stream import stream_to_finish
-from ._summary import render_messages, summary_sections
-from ._summary_call import MAX_SHRINK_RETRIES, SUMMARY_MAX_OUTPUT, _fitting_drop, shrunk_drop
+from ._summary import render_messages
+from ._summary_call import (
+    MAX_SHRINK_RETRIES,
+    SUMMARY_MAX_OUTPUT,
+    _fitting_drop,
+    shrunk_drop,
+    summary_request,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,18 +88,7 @@ async def summarize_messages(
     entries = render_messages(replaced)
     max_out = min(provider.max_output_tokens, SUMMARY_MAX_OUTPUT)
 
-    def request(drop: int, attempt: int) -> tuple[list[Section], ModelRequest]:
-        prompt = summary_sections(
-            previous,
-            entries,
-            "",
-            drop=drop,
-            model=provider.model,
-            max_output_tokens=max_out,
-            attempt=attempt,
-        )
-        return prompt.sections, build_request(prompt.sections, [], provider.name)
-
+    request = summary_request(provider, previous, entries, "", max_out)
     drop = _fitting_drop(request, len(entries), provider.context_window, max_out)
     for attempt in range(1, MAX_SHRINK_RETRIES + 2):
         _, req = request(drop, attempt)

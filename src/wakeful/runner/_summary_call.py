@@ -176,19 +176,7 @@ class Summarizer:
         previous = summary_text(split.previous)
         work = render_work_state(await self.port.work_state())
         max_out = min(provider.max_output_tokens, SUMMARY_MAX_OUTPUT)
-
-        def request(drop: int, attempt: int) -> tuple[list[Section], ModelRequest]:
-            prompt = summary_sections(
-                previous,
-                entries,
-                work,
-                drop=drop,
-                model=provider.model,
-                max_output_tokens=max_out,
-                attempt=attempt,
-            )
-            return prompt.sections, build_request(prompt.sections, [], provider.name)
-
+        request = summary_request(provider, previous, entries, work, max_out)
         drop = _fitting_drop(request, len(entries), provider.context_window, max_out)
         for attempt in range(1, MAX_SHRINK_RETRIES + 2):
             sections, req = request(drop, attempt)
@@ -238,8 +226,33 @@ class Summarizer:
         self.port.publish("compaction", dict(data))
 
 
+SummaryRequest = Callable[[int, int], tuple[list[Section], ModelRequest]]
+"""A summary request leaving out the `drop` oldest entries, at attempt `attempt`."""
+
+
+def summary_request(
+    provider: Provider, previous: str | None, entries: Sequence[str], work: str, max_out: int
+) -> SummaryRequest:
+    """The separate summary prompt of `entries` (folding `previous` in, with the work state
+    `work`) as a request to `provider`, shrunk by the oldest entries it is told to drop."""
+
+    def request(drop: int, attempt: int) -> tuple[list[Section], ModelRequest]:
+        prompt = summary_sections(
+            previous,
+            entries,
+            work,
+            drop=drop,
+            model=provider.model,
+            max_output_tokens=max_out,
+            attempt=attempt,
+        )
+        return prompt.sections, build_request(prompt.sections, [], provider.name)
+
+    return request
+
+
 def _fitting_drop(
-    request: Callable[[int, int], tuple[list[Section], ModelRequest]],
+    request: SummaryRequest,
     entries: int,
     context_window: int,
     max_out: int,
