@@ -144,6 +144,19 @@ class BudgetConfig(_Section):
 
     session_tokens: int | None = Field(None, ge=1, le=10**15)
     session_usd: float | None = Field(None, gt=0)
+    # The share of a limit at which a notice is written (log and terminal); None: no notice.
+    notice_percent: int | None = Field(80, ge=1, le=99)
+
+
+class RateLimitConfig(_Section):
+    """One `[rate_limits."KEY"]` entry (docs/spend.md): requests and tokens per minute shared by
+    every process using the store, for the provider endpoint whose base URL starts with KEY or
+    whose API key is in the environment variable KEY. No rate set: only a 429's retry-after is
+    shared. `burst_s`: the seconds of requests and tokens a quiet bucket saves up."""
+
+    rpm: int | None = Field(None, ge=1, le=10**9)
+    tpm: int | None = Field(None, ge=1, le=10**15)
+    burst_s: float = Field(1.0, gt=0, le=60)
 
 
 class StoreConfig(_Section):
@@ -351,6 +364,7 @@ class Config(_Section):
     prices: dict[str, PriceConfig] = Field(default_factory=dict)
     loop_guard: LoopGuardConfig = Field(default_factory=LoopGuardConfig)
     budgets: BudgetConfig = Field(default_factory=BudgetConfig)
+    rate_limits: dict[str, RateLimitConfig] = Field(default_factory=dict)
     default_agent: str = Field("build", min_length=1)
 
     def with_output_limit(self, tokens: int) -> Config:

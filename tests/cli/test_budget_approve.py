@@ -33,3 +33,12 @@ def test_approve_budget_raises_and_continues(wk, workdir: Path):
     assert last.stdout.strip().endswith("done")
     shown = json.loads(wk("session", "show", sid, "--format", "json").stdout)
     assert shown["status"] == "idle"
+
+
+def test_run_shows_the_budget_notice_on_the_terminal(wk, workdir: Path):
+    (workdir / "wakeful.toml").write_text("[budgets]\nsession_tokens = 6000\nnotice_percent = 50\n")
+    model = write_script(workdir, RULES)
+    done = wk("run", "--model", model, "work", check=False)
+    assert done.returncode == 4, done.stderr
+    [line] = [ln for ln in done.stderr.splitlines() if ln.startswith("! budget:")]
+    assert "of its 6,000 tokens" in line and "notice at 50%" in line

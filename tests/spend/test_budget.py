@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from wakeful.config import BudgetConfig, Config, PriceConfig
-from wakeful.events import ReceiptRecorded, UsageRecorded
-from wakeful.execution import Runtime
+from wakeful.events import BudgetNoticed, ReceiptRecorded, UsageRecorded
+from wakeful.execution import Runtime, raise_budget
 
 
 def _model(tmp_path: Path) -> str:
@@ -102,5 +102,60 @@ async def test_no_budget_no_pause(tmp_path: Path) -> None:
     try:
         [turn] = await rt.run("work")
         assert turn.outcome == "completed" and turn.final_text == "done"
+    finally:
+        await rt.aclose()
+
+
+async def test_the_notice_share_writes_one_notice_per_limit(tmp_path: Path) -> None:
+    model, db = _model(tmp_path), str(tmp_path / "s.db")
+    config = Config(budgets=BudgetConfig(session_tokens=4_000, notice_percent=50))
+    rt = Runtime(db, model=model, workspace=tmp_path, config=config)
+    shown: list[str] = []
+    rt.listener = lambda ev: shown.append(str(ev.data["text"])) if ev.kind == "notice" else None
+    try:
+        [turn] = await rt.run("work")
+        assert (turn.outcome, turn.error_kind) == ("paused", "budget")
+        row = rt.store.latest_session()
+        assert row is not None
+        events = rt.store.events(row.id)
+        notices = [e for e in events if isinstance(e.event, BudgetNoticed)]
+        assert len(notices) == 1 and shown == [notices[0].event.text]  # once, and shown
+        notice = notices[0].event
+        assert (notice.limit_kind, notice.limit, notice.percent) == ("tokens", 4000, 50)
+        assert "of its 4,000 tokens" in notice.text and "notice at 50%" in notice.text
+        # Written before the request past the share: the usage before it was under it.
+        before = [
+            e.event.input_tokens + e.event.output_tokens
+            for e in events
+            if isinstance(e.event, UsageRecorded) and e.seq < notices[0].seq
+        ]
+        assert sum(before) >= 2_000 > sum(before[:-1]) and notice.used == sum(before)
+    finally:
+        await rt.aclose()
+    # Raised, the new limit gets its own notice (the old one's does not count for it).
+    rt = Runtime(db, model=model, workspace=tmp_path, config=config)
+    try:
+        raise_budget(rt, row.id, "+100000tokens", resume=False)
+        [turn] = await rt.run("finish", session_id=row.id)
+        assert turn.outcome == "completed"
+        limits = [e.event.limit for e in rt.store.events(row.id, types=("budget.noticed",))]
+        assert limits == [4000]  # 104,000 tokens: its notice share not reached
+    finally:
+        await rt.aclose()
+
+
+async def test_no_notice_when_turned_off(tmp_path: Path) -> None:
+    budgets = BudgetConfig(session_tokens=4_000, notice_percent=None)
+    rt = Runtime(
+        str(tmp_path / "s.db"),
+        model=_model(tmp_path),
+        workspace=tmp_path,
+        config=Config(budgets=budgets),
+    )
+    try:
+        [turn] = await rt.run("work")
+        assert turn.error_kind == "budget"
+        row = rt.store.latest_session()
+        assert row is not None and not rt.store.events(row.id, types=("budget.noticed",))
     finally:
         await rt.aclose()

@@ -52,6 +52,8 @@ class Stream:
         if ev.kind == "step":  # a new request: its reply starts on a line of its own
             self.waiting = "waiting for the model"
             return self.flush()
+        if ev.kind == "notice":  # a budget's notice share reached (docs/spend.md)
+            return [*self.flush(), f"! {data.get('text')}"]
         if ev.kind == "retry":
             delay_s = int(str(data.get("delay_ms", 0))) / 1000
             self.retry_at = time.time() + delay_s

@@ -57,6 +57,9 @@ class Renderer:
                 click.echo()
                 self._mid_line = False
             click.echo(tool_line(ev), err=True)
+        elif ev.kind == "notice":  # a budget's notice share reached (docs/spend.md)
+            self.end_line()
+            click.echo(f"! {ev.data.get('text')}", err=True)
         elif ev.kind == "retry":
             delay_ms = int(str(ev.data.get("delay_ms", 0)))
             at = time.strftime("%H:%M:%S", time.localtime(time.time() + delay_ms / 1000))

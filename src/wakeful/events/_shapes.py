@@ -22,6 +22,7 @@ EVENTS: dict[str, str] = {
     'receipt.recorded': 'ReceiptRecorded',
     'usage.recorded': 'UsageRecorded',
     'budget.raised': 'BudgetRaised',
+    'budget.noticed': 'BudgetNoticed',
     'retry.scheduled': 'RetryScheduled',
     'retry.cleared': 'RetryCleared',
     'session.error': 'SessionError',
@@ -291,6 +292,14 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('set_tokens', None, ('int', 'null'), (), (), (), 0),
         ('set_usd', None, ('float', 'null'), (), (), (), 0),
     ),
+    'BudgetNoticed': (
+        ('v', 1, ('int',), (), (), (), 0),
+        ('type', 'budget.noticed', ('str',), ('budget.noticed',), (), (), 0),
+        ('limit_kind', ..., ('str',), ('tokens', 'usd'), (), (), 0),
+        ('used', ..., ('float',), (), (), (), 0),
+        ('limit', ..., ('float',), (), (), (), 0),
+        ('percent', ..., ('int',), (), (), (), 0),
+    ),
     'RetryScheduled': (
         ('v', 1, ('int',), (), (), (), 0),
         ('type', 'retry.scheduled', ('str',), ('retry.scheduled',), (), (), 0),
@@ -522,7 +531,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = '9da8dacd5e90b3fe'
+SHAPES_DIGEST = '14ed559c559a352b'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

@@ -244,6 +244,27 @@ class BudgetRaised(_Event):
     set_usd: float | None = None
 
 
+class BudgetNoticed(_Event):
+    """A session's spend reached the notice share (`[budgets] notice_percent`) of one of its
+    limits: written once per limit in force, before the request it was found at."""
+
+    type: Literal["budget.noticed"] = "budget.noticed"
+    limit_kind: Literal["tokens", "usd"]
+    used: float
+    limit: float
+    percent: int
+
+    @property
+    def text(self) -> str:
+        """The notice as the terminal and the log show it."""
+        share = round(100 * self.used / self.limit) if self.limit else 100
+        if self.limit_kind == "tokens":
+            spent = f"{int(self.used):,} of its {int(self.limit):,} tokens"
+        else:
+            spent = f"${self.used:.4f} of its ${self.limit:.4f}"
+        return f"budget: the session used {spent} ({share}%, notice at {self.percent}%)"
+
+
 class RetryScheduled(_Event):
     """A durable retry deadline (invariant 9)."""
 
@@ -396,6 +417,7 @@ SessionEvent: TypeAlias = Annotated[
     | ReceiptRecorded
     | UsageRecorded
     | BudgetRaised
+    | BudgetNoticed
     | RetryScheduled
     | RetryCleared
     | SessionError

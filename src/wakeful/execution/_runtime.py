@@ -70,6 +70,7 @@ from ._move import existing_location
 from ._off_loop import off_loop, wait_off_loop
 from ._place import Place
 from ._port import PortHooks, SessionSetup
+from ._rates import StoreRates
 from ._reads import Reads
 from ._refresh import refresher
 from ._runtime_schedules import SchedulesMixin
@@ -316,7 +317,8 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
             prices=PriceTable.of(config.prices),
             loop_guard=config.loop_guard,
             budget=config.budgets,
-            spend=partial(asyncio.to_thread, self.store.budget_spend, row.root_id),
+            spend=partial(asyncio.to_thread, self.store.budget_spend, row.root_id, session_id),
+            rates=StoreRates(self.store, config) if config.rate_limits else None,
             refresh=refresher(self.store, session_id, (row.agent, row.model),
                               lambda: self._context(session_id, interrupt).ctx),
         )  # fmt: skip

@@ -5,22 +5,25 @@ What is spent is read from the session rows, where each `usage.recorded` is coun
 the transaction that records its reply (`store/_usage.root_spend`): never twice after a
 recovery, never lost by a kill, the same for every host reading the store. The limits are the
 configuration's, changed by the `budget.raised` events of the root's log (`limits`), which
-every host reads the same way.
+every host reads the same way. Past `notice_percent` of a limit, the check returns a
+`budget.noticed` for the turn to write and show, once per limit in force (the log says whether
+it was written).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 from ..config import BudgetConfig
-from ..events import BudgetRaised
+from ..events import BudgetNoticed, BudgetRaised
 
 BUDGET_KIND = "budget"  # the `error_kind` of a turn a budget paused
 
-Spend: TypeAlias = Callable[[], Awaitable[tuple[int, float, Sequence[BudgetRaised]]]]
+Marks: TypeAlias = Sequence[BudgetRaised | BudgetNoticed]
+Spend: TypeAlias = Callable[[], Awaitable[tuple[int, float, Marks]]]
 """What the session's root has spent so far (tokens, input + output; priced USD), and the
-`budget.raised` events of its log, in order."""
+`budget.raised` events of its log and the `budget.noticed` of its and the session's, in order."""
 
 
 class BudgetExceeded(Exception):
@@ -39,13 +42,14 @@ def limits(config: BudgetConfig, raises: Sequence[BudgetRaised]) -> tuple[int | 
     return tokens, usd
 
 
-async def check_budget(config: BudgetConfig, spend: Spend | None) -> None:
-    """`BudgetExceeded` when the root session has spent a limit in force (`limits`); nothing
-    to read when `config` sets no limit."""
+async def check_budget(config: BudgetConfig, spend: Spend | None) -> BudgetNoticed | None:
+    """`BudgetExceeded` when the root session has spent a limit in force (`limits`); else the
+    notice to write when it reached `notice_percent` of one and none was written for that limit
+    yet. Nothing to read when `config` sets no limit."""
     if spend is None or (config.session_tokens is None and config.session_usd is None):
-        return
-    tokens, usd, raises = await spend()
-    max_tokens, max_usd = limits(config, raises)
+        return None
+    tokens, usd, marks = await spend()
+    max_tokens, max_usd = limits(config, [m for m in marks if isinstance(m, BudgetRaised)])
     hint = " (to raise it: wakeful approve SESSION --budget +{})"
     if max_tokens is not None and tokens >= max_tokens:
         raise BudgetExceeded(
@@ -56,3 +60,21 @@ async def check_budget(config: BudgetConfig, spend: Spend | None) -> None:
         raise BudgetExceeded(
             f"budget: the session spent ${usd:.4f} of its ${max_usd:.4f}" + hint.format("5usd")
         )
+    return _notice(
+        config.notice_percent, marks, (("tokens", tokens, max_tokens), ("usd", usd, max_usd))
+    )
+
+
+def _notice(
+    percent: int | None,
+    marks: Marks,
+    spent: Sequence[tuple[Literal["tokens", "usd"], float, float | None]],
+) -> BudgetNoticed | None:
+    """The first limit whose notice share is reached and not noticed yet, as a notice."""
+    if percent is None:
+        return None
+    done = {(m.limit_kind, m.limit) for m in marks if isinstance(m, BudgetNoticed)}
+    for kind, used, limit in spent:
+        if limit is not None and used * 100 >= limit * percent and (kind, limit) not in done:
+            return BudgetNoticed(limit_kind=kind, used=used, limit=limit, percent=percent)
+    return None

@@ -13,7 +13,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Protocol, TypeAlias
 
 from ..clock import Clock, SystemClock
 from ..config import BudgetConfig, CompactionConfig, LoopGuardConfig, RetryConfig
@@ -36,6 +36,24 @@ TraceIds: TypeAlias = Callable[[str], "tuple[str, str] | None"]
 
 ProviderFactory: TypeAlias = Callable[[str], Provider]
 """Model spec -> a provider the factory owns (and closes): the caller never closes it."""
+
+
+class RateGate(Protocol):
+    """Shared rate limits (`_rate_gate.py`): the buckets of a driver's model specs, kept
+    where every process draws from them."""
+
+    async def take(self, spec: str) -> tuple[str, int] | None:
+        """Take one request for `spec`: None when taken (or `spec` has no bucket), else the
+        bucket's key and the milliseconds until it allows one."""
+        ...
+
+    async def charge(self, spec: str, tokens: int) -> None:
+        """Charge a reply's tokens to `spec`'s bucket."""
+        ...
+
+    async def slow(self, spec: str, until_ms: int) -> None:
+        """No request of `spec`'s bucket, from any process, before `until_ms`."""
+        ...
 
 
 class Interrupted(Exception):
@@ -103,6 +121,8 @@ class RunContext:
     # `_budget_gate.py`; None: nothing is counted, as for a turn without a store).
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     spend: Spend | None = None
+    # The shared rate limits each request takes from first (`_rate_gate.py`); None: none.
+    rates: RateGate | None = None
 
     @property
     def provider(self) -> Provider:

@@ -18,6 +18,7 @@ LiveKind: TypeAlias = Literal[
     "retry",
     "turn_end",
     "compaction",
+    "notice",  # something the person should know now (a budget's notice share reached)
     # Published for hooks, the event stream and tracing; the single `LiveListener` of a
     # `Runtime` does not see them (`LEGACY_KINDS`), so its current callers read what they did.
     "session_start",
@@ -41,6 +42,7 @@ LEGACY_KINDS: frozenset[str] = frozenset(
         "retry",
         "turn_end",
         "compaction",
+        "notice",
     }
 )
 """The kinds a `LiveListener` set on a `Runtime` receives (what it received before hooks)."""

@@ -90,6 +90,10 @@ class ModelCall:
         streamed.receipt_id = receipt.receipt_id
         finish = await self._stream(prepared, streamed)
         usage = finish.usage
+        if self.ctx.rates is not None:  # the reply's tokens, charged to the shared rate limit
+            await self.ctx.rates.charge(
+                self.ctx.model_spec, usage.input_tokens + usage.output_tokens
+            )
         self._live(
             "step_end",
             turn_id=state.turn_id,

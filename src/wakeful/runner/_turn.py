@@ -51,7 +51,7 @@ from ._aborted import Streamed
 from ._active import ActiveHistory
 from ._approvals import AwaitingApproval
 from ._asking import ask_approvals
-from ._budget_gate import BUDGET_KIND, BudgetExceeded, check_budget
+from ._budget_gate import BUDGET_KIND, BudgetExceeded
 from ._compaction import IDLE_REASON, CompactionResult, Compactor
 from ._context import Interrupted, RunContext, TurnResult
 from ._crashpoints import crash_point
@@ -63,6 +63,7 @@ from ._port import SessionPort
 from ._prompt import ReceiptChain, Section, section_blobs
 from ._request_builder import RequestBuilder
 from ._retry import backoff_ms, error_kind, is_retryable, terminal_outcome
+from ._spend_gate import before_request, share_retry_after
 from ._step_done import hosted_calls
 from ._tool_retry import TOOL_RETRY_KIND, ToolRetries
 from ._tool_step import run_tools, started_events
@@ -260,10 +261,12 @@ class TurnRunner:
     async def _attempt(self, node: Attempt) -> Node:
         """One physical attempt of the current step. Its reply says what comes next: its calls
         run, a final reply waits for the boundary's write; a fault is retried. A step's first
-        attempt checks the budget first (`BudgetExceeded`: the turn pauses)."""
+        attempt checks the budget first (`BudgetExceeded`: the turn pauses), each waits for the
+        shared rate limit (`_spend_gate.py`)."""
         self._check_interrupt()
-        if node.attempt == 1:
-            await check_budget(self.ctx.budget, self.ctx.spend)
+        live, state = self._live, self._state
+        if await before_request(self.ctx, self.port, self._commit, live, state, node.attempt):
+            self._state = self._state.retrying()  # the reply clears the rate wait's retry state
         streamed = Streamed()  # what this attempt streamed, kept when it is cut
         try:
             message = await self._ask_model(node, streamed)
@@ -313,6 +316,7 @@ class TurnRunner:
         after = err.retry_after_ms if isinstance(err, ProviderError) else None
         delay = backoff_ms(attempt - 1, self.ctx.retry, after, self.ctx.rng)
         deadline = self.ctx.clock.now_ms() + delay
+        await share_retry_after(self.ctx, err)  # a 429's retry-after slows every process
         kind = error_kind(err)
         scheduled = RetryScheduled(
             turn_id=state.turn_id,

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         SessionWrite,
         Store,
     )
+    from ._rates import Rate
     from ._reads import InstructionState, RetryState, ToolCallRow, TurnRow
     from ._records import (
         Admission,
@@ -146,6 +147,7 @@ _LAZY = {
     "SearchHit": "wakeful.store._search",
     "SearchPage": "wakeful.store._search",
     "SqlStore": "wakeful.store._store",
+    "Rate": "wakeful.store._rates",
 }
 
 __getattr__ = lazy_names(__name__, _LAZY, globals())
@@ -187,6 +189,7 @@ __all__ = [
     "Page",
     "Prelude",
     "PruneCounts",
+    "Rate",
     "RecoveryView",
     "RetryState",
     "SearchHit",

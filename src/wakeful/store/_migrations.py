@@ -7,6 +7,7 @@ Invariant: a migration, once released, never changes; a new need is a new number
 from __future__ import annotations
 
 from ._admit_sql import ADMIT_FUNCTION, ADMIT_FUNCTION_2, ADMIT_FUNCTION_11, QUIET_ADMIT
+from ._rates import RATE_BUCKETS
 
 _TABLES = """
 CREATE TABLE sessions (
@@ -558,6 +559,7 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         "",
         _SEARCH_TEXT_ONCE_POSTGRES,
     ),
+    (22, "rate_buckets", RATE_BUCKETS, RATE_BUCKETS),  # shared rate limits (`_rates.py`)
 ]
 
 LATEST = MIGRATIONS[-1][0]

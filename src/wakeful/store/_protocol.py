@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ._claims import Claims, IsDead
     from ._feed import Feed
     from ._opening import TurnOpening
+    from ._rates import RateBuckets
     from ._rewind import PendingRevert
     from ._schedules import Schedules
     from ._shaping import Shaping
@@ -391,6 +392,11 @@ class LocalStore(Store, PlainReads, ReceiptReads, Protocol):
     @property
     def shaping(self) -> Shaping:
         """Rewind, history edits, metadata, extension state, artifacts (`store/_shaping.py`)."""
+        ...
+
+    @property
+    def rates(self) -> RateBuckets:
+        """The shared rate limits' buckets (`store/_rates.py`)."""
         ...
 
     def write(

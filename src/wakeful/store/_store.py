@@ -24,6 +24,7 @@ from ._batch import BatchMixin
 from ._claims import Claims, demote_stale
 from ._feed import Feed
 from ._listing import LIST_SLACK_MS
+from ._rates import RateBuckets
 from ._reads import ReadsMixin, events_in, plain_events_in
 from ._records import (
     ROW_COLS,
@@ -77,6 +78,8 @@ class SqlStore(
         """The schedules and their fires (`store/_schedules.py`)."""
         self.shaping = Shaping(backend, self.clock)
         """Rewind, history edits, metadata, extension state, artifacts (`store/_shaping.py`)."""
+        self.rates = RateBuckets(backend)
+        """The shared rate limits' buckets (`store/_rates.py`)."""
         _search.backfill(backend, _transcript.transcript_in)  # once, after the index's migration
 
     @property

@@ -20,7 +20,7 @@ from ..errors import UsageError
 from ._backend import Tx, iter_chunks
 
 if TYPE_CHECKING:
-    from ..events import BudgetRaised
+    from ..events import BudgetNoticed, BudgetRaised
     from ._backend import Backend
 
 _USAGE_ROWS = (
@@ -138,16 +138,22 @@ class UsageMixin:
         with self.backend.transaction(write=False) as tx:
             return root_spend_in(tx, root_id)
 
-    def budget_spend(self, root_id: str) -> tuple[int, float, list[BudgetRaised]]:
-        """`root_spend`, and the `budget.raised` events of the root's log in order, read in one
-        transaction: what a budget check compares (`runner._budget_gate`)."""
-        from ..events import BudgetRaised  # the event models: not on the report's cold path
+    def budget_spend(
+        self, root_id: str, session_id: str | None = None
+    ) -> tuple[int, float, list[BudgetRaised | BudgetNoticed]]:
+        """`root_spend`, and the `budget.raised` and `budget.noticed` events of the root's log
+        (and the notices of `session_id`'s, a child's), in order, read in one transaction:
+        what a budget check compares (`runner._budget_gate`)."""
+        from ..events import BudgetNoticed, BudgetRaised  # not on the report's cold path
         from ._reads import events_in
 
         with self.backend.transaction(write=False) as tx:
             tokens, usd = root_spend_in(tx, root_id)
-            raised = events_in(tx, root_id, 0, None, ("budget.raised",))
-        return tokens, usd, [e.event for e in raised if isinstance(e.event, BudgetRaised)]
+            marks = events_in(tx, root_id, 0, None, ("budget.raised", "budget.noticed"))
+            if session_id is not None and session_id != root_id:
+                marks += events_in(tx, session_id, 0, None, ("budget.noticed",))
+        kinds = (BudgetRaised, BudgetNoticed)
+        return tokens, usd, [e.event for e in marks if isinstance(e.event, kinds)]
 
     def usage_records(self, since_ms: int | None = None) -> list[UsageRecord]:
         """Every request's recorded usage (at or after `since_ms`, when given), one record per

@@ -1,0 +1,94 @@
+"""What a request waits for before it is sent: its session's budget, and the shared rate limit
+of its model (`docs/spend.md`).
+
+Before a step's first request the budget is checked (`_budget_gate.py`: past a limit the turn
+pauses; past its notice share a `budget.noticed` is written and shown once). Before each
+attempt's request the turn takes a request from its model's bucket (`RateGate`,
+kept in the store by the driver, so every worker and host draws from the same one). When the
+bucket has none, the wait is a durable retry: a `retry.scheduled` with error kind
+`rate_limited` and its deadline, waited for as a failed request's retry is (new steer input
+cuts it short; a restarted driver waits out the deadline it finds), then the turn takes again.
+A wait is not a failed attempt: the attempt's number stays and no retry budget is spent.
+After the reply, its tokens are charged to the bucket; a provider's 429 that says when to come
+back (`retry-after`) slows the whole bucket, not only this turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from ..errors import RateLimitError
+from ..events import RetryScheduled, SessionEvent
+from ._budget_gate import check_budget
+from ._context import RunContext
+from ._port import SessionPort
+from ._turn_state import TurnState
+from ._waits import wait_until
+
+RATE_KIND = "rate_limited"  # the `error_kind` of a wait for a shared rate limit
+
+
+Commit = Callable[[Sequence[SessionEvent]], Awaitable[None]]
+Live = Callable[..., None]
+
+
+async def before_request(
+    ctx: RunContext,
+    port: SessionPort,
+    commit: Commit,
+    live: Live,
+    state: TurnState,
+    attempt: int,
+) -> bool:
+    """The budget (a step's first attempt; `BudgetExceeded` pauses the turn) and the rate
+    limit `attempt` of `state`'s step waits for; whether a rate wait was scheduled."""
+    if attempt == 1 and (notice := await check_budget(ctx.budget, ctx.spend)) is not None:
+        await commit([notice])
+        live("notice", text=notice.text, about="budget")
+    return await take_rate(ctx, port, commit, live, state, attempt)
+
+
+async def take_rate(
+    ctx: RunContext,
+    port: SessionPort,
+    commit: Commit,
+    live: Live,
+    state: TurnState,
+    attempt: int,
+) -> bool:
+    """Take a request from the bucket of `ctx`'s model for `attempt` of `state`'s step,
+    waiting durably (see the module docstring) until it allows one. Returns whether a wait
+    was scheduled (the reply then clears it)."""
+    gate, turn_id, step = ctx.rates, state.turn_id, state.step
+    if gate is None:
+        return False
+    waited = False
+    while (wait := await gate.take(ctx.model_spec)) is not None:
+        key, delay = wait
+        deadline = ctx.clock.now_ms() + delay
+        error = f"rate limit {key}: the shared bucket allows the next request in {delay} ms"
+        await commit(
+            [
+                RetryScheduled(
+                    turn_id=turn_id,
+                    step=step,
+                    attempt=attempt,
+                    deadline_ms=deadline,
+                    error_kind=RATE_KIND,
+                    error=error,
+                    delay_ms=delay,
+                )
+            ]
+        )
+        waited = True
+        live("retry", attempt=attempt, delay_ms=delay, error_kind=RATE_KIND)
+        await wait_until(ctx, port, deadline)
+    return waited
+
+
+async def share_retry_after(ctx: RunContext, err: BaseException) -> None:
+    """A provider's 429 with `retry-after` slows the bucket of `ctx`'s model for every
+    process (`RateGate.slow`); other failures change nothing."""
+    after = err.retry_after_ms if isinstance(err, RateLimitError) else None
+    if ctx.rates is not None and after:
+        await ctx.rates.slow(ctx.model_spec, ctx.clock.now_ms() + after)
