@@ -15,6 +15,7 @@ harness makes its namespaces, veth pairs, forwarders and files, and removes them
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -199,7 +200,7 @@ class Fleet:
             "XDG_CONFIG_HOME": str(self.home / ".config"),
             "XDG_DATA_HOME": str(self.home / ".local"),
         }
-        cmd = [WAKEFUL, "worker", "--concurrency", str(self.concurrency)]
+        cmd = [WAKEFUL, "worker", "--concurrency", str(self.concurrency), "--format", "json"]
         if host.netns is not None:
             cmd = ["ip", "netns", "exec", host.netns, *cmd]  # `ip` execs the worker: same pid
             env["WAKEFUL_HOST_ID"] = host.host_id  # the harness names the host's claims by it
@@ -213,6 +214,21 @@ class Fleet:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+
+    def stats(self) -> dict[str, int]:
+        """The workers' own counts (`wakeful worker --format json`, printed as each stops),
+        summed over those that stopped cleanly: drains, `busy` (a start that found another
+        live driver holding its session), `reserved` and `unused` (reserved, then released
+        without a drive), `taken_over`."""
+        total: dict[str, int] = {}
+        for log in self.home.glob("worker-h*.log"):
+            lines = [x for x in log.read_text(errors="replace").splitlines() if x.startswith("{")]
+            if not lines:
+                continue  # killed: no figures
+            for key, value in json.loads(lines[-1]).items():
+                if isinstance(value, int):
+                    total[key] = total.get(key, 0) + value
+        return total
 
     def cpu(self) -> float:
         """CPU seconds of every worker so far, stopped ones included."""

@@ -221,6 +221,7 @@ class Run:
     forwarder_cpu: float
     machine_cpu: float
     locks: str
+    stats: dict[str, int] = field(default_factory=dict)  # the workers' counts (`Fleet.stats`)
     resume_s: float | None = None  # kill to the last orphaned session's first write of a new owner
     takeover_s: float | None = None  # kill to the last orphaned claim taken over
     lease_left_s: float | None = None  # kill to the end of the longest orphaned lease
@@ -296,6 +297,7 @@ def run_fleet(
             sampler.sample_backends()
             forwarders = fleet.forwarder_cpu()
             fleet.stop()
+            stats = fleet.stats()
             wall = time.monotonic() - started
             busy = machine_busy_seconds() - busy
         finally:
@@ -324,6 +326,7 @@ def run_fleet(
             forwarders,
             busy,
             sampler.locks(),
+            stats,
         )
         if kill_at is not None:
             run.orphaned = len(orphaned)
@@ -406,6 +409,16 @@ def _resume_s(probe: Probe, orphaned: dict[str, int], kill_ms: float) -> float:
     return worst
 
 
+def wasted(stats: dict[str, int]) -> str:
+    """The claims taken in vain, from the workers' counts: starts that found another live
+    driver holding the session (`busy`) and reservations released without a drive."""
+    busy, unused = stats.get("busy", 0), stats.get("unused", 0)
+    return (
+        f"claims in vain: {busy + unused} (busy starts {busy}, reservations released unused "
+        f"{unused}) of {stats.get('drains', 0)} drains, {stats.get('reserved', 0)} reserved"
+    )
+
+
 def main() -> None:
     """Run the fleets and print their figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -453,7 +466,7 @@ def main() -> None:
             f"(workers {1000 * r.worker_cpu / r.steps:.1f}, postgres backends "
             f"{1000 * r.backend_cpu / r.steps:.1f}; {cpu / r.wall_s:.2f} cores busy with them, "
             f"{r.machine_cpu / r.wall_s:.2f} with everything on the machine; veth "
-            f"forwarders {r.forwarder_cpu:.1f} s); lock waits: {r.locks}"
+            f"forwarders {r.forwarder_cpu:.1f} s); lock waits: {r.locks}; {wasted(r.stats)}"
         )
     if not args.no_kill and max(counts) > 1:
         load.ledger = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,16 +66,18 @@ async def test_a_live_claim_is_not_a_candidate(db_url: str, tmp_path: Path):
 
 
 def failing_start(mp: pytest.MonkeyPatch, *errors: Exception) -> None:
-    """Make the drains' next `start_drain` calls raise `errors`, one each."""
-    start_drain = _drain.start_drain
+    """Make the drains' next first deliveries raise `errors`, one each (a worker's drain
+    delivers under its reservation with `promote_idle`; another's starts with `start_drain`)."""
     pending = list(errors)
+    for name in ("start_drain", "promote_idle"):
+        real = getattr(_drain, name)
 
-    def flaky(*args: object, **kw: object) -> object:
-        if pending:
-            raise pending.pop(0)
-        return start_drain(*args, **kw)  # type: ignore[arg-type]
+        def flaky(*args: object, _real: Any = real, **kw: object) -> object:
+            if pending:
+                raise pending.pop(0)
+            return _real(*args, **kw)
 
-    mp.setattr(_drain, "start_drain", flaky)
+        mp.setattr(_drain, name, flaky)
 
 
 async def test_a_busy_store_is_waited_out_and_logged_once(

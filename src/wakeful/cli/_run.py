@@ -371,6 +371,7 @@ def worker(once: bool, concurrency: int, locations: tuple[str, ...], fmt: str,
     if fmt == "json":
         print_json({"drains": stats.drains, "turns": stats.turns, "busy": stats.busy,
                     "claims_lost": stats.lost, "taken_over": stats.taken_over,
+                    "reserved": stats.reserved, "unused": stats.unused,
                     "failed": sorted(stats.failed), "waiting": stats.waiting,
                     "blocked": sorted(stats.blocked)})  # fmt: skip
     else:

@@ -16,6 +16,7 @@ the `StorePort` the drain opens with its claim (one per claim, shared by its tur
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -23,7 +24,7 @@ from pydantic import JsonValue
 
 from .._defaults import LEASE_MS, MAX_RECOVERY_ATTEMPTS, POLL_INTERVAL_MS
 from .._ids import new_turn_id
-from ..errors import ClaimLostError, LocationUnavailableError, UsageError
+from ..errors import ClaimLostError, CommitUnknownError, LocationUnavailableError, UsageError
 from ..instructions import InstructionSync
 from ..runner import Interrupted, ReceiptChain, TurnResult, TurnRunner, crash_point
 from ..store import Claim, Delivered, LocalStore, fence
@@ -65,6 +66,7 @@ class DrainResult:
     claim_lost: bool = False
     shutdown: bool = False
     waiting_for: str | None = None  # the session's location is not served here: not run
+    delivered: bool = False  # some input (or a decision, a control item) was delivered
 
 
 async def drain(
@@ -78,12 +80,14 @@ async def drain(
 ) -> DrainResult:
     """Drive `session_id` until nothing is deliverable; see the module docstring.
 
-    `claim`, when given, was already taken (a worker's batch takeover); otherwise the drain
-    takes it with its first turn. `recovered`: the batch also healed the session and planned
-    its open turn (`recover_batch`), so the drain goes straight to that turn.
+    `claim`, when given, was already taken (a worker's batch takeover, or its reservation of
+    a ready session); otherwise the drain takes it with its first turn. `recovered`: the batch
+    also healed the session and planned its open turn (`recover_batch`; for a reservation,
+    nothing to recover), so the drain goes straight to that turn, or to the next delivery.
     """
     opts = options or DrainOptions()
     result = DrainResult(session_id)
+    reserved = claim is not None and not claim.taken_over  # a worker's: nothing delivered yet
     setup = await _setup(store, session_id, make_context, leases, opts, claim, result)
     if setup is None:
         return result
@@ -112,12 +116,25 @@ async def drain(
         result.shutdown = True
     except ClaimLostError:
         result.claim_lost = True
+    except Exception as err:
+        await _free_unused(store, claim, reserved and not result.delivered, err)
+        raise
     finally:
         leases.drop(claim)
         if release:
             await off_loop(store.claims.release, claim)
         port.publish("session_end", session_end_data(result))
     return result
+
+
+async def _free_unused(store: LocalStore, claim: Claim, unused: bool, err: Exception) -> None:
+    """Release a worker's reservation whose drain failed before delivering anything
+    (`unused`): it has no turn to recover, as a failed `start_drain` takes no claim. Not
+    after a commit whose outcome is unknown (that delivery may be durable); a release that
+    fails leaves the claim to lapse, as any claim kept."""
+    if unused and not isinstance(err, CommitUnknownError):
+        with contextlib.suppress(Exception):
+            await off_loop(store.claims.release, claim)
 
 
 async def _setup(
@@ -138,6 +155,8 @@ async def _setup(
     except LocationUnavailableError as err:
         if claim is not None:  # taken over for nothing: it lapses for a worker serving it
             leases.drop(claim)
+            if not claim.taken_over:  # reserved by a worker: no turn to recover, free it now
+                await off_loop(store.claims.release, claim)
         await off_loop(store.claims.note_waits, {session_id: err.location})
         result.waiting_for = err.location
         return None
@@ -266,6 +285,7 @@ async def _turns(
             )
         if not delivered:
             return
+        result.delivered = True
         inputs = [d.item.input_id for d in delivered if d.message is not None]
         for input_id in inputs:
             port.publish("input_delivered", {"input_id": input_id, "delivery": "turn"})

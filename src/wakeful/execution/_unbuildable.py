@@ -16,7 +16,7 @@ from ..runner import TurnResult
 from ..store import Claim, LocalStore, fence
 from ._owner import current_owner, owner_is_dead
 from ._recovery import heal_running_tools, heal_unstarted_calls, open_turn
-from ._writes import start_drain
+from ._writes import promote_idle, start_drain
 
 BLOCKED_KIND = "configuration"
 
@@ -31,8 +31,9 @@ def block_unbuildable(
     """
     reason = f"cannot drive the session: {err}"
     started: str | None = None
+    tid = new_turn_id()
+    reserved = claim is not None and not claim.taken_over  # a worker's: nothing delivered yet
     if claim is None:
-        tid = new_turn_id()
         start = start_drain(store, sid, current_owner(), lease_ms, owner_is_dead, start_turn=tid)
         if start.claim is None:
             return [], start.busy
@@ -44,6 +45,11 @@ def block_unbuildable(
         if claim.taken_over:  # the earlier driver's calls end as after any crash
             heal_running_tools(store, sid, token)
             heal_unstarted_calls(store, sid, token)
+        elif reserved:  # deliver as `start_drain` would have
+            heal_running_tools(store, sid, token)
+            delivered = promote_idle(store, sid, token, start_turn=tid)
+            if any(d.message is not None for d in delivered):
+                started = tid
         if started is None and (turn := open_turn(store, sid)) is not None:
             started = turn.turn_id
         if started is None:  # only a control item was due: the reason is recorded, no turn

@@ -4,8 +4,12 @@ Several workers (processes, hosts) may run at once, and each session has one dri
 - orphaned claims (lease expired, or owner a dead process on this host) are taken over in
   batches sized to the worker's free slots, with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so
   concurrent workers take disjoint sessions without waiting on each other;
-- a session with pending input and no claim is started by `_writes.start_drain`, whose claim
-  row decides a race between workers (the loser sees a live claim and moves on).
+- sessions with pending input and no claim (ready) are reserved in batches sized to the free
+  slots (`LocalStore.claims.reserve`), with ``FOR UPDATE SKIP LOCKED`` over the ready sessions'
+  rows on PostgreSQL, so concurrent workers take disjoint sessions there too: no claim is
+  taken in vain and no worker waits on another's rows (the drain delivers under the claim);
+- each look at the store is one read that locks nothing (`LocalStore.claims.look`); a worker
+  opens a write transaction only when that read found an orphan or a ready session.
 PostgreSQL NOTIFY of an admission (new input) wakes a waiting worker at once; SQLite is polled,
 and so is what no admission announces (an expired lease, a dead owner). SIGTERM is a shutdown:
 local turns are interrupted and their claims kept for the next worker. `once=True` returns when
@@ -29,7 +33,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from ..errors import CommitUnknownError
-from ..store import Claim, LocalStore, Outage, is_transient
+from ..store import Claim, LocalStore, Outage, Reservation, is_transient
 from ._drain import DrainResult
 from ._off_loop import off_loop, wait_off_loop
 from ._owner import current_owner, host_id, owner_is_dead
@@ -45,7 +49,11 @@ log = logging.getLogger("wakeful.worker")
 
 @dataclass
 class WorkerStats:
-    """What a worker did; `lost` counts drains that found their claim taken over; `failed`
+    """What a worker did; `lost` counts drains that found their claim taken over; `busy`
+    drains that found another live driver holding their session; `reserved` the ready
+    sessions whose claims this worker took, `unused` those of them it released without a
+    drive (their location is not served here, or a drive of it was still ending): `busy` and
+    `unused` are the claims taken in vain; `failed`
     holds the sessions whose latest drain ended with an error (their work is left undone);
     `blocked` the sessions where this worker ended a turn `blocked` (e.g. a stored model that
     can no longer be built: the turn says why)."""
@@ -55,6 +63,8 @@ class WorkerStats:
     busy: int = 0
     lost: int = 0
     taken_over: int = 0
+    reserved: int = 0
+    unused: int = 0
     failed: set[str] = field(default_factory=set)
     waiting: dict[str, str] = field(default_factory=dict)  # left for their location: id -> it
     blocked: set[str] = field(default_factory=set)
@@ -122,25 +132,56 @@ def recover(rt: Runtime, claims: list[Claim]) -> tuple[int, dict[str, Recovered]
     return seen, recover_batch(rt.store, claims, rt.coordinator.options.max_recovery_attempts)
 
 
-def place(
-    store: LocalStore, found: list[str], placement: Placement
-) -> tuple[list[str], dict[str, str]]:
-    """Split `found` into the sessions this worker serves and those it leaves waiting (id ->
-    location), noting the waits (and any others the store knows of) durably."""
-    locations = store.claims.locations(found) if placement.only is None and found else {}
-    served: list[str] = []
+def look(rt: Runtime, placement: Placement, skip: Sequence[str]) -> tuple[bool, bool]:
+    """Whether an orphan is there to take over and whether a ready session is there to
+    reserve (one read, `LocalStore.claims.look`)."""
+    return rt.store.claims.look(
+        owner_is_dead, local_host=host_id(), places=placement.places(), skip=skip
+    )
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """What `reserve` took: the newest global event id read after it (None when nothing is
+    to be driven; an interrupt requested up to it was not for these drains), the
+    reservations to drive, how many it released at once (their location is not served
+    here), and the sessions left waiting for their location (id -> location)."""
+
+    seen: int | None
+    served: list[Reservation]
+    released: int
+    waits: dict[str, str]
+
+
+def reserve(rt: Runtime, limit: int, placement: Placement, skip: Sequence[str]) -> Reserved:
+    """Reserve up to `limit` ready sessions (not in `skip`) this worker serves (`Reserved`);
+    the claims of those it does not serve are released at once and their waits noted
+    durably, with any others the store knows of."""
+    store = rt.store
+    taken = store.claims.reserve(
+        current_owner(),
+        rt.coordinator.options.lease_ms,
+        limit=limit,
+        places=placement.places(),
+        skip=skip,
+    )
+    served: list[Reservation] = []
     waits: dict[str, str] = {}
-    for sid in found:
-        location = locations.get(sid)
+    for reservation in taken:
+        location = reservation.location
         if placement.serves(location):
-            served.append(sid)
+            served.append(reservation)
         else:
             assert location is not None
             placement.unserved.add(location)
-            waits[sid] = location
+            waits[reservation.claim.session_id] = location
+    unserved = [r.claim for r in taken if r.claim.session_id in waits]
+    if unserved:
+        store.claims.release_all(unserved)
     waits.update(store.claims.unnoted_waits(placement.places()))
     store.claims.note_waits(waits)
-    return served, waits
+    seen = store.feed.last_event_id() if served else None
+    return Reserved(seen, served, len(unserved), waits)
 
 
 async def run_worker(
@@ -209,10 +250,15 @@ class _Worker:
             while not self.stop.is_set():
                 self._unstall()
                 slots = self.concurrency - len(self.inflight)
-                claims = await self._take_over(slots)
-                if not await self._start_pending(claims):
+                looked = await self._attempt(look, self.rt, self.placement, sorted(self.stalled))
+                if looked is None:
                     continue  # the store is unavailable: look again (after the backoff)
-                if await self._done(slots, claims):
+                orphans, ready = looked
+                claims = await self._take_over(slots) if orphans else []
+                started = await self._start_ready() if ready and claims is not None else 0
+                if claims is None or started is None:
+                    continue
+                if await self._done(slots, claims, orphans, ready and not started):
                     break
                 change = await self._wait(change)
         finally:
@@ -260,36 +306,51 @@ class _Worker:
             self._start(sid, claim, None if recovered is None else recovered[sid], seen)
         return claims
 
-    async def _start_pending(self, claims: list[Claim] | None) -> bool:
-        """Start a drive for each session with pending input this worker serves; False when
-        the store could not be read."""
-        found = None
-        if claims is not None:
-            found = await self._attempt(candidates, self.rt.store, self.placement)
-        placed = None
-        if found is not None:
-            placed = await self._attempt(place, self.rt.store, found, self.placement)
-        if placed is None:
-            return False
-        served, waits = placed
-        self.stats.waiting.update(waits)
-        for sid in served:
+    async def _start_ready(self) -> int | None:
+        """Reserve ready sessions for the free slots and start their drives; how many were
+        reserved (released ones included), None when the store could not be read."""
+        free = self.concurrency - len(self.inflight)
+        if free <= 0:
+            return 0
+        skip = sorted(self.stalled)
+        reserved = await self._attempt(reserve, self.rt, free, self.placement, skip)
+        if reserved is None:
+            return None
+        self.stats.waiting.update(reserved.waits)
+        self.stats.reserved += len(reserved.served) + reserved.released
+        self.stats.unused += reserved.released
+        ending = [r.claim for r in reserved.served if r.claim.session_id in self.inflight]
+        if ending:  # its drive released the claim and is still ending: let it end
+            self.stats.unused += len(ending)
+            await self._attempt(self.rt.store.claims.release_all, ending)
+        for reservation in reserved.served:
+            claim = reservation.claim
+            sid = claim.session_id
+            if claim in ending:
+                continue
             self.stats.waiting.pop(sid, None)
-            if sid not in self.inflight and sid not in self.stalled:
-                self._start(sid, None)
-        return True
+            self.rt.coordinator.leases.hold(claim, lambda: None)  # alive until the drive starts
+            # No open turn behind a free claim; a call left running is settled by the drain.
+            recovered = None if reservation.running_call else Recovered(None, None)
+            self._start(sid, claim, recovered, reserved.seen)
+        return len(reserved.served) + reserved.released
 
-    async def _done(self, slots: int, claims: list[Claim] | None) -> bool:
+    async def _done(
+        self, slots: int, claims: list[Claim] | None, orphans: bool, missed: bool
+    ) -> bool:
         """Whether a `once` worker is done. It ends only after a look with free slots found
         nothing to take over: drains that ended during this pass's awaits leave `inflight`
         empty with orphans whose owners are dead (their leases still run, so only the store's
-        check sees them; an orphan's row a paused writer still locks is waited for)."""
+        check sees them; an orphan's row a paused writer still locks is waited for). A ready
+        session the reservation passed over (`missed`: its row was locked) is waited for too."""
         if not (self.once and not self.inflight and not self.retrying and slots > 0):
             return False
-        if claims != []:
+        if claims != [] or missed:
             return False
-        orphans = await self._attempt(self.rt.store.claims.any_orphaned, self.placement.places())
-        return orphans is False
+        if not orphans:
+            return True
+        left = await self._attempt(self.rt.store.claims.any_orphaned, self.placement.places())
+        return left is False
 
     async def _wait(self, change: asyncio.Future[None] | None) -> asyncio.Future[None]:
         """Wait for a stop, a drive's end or a change in the store (or the poll interval)."""
@@ -325,8 +386,11 @@ class _Worker:
         progress (paused, blocked, held elsewhere) is left alone for one lease period, one
         whose drain hit a transient store fault is tried again after the backoff."""
         async with self.gate:
-            if self.stop.is_set():
-                return  # a claim taken over stays held, like a shutdown's
+            if self.stop.is_set():  # a claim taken over stays held, like a shutdown's
+                if claim is not None and not claim.taken_over:  # a reservation: nothing ran
+                    self.rt.coordinator.leases.drop(claim)
+                    await self._attempt(self.rt.store.claims.release, claim)
+                return
             try:
                 results = await self.rt.coordinator.resume(
                     sid, claim, recovered=recovered, seen=seen

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     )
     from ._rates import Rate
     from ._reads import InstructionState, RetryState, ToolCallRow, TurnRow
+    from ._ready import Reservation
     from ._records import (
         Admission,
         AdmissionRequest,
@@ -120,6 +121,7 @@ _LAZY = {
     "Admission": "wakeful.store._records",
     "AdmissionRequest": "wakeful.store._records",
     "Claim": "wakeful.store._records",
+    "Reservation": "wakeful.store._ready",
     "Delivered": "wakeful.store._records",
     "DrainStart": "wakeful.store._records",
     "InboxItem": "wakeful.store._records",
@@ -174,6 +176,7 @@ __all__ = [
     "Admission",
     "AdmissionRequest",
     "Claim",
+    "Reservation",
     "ClaimState",
     "ClaimToken",
     "MESSAGE_MAX_BYTES",

@@ -128,11 +128,12 @@ class Tx(Protocol):
         a connection of its own, so no data-writing transaction takes the notify lock)."""
         ...
 
-    def row_lock(self, *, skip_locked: bool = False) -> str:
+    def row_lock(self, *, skip_locked: bool = False, of: str | None = None) -> str:
         """The clause that ends a SELECT locking its rows for this transaction.
 
         PostgreSQL: ``FOR UPDATE`` (``FOR UPDATE SKIP LOCKED`` to pass over rows another
-        transaction holds, so concurrent callers take disjoint rows). SQLite: empty, because its
+        transaction holds, so concurrent callers take disjoint rows; `of` names the one table
+        of a join whose rows are locked). SQLite: empty, because its
         write transaction already holds the database lock.
         """
         ...

@@ -21,6 +21,7 @@ from ._append import ClaimToken
 from ._backend import Pending, Row, iter_chunks
 from ._idle import IdleMixin
 from ._owner import owner_is_dead
+from ._ready import Reservation, look_in, reserve_in
 from ._records import Claim, SessionRow
 
 if TYPE_CHECKING:
@@ -239,6 +240,74 @@ class Claims(IdleMixin):
                 for sid, epoch, attempts in rows
             ]
         return taken
+
+    def reserve(
+        self,
+        owner: str,
+        lease_ms: int,
+        *,
+        limit: int,
+        places: Places = None,
+        skip: Sequence[str] = (),
+    ) -> list[Reservation]:
+        """Take the claims of up to `limit` ready sessions (pending input a promotion would
+        settle, no unreleased claim) for `owner`, in one transaction, those idle longest
+        first; `places` limits them to some locations (`place_filter`), `skip` passes over
+        some. Concurrent callers take disjoint sessions without waiting on each other
+        (PostgreSQL: ``FOR UPDATE SKIP LOCKED``; SQLite: one writer at a time); see
+        `_ready.py`. Nothing is delivered: the drain delivers under the claim."""
+        if limit <= 0:
+            return []
+        where, params = place_filter(places)
+        with self.backend.transaction(write=True) as tx:
+            return reserve_in(
+                tx,
+                owner,
+                lease_ms,
+                self.clock.now_ms(),
+                limit=limit,
+                where=where,
+                params=params,
+                skip=skip,
+            )
+
+    def look(
+        self,
+        is_dead: IsDead,
+        *,
+        local_host: str | None = None,
+        places: Places = None,
+        skip: Sequence[str] = (),
+    ) -> tuple[bool, bool]:
+        """Whether `take_over` would find an orphan (an expired lease, or a live one of a
+        dead owner on `local_host`) and whether `reserve` would find a ready session, in one
+        read that locks nothing (`_ready.look_in`): a worker writes only when there is work."""
+        where, params = place_filter(places)
+        with self.backend.transaction(write=False) as tx:
+            expired, ready, owners = look_in(
+                tx,
+                self.clock.now_ms(),
+                local_host=local_host,
+                where=where,
+                params=params,
+                skip=skip,
+            )
+        return expired or any(is_dead(o) for o in owners), ready
+
+    def release_all(self, claims: Sequence[Claim]) -> set[str]:
+        """Release `claims` (those still ours) in one transaction; return the sessions whose
+        claim was released."""
+        sent: list[Pending] = []
+        with self.backend.transaction(write=True) as tx:
+            for claim in claims:
+                sent.append(
+                    tx.query(
+                        "UPDATE claims SET released = 1 WHERE session_id = ? AND token = ? "
+                        "AND epoch = ? RETURNING session_id",
+                        (claim.session_id, claim.token, claim.epoch),
+                    )
+                )
+        return {r[0] for pending in sent for r in pending.all()}
 
     def any_orphaned(self, places: Places = None) -> bool:
         """Whether an unreleased claim whose lease has run out is left (at a location `places`

@@ -242,5 +242,6 @@ class PgTx:
     def notify(self, session_id: str) -> None:
         self.notified.add(session_id)
 
-    def row_lock(self, *, skip_locked: bool = False) -> str:
-        return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
+    def row_lock(self, *, skip_locked: bool = False, of: str | None = None) -> str:
+        lock = " FOR UPDATE" if of is None else f" FOR UPDATE OF {of}"
+        return lock + " SKIP LOCKED" if skip_locked else lock

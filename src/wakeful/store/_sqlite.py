@@ -132,7 +132,7 @@ class _SqliteTx:
     def notify(self, session_id: str) -> None:
         """Followers poll; nothing to send."""
 
-    def row_lock(self, *, skip_locked: bool = False) -> str:
+    def row_lock(self, *, skip_locked: bool = False, of: str | None = None) -> str:
         """Nothing: BEGIN IMMEDIATE already serializes every writer."""
         return ""
 
