@@ -174,6 +174,15 @@ class StoreConfig(_Section):
     idle_in_transaction_timeout_ms: int = Field(PG_IDLE_IN_TRANSACTION_TIMEOUT_MS, ge=1, le=HOUR_MS)
 
 
+class EncryptionConfig(_Section):
+    """Encryption at rest (docs/encryption.md): the file holding the master key (base64 or hex
+    of 32 bytes; `$WAKEFUL_MASTER_KEY` wins over it) and the keyring's path (default: beside a
+    SQLite file; `$WAKEFUL_KEYRING` wins over it)."""
+
+    key_file: str | None = None
+    keyring: str | None = None
+
+
 class ModelSettings(_Section):
     """What one model, or every model of a family, is given and takes (docs/providers.md).
 
@@ -355,6 +364,7 @@ class Config(_Section):
     retry: RetryConfig = Field(default_factory=RetryConfig)
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    encryption: EncryptionConfig = Field(default_factory=EncryptionConfig)
     providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     permissions: dict[str, Permission] = Field(default_factory=dict)

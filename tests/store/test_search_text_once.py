@@ -11,7 +11,7 @@ from tests.store.helpers import add_message
 from tests.store.test_search import expected, indexed, say
 from wakeful.messages import Message, TextBlock, ToolCallBlock, assistant
 from wakeful.store import SqlStore, _postgres, _search, open_store
-from wakeful.store._migrations import MIGRATIONS
+from wakeful.store._migrations import LATEST, MIGRATIONS
 
 
 def _fill(store: SqlStore) -> list[str]:
@@ -69,8 +69,8 @@ def test_a_database_of_the_previous_schema_upgrades_in_place(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with fresh_database() as url:
-        # The previous schema, written as the previous version wrote it: the text in `body`.
-        monkeypatch.setattr(_postgres, "MIGRATIONS", MIGRATIONS[:-1])
+        # The schema before migration 21, as the previous version wrote it: the text in `body`.
+        monkeypatch.setattr(_postgres, "MIGRATIONS", [m for m in MIGRATIONS if m[0] < 21])
         monkeypatch.setitem(_search._INSERT, "postgres", _search._INSERT["sqlite"])
         old = open_store(url)
         try:
@@ -85,7 +85,7 @@ def test_a_database_of_the_previous_schema_upgrades_in_place(
         store = open_store(url)
         try:
             with store.backend.transaction(write=False) as tx:
-                assert tx.one("SELECT MAX(version) FROM schema_migrations") == (21,)
+                assert tx.one("SELECT MAX(version) FROM schema_migrations") == (LATEST,)
             assert {sid: store.messages(sid) for sid in sids} == transcripts
             assert _searches(store) == found
             assert all(found.values())

@@ -31,6 +31,7 @@ _COMMANDS = {
     "send": "._run",
     "serve": "._serve",
     "session": "._session",
+    "store": "._store_cmd",
     "usage": "._usage",
     "worker": "._run",
 }

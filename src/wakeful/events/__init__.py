@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from ._codec import StoredEvent, dump_event, load_event, load_messages_added
+    from ._codec import (
+        StoredEvent,
+        dump_event,
+        load_event,
+        load_messages_added,
+    )
     from ._evals import (
         CaseResult,
         EvalCase,
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
         shaped,
         without_defaults,
     )
+    from ._sealed import open_body, set_sealed_opener
     from ._shapes import MESSAGE_ADDED_HEAD, SHAPES_DIGEST
     from ._shaping import (
         ArtifactRecorded,
@@ -89,6 +95,8 @@ _LAZY = {
     "dump_event": "wakeful.events._codec",
     "load_event": "wakeful.events._codec",
     "load_messages_added": "wakeful.events._codec",
+    "open_body": "wakeful.events._sealed",
+    "set_sealed_opener": "wakeful.events._sealed",
     "CaseResult": "wakeful.events._evals",
     "EvalCase": "wakeful.events._evals",
     "EvalCaseEnded": "wakeful.events._evals",
@@ -224,4 +232,6 @@ __all__ = [
     "SHAPES_DIGEST",
     "load_event",
     "load_messages_added",
+    "open_body",
+    "set_sealed_opener",
 ]

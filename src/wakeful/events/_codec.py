@@ -12,6 +12,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from ..errors import StoreError, UsageError
+from ._sealed import SEALED, open_body
 from ._types import MessageAdded, SessionEvent
 
 # `dump_event` writes `v` then `type` first (the base model's field order), so the type of a
@@ -58,6 +59,7 @@ def load_event(data: str | bytes) -> SessionEvent:
     `defer_build`), so a body whose opening names its type is validated by that type's model
     alone: a command reading a few kinds of event builds those, not all of them (issue 25,
     cold start). Any other body goes through the whole discriminated union, as before."""
+    data = open_body(data)
     raw = data.encode() if isinstance(data, str) else data
     head = _HEAD.match(raw)
     cls = _event_classes().get(head.group(1).decode()) if head else None
@@ -79,6 +81,8 @@ def load_messages_added(bodies: Sequence[str]) -> list[MessageAdded]:
     so an error names what `load_event` names."""
     if not bodies:
         return []
+    if any(body[:1] == SEALED for body in bodies):
+        bodies = [str(open_body(body)) for body in bodies]
     try:
         return _added_adapter().validate_json("[" + ",".join(bodies) + "]")
     except ValidationError:

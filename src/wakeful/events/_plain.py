@@ -118,6 +118,9 @@ def event_data(body: str | bytes) -> dict[str, Any]:
     """A stored event body as `load_event(body).model_dump(mode="json", exclude_none=True)`
     gives it, read as plain JSON when `shaped` vouches for it, else through the models
     (`StoreError` for a body this version cannot read, as `load_event`)."""
+    from ._sealed import open_body
+
+    body = open_body(body)
     try:
         data = json.loads(body)
         model = EVENTS.get(str(data.get("type"))) if isinstance(data, dict) else None

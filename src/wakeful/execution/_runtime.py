@@ -153,7 +153,9 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         # Which locations this process runs sessions at (a worker's `--location`); None: any
         # directory present on this host.
         self.serves: Callable[[str], bool] | None = None
-        self.store = store or open_store(db, options=self.config.store)
+        self.store = store or open_store(
+            db, options=self.config.store, encryption=self.config.encryption
+        )
         self.model = model or default_model(self.config)
         self.agent_name = agent or self.config.default_agent
         self.listener = listener  # the single listener of earlier versions (LEGACY_KINDS only)

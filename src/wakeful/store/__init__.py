@@ -21,12 +21,27 @@ if TYPE_CHECKING:
     from ._artifacts import ARTIFACTS_PER_SESSION_CAP, Artifact, artifacts_from_metadata
     from ._batch import RecoveryView
     from ._claims import fence
+    from ._encryption import keyring_path
     from ._faults import Outage, is_transient
     from ._feed import Feed
     from ._filemap import DirectoryFileMap, FileMap, FileMapNames, file_map_store
     from ._inbox import sent_message_id
+    from ._keys import (
+        KeyProvider,
+        LocalMasterKey,
+        master_key_from,
+        new_master_key,
+        parse_master_key,
+    )
     from ._media import blob_digest, media_refs
-    from ._open import default_db_path, memory_store, open_store, resolve_db_url
+    from ._open import (
+        default_db_path,
+        encrypt_store_at,
+        memory_store,
+        open_store,
+        resolve_db_url,
+        rotate_key_at,
+    )
     from ._opening import TurnOpening
     from ._owner import current_owner, host_id, owner_is_dead
     from ._protocol import (
@@ -82,6 +97,14 @@ _LAZY = {
     "Artifact": "wakeful.store._artifacts",
     "artifacts_from_metadata": "wakeful.store._artifacts",
     "RecoveryView": "wakeful.store._batch",
+    "encrypt_store_at": "wakeful.store._open",
+    "keyring_path": "wakeful.store._encryption",
+    "rotate_key_at": "wakeful.store._open",
+    "KeyProvider": "wakeful.store._keys",
+    "LocalMasterKey": "wakeful.store._keys",
+    "master_key_from": "wakeful.store._keys",
+    "new_master_key": "wakeful.store._keys",
+    "parse_master_key": "wakeful.store._keys",
     "fence": "wakeful.store._claims",
     "Outage": "wakeful.store._faults",
     "Feed": "wakeful.store._feed",
@@ -155,6 +178,14 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
+    "KeyProvider",
+    "LocalMasterKey",
+    "encrypt_store_at",
+    "keyring_path",
+    "master_key_from",
+    "new_master_key",
+    "parse_master_key",
+    "rotate_key_at",
     "FIRE_HISTORY",
     "FireOutcome",
     "FirePlan",

@@ -84,7 +84,9 @@ class AdmissionMixin:
         # writes is built once, for that statement or for the transaction below.
         prepared = _inbox.enqueued(iid, kind, payload, delivery)
         row = self.backend.admit_alone(
-            *_inbox.server_admission(session_id, iid, kind, payload, delivery, now, prepared)
+            *_inbox.server_admission(
+                session_id, iid, kind, payload, delivery, now, prepared, self.backend.cipher
+            )
         )
         if row is not None:
             admitted = _inbox.admission_outcome(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ClaimLostError, NotFoundError
 from ._backend import Pending, Row, Tx
+from ._cipher import sealed
 from ._listing import listed_ms_after
 from ._media import blob_digest
 from ._projections import project
@@ -104,6 +105,8 @@ def append_events(
     stored: list[StoredEvent] = []
     rows: list[tuple[object, ...]] = []
     bodies = [dump_event(event) for event in events] if data is None else data
+    if tx.cipher is not None:
+        bodies = [sealed(tx.cipher, session_id, body) for body in bodies]
     for event, event_id, body in zip(events, event_ids, bodies, strict=True):
         seq += 1
         rows.append((event_id, session_id, seq, event.type, now_ms, body, epoch))
@@ -176,20 +179,24 @@ def put_blobs_in(tx: Tx, blobs: Sequence[bytes], session_id: str | None, now_ms:
     digests in the order given. Rows go in digest order, so two transactions storing the same
     new blobs wait on each other in one order (no deadlock)."""
     digests = [blob_digest(data) for data in blobs]
-    rows = sorted(dict(zip(digests, blobs, strict=True)).items())
+    cipher = tx.cipher  # an encrypted store seals blobs under its blob key; `size` stays clear
+    rows = [
+        (digest, len(data), data if cipher is None else cipher.seal_blob(digest, data))
+        for digest, data in sorted(dict(zip(digests, blobs, strict=True)).items())
+    ]
     for start in range(0, len(rows), _BLOB_ROWS):
         chunk = rows[start : start + _BLOB_ROWS]
         tx.send(
             "INSERT INTO blobs (digest, size, data, created_ms) VALUES "
             + ", ".join("(?, ?, ?, ?)" for _ in chunk)
             + " ON CONFLICT DO NOTHING",
-            tuple(v for digest, data in chunk for v in (digest, len(data), data, now_ms)),
+            tuple(v for digest, size, data in chunk for v in (digest, size, data, now_ms)),
         )
         if session_id is not None:
             tx.send(
                 "INSERT INTO blob_refs (session_id, digest) VALUES "
                 + ", ".join("(?, ?)" for _ in chunk)
                 + " ON CONFLICT DO NOTHING",
-                tuple(v for digest, _ in chunk for v in (session_id, digest)),
+                tuple(v for digest, _, _ in chunk for v in (session_id, digest)),
             )
     return digests

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from ._cipher import Cipher
 
 Row = tuple[Any, ...]
 Params = Sequence[Any]
@@ -55,6 +58,7 @@ class Tx(Protocol):
     """
 
     kind: str  # "sqlite" or "postgres": the few statements that differ pick theirs by it
+    cipher: Cipher | None  # an encrypted store's keys (`_cipher.py`), None when it is not
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         """Run a query and return its first row, or None."""
@@ -144,6 +148,7 @@ class Backend(Protocol):
 
     kind: str
     url: str
+    cipher: Cipher | None  # set when the store is encrypted (`_cipher.attach`)
 
     def transaction(self, *, write: bool, batched: bool = False) -> AbstractContextManager[Tx]:
         """Open a transaction; commit when the block ends, roll back on an exception.

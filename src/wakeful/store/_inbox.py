@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConflictError, InvalidMessageError, NotFoundError
 from ._append import append_events, put_blobs_in
 from ._backend import Pending, Row, Tx, sha256_hex
+from ._cipher import Cipher, sealed
 from ._records import AdmissionRequest, Delivered, InboxItem, Prelude
 
 if TYPE_CHECKING:
@@ -114,12 +115,15 @@ def server_admission(
     delivery: Delivery,
     now_ms: int,
     prepared: Enqueued | None = None,
+    cipher: Cipher | None = None,
 ) -> tuple[str, str, str, str, str, str, str, int]:
     """The arguments of a server-side admission (`Tx.admit_on_server`, `Backend.admit_alone`):
-    session, input id, kind, delivery, content digest, event type, event JSON, time.
-    `prepared` is `enqueued` of the same input when the caller built it already."""
+    session, input id, kind, delivery, content digest, event type, event JSON (sealed by
+    `cipher`, an encrypted store's), time. `prepared` is `enqueued` of the same input when the
+    caller built it already."""
     p = prepared or enqueued(input_id, kind, payload, delivery)
-    return (session_id, input_id, kind, delivery, p.digest, p.event.type, p.data, now_ms)
+    data = sealed(cipher, session_id, p.data)
+    return (session_id, input_id, kind, delivery, p.digest, p.event.type, data, now_ms)
 
 
 def admission_outcome(
@@ -178,8 +182,9 @@ def admit_in(
     """
     made = prepared or enqueued(input_id, kind, payload, delivery)
     digest = made.digest
+    data = sealed(tx.cipher, session_id, made.data)
     sent = tx.admit_on_server(
-        session_id, input_id, kind, delivery, digest, made.event.type, made.data, now_ms
+        session_id, input_id, kind, delivery, digest, made.event.type, data, now_ms
     )
     if sent is not None:
         return admission_outcome(
@@ -205,7 +210,7 @@ def admit_in(
             raise _conflict(session_id, input_id)
         return item, False
     [stored] = append_events(
-        tx, session_id, [made.event], now_ms, locked=locked, ids=ids, data=[made.data]
+        tx, session_id, [made.event], now_ms, locked=locked, ids=ids, data=[data]
     )
     tx.send(
         "INSERT INTO inbox (session_id, input_id, seq, kind, delivery, digest, status) "

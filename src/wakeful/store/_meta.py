@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ..errors import NotFoundError, UsageError
 from ._append import append_events
 from ._backend import Tx
+from ._cipher import opened
 from ._shaped import merge_metadata
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def _metadata_in(tx: Tx, session_id: str) -> dict[str, JsonValue]:
     row = tx.one("SELECT metadata FROM sessions WHERE id = ?", (session_id,))
     if row is None:
         raise NotFoundError(f"no session {session_id}")
-    loaded = json.loads(row[0]) if row[0] else {}
+    loaded = json.loads(opened(row[0])) if row[0] else {}
     return loaded if isinstance(loaded, dict) else {}
 
 
@@ -82,7 +83,7 @@ class MetaMixin:
                 "ORDER BY key",
                 (session_id, namespace),
             )
-        return {str(k): json.loads(v) for k, v in rows}
+        return {str(k): json.loads(opened(v)) for k, v in rows}
 
     def set_extension_state(
         self, session_id: str, namespace: str, key: str, value: JsonValue

@@ -427,6 +427,11 @@ ALTER TABLE search_docs ALTER COLUMN tsv DROP EXPRESSION;
 ALTER TABLE search_docs DROP COLUMN body
 """
 
+# An encrypted store (docs/encryption.md): its id (its keyring names it), its state (`on`, or
+# `encrypting` while `wakeful store encrypt` runs) and the last session that command sealed.
+_ENCRYPTION = """CREATE TABLE encryption (id INTEGER PRIMARY KEY CHECK (id = 1),
+  store_id TEXT NOT NULL, state TEXT NOT NULL, after_id TEXT)"""
+
 MIGRATIONS: list[tuple[int, str, str, str]] = [
     (
         1,
@@ -560,6 +565,7 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         _SEARCH_TEXT_ONCE_POSTGRES,
     ),
     (22, "rate_buckets", RATE_BUCKETS, RATE_BUCKETS),  # shared rate limits (`_rates.py`)
+    (23, "encryption", _ENCRYPTION, _ENCRYPTION),  # an encrypted store's id and state
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -19,10 +19,12 @@ from ..errors import UsageError
 from ._store import SqlStore
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from ..clock import Clock
-    from ..config import StoreConfig
+    from ..config import EncryptionConfig, StoreConfig
+    from ._keys import KeyProvider
 
 
 def default_db_path() -> Path:
@@ -41,11 +43,31 @@ def resolve_db_url(url: str | None = None) -> str:
 
 
 def open_store(
-    url: str | None = None, *, clock: Clock | None = None, options: StoreConfig | None = None
+    url: str | None = None,
+    *,
+    clock: Clock | None = None,
+    options: StoreConfig | None = None,
+    encryption: EncryptionConfig | None = None,
 ) -> SqlStore:
     """Open (and migrate) the store at `url` (see `resolve_db_url`); `options` are the
     `[store]` timeouts of `wakeful.toml` (defaults when None; opening SQLite without them loads
-    no configuration model, cold start)."""
+    no configuration model, cold start), `encryption` its `[encryption]` keys (without them,
+    the environment's, then `wakeful.toml`'s when the store is encrypted: docs/encryption.md)."""
+    store = open_unattached(url, clock, options)
+    try:
+        from ._encryption import attach
+
+        attach(store.backend, encryption)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def open_unattached(
+    url: str | None, clock: Clock | None = None, options: StoreConfig | None = None
+) -> SqlStore:
+    """`open_store` without its encryption attached (`wakeful store encrypt` opens so)."""
     target = resolve_db_url(url)
     if target.startswith(("http://", "https://")):
         raise UsageError(
@@ -101,3 +123,43 @@ def _installed_backend(scheme: str, url: str, clock: Clock | None) -> SqlStore:
     if not isinstance(store, SqlStore):
         raise UsageError(f"store backend {scheme} ({found[0].value}) did not open a store")
     return store
+
+
+# -- the commands, by store URL ---------------------------------------------------------------
+
+
+def encrypt_store_at(
+    url: str | None,
+    settings: EncryptionConfig | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """`wakeful store encrypt`: open the store at `url` and seal it in place with the
+    configured master key (`encrypt_store`); `UsageError` when no key is configured."""
+    from ._encryption import encrypt_store, settings_keys
+
+    master, keyring = settings_keys(settings)
+    if master is None:
+        raise UsageError(
+            "encrypting a store needs a master key ($WAKEFUL_MASTER_KEY, "
+            "$WAKEFUL_MASTER_KEY_FILE or [encryption] key_file; make one with "
+            "`wakeful store new-key`)"
+        )
+    store = open_unattached(url)
+    try:
+        return encrypt_store(store.backend, master, keyring, progress)
+    finally:
+        store.close()
+
+
+def rotate_key_at(
+    url: str | None, new: KeyProvider, settings: EncryptionConfig | None = None
+) -> int:
+    """`wakeful store rotate-key`: open the store at `url` with its current master key and
+    wrap its keys under `new` (`rotate_key`)."""
+    from ._encryption import rotate_key
+
+    store = open_store(url, encryption=settings)
+    try:
+        return rotate_key(store.backend, new)
+    finally:
+        store.close()

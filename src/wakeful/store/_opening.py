@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import NotFoundError
+from ._cipher import opened
 from ._reads import EVENT_COLS, RetryState, stored_event
 from ._rewind import visible_compactions
 
@@ -90,7 +91,7 @@ def opening_in(
     return TurnOpening(
         approvals=approvals,
         retry=state,
-        work={kind: json.loads(value) for kind, value in work_rows},
+        work={kind: json.loads(opened(value)) for kind, value in work_rows},
         tails=tails,
         compactions=compactions,
         usage=[stored_event(session_id, u) for u in usage_rows if u[0] is not None],

@@ -9,11 +9,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
 from ._backend import Params, Row
+
+if TYPE_CHECKING:
+    from ._cipher import Cipher
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _UNKNOWN = psycopg.pq.TransactionStatus.UNKNOWN
@@ -28,7 +31,9 @@ def _sql(sql: str) -> str:
 
 @contextmanager
 def pipelined(
-    conn: psycopg.Connection[Any], committed: Callable[[str | None], bool]
+    conn: psycopg.Connection[Any],
+    committed: Callable[[str | None], bool],
+    cipher: Cipher | None = None,
 ) -> Iterator[PgTx]:
     """One transaction in pipeline mode: BEGIN travels with the first read, COMMIT with the
     statements sent after the last one (`conn.transaction()` would add two round trips).
@@ -44,7 +49,7 @@ def pipelined(
     try:
         with conn.pipeline() as pipeline:
             conn.execute("BEGIN")
-            tx = PgTx(conn, pipeline)
+            tx = PgTx(conn, pipeline, cipher)
             yield tx
             tx.xid_arrived()  # the id must be here before COMMIT
             committing = True
@@ -119,8 +124,14 @@ class PgTx:
 
     kind = "postgres"
 
-    def __init__(self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None) -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        pipeline: psycopg.Pipeline | None,
+        cipher: Cipher | None = None,
+    ) -> None:
         self._conn = conn
+        self.cipher = cipher
         self._pipeline = pipeline
         self._sink: psycopg.Cursor[Any] | None = None  # `send`'s cursor (see there)
         # A write's transaction id: the cursor and column it arrives in (`xid`).

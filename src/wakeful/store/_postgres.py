@@ -50,6 +50,7 @@ from ._pgtx import NO_CHANNEL, NO_LOCK, PgTx, pipelined
 
 if TYPE_CHECKING:
     from ..config import StoreConfig
+    from ._cipher import Cipher
 
 CHANNEL = "wakeful_events"  # every committed append and admission (followers, the hub)
 # Admissions only: new input, the one change that makes a session startable (a worker waits on
@@ -116,6 +117,7 @@ class PostgresBackend:
         options: StoreConfig | None = None,
     ) -> None:
         self.url = url
+        self.cipher: Cipher | None = None
         self._max_size = max_size
         self._connect_timeout_s = connect_timeout_s
         # The `[store]` timeouts; without options their defaults, and no configuration model.
@@ -212,12 +214,12 @@ class PostgresBackend:
         with self._errors(), self._connection() as conn:
             if not write:
                 if not batched:
-                    yield PgTx(conn, None)
+                    yield PgTx(conn, None, self.cipher)
                     return
                 with conn.pipeline() as pipeline:
-                    yield PgTx(conn, pipeline)
+                    yield PgTx(conn, pipeline, self.cipher)
                 return
-            with pipelined(conn, self._committed) as tx:
+            with pipelined(conn, self._committed, self.cipher) as tx:
                 yield tx
         self._notifier.send(tx.notified, work=tx.admitted)
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _shaped
 from ._backend import Tx
+from ._cipher import sealed
 from ._media import media_refs
 from ._search import index_message, index_title
 
@@ -93,7 +94,8 @@ def _created(tx: Tx, sid: str, seq: int, ev: SessionCreated) -> None:
 def _updated(tx: Tx, sid: str, seq: int, ev: SessionUpdated) -> None:
     for column in ("title", "agent", "model"):
         value = getattr(ev, column)
-        if value is not None:
+        if value is not None:  # the title: sealed in an encrypted store
+            value = sealed(tx.cipher, sid, value) if column == "title" else value
             tx.send(f"UPDATE sessions SET {column} = ? WHERE id = ?", (value, sid))
     if ev.title is not None:
         index_title(tx, sid, ev.title)
@@ -200,7 +202,7 @@ def _work_state(tx: Tx, sid: str, seq: int, ev: WorkStateUpdated) -> None:
     tx.send(  # one upsert, not a delete and an insert (a statement fewer: issue 24)
         "INSERT INTO work_state (session_id, kind, value, seq) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (session_id, kind) DO UPDATE SET value = excluded.value, seq = excluded.seq",
-        (sid, ev.kind, json.dumps(ev.value), seq),
+        (sid, ev.kind, sealed(tx.cipher, sid, json.dumps(ev.value)), seq),
     )
 
 

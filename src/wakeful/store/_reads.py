@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AmbiguousIdError, CorruptStateError, NotFoundError
+from ._cipher import opened
 from ._summaries import summaries_in
 from ._transcript import message_bodies_in
 
@@ -195,7 +196,7 @@ class ReadsMixin:
                 "SELECT kind, value FROM work_state WHERE session_id = ? ORDER BY kind",
                 (session_id,),
             )
-        return {kind: json.loads(value) for kind, value in rows}
+        return {kind: json.loads(opened(value)) for kind, value in rows}
 
     def tool_calls(self, session_id: str, status: str | None = None) -> list[ToolCallRow]:
         """Tool calls of a session in start order, optionally only those with `status`."""

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._cipher import opened_or_none
+
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
@@ -257,7 +259,7 @@ def session_row(row: Sequence[Any]) -> SessionRow:
         row[2],
         row[3],
         row[4],
-        row[5],
+        opened_or_none(row[5]),  # the title (sealed in an encrypted store)
         row[6],
         row[7],
         row[8],

@@ -14,6 +14,7 @@ from .._ids import new_session_id
 from ..errors import NotFoundError, UsageError
 from ._append import append_events
 from ._backend import Tx
+from ._cipher import opened
 from ._listing import LIST_SLACK_MS
 from ._records import ROW_COLS, Page, PruneCounts, session_row
 from ._sessions import get_row, insert_session
@@ -116,7 +117,7 @@ def fork_in(tx: Tx, session_id: str, through: int | None, fields: dict[str, Any]
         fork_seq=upto,
         location=fields.pop("location", parent.location),
         metadata=fields.pop("metadata", None)
-        or (json.loads(meta[0]) if meta and meta[0] else None),
+        or (json.loads(opened(meta[0])) if meta and meta[0] else None),
         **fields,
     )
     insert_session(tx, sid, created, now)
@@ -187,6 +188,8 @@ def delete_trees(tx: Tx, roots: list[str]) -> PruneCounts:
     for table in (*_TABLES, "blob_refs"):
         tx.run(f"DELETE FROM {table} WHERE session_id IN ({marks})", ids)
     tx.run(f"DELETE FROM sessions WHERE id IN ({marks})", ids)
+    if tx.cipher is not None:  # their data keys go: what any copy holds of them is unreadable
+        tx.cipher.forget(ids)
     for digest in digests:
         tx.run(
             "DELETE FROM blobs WHERE digest = ? AND NOT EXISTS "

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConflictError, NotFoundError, UsageError
 from ._append import append_events
 from ._backend import Tx
+from ._cipher import opened
 from ._claims import _alive
 from ._transcript import transcript_in
 
@@ -411,7 +412,7 @@ def _undo_state(tx: Tx, session_id: str) -> tuple[dict[str, JsonValue], dict[str
     if pending:
         return dict(pending[0].undo_work_state), dict(pending[0].undo_instructions)
     work = {
-        str(kind): json.loads(value)
+        str(kind): json.loads(opened(value))
         for kind, value in tx.all(
             "SELECT kind, value FROM work_state WHERE session_id = ?", (session_id,)
         )

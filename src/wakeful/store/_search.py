@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ._backend import Backend, Tx
+from ._cipher import opened
 from ._migrations import SEARCH_FLUSH
 from ._records import SESSION_COLS, SessionRow, session_row
 
@@ -116,6 +117,8 @@ def _clean(text: str) -> str:
 def index_message(tx: Tx, session_id: str, seq: int, message: Message) -> None:
     """Index one transcript message at its `seq` (nothing when it has no searchable text)."""
     body = searchable_text(message)
+    if body and tx.cipher is not None:  # an encrypted store indexes keyed hashes of words
+        body = tx.cipher.word_tokens(body)
     if body:
         tx.send(_INSERT[tx.kind], (session_id, seq, body))
 
@@ -124,6 +127,8 @@ def index_title(tx: Tx, session_id: str, title: str | None) -> None:
     """Make `title` the session's indexed title (replacing the previous one)."""
     tx.send("DELETE FROM search_docs WHERE session_id = ? AND seq = ?", (session_id, TITLE_SEQ))
     body = _clean(title or "")
+    if body and tx.cipher is not None:
+        body = tx.cipher.word_tokens(body)
     if body:
         tx.send(_INSERT[tx.kind], (session_id, TITLE_SEQ, body))
 
@@ -225,7 +230,7 @@ def search_in(
         f"SELECT {cols}, b.seq FROM ({_BEST[kind]}) b {_SESSION[kind]} "
         f"WHERE {' AND '.join(where)} ORDER BY b.score, s.updated_ms DESC, s.id DESC "
         "LIMIT ? OFFSET ?",
-        (_match(kind, words), limit + 1, offset),
+        (_match(kind, _hashed(tx, words)), limit + 1, offset),
     )
     hits = []
     for r in rows[:limit]:
@@ -233,6 +238,16 @@ def search_in(
         text = _hit_text(tx, session, seq, message_at)
         hits.append(SearchHit(session, seq, snippet(text, words)))
     return SearchPage(hits, offset + limit if len(rows) > limit else None)
+
+
+def _hashed(tx: Tx, words: list[str]) -> list[str]:
+    """The words as the index holds them: themselves, or in an encrypted store their keyed
+    hashes (exact words only: a hash keeps no prefix)."""
+    if tx.cipher is None:
+        return words
+    if any(w.endswith("*") for w in words):
+        raise UsageError("this store is encrypted: search takes whole words, not prefixes (word*)")
+    return [tx.cipher.token(w) for w in words]
 
 
 def _hit_text(tx: Tx, session: SessionRow, seq: int, message_at: MessageAt) -> str:
@@ -306,7 +321,7 @@ def _backfill_session(tx: Tx, session_id: str, transcript: Transcript) -> None:
     }
     if TITLE_SEQ not in done:
         title = tx.one("SELECT title FROM sessions WHERE id = ?", (session_id,))
-        index_title(tx, session_id, title[0] if title else None)
+        index_title(tx, session_id, opened(title[0]) if title and title[0] else None)
     for seq, message in transcript(tx, session_id):
         if seq not in done:
             index_message(tx, session_id, seq, message)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConflictError, NotFoundError
 from ._append import append_events
 from ._backend import Tx
+from ._cipher import sealed, sealed_or_none
 from ._records import ROW_COLS, SessionRow, session_row
 
 if TYPE_CHECKING:
@@ -46,13 +47,15 @@ def insert_session(tx: Tx, sid: str, created: SessionCreated, now: int) -> None:
             root,
             created.forked_from,
             created.fork_seq,
-            created.title,
+            sealed_or_none(tx.cipher, sid, created.title),
             created.agent,
             created.model,
             now,
             now,
             now,
-            None if created.metadata is None else json.dumps(created.metadata),
+            None
+            if created.metadata is None
+            else sealed(tx.cipher, sid, json.dumps(created.metadata)),
             location,
         ),
     )

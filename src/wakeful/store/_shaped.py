@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ._backend import Tx
+from ._cipher import opened, sealed
 from ._search import index_message
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def _put_state(
     for kind, value in sorted(work.items()):
         tx.send(
             "INSERT INTO work_state (session_id, kind, value, seq) VALUES (?, ?, ?, ?)",
-            (sid, kind, json.dumps(value), seq),
+            (sid, kind, sealed(tx.cipher, sid, json.dumps(value)), seq),
         )
     tx.send("DELETE FROM instruction_state WHERE session_id = ?", (sid,))
     for key, digest in sorted(instructions.items()):
@@ -129,11 +130,9 @@ def artifact_recorded(tx: Tx, sid: str, seq: int, ev: ArtifactRecorded) -> None:
 def metadata_updated(tx: Tx, sid: str, seq: int, ev: MetadataUpdated) -> None:
     """Merge the patch into `sessions.metadata` by key (None removes a key)."""
     row = tx.one("SELECT metadata FROM sessions WHERE id = ?", (sid,))
-    current = json.loads(row[0]) if row is not None and row[0] else {}
-    tx.send(
-        "UPDATE sessions SET metadata = ? WHERE id = ?",
-        (json.dumps(merge_metadata(current, ev.patch)), sid),
-    )
+    current = json.loads(opened(row[0])) if row is not None and row[0] else {}
+    merged = json.dumps(merge_metadata(current, ev.patch))
+    tx.send("UPDATE sessions SET metadata = ? WHERE id = ?", (sealed(tx.cipher, sid, merged), sid))
 
 
 def merge_metadata(
@@ -158,5 +157,5 @@ def extension_state_set(tx: Tx, sid: str, seq: int, ev: ExtensionStateSet) -> No
     if ev.value is not None:
         tx.send(
             "INSERT INTO extension_state (session_id, namespace, key, value) VALUES (?, ?, ?, ?)",
-            (sid, ev.namespace, ev.key, json.dumps(ev.value)),
+            (sid, ev.namespace, ev.key, sealed(tx.cipher, sid, json.dumps(ev.value))),
         )

@@ -32,6 +32,8 @@ from ._migrations import MIGRATIONS, statements
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ._cipher import Cipher
+
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 DISK_FULL = "the disk is full"
 _RECOVER = "restore a backup, or salvage what is left with `sqlite3 {path} .recover`"
@@ -87,8 +89,9 @@ def _writable(path: str) -> bool:
 class _SqliteTx:
     kind = "sqlite"
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, cipher: Cipher | None) -> None:
         self._conn = conn
+        self.cipher = cipher
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         row: Row | None = self._conn.execute(sql, params).fetchone()
@@ -172,6 +175,7 @@ class SqliteBackend:
         self.url = self.path
         self.poll_s = poll_ms / 1000
         self.read_only = False
+        self.cipher: Cipher | None = None
         self._lock = threading.RLock()
         self._group: _Group | None = None  # the writes waiting for one COMMIT (`_write`)
         self._arriving = 0  # writes waiting for `_lock` (they may join the open group)
@@ -339,7 +343,7 @@ class SqliteBackend:
             except sqlite3.Error as err:
                 raise _translate(err, self.path) from None
             try:
-                yield _SqliteTx(self._reader)
+                yield _SqliteTx(self._reader, self.cipher)
                 self._reader.execute("COMMIT")
             except sqlite3.Error as err:
                 if self._reader.in_transaction:
@@ -378,7 +382,7 @@ class SqliteBackend:
             try:
                 if not opens:
                     self._conn.execute("SAVEPOINT write")
-                yield _SqliteTx(self._conn)
+                yield _SqliteTx(self._conn, self.cipher)
                 if not opens:
                     self._conn.execute("RELEASE write")
             except BaseException as err:
@@ -452,6 +456,18 @@ class SqliteBackend:
     def wait_for_work(self, timeout_s: float) -> None:
         """Sleep one poll interval (bounded by the timeout), as `wait_for_change`."""
         self.wait_for_change(timeout_s)
+
+    def vacuum(self) -> None:
+        """Rewrite the file without its free pages (`VACUUM`, with `secure_delete` so no page
+        keeps what was deleted) and move the WAL into it, emptied (`wakeful store encrypt`)."""
+        with self._lock:
+            self._settle()
+            try:
+                self._conn.execute("PRAGMA secure_delete = ON")
+                self._conn.execute("VACUUM")
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as err:
+                raise _translate(err, self.path) from None
 
     def close(self) -> None:
         """Close the connections (after committing an open group)."""

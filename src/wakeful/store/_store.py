@@ -21,6 +21,7 @@ from ._admission import AdmissionMixin
 from ._append import ClaimToken, append_events, put_blob_in, put_blobs_in
 from ._backend import Backend, Tx, iter_chunks
 from ._batch import BatchMixin
+from ._cipher import open_blob
 from ._claims import Claims, demote_stale
 from ._feed import Feed
 from ._listing import LIST_SLACK_MS
@@ -499,7 +500,7 @@ class SqlStore(
             row = tx.one("SELECT data FROM blobs WHERE digest = ?", (digest,))
         if row is None:
             raise NotFoundError(f"no blob {digest}")
-        return bytes(row[0])
+        return open_blob(self.backend.cipher, digest, bytes(row[0]))
 
     def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
         """The bytes of each blob in `digests`, by digest, read with one statement per 500;
@@ -510,7 +511,7 @@ class SqlStore(
             for chunk in iter_chunks(wanted, 500):
                 marks = ", ".join("?" for _ in chunk)
                 rows = tx.all(f"SELECT digest, data FROM blobs WHERE digest IN ({marks})", chunk)
-                found.update((str(r[0]), bytes(r[1])) for r in rows)
+                found.update((d := str(r[0]), open_blob(tx.cipher, d, bytes(r[1]))) for r in rows)
         missing = [d for d in wanted if d not in found]
         if missing:
             raise NotFoundError(f"no blob {missing[0]}")

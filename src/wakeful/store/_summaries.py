@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._backend import Tx, iter_chunks
+from ._cipher import opened
 from ._records import SessionSummary
 
 FIRST_PROMPT_CHARS = 200  # of a first prompt's text, as a listing shows it
@@ -89,7 +90,7 @@ def _first_prompts(tx: Tx, first_seq: dict[str, int]) -> dict[str, str]:
         f"AND e.seq = i.seq WHERE {where}",
         params,
     )
-    return {str(sid): _prompt_text(json.loads(data).get("payload")) for sid, data in rows}
+    return {str(sid): _prompt_text(json.loads(opened(data)).get("payload")) for sid, data in rows}
 
 
 def _prompt_text(payload: Any) -> str:

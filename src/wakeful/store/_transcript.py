@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NotFoundError, UsageError
 from ._backend import Row, Tx, iter_chunks
 from ._bulk import collector_paused
+from ._cipher import opened
 from ._records import InboxItem
 
 if TYPE_CHECKING:
@@ -59,10 +60,12 @@ def _transcript_rows(
     inbox lookup per message."""
     sessions = "= ?" if len(session_ids) == 1 else f"IN ({', '.join('?' for _ in session_ids)})"
     rows = tx.all(_message_rows(sessions, columns), (*session_ids, after_seq, upto_seq))
+    if tx.cipher is not None:  # an encrypted store: the bodies opened once, here
+        rows = [tuple(opened(v) if isinstance(v, str) else v for v in row) for row in rows]
     if all(row[1] is None for row in rows):
         return rows, {}
     enqueued = tx.all(_enqueued_rows(sessions), (*session_ids, after_seq, upto_seq))
-    return rows, {(str(sid), int(seq)): data for sid, seq, data in enqueued}
+    return rows, {(str(sid), int(seq)): opened(data) for sid, seq, data in enqueued}
 
 
 _LOG_MESSAGE_ROWS = (

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ._backend import Tx, iter_chunks
+from ._cipher import opened
 
 if TYPE_CHECKING:
     from ..events import BudgetNoticed, BudgetRaised
@@ -96,7 +97,7 @@ def _receipt_models(tx: Tx, sessions: Sequence[str]) -> dict[tuple[str, str], st
 
 
 def _model_of(body: str | bytes) -> str | None:
-    data: Any = json.loads(body)
+    data: Any = json.loads(opened(body) if isinstance(body, str) else body)
     model = data.get("model") if isinstance(data, dict) else None
     return model if isinstance(model, str) else None
 
@@ -110,7 +111,7 @@ def _users(tx: Tx, roots: Sequence[str]) -> dict[str, str]:
             f"SELECT id, metadata FROM sessions WHERE id IN ({marks}) AND metadata IS NOT NULL",
             list(chunk),
         ):
-            loaded: Any = json.loads(meta)
+            loaded: Any = json.loads(opened(meta))
             user = loaded.get("user") if isinstance(loaded, dict) else None
             if isinstance(user, str | int):
                 out[str(sid)] = str(user)
