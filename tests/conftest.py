@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -7,6 +9,19 @@ import pytest
 from tests.pg import fresh_database
 from wakeful.clock import FakeClock
 from wakeful.store import SqlStore, open_store
+
+# `WAKEFUL_TEST_ENCRYPTION=1 pytest tests/execution/test_crash.py ...`: the parametrized run of a
+# suite with encryption at rest on (docs/encryption.md). Every store the suite opens, in this
+# process and in the `wakeful` processes it starts (they inherit the environment), is new and so
+# encrypted from its first write, under one test master key and one keyring per test process.
+TEST_MASTER_KEY = "d2FrZWZ1bCB0ZXN0IG1hc3RlciBrZXksIDMyIGJ5dGU="
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("WAKEFUL_TEST_ENCRYPTION") == "1":
+        os.environ.setdefault("WAKEFUL_MASTER_KEY", TEST_MASTER_KEY)
+        keyring = os.path.join(tempfile.gettempdir(), f"wakeful-test-{os.getpid()}.keyring")
+        os.environ.setdefault("WAKEFUL_KEYRING", keyring)
 
 
 @pytest.fixture

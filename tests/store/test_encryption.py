@@ -268,3 +268,22 @@ async def test_markers_are_absent_from_a_pg_dump(tmp_path: Path):
             assert MARK_PROMPT in (store.get_session(sid).title or "")
         finally:
             store.close()
+
+
+def test_the_encrypted_suite_run_encrypts_every_new_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """`WAKEFUL_TEST_ENCRYPTION=1` (tests/conftest.py) sets these two variables: a store a
+    suite then opens without saying anything about keys is encrypted, PostgreSQL's included."""
+    from tests.conftest import TEST_MASTER_KEY
+
+    monkeypatch.setenv("WAKEFUL_MASTER_KEY", TEST_MASTER_KEY)
+    monkeypatch.setenv("WAKEFUL_KEYRING", str(tmp_path / "suite.keyring"))
+    store = open_store(str(tmp_path / "suite.db"))
+    try:
+        assert store.backend.cipher is not None
+        sid = store.create_session(title=MARK_PROMPT).id
+        assert store.get_session(sid).title == MARK_PROMPT
+    finally:
+        store.close()
+    assert MARK_PROMPT.encode() not in (tmp_path / "suite.db").read_bytes()
