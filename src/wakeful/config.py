@@ -137,6 +137,16 @@ class LoopGuardConfig(_Section):
     no_progress_steps: int = Field(20, ge=1, le=MAX_COUNT)
 
 
+class ScopeBudget(_Section):
+    """`[budgets.agents.NAME]` or `[budgets.users.NAME]`: a limit on what every session of an
+    agent, or every session of a user, spends together, in `period` (`day`: the UTC day;
+    `total`: ever). Unset: no limit (docs/spend.md)."""
+
+    tokens: int | None = Field(None, ge=1, le=10**15)
+    usd: float | None = Field(None, gt=0)
+    period: Literal["day", "total"] = "total"
+
+
 class BudgetConfig(_Section):
     """`[budgets]`: limits on what one root session (its children counted in) may spend in
     total, in tokens (input + output) and in USD of priced requests; a turn whose next request
@@ -146,6 +156,9 @@ class BudgetConfig(_Section):
     session_usd: float | None = Field(None, gt=0)
     # The share of a limit at which a notice is written (log and terminal); None: no notice.
     notice_percent: int | None = Field(80, ge=1, le=99)
+    # Per agent and per user (the root session's metadata `user`); "*": each one apart.
+    agents: dict[str, ScopeBudget] = Field(default_factory=dict)
+    users: dict[str, ScopeBudget] = Field(default_factory=dict)
 
 
 class RateLimitConfig(_Section):

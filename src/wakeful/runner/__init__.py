@@ -20,7 +20,7 @@ if TYPE_CHECKING:
         waiting_requests,
     )
     from ._budget import Budget, should_compact
-    from ._budget_gate import BUDGET_KIND
+    from ._budget_gate import BUDGET_KIND, ScopeLimit, Scopes
     from ._compaction import (
         IDLE_REASON,
         LOOKBACK_EVENTS,
@@ -80,6 +80,8 @@ _LAZY = {
     "BUILTIN_AGENTS": "wakeful.runner._agents",
     "Budget": "wakeful.runner._budget",
     "BUDGET_KIND": "wakeful.runner._budget_gate",
+    "ScopeLimit": "wakeful.runner._budget_gate",
+    "Scopes": "wakeful.runner._budget_gate",
     "MessagesSummary": "wakeful.runner._summarize",
     "summarize_messages": "wakeful.runner._summarize",
     "CompactionResult": "wakeful.runner._compaction",
@@ -153,6 +155,8 @@ __all__ = [
     "AwaitingApproval",
     "Budget",
     "BUDGET_KIND",
+    "ScopeLimit",
+    "Scopes",
     "CompactionResult",
     "Compactor",
     "FunctionTool",

@@ -13,6 +13,7 @@ it was written).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from ..config import BudgetConfig
@@ -24,6 +25,23 @@ Marks: TypeAlias = Sequence[BudgetRaised | BudgetNoticed]
 Spend: TypeAlias = Callable[[], Awaitable[tuple[int, float, Marks]]]
 """What the session's root has spent so far (tokens, input + output; priced USD), and the
 `budget.raised` events of its log and the `budget.noticed` of its and the session's, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeLimit:
+    """What an agent's or a user's sessions spent together (`label`: `agent build today`),
+    against its `[budgets.agents]` / `[budgets.users]` limits (`where`: that table)."""
+
+    label: str
+    where: str
+    tokens: int
+    usd: float
+    max_tokens: int | None
+    max_usd: float | None
+
+
+Scopes: TypeAlias = Callable[[], Awaitable[Sequence[ScopeLimit]]]
+"""The agent and user limits that apply to a session, with what their sessions spent."""
 
 
 class BudgetExceeded(Exception):
@@ -40,6 +58,20 @@ def limits(config: BudgetConfig, raises: Sequence[BudgetRaised]) -> tuple[int | 
         tokens = tokens + r.add_tokens if tokens is not None else None
         usd = usd + r.add_usd if usd is not None else None
     return tokens, usd
+
+
+async def check_scopes(scopes: Scopes | None) -> None:
+    """`BudgetExceeded` when an agent's or a user's sessions spent a limit that applies."""
+    for s in await scopes() if scopes is not None else ():
+        hint = f" (to raise it: {s.where} in wakeful.toml)"
+        if s.max_tokens is not None and s.tokens >= s.max_tokens:
+            raise BudgetExceeded(
+                f"budget: {s.label} used {s.tokens:,} of its {s.max_tokens:,} tokens" + hint
+            )
+        if s.max_usd is not None and s.usd >= s.max_usd:
+            raise BudgetExceeded(
+                f"budget: {s.label} spent ${s.usd:.4f} of its ${s.max_usd:.4f}" + hint
+            )
 
 
 async def check_budget(config: BudgetConfig, spend: Spend | None) -> BudgetNoticed | None:

@@ -21,7 +21,7 @@ from ..events import Decision, Outcome
 from ..instructions import Source
 from ..providers import Provider, Usage, make_provider
 from ._agents import Agent
-from ._budget_gate import Spend
+from ._budget_gate import Scopes, Spend
 from ._pricing import PriceTable, default_table
 from .tools import PermissionPolicy, Tool, ToolContext
 
@@ -121,6 +121,8 @@ class RunContext:
     # `_budget_gate.py`; None: nothing is counted, as for a turn without a store).
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     spend: Spend | None = None
+    # The agent's and user's limits that apply, with what they spent (None: none configured).
+    scopes: Scopes | None = None
     # The shared rate limits each request takes from first (`_rate_gate.py`); None: none.
     rates: RateGate | None = None
 

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from ..errors import RateLimitError
 from ..events import RetryScheduled, SessionEvent
-from ._budget_gate import check_budget
+from ._budget_gate import check_budget, check_scopes
 from ._context import RunContext
 from ._port import SessionPort
 from ._turn_state import TurnState
@@ -42,6 +42,8 @@ async def before_request(
 ) -> bool:
     """The budget (a step's first attempt; `BudgetExceeded` pauses the turn) and the rate
     limit `attempt` of `state`'s step waits for; whether a rate wait was scheduled."""
+    if attempt == 1:
+        await check_scopes(ctx.scopes)
     if attempt == 1 and (notice := await check_budget(ctx.budget, ctx.spend)) is not None:
         await commit([notice])
         live("notice", text=notice.text, about="budget")

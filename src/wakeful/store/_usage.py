@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ..errors import UsageError
 from ._backend import Tx, iter_chunks
@@ -23,6 +23,9 @@ from ._cipher import opened
 if TYPE_CHECKING:
     from ..events import BudgetNoticed, BudgetRaised
     from ._backend import Backend
+
+ScopeAsk: TypeAlias = tuple[Literal["agent", "user"], str, int | None]
+"""A budget scope asked about: agent or user, its name, and since when (None: ever)."""
 
 _USAGE_ROWS = (
     "SELECT e.session_id, e.at_ms, e.data, s.root_id, s.agent, s.model FROM events e "
@@ -111,10 +114,9 @@ def _users(tx: Tx, roots: Sequence[str]) -> dict[str, str]:
             f"SELECT id, metadata FROM sessions WHERE id IN ({marks}) AND metadata IS NOT NULL",
             list(chunk),
         ):
-            loaded: Any = json.loads(opened(meta))
-            user = loaded.get("user") if isinstance(loaded, dict) else None
-            if isinstance(user, str | int):
-                out[str(sid)] = str(user)
+            user = _meta_user(meta)
+            if user is not None:
+                out[str(sid)] = user
     return out
 
 
@@ -127,6 +129,60 @@ def root_spend_in(tx: Tx, root_id: str) -> tuple[int, float]:
         (root_id,),
     )
     return (0, 0.0) if row is None else (int(row[0]), float(row[1]))
+
+
+_DAY_USAGE = (
+    "SELECT s.agent, s.root_id, e.data FROM events e JOIN sessions s ON s.id = e.session_id "
+    "WHERE e.type = 'usage.recorded' AND e.at_ms >= ?"
+)
+
+
+def _spent(bodies: Sequence[str | bytes]) -> tuple[int, float]:
+    """The tokens (input + output) and priced USD of `usage.recorded` bodies."""
+    from ..events import event_data
+
+    data = [event_data(b) for b in bodies]
+    tokens = sum(int(d.get("input_tokens", 0)) + int(d.get("output_tokens", 0)) for d in data)
+    return tokens, sum(float(d.get("cost_usd") or 0.0) for d in data)
+
+
+def _user_roots(tx: Tx, user: str) -> list[str]:
+    """The root sessions whose metadata names `user` (a scan of the roots with metadata, which
+    may be sealed: no text match in SQL)."""
+    rows = tx.all(
+        "SELECT id, metadata FROM sessions WHERE parent_id IS NULL AND metadata IS NOT NULL"
+    )
+    return [str(r[0]) for r in rows if _meta_user(r[1]) == user]
+
+
+def _meta_user(meta: str | None) -> str | None:
+    loaded: Any = json.loads(opened(meta)) if meta else None
+    user = loaded.get("user") if isinstance(loaded, dict) else None
+    return str(user) if isinstance(user, str | int) else None
+
+
+def agent_spend_in(tx: Tx, agent: str, since_ms: int | None) -> tuple[int, float]:
+    """What every session of `agent` spent (since `since_ms`, when given)."""
+    if since_ms is None:
+        row = tx.one(
+            "SELECT COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost_usd), 0) "
+            "FROM sessions WHERE agent = ?",
+            (agent,),
+        )
+        return (0, 0.0) if row is None else (int(row[0]), float(row[1]))
+    return _spent([r[2] for r in tx.all(_DAY_USAGE + " AND s.agent = ?", (since_ms, agent))])
+
+
+def user_spend_in(tx: Tx, user: str, since_ms: int | None) -> tuple[int, float]:
+    """What every session of `user` (its root's metadata) spent (since `since_ms`)."""
+    roots = set(_user_roots(tx, user))
+    if since_ms is not None:
+        return _spent([r[2] for r in tx.all(_DAY_USAGE, (since_ms,)) if str(r[1]) in roots])
+    tokens, usd = 0, 0.0
+    for root in sorted(roots):
+        t, u = root_spend_in(tx, root)
+        tokens, usd = tokens + t, usd + u
+    return tokens, usd
 
 
 class UsageMixin:
@@ -155,6 +211,20 @@ class UsageMixin:
                 marks += events_in(tx, session_id, 0, None, ("budget.noticed",))
         kinds = (BudgetRaised, BudgetNoticed)
         return tokens, usd, [e.event for e in marks if isinstance(e.event, kinds)]
+
+    def scope_spend(
+        self, root_id: str, scopes: Callable[[str | None], Sequence[ScopeAsk]]
+    ) -> list[tuple[ScopeAsk, int, float]]:
+        """In one read: the user of `root_id` (its metadata's `user`), the scopes `scopes`
+        asks about for it (agent or user, a name, since when), and what each spent."""
+        with self.backend.transaction(write=False) as tx:
+            user = _users(tx, [root_id]).get(root_id)
+            out: list[tuple[ScopeAsk, int, float]] = []
+            for ask in scopes(user):
+                kind, name, since = ask
+                read = agent_spend_in if kind == "agent" else user_spend_in
+                out.append((ask, *read(tx, name, since)))
+        return out
 
     def usage_records(self, since_ms: int | None = None) -> list[UsageRecord]:
         """Every request's recorded usage (at or after `since_ms`, when given), one record per

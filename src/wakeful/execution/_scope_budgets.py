@@ -1,0 +1,70 @@
+"""Which `[budgets.agents]` and `[budgets.users]` limits apply to a session, read with what
+their sessions spent (`docs/spend.md`, "Budgets per agent and per user").
+
+An agent's limit counts every session run by that agent (a child counts under its own
+agent); a user's counts every session whose root's metadata names that user (the same `user`
+the usage report groups by). A named entry applies to that name; `"*"` applies to each other
+name apart (every agent, or every user, its own limit). `period = "day"` counts the current
+UTC day's requests, `total` everything recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from ..config import DAY_MS, BudgetConfig, ScopeBudget
+from ..runner import ScopeLimit, Scopes
+
+ScopeAsk = tuple[Literal["agent", "user"], str, int | None]
+ScopeRead = Callable[
+    [str, Callable[[str | None], Sequence[ScopeAsk]]], Sequence[tuple[ScopeAsk, int, float]]
+]
+
+
+def _rule(table: dict[str, ScopeBudget], name: str | None) -> tuple[str, ScopeBudget] | None:
+    """The entry of `table` for `name`: its own, else `"*"`; None without a name or entry."""
+    if name is None:
+        return None
+    if name in table:
+        return name, table[name]
+    return ("*", table["*"]) if "*" in table else None
+
+
+def scope_limits(
+    read: ScopeRead, now_ms: Callable[[], int], budgets: BudgetConfig, root_id: str, agent: str
+) -> Scopes | None:
+    """The session's `Scopes` (None when no agent or user limit is configured): `read` is
+    the store's `scope_spend`, `now_ms` its clock."""
+    if not budgets.agents and not budgets.users:
+        return None
+
+    def limits() -> list[ScopeLimit]:
+        now = now_ms()
+        rules: dict[ScopeAsk, tuple[str, ScopeBudget]] = {}
+
+        def asks(user: str | None) -> list[ScopeAsk]:
+            for kind, table, name in (
+                ("agent", budgets.agents, agent),
+                ("user", budgets.users, user),
+            ):
+                found = _rule(table, name)
+                if found is not None and name is not None:
+                    since = now - now % DAY_MS if found[1].period == "day" else None
+                    rules[(kind, name, since)] = found  # type: ignore[index]
+            return list(rules)
+
+        out = []
+        for ask, tokens, usd in read(root_id, asks):
+            kind, name, since = ask
+            key, rule = rules[ask]
+            label = f"{kind} {name}" + (" today" if since is not None else "")
+            where = f"[budgets.{kind}s.{key if key != '*' else chr(34) + '*' + chr(34)}]"
+            out.append(ScopeLimit(label, where, tokens, usd, rule.tokens, rule.usd))
+        return out
+
+    async def read_limits() -> list[ScopeLimit]:
+        return await asyncio.to_thread(limits)
+
+    return read_limits

@@ -1,0 +1,111 @@
+"""Budgets per agent and per user (`[budgets.agents]`, `[budgets.users]`, docs/spend.md):
+every session of the agent, or of the user (the root's metadata `user`), counted together, in
+total or per UTC day; a session starting past one pauses before its first request."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from wakeful.clock import FakeClock
+from wakeful.config import DAY_MS, BudgetConfig, Config, ScopeBudget
+from wakeful.events import UsageRecorded
+from wakeful.execution import Runtime
+from wakeful.runner import TurnResult
+from wakeful.store import SqlStore
+from wakeful.store._usage import ScopeAsk
+
+
+def _model(tmp_path: Path) -> str:
+    calls = [{"tool_calls": [{"name": "goal_set", "input": {"goal": f"g{i}"}}]} for i in range(30)]
+    path = tmp_path / "spend.json"
+    path.write_text(json.dumps({"rules": [{"match": ".", "replies": [*calls, {"text": "done"}]}]}))
+    return f"scripted:{path}"
+
+
+def _requests(rt: Runtime, sid: str) -> int:
+    return sum(isinstance(e.event, UsageRecorded) for e in rt.store.events(sid))
+
+
+async def _run_as(rt: Runtime, user: str | None) -> tuple[str, TurnResult]:
+    sent = rt.send("work", resume=False)
+    if user is not None:
+        rt.update_metadata(sent.session_id, {"user": user})
+    [turn] = await rt.drive_input(sent.session_id, sent.input_id)
+    return sent.session_id, turn
+
+
+async def test_an_agent_budget_counts_every_session_of_the_agent(tmp_path: Path) -> None:
+    budgets = BudgetConfig(agents={"build": ScopeBudget(tokens=5_000)})
+    rt = Runtime(
+        str(tmp_path / "s.db"),
+        model=_model(tmp_path),
+        workspace=tmp_path,
+        config=Config(budgets=budgets),
+    )
+    try:
+        first, turn = await _run_as(rt, None)
+        assert (turn.outcome, turn.error_kind) == ("paused", "budget")
+        assert "agent build used" in (turn.error or "") and "of its 5,000 tokens" in (
+            turn.error or ""
+        )
+        assert "[budgets.agents.build] in wakeful.toml" in (turn.error or "")
+        assert _requests(rt, first) >= 2
+        second, turn = await _run_as(rt, None)  # the agent spent it: no request at all
+        assert (turn.outcome, turn.error_kind) == ("paused", "budget")
+        assert _requests(rt, second) == 0
+    finally:
+        await rt.aclose()
+
+
+async def test_a_daily_user_budget_is_each_users_own(tmp_path: Path) -> None:
+    budgets = BudgetConfig(users={"*": ScopeBudget(tokens=5_000, period="day")})
+    rt = Runtime(
+        str(tmp_path / "s.db"),
+        model=_model(tmp_path),
+        workspace=tmp_path,
+        config=Config(budgets=budgets),
+    )
+    try:
+        alice, turn = await _run_as(rt, "alice")
+        assert turn.error_kind == "budget" and "user alice today used" in (turn.error or "")
+        assert '[budgets.users."*"]' in (turn.error or "")
+        again, turn = await _run_as(rt, "alice")
+        assert turn.error_kind == "budget" and _requests(rt, again) == 0
+        bob, turn = await _run_as(rt, "bob")  # bob's day is his own
+        assert turn.error_kind == "budget" and "user bob today" in (turn.error or "")
+        assert _requests(rt, bob) >= 2
+        nobody, turn = await _run_as(rt, None)  # no user: no user limit applies
+        assert turn.outcome == "completed"
+        assert rt.store.scope_spend(alice, lambda user: [("user", "alice", 0)])[0][1] >= 5_000
+    finally:
+        await rt.aclose()
+
+
+def test_scope_spend_reads_agents_and_users_by_day_or_in_total(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    alice = store.create_session(agent="build", metadata={"user": "alice"})
+    child = store.create_session(agent="explore", parent_id=alice.id, root_id=alice.id)
+    other = store.create_session(agent="build", metadata={"user": "bob"})
+    store.append(alice.id, [UsageRecorded(input_tokens=100, output_tokens=10, cost_usd=0.5)])
+    clock.advance(DAY_MS)
+    today = clock.now_ms() - clock.now_ms() % DAY_MS
+    store.append(child.id, [UsageRecorded(input_tokens=20, output_tokens=2, cost_usd=0.25)])
+    store.append(other.id, [UsageRecorded(input_tokens=7, output_tokens=1)])  # unpriced
+
+    def spent(*asks: ScopeAsk) -> list[tuple[int, float]]:
+        return [(t, u) for _ask, t, u in store.scope_spend(alice.id, lambda _user: list(asks))]
+
+    assert spent(("agent", "build", None), ("agent", "build", today)) == [(118, 0.5), (8, 0.0)]
+    assert spent(("user", "alice", None), ("user", "alice", today)) == [(132, 0.75), (22, 0.25)]
+    assert spent(("user", "carol", None), ("agent", "explore", None)) == [(0, 0.0), (22, 0.25)]
+    seen: list[str | None] = []
+
+    def note(user: str | None) -> list[ScopeAsk]:
+        seen.append(user)
+        return []
+
+    store.scope_spend(child.id, note)
+    store.scope_spend(alice.id, note)
+    assert seen == [None, "alice"]  # the user is the root's (a child is asked by its root)
