@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._admit_sql import ADMIT_FUNCTION, ADMIT_FUNCTION_2, ADMIT_FUNCTION_11, QUIET_ADMIT
 from ._rates import RATE_BUCKETS
+from ._usage import USAGE_AT
 
 _TABLES = """
 CREATE TABLE sessions (
@@ -432,10 +433,6 @@ ALTER TABLE search_docs DROP COLUMN body
 _ENCRYPTION = """CREATE TABLE encryption (id INTEGER PRIMARY KEY CHECK (id = 1),
   store_id TEXT NOT NULL, state TEXT NOT NULL, after_id TEXT)"""
 
-# The requests' usage by time, for what a per-day budget reads (`_usage.py`): one entry per
-# request, none for the other events.
-_USAGE_AT = "CREATE INDEX events_usage_at ON events (at_ms) WHERE type = 'usage.recorded'"
-
 MIGRATIONS: list[tuple[int, str, str, str]] = [
     (
         1,
@@ -570,7 +567,7 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
     ),
     (22, "rate_buckets", RATE_BUCKETS, RATE_BUCKETS),  # shared rate limits (`_rates.py`)
     (23, "encryption", _ENCRYPTION, _ENCRYPTION),  # an encrypted store's id and state
-    (24, "usage_by_time", _USAGE_AT, _USAGE_AT),  # a day's usage: per-day budgets (`_usage.py`)
+    (24, "usage_by_time", USAGE_AT, USAGE_AT),  # a day's usage: per-day budgets (`_usage.py`)
 ]
 
 LATEST = MIGRATIONS[-1][0]
