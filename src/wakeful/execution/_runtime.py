@@ -322,8 +322,7 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
             budget=config.budgets,
             spend=partial(asyncio.to_thread, self.store.budget_spend, row.root_id, session_id),
             rates=StoreRates(self.store, config) if config.rate_limits else None,
-            scopes=scope_limits(self.store.scope_spend, self.store.clock.now_ms,
-                                config.budgets, row.root_id, agent.name),
+            scopes=scope_limits(self.store, config.budgets, row.root_id, agent.name),
             refresh=refresher(self.store, session_id, (row.agent, row.model),
                               lambda: self._context(session_id, interrupt).ctx),
         )  # fmt: skip

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Literal, Protocol
 
+from ..clock import Clock
 from ..config import DAY_MS, BudgetConfig, ScopeBudget
 from ..runner import ScopeLimit, Scopes
 
 ScopeAsk = tuple[Literal["agent", "user"], str, int | None]
-ScopeRead = Callable[
-    [str, Callable[[str | None], Sequence[ScopeAsk]]], Sequence[tuple[ScopeAsk, int, float]]
-]
 
 
 def _rule(table: dict[str, ScopeBudget], name: str | None) -> tuple[str, ScopeBudget] | None:
@@ -32,13 +30,28 @@ def _rule(table: dict[str, ScopeBudget], name: str | None) -> tuple[str, ScopeBu
     return ("*", table["*"]) if "*" in table else None
 
 
+class SpendStore(Protocol):
+    """What the agent and user limits read of the store."""
+
+    @property
+    def clock(self) -> Clock:
+        """The store's clock."""
+        ...
+
+    def scope_spend(
+        self, root_id: str, scopes: Callable[[str | None], Sequence[ScopeAsk]]
+    ) -> Sequence[tuple[ScopeAsk, int, float]]:
+        """What each scope asked about spent (`store/_usage.py`)."""
+        ...
+
+
 def scope_limits(
-    read: ScopeRead, now_ms: Callable[[], int], budgets: BudgetConfig, root_id: str, agent: str
+    store: SpendStore, budgets: BudgetConfig, root_id: str, agent: str
 ) -> Scopes | None:
-    """The session's `Scopes` (None when no agent or user limit is configured): `read` is
-    the store's `scope_spend`, `now_ms` its clock."""
+    """The session's `Scopes` (None when no agent or user limit is configured)."""
     if not budgets.agents and not budgets.users:
         return None
+    read, now_ms = store.scope_spend, store.clock.now_ms
 
     def limits() -> list[ScopeLimit]:
         now = now_ms()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ._admit_sql import ADMIT_FUNCTION, ADMIT_FUNCTION_2, ADMIT_FUNCTION_11, QUIET_ADMIT
 from ._rates import RATE_BUCKETS
-from ._usage import USAGE_AT
+from ._usage_index import USAGE_AT
 
 _TABLES = """
 CREATE TABLE sessions (

@@ -131,11 +131,7 @@ def root_spend_in(tx: Tx, root_id: str) -> tuple[int, float]:
     return (0, 0.0) if row is None else (int(row[0]), float(row[1]))
 
 
-# Migration 24: the requests' usage by time, for what a per-day budget reads (`_DAY_USAGE`):
-# one entry per request, none for the other events.
-USAGE_AT = "CREATE INDEX events_usage_at ON events (at_ms) WHERE type = 'usage.recorded'"
-
-_DAY_USAGE = (
+_DAY_USAGE = (  # through migration 24's index (`_usage_index.py`)
     "SELECT s.agent, s.root_id, e.data FROM events e JOIN sessions s ON s.id = e.session_id "
     "WHERE e.type = 'usage.recorded' AND e.at_ms >= ?"
 )
