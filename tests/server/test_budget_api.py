@@ -24,6 +24,10 @@ def test_a_budget_raise_over_the_api_continues_the_session(make_server: MakeServ
     [turn] = r.json()["admission"]["turns"]
     assert turn["outcome"] == "paused" and turn["error"].startswith("budget:"), turn
     sid = r.json()["session"]["id"]
+    page = c.get(f"/ui/sessions/{sid}")  # the inspector's raise button posts to the same route
+    assert page.status_code == 200 and 'id="budget-form"' in page.text
+    script_js = c.get("/ui/static/session.js").text
+    assert '"/sessions/" + sid + "/budget"' in script_js
     bad = c.post(f"/sessions/{sid}/budget", json={"amount": "+5eur"})
     assert bad.status_code == 422 and "budget amount" in bad.json()["reason"]
     assert served.runtime.store.events(sid, types=("budget.raised",)) == []

@@ -543,6 +543,20 @@
     });
   });
 
+  // -- the budget: raise it (POST /sessions/{id}/budget, the CSRF header as every change); a
+  // session its budget paused is continued by the server ---------------------------------------
+  var budgetStatus = document.getElementById("budget-status");
+  document.getElementById("budget-form").addEventListener("submit", function (e) {
+    e.preventDefault();
+    var amount = document.getElementById("budget-amount").value.trim();
+    budgetStatus.textContent = "raising…";
+    wk.api("POST", "/sessions/" + sid + "/budget", { amount: amount, resume: true }).then(function (res) {
+      if (!res.ok) { budgetStatus.textContent = "error: " + res.data.reason; return; }
+      budgetStatus.textContent = "raised" + (res.data.input_id ? ", continuing: " + res.data.input_id : " (it was not paused by its budget)");
+      document.getElementById("budget-amount").value = "";
+    });
+  });
+
   // -- rewind: revert to just before a turn (the server interrupts a running one first), and
   // undo it; the page is rendered again from the store afterwards ----------------------------
   var rewindStatus = document.getElementById("rewind-status");
