@@ -180,16 +180,16 @@ async def test_input_admitted_while_the_claim_is_released_is_driven(db_url: str,
     rt = runtime(db_url, tmp_path, model)
     other = runtime(db_url, tmp_path, model)
     sid = rt.send("first", resume=False).session_id
-    release = rt.store.claims.release
+    release = rt.store.claims.release_and_look
     late: list[object] = []
 
-    def release_after_a_late_admission(claim: object) -> bool:
+    def release_after_a_late_admission(claim: object) -> tuple[bool, bool]:
         if not late:
             late.append(other.send("late", session_id=sid, resume=False))
             assert other.store.current_claim(sid) is not None  # a wake there would be busy
         return release(claim)  # type: ignore[arg-type]
 
-    rt.store.claims.release = release_after_a_late_admission  # type: ignore[method-assign]
+    rt.store.claims.release_and_look = release_after_a_late_admission  # type: ignore[method-assign]
     turns = await rt.resume(sid)
     assert [t.outcome for t in turns] == ["completed", "completed"]
     assert rt.store.pending(sid) == []

@@ -170,3 +170,14 @@ def test_postgres_reservations_skip_locked_rows_instead_of_waiting(clock: FakeCl
             assert len(store.claims.reserve("b", LEASE, limit=10)) == 2
         finally:
             store.close()
+
+
+def test_release_and_look_frees_the_claim_and_sees_pending_input(store: SqlStore):
+    [sid] = ready(store, 1)
+    [r] = store.claims.reserve("me", LEASE, limit=1)
+    assert store.claims.release_and_look(r.claim) == (True, True)  # its input still waits
+    assert store.current_claim(sid) is None
+    assert store.claims.release_and_look(r.claim) == (False, True)  # not ours any more
+    [again] = store.claims.reserve("me", LEASE, limit=1)
+    store.promote(sid, idle=True, claim=fence(again.claim))
+    assert store.claims.release_and_look(again.claim) == (True, False)

@@ -174,6 +174,8 @@ class Coordinator:
         """Whether input is pending after a drain that ended by running out of input."""
         if result.turns and result.turns[-1].outcome in STOP_OUTCOMES:
             return False
+        if result.pending is not None:  # looked at as the drain released its claim
+            return result.pending
         return bool(await off_loop(self.store.pending, session_id))
 
     async def _newest_id(self) -> int | None:

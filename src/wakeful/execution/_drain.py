@@ -67,6 +67,7 @@ class DrainResult:
     shutdown: bool = False
     waiting_for: str | None = None  # the session's location is not served here: not run
     delivered: bool = False  # some input (or a decision, a control item) was delivered
+    pending: bool | None = None  # input pending as the claim was released (None: not looked)
 
 
 async def drain(
@@ -121,8 +122,8 @@ async def drain(
         raise
     finally:
         leases.drop(claim)
-        if release:
-            await off_loop(store.claims.release, claim)
+        if release:  # and look at the inbox in the same transaction (`_coordinator`)
+            _, result.pending = await off_loop(store.claims.release_and_look, claim)
         port.publish("session_end", session_end_data(result))
     return result
 

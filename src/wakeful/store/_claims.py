@@ -363,6 +363,25 @@ class Claims(IdleMixin):
             )
         return changed == 1
 
+    def release_and_look(self, claim: Claim) -> tuple[bool, bool]:
+        """Release the claim if still ours and say whether input is pending, in one
+        transaction: whether it was released, and whether an item waits. The session's row
+        is locked first, as an admission locks it, so an admission either committed before
+        (its item is seen here) or commits after this release (and its wake finds the claim
+        free): no input is left waiting for a driver that already left."""
+        sid = claim.session_id
+        with self.backend.transaction(write=True) as tx:
+            tx.lock_query(sid)  # read with the rest: one round trip on PostgreSQL
+            released = tx.query(
+                "UPDATE claims SET released = 1 WHERE session_id = ? AND token = ? AND epoch = ? "
+                "AND released = 0 RETURNING session_id",
+                (sid, claim.token, claim.epoch),
+            )
+            pending = tx.query(
+                "SELECT 1 FROM inbox WHERE session_id = ? AND status = 'pending' LIMIT 1", (sid,)
+            )
+        return released.one() is not None, pending.one() is not None
+
     def is_live(self, session_id: str) -> bool:
         """Whether a driver that may still run holds the session (an unreleased claim whose
         lease holds and whose owner is not a dead process on this host)."""
