@@ -1,6 +1,7 @@
-"""SQLite's full-text index takes new rows in batches (migration 20, issue 25): a row above
-`search_indexed.upto` waits until the row that completes a batch, or a search, indexes it. A search still
-finds every committed message, and the index never holds a deleted row nor misses a kept one."""
+"""SQLite's full-text index takes new rows in batches (migration 20, issue 25; since migration 25
+a message's entry is its `messages` row, at its event's id): a message above `search_indexed.upto`
+waits until the message that completes a batch, or a search, indexes it. A search still finds
+every committed message, and the index never holds a deleted row nor misses a kept one."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ import pytest
 from wakeful.events import MessageAdded
 from wakeful.messages import user
 from wakeful.store import SqlStore, _sqlite, open_store
-from wakeful.store._migrations import MIGRATIONS, SEARCH_BATCH
+from wakeful.store._migrations import MIGRATIONS
+from wakeful.store._search_log import SEARCH_BATCH
+
+# The messages whose entries wait for their batch.
+WAITING = (
+    "SELECT COUNT(*) FROM events e CROSS JOIN messages m ON m.session_id = e.session_id "
+    "AND m.seq = e.seq WHERE e.id > (SELECT upto FROM search_indexed)"
+)
 
 
 @pytest.fixture
@@ -31,12 +39,12 @@ def _conn(store: SqlStore) -> sqlite3.Connection:
 
 
 def _pending(store: SqlStore) -> int:
-    waiting = "SELECT COUNT(*) FROM search_docs WHERE id > (SELECT upto FROM search_indexed)"
-    return int(_conn(store).execute(waiting).fetchone()[0])
+    return int(_conn(store).execute(WAITING).fetchone()[0])
 
 
 def _index_matches_content(store: SqlStore) -> None:
-    """FTS5's check of the index against `search_docs` (every row indexed, nothing else)."""
+    """FTS5's check of the index against the text its view reads from the log (every row
+    indexed with exactly that text, nothing else)."""
     _conn(store).execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
 
 
@@ -64,8 +72,7 @@ def test_closing_the_store_indexes_what_waits(tmp_path: Path) -> None:
     store.close()
     conn = sqlite3.connect(path)
     try:
-        waiting = "SELECT COUNT(*) FROM search_docs WHERE id > (SELECT upto FROM search_indexed)"
-        assert conn.execute(waiting).fetchone()[0] == 0
+        assert conn.execute(WAITING).fetchone()[0] == 0
         hits = "SELECT COUNT(*) FROM search_fts WHERE search_fts MATCH 'closed'"
         assert conn.execute(hits).fetchone()[0] == 1
     finally:
@@ -95,17 +102,17 @@ def test_deleting_waiting_and_indexed_rows_keeps_the_index_exact(store: SqlStore
     _index_matches_content(store)
 
 
-def test_a_row_that_reuses_an_indexed_id_is_indexed_at_once(store: SqlStore) -> None:
-    """Deleting the newest rows lets their ids be given again: a row at or below the indexed
-    mark goes into the index with its own commit (the mark must keep meaning "indexed")."""
+def test_deleting_the_newest_messages_gives_no_id_again(store: SqlStore) -> None:
+    """An entry's id is its event's, and event ids are never given again (AUTOINCREMENT):
+    after the newest indexed messages go, a new message waits above the mark as any does."""
     _say(store, "ses_a", "first")
     _say(store, "ses_b", "newest one", "newest two")
     assert store.search("newest").hits and _pending(store) == 0
-    store.delete("ses_b")  # the newest rows: their ids are free again
+    store.delete("ses_b")
     _say(store, "ses_a", "reused")
-    assert _pending(store) == 0  # indexed by its commit, not waiting
-    _index_matches_content(store)
+    assert _pending(store) == 1
     assert [h.session.id for h in store.search("reused").hits] == ["ses_a"]
+    _index_matches_content(store)
     assert store.search("newest").hits == []
 
 

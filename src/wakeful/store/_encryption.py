@@ -238,8 +238,11 @@ def _seal_session(tx: Tx, cipher: Cipher, sid: str) -> None:
     """Seal every content row of one session still in the clear, and index it again as keyed
     hashes (its plain index rows go)."""
     from ._search import TITLE_SEQ, index_message, index_title
+    from ._search_log import session_entries
     from ._transcript import transcript_in
 
+    if tx.kind == "sqlite":  # its index entries follow the events' bytes (`_search_log`)
+        tx.run(session_entries("delete"), (sid,))
     for seq, data in tx.all(
         "SELECT seq, data FROM events WHERE session_id = ? AND substr(data, 1, 1) <> ?",
         (sid, "\x1f"),
@@ -248,6 +251,8 @@ def _seal_session(tx: Tx, cipher: Cipher, sid: str) -> None:
             "UPDATE events SET data = ? WHERE session_id = ? AND seq = ?",
             (cipher.seal(sid, str(data)), sid, seq),
         )
+    if tx.kind == "sqlite":
+        tx.run(session_entries("insert"), (sid,))
     for table, keys, column in _CONTENT:
         owner = "id" if table == "sessions" else "session_id"
         for row in tx.all(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._admit_sql import ADMIT_FUNCTION, ADMIT_FUNCTION_2, ADMIT_FUNCTION_11, QUIET_ADMIT
 from ._rates import RATE_BUCKETS
+from ._search_log import SEARCH_FROM_LOG_SQLITE
 from ._usage_index import USAGE_AT
 
 _TABLES = """
@@ -388,13 +389,8 @@ UPDATE sessions SET message_shapes = '-'
 # every committed message as before. A row that gets an id at or below `upto` (ids are reused
 # once the newest rows are deleted) is indexed at once; a deleted row leaves the index only if
 # it was in it. PostgreSQL's index is written with each row as before (its GIN index keeps its
-# own pending list).
+# own pending list). Migration 25 moved the mark to event ids (`_search_log`).
 SEARCH_BATCH = 64  # part of migration 20: changed only by a new migration
-SEARCH_FLUSH = (
-    "INSERT INTO search_fts (rowid, body) SELECT id, body FROM search_docs "
-    "WHERE id > (SELECT upto FROM search_indexed) ORDER BY id",
-    "UPDATE search_indexed SET upto = COALESCE((SELECT MAX(id) FROM search_docs), upto)",
-)
 # One trigger, so that no second one sees the mark this one moved (their order is SQLite's).
 # A reused id (at or below the mark) has no waiting row above it: the range is that row alone.
 _SEARCH_BATCHED = f"""
@@ -568,6 +564,7 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
     (22, "rate_buckets", RATE_BUCKETS, RATE_BUCKETS),  # shared rate limits (`_rates.py`)
     (23, "encryption", _ENCRYPTION, _ENCRYPTION),  # an encrypted store's id and state
     (24, "usage_by_time", USAGE_AT, USAGE_AT),  # a day's usage: per-day budgets (`_usage.py`)
+    (25, "search_from_log", SEARCH_FROM_LOG_SQLITE, ""),  # SQLite: the index reads the log
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -15,7 +15,7 @@ from . import _shaped
 from ._backend import Tx
 from ._cipher import sealed
 from ._media import media_refs
-from ._search import index_message, index_title
+from ._search import index_message, index_title, unindex_messages
 
 if TYPE_CHECKING:
     from ..events import (
@@ -230,11 +230,7 @@ def _compaction(tx: Tx, sid: str, seq: int, ev: CompactionEnded) -> None:
 def _hidden(tx: Tx, sid: str, seq: int, ev: MessagesHidden) -> None:
     """Hidden messages leave the transcript and search projections; their events stay in the log."""
     for message_id in ev.message_ids:
-        tx.send(
-            "DELETE FROM search_docs WHERE session_id = ? AND seq IN "
-            "(SELECT seq FROM messages WHERE session_id = ? AND message_id = ?)",
-            (sid, sid, message_id),
-        )
+        unindex_messages(tx, sid, "session_id = ? AND message_id = ?", (sid, message_id))
         tx.send("DELETE FROM messages WHERE session_id = ? AND message_id = ?", (sid, message_id))
 
 

@@ -10,9 +10,11 @@ it. System messages (instruction text, redacted for most readers) are never inde
 The SQL that writes the index is the same on both backends; the query differs (SQLite FTS5 with
 bm25, PostgreSQL `tsvector` with `ts_rank`), and both answer sessions ranked by their best
 matching message. A hit's snippet is cut from the title or the message as the log holds it
-(`_hit_text`); PostgreSQL's rows keep no text, only the `tsvector` (migration 21). SQLite's FTS5 index takes new rows in batches (migration 20): a row above
-`search_indexed.upto` waits until a batch or a search indexes it (`index_pending`), so a
-search still finds every committed message.
+(`_hit_text`); PostgreSQL's rows keep no text, only the `tsvector` (migration 21). On SQLite
+(migration 25, `_search_log`) `search_docs` holds the titles only: the FTS5 index reads a
+message's text from the log, kept in step with `messages` by triggers, so `index_message` writes
+nothing there. New messages wait for their batch (`search_indexed.upto`) until a batch or a
+search indexes them (`index_pending`), so a search still finds every committed message.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError
 from ._backend import Backend, Tx
 from ._cipher import opened
-from ._migrations import SEARCH_FLUSH
 from ._records import SESSION_COLS, SessionRow, session_row
+from ._search_log import SEARCH_FLUSH, SEARCH_WAITING
 
 if TYPE_CHECKING:
     from ..events import StoredEvent
@@ -115,12 +117,26 @@ def _clean(text: str) -> str:
 
 
 def index_message(tx: Tx, session_id: str, seq: int, message: Message) -> None:
-    """Index one transcript message at its `seq` (nothing when it has no searchable text)."""
+    """Index one transcript message at its `seq` (nothing when it has no searchable text; on
+    SQLite nothing at all: its `messages` row is the index's row, `_search_log`)."""
+    if tx.kind == "sqlite":
+        return
     body = searchable_text(message)
     if body and tx.cipher is not None:  # an encrypted store indexes keyed hashes of words
         body = tx.cipher.word_tokens(body)
     if body:
         tx.send(_INSERT[tx.kind], (session_id, seq, body))
+
+
+def unindex_messages(tx: Tx, session_id: str, rows: str, params: tuple[object, ...]) -> None:
+    """Take the messages `SELECT seq FROM messages WHERE {rows}` (with `params`) out of the
+    index, before their rows go (on SQLite their rows' delete does it: nothing to send)."""
+    if tx.kind != "sqlite":
+        tx.send(
+            f"DELETE FROM search_docs WHERE session_id = ? AND seq IN "
+            f"(SELECT seq FROM messages WHERE {rows})",
+            (session_id, *params),
+        )
 
 
 def index_title(tx: Tx, session_id: str, title: str | None) -> None:
@@ -167,10 +183,12 @@ def _match(kind: str, words: Sequence[str]) -> str:
 # being flattened): with a join it may hash the whole sessions table once its estimate of a rare
 # word's hits grows with the index (61 ms instead of 0.6 on 100,000 sessions, bench_search.py).
 _BEST = {
-    "sqlite": (
-        "SELECT d.session_id AS sid, d.seq AS seq, MIN(f.rank) AS score "
-        "FROM search_fts f JOIN search_docs d ON d.id = f.rowid "
-        "WHERE search_fts MATCH ? GROUP BY d.session_id"
+    "sqlite": (  # (a message's entry is at its event's id, a title's at its row's, negated)
+        "SELECT COALESCE(e.session_id, d.session_id) AS sid, "
+        f"CASE WHEN f.rowid < 0 THEN {TITLE_SEQ} ELSE e.seq END AS seq, MIN(f.rank) AS score "
+        "FROM search_fts f LEFT JOIN events e ON f.rowid > 0 AND e.id = f.rowid "
+        "LEFT JOIN search_docs d ON f.rowid < 0 AND d.id = -f.rowid "
+        "WHERE search_fts MATCH ? GROUP BY sid"
     ),
     "postgres": (
         "SELECT DISTINCT ON (d.session_id) d.session_id AS sid, d.seq AS seq, "
@@ -184,11 +202,8 @@ _SESSION = {
 }
 
 
-_WAITING = "SELECT 1 FROM search_docs WHERE id > (SELECT upto FROM search_indexed) LIMIT 1"
-
-
 def index_pending(backend: Backend) -> None:
-    """Index the `search_docs` rows still waiting for their batch (SQLite, migration 20), so a
+    """Index the messages still waiting for their batch (SQLite, migrations 20 and 22), so a
     search that follows finds every committed message. A read first: when nothing waits,
     nothing is locked or written. Nothing on PostgreSQL (each row is indexed as it is written)
     nor on a read-only store (it cannot write: it searches what its writers indexed, all but at
@@ -196,7 +211,7 @@ def index_pending(backend: Backend) -> None:
     if backend.kind != "sqlite" or getattr(backend, "read_only", False):
         return
     with backend.transaction(write=False) as tx:
-        if tx.one(_WAITING) is None:
+        if tx.one(SEARCH_WAITING) is None:
             return
     with backend.transaction(write=True) as tx:
         for statement in SEARCH_FLUSH:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ._backend import Tx
 from ._cipher import opened, sealed
-from ._search import index_message
+from ._search import index_message, unindex_messages
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -73,11 +73,7 @@ def unreverted(tx: Tx, sid: str, seq: int, ev: SessionUnreverted) -> None:
 def commit_revert(tx: Tx, sid: str) -> None:
     """A new input landed: the pending revert (if any) is final; its hidden messages leave the
     transcript and search projections for good (their events stay in the log)."""
-    tx.send(
-        "DELETE FROM search_docs WHERE session_id = ? AND seq IN "
-        "(SELECT seq FROM messages WHERE session_id = ? AND reverted IS NOT NULL)",
-        (sid, sid),
-    )
+    unindex_messages(tx, sid, "session_id = ? AND reverted IS NOT NULL", (sid,))
     tx.send("DELETE FROM messages WHERE session_id = ? AND reverted IS NOT NULL", (sid,))
     tx.send("DELETE FROM reverts WHERE session_id = ?", (sid,))
 
@@ -86,9 +82,12 @@ def history_edited(tx: Tx, sid: str, seq: int, ev: HistoryEdited) -> None:
     """`delete_turn` drops the named messages from the transcript and search projections;
     `replace_text` points the message's row at this event, which holds its new body."""
     if ev.message is not None:  # `replace_text`, or a message `heal_pairing` changed
-        row = tx.one(
-            "SELECT seq FROM messages WHERE session_id = ? AND message_id = ?", (sid, ev.message.id)
-        )
+        row = None  # (SQLite: the index follows the row's body by a trigger, `_search_log`)
+        if tx.kind != "sqlite":
+            row = tx.one(
+                "SELECT seq FROM messages WHERE session_id = ? AND message_id = ?",
+                (sid, ev.message.id),
+            )
         tx.send(
             "UPDATE messages SET body_seq = ? WHERE session_id = ? AND message_id = ?",
             (seq, sid, ev.message.id),
@@ -98,11 +97,7 @@ def history_edited(tx: Tx, sid: str, seq: int, ev: HistoryEdited) -> None:
             index_message(tx, sid, int(row[0]), ev.message)
         return
     for message_id in ev.message_ids:
-        tx.send(
-            "DELETE FROM search_docs WHERE session_id = ? AND seq IN "
-            "(SELECT seq FROM messages WHERE session_id = ? AND message_id = ?)",
-            (sid, sid, message_id),
-        )
+        unindex_messages(tx, sid, "session_id = ? AND message_id = ?", (sid, message_id))
         tx.send("DELETE FROM messages WHERE session_id = ? AND message_id = ?", (sid, message_id))
 
 

@@ -28,6 +28,7 @@ from .._ids import random_hex
 from ..errors import MigrationError, StoreBusyError, StoreError, StoreFullError
 from ._backend import Params, Row, Rows
 from ._migrations import MIGRATIONS, statements
+from ._search_log import register as register_search_text
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -192,10 +193,12 @@ class SqliteBackend:
 
     def _configure(self, conn: sqlite3.Connection) -> None:
         """What every connection of this backend sets (the writer, the reader, a read-only
-        one): the busy timeout, and temporary storage in memory (a write's savepoint journal
-        spilled to a file in /var/tmp once per turn step otherwise)."""
+        one): the busy timeout, temporary storage in memory (a write's savepoint journal
+        spilled to a file in /var/tmp once per turn step otherwise), and the function the
+        full-text index computes a message's text with (`_search_log`)."""
         conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
         conn.execute("PRAGMA temp_store = MEMORY")
+        register_search_text(conn, _search_text)  # the index reads its text from the log
 
     def _connect_reader(self) -> sqlite3.Connection:
         """The connection reads use (the file is in WAL: a read sees the last commit)."""
@@ -497,11 +500,25 @@ def _applied(conn: sqlite3.Connection, path: str) -> set[int]:
     return done
 
 
+def _search_text(data: str | None, enqueued: str | None) -> str | None:
+    """`_search_text.search_text`, imported on the first call (opening a store imports no
+    message model)."""
+    from ._search_text import search_text
+
+    return search_text(data, enqueued)
+
+
 def _probe(conn: sqlite3.Connection) -> None:
     """Read the first row of every table, so a damaged root or first page is an error now,
     before a write lands in a file that a later read would find broken (a full check would
     read the whole file: `PRAGMA quick_check` is for the operator)."""
-    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    names = [
+        r[0]
+        for r in conn.execute(  # (a virtual table's rows are its shadow tables': read there)
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'"
+        )
+    ]
     for name in names:
         quoted = name.replace('"', '""')
         conn.execute(f'SELECT * FROM "{quoted}" LIMIT 1').fetchall()

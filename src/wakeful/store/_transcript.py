@@ -83,13 +83,15 @@ def message_bodies_in(tx: Tx, session_id: str, before_seq: int) -> dict[str, Mes
     reverted messages included, a replaced text as it was (what a receipt of that time saw)."""
     out: dict[str, Message] = {}
     for _seq, data, enqueued in tx.all(_LOG_MESSAGE_ROWS, (session_id, before_seq)):
-        message = _row_message(session_id, data, enqueued)
+        message = row_message(session_id, data, enqueued)
         if message is not None:
             out[message.id] = message
     return out
 
 
-def _row_message(session_id: str, data: str, enqueued: str | None) -> Message | None:
+def row_message(session_id: str, data: str, enqueued: str | None) -> Message | None:
+    """The message a transcript row's event `data` holds (for a version-2 delivery, derived
+    from the enqueued event `enqueued`), None for a control item's delivery."""
     from ..events import InputDelivered, InputEnqueued, load_event
     from ..messages import Message
 
@@ -147,14 +149,14 @@ def plain_transcript_in(tx: Tx, session_id: str, after_seq: int = 0) -> list[dic
 def _reshaped_row_message(
     session_id: str, data: str, enqueued: str | None
 ) -> dict[str, Any] | None:
-    """`_row_message` as a plain dump: read plain where the plain reading vouches for the
+    """`row_message` as a plain dump: read plain where the plain reading vouches for the
     stored JSON, else through the models."""
     from ..events import NotPlain
 
     try:
         return _plain_row_message(session_id, data, enqueued)
     except NotPlain:  # this row's message through the models
-        model = _row_message(session_id, data, enqueued)
+        model = row_message(session_id, data, enqueued)
         return None if model is None else model.model_dump(mode="json", exclude_none=True)
 
 
@@ -164,7 +166,7 @@ _decode_at = json.JSONDecoder().raw_decode
 
 
 def _plain_row_message(session_id: str, data: str, enqueued: str | None) -> dict[str, Any] | None:
-    """`_row_message` as a plain dump; `NotPlain` for a delivery whose message the plain
+    """`row_message` as a plain dump; `NotPlain` for a delivery whose message the plain
     reading cannot derive (a payload of blocks: the model may convert their values)."""
     from ..events import NotPlain, event_data, shaped
 
@@ -246,7 +248,7 @@ def _transcripts(
                 message: Message | None = next(added).message
             else:
                 source = None if delivered is None else enqueued.get((session_id, int(delivered)))
-                message = _row_message(session_id, data, source)
+                message = row_message(session_id, data, source)
             assert message is not None, f"message row {session_id}/{seq} has no message"
             out.setdefault(session_id, []).append((int(seq), message))
     return out

@@ -1,0 +1,113 @@
+"""SQLite's full-text index reads its text from the log (migration 25, issue 36 item 5): no
+message text is copied into `search_docs` (it holds titles only), every change to the
+transcript (hide, edit, delete a turn, a revert made final, a delete) keeps the index exactly
+the text the log gives, and a store of the previous schema upgrades in place (a file and a
+PostgreSQL database): every session reads back whole, searches as before, and prunes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.make_schema_v21 import fill, searches
+from tests.pg import fresh_database
+from tests.store.helpers import add_message
+from tests.store.test_search import expected, indexed
+from wakeful.messages import assistant
+from wakeful.store import SqlStore, _postgres, open_store
+from wakeful.store._migrations import MIGRATIONS
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "schema_v21.db"
+
+
+def _check(store: SqlStore, sids: list[str]) -> None:
+    for sid in sids:
+        assert indexed(store, sid) == expected(store, sid), sid
+
+
+def test_no_message_text_is_copied_and_every_change_keeps_the_index_exact(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "s.db"))
+    try:
+        sids = fill(store)
+        _check(store, sids)
+        with store.backend.transaction(write=False) as tx:
+            assert {r[0] for r in tx.all("SELECT DISTINCT seq FROM search_docs")} == {0}
+        found = {
+            q: {(str(h[0]), int(h[1]), str(h[2])) for h in hits}
+            for q, hits in searches(store).items()
+        }
+        assert {s for s, _n, _t in found["edited"]} == {sids[0], sids[2]}
+        assert [t for s, _n, t in found["answer"] if s == sids[1]] == ["floating upright, answer 1"]
+        assert found["hidden"] == set() and found["reverted"] == set()
+        assert store.search("secret").hits == []
+        assert {s for s, _n, _t in found["narwhal"]} == {sids[2]}
+        assert {s for s, n, _t in found["walrus"] if n == 0} == set(sids[:2])  # the titles
+        store.delete(sids[0])
+        assert indexed(store, sids[0]) == []
+        _check(store, sids[1:])
+        assert sids[0] not in {h.session.id for h in store.search("tusk").hits}
+    finally:
+        store.close()
+
+
+def _read_back(store: SqlStore, read: dict[str, Any]) -> None:
+    """Every session reads back whole as the previous version read it, and searches alike;
+    then new messages index, and a prune takes everything out of the index."""
+    sids: list[str] = read["sessions"]
+    with store.backend.transaction(write=False) as tx:
+        assert tx.one("SELECT MAX(version) FROM schema_migrations") == (MIGRATIONS[-1][0],)
+    assert {sid: store.plain_messages(sid) for sid in sids} == read["plain"]
+    typed = {
+        sid: [m.model_dump(mode="json", exclude_none=True) for m in store.messages(sid)]
+        for sid in sids
+    }
+    assert typed == read["plain"]
+    assert searches(store) == read["searches"]
+    assert all(read["searches"][w] for w in ("walrus", "tusk", "edited", "narwhal"))
+    _check(store, sids)
+    add_message(store, sids[1], assistant("a narwhal after the upgrade"))
+    assert sids[1] in {h.session.id for h in store.search("narwhal").hits}
+    assert store.prune(2**62, "delete").sessions == len(sids)
+    assert all(not hits for hits in searches(store).values())
+    assert all(indexed(store, sid) == [] for sid in sids)
+
+
+def test_a_file_made_by_the_previous_version_upgrades_in_place(tmp_path: Path) -> None:
+    copy = tmp_path / "sessions.db"
+    shutil.copyfile(FIXTURE, copy)
+    read = json.loads(FIXTURE.with_suffix(".json").read_text())
+    store = open_store(str(copy))
+    try:
+        _read_back(store, read)
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_a_database_of_the_previous_schema_upgrades_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PostgreSQL's schema and writes are the same before and after migration 25 (it is empty
+    there): the previous version's database is the previous migrations under today's code."""
+    with fresh_database() as url:
+        with monkeypatch.context() as old:
+            old.setattr(_postgres, "MIGRATIONS", MIGRATIONS[:-1])
+            before = open_store(url)
+            try:
+                sids = fill(before)
+                read = {
+                    "sessions": sids,
+                    "plain": {sid: before.plain_messages(sid) for sid in sids},
+                    "searches": searches(before),
+                }
+            finally:
+                before.close()
+        store = open_store(url)
+        try:
+            _read_back(store, read)
+        finally:
+            store.close()
