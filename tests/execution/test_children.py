@@ -50,6 +50,16 @@ RULES = [
         "match": "^parent labels$",
         "replies": [task("child: greet"), task("child: greet"), {"text": "parent done"}],
     },
+    {
+        "match": "^parent names$",
+        "replies": [
+            task("child: greet", label="greeter"),
+            task("child: greet", label="greeter"),
+            task("child: greet", resume="greeter"),
+            task("child: greet"),
+            {"text": "parent done"},
+        ],
+    },
     {"match": "^parent nest$", "replies": [task("child: nest"), {"text": "parent done"}]},
     {"match": "^parent slow fg$", "replies": [task("child: slow"), {"text": "never"}]},
     {
@@ -158,6 +168,27 @@ async def test_a_child_records_its_parent_turn_call_depth_label_and_resume_chain
         await rt.children.delegate(first, "x", None, False, lineage=Lineage(resume=kids[1]))
     with pytest.raises(ToolFailure, match="runs in the foreground"):
         await rt.children.delegate(parent, "x", None, True, lineage=Lineage(resume=first))
+    for sid in (parent, *kids):
+        check_session(rt.store, sid)
+    await rt.aclose()
+
+
+async def test_the_model_labels_a_child_and_resumes_it_by_its_label(db_url: str, tmp_path: Path):
+    """Issue 37 item 12: the `task` tool's `label` (the spawn tool's label, set by the model) is
+    the child's stored label, unique among its parent's children, and `resume` takes it. On
+    main the tool had no `label` argument (the input was refused) and resumed by id only."""
+    rt = runtime(db_url, tmp_path)
+    [turn] = await rt.run("parent names")
+    assert turn.outcome == "completed"
+    parent = rt.store.list_sessions().sessions[0].id
+    kids = sorted(children_of(rt, parent), key=lambda c: rt.store.get_session(c).created_ms)
+    assert [lineage_of(rt.store, c).label for c in kids] == ["greeter", "child-2"]  # type: ignore[union-attr]
+    results = [r for m in rt.store.messages(parent) for r in m.tool_results()]
+    assert [r.is_error for r in results] == [False, True, False, False]
+    assert "already names child session" in str(results[1].output)
+    assert results[2].metadata["child_session_id"] == kids[0]  # type: ignore[index]
+    one, two = run_records(rt.store, kids[0])
+    assert (one.label, two.label, two.resumed_from) == ("greeter", "greeter", one.id)
     for sid in (parent, *kids):
         check_session(rt.store, sid)
     await rt.aclose()

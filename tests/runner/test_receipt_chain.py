@@ -105,7 +105,9 @@ async def test_a_turn_s_receipts_grow_linearly_with_its_steps(tmp_path: Path):
 
 
 async def test_receipts_rebuild_across_compactions(tmp_path: Path, db_url: str):
-    model = script(tmp_path, 12, pad=PAD, context_window=6000, max_output_tokens=500)
+    model = script(
+        tmp_path, 12, pad=PAD, context_window=6100, max_output_tokens=500
+    )  # tools included
     rt = runtime(tmp_path, model, db_url)
     [_turn] = await rt.run(f"turn 0: {PAD}")
     sid = rt.store.list_sessions().sessions[0].id

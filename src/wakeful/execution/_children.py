@@ -36,6 +36,14 @@ if TYPE_CHECKING:
 REPORT_KIND: InputKind = "subagent_report"  # also `runner._jobs.REPORT_KIND`
 
 
+def _next_label(taken: dict[str, str], n: int) -> str:
+    """`child-N` for the parent's Nth child, or the next number a label the model chose left
+    free."""
+    while f"child-{n}" in taken:
+        n += 1
+    return f"child-{n}"
+
+
 def report_text(child_id: str, agent: str | None, end: TurnEnded, result: TurnResult) -> str:
     """The text of a background child's report, as the parent's model reads it."""
     body = result.final_text or end.error or "(no final message)"
@@ -126,9 +134,15 @@ class Children:
         parent = self.store.get_session(parent_id)
         # An unknown agent (at the parent's location) is the model's error, before anything exists.
         self._check_agent(name, parent.location)
+        labels = self._labels(parent_id)
+        if lineage.label is not None and lineage.label in labels:
+            raise ToolFailure(
+                f"task: {lineage.label} already names child session {labels[lineage.label]}; "
+                f"resume={lineage.label} continues it, or give another label"
+            )
         child_id = new_session_id()
         above = lineage_of(self.store, parent_id)
-        label = lineage.label or f"child-{len(self.store.children(parent_id)) + 1}"
+        label = lineage.label or _next_label(labels, len(self.store.children(parent_id)) + 1)
         marks: dict[str, JsonValue] = {
             "label": label,
             "depth": (above.depth if above else 0) + 1,
@@ -150,10 +164,20 @@ class Children:
         self.store.admit(child_id, None, "user", payload, create=created)
         return child_id
 
+    def _labels(self, parent_id: str) -> dict[str, str]:
+        """The labels of `parent_id`'s children: label -> child session id."""
+        out: dict[str, str] = {}
+        for row in self.store.children(parent_id):
+            found = lineage_of(self.store, row.id)
+            if found is not None and found.label is not None:
+                out.setdefault(found.label, row.id)
+        return out
+
     def _resumed(self, parent_id: str, prompt: str, lineage: Lineage, background: bool) -> str:
-        """`prompt` admitted to `lineage.resume`, an earlier child of `parent_id`, as a new turn
-        that names the child's last turn (`resumed_from`): the child's id."""
-        child_id = str(lineage.resume)
+        """`prompt` admitted to `lineage.resume` (the label or id of an earlier child of
+        `parent_id`) as a new turn that names the child's last turn (`resumed_from`): the
+        child's id."""
+        child_id = self._labels(parent_id).get(str(lineage.resume), str(lineage.resume))
         child = self.store.find_session(child_id)
         if child is None or child.parent_id != parent_id:
             raise ToolFailure(f"task: {child_id} is not a child session of this session")

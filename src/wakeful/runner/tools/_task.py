@@ -13,6 +13,8 @@ from pydantic import BaseModel, Field
 from ._base import ToolContext, ToolFailure, ToolOutcome
 from ._delegation import Lineage
 
+LABEL_CHARS = 64  # a child's label is a name to resume it by, not a description
+
 
 class TaskInput(BaseModel):
     """Input of the `task` tool."""
@@ -22,7 +24,15 @@ class TaskInput(BaseModel):
     background: bool = Field(
         False, description="Return at once; the child's report arrives later as a message."
     )
-    resume: str | None = Field(None, description="An earlier child's session id, to continue it.")
+    label: str | None = Field(
+        None,
+        min_length=1,
+        max_length=LABEL_CHARS,
+        description="A name for the child (default child-N).",
+    )
+    resume: str | None = Field(
+        None, description="An earlier child's label or session id, to continue it."
+    )
 
 
 class Task:
@@ -41,7 +51,7 @@ class Task:
         """Delegate `args.prompt` to a child session; see the class docstring."""
         if ctx.delegate is None:
             raise ToolFailure("task: delegation is not available in this session")
-        lineage = Lineage(ctx.turn_id, ctx.call_id, resume=args.resume)
+        lineage = Lineage(ctx.turn_id, ctx.call_id, label=args.label, resume=args.resume)
         done = await ctx.delegate.delegate(
             ctx.session_id, args.prompt, args.agent, args.background, lineage=lineage
         )
