@@ -6,7 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from wakeful.config import Config, RetryConfig
+from wakeful.config import AgentConfig, BudgetConfig, Config, RetryConfig
 from wakeful.execution import Runtime
 from wakeful.runner._runs import run_records
 
@@ -135,7 +135,8 @@ async def test_a_run_records_agent_model_label_origin_estimate_and_user_wait(tmp
     await rt.drive_input(sid, decided.input_id)
     runs = run_records(rt.store, sid)
     one, two = runs[0], runs[1]
-    assert one.agent == "build" and one.options == {"agent": "build", "model": f"scripted:{script}"}
+    assert one.agent == "build" and one.options["agent"] == "build"
+    assert one.options["model"] == f"scripted:{script}"
     assert one.origin["kind"] == "user" and one.label is None and one.estimate_ms is None
     assert one.user_wait_ms == 0
     assert two.label == "nightly" and two.origin["display"] == "/review"
@@ -161,4 +162,32 @@ async def test_a_rewound_turn_is_reverted_until_unreverted_and_stays_so_once_fin
     await rt.rewind(sid, turn_id=turns[2].id)
     await rt.run("four", session_id=sid)  # a new input: the revert is final
     assert [r.reverted for r in run_records(rt.store, sid)] == [False, False, True, False]
+    await rt.aclose()
+
+
+async def test_a_run_records_the_options_its_requests_ran_under(tmp_path: Path):
+    """Issue 37 item 13 (the spec's `StoredRunOptions`: caps, model): besides its agent and
+    model, a run records the step allowance, output limit, retry budget and budget caps in
+    force, as its first request had them. On main `options` held the agent and model only."""
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"rules": [{"match": ".", "replies": [{"text": "ok"}]}]}))
+    config = Config(
+        agents={"build": AgentConfig(max_steps=7)},
+        retry=RetryConfig(max_retries=2),
+        budgets=BudgetConfig(session_tokens=1_000_000),
+    ).with_output_limit(1234)
+    db = str(tmp_path / "db.sqlite")
+    rt = Runtime(db, model=f"scripted:{script}", workspace=tmp_path, config=config)
+    await rt.run("hello")
+    sid = rt.store.list_sessions().sessions[0].id
+    [run] = run_records(rt.store, sid)
+    assert run.to_json()["options"] == {
+        "agent": "build",
+        "model": f"scripted:{script}",
+        "max_steps": 7,
+        "max_output_tokens": 1234,
+        "max_retries": 2,
+        "budget_tokens": 1_000_000,
+        "budget_usd": None,
+    }
     await rt.aclose()

@@ -271,6 +271,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('message_ids', [], ('list',), (), (), ('str',), 0),
         ('base', None, ('list', 'null'), (), (), (), 0),
         ('purpose', 'step', ('str',), ('compaction', 'step'), (), (), 0),
+        ('options', None, ('dict', 'null'), (), (), (), 0),
         ('trace_id', None, ('null', 'str'), (), (), (), 0),
         ('span_id', None, ('null', 'str'), (), (), (), 0),
     ),
@@ -531,7 +532,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = '14ed559c559a352b'
+SHAPES_DIGEST = '35d5e553a5da78bc'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

@@ -194,6 +194,10 @@ class ReceiptRecorded(_Event):
     message_ids: tuple[str, ...] = ()
     base: tuple[str, int] | None = None
     purpose: Literal["step", "compaction"] = "step"
+    # The run options in force besides the model (`RunContext.run_options`: the agent's step
+    # allowance, the output limit, the retry budget, the session budget's caps), read by the run
+    # record: on a turn's first step, and on a later one whose options changed; else None.
+    options: dict[str, JsonValue] | None = None
     # The OpenTelemetry trace and span (the step's) this request was sent under, when tracing
     # is on (`docs/tracing.md`): a receipt and its trace find each other.
     trace_id: str | None = None

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
+from pydantic import JsonValue
+
 from ..clock import Clock, SystemClock
 from ..config import BudgetConfig, CompactionConfig, LoopGuardConfig, RetryConfig
 from ..events import Decision, Outcome
@@ -136,6 +138,18 @@ class RunContext:
         """The model as receipts, usage and kept output record it: the spec, else the name the
         provider gives its model."""
         return self.model_spec or self.provider.model
+
+    def run_options(self) -> dict[str, JsonValue]:
+        """The options a request runs under besides its model (the spec's `StoredRunOptions`):
+        the agent's step allowance, the output limit, the retry budget and the session budget's
+        caps (None: no cap). A step's receipt records them for its run record."""
+        return {
+            "max_steps": self.agent.max_steps,
+            "max_output_tokens": self.provider.max_output_tokens,
+            "max_retries": self.retry.max_retries,
+            "budget_tokens": self.budget.session_tokens,
+            "budget_usd": self.budget.session_usd,
+        }
 
     def shutting_down(self) -> bool:
         """Whether the process is shutting down (an interrupt then leaves the turn open)."""

@@ -235,8 +235,10 @@ def make_receipt(
     model: str,
     purpose: Literal["step", "compaction"] = "step",
     base: ReceiptBase | None = None,
+    options: dict[str, JsonValue] | None = None,
 ) -> ReceiptRecorded:
     """Build the receipt event; the caller appends it with `section_blobs(sections)`, fenced.
+    `options`: the run options in force besides the model (a step's, for its run record).
 
     With a `base` (an earlier durable receipt of the session) whose messages start the history,
     the receipt names that base and lists only the ids after the shared prefix; otherwise it
@@ -254,6 +256,7 @@ def make_receipt(
         sections=tuple((s.id, s.source, s.digest) for s in sections),
         message_ids=ids[kept:],
         base=(base.receipt_id, kept) if base is not None and kept else None,
+        options=options,
     )
 
 

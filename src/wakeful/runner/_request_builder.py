@@ -68,6 +68,7 @@ class RequestBuilder:
         self._scanned: set[str] = set()  # messages whose media refs were read
         self._scanned_history: tuple[Message, ...] = ()  # the history `_resolved` last read
         self._media = MediaResolver(self._blob)  # media refs, resolved for the wire
+        self._options: dict[str, JsonValue] | None = None  # the run options last put in a receipt
 
     def use(self, ctx: RunContext) -> None:
         """Build requests under `ctx` from now on (the session's agent or model was switched):
@@ -166,8 +167,18 @@ class RequestBuilder:
             attempt=attempt,
             model=ctx.recorded_model,
             base=self.receipts.last,
+            options=self._run_options(step),
         )
         return Prepared(sections, history, request, receipt, fresh)
+
+    def _run_options(self, step: int) -> dict[str, JsonValue] | None:
+        """The run options for a receipt: a turn's first step records them, a later step only
+        when they changed (a context resolved again); a receipt stays small otherwise."""
+        options = self.ctx.run_options()
+        if step > 1 and options == self._options:
+            return None
+        self._options = options
+        return options
 
     # -- its parts --------------------------------------------------------------------------
 

@@ -61,7 +61,8 @@ class RunRecord:
     retries: list[dict[str, Any]] = field(default_factory=list)
     truncated: bool = False  # its last reply stopped at the output limit
     agent: str | None = None  # the agent profile it ran as
-    options: dict[str, Any] = field(default_factory=dict)  # model (as asked), agent, max_steps
+    # agent, model (as asked), and the caps its first request ran under (`RunContext.run_options`)
+    options: dict[str, Any] = field(default_factory=dict)
     label: str | None = None  # a host's display label: its first input's `metadata.label`
     origin: dict[str, Any] = field(default_factory=dict)  # kind, source, sender, display
     user_wait_ms: int = 0  # time its approvals waited on a person (docs/approvals.md)
@@ -129,6 +130,8 @@ def _fold(run: RunRecord, kind: str, event: Mapping[str, Any], at_ms: int) -> No
         run.steps = max(run.steps, event["step"])
         if event.get("purpose", "step") == "step":
             run.options.setdefault("model", event["model"])
+            for key, value in (event.get("options") or {}).items():
+                run.options.setdefault(key, value)  # as the run's first request had them
     elif kind == "retry.scheduled":
         run.retries.append({key: event.get(key) for key in RETRY_KEYS})
     elif kind == "turn.ended":
