@@ -17,6 +17,7 @@ EVENTS: dict[str, str] = {
     'turn.ended': 'TurnEnded',
     'tool.started': 'ToolCallStarted',
     'tool.ended': 'ToolCallEnded',
+    'tool.hosted': 'HostedToolCall',
     'approval.requested': 'ApprovalRequested',
     'approval.decided': 'ApprovalDecided',
     'receipt.recorded': 'ReceiptRecorded',
@@ -240,6 +241,15 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('message_id', ..., ('str',), (), (), (), 0),
         ('status', ..., ('str',), ('completed', 'failed'), (), (), 0),
         ('partial', False, ('bool',), (), (), (), 0),
+    ),
+    'HostedToolCall': (
+        ('v', 1, ('int',), (), (), (), 0),
+        ('type', 'tool.hosted', ('str',), ('tool.hosted',), (), (), 0),
+        ('call_id', ..., ('str',), (), (), (), 0),
+        ('message_id', ..., ('str',), (), (), (), 0),
+        ('name', ..., ('str',), (), (), (), 0),
+        ('input', {}, ('dict',), (), (), (), 0),
+        ('status', ..., ('str',), ('completed', 'failed'), (), (), 0),
     ),
     'ApprovalRequested': (
         ('v', 1, ('int',), (), (), (), 0),
@@ -532,7 +542,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = '35d5e553a5da78bc'
+SHAPES_DIGEST = 'c78f305966ab6f24'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

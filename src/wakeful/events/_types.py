@@ -144,6 +144,20 @@ class ToolCallEnded(_Event):
     partial: bool = False
 
 
+class HostedToolCall(_Event):
+    """A call the provider ran itself (a server tool: Anthropic's `web_search`), kept as a call
+    with its outcome (issue 37 item 23). Written with the reply that holds it, in the same
+    commit: nothing of ours runs, so there is no `tool.started` to fence and no running state
+    for recovery to fail. `status`: `failed` when its result block is an error or missing."""
+
+    type: Literal["tool.hosted"] = "tool.hosted"
+    call_id: str
+    message_id: str
+    name: str
+    input: dict[str, JsonValue] = Field(default_factory=dict)
+    status: ToolStatus
+
+
 class ApprovalRequested(_Event):
     """A call whose permission is `ask` waits for a decision nobody present could give.
 
@@ -416,6 +430,7 @@ SessionEvent: TypeAlias = Annotated[
     | TurnEnded
     | ToolCallStarted
     | ToolCallEnded
+    | HostedToolCall
     | ApprovalRequested
     | ApprovalDecided
     | ReceiptRecorded

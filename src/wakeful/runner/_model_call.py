@@ -33,6 +33,7 @@ from ._port import SessionPort
 from ._pricing import usage_event
 from ._prompt import ReceiptChain, Section, section_blobs
 from ._request_builder import RequestBuilder
+from ._step_done import hosted_events
 from ._stream import stream_to_finish
 from ._tool_step import started_events
 from ._turn_state import Attempt, Prepared, TurnState
@@ -164,8 +165,8 @@ class ModelCall:
         self, state: TurnState, sent: Sent, message_id: str
     ) -> tuple[Message, list[SessionEvent]]:
         """The reply as stored (id `message_id`, its step in its metadata, `truncated` when the
-        output limit stopped it) and its events: the message, its usage, and the clearing of a
-        retry the state says is pending."""
+        output limit stopped it) and its events: the message, its hosted calls (`tool.hosted`),
+        its usage, and the clearing of a retry the state says is pending."""
         finish, model = sent.finish, self.ctx.recorded_model
         meta: dict[str, JsonValue] = {
             "turn_id": state.turn_id,
@@ -177,6 +178,7 @@ class ModelCall:
         message = finish.message.model_copy(update={"id": message_id, "metadata": meta})
         events: list[SessionEvent] = [
             MessageAdded(message=message, turn_id=state.turn_id),
+            *hosted_events(message),  # its hosted calls, durable as calls (`_step_done.py`)
             usage_event(model, finish.usage, sent.receipt_id, self.ctx.prices),
         ]
         if state.retry_pending:  # known from the turn's start and from a scheduled retry

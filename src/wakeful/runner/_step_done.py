@@ -10,13 +10,16 @@ it was: the reply finished streaming.
 Hosted calls (tools the provider ran itself: `ServerToolUseBlock`, Anthropic's `web_search`)
 are tracked as calls: each one in a reply is published as a `tool_start` and a `tool_end`
 (`hosted: true`) when the reply is kept, failed when its result block is an error or missing,
-and listed in the step's `step_done`. They are durable in the reply message itself.
+and listed in the step's `step_done`. They are durable as calls too: a `tool.hosted` event per
+call (`HostedToolCall`: id, name, input, outcome) is committed with the reply that holds it,
+so the log, not only the live stream, says which hosted calls a step made and how they ended.
 """
 
 from __future__ import annotations
 
 from pydantic import JsonValue
 
+from ..events import HostedToolCall
 from ..messages import Message, ServerToolResultBlock, ServerToolUseBlock
 
 
@@ -40,3 +43,17 @@ def hosted_calls(message: Message) -> list[dict[str, JsonValue]]:
                 }
             )
     return out
+
+
+def hosted_events(message: Message) -> list[HostedToolCall]:
+    """The `tool.hosted` events of a reply's hosted calls, to commit with the reply."""
+    return [
+        HostedToolCall(
+            call_id=str(call["call_id"]),
+            message_id=message.id,
+            name=str(call["name"]),
+            input=call["input"] if isinstance(call["input"], dict) else {},
+            status="failed" if call["status"] == "failed" else "completed",
+        )
+        for call in hosted_calls(message)
+    ]
