@@ -6,6 +6,7 @@ import base64
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from wakeful.cli._main import cli
@@ -494,11 +495,15 @@ async def test_effective_tokens_count_the_whole_next_request_also_between_turns(
     await rt.aclose()
 
 
-async def test_an_overflow_under_tail_stubs_old_tool_output_and_media_on_the_wire(tmp_path: Path):
-    """Issue 37 item 20 (001: "a context overflow mid-run stubs older tool output and media"):
-    the overflow path's compaction under the `tail` strategy sends the older tool results as
-    their stub and the older media as a label; the store keeps both whole, and every receipt
-    rebuilds to its digest. On main the media went as it was."""
+@pytest.mark.parametrize("strategy", ["tail", "summary"])
+async def test_an_overflow_stubs_old_tool_output_and_media_on_the_wire(
+    tmp_path: Path, strategy: str
+):
+    """Issue 37 item 20 (001: "a context overflow mid-run stubs older tool output and media
+    instead"): the overflow path's compaction, under either strategy, sends the older tool
+    results as their stub and the older media as a label, and asks no model for a summary; the
+    store keeps both whole, and every receipt rebuilds to its digest. On main the media went as
+    it was, and under `summary` (the default) an overflow wrote a summary."""
     from wakeful.events import CompactionTail
     from wakeful.runner._tail import HIDDEN_RESULT, MEDIA_MARK
 
@@ -512,7 +517,7 @@ async def test_an_overflow_under_tail_stubs_old_tool_output_and_media_on_the_wir
             {"match": ".", "replies": [{"text": "ok"}]},
         ],
     )
-    rt = runtime(tmp_path, model, strategy="tail", auto=False, tail_turns=1)
+    rt = runtime(tmp_path, model, strategy=strategy, auto=False, tail_turns=1)
     data = base64.b64encode(b"\x89PNG-not-really" * 200).decode()
     image = {"type": "image", "media_type": "image/png", "data": data, "name": "diagram.png"}
     sent = rt.send(payload={"blocks": [{"type": "text", "text": "look at this"}, image]})
@@ -523,6 +528,8 @@ async def test_an_overflow_under_tail_stubs_old_tool_output_and_media_on_the_wir
     assert turn.outcome == "completed" and turn.final_text == "made it"
     [tail] = [e.event for e in rt.store.events(sid, types=["compaction.tail"])]
     assert isinstance(tail, CompactionTail) and tail.reason == "overflow" and tail.media
+    assert compactions(rt, sid) == []  # no summary
+    assert [r.purpose for r in rt.store.receipts(sid)].count("compaction") == 0
     last = rt.store.receipts(sid)[-1]
     provider = make_provider(model)
     assert all(verify_receipt(rt.store, sid, r, provider) for r in rt.store.receipts(sid))

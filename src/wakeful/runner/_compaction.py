@@ -349,12 +349,14 @@ class Compactor:
     ) -> CompactionResult:
         """Compact now. Inside a turn its newest turn always stays word for word.
         `step_sections`: the request the step (or the next step) would send, which a summary
-        on the session's model asks with first (`_summary_call.py`)."""
+        on the session's model asks with first (`_summary_call.py`). An overflow, under either
+        strategy, first stubs older tool output and media on the wire (the `tail` hide point,
+        no model call; 001, issue 37 item 20); a summary only when that cannot make room."""
         await self.tail_section()
         await self.history.refresh()
         budget = Budget.of(self.ctx.provider, self.config)
         keep = max(0, self.config.tail_turns if tail_turns is None else tail_turns)
-        if self.config.strategy == "tail":
+        if self.config.strategy == "tail" or trigger == "overflow":  # an overflow stubs first
             tail = await self._hide_older_results(trigger, keep, budget, input_id)
             if tail is not None:
                 return tail
