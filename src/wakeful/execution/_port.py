@@ -333,3 +333,7 @@ class StorePort(HeldEvents):
     async def instruction_snapshot(self) -> dict[str, str] | None:
         """The values a new epoch starts from."""
         return await off_loop(epoch_snapshot, self.store, self._sid)
+
+    def use_sources(self, sources: Sequence[Source]) -> None:
+        """Read `sources` from the next step on (`InstructionSync.use`)."""
+        self._sync.use(sources)

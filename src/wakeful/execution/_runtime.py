@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from ..config import DEFAULT_PERMISSIONS, CompactionConfig, Config, load_config
+from ..config import DEFAULT_PERMISSIONS, CompactionConfig, Config, config_stamp, load_config
 from ..errors import LocationUnavailableError, UsageError
 from ..events import (
     ApprovalRequested,
@@ -68,7 +68,7 @@ from ._host import HostMixin
 from ._interrupts import InterruptMixin
 from ._move import existing_location
 from ._off_loop import off_loop, wait_off_loop
-from ._place import Place
+from ._place import Place, is_current, read_place
 from ._port import PortHooks, SessionSetup
 from ._rates import StoreRates
 from ._reads import Reads
@@ -146,11 +146,12 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         self.toolbox = Toolbox(list(tools or ()))
         self.ask = ask  # someone present to answer `ask` permissions; None: such calls pause
         self.workspace = Path(workspace or os.getcwd()).resolve()
+        stamp = None if config is not None else config_stamp(self.workspace)  # None: given
         self.config = config or load_config(self.workspace)
         self._output_limit = max_output_tokens
         if max_output_tokens is not None:
             self.config = self.config.with_output_limit(max_output_tokens)
-        self._places: dict[str, Place] = {str(self.workspace): Place(self.workspace, self.config)}
+        self._places = {str(self.workspace): Place(self.workspace, self.config, stamp)}
         # Which locations this process runs sessions at (a worker's `--location`); None: any
         # directory present on this host.
         self.serves: Callable[[str], bool] | None = None
@@ -218,30 +219,26 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
 
     def place(self, location: str | None) -> Place:
         """Where a session at `location` runs in this process: its root and its workspace's
-        configuration (`wakeful.toml` found from the root; `--max-output-tokens` applied).
-        None (a session recorded without a location) runs at this runtime's workspace.
+        configuration (`wakeful.toml` found from the root; `--max-output-tokens` applied), read
+        again when its files changed since (`_place.is_current`; issue 37 item 22). None (a
+        session recorded without a location) runs at this runtime's workspace.
 
         Raises `LocationUnavailableError` when the location is not a directory on this host.
         """
-        if location is None:
-            return self._places[str(self.workspace)]
-        if self.serves is not None and not self.serves(location):
+        key = str(self.workspace) if location is None else location
+        if location is not None and self.serves is not None and not self.serves(location):
             raise LocationUnavailableError(
                 f"the session lives at {location}, which this process does not serve",
                 location=location,
             )
-        found = self._places.get(location)
-        root = Path(location)
-        if not root.is_dir():
+        if location is not None and not Path(location).is_dir():
             raise LocationUnavailableError(
                 f"the session lives at {location}, which is not a directory on this host",
                 location=location,
             )
-        if found is None:
-            config = load_config(root)
-            if self._output_limit is not None:
-                config = config.with_output_limit(self._output_limit)
-            found = self._places[location] = Place(root, config)
+        found = self._places.get(key)
+        if found is None or not is_current(found):  # new here, or its files edited since
+            found = self._places[key] = read_place(Path(key), self._output_limit, found)
         return found
 
     def compaction_at(self, location: str | None) -> CompactionConfig:
@@ -323,7 +320,7 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
             spend=partial(asyncio.to_thread, self.store.budget_spend, row.root_id, session_id),
             rates=StoreRates(self.store, config) if config.rate_limits else None,
             scopes=scope_limits(self.store, config.budgets, row.root_id, agent.name),
-            refresh=refresher(self.store, session_id, (row.agent, row.model),
+            refresh=refresher(self.store, session_id, (row.agent, row.model), place,
                               lambda: self._context(session_id, interrupt).ctx),
         )  # fmt: skip
         return SessionSetup(ctx, PortHooks(listener=self._publish, settle=settle))

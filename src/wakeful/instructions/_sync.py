@@ -90,6 +90,11 @@ class InstructionSync:
         self._last = (seen, epoch, base)
         return base
 
+    def use(self, sources: Sequence[Source]) -> None:
+        """Read `sources` from the next call on (a context resolved again); what they say is
+        compared with the last read as usual, so only a real change is admitted."""
+        self._sources = sources
+
     def forget(self) -> None:
         """Drop what the last call read: a compaction this driver wrote started an epoch (its
         baseline is in the store) that a later caller may not know of (the `epoch` counts the

@@ -228,6 +228,10 @@ class MemoryPort(HeldEvents):
         """The sources as they read now (unreadable or absent ones left out)."""
         return self._read_sources()
 
+    def use_sources(self, sources: Sequence[Source]) -> None:
+        """Read `sources` from now on."""
+        self._sources = sources
+
     def _read_sources(self) -> Baseline:
         values: list[tuple[str, str]] = []
         for source in self._sources:

@@ -36,7 +36,7 @@ from typing import Protocol
 from pydantic import JsonValue
 
 from ..events import SessionEvent, TurnEnded, UsageRecorded
-from ..instructions import Baseline
+from ..instructions import Baseline, Source
 from ..messages import Message
 from ..store import Delivered, InboxItem, RetryState
 from ._approvals import ApprovalLog
@@ -166,6 +166,11 @@ class SessionPort(Protocol):
 
     async def instruction_snapshot(self) -> dict[str, str] | None:
         """The instruction values (key -> digest) a new epoch starts from (`epoch_snapshot`)."""
+        ...
+
+    def use_sources(self, sources: Sequence[Source]) -> None:
+        """Read `sources` from the next step on: the context was resolved again (another
+        agent's skills and MCP servers, an edited configuration's entries; issue 37 item 22)."""
         ...
 
 

@@ -351,6 +351,7 @@ class TurnRunner:
         if fresh is None:
             return
         self.ctx = fresh
+        self.port.use_sources(fresh.instruction_sources)
         self._compaction.use(fresh)
         self._requests.use(fresh)
         self._call.ctx = fresh
