@@ -62,6 +62,13 @@ def _script(path: Path) -> str:
                             {"text": "Ledger written."},
                         ],
                     },
+                    {
+                        "match": "^mcp call",
+                        "replies": [
+                            {"tool_calls": [{"name": "mcp__calc__record", "input": {"text": "x"}}]},
+                            {"text": "MCP done."},
+                        ],
+                    },
                     {"match": ".", "replies": [{"text": "OK."}]},
                 ],
             }
@@ -344,3 +351,36 @@ def test_the_reply_before_a_call_is_shown_before_its_approval_question(pane, tmp
     chat.send("y")
     chat.wait_line("Ledger written.", timeout=30)
     chat.leave()
+
+
+def test_mcp_lists_the_servers_and_switches_one_off_for_the_session(pane, tmp_path: Path):
+    """Issue 37 item 30: `/mcp` lists the servers configured here, `/mcp off NAME` switches one
+    off before the session is even stored; its call then answers an error and never reaches
+    the server, and the switch is the session's (durable). On main `/mcp` was unknown."""
+    server = Path(__file__).parent.parent / "mcp" / "mcp_server.py"
+    record = tmp_path / "record.txt"
+    (tmp_path / "wakeful.toml").write_text(
+        "[mcp.servers.calc]\n"
+        f"command = {json.dumps([sys.executable, str(server), 'stdio'])}\n"
+        f"env = {{ MCP_RECORD = {json.dumps(str(record))} }}\n"
+    )
+    chat = pane()
+    chat.send("/mcp")
+    chat.wait_line("mcp: calc on")
+    chat.send("/mcp off calc")
+    chat.wait_line("mcp calc: off")
+    chat.send("/mcp off nope")
+    chat.wait(lambda s: "no MCP server nope here (calc)" in s, "the unknown server refused")
+    chat.send("mcp call")
+    chat.wait_line("MCP done.", timeout=60)
+    assert "switched off in this session" in chat.screen()
+    chat.send("/mcp")
+    chat.wait_line("mcp: calc off")
+    chat.leave()
+    assert not record.exists()  # the call was never sent
+    store = open_store(chat.db)
+    try:
+        [row] = store.list_sessions().sessions
+        assert store.extension_state(row.id, "mcp") == {"calc": False}
+    finally:
+        store.close()

@@ -38,7 +38,8 @@ HELP = (
     "/resume [ID|WORDS]  pick a session   /sessions  list   /new  another   /fork  fork this one\n"
     "/queue TEXT  after the turn   /compact  compact now   /help   /quit  (Ctrl-C stops a turn)\n"
     "/approve [CALL]  /always [CALL]  /deny [CALL]  decide on a call the session waits on\n"
-    "/model [SPEC]  /agent [NAME]  show or switch (from the next turn)"
+    "/model [SPEC]  /agent [NAME]  show or switch (from the next turn)\n"
+    "/mcp  list MCP servers   /mcp on NAME  /mcp off NAME  switch one (from the next turn)"
 )
 PICK_LIMIT = 15
 SWITCHING = ("/new", "/fork", "/resume")  # commands a running turn refuses
@@ -65,6 +66,7 @@ class Chat:
         self.picking = False  # the next line answers the picker
         self.armed = False  # the next Ctrl-C on an empty line leaves
         self.question: asyncio.Future[Decision | None] | None = None  # the next line answers it
+        self.mcp_pending: dict[str, bool] = {}  # `/mcp` switches of a session not stored yet
 
     # -- state -------------------------------------------------------------------------------
 
@@ -132,7 +134,7 @@ class Chat:
             return True
         command, _, rest = text.partition(" ")
         if not command.startswith("/") or command == "/":
-            self.rt.send(text, session_id=self.sid)
+            self._send(text)
             return True
         if command in ("/quit", "/exit"):
             return await self._may_leave()
@@ -151,6 +153,7 @@ class Chat:
             "/deny": lambda r: self._decide(r, "deny"),
             "/model": lambda r: self._switch_to("model", r),
             "/agent": lambda r: self._switch_to("agent", r),
+            "/mcp": self._mcp,
         }
         action = actions.get(command)
         if action is None:
@@ -210,6 +213,48 @@ class Chat:
         later = " (from the next turn)" if self.busy() else ""
         self.view.say(f"{what}: {_plain(current)} → {_plain(value)}{later}")
 
+    def _send(self, text: str) -> None:
+        """Send a prompt. The first one stores the session: `/mcp` switches made before it
+        are written before its drain starts, so its first request has them."""
+        if self.mcp_pending and not self.materialized():
+            self.rt.send(text, session_id=self.sid, resume=False)
+            for name, on in self.mcp_pending.items():
+                self.rt.switch_mcp(self.sid, name, on)
+            self.rt.wake(self.sid)
+        else:
+            self.rt.send(text, session_id=self.sid)
+        self.mcp_pending = {}
+
+    def _mcp(self, rest: str) -> None:
+        """`/mcp`: the MCP servers configured here, on or off in this session; `/mcp on|off
+        NAME` switches one from the next turn (`Runtime.switch_mcp`: durable, its tools stay
+        in the request so the provider's cached prefix holds; `execution/_mcp_switch.py`). A
+        session not stored yet keeps the switch until its first prompt stores it."""
+        how, _, name = rest.partition(" ")
+        name = name.strip()
+        if how and (how not in ("on", "off") or not name):
+            self.view.say("usage: /mcp · /mcp on NAME · /mcp off NAME")
+            return
+        if self.materialized():
+            switches = self.rt.mcp_switches(self.sid)
+        else:
+            servers = self.rt.place(None).config.mcp.servers
+            switches = {n: self.mcp_pending.get(n, True) for n in sorted(servers)}
+        if not how:
+            listed = "  ".join(f"{_plain(n)} {'on' if on else 'off'}" for n, on in switches.items())
+            self.view.say(f"mcp: {listed}" if listed else "mcp: no servers ([mcp.servers])")
+            return
+        if name not in switches:
+            known = ", ".join(switches) or "none is configured"
+            self.view.say(f"no MCP server {_plain(name)} here ({_plain(known)})")
+            return
+        if self.materialized():
+            self.rt.switch_mcp(self.sid, name, how == "on")
+        else:
+            self.mcp_pending[name] = how == "on"
+        later = " (from the next turn)" if self.busy() else ""
+        self.view.say(f"mcp {_plain(name)}: {how}{later}")
+
     def _decide(self, rest: str, decision: str) -> None:
         """`/approve`, `/always`, `/deny` [CALL]: decide on a call the session waits on (one
         paused earlier, where nobody could answer); without CALL, the only one waiting."""
@@ -251,6 +296,7 @@ class Chat:
             self.view.say("a turn is running: wait for it, or Ctrl-C it, before switching")
             return False
         self.sid = session_id
+        self.mcp_pending = {}  # they were the previous session's
         self.view.say(how)
         return True
 

@@ -66,6 +66,7 @@ from ._follow import drive_input, input_outcome
 from ._hooks import HookEvent, Hooks
 from ._host import HostMixin
 from ._interrupts import InterruptMixin
+from ._mcp_switch import MCP_NAMESPACE, switched_off
 from ._move import existing_location
 from ._off_loop import off_loop, wait_off_loop
 from ._place import Place, is_current, read_place
@@ -284,8 +285,9 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         )
         spec = row.model or agent.model or self.model
         top = row.parent_id is None  # delegation is one level deep: only top-level sessions
+        off = switched_off(self.store.extension_state(session_id, MCP_NAMESPACE))  # `/mcp`
         agent, tools, mcp_sources = self.toolbox.for_agent(
-            agent, place.root, config, delegation=top
+            agent, place.root, config, delegation=top, off=off
         )
         settle = None
         if not top and delegation_of(self.store, session_id) == "background":

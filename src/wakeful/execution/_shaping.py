@@ -21,6 +21,7 @@ from ..events import FileRestore
 from ..runner import crash_point
 from ..store import Artifact, LocalStore
 from ._hooks import HookEvent, HookKind, Hooks
+from ._mcp_switch import MCP_NAMESPACE, switched_off
 from ._off_loop import off_loop
 from ._rewind import (
     RewindResult,
@@ -180,6 +181,30 @@ class ShapingMixin:
             self._written("extension_state_set", session_id,
                           {"namespace": namespace, "key": key, "value": None, "deleted": True})  # fmt: skip
         return found
+
+    def mcp_switches(self, session_id: str) -> dict[str, bool]:
+        """The MCP servers configured where the session runs, each with whether it is on in
+        the session (`_mcp_switch.py`), by name."""
+        row = self.store.get_session(session_id)
+        servers = self.place(row.location).config.mcp.servers
+        off = switched_off(self.store.extension_state(session_id, MCP_NAMESPACE))
+        return {name: name not in off for name in sorted(servers)}
+
+    def switch_mcp(self, session_id: str, name: str, on: bool) -> bool:
+        """Switch the MCP server `name` on or off in the session from its next drain
+        (`_mcp_switch.py`); `UsageError` when no server of that name is configured where it
+        runs (nothing written). Returns whether it changed."""
+        switches = self.mcp_switches(session_id)
+        if name not in switches:
+            known = ", ".join(switches) or "none is configured"
+            raise UsageError(f"no MCP server {name} where this session runs ({known})")
+        if switches[name] == on:
+            return False
+        if on:
+            self.delete_extension_state(session_id, MCP_NAMESPACE, name)
+        else:
+            self.set_extension_state(session_id, MCP_NAMESPACE, name, False)
+        return True
 
     def _written(self, kind: HookKind, session_id: str, data: dict[str, JsonValue]) -> None:
         """Tell the hooks of a metadata or extension-state write (after it committed)."""

@@ -21,7 +21,7 @@ and the person is told once per process: a warning on the `wakeful` logger (whic
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,6 +41,10 @@ from ..runner import (
 from ..runner.tools import check_tool_name
 
 MCP_SOURCE = "mcp:"  # instruction source keys: `mcp:SERVER`
+OFF_TEXT = (
+    "MCP server {name} is switched off in this session: do not call its tools (a call answers "
+    "an error and is not sent)."
+)
 log = logging.getLogger("wakeful.mcp")
 TOOL_ENTRY_POINTS = "wakeful.tools"
 _installed: dict[str, Tool] | None = None
@@ -107,11 +111,19 @@ class Toolbox:
         return out
 
     def for_agent(
-        self, agent: Agent, root: Path, config: Config, *, delegation: bool
+        self,
+        agent: Agent,
+        root: Path,
+        config: Config,
+        *,
+        delegation: bool,
+        off: Collection[str] = (),
     ) -> tuple[Agent, dict[str, Tool], list[Source]]:
         """The agent with its tool list resolved to names, its tools, and the MCP servers'
         instruction sources. Starts the MCP servers the agent may use (blocking: call it off
-        the event loop)."""
+        the event loop). A server in `off` (switched off in the session, `_mcp_switch.py`) is
+        still listed, so the request's tools stay the same, but its source says it is off and
+        its tools answer an error without calling it."""
         available: dict[str, Tool] = dict(builtin_tools(delegation=delegation))
         available.update(installed_tools())
         available.update(self.registered)
@@ -124,8 +136,9 @@ class Toolbox:
             if state.error is not None and (root, name, state.error) not in self._warned:
                 self._warned.add((root, name, state.error))
                 log.warning("MCP server %s did not start: %s", name, " ".join(state.error.split()))
-            sources.append(Source(f"{MCP_SOURCE}{name}", _const(state.instruction_text())))
-            for t in mcp_tools(self.mcp, state, server, root):
+            text = OFF_TEXT.format(name=name) if name in off else state.instruction_text()
+            sources.append(Source(f"{MCP_SOURCE}{name}", _const(text)))
+            for t in mcp_tools(self.mcp, state, server, root, off=name in off):
                 available.setdefault(t.name, t)
         tools = select_tools(agent.tools, available)
         return replace(agent, tools=tuple(tools)), tools, sources

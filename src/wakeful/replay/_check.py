@@ -21,6 +21,7 @@ import json
 import re
 import tempfile
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,10 +93,18 @@ class RecordedToolbox(Toolbox):
         self._live = live
 
     def for_agent(
-        self, agent: Agent, root: Path, config: Config, *, delegation: bool
+        self,
+        agent: Agent,
+        root: Path,
+        config: Config,
+        *,
+        delegation: bool,
+        off: Collection[str] = (),
     ) -> tuple[Agent, dict[str, Tool], list[Source]]:
         """The real tool list, its calls answered from the recording."""
-        agent, tools, sources = super().for_agent(agent, root, config, delegation=delegation)
+        agent, tools, sources = super().for_agent(
+            agent, root, config, delegation=delegation, off=off
+        )
         return agent, recorded_tools(tools, self._recording.results, self._live), sources
 
 

@@ -387,9 +387,11 @@ class McpTool:
         remote: RemoteTool,
         *,
         listed: bool = True,
+        off: bool = False,
     ) -> None:
         self.pool, self.server, self.config, self.root = pool, server, config, root
         self.listed = listed  # False: a stand-in for a server that did not start when listed
+        self.off = off  # switched off in the session: still listed, never called
         self.remote = remote.name
         self.name = tool_name(server, remote.name)
         self.description = remote.description
@@ -406,6 +408,11 @@ class McpTool:
         or whose connection ends during the call, is `ToolUnavailable` (retried when the call
         was not sent, or when the tool is idempotent; else, as once the retries are spent, an
         error result); a timeout too. A server that never started is an error result."""
+        if self.off:
+            text = (
+                f"MCP server {self.server} is switched off in this session; the call was not sent"
+            )
+            return ToolOutcome(text, is_error=True)
         payload = args.model_dump() if isinstance(args, BaseModel) else dict(args)
         try:
             result = await self.pool.call(self.server, self.config, self.root, self.remote, payload)
@@ -450,14 +457,18 @@ def _outcome(result: Any) -> ToolOutcome:
     return ToolOutcome("\n".join(parts) or ("(error)" if is_error else "(no output)"), is_error)
 
 
-def mcp_tools(pool: McpPool, state: ServerState, config: McpServerConfig, root: Path) -> list[Any]:
+def mcp_tools(
+    pool: McpPool, state: ServerState, config: McpServerConfig, root: Path, *, off: bool = False
+) -> list[Any]:
     """The server's tools as wakeful tools. While it is unavailable, the tools `allowed_tools`
     names exactly stand in (any input; a call tries to start the server and says why it
-    cannot), so the model gets a clear error, not "unknown tool"."""
+    cannot), so the model gets a clear error, not "unknown tool". `off`: the server is
+    switched off in the session; its tools are listed as they are (the request's tools stay
+    the same) and a call answers an error without being sent."""
     remote = state.tools
     if state.error is not None:
         names = [n for n in config.allowed_tools or () if not set(n) & set("*?[")]
         unavailable = f"(unavailable: MCP server {state.name} did not start)"
         remote = tuple(RemoteTool(n, unavailable, {"type": "object"}) for n in names)
     listed = state.error is None
-    return [McpTool(pool, state.name, config, root, t, listed=listed) for t in remote]
+    return [McpTool(pool, state.name, config, root, t, listed=listed, off=off) for t in remote]
