@@ -343,10 +343,9 @@ class TurnRunner:
         return node.then
 
     async def _resolve(self) -> None:
-        """Take the session's agent, model and tools as they stand now (issue 37 item 22): a
-        switch another process wrote since (`RunContext.refresh`) applies from the next step.
-        The turn keeps its state (its step allowance included) and its collaborators, which
-        are handed the new context; the tools section is built again."""
+        """Take the session's agent, model, tools and configuration as they stand now (issue 37
+        item 22; `RunContext.refresh`), from the next step. The turn keeps its state and its
+        collaborators, handed the new context (the port its instruction sources)."""
         fresh = await self.ctx.refresh() if self.ctx.refresh is not None else None
         if fresh is None:
             return
