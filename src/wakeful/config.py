@@ -549,24 +549,6 @@ def config_files(cwd: Path | None = None, user_dir: Path | None = None) -> list[
     return [p for p in (user, project) if p is not None and p.is_file()]
 
 
-ConfigStamp: TypeAlias = tuple[tuple[str, int, int], ...]
-
-
-def config_stamp(cwd: Path | None = None, user_dir: Path | None = None) -> ConfigStamp:
-    """The files `load_config` reads from `cwd`, each as (path, mtime in ns, size): when the
-    stamp differs, a file was edited, added or removed and the configuration must be read
-    again. A few `stat` calls; the files are not read. The environment is not in it (a
-    running process does not see its variables change)."""
-    out: list[tuple[str, int, int]] = []
-    for path in config_files(cwd, user_dir):
-        try:
-            st = path.stat()
-        except OSError:  # removed between the listing and the stat: it reads as absent
-            continue
-        out.append((str(path), st.st_mtime_ns, st.st_size))
-    return tuple(out)
-
-
 # Environment variables that set a key, over every file (flags > env > files > defaults).
 ENV_KEYS: dict[str, tuple[str, ...]] = {
     "WAKEFUL_MODEL": ("providers", "model"),

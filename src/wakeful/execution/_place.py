@@ -3,14 +3,30 @@ configuration read again when its files change (issue 37 item 22)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeAlias
 
-from ..config import Config, ConfigStamp, config_stamp, load_config
+from ..config import Config, config_files, load_config
 from ..errors import UsageError
 
 log = logging.getLogger("wakeful.runtime")
+
+ConfigStamp: TypeAlias = tuple[tuple[str, int, int], ...]
+
+
+def config_stamp(cwd: Path) -> ConfigStamp:
+    """The files `load_config` reads from `cwd` as (path, mtime ns, size), by `stat` only: a
+    different stamp means a file was edited, added or removed (read the configuration again).
+    The environment is not in it: a running process does not see its variables change."""
+    out: list[tuple[str, int, int]] = []
+    for path in config_files(cwd):
+        with contextlib.suppress(OSError):  # removed since it was listed: absent
+            st = path.stat()
+            out.append((str(path), st.st_mtime_ns, st.st_size))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

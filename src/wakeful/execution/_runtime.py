@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from ..config import DEFAULT_PERMISSIONS, CompactionConfig, Config, config_stamp, load_config
+from ..config import DEFAULT_PERMISSIONS, CompactionConfig, Config, load_config
 from ..errors import LocationUnavailableError, UsageError
 from ..events import (
     ApprovalRequested,
@@ -69,7 +69,7 @@ from ._interrupts import InterruptMixin
 from ._mcp_switch import MCP_NAMESPACE, switched_off
 from ._move import existing_location
 from ._off_loop import off_loop, wait_off_loop
-from ._place import Place, is_current, read_place
+from ._place import Place, config_stamp, is_current, read_place
 from ._port import PortHooks, SessionSetup
 from ._rates import StoreRates
 from ._reads import Reads
