@@ -10,6 +10,8 @@
 | schedule | ``sch_`` + 24 hex |
 | artifact | ``art_`` + 24 hex |
 | claim token | 32 hex |
+| user token id | ``tok_`` + 16 hex |
+| share link id | ``shr_`` + 16 hex |
 
 Randomness comes from `os.urandom`, what `secrets.token_hex` uses, without loading `secrets`
 (and OpenSSL) at import (cold start, issue 25). Ids derived from other ids (a schedule fire's
@@ -64,3 +66,13 @@ def new_artifact_id() -> str:
 def new_claim_token() -> str:
     """A fresh claim token (32 hex characters): what fences one drain's writes."""
     return random_hex(16)
+
+
+def new_token_id() -> str:
+    """A fresh id of a user's token (not the token): ``tok_`` + 16 hex characters."""
+    return f"tok_{random_hex(8)}"
+
+
+def new_share_id() -> str:
+    """A fresh id of a share link (not the link's secret): ``shr_`` + 16 hex characters."""
+    return f"shr_{random_hex(8)}"

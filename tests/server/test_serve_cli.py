@@ -64,7 +64,7 @@ class Serve:
                 stdout=out,
                 stderr=err,
             )
-        wait_for(self._up, timeout=20, what="wakeful serve to answer")
+        wait_for(self._up, timeout=90, what="wakeful serve to answer")
 
     def _up(self) -> bool:
         if self.proc.poll() is not None:

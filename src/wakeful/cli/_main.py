@@ -32,6 +32,7 @@ _COMMANDS = {
     "serve": "._serve",
     "session": "._session",
     "store": "._store_cmd",
+    "token": "._token",
     "usage": "._usage",
     "worker": "._run",
 }

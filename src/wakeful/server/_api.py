@@ -36,7 +36,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import ClaimLostError, ConflictError, NotFoundError, StoreError, UsageError
 from ..execution import off_loop
-from ._auth import BodyTooLargeError
+from ._auth import BodyTooLargeError, Principal
 from ._models import ErrorOut
 
 Q = TypeVar("Q", bound=BaseModel)
@@ -92,6 +92,11 @@ class Call(Generic[Q, B]):
         return self.request.app.state.wakeful
 
     @property
+    def principal(self) -> Principal:
+        """Who is calling (`principal_of`)."""
+        return principal_of(self.request)
+
+    @property
     def sensitive_scope(self) -> bool:
         """Whether the caller's token carries the sensitive scope."""
         principal = self.request.scope.get("wakeful.principal")
@@ -135,13 +140,21 @@ class Op:
     # False: the handler resolves `{session_id}` (a unique prefix) itself, in the worker thread
     # of its own store call, saving a thread hop on a hot route (`POST .../prompt`).
     resolve_id: bool = True
+    # The scope a token needs for it ("": `read` for GET, else `drive`; docs/access.md).
+    scope: str = ""
+
+    @property
+    def needs(self) -> str:
+        """The scope a token needs to call this endpoint."""
+        return self.scope or ("read" if self.method in ("GET", "HEAD") else "drive")
 
 
 class Registry:
     """Ops collected by the route modules, in declaration order."""
 
-    def __init__(self) -> None:
+    def __init__(self, scope: str = "") -> None:
         self.ops: list[Op] = []
+        self.scope = scope  # what every op of the module needs, unless one says otherwise
 
     def op(self, method: str, path: str, **kw: Any) -> Callable[[Handler], Handler]:
         """Decorate a handler as the endpoint `method path`."""
@@ -155,7 +168,7 @@ class Registry:
                     op_id=fn.__name__.strip("_"),
                     summary=doc[0] if doc else "",
                     handler=fn,
-                    **kw,
+                    **{"scope": self.scope, **kw},
                 )
             )
             return fn
@@ -190,15 +203,55 @@ def _validation_reason(err: ValidationError, where: str) -> str:
     return f"{where}{'.' + loc if loc else ''}: {first['msg']}{extra}"
 
 
+def principal_of(request: Request) -> Principal:
+    """Who is calling (the auth middleware put it in the scope; an operator when it did not,
+    which only an app without the middleware, in a test, can be)."""
+    found = request.scope.get("wakeful.principal")
+    return found if isinstance(found, Principal) else Principal("bearer")
+
+
+def check_scope(principal: Principal, scope: str) -> None:
+    """403 with a reason unless the caller's token has `scope`."""
+    if scope not in principal.scopes:
+        raise ApiError(403, "forbidden", f"this needs a token with the {scope} scope")
+
+
+async def check_owner(request: Request, principal: Principal, session_id: str) -> None:
+    """404 (as for a session that does not exist) unless an admin calls or the caller owns the
+    session's root: another user's sessions are not there for them (docs/access.md)."""
+    if principal.admin:
+        return
+    access = request.app.state.wakeful.runtime.store.access
+    if await off_loop(access.owner_of, session_id) != principal.user:
+        raise ApiError(404, "not_found", f"no session {session_id}")
+
+
+async def _session_id(op: Op, request: Request, principal: Principal, raw: str) -> str:
+    """The session a path names: a unique prefix resolved (404 for none, 422 listing them for
+    several; for a non-admin, 404 for several too, so other users' ids stay unseen), owned."""
+    if not SESSION_ID.match(raw):
+        raise ApiError(404, "not_found", "no such session (malformed id)")
+    if not op.resolve_id and principal.admin:
+        return raw
+    store = request.app.state.wakeful.reads
+    try:
+        sid: str = await off_loop(store.resolve_session_id, raw)
+    except UsageError:
+        if principal.admin:
+            raise
+        raise ApiError(404, "not_found", f"no session {raw}") from None
+    await check_owner(request, principal, sid)
+    return sid
+
+
 async def _parse(op: Op, request: Request) -> Call[Any, Any]:
     path = dict(request.path_params)
-    if "session_id" in path:
-        if not SESSION_ID.match(path["session_id"]):
-            raise ApiError(404, "not_found", "no such session (malformed id)")
-        # a unique prefix names its session (404 for none, 422 listing them for several)
+    principal = principal_of(request)
+    if "session_id" in path:  # another user's session is a 404 whatever the scope
+        sid = await _session_id(op, request, principal, path["session_id"])
         if op.resolve_id:
-            store = request.app.state.wakeful.reads
-            path["session_id"] = await off_loop(store.resolve_session_id, path["session_id"])
+            path["session_id"] = sid
+    check_scope(principal, op.needs)
     query: Any = None
     if op.query is not None:
         params = dict(request.query_params.multi_items())

@@ -27,6 +27,7 @@ from ..runner import LiveEvent, LiveListener
 from ..store import ScheduleFire
 from . import (
     _inspector,
+    _routes_access,
     _routes_agui,
     _routes_approvals,
     _routes_host,
@@ -57,6 +58,7 @@ OPS: list[Op] = [
     *_routes_host.ops.ops,
     *_routes_agui.ops.ops,
     *_routes_usage.ops.ops,
+    *_routes_access.ops.ops,
 ]
 
 HOT_OPS = frozenset({"prompt"})  # routed first (see `create_app`)
@@ -212,7 +214,12 @@ def create_app(
         routes=routes,
         middleware=[
             Middleware(SecurityHeaders),
-            Middleware(AuthMiddleware, tokens=tokens, login_page=_inspector.login_page),
+            Middleware(
+                AuthMiddleware,
+                tokens=tokens,
+                login_page=_inspector.login_page,
+                users=runtime.store.access,
+            ),
             Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
         ],
         exception_handlers={HTTPException: _http_error},

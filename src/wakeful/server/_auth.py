@@ -5,11 +5,13 @@ before any handler runs. Tokens are compared in constant time (SHA-256 of both s
 `hmac.compare_digest`, against every configured token without stopping early). The inspector's
 cookie is an HMAC derived from a token, never the token itself; a cookie-authenticated request
 that changes state must also send `X-Wakeful-CSRF: 1`, a header no cross-site form can set.
+The operator tokens (`Tokens`) are checked first, in memory; a token that is none of them is
+looked up by its SHA-256 among the users' tokens in the store (`store/_access.py`), so a revoked
+one fails from the next request on (docs/access.md).
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import os
@@ -22,24 +24,51 @@ from pathlib import Path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import UsageError
+from ..execution import off_loop
+from ..store import Access, UserToken, cookie_digest, token_digest
 
 COOKIE = "wakeful_session"
 CSRF_HEADER = b"x-wakeful-csrf"
 OPEN_ROUTES = {("GET", "/health"), ("HEAD", "/health"), ("GET", "/ui/login"), ("POST", "/ui/login")}
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
-_COOKIE_KEY = b"wakeful-inspector-cookie-v1"
+OPERATOR = frozenset({"read", "drive", "approve", "admin"})
+"""The scopes of an operator token (`--token`, `WAKEFUL_SERVER_TOKEN`, the token file); a
+sensitive operator token has `sensitive` too (docs/access.md)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: whether the token has the sensitive scope, and how it was presented."""
+    """Who is calling: their scopes, their user (None: an operator token) and how the token
+    was presented."""
 
-    sensitive: bool
     via: str  # "bearer" or "cookie"
+    scopes: frozenset[str] = OPERATOR
+    user: str | None = None
+    token_id: str | None = None
+
+    @property
+    def sensitive(self) -> bool:
+        """Whether the token has the sensitive scope."""
+        return "sensitive" in self.scopes
+
+    @property
+    def admin(self) -> bool:
+        """Whether the token has the admin scope: it sees and touches every session."""
+        return "admin" in self.scopes
+
+    @property
+    def name(self) -> str:
+        """The caller as the log records them: the user, or `operator`."""
+        return self.user or "operator"
+
+
+def user_principal(token: UserToken, via: str) -> Principal:
+    """The principal of a user's token from the store."""
+    return Principal(via, frozenset(token.scopes), token.user, token.id)
 
 
 def _h(value: str) -> bytes:
-    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
+    return token_digest(value)
 
 
 class Tokens:
@@ -59,7 +88,7 @@ class Tokens:
 
     @staticmethod
     def _cookie_digest(token_hash: bytes) -> bytes:
-        return hmac.new(token_hash, _COOKIE_KEY, hashlib.sha256).digest()
+        return cookie_digest(token_hash)
 
     @staticmethod
     def _match(presented: bytes, entries: list[tuple[bytes, bool]]) -> bool | None:
@@ -72,7 +101,7 @@ class Tokens:
     def check(self, token: str) -> Principal | None:
         """The principal of a bearer token, or None when it matches no configured token."""
         sensitive = self._match(_h(token), self._entries)
-        return None if sensitive is None else Principal(sensitive, "bearer")
+        return None if sensitive is None else _operator(sensitive, "bearer")
 
     def cookie_for(self, token: str) -> str | None:
         """The inspector cookie value for a valid token (None for an invalid one)."""
@@ -87,7 +116,11 @@ class Tokens:
         except ValueError:
             return None
         sensitive = self._match(raw, self._cookies)
-        return None if sensitive is None else Principal(sensitive, "cookie")
+        return None if sensitive is None else _operator(sensitive, "cookie")
+
+
+def _operator(sensitive: bool, via: str) -> Principal:
+    return Principal(via, OPERATOR | {"sensitive"} if sensitive else OPERATOR)
 
 
 def new_token() -> str:
@@ -140,21 +173,39 @@ async def _send_json(
     await send({"type": "http.response.body", "body": body})
 
 
+def cookie_value(scope: Scope) -> str | None:
+    """The inspector cookie the request carries, or None."""
+    cookie = _header(scope, b"cookie")
+    if not cookie:
+        return None
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(cookie)
+    except Exception:  # a malformed Cookie header is no credential
+        return None
+    return jar[COOKIE].value if COOKIE in jar else None
+
+
 class AuthMiddleware:
     """Reject unauthenticated requests (401) before routing; record the principal in the scope."""
 
     def __init__(
-        self, app: ASGIApp, tokens: Tokens, login_page: Callable[[str, str], bytes]
+        self,
+        app: ASGIApp,
+        tokens: Tokens,
+        login_page: Callable[[str, str], bytes],
+        users: Access | None = None,
     ) -> None:
         self.app = app
         self.tokens = tokens
         self.login_page = login_page
+        self.users = users  # the store's users' tokens (None: operator tokens only)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (scope["method"], route_path(scope)) in OPEN_ROUTES:
             await self.app(scope, receive, send)
             return
-        principal = self._principal(scope)
+        principal = await self._principal(scope)
         if principal is None:
             await self._unauthorized(scope, send)
             return
@@ -174,21 +225,29 @@ class AuthMiddleware:
         scope["wakeful.principal"] = principal
         await self.app(scope, receive, send)
 
-    def _principal(self, scope: Scope) -> Principal | None:
+    async def _principal(self, scope: Scope) -> Principal | None:
         auth = _header(scope, b"authorization")
         if auth is not None:
             scheme, _, token = auth.partition(" ")
-            return self.tokens.check(token.strip()) if scheme.lower() == "bearer" else None
-        cookie = _header(scope, b"cookie")
-        if cookie:
-            jar: SimpleCookie = SimpleCookie()
-            try:
-                jar.load(cookie)
-            except Exception:  # a malformed Cookie header is no credential
+            if scheme.lower() != "bearer":
                 return None
-            if COOKIE in jar:
-                return self.tokens.check_cookie(jar[COOKIE].value)
-        return None
+            found = self.tokens.check(token.strip())
+            if found is not None or self.users is None:
+                return found
+            held = await off_loop(self.users.token_by, digest=_h(token.strip()))
+            return None if held is None else user_principal(held, "bearer")
+        value = cookie_value(scope)
+        if value is None:
+            return None
+        found = self.tokens.check_cookie(value)
+        if found is not None or self.users is None:
+            return found
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            return None
+        held = await off_loop(self.users.token_by, cookie=raw)
+        return None if held is None else user_principal(held, "cookie")
 
     async def _unauthorized(self, scope: Scope, send: Send) -> None:
         path = route_path(scope)

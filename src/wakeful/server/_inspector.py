@@ -32,12 +32,14 @@ from ..errors import NotFoundError, UsageError
 from ..execution import off_loop
 from ..messages import speaker
 from ..runner import run_records
-from ._api import SESSION_ID
+from ..store import cookie_digest, token_digest
+from ._api import SESSION_ID, ApiError, check_owner, principal_of
 from ._auth import COOKIE
 from ._models import ListQuery
+from ._owned import Found
 from ._redact import receipt_json, redact_message
 from ._routes_schedules import schedule_out
-from ._routes_sessions import Found, search_sessions
+from ._routes_sessions import search_sessions
 from ._state import ServerState
 from ._views import KEY_ARGS, iso, receipt_changes, short, transcript
 
@@ -121,6 +123,15 @@ def _state(request: Request) -> ServerState:
     return request.app.state.wakeful  # type: ignore[no-any-return]  # Starlette types app.state as Any
 
 
+async def cookie_for(state: ServerState, token: str) -> str | None:
+    """The inspector cookie of a valid token, an operator's or a user's (else None)."""
+    value = state.tokens.cookie_for(token)
+    if value is not None:
+        return value
+    held = await off_loop(state.runtime.store.access.token_by, digest=token_digest(token))
+    return None if held is None else cookie_digest(token_digest(token)).hex()
+
+
 async def login_form(request: Request) -> Response:
     """GET /ui/login."""
     return HTMLResponse(login_page(_base(request), request.query_params.get("next", "")))
@@ -132,7 +143,7 @@ async def login(request: Request) -> Response:
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
     token = (form.get("token") or [""])[0].strip()
     next_path = safe_next((form.get("next") or [""])[0])
-    value = _state(request).tokens.cookie_for(token) if token else None
+    value = await cookie_for(_state(request), token) if token else None
     if value is None:
         page = login_page(_base(request), next_path, "That token is not valid.")
         return HTMLResponse(page, status_code=401)
@@ -166,7 +177,7 @@ async def index(request: Request) -> Response:
     archived = {"false": False, "true": True, "all": None}[query.archived]
     problem: str | None = None
     try:
-        found = await search_sessions(state, query, archived)
+        found = await search_sessions(state, query, archived, principal_of(request))
     except UsageError as err:  # a search without words, a cursor of the other kind
         found, problem = Found([], None), str(err)
     active = set(state.runtime.active())
@@ -195,7 +206,8 @@ async def session_page(request: Request) -> Response:
         return _html(request, "missing.html", 404, session_id=sid)
     try:
         full = await off_loop(state.reads.resolve_session_id, sid)
-    except (NotFoundError, UsageError):  # none, or a prefix of several (the page lists none)
+        await check_owner(request, principal_of(request), full)  # another user's: none
+    except (NotFoundError, UsageError, ApiError):  # none, or a prefix of several (lists none)
         return _html(request, "missing.html", 404, session_id=sid)
     if full != sid:  # a unique prefix: the page's own address names the session in full
         query = f"?{request.url.query}" if request.url.query else ""
@@ -237,7 +249,9 @@ async def session_page(request: Request) -> Response:
 
 async def schedules_page(request: Request) -> Response:
     """GET /ui/schedules: every schedule with its next and last fire; add, pause, resume,
-    delete (the page's script calls the JSON API)."""
+    delete (the page's script calls the JSON API). Schedules are the admins' (docs/access.md)."""
+    if not principal_of(request).admin:
+        return _html(request, "missing.html", 404, session_id="schedules")
     found = await off_loop(_state(request).runtime.schedules)
     return _html(request, "schedules.html", schedules=[schedule_out(s) for s in found])
 
@@ -253,8 +267,9 @@ async def eval_page(request: Request) -> Response:
         return _html(request, "missing.html", 404, session_id=sid)
     try:
         full = await off_loop(state.reads.resolve_session_id, sid)
+        await check_owner(request, principal_of(request), full)
         view = await off_loop(read_run, state.reads, full)
-    except (NotFoundError, UsageError):  # no such session, or one that is not a run
+    except (NotFoundError, UsageError, ApiError):  # none (or not theirs), or not a run
         return _html(request, "missing.html", 404, session_id=sid)
     if full != sid:
         return RedirectResponse(f"{_base(request)}/ui/evals/{full}", status_code=303)
@@ -295,7 +310,7 @@ async def usage_page(request: Request) -> Response:
     by = request.query_params.get("by", "day")
     since = request.query_params.get("since") or None
     try:
-        report = await report_for(_state(request), by, since)
+        report = await report_for(_state(request), by, since, principal_of(request))
     except UsageError as err:
         return _html(
             request,

@@ -23,7 +23,7 @@ REF = "#/components/schemas/{model}"
 ERROR_TEXT = {
     400: "Malformed request (bad JSON, bad header)",
     401: "Missing or wrong bearer token",
-    403: "Not allowed for this token (sensitive scope, CSRF)",
+    403: "Not allowed for this token (a scope it lacks, CSRF)",
     404: "No such session (or item)",
     409: "Conflict: input id reused with other content, or the session is running",
     413: "Request body over the size limit",
@@ -122,7 +122,8 @@ def _operation(op: Op, refs: Refs) -> dict[str, Any]:
         responses[str(status)] = {"description": text} | _json(refs, model)
     # a session id in the path may be a prefix, and one of several sessions is a 422
     by_id = (404, 422) if "{session_id}" in op.path else ()
-    for status in sorted({*op.errors, *ALWAYS, *by_id}):
+    # every endpoint needs a scope (docs/access.md): a token without it is a 403
+    for status in sorted({*op.errors, *ALWAYS, *by_id, 403}):
         text = ERROR_TEXT.get(status, "Store busy; retry" if status == 503 else "Error")
         responses[str(status)] = {"description": text} | _json(refs, ErrorOut)
     doc: dict[str, Any] = {

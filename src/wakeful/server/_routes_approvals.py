@@ -49,6 +49,7 @@ async def approvals(call: Call[Any, Any]) -> ApprovalsOut:
     status=202,
     response=AdmissionOut,
     errors=(400, 401, 404, 409, 413, 422),
+    scope="approve",
 )
 async def decide(call: Call[Any, DecisionIn]) -> AdmissionOut:
     """Decide on a waiting call (allow, always or deny); with `resume` wake the session."""
@@ -97,6 +98,7 @@ class BudgetOut(_Out):
     status=202,
     response=BudgetOut,
     errors=(400, 401, 404, 413, 422),
+    scope="approve",
 )
 async def budget(call: Call[Any, BudgetIn]) -> BudgetOut:
     """Raise the session's budget durably (a `budget.raised` event in its root's log, counted

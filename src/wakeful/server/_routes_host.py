@@ -24,7 +24,7 @@ from ._models import CountsOut, SessionOut
 from ._models_host import AppendedOut, AppendIn, BlobIn, BlobOut, PruneIn, SessionPatchIn
 from ._state import ServerState
 
-ops = Registry()
+ops = Registry(scope="admin")  # the whole store, or every session's: docs/access.md
 
 
 def _decode(data: str, what: str) -> bytes:

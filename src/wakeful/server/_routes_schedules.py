@@ -14,7 +14,7 @@ from ._api import Call, Registry
 from ._models import DeletedOut, ScheduleIn, ScheduleOut, SchedulesOut
 from ._state import ServerState
 
-ops = Registry()
+ops = Registry(scope="admin")  # the whole store, or every session's: docs/access.md
 SCHEDULE_ID = {"schedule_id": {"type": "string", "pattern": r"^[A-Za-z0-9_\-]{1,128}$"}}
 
 

@@ -6,14 +6,14 @@ from the store's full-text index (ranked, paged by offset), or by the session's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConflictError, UsageError
 from ..execution import existing_location, off_loop
 from ..runner import resolve_agent
-from ..store import SearchHit, SessionRow, new_session_id
+from ..store import Page, SearchPage, new_session_id
 from ._api import SESSION_ID, ApiError, Call, Registry, respond
+from ._auth import Principal
 from ._models import (
     ClaimOut,
     CountsOut,
@@ -26,51 +26,56 @@ from ._models import (
     SessionOut,
     SessionPageOut,
 )
+from ._owned import Found, owned_listing, owned_roots, owned_search
 from ._routes_inputs import admit_prompt
 from ._state import ServerState
 
 ops = Registry()
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
-    """A page of sessions, where each matched a search (by id: none), and the next cursor."""
-
-    sessions: list[SessionRow]
-    next_cursor: str | None
-    matches: dict[str, SearchHit] = field(default_factory=dict)
-
-
-async def search_sessions(state: ServerState, q: ListQuery, archived: bool | None) -> Found:
+async def search_sessions(
+    state: ServerState, q: ListQuery, archived: bool | None, principal: Principal | None = None
+) -> Found:
     """A page of sessions: the listing without `q.q`; with it, a full-text search (a session
-    id finds that session). A search's cursor is the number of hits already returned."""
+    id finds that session). A search's cursor is the number of hits already returned. A
+    non-admin `principal` sees only the sessions they own (`_owned.py`)."""
     needle = (q.q or "").strip()
+    owned = (
+        None if principal is None or principal.admin else await owned_roots(state, principal.user)
+    )
     if not needle:
-        page = await off_loop(
-            state.reads.list_sessions,
-            roots_only=q.roots,
-            archived=archived,
-            limit=q.limit,
-            cursor=q.cursor,
-            agent=q.agent,
-            location=state.location(q.location),
-        )
+
+        def listing(cursor: str | None, limit: int) -> Page:
+            return state.reads.list_sessions(
+                roots_only=q.roots,
+                archived=archived,
+                limit=limit,
+                cursor=cursor,
+                agent=q.agent,
+                location=state.location(q.location),
+            )
+
+        if owned is not None:
+            return await owned_listing(listing, owned, q.cursor, q.limit)
+        page = await off_loop(listing, q.cursor, q.limit)
         return Found(page.sessions, page.next_cursor)
     if q.agent is not None or q.location != "any":
         raise UsageError("`agent` and `location` filter the listing, not a search (`q`)")
     if needle.startswith("ses_") and SESSION_ID.match(needle):
         row = await off_loop(state.reads.find_session, needle)
-        return Found([row] if row is not None else [], None)
+        seen = row is not None and (owned is None or row.root_id in owned)
+        return Found([row] if row is not None and seen else [], None)
     if q.cursor is not None and not q.cursor.isdigit():
         raise UsageError("a search continues from the cursor it answered (a number)")
-    hits = await off_loop(
-        state.reads.search,
-        needle,
-        roots_only=q.roots,
-        archived=archived,
-        limit=q.limit,
-        offset=int(q.cursor or 0),
-    )
+
+    def search(offset: int, limit: int) -> SearchPage:
+        return state.reads.search(
+            needle, roots_only=q.roots, archived=archived, limit=limit, offset=offset
+        )
+
+    if owned is not None:
+        return await owned_search(search, owned, int(q.cursor or 0), q.limit)
+    hits = await off_loop(search, int(q.cursor or 0), q.limit)
     more = None if hits.next_offset is None else str(hits.next_offset)
     return Found([h.session for h in hits.hits], more, {h.session.id: h for h in hits.hits})
 
@@ -82,7 +87,7 @@ async def list_sessions(call: Call[ListQuery, Any]) -> SessionPageOut:
     """List sessions, newest first, with filters and keyset paging; or search them (`q`)."""
     state: ServerState = call.state
     archived = {"false": False, "true": True, "all": None}[call.query.archived]
-    found = await search_sessions(state, call.query, archived)
+    found = await search_sessions(state, call.query, archived, call.principal)
     active = set(state.runtime.active())
     summaries = await off_loop(state.reads.session_summaries, [r.id for r in found.sessions])
     out = []
@@ -132,6 +137,7 @@ async def create_session(call: Call[Any, CreateSessionIn]) -> Any:
         metadata=metadata,
         location=where,
     )
+    await off_loop(rt.store.access.set_owner, sid, call.principal.user)  # docs/access.md
     admission = None
     if body.prompt is not None:
         admission = await admit_prompt(state, sid, body.prompt)
@@ -199,6 +205,8 @@ async def fork_session(call: Call[Any, ForkIn]) -> Any:
     if body.model is not None:
         await off_loop(rt.check_model, body.model)
     row = await off_loop(state.runtime.fork, call.path["session_id"], body.through_seq, **fields)
+    owner = await off_loop(rt.store.access.owner_of, call.path["session_id"])
+    await off_loop(rt.store.access.set_owner, row.id, owner)  # the forked tree's owner
     if await off_loop(rt.set_identity, row.id, agent=body.agent, model=body.model):
         row = await off_loop(state.reads.get_session, row.id)
     state.hub.nudge()

@@ -288,6 +288,12 @@ async def find_artifacts(call: Call[LookupQuery, Any]) -> ArtifactsOut:
         location=state.location(q.location),
         limit=q.limit,
     )
+    if not call.principal.admin:  # another user's sessions are not there for them
+        user = call.principal.user or ""
+        mine = await off_loop(
+            state.runtime.store.access.owned, user, sorted({a.session_id for a in found})
+        )
+        found = [a for a in found if a.session_id in mine]
     return ArtifactsOut(artifacts=[_artifact_out(a) for a in found])
 
 

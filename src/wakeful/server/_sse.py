@@ -22,6 +22,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from ..errors import NotFoundError
 from ..events import StoredEvent
 from ..execution import off_loop
+from ..store import Access
 from ._api import ApiError, Call, Registry
 from ._hub import Live, Subscription
 from ._models import EventOut, EventsOut, LogQuery
@@ -47,6 +48,38 @@ class _Source:
     resolve: Callable[[int], Position]
     sync_field: str
     gap_free: bool  # per-session seq has no gaps: a jump means the queue missed something
+    # A non-admin's view of the instance log: only their sessions' events are sent (their
+    # positions still advance the cursor); None: every event.
+    visible: Visible | None = None
+
+    def shown(self, ev: StoredEvent) -> bool:
+        """Whether the caller may see `ev` (known: `fetch` or `Visible.learn` looked it up)."""
+        return self.visible is None or self.visible.shown(ev)
+
+
+class Visible:
+    """Which sessions' events one non-admin may see, looked up once per session (in a worker
+    thread: `learn`) and remembered for the stream's life."""
+
+    def __init__(self, access: Access, user: str | None) -> None:
+        self.access = access
+        self.user = user
+        self.seen: dict[str, bool] = {}
+
+    def learn(self, events: list[StoredEvent]) -> list[StoredEvent]:
+        """Look up the owners of the sessions of `events` not known yet; `events` unchanged."""
+        new = sorted({e.session_id for e in events} - self.seen.keys())
+        owned = self.access.owned(self.user, new) if new and self.user else set()
+        self.seen.update((sid, sid in owned) for sid in new)
+        return events
+
+    def known(self, ev: StoredEvent) -> bool:
+        """Whether the owner of `ev`'s session was looked up."""
+        return ev.session_id in self.seen
+
+    def shown(self, ev: StoredEvent) -> bool:
+        """Whether `ev`'s session is the caller's."""
+        return self.seen.get(ev.session_id, False)
 
 
 def _start(call: Call[LogQuery, Any]) -> int:
@@ -97,7 +130,8 @@ async def _stream(
             batch = [e for e in await off_loop(src.fetch, at) if src.pos(e) <= watermark]
             for ev in batch:
                 last, at = src.key(ev), src.pos(ev)
-                yield _durable(ev, last, sensitive)
+                if src.shown(ev):
+                    yield _durable(ev, last, sensitive)
             if not batch:
                 break
         if sub is None:
@@ -112,13 +146,15 @@ async def _stream(
                 while batch := await off_loop(src.fetch, at):
                     for ev in batch:
                         last, at = src.key(ev), src.pos(ev)
-                        yield _durable(ev, last, sensitive)
+                        if src.shown(ev):
+                            yield _durable(ev, last, sensitive)
             try:
                 item = await asyncio.wait_for(sub.queue.get(), query.idle_timeout)
             except TimeoutError:
                 return
             if isinstance(item, Live):
-                yield ServerSentEvent(data=item.data, event="live")
+                if src.visible is None or src.visible.seen.get(item.session_id, False):
+                    yield ServerSentEvent(data=item.data, event="live")
                 continue
             key, pos = src.key(item.event), src.pos(item.event)
             if pos <= at:
@@ -130,7 +166,10 @@ async def _stream(
                     last, at = src.key(ev), src.pos(ev)
                     yield _durable(ev, last, sensitive)
             last, at = key, pos
-            yield _event(key, item.data(sensitive))
+            if src.visible is not None and not src.visible.known(item.event):
+                await off_loop(src.visible.learn, [item.event])
+            if src.shown(item.event):
+                yield _event(key, item.data(sensitive))
     finally:
         if sub is not None:
             state.hub.unsubscribe(sub)
@@ -145,8 +184,9 @@ async def _response(
         batch = await off_loop(src.fetch, await off_loop(src.resolve, after))
         batch = batch[: call.query.limit]
         nxt = src.key(batch[-1]) if batch else after
+        shown = [e for e in batch if src.shown(e)]
         return EventsOut(
-            events=[EventOut.model_validate(event_json(e, sensitive=sensitive)) for e in batch],
+            events=[EventOut.model_validate(event_json(e, sensitive=sensitive)) for e in shown],
             next_after=nxt,
             redacted=not sensitive,
         )
@@ -200,16 +240,24 @@ async def session_log(call: Call[LogQuery, Any]) -> Any:
 )
 async def instance_log(call: Call[LogQuery, Any]) -> Any:
     """Every session's durable events in the instance-wide log's order (ids as cursors): JSON,
-    or SSE that follows."""
+    or SSE that follows; a non-admin gets their own sessions' events only."""
     state: ServerState = call.state
     limit = call.query.limit
+    p = call.principal
+    visible = None if p.admin else Visible(state.runtime.store.access, p.user)
+
+    def fetch(at: Position) -> list[StoredEvent]:
+        batch = state.reads.feed.events_since(at[1], limit, after_tx=at[0])
+        return batch if visible is None else visible.learn(batch)
+
     src = _Source(
-        fetch=lambda at: state.reads.feed.events_since(at[1], limit, after_tx=at[0]),
+        fetch=fetch,
         key=lambda ev: ev.id,
         pos=lambda ev: ev.position,
         watermark=state.reads.feed.last_event_position,
         resolve=state.reads.feed.event_position,
         sync_field="id",
         gap_free=False,
+        visible=visible,
     )
     return await _response(state, src, None, call)

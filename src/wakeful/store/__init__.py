@@ -17,6 +17,17 @@ if TYPE_CHECKING:
         new_schedule_id,
         new_session_id,
     )
+    from ._access import (
+        SCOPES,
+        Access,
+        Scope,
+        ShareLink,
+        UserToken,
+        check_user_name,
+        cookie_digest,
+        parse_scopes,
+        token_digest,
+    )
     from ._append import MESSAGE_MAX_BYTES, ClaimToken
     from ._artifacts import ARTIFACTS_PER_SESSION_CAP, Artifact, artifacts_from_metadata
     from ._batch import RecoveryView
@@ -90,6 +101,15 @@ if TYPE_CHECKING:
 # Every name loads from its module on first use: `open_store` needs the store class and its
 # parts, not the protocol, the fault helpers or logging (cold start of `session list`, issue 25).
 _LAZY = {
+    "SCOPES": "wakeful.store._access",
+    "Access": "wakeful.store._access",
+    "Scope": "wakeful.store._access",
+    "ShareLink": "wakeful.store._access",
+    "UserToken": "wakeful.store._access",
+    "check_user_name": "wakeful.store._access",
+    "cookie_digest": "wakeful.store._access",
+    "parse_scopes": "wakeful.store._access",
+    "token_digest": "wakeful.store._access",
     "ClaimToken": "wakeful.store._append",
     "MESSAGE_MAX_BYTES": "wakeful.store._append",
     "TurnOpening": "wakeful.store._opening",
@@ -186,6 +206,15 @@ __all__ = [
     "new_master_key",
     "parse_master_key",
     "rotate_key_at",
+    "SCOPES",
+    "Access",
+    "Scope",
+    "ShareLink",
+    "UserToken",
+    "check_user_name",
+    "cookie_digest",
+    "parse_scopes",
+    "token_digest",
     "FIRE_HISTORY",
     "FireOutcome",
     "FirePlan",

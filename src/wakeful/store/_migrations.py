@@ -6,6 +6,7 @@ Invariant: a migration, once released, never changes; a new need is a new number
 
 from __future__ import annotations
 
+from ._access_sql import ACCESS_TABLES
 from ._admit_sql import ADMIT_FUNCTION, ADMIT_FUNCTION_2, ADMIT_FUNCTION_11, QUIET_ADMIT
 from ._rates import RATE_BUCKETS
 from ._search_log import SEARCH_FROM_LOG_SQLITE
@@ -565,6 +566,7 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
     (23, "encryption", _ENCRYPTION, _ENCRYPTION),  # an encrypted store's id and state
     (24, "usage_by_time", USAGE_AT, USAGE_AT),  # a day's usage: per-day budgets (`_usage.py`)
     (25, "search_from_log", SEARCH_FROM_LOG_SQLITE, ""),  # SQLite: the index reads the log
+    (26, "access", ACCESS_TABLES, ACCESS_TABLES),  # users, tokens, owners, shares (`_access_sql`)
 ]
 
 LATEST = MIGRATIONS[-1][0]

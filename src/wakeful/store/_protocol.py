@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         StoredEvent,
     )
     from ..messages import Message
+    from ._access import Access
     from ._append import ClaimToken
     from ._batch import RecoveryView
     from ._claims import Claims, IsDead
@@ -387,6 +388,11 @@ class LocalStore(Store, PlainReads, ReceiptReads, Protocol):
     @property
     def schedules(self) -> Schedules:
         """The schedules and their fires (`store/_schedules.py`)."""
+        ...
+
+    @property
+    def access(self) -> Access:
+        """Users, their tokens, session owners and share links (`store/_access.py`)."""
         ...
 
     @property

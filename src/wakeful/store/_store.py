@@ -17,6 +17,7 @@ from .._ids import new_session_id
 from ..clock import Clock, SystemClock
 from ..errors import NotFoundError, StoreError, UsageError
 from . import _inbox, _retention, _search, _transcript
+from ._access import Access
 from ._admission import AdmissionMixin
 from ._append import ClaimToken, append_events, put_blob_in, put_blobs_in
 from ._backend import Backend, Tx, iter_chunks
@@ -81,6 +82,8 @@ class SqlStore(
         """Rewind, history edits, metadata, extension state, artifacts (`store/_shaping.py`)."""
         self.rates = RateBuckets(backend)
         """The shared rate limits' buckets (`store/_rates.py`)."""
+        self.access = Access(backend, self.clock)
+        """Users, their tokens, session owners and share links (`store/_access.py`)."""
         _search.backfill(backend, _transcript.transcript_in)  # once, after the index's migration
 
     @property

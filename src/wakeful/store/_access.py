@@ -1,0 +1,324 @@
+"""Users, their scoped tokens, who owns which session, and share links (`SqlStore.access`).
+
+Invariant: a secret (a token, a share link) is shown once, when it is made, and stored only as
+its SHA-256 (`digest`); a token also as its inspector cookie (`cookie_digest`). A session's
+owner is recorded on its root, and every session of the tree (children, and forks made by the
+server, which records the forked session's owner on the fork) reads it through `root_id`. A
+revoked or expired secret matches nothing from the transaction that revoked it on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, cast, get_args
+
+from .._ids import new_share_id, new_token_id
+from ..errors import NotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from ._backend import Backend, Row
+
+Scope = Literal["read", "drive", "approve", "admin", "sensitive"]
+SCOPES: tuple[Scope, ...] = get_args(Scope)
+"""Every scope a token may carry (docs/access.md says what each allows)."""
+
+_COOKIE_KEY = b"wakeful-inspector-cookie-v1"
+_TOKEN_COLS = "id, user_name, scopes, label, created_ms, expires_ms, revoked_ms"
+_SHARE_COLS = "id, session_id, turn_id, created_by, created_ms, expires_ms, revoked_ms"
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.@-")
+
+
+def token_digest(secret: str) -> bytes:
+    """The SHA-256 of a token's text: what the store keeps and what a request is matched by."""
+    import hashlib  # loaded on first use, not with the store (cold start, issue 25)
+
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest()
+
+
+def cookie_digest(digest: bytes) -> bytes:
+    """The inspector cookie of the token with `digest`: an HMAC of the digest, so a cookie
+    never holds the token and a token's cookie is known without the token."""
+    import hashlib
+    import hmac
+
+    return hmac.new(digest, _COOKIE_KEY, hashlib.sha256).digest()
+
+
+def parse_scopes(text: str) -> tuple[Scope, ...]:
+    """`read,drive` as scopes in their canonical order; `UsageError` naming an unknown one."""
+    asked = {part.strip() for part in text.split(",") if part.strip()}
+    if not asked:
+        raise UsageError(f"a token needs at least one scope ({', '.join(SCOPES)})")
+    unknown = sorted(asked - set(SCOPES))
+    if unknown:
+        raise UsageError(f"unknown scope {unknown[0]!r}: the scopes are {', '.join(SCOPES)}")
+    return tuple(s for s in SCOPES if s in asked)
+
+
+def check_user_name(name: str) -> str:
+    """`name` when it can name a user (1 to 64 letters, digits, `_ . @ -`), else `UsageError`."""
+    if not 1 <= len(name) <= 64 or not set(name) <= _NAME_CHARS:
+        raise UsageError(f"bad user name {name!r}: 1 to 64 letters, digits, _ . @ -")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class UserToken:
+    """One token of a user, as listed: never the token's text."""
+
+    id: str
+    user: str
+    scopes: tuple[Scope, ...]
+    label: str | None
+    created_ms: int
+    expires_ms: int | None
+    revoked_ms: int | None
+
+    def to_json(self) -> dict[str, object]:
+        """The token's listing as a JSON-ready dict (the CLI and API contract)."""
+        return {
+            "id": self.id,
+            "user": self.user,
+            "scopes": list(self.scopes),
+            "label": self.label,
+            "created_ms": self.created_ms,
+            "expires_ms": self.expires_ms,
+            "revoked_ms": self.revoked_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ShareLink:
+    """A read-only link to one session (or one turn of it), as listed: never its secret."""
+
+    id: str
+    session_id: str
+    turn_id: str | None
+    created_by: str | None
+    created_ms: int
+    expires_ms: int
+    revoked_ms: int | None
+
+    def to_json(self) -> dict[str, object]:
+        """The link's listing as a JSON-ready dict (the CLI and API contract)."""
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "turn_id": self.turn_id,
+            "created_by": self.created_by,
+            "created_ms": self.created_ms,
+            "expires_ms": self.expires_ms,
+            "revoked_ms": self.revoked_ms,
+        }
+
+
+def _token(row: Row) -> UserToken:
+    scopes = tuple(cast(Scope, s) for s in str(row[2]).split(",") if s)
+    return UserToken(str(row[0]), str(row[1]), scopes, row[3], int(row[4]), row[5], row[6])
+
+
+def _share(row: Row) -> ShareLink:
+    return ShareLink(str(row[0]), str(row[1]), row[2], row[3], int(row[4]), int(row[5]), row[6])
+
+
+class Access:
+    """A store's users, tokens, session owners and share links (module docstring)."""
+
+    def __init__(self, backend: Backend, clock: Clock) -> None:
+        self.backend = backend
+        self.clock = clock
+
+    # -- tokens ----------------------------------------------------------------------------
+
+    def create_token(
+        self,
+        user: str,
+        scopes: tuple[Scope, ...],
+        *,
+        label: str | None = None,
+        expires_ms: int | None = None,
+    ) -> tuple[UserToken, str]:
+        """A new token of `user` (made on first use) with `scopes`, and its text: the only
+        time the text exists outside the caller."""
+        check_user_name(user)
+        if not scopes:
+            raise UsageError(f"a token needs at least one scope ({', '.join(SCOPES)})")
+        import secrets
+
+        secret = "wk_" + secrets.token_urlsafe(32)
+        digest = token_digest(secret)
+        now = self.clock.now_ms()
+        token = UserToken(new_token_id(), user, scopes, label, now, expires_ms, None)
+        with self.backend.transaction(write=True) as tx:
+            if tx.one("SELECT 1 FROM users WHERE name = ?", (user,)) is None:
+                tx.run("INSERT INTO users (name, created_ms) VALUES (?, ?)", (user, now))
+            tx.run(
+                "INSERT INTO user_tokens (id, user_name, digest, cookie, scopes, label, "
+                "created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    token.id,
+                    user,
+                    digest.hex(),
+                    cookie_digest(digest).hex(),
+                    ",".join(scopes),
+                    label,
+                    now,
+                    expires_ms,
+                ),
+            )
+        return token, secret
+
+    def tokens(self, user: str | None = None) -> list[UserToken]:
+        """Every token (of `user` when given), oldest first, revoked ones too."""
+        where, params = ("WHERE user_name = ?", (user,)) if user else ("", ())
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all(
+                f"SELECT {_TOKEN_COLS} FROM user_tokens {where} ORDER BY created_ms, id", params
+            )
+        return [_token(r) for r in rows]
+
+    def revoke_token(self, token_id: str) -> UserToken:
+        """Revoke a token (again: a no-op); it matches no request from now on."""
+        with self.backend.transaction(write=True) as tx:
+            tx.run(
+                "UPDATE user_tokens SET revoked_ms = ? WHERE id = ? AND revoked_ms IS NULL",
+                (self.clock.now_ms(), token_id),
+            )
+            row = tx.one(f"SELECT {_TOKEN_COLS} FROM user_tokens WHERE id = ?", (token_id,))
+        if row is None:
+            raise NotFoundError(f"no token {token_id}")
+        return _token(row)
+
+    def token_by(
+        self, *, digest: bytes | None = None, cookie: bytes | None = None
+    ) -> UserToken | None:
+        """The live (not revoked, not expired) token whose text has `digest`, or whose cookie
+        is `cookie`; None when there is none."""
+        column, value = ("digest", digest) if digest is not None else ("cookie", cookie)
+        if value is None:
+            return None
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one(
+                f"SELECT {_TOKEN_COLS} FROM user_tokens WHERE {column} = ?", (value.hex(),)
+            )
+        if row is None:
+            return None
+        token = _token(row)
+        now = self.clock.now_ms()
+        if token.revoked_ms is not None or (
+            token.expires_ms is not None and token.expires_ms <= now
+        ):
+            return None
+        return token
+
+    def users(self) -> list[str]:
+        """Every user's name, in order."""
+        with self.backend.transaction(write=False) as tx:
+            return [str(r[0]) for r in tx.all("SELECT name FROM users ORDER BY name")]
+
+    # -- owners ----------------------------------------------------------------------------
+
+    def set_owner(self, root_id: str, user: str | None) -> None:
+        """Record `user` as the owner of the root session `root_id` (None: nobody's, which
+        only admins see); replaces an owner left by a deleted session of the same id."""
+        with self.backend.transaction(write=True) as tx:
+            tx.run("DELETE FROM session_owners WHERE root_id = ?", (root_id,))
+            if user is not None:
+                tx.run(
+                    "INSERT INTO session_owners (root_id, user_name) VALUES (?, ?)",
+                    (root_id, user),
+                )
+
+    def owner_of(self, session_id: str) -> str | None:
+        """The owner of the session's root (None: the session or its owner is unknown)."""
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one(
+                "SELECT o.user_name FROM sessions s JOIN session_owners o "
+                "ON o.root_id = s.root_id WHERE s.id = ?",
+                (session_id,),
+            )
+        return None if row is None else str(row[0])
+
+    def owned_roots(self, user: str) -> set[str]:
+        """The ids of the root sessions `user` owns."""
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all("SELECT root_id FROM session_owners WHERE user_name = ?", (user,))
+        return {str(r[0]) for r in rows}
+
+    def owned(self, user: str, session_ids: list[str]) -> set[str]:
+        """Which of `session_ids` belong to `user` (through their roots)."""
+        if not session_ids:
+            return set()
+        marks = ", ".join("?" for _ in session_ids)
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all(
+                "SELECT s.id FROM sessions s JOIN session_owners o ON o.root_id = s.root_id "
+                f"WHERE o.user_name = ? AND s.id IN ({marks})",
+                (user, *session_ids),
+            )
+        return {str(r[0]) for r in rows}
+
+    # -- share links -----------------------------------------------------------------------
+
+    def create_share(
+        self, session_id: str, *, expires_ms: int, turn_id: str | None = None, by: str | None = None
+    ) -> tuple[ShareLink, str]:
+        """A new read-only link to the session (or one turn of it) until `expires_ms`, and its
+        secret: the only time the secret exists outside the caller."""
+        import secrets
+
+        now = self.clock.now_ms()
+        if expires_ms <= now:
+            raise UsageError("a share link must expire in the future")
+        secret = "wks_" + secrets.token_urlsafe(32)
+        link = ShareLink(new_share_id(), session_id, turn_id, by, now, expires_ms, None)
+        with self.backend.transaction(write=True) as tx:
+            if tx.one("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) is None:
+                raise NotFoundError(f"no session {session_id}")
+            tx.run(
+                "INSERT INTO share_links (id, digest, session_id, turn_id, created_by, "
+                "created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (link.id, token_digest(secret).hex(), session_id, turn_id, by, now, expires_ms),
+            )
+        return link, secret
+
+    def shares(self, session_id: str | None = None) -> list[ShareLink]:
+        """Every share link (of `session_id` when given), oldest first, revoked ones too."""
+        where, params = ("WHERE session_id = ?", (session_id,)) if session_id else ("", ())
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all(
+                f"SELECT {_SHARE_COLS} FROM share_links {where} ORDER BY created_ms, id", params
+            )
+        return [_share(r) for r in rows]
+
+    def share(self, share_id: str) -> ShareLink:
+        """One share link by id; `NotFoundError` when unknown."""
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one(f"SELECT {_SHARE_COLS} FROM share_links WHERE id = ?", (share_id,))
+        if row is None:
+            raise NotFoundError(f"no share link {share_id}")
+        return _share(row)
+
+    def revoke_share(self, share_id: str) -> ShareLink:
+        """Revoke a share link (again: a no-op); it opens nothing from now on."""
+        with self.backend.transaction(write=True) as tx:
+            tx.run(
+                "UPDATE share_links SET revoked_ms = ? WHERE id = ? AND revoked_ms IS NULL",
+                (self.clock.now_ms(), share_id),
+            )
+        return self.share(share_id)
+
+    def share_by(self, secret: str) -> ShareLink | None:
+        """The live (not revoked, not expired) link whose secret is `secret`, else None."""
+        with self.backend.transaction(write=False) as tx:
+            row = tx.one(
+                f"SELECT {_SHARE_COLS} FROM share_links WHERE digest = ?",
+                (token_digest(secret).hex(),),
+            )
+        if row is None:
+            return None
+        link = _share(row)
+        if link.revoked_ms is not None or link.expires_ms <= self.clock.now_ms():
+            return None
+        return link

@@ -1,0 +1,94 @@
+"""`wakeful token create|list|revoke` as a user runs them, and a `wakeful serve` process that
+takes the tokens they make and never writes one to its output (docs/access.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.cli.conftest import Wk
+from tests.server.conftest import ECHO, script
+from tests.server.test_serve_cli import Serve, _env
+
+OPERATOR = "operator-token-7c1d9e2b4a"
+
+
+def test_create_list_revoke(wk: Wk):
+    made = json.loads(
+        wk("token", "create", "--user", "alice", "--scope", "drive,read", "--format", "json").stdout
+    )
+    assert made["user"] == "alice" and made["scopes"] == ["read", "drive"]
+    assert made["secret"].startswith("wk_")
+    text = wk("token", "create", "--user", "bob", "--label", "ci")
+    secret = text.stdout.strip()
+    assert secret.startswith("wk_") and "shown once" in text.stderr
+    listed = json.loads(wk("token", "list", "--format", "json").stdout)
+    assert [t["user"] for t in listed] == ["alice", "bob"]
+    assert made["secret"] not in json.dumps(listed) and secret not in json.dumps(listed)
+    assert (
+        json.loads(wk("token", "list", "--user", "bob", "--format", "json").stdout)[0]["label"]
+        == "ci"
+    )
+    gone = wk("token", "revoke", made["id"])
+    assert gone.stdout.strip() == f"revoked {made['id']} (alice)"
+    assert "revoked" in wk("token", "list").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["create", "--user", "a", "--scope", "root"], "unknown scope 'root'"),
+        (["create", "--user", "bad name"], "bad user name"),
+        (["revoke", "tok_0000000000000000"], "no token tok_0000000000000000"),
+    ],
+)
+def test_bad_input_is_one_line(wk: Wk, args: list[str], says: str):
+    if args[0] == "revoke":
+        wk("token", "create", "--user", "someone")  # the store exists
+    done = wk("token", *args, check=False)
+    assert done.returncode != 0 and says in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_serve_takes_user_tokens_and_logs_none(tmp_path: Path):
+    env = _env(tmp_path)
+
+    def wk(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "wakeful", *args],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    alice = wk("token", "create", "--user", "alice", "--scope", "read,drive")
+    reader = wk("token", "create", "--user", "rita", "--scope", "read")
+    server = Serve(tmp_path, "--token", OPERATOR, "--model", script(tmp_path, ECHO), env=env)
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            auth = {"Authorization": f"Bearer {alice}"}
+            made = c.post("/sessions", json={"prompt": {"text": "hi", "wait": True}}, headers=auth)
+            assert made.status_code == 201, made.text
+            sid = made.json()["session"]["id"]
+            rita = {"Authorization": f"Bearer {reader}"}
+            assert c.get(f"/sessions/{sid}", headers=rita).status_code == 404
+            assert c.post("/sessions", json={}, headers=rita).status_code == 403
+            c.post("/ui/login", data={"token": alice})
+            revoked = json.loads(wk("token", "list", "--format", "json"))[1]["id"]
+            wk("token", "revoke", revoked)
+            assert c.get("/sessions", headers=rita).status_code == 401
+    finally:
+        assert server.stop() == 0
+    log = server.output()
+    assert 'GET /sessions HTTP/1.1" 401' in log  # the access log is on
+    for secret in (alice, reader, OPERATOR):
+        assert secret not in log
