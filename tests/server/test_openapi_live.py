@@ -236,8 +236,18 @@ def test_every_live_response_validates_against_the_document(served: Served) -> N
     doc.check(f"{one}/rewind", c.post(f"/sessions/{sid}/rewind", json={}))
     doc.check(f"{one}/unrevert", c.post(f"/sessions/{sid}/unrevert", json={}))
     _host(c, doc, sid, served)
+    _access(c, doc)
     documented = {(p, m) for p, ops in doc.doc["paths"].items() for m in ops}
     assert documented - doc.seen == set()
+
+
+def _access(c: httpx.Client, doc: Document) -> None:
+    """Who the caller is, and users' tokens (docs/access.md)."""
+    doc.check("/whoami", c.get("/whoami"))
+    made = c.post("/admin/tokens", json={"user": "ann", "scopes": ["read"]})
+    doc.check("/admin/tokens", made)
+    doc.check("/admin/tokens", c.get("/admin/tokens"))
+    doc.check("/admin/tokens/{token_id}", c.delete(f"/admin/tokens/{made.json()['token']['id']}"))
 
 
 def _host(c: httpx.Client, doc: Document, sid: str, served: Served) -> None:

@@ -15,11 +15,11 @@ from ..errors import UsageError
 from ._common import ID, TEXT, db_option, format_option, print_json, printable, require_store
 
 if TYPE_CHECKING:
-    from ..store import SqlStore, UserToken
+    from ..store import LocalStore, UserToken
 
 
 @contextlib.contextmanager
-def local_store(db: str | None, *, create: bool = False) -> Iterator[SqlStore]:
+def local_store(db: str | None, *, create: bool = False) -> Iterator[LocalStore]:
     """The store named by `--db` (a SQLite path or PostgreSQL URL, never a server), closed at
     the end; a SQLite file is created only with `create`."""
     from ..store import open_store

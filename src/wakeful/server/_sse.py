@@ -109,6 +109,32 @@ async def _drain_queue(sub: Subscription) -> None:
         sub.queue.get_nowait()
 
 
+async def _queued(
+    src: _Source, item: Any, last: int, at: Position, sensitive: bool
+) -> tuple[list[ServerSentEvent], int, Position]:
+    """What one item from the hub's queue sends a follower at cursor (`last`, `at`): a live
+    delta, or a durable event after any the queue missed (filled from the store, never
+    skipped); and the follower's new cursor."""
+    if isinstance(item, Live):
+        shown = src.visible is None or src.visible.seen.get(item.session_id, False)
+        return ([ServerSentEvent(data=item.data, event="live")] if shown else []), last, at
+    key, pos = src.key(item.event), src.pos(item.event)
+    if pos <= at:
+        return [], last, at
+    out: list[ServerSentEvent] = []
+    if src.gap_free and key > last + 1:  # fill from the store, never skip
+        for ev in await off_loop(src.fetch, at):
+            if src.key(ev) >= key:
+                break
+            last, at = src.key(ev), src.pos(ev)
+            out.append(_durable(ev, last, sensitive))
+    if src.visible is not None and not src.visible.known(item.event):
+        await off_loop(src.visible.learn, [item.event])
+    if src.shown(item.event):
+        out.append(_event(key, item.data(sensitive)))
+    return out, key, pos
+
+
 async def _stream(
     state: ServerState,
     src: _Source,
@@ -152,24 +178,9 @@ async def _stream(
                 item = await asyncio.wait_for(sub.queue.get(), query.idle_timeout)
             except TimeoutError:
                 return
-            if isinstance(item, Live):
-                if src.visible is None or src.visible.seen.get(item.session_id, False):
-                    yield ServerSentEvent(data=item.data, event="live")
-                continue
-            key, pos = src.key(item.event), src.pos(item.event)
-            if pos <= at:
-                continue
-            if src.gap_free and key > last + 1:  # fill from the store, never skip
-                for ev in await off_loop(src.fetch, at):
-                    if src.key(ev) >= key:
-                        break
-                    last, at = src.key(ev), src.pos(ev)
-                    yield _durable(ev, last, sensitive)
-            last, at = key, pos
-            if src.visible is not None and not src.visible.known(item.event):
-                await off_loop(src.visible.learn, [item.event])
-            if src.shown(item.event):
-                yield _event(key, item.data(sensitive))
+            sent, last, at = await _queued(src, item, last, at, sensitive)
+            for one in sent:
+                yield one
     finally:
         if sub is not None:
             state.hub.unsubscribe(sub)
