@@ -83,6 +83,10 @@ def test_serve_takes_user_tokens_and_logs_none(tmp_path: Path):
             assert c.get(f"/sessions/{sid}", headers=rita).status_code == 404
             assert c.post("/sessions", json={}, headers=rita).status_code == 403
             c.post("/ui/login", data={"token": alice})
+            link = json.loads(wk("share", sid, "--format", "json"))["secret"]
+            with httpx.Client(base_url=server.url, timeout=30) as browser:
+                opened = browser.post("/ui/share", data={"secret": link}, follow_redirects=True)
+                assert opened.status_code == 200 and "hello" in opened.text
             revoked = json.loads(wk("token", "list", "--format", "json"))[1]["id"]
             wk("token", "revoke", revoked)
             assert c.get("/sessions", headers=rita).status_code == 401
@@ -90,5 +94,23 @@ def test_serve_takes_user_tokens_and_logs_none(tmp_path: Path):
         assert server.stop() == 0
     log = server.output()
     assert 'GET /sessions HTTP/1.1" 401' in log  # the access log is on
-    for secret in (alice, reader, OPERATOR):
+    for secret in (alice, reader, OPERATOR, link):
         assert secret not in log
+
+
+def test_share_create_list_revoke(wk: Wk, db_url: str):
+    from wakeful.store import open_store
+
+    store = open_store(db_url)
+    sid = store.create_session(title="shared").id
+    store.close()
+    made = json.loads(wk("share", sid[:10], "--expires", "2h", "--format", "json").stdout)
+    assert made["session_id"] == sid and made["link"] == f"/ui/share#{made['secret']}"
+    text = wk("share", sid, "--url", "http://example.test/")
+    assert text.stdout.strip().startswith("http://example.test/ui/share#wks_")
+    listed = json.loads(wk("share", "list", sid, "--format", "json").stdout)
+    assert len(listed) == 2 and made["secret"] not in json.dumps(listed)
+    assert wk("share", "revoke", made["id"]).stdout.strip() == f"revoked {made['id']} ({sid})"
+    assert "revoked" in wk("share", "list").stdout
+    bad = wk("share", sid, "--expires", "100d", check=False)
+    assert bad.returncode != 0 and "at most 90d" in bad.stderr

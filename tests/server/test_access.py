@@ -33,7 +33,8 @@ ADMIN_ONLY = {
 }  # fmt: skip
 OWN = {"create_session", "whoami"}  # acting on nobody else's sessions
 OPEN = {"root", "login_form", "login", "logout", "static", "_health", "_openapi", "health"}
-OPEN |= {"openapi"}
+OPEN |= {"openapi", "share_page", "share_open", "shared_view", "shared_log"}
+NOT_THEIRS = {"revoke_share"}  # names a thing of A's session by its own id: a 404 for B
 BODIES: dict[str, object] = {
     "create_session": {"title": "t"},
     "fork_session": {},
@@ -65,6 +66,7 @@ class People:
     r: httpx.Client
     a_sid: str
     r_sid: str
+    a_share: str
 
 
 def _people(server: Served) -> People:
@@ -83,9 +85,11 @@ def _people(server: Served) -> People:
     ]
     wait_for(lambda: a.get(f"/sessions/{a_sid}").json()["status"] == "idle", what="A's turn")
     a.post(f"/sessions/{a_sid}/artifacts", json={"kind": "file", "uri": "file:///tmp/a.txt"})
+    made_share = a.post(f"/sessions/{a_sid}/shares", json={})
+    assert made_share.status_code == 201, made_share.text
     r_sid = admin.post("/sessions", json={}).json()["session"]["id"]
     server.store.access.set_owner(r_sid, "reader")
-    return People(admin, a, b, r, a_sid, r_sid)
+    return People(admin, a, b, r, a_sid, r_sid, made_share.json()["share"]["id"])
 
 
 def _routes(server: Served) -> list[Route]:
@@ -93,11 +97,11 @@ def _routes(server: Served) -> list[Route]:
     return [r for r in app.routes if isinstance(r, Route)]
 
 
-def _url(route: Route, sid: str) -> str:
+def _url(route: Route, sid: str, share: str = "shr_" + "0" * 16) -> str:
     url = route.path.replace("{session_id}", sid).replace("{digest}", "0" * 64)
     url = url.replace("{call_id}", "call_x").replace("{namespace}", "ns").replace("{key}", "k")
     url = url.replace("{schedule_id}", "sch_" + "0" * 24).replace("{token_id}", "tok_" + "0" * 16)
-    url = url.replace("{name}", "app.js")
+    url = url.replace("{name}", "app.js").replace("{share_id}", share)
     if route.name in ("session_log", "instance_log", "agui_follow"):
         url += "?follow=true&idle_timeout=0"
     if route.name == "find_artifacts":
@@ -112,7 +116,7 @@ def test_every_route_keeps_users_apart(server: Served):
     for route in routes:
         name = route.name
         for method in sorted((route.methods or set()) - {"HEAD"}):
-            url = _url(route, p.a_sid)
+            url = _url(route, p.a_sid, p.a_share)
             body = BODIES.get(name) if method != "GET" else None
             got = p.b.request(method, url, json=body, follow_redirects=False)
             if "{session_id}" in route.path:
@@ -120,6 +124,8 @@ def test_every_route_keeps_users_apart(server: Served):
                 assert p.a_sid not in got.text or "no session" in got.text
             elif name in ADMIN_ONLY:
                 assert got.status_code in (403, 404), (method, url, got.status_code)
+            elif name in NOT_THEIRS:
+                assert got.status_code == 404, (method, url, got.status_code)
             elif name in LISTINGS:
                 assert got.status_code == 200, (method, url, got.text)
                 assert p.a_sid not in got.text, (method, url)
@@ -164,9 +170,9 @@ def test_a_read_token_cannot_change_anything(server: Served):
     p = _people(server)
     for route in _routes(server):
         for method in sorted((route.methods or set()) - {"GET", "HEAD"}):
-            if route.name in ("login", "logout"):
+            if route.name in ("login", "logout", "share_open"):
                 continue
-            url = _url(route, p.r_sid)
+            url = _url(route, p.r_sid, p.a_share)
             got = p.r.request(method, url, json=BODIES.get(route.name), follow_redirects=False)
             assert got.status_code == 403, (method, url, got.status_code, got.text)
             assert "scope" in got.json()["reason"]

@@ -31,6 +31,7 @@ _COMMANDS = {
     "send": "._run",
     "serve": "._serve",
     "session": "._session",
+    "share": "._share",
     "store": "._store_cmd",
     "token": "._token",
     "usage": "._usage",

@@ -37,6 +37,7 @@ from . import (
     _routes_sessions,
     _routes_shaping,
     _routes_usage,
+    _shares,
     _sse,
 )
 from ._api import Op, endpoint, error_response
@@ -59,6 +60,7 @@ OPS: list[Op] = [
     *_routes_agui.ops.ops,
     *_routes_usage.ops.ops,
     *_routes_access.ops.ops,
+    *_shares.ops.ops,
 ]
 
 HOT_OPS = frozenset({"prompt"})  # routed first (see `create_app`)
@@ -209,6 +211,7 @@ def create_app(
         Route("/openapi.json", _openapi, methods=["GET"], include_in_schema=False),
         *(endpoint(op) for op in OPS if op.op_id not in HOT_OPS),
         *_inspector.routes,
+        *_shares.routes,
     ]
     app = Starlette(
         routes=routes,

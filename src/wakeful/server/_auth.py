@@ -30,6 +30,9 @@ from ..store import Access, UserToken, cookie_digest, token_digest
 COOKIE = "wakeful_session"
 CSRF_HEADER = b"x-wakeful-csrf"
 OPEN_ROUTES = {("GET", "/health"), ("HEAD", "/health"), ("GET", "/ui/login"), ("POST", "/ui/login")}
+# A share link's page, its form and its view: they check the link themselves (`_shares.py`).
+OPEN_ROUTES |= {("GET", "/ui/share"), ("POST", "/ui/share"), ("GET", "/ui/shared")}
+OPEN_ROUTES |= {("GET", "/ui/shared/log")}
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 OPERATOR = frozenset({"read", "drive", "approve", "admin"})
 """The scopes of an operator token (`--token`, `WAKEFUL_SERVER_TOKEN`, the token file); a

@@ -57,6 +57,8 @@ STATIC = {
     "list.js": "text/javascript",
     "session.js": "text/javascript",
     "schedules.js": "text/javascript",
+    "share.js": "text/javascript",
+    "shared.js": "text/javascript",
     "app.css": "text/css",
 }
 _LOGIN_JS = resources.files("wakeful.server").joinpath("static/login.js").read_text()
@@ -115,6 +117,8 @@ def _base(request: Request) -> str:
 
 
 def _html(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    """A page of the inspector, told who is signed in (`who`; None on a share link's pages)."""
+    context.setdefault("who", principal_of(request))
     page = _env.get_template(name).render(base=_base(request), **context)
     return HTMLResponse(page, status_code=status)
 
