@@ -236,13 +236,18 @@ def test_every_live_response_validates_against_the_document(served: Served) -> N
     doc.check(f"{one}/rewind", c.post(f"/sessions/{sid}/rewind", json={}))
     doc.check(f"{one}/unrevert", c.post(f"/sessions/{sid}/unrevert", json={}))
     _host(c, doc, sid, served)
-    _access(c, doc)
+    _access(c, doc, sid)
     documented = {(p, m) for p, ops in doc.doc["paths"].items() for m in ops}
     assert documented - doc.seen == set()
 
 
-def _access(c: httpx.Client, doc: Document) -> None:
-    """Who the caller is, and users' tokens (docs/access.md)."""
+def _access(c: httpx.Client, doc: Document, sid: str) -> None:
+    """Who the caller is, users' tokens and share links (docs/access.md)."""
+    shares = "/sessions/{session_id}/shares"
+    link = c.post(f"/sessions/{sid}/shares", json={"expires": "1h"})
+    doc.check(shares, link)
+    doc.check(shares, c.get(f"/sessions/{sid}/shares"))
+    doc.check("/shares/{share_id}", c.delete(f"/shares/{link.json()['share']['id']}"))
     doc.check("/whoami", c.get("/whoami"))
     made = c.post("/admin/tokens", json={"user": "ann", "scopes": ["read"]})
     doc.check("/admin/tokens", made)
