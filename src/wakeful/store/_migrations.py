@@ -555,17 +555,13 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
         _SEARCH_BATCHED,
         "",
     ),
-    (
-        # The indexed text not kept beside its index on PostgreSQL (`_SEARCH_TEXT_ONCE_POSTGRES`).
-        21,
-        "search_text_once",
-        "",
-        _SEARCH_TEXT_ONCE_POSTGRES,
-    ),
+    # The indexed text not kept beside its index on PostgreSQL (`_SEARCH_TEXT_ONCE_POSTGRES`).
+    (21, "search_text_once", "", _SEARCH_TEXT_ONCE_POSTGRES),
     (22, "rate_buckets", RATE_BUCKETS, RATE_BUCKETS),  # shared rate limits (`_rates.py`)
     (23, "encryption", _ENCRYPTION, _ENCRYPTION),  # an encrypted store's id and state
     (24, "usage_by_time", USAGE_AT, USAGE_AT),  # a day's usage: per-day budgets (`_usage.py`)
     (25, "search_from_log", SEARCH_FROM_LOG_SQLITE, ""),  # SQLite: the index reads the log
+    (26, "access", ACCESS_TABLES, ACCESS_TABLES),  # users, tokens, owners, shares (`_access_sql`)
     (26, "access", ACCESS_TABLES, ACCESS_TABLES),  # users, tokens, owners, shares (`_access_sql`)
     (26, "access", ACCESS_TABLES, ACCESS_TABLES),  # users, tokens, owners, shares (`_access_sql`)
 ]
