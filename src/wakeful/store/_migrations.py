@@ -562,8 +562,6 @@ MIGRATIONS: list[tuple[int, str, str, str]] = [
     (24, "usage_by_time", USAGE_AT, USAGE_AT),  # a day's usage: per-day budgets (`_usage.py`)
     (25, "search_from_log", SEARCH_FROM_LOG_SQLITE, ""),  # SQLite: the index reads the log
     (26, "access", ACCESS_TABLES, ACCESS_TABLES),  # users, tokens, owners, shares (`_access_sql`)
-    (26, "access", ACCESS_TABLES, ACCESS_TABLES),  # users, tokens, owners, shares (`_access_sql`)
-    (26, "access", ACCESS_TABLES, ACCESS_TABLES),  # users, tokens, owners, shares (`_access_sql`)
 ]
 
 LATEST = MIGRATIONS[-1][0]
