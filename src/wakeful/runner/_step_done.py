@@ -21,6 +21,7 @@ from pydantic import JsonValue
 
 from ..events import HostedToolCall
 from ..messages import Message, ServerToolResultBlock, ServerToolUseBlock
+from ._live import LiveKind
 
 
 def hosted_calls(message: Message) -> list[dict[str, JsonValue]]:
@@ -57,3 +58,33 @@ def hosted_events(message: Message) -> list[HostedToolCall]:
         )
         for call in hosted_calls(message)
     ]
+
+
+def hosted_call_events(
+    calls: list[dict[str, JsonValue]],
+) -> list[tuple[LiveKind, dict[str, JsonValue]]]:
+    """The live events of a reply's hosted calls, in order: each call's `tool_start`, then its
+    `tool_end` (`hosted: true`, an error when the call failed, no output of its own)."""
+    events: list[tuple[LiveKind, dict[str, JsonValue]]] = []
+    for call in calls:
+        named: dict[str, JsonValue] = {"call_id": call["call_id"], "name": call["name"]}
+        events.append(("tool_start", {**named, "input": call["input"], "hosted": True}))
+        failed = call["status"] == "failed"
+        end = {**named, "hosted": True, "is_error": failed, "output": "", "output_chars": 0}
+        events.append(("tool_end", end))
+    return events
+
+
+def step_done(
+    turn_id: str, step: int, ended: bool, error: str | None, hosted: list[dict[str, JsonValue]]
+) -> dict[str, JsonValue]:
+    """The `step_done` event of a step: `ended` or `failed` (with the error), and its hosted
+    calls."""
+    outcome = "ended" if ended else "failed"
+    return {
+        "turn_id": turn_id,
+        "step": step,
+        "outcome": outcome,
+        "error": error,
+        "hosted_calls": list(hosted),
+    }

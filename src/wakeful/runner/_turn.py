@@ -64,7 +64,7 @@ from ._prompt import ReceiptChain, Section, section_blobs
 from ._request_builder import RequestBuilder
 from ._retry import backoff_ms, error_kind, is_retryable, terminal_outcome
 from ._spend_gate import before_request, share_retry_after
-from ._step_done import hosted_calls
+from ._step_done import hosted_call_events, hosted_calls, step_done
 from ._tool_retry import TOOL_RETRY_KIND, ToolRetries
 from ._tool_step import run_tools, started_events
 from ._turn_state import (
@@ -254,9 +254,9 @@ class TurnRunner:
         if self._open_step is None:
             return
         step, self._open_step = self._open_step, None
-        self._live("step_done", turn_id=self._state.turn_id, step=step,
-                   outcome="ended" if ended else "failed", error=error,
-                   hosted_calls=list(self._hosted))  # fmt: skip
+        self.port.publish(
+            "step_done", step_done(self._state.turn_id, step, ended, error, self._hosted)
+        )
 
     async def _attempt(self, node: Attempt) -> Node:
         """One physical attempt of the current step. Its reply says what comes next: its calls
@@ -280,11 +280,8 @@ class TurnRunner:
                 raise
             return Retry(node.again(), err)
         self._hosted = hosted_calls(message)
-        for call in self._hosted:  # hosted calls are calls too (`_step_done.py`)
-            self._live("tool_start", call_id=call["call_id"], name=call["name"],
-                       input=call["input"], hosted=True)  # fmt: skip
-            self._live("tool_end", call_id=call["call_id"], name=call["name"], hosted=True,
-                       is_error=call["status"] == "failed", output="", output_chars=0)  # fmt: skip
+        for kind, data in hosted_call_events(self._hosted):  # hosted calls are calls too
+            self.port.publish(kind, data)
         if message.tool_calls():
             return RunTools(message)
         if self.port.holding:
