@@ -86,14 +86,25 @@ def terminal_ask(workspace: Path, before: Any = None) -> Any:
 @session_first("call", required=0)
 @click.option("--deny", is_flag=True, help="Deny the call: the model gets an error result.")
 @click.option("--always", is_flag=True, help="Allow it and this tool for the rest of the session.")
-@click.option("--budget", metavar="AMOUNT",
-              help="Raise SESSION's budget (+5usd, +20000tokens; 5usd: the new limit) and "
-                   "continue the turn it paused.")  # fmt: skip
+@click.option(
+    "--budget",
+    metavar="AMOUNT",
+    help="Raise SESSION's budget (+5usd, +20000tokens; 5usd: the new limit) and "
+    "continue the turn it paused.",
+)
 @click.option("--no-wake", is_flag=True, help="Only record the decision; do not drive the session.")
 @format_option("text", "json")
 @db_option
-def approve(session: str, call: str | None, deny: bool, always: bool, budget: str | None,
-            no_wake: bool, fmt: str, db: str | None) -> None:  # fmt: skip
+def approve(
+    session: str,
+    call: str | None,
+    deny: bool,
+    always: bool,
+    budget: str | None,
+    no_wake: bool,
+    fmt: str,
+    db: str | None,
+) -> None:
     """Decide on CALL, a call SESSION waits on (allow once by default), then drive the session:
     the call runs once, or the model is told it was denied. Without CALL, list what waits.
     With --budget, raise the session's budget instead (docs/spend.md)."""
@@ -110,7 +121,7 @@ def approve(session: str, call: str | None, deny: bool, always: bool, budget: st
             return
         _remote(str(db), session, call, decision, fmt)
         return
-    from ._render import Renderer, run_summary
+    from ._render import Renderer
 
     renderer = Renderer(fmt if fmt == "text" else "none")
     rt = Runtime(db, listener=renderer)
@@ -129,6 +140,16 @@ def approve(session: str, call: str | None, deny: bool, always: bool, budget: st
         finally:
             rt.close()
         return
+    _decide(rt, renderer, session, call, decision, no_wake, fmt)
+
+
+def _decide(
+    rt: Runtime, renderer: Any, session: str, call: str, decision: str, no_wake: bool, fmt: str
+) -> None:
+    """Record the decision on `call`; unless `no_wake`, drive the session and exit as `run`
+    does."""
+    from ._render import run_summary
+
     sent = rt.approve(session, call, decision, resume=False)
     if no_wake:
         rt.close()
@@ -148,8 +169,7 @@ def approve(session: str, call: str | None, deny: bool, always: bool, budget: st
     sys.exit(EXIT_CODES[summary["outcome"]])
 
 
-def _budget(rt: Runtime, renderer: Any, session: str, amount: str, no_wake: bool,
-            fmt: str) -> None:  # fmt: skip
+def _budget(rt: Runtime, renderer: Any, session: str, amount: str, no_wake: bool, fmt: str) -> None:
     """Record the raise; when the session paused for its budget, continue it (unless
     `no_wake`) and exit as `run` does."""
     from ..execution import raise_budget
@@ -167,8 +187,10 @@ def _budget(rt: Runtime, renderer: Any, session: str, amount: str, no_wake: bool
         if fmt == "json":
             print_json(out)
         else:
-            click.echo(f"budget raised ({amount}) for {session}"
-                       + ("" if sent is None else f"; continue recorded as {sent.input_id}"))  # fmt: skip
+            click.echo(
+                f"budget raised ({amount}) for {session}"
+                + ("" if sent is None else f"; continue recorded as {sent.input_id}")
+            )
         return
     turns, mine = asyncio.run(_drive(rt, session, sent.input_id))
     summary = run_summary(session, turns, mine) | {"budget": out["budget"]}
@@ -189,8 +211,10 @@ def _remote_budget(url: str, session: str, amount: str, fmt: str) -> None:
     if fmt == "json":
         print_json(out)
     else:
-        click.echo(f"budget raised ({amount}) for {session}"
-                   + ("" if out["input_id"] is None else f"; continue sent as {out['input_id']}"))  # fmt: skip
+        click.echo(
+            f"budget raised ({amount}) for {session}"
+            + ("" if out["input_id"] is None else f"; continue sent as {out['input_id']}")
+        )
 
 
 async def _drive(rt: Runtime, session: str, input_id: str) -> tuple[list[TurnResult], Any]:

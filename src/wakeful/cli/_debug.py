@@ -52,8 +52,9 @@ def redact_body(value: JsonValue, hidden: list[str]) -> JsonValue:
     if isinstance(value, list):
         return [redact_body(v, hidden) for v in value]
     if isinstance(value, dict):
-        return {k: "[redacted]" if _secret_key(k) else redact_body(v, hidden)
-                for k, v in value.items()}  # fmt: skip
+        return {
+            k: "[redacted]" if _secret_key(k) else redact_body(v, hidden) for k, v in value.items()
+        }
     return value
 
 
@@ -84,9 +85,15 @@ def rebuild(store: ReceiptReads, session_id: str, receipt: ReceiptRecorded, show
         secret = sid.startswith(SENSITIVE_PREFIXES) and not show
         if secret and content.strip():
             hidden.append(content)
-        sections.append({"id": sid, "source": source, "digest": blob,
-                         "bytes": len(content.encode()),
-                         "content": REDACTED if secret else content})  # fmt: skip
+        sections.append(
+            {
+                "id": sid,
+                "source": source,
+                "digest": blob,
+                "bytes": len(content.encode()),
+                "content": REDACTED if secret else content,
+            }
+        )
     if not show:
         hidden += [m.text() for m in request.messages if m.role == "system" and m.text().strip()]
     body = provider.wire_request(request)
@@ -96,17 +103,30 @@ def rebuild(store: ReceiptReads, session_id: str, receipt: ReceiptRecorded, show
 
 @debug.command()
 @session_first()
-@click.option("--turn", type=TURN, default=None,
-              help=f"The turn: {TURN_HELP} (default: the newest with a request).")  # fmt: skip
-@click.option("--step", type=click.IntRange(min=1), default=None,
-              help="Step in the turn (default: its last).")  # fmt: skip
+@click.option(
+    "--turn",
+    type=TURN,
+    default=None,
+    help=f"The turn: {TURN_HELP} (default: the newest with a request).",
+)
+@click.option(
+    "--step", type=click.IntRange(min=1), default=None, help="Step in the turn (default: its last)."
+)
 @click.option("--attempt", type=click.IntRange(min=1), default=None)
 @click.option("--diff", is_flag=True, help="Show what changed since the previous step's request.")
 @click.option("--show-sensitive", is_flag=True, help="Print instruction content verbatim.")
 @format_option("text", "json")
 @db_option
-def prompt(session: str, turn: str | None, step: int | None, attempt: int | None, diff: bool,
-           show_sensitive: bool, fmt: str, db: str | None) -> None:  # fmt: skip
+def prompt(
+    session: str,
+    turn: str | None,
+    step: int | None,
+    attempt: int | None,
+    diff: bool,
+    show_sensitive: bool,
+    fmt: str,
+    db: str | None,
+) -> None:
     """One request of SESSION as sent to the provider: its receipt, the body, verified
     against the digest."""
     if db and db.startswith(("http://", "https://")):  # the body is rebuilt from local blobs
@@ -137,21 +157,37 @@ def prompt(session: str, turn: str | None, step: int | None, attempt: int | None
             "warning: this output contains instruction content verbatim; treat it as sensitive",
             err=True,
         )
-    out: dict[str, Any] = {
-        "session_id": session, "turn": chosen.turn, "turn_id": receipt.turn_id,
-        "step": receipt.step, "attempt": receipt.attempt, "model": receipt.model,
-        "receipt_id": receipt.receipt_id, "request_digest": receipt.request_digest,
-        "rebuilt_digest": now.digest, "verified": now.verified, "sections": now.sections,
-        "message_ids": list(receipt.message_ids), "request": now.body,
-    }  # fmt: skip
-    if receipt.trace_id is not None:  # the OpenTelemetry trace of this request
-        out |= {"trace_id": receipt.trace_id, "span_id": receipt.span_id}
+    out = _prompt_json(session, chosen, now)
     if diff:
         out["diff"] = None if changes is None else "\n".join(changes)
     if fmt == "json":
         print_json(out)
         return
     _print_text(chosen, now, diff, changes)
+
+
+def _prompt_json(session: str, chosen: Step, now: Rebuilt) -> dict[str, Any]:
+    """`debug prompt --format json`: the receipt, the rebuilt body and whether its digest
+    matches, and the OpenTelemetry trace of the request when it had one."""
+    receipt = chosen.receipt
+    out: dict[str, Any] = {
+        "session_id": session,
+        "turn": chosen.turn,
+        "turn_id": receipt.turn_id,
+        "step": receipt.step,
+        "attempt": receipt.attempt,
+        "model": receipt.model,
+        "receipt_id": receipt.receipt_id,
+        "request_digest": receipt.request_digest,
+        "rebuilt_digest": now.digest,
+        "verified": now.verified,
+        "sections": now.sections,
+        "message_ids": list(receipt.message_ids),
+        "request": now.body,
+    }
+    if receipt.trace_id is not None:  # the OpenTelemetry trace of this request
+        out |= {"trace_id": receipt.trace_id, "span_id": receipt.span_id}
+    return out
 
 
 def _print_text(chosen: Step, now: Rebuilt, diff: bool, changes: list[str] | None) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,29 +20,61 @@ from ._common import ID, db_option, format_option, local_runtime, print_json, pr
 from ._debug import redact_body
 from ._grammar import TURN, TURN_HELP, turn_number
 
+if TYPE_CHECKING:
+    from ..replay import StepReplay
+
 CHECK_FAILED_EXIT = 1
 
 
 @click.command()
 @click.argument("sessions", nargs=-1, type=ID, required=True, metavar="SESSION...")
-@click.option("--turn", type=TURN, default=None,
-              help=f"The turn: {TURN_HELP} (default: the newest with a request).")  # fmt: skip
-@click.option("--step", type=click.IntRange(min=1), default=None,
-              help="Step in the turn (default: its last).")  # fmt: skip
-@click.option("--model", "models", multiple=True, metavar="SPEC",
-              help="A model to send the step to (repeat for several).")  # fmt: skip
-@click.option("--fork", is_flag=True,
-              help="Re-run the step's turn from that step on each model, as a fork (tools run).")  # fmt: skip
-@click.option("--to-end", "to_end", is_flag=True,
-              help="With --fork: also re-send the later turns' inputs; compare turn by turn.")  # fmt: skip
-@click.option("--check", is_flag=True,
-              help="Re-drive each SESSION from its recording; exit 1 at a differing request.")  # fmt: skip
+@click.option(
+    "--turn",
+    type=TURN,
+    default=None,
+    help=f"The turn: {TURN_HELP} (default: the newest with a request).",
+)
+@click.option(
+    "--step", type=click.IntRange(min=1), default=None, help="Step in the turn (default: its last)."
+)
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="SPEC",
+    help="A model to send the step to (repeat for several).",
+)
+@click.option(
+    "--fork",
+    is_flag=True,
+    help="Re-run the step's turn from that step on each model, as a fork (tools run).",
+)
+@click.option(
+    "--to-end",
+    "to_end",
+    is_flag=True,
+    help="With --fork: also re-send the later turns' inputs; compare turn by turn.",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Re-drive each SESSION from its recording; exit 1 at a differing request.",
+)
 @click.option("--show-sensitive", is_flag=True, help="Print instruction content verbatim.")
 @format_option("text", "json")
 @db_option
-def replay(sessions: tuple[str, ...], turn: str | None, step: int | None,
-           models: tuple[str, ...], fork: bool, to_end: bool, check: bool, show_sensitive: bool, fmt: str,
-           db: str | None) -> None:  # fmt: skip
+def replay(
+    sessions: tuple[str, ...],
+    turn: str | None,
+    step: int | None,
+    models: tuple[str, ...],
+    fork: bool,
+    to_end: bool,
+    check: bool,
+    show_sensitive: bool,
+    fmt: str,
+    db: str | None,
+) -> None:
     """Send a recorded step's request to other models, or check sessions against their recording."""
     if check:
         if models or turn is not None or step is not None or fork:
@@ -61,12 +93,17 @@ def replay(sessions: tuple[str, ...], turn: str | None, step: int | None,
 
 
 def _replay(
-    session: str, turn: str | None, step: int | None, models: tuple[str, ...],
-    forking: tuple[bool, bool], fmt: str, db: str | None,
-) -> None:  # fmt: skip
+    session: str,
+    turn: str | None,
+    step: int | None,
+    models: tuple[str, ...],
+    forking: tuple[bool, bool],
+    fmt: str,
+    db: str | None,
+) -> None:
     from pathlib import Path
 
-    from ..replay import replay_step, reply_diff
+    from ..replay import replay_step
 
     fork, to_end = forking
     ask = None
@@ -82,25 +119,39 @@ def _replay(
         runtime.close()
         raise
 
-    async def main() -> Any:
+    async def main() -> StepReplay:
         try:
-            return await replay_step(runtime, session, models, turn=number, step=step, fork=fork,
-                                     to_end=to_end)  # fmt: skip
+            return await replay_step(
+                runtime, session, models, turn=number, step=step, fork=fork, to_end=to_end
+            )
         finally:
             await runtime.aclose()
 
     done = asyncio.run(main())
+    _print_replay(done, fork, to_end, fmt)
+
+
+def _print_replay(done: StepReplay, fork: bool, to_end: bool, fmt: str) -> None:
+    """What `replay` prints: each model's reply beside the recorded one and its diff against
+    it (with `to_end`, turn by turn too), or all of it as JSON."""
+    from ..replay import reply_diff
+
     started = done.view.started
     source = started.source or {}
     answers = {m: done.view.results[(started.cases[0].id, m)] for m in started.models}
     diffs = {m: reply_diff(done.original, r, m) for m, r in answers.items()}
     if fmt == "json":
-        print_json({
-            "run_id": done.view.run_id, "source": source,
-            "recorded": done.original.model_dump(mode="json"),
-            "models": {m: r.model_dump(mode="json") | {"diff": "\n".join(diffs[m])}
-                       for m, r in answers.items()},
-        })  # fmt: skip
+        print_json(
+            {
+                "run_id": done.view.run_id,
+                "source": source,
+                "recorded": done.original.model_dump(mode="json"),
+                "models": {
+                    m: r.model_dump(mode="json") | {"diff": "\n".join(diffs[m])}
+                    for m, r in answers.items()
+                },
+            }
+        )
         return
     what = "recorded turn" if fork else "recorded"
     columns = {f"{what} ({source.get('model')})": done.original, **answers}
@@ -110,8 +161,11 @@ def _replay(
     for model, lines in diffs.items():
         click.echo(f"\ndiff against the recorded reply: {model}")
         click.echo(printable("\n".join(lines), lines=True) if lines else "  (the same reply)")
-    click.echo(f"run {done.view.run_id}  (replay of {source.get('session_id')} "
-               f"turn {source.get('turn')} step {source.get('step')})", err=True)  # fmt: skip
+    click.echo(
+        f"run {done.view.run_id}  (replay of {source.get('session_id')} "
+        f"turn {source.get('turn')} step {source.get('step')})",
+        err=True,
+    )
 
 
 def _cell(result: CaseResult, field: str) -> str:
@@ -209,9 +263,13 @@ def _check(sessions: tuple[str, ...], show: bool, fmt: str, db: str | None) -> N
 
 
 def _check_json(result: Any, show: bool, body_diff: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {"session_id": result.session_id, "ok": result.ok,
-                            "requests": result.requests, "matched": result.matched,
-                            "exact": result.exact}  # fmt: skip
+    data: dict[str, Any] = {
+        "session_id": result.session_id,
+        "ok": result.ok,
+        "requests": result.requests,
+        "matched": result.matched,
+        "exact": result.exact,
+    }
     d = result.difference
     if d is None:
         return data
@@ -220,11 +278,14 @@ def _check_json(result: Any, show: bool, body_diff: Any) -> dict[str, Any]:
         before, after = _redacted(before), _redacted(after)
     diff = body_diff(before, after, f"recorded {d.label}", f"today {d.label}")
     data["difference"] = {
-        "request": d.index, "label": d.label, "note": d.note,
-        "recorded_digest": d.recorded_digest, "replayed_digest": d.replayed_digest,
+        "request": d.index,
+        "label": d.label,
+        "note": d.note,
+        "recorded_digest": d.recorded_digest,
+        "replayed_digest": d.replayed_digest,
         "sections": [{"id": s, "recorded": a, "replayed": b} for s, a, b in d.sections],
         "diff": "\n".join(diff),
-    }  # fmt: skip
+    }
     return data
 
 
@@ -253,9 +314,11 @@ def _print_check(result: Any, data: dict[str, Any]) -> None:
         click.echo(f"{result.session_id}: ok, {result.requests} requests reproduced")
         return
     d = data["difference"]
-    click.echo(f"{result.session_id}: request {d['request']} ({d['label']}) differs "
-               f"after {result.matched} of {result.requests} reproduced"
-               + (f": {d['note']}" if d["note"] else ""))  # fmt: skip
+    click.echo(
+        f"{result.session_id}: request {d['request']} ({d['label']}) differs "
+        f"after {result.matched} of {result.requests} reproduced"
+        + (f": {d['note']}" if d["note"] else "")
+    )
     for s in d["sections"]:
         click.echo(f"  section {s['id']}: {str(s['recorded'])[:12]} -> {str(s['replayed'])[:12]}")
     if d["diff"]:

@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -32,6 +32,9 @@ from ._common import (
 )
 from ._grammar import session_first
 from ._render import STOPPING, Renderer, run_summary
+
+if TYPE_CHECKING:
+    from ..execution import WorkerStats
 
 
 def _is_server(db: str | None) -> bool:
@@ -141,8 +144,17 @@ def _target_session(rt: Runtime, session: str | None, cont: bool, fork: bool) ->
 @max_output_option
 @format_option("text", "json", "jsonl")
 @db_option
-def run(prompt: str | None, cont: bool, session: str | None, fork: bool, agent: str | None,
-        model: str | None, max_output_tokens: int | None, fmt: str, db: str | None) -> None:  # fmt: skip
+def run(
+    prompt: str | None,
+    cont: bool,
+    session: str | None,
+    fork: bool,
+    agent: str | None,
+    model: str | None,
+    max_output_tokens: int | None,
+    fmt: str,
+    db: str | None,
+) -> None:
     """Admit PROMPT durably and drive the session to the end of its work: a new session, or
     SESSION (`run SESSION PROMPT`; a lone argument is the prompt), or with --continue the
     latest here. Without PROMPT, drive what SESSION has pending (`--session S`)."""
@@ -152,8 +164,15 @@ def run(prompt: str | None, cont: bool, session: str | None, fork: bool, agent: 
         ask = terminal_ask(Path.cwd().resolve(), renderer.pause)
     # A new session's model (or a --model given) is checked before the store is opened.
     config = checked_config(model) if model is not None or not (session or cont) else None
-    rt = Runtime(db, model=model, agent=agent, listener=renderer, config=config,
-                 max_output_tokens=max_output_tokens, ask=ask)  # fmt: skip
+    rt = Runtime(
+        db,
+        model=model,
+        agent=agent,
+        listener=renderer,
+        config=config,
+        max_output_tokens=max_output_tokens,
+        ask=ask,
+    )
     sid = _target_session(rt, session, cont, fork)
     if rt.reads.find_session(sid) is not None:  # an existing session (or the fork) takes them
         rt.set_identity(sid, agent=agent, model=model)
@@ -168,17 +187,43 @@ def run(prompt: str | None, cont: bool, session: str | None, fork: bool, agent: 
         _decide_waiting(rt, sid, ask)  # a session paused earlier: someone is here to decide now
     turns, mine = asyncio.run(_drive(rt, sid, prompt, renderer))
     summary = run_summary(sid, turns, mine)
-    held = prompt is not None and mine is None  # not delivered: the session awaits approval
+    waiting = _approvals(db, sid, summary, held=prompt is not None and mine is None)
+    _report_run(sid, forked, summary, waiting, renderer, fmt)
+
+
+def _approvals(
+    db: str | None, sid: str, summary: dict[str, Any], held: bool
+) -> list[ApprovalRequested]:
+    """The calls the run's session waits on, also listed in `summary`; `held`: the prompt was
+    not delivered (the session awaits approval), which `summary` then says."""
     waiting = _waiting(db, sid) if summary["error_kind"] == "awaiting_approval" or held else []
     if held and waiting:
-        summary |= {"turn_id": None, "outcome": "paused", "error_kind": "awaiting_approval",
-                    "text": "", "error": "the session awaits approval; the prompt waits in its "
-                    "inbox until the calls are decided"}  # fmt: skip
+        summary |= {
+            "turn_id": None,
+            "outcome": "paused",
+            "error_kind": "awaiting_approval",
+            "text": "",
+            "error": "the session awaits approval; the prompt waits in its "
+            "inbox until the calls are decided",
+        }
     if waiting:
         summary["approvals"] = [
             {"call_id": r.call_id, "name": r.name, "input": r.input, "preview": r.preview}
             for r in waiting
         ]
+    return waiting
+
+
+def _report_run(
+    sid: str,
+    forked: str,
+    summary: dict[str, Any],
+    waiting: list[ApprovalRequested],
+    renderer: Renderer,
+    fmt: str,
+) -> None:
+    """What `run` prints at its end (the summary; in text, what to do next on stderr), then
+    exit with the outcome's status."""
     if fmt == "json":
         print_json(summary)
     elif fmt == "jsonl":
@@ -231,24 +276,29 @@ def _waiting(db: str | None, session_id: str) -> list[ApprovalRequested]:
 @click.option("--input-id", metavar="ID", type=ID, help="Idempotency key: resending it is a no-op.")
 @format_option("text", "json")
 @db_option
-def send(session: str, prompt: str, queue: bool, no_wake: bool, input_id: str | None,
-         fmt: str, db: str | None) -> None:  # fmt: skip
+def send(
+    session: str,
+    prompt: str,
+    queue: bool,
+    no_wake: bool,
+    input_id: str | None,
+    fmt: str,
+    db: str | None,
+) -> None:
     """Admit PROMPT into SESSION, which another process may be driving; print its input id."""
     if _is_server(db):
-        with _client(db) as client:
-            out = client.prompt(session, prompt, input_id=input_id,
-                                delivery="queue" if queue else "steer", resume=not no_wake)  # fmt: skip
-        if fmt == "json":
-            print_json({"session_id": out["session_id"], "input_id": out["input_id"],
-                        "created": out["created"], "message_id": out.get("message_id")})  # fmt: skip
-        else:
-            click.echo(out["input_id"])
+        _send_remote(str(db), session, prompt, queue, no_wake, input_id, fmt)
         return
     require_store(db)
     rt = Runtime(db)
     session = rt.reads.resolve_session_id(session)
-    sent = rt.send(prompt, session_id=session, input_id=input_id,
-                   delivery="queue" if queue else "steer", resume=False)  # fmt: skip
+    sent = rt.send(
+        prompt,
+        session_id=session,
+        input_id=input_id,
+        delivery="queue" if queue else "steer",
+        resume=False,
+    )
     driven: list[TurnResult] = []
     waiting = None
     try:
@@ -262,14 +312,50 @@ def send(session: str, prompt: str, queue: bool, no_wake: bool, input_id: str | 
             rt.note_waiting(session, waiting)
         rt.close()
     if fmt == "json":
-        print_json({"session_id": session, "input_id": sent.input_id, "created": sent.created,
-                    "message_id": sent.message_id, "driven_turns": len(driven),
-                    "waiting_for": waiting})  # fmt: skip
+        print_json(
+            {
+                "session_id": session,
+                "input_id": sent.input_id,
+                "created": sent.created,
+                "message_id": sent.message_id,
+                "driven_turns": len(driven),
+                "waiting_for": waiting,
+            }
+        )
     else:
         click.echo(sent.input_id)
     if waiting is not None:
-        click.echo(f"the session lives at {printable(waiting)}, which is not a directory on this "
-                   "host: the input waits for a worker there", err=True)  # fmt: skip
+        click.echo(
+            f"the session lives at {printable(waiting)}, which is not a directory on this "
+            "host: the input waits for a worker there",
+            err=True,
+        )
+
+
+def _send_remote(
+    url: str, session: str, prompt: str, queue: bool, no_wake: bool, input_id: str | None, fmt: str
+) -> None:
+    """`send` to a server's session: the server admits the input (and, unless `no_wake`,
+    drives the session)."""
+    with _client(url) as client:
+        out = client.prompt(
+            session,
+            prompt,
+            input_id=input_id,
+            delivery="queue" if queue else "steer",
+            resume=not no_wake,
+        )
+    if fmt == "json":
+        print_json(
+            {
+                "session_id": out["session_id"],
+                "input_id": out["input_id"],
+                "created": out["created"],
+                "message_id": out.get("message_id"),
+            }
+        )
+    else:
+        click.echo(out["input_id"])
 
 
 async def _wake_if_idle(rt: Runtime, session_id: str) -> list[TurnResult]:
@@ -331,13 +417,17 @@ def _served(locations: tuple[str, ...]) -> list[str] | None:
 @click.option("--once", is_flag=True, help="Exit when no session has work left.")
 @click.option("--concurrency", default=8, show_default=True, type=click.IntRange(min=1))
 @click.option(
-    "--location", "locations", multiple=True, metavar="PATH",
+    "--location",
+    "locations",
+    multiple=True,
+    metavar="PATH",
     help="Serve only sessions living here (repeatable; default: every location on this host).",
-)  # fmt: skip
+)
 @format_option("text", "json")
 @db_option
-def worker(once: bool, concurrency: int, locations: tuple[str, ...], fmt: str,
-           db: str | None) -> None:  # fmt: skip
+def worker(
+    once: bool, concurrency: int, locations: tuple[str, ...], fmt: str, db: str | None
+) -> None:
     """Drive every session with pending work or an orphaned claim (SIGTERM: clean shutdown).
 
     Each session runs at its own location. Sessions whose location this worker does not serve
@@ -346,7 +436,7 @@ def worker(once: bool, concurrency: int, locations: tuple[str, ...], fmt: str,
     work was left undone (the warnings above say why), else 3 when a turn ended blocked (e.g.
     the session's model can no longer be built).
     """
-    from ..execution import WorkerStats, run_worker
+    from ..execution import run_worker
 
     if once and no_default_store(db):  # before the first run nothing has work: none is made
         click.echo("worker done: no store yet, so no session has work (nothing written)", err=True)
@@ -367,13 +457,27 @@ def worker(once: bool, concurrency: int, locations: tuple[str, ...], fmt: str,
         finally:
             await rt.aclose()
 
-    stats = asyncio.run(main())
+    _report_worker(asyncio.run(main()), once, fmt)
+
+
+def _report_worker(stats: WorkerStats, once: bool, fmt: str) -> None:
+    """What `worker` prints when it stops; with `once`, exit 1 for a failed drain, else 3 for
+    a blocked turn."""
     if fmt == "json":
-        print_json({"drains": stats.drains, "turns": stats.turns, "busy": stats.busy,
-                    "claims_lost": stats.lost, "taken_over": stats.taken_over,
-                    "reserved": stats.reserved, "unused": stats.unused,
-                    "failed": sorted(stats.failed), "waiting": stats.waiting,
-                    "blocked": sorted(stats.blocked)})  # fmt: skip
+        print_json(
+            {
+                "drains": stats.drains,
+                "turns": stats.turns,
+                "busy": stats.busy,
+                "claims_lost": stats.lost,
+                "taken_over": stats.taken_over,
+                "reserved": stats.reserved,
+                "unused": stats.unused,
+                "failed": sorted(stats.failed),
+                "waiting": stats.waiting,
+                "blocked": sorted(stats.blocked),
+            }
+        )
     else:
         click.echo(f"worker done: {stats.turns} turns in {stats.drains} drains", err=True)
         for where in sorted(set(stats.waiting.values())):
@@ -382,12 +486,14 @@ def worker(once: bool, concurrency: int, locations: tuple[str, ...], fmt: str,
     if once and stats.failed:
         click.echo(
             f"error: {len(stats.failed)} sessions were left with work, their drains failed "
-            f"(see above): {', '.join(sorted(stats.failed))}", err=True,
-        )  # fmt: skip
+            f"(see above): {', '.join(sorted(stats.failed))}",
+            err=True,
+        )
         sys.exit(EXIT_CODES["failed"])
     if once and stats.blocked:
         click.echo(
             f"error: {len(stats.blocked)} sessions had a turn blocked (`wakeful log` says why): "
-            f"{', '.join(sorted(stats.blocked))}", err=True,
-        )  # fmt: skip
+            f"{', '.join(sorted(stats.blocked))}",
+            err=True,
+        )
         sys.exit(EXIT_CODES["blocked"])

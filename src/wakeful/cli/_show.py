@@ -21,7 +21,7 @@ from ._grammar import session_first
 from ._session import row_json, session
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from ..execution import Reads
     from ..runner import RunRecord
@@ -32,9 +32,11 @@ if TYPE_CHECKING:
 @session_first(dest="session_id")
 @click.option("--show-sensitive", is_flag=True, help="Print instruction text verbatim.")
 @click.option(
-    "--output", "call_id", metavar="CALL",
+    "--output",
+    "call_id",
+    metavar="CALL",
     help="Print only the whole output of tool call CALL (all of it where the model got it cut).",
-)  # fmt: skip
+)
 @click.option(
     "--context",
     "context",
@@ -44,9 +46,13 @@ if TYPE_CHECKING:
 @format_option("text", "json")
 @db_option
 def show(
-    session_id: str, show_sensitive: bool, call_id: str | None, context: bool, fmt: str,
+    session_id: str,
+    show_sensitive: bool,
+    call_id: str | None,
+    context: bool,
+    fmt: str,
     db: str | None,
-) -> None:  # fmt: skip
+) -> None:
     """A session: transcript, usage, children, state.
 
     Instruction text (the system messages that record a change of AGENTS.md and the like) is
@@ -78,18 +84,34 @@ def show(
             err=True,
         )
     if fmt == "json":
-        from ..events import without_defaults
-
-        print_json(row_json(row) | {
-            "messages": [without_defaults("Message", m) for m in messages],
-            "children": children, "pending": pending, "work_state": work,
-            "runs": [r.to_json() for r in runs],
-            "approvals": [{"call_id": w["call_id"], "name": w["name"], "input": w["input"],
-                           "preview": w["preview"]} for w in waiting],
-        })  # fmt: skip
+        print_json(_show_json(row, messages, children, pending, work, runs, waiting))
         return
     _print_header(row, runs, children)
     _print_transcript(row, messages, pending, waiting, runs)
+
+
+def _show_json(
+    row: SessionRow,
+    messages: Sequence[dict[str, Any]],
+    children: list[str],
+    pending: list[str],
+    work: Mapping[str, Any],
+    runs: Sequence[RunRecord],
+    waiting: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """`session show --format json`: the row with its messages, children, pending inputs, work
+    state, runs and the calls waiting for approval."""
+    from ..events import without_defaults
+
+    approvals = [{k: w[k] for k in ("call_id", "name", "input", "preview")} for w in waiting]
+    return row_json(row) | {
+        "messages": [without_defaults("Message", m) for m in messages],
+        "children": children,
+        "pending": pending,
+        "work_state": work,
+        "runs": [r.to_json() for r in runs],
+        "approvals": approvals,
+    }
 
 
 def _print_header(row: SessionRow, runs: Sequence[RunRecord], children: Sequence[str]) -> None:
@@ -100,8 +122,9 @@ def _print_header(row: SessionRow, runs: Sequence[RunRecord], children: Sequence
     )
     click.echo(f"location {printable(row.location or '(none)')}  {row.location_id or ''}".rstrip())
     if row.waiting_for:
-        click.echo(f"waiting for its location {printable(row.waiting_for)}: no running worker "
-                   "serves it")  # fmt: skip
+        click.echo(
+            f"waiting for its location {printable(row.waiting_for)}: no running worker serves it"
+        )
     from ..runner import format_cost
 
     unpriced = sum(r.unpriced for r in runs)
@@ -109,8 +132,10 @@ def _print_header(row: SessionRow, runs: Sequence[RunRecord], children: Sequence
     click.echo(f"usage {row.input_tokens} in / {row.output_tokens} out  {cost}")
     if row.cache_read_tokens or row.cache_write_tokens:
         hits = ", ".join(f"{r.cache_hit_ratio:.0%}" for r in runs if r.cache_hit_ratio is not None)
-        click.echo(f"cache {row.cache_read_tokens} read / {row.cache_write_tokens} written  "
-                   f"(hit ratio per turn: {hits})")  # fmt: skip
+        click.echo(
+            f"cache {row.cache_read_tokens} read / {row.cache_write_tokens} written  "
+            f"(hit ratio per turn: {hits})"
+        )
     click.echo(f"updated {local_time(row.updated_ms)}  created {local_time(row.created_ms)}")
     if row.forked_from:
         click.echo(f"⑂ fork of {row.forked_from} (through seq {row.fork_seq})")
@@ -121,9 +146,12 @@ def _print_header(row: SessionRow, runs: Sequence[RunRecord], children: Sequence
 
 
 def _print_transcript(
-    row: SessionRow, messages: list[dict[str, Any]], pending: Sequence[str],
-    waiting: Sequence[dict[str, Any]], runs: Sequence[RunRecord],
-) -> None:  # fmt: skip
+    row: SessionRow,
+    messages: list[dict[str, Any]],
+    pending: Sequence[str],
+    waiting: Sequence[dict[str, Any]],
+    runs: Sequence[RunRecord],
+) -> None:
     """`session show`'s transcript (each tool call with its result under it), what waits, and
     each run with why it failed, blocked or paused."""
     from ._tools_view import transcript_lines
@@ -147,9 +175,11 @@ def _print_transcript(
     if waiting:
         click.echo(f"decide with: wakeful approve {row.id} CALL [--deny | --always]")
     for r in runs:
-        click.echo(f"run {r.id}: {r.outcome or r.status}{' (truncated)' if r.truncated else ''}, "
-                   f"{r.steps} steps, {r.tokens_in} in / {r.tokens_out} out, "
-                   f"{len(r.retries)} retries")  # fmt: skip
+        click.echo(
+            f"run {r.id}: {r.outcome or r.status}{' (truncated)' if r.truncated else ''}, "
+            f"{r.steps} steps, {r.tokens_in} in / {r.tokens_out} out, "
+            f"{len(r.retries)} retries"
+        )
         if r.error and (r.outcome or r.status) != "completed":  # why it failed, blocked, paused
             click.echo(f"    {printable(r.error, lines=True)}")
 
@@ -160,9 +190,11 @@ def _whole_output(store: Store, session_id: str, call_id: str) -> str:
     call."""
     from ..messages import full_output, result_text
 
-    messages = store.plain_messages(session_id) if _local(store) else [
-        m.model_dump(mode="json", exclude_none=True) for m in store.messages(session_id)
-    ]  # fmt: skip
+    messages = (
+        store.plain_messages(session_id)
+        if _local(store)
+        else [m.model_dump(mode="json", exclude_none=True) for m in store.messages(session_id)]
+    )
     for m in messages:
         for b in m["blocks"]:
             if b["type"] == "tool_result" and b["call_id"] == call_id:
@@ -195,8 +227,12 @@ def _plain_view(store: PlainStore, session_id: str) -> _View:
         [(e.seq, e.data) for e in events],
         lambda: {c.message_id for c in store.tool_calls(session_id)},
     )
-    return (store.plain_messages(session_id), store.pending_ids(session_id),
-            run_records(store, session_id), waiting)  # fmt: skip
+    return (
+        store.plain_messages(session_id),
+        store.pending_ids(session_id),
+        run_records(store, session_id),
+        waiting,
+    )
 
 
 def _context_view(store: Store, session_id: str) -> list[dict[str, Any]]:
@@ -221,5 +257,9 @@ def _model_view(store: Store, session_id: str) -> _View:
 
     messages = [m.model_dump(mode="json", exclude_none=True) for m in store.messages(session_id)]
     waiting = [w.model_dump(mode="json") for w in pending_approvals(store, session_id)]
-    return (messages, [p.input_id for p in store.pending(session_id)],
-            run_records(store, session_id), waiting)  # fmt: skip
+    return (
+        messages,
+        [p.input_id for p in store.pending(session_id)],
+        run_records(store, session_id),
+        waiting,
+    )
