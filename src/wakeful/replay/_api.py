@@ -14,11 +14,12 @@ from pydantic import JsonValue
 from ..errors import UsageError
 from ..events import CaseResult, EvalCase, EvalStarted
 from ..execution import Runtime
+from ..store import SqlStore
 from ._answer import from_message
 from ._engine import Engine, Progress
 from ._fork import original_turns
 from ._runs import RunView, create_run, read_run, resumable
-from ._source import Recorded, label, load_step, pick, step_receipts
+from ._source import Recorded, Step, label, load_step, pick, step_receipts
 from ._suite import Suite
 
 
@@ -33,10 +34,16 @@ class StepReplay:
 
 
 async def replay_step(
-    runtime: Runtime, session: str, models: Sequence[str], *, turn: int | None = None,
-    step: int | None = None, fork: bool = False, to_end: bool = False,
+    runtime: Runtime,
+    session: str,
+    models: Sequence[str],
+    *,
+    turn: int | None = None,
+    step: int | None = None,
+    fork: bool = False,
+    to_end: bool = False,
     progress: Callable[[Progress], None] | None = None,
-) -> StepReplay:  # fmt: skip
+) -> StepReplay:
     """Send the recorded request of `session`'s step (default: the newest turn's last step),
     verified against its digest, to each of `models`; the results go to a new replay run linked
     to the source (`metadata.replay`). With `fork`, each model instead re-runs the step's turn
@@ -55,27 +62,51 @@ async def replay_step(
     chosen = steps[pick(steps, turn, step, None)]
     receipt = chosen.receipt
     recorded = load_step(store, sid, chosen, runtime.config.providers.options_for(receipt.model))
-    case = EvalCase(id=f"turn{chosen.turn}.step{receipt.step}", kind="fork" if fork else "replay",
-                    session_id=sid,
-                    receipt_id=receipt.receipt_id, turn=chosen.turn, step=receipt.step,
-                    to_end=fork and to_end)  # fmt: skip
-    source: dict[str, JsonValue] = {"session_id": sid, "receipt_id": receipt.receipt_id, "turn": chosen.turn,
-              "step": receipt.step, "model": receipt.model, "fork": fork}  # fmt: skip
-    what = "fork re-run" if fork else "replay"
-    started = EvalStarted(name=f"{what} of {sid} {label(chosen)}", kind="replay",
-                          models=tuple(models), cases=(case,), source=source)  # fmt: skip
-    row = store.get_session(sid)
-    run_id = create_run(store, None, started, title=started.name, location=row.location,
-                        metadata={"replay": source})  # fmt: skip
-    view = await Engine(runtime, read_run(store, run_id), base=Path.cwd(),
-                        progress=progress).run()  # fmt: skip
+    run_id = _replay_run(store, sid, chosen, models, fork, to_end)
+    view = await Engine(runtime, read_run(store, run_id), base=Path.cwd(), progress=progress).run()
     if fork:
-        original = await original_turns(store, sid, receipt.turn_id or "", receipt.step,
-                                        chosen.turn, to_end)  # fmt: skip
+        original = await original_turns(
+            store, sid, receipt.turn_id or "", receipt.step, chosen.turn, to_end
+        )
     else:
-        original = from_message(recorded.reply, recorded.usage, None, recorded.latency_ms or 0,
-                                receipt.model)  # fmt: skip
+        original = from_message(
+            recorded.reply, recorded.usage, None, recorded.latency_ms or 0, receipt.model
+        )
     return StepReplay(view, recorded, original)
+
+
+def _replay_run(
+    store: SqlStore, sid: str, chosen: Step, models: Sequence[str], fork: bool, to_end: bool
+) -> str:
+    """Record the run of a step's replay (or fork re-run) to `models`, linked to its source
+    (`metadata.replay`); its id."""
+    receipt = chosen.receipt
+    case = EvalCase(
+        id=f"turn{chosen.turn}.step{receipt.step}",
+        kind="fork" if fork else "replay",
+        session_id=sid,
+        receipt_id=receipt.receipt_id,
+        turn=chosen.turn,
+        step=receipt.step,
+        to_end=fork and to_end,
+    )
+    source: dict[str, JsonValue] = {
+        "session_id": sid,
+        "receipt_id": receipt.receipt_id,
+        "turn": chosen.turn,
+        "step": receipt.step,
+        "model": receipt.model,
+        "fork": fork,
+    }
+    what = "fork re-run" if fork else "replay"
+    name = f"{what} of {sid} {label(chosen)}"
+    started = EvalStarted(
+        name=name, kind="replay", models=tuple(models), cases=(case,), source=source
+    )
+    location = store.get_session(sid).location
+    return create_run(
+        store, None, started, title=name, location=location, metadata={"replay": source}
+    )
 
 
 async def run_suite(
@@ -89,12 +120,23 @@ async def run_suite(
     store = runtime.store
     run_id, exists = resumable(store, suite.digest)
     if not exists:
-        started = EvalStarted(name=suite.name, kind="eval", suite_digest=suite.digest,
-                              models=suite.models, cases=suite.cases)  # fmt: skip
-        create_run(store, run_id, started, title=f"eval {suite.name}",
-                   location=str(suite.path.parent.resolve()),
-                   metadata={"eval": {"suite": str(suite.path), "digest": suite.digest}})  # fmt: skip
+        started = EvalStarted(
+            name=suite.name,
+            kind="eval",
+            suite_digest=suite.digest,
+            models=suite.models,
+            cases=suite.cases,
+        )
+        create_run(
+            store,
+            run_id,
+            started,
+            title=f"eval {suite.name}",
+            location=str(suite.path.parent.resolve()),
+            metadata={"eval": {"suite": str(suite.path), "digest": suite.digest}},
+        )
     view = read_run(store, run_id)
-    engine = Engine(runtime, view, base=suite.path.parent.resolve(), limits=suite.limits,
-                    progress=progress)  # fmt: skip
+    engine = Engine(
+        runtime, view, base=suite.path.parent.resolve(), limits=suite.limits, progress=progress
+    )
     return await engine.run()

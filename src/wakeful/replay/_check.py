@@ -131,8 +131,10 @@ async def _allow(_name: str, _input: dict[str, object]) -> bool:
 
 
 def _labels(store: SqlStore, session_id: str) -> dict[str, str]:
-    labels = {s.receipt.receipt_id: f"turn {s.turn} step {s.receipt.step}"
-              for s in step_receipts(store, session_id)}  # fmt: skip
+    labels = {
+        s.receipt.receipt_id: f"turn {s.turn} step {s.receipt.step}"
+        for s in step_receipts(store, session_id)
+    }
     for r in store.receipts(session_id):
         labels.setdefault(r.receipt_id, f"{r.purpose} request")
     return labels
@@ -158,17 +160,26 @@ def _normalized(body: JsonValue) -> str:
     return _ID.sub(rename, json.dumps(body, sort_keys=True, ensure_ascii=False))
 
 
-def _sections(a: Exchange | None, b: Exchange | None) -> tuple[tuple[str, str | None, str | None], ...]:  # fmt: skip
+def _sections(
+    a: Exchange | None, b: Exchange | None
+) -> tuple[tuple[str, str | None, str | None], ...]:
     before = {sid: d for sid, _src, d in (a.receipt.sections if a else ())}
     after = {sid: d for sid, _src, d in (b.receipt.sections if b else ())}
-    return tuple((sid, before.get(sid), after.get(sid)) for sid in dict.fromkeys([*before, *after])
-                 if before.get(sid) != after.get(sid))  # fmt: skip
+    return tuple(
+        (sid, before.get(sid), after.get(sid))
+        for sid in dict.fromkeys([*before, *after])
+        if before.get(sid) != after.get(sid)
+    )
 
 
 def compare(
-    source: SqlStore, scratch: SqlStore, session_id: str, recorded: list[Exchange],
-    replayed: list[Exchange], config: Config,
-) -> CheckResult:  # fmt: skip
+    source: SqlStore,
+    scratch: SqlStore,
+    session_id: str,
+    recorded: list[Exchange],
+    replayed: list[Exchange],
+    config: Config,
+) -> CheckResult:
     """The first difference between the recorded and the re-driven requests, in order."""
     labels = _labels(source, session_id)
     exact = 0
@@ -186,15 +197,40 @@ def compare(
         else:
             body_a = _body(source, session_id, a, config) if a else None
             body_b = _body(scratch, session_id, b, config) if b else None
-        note = ("today's code sent no such request" if b is None else
-                "today's code sent a request the recording does not have" if a is None else "")  # fmt: skip
+        note = (
+            "today's code sent no such request"
+            if b is None
+            else "today's code sent a request the recording does not have"
+            if a is None
+            else ""
+        )
         label = labels.get(a.receipt.receipt_id, "request") if a else "an extra request"
         difference = Difference(
-            n + 1, label, a.receipt.request_digest if a else None,
-            b.receipt.request_digest if b else None, _sections(a, b), body_a, body_b, note,
-        )  # fmt: skip
+            n + 1,
+            label,
+            a.receipt.request_digest if a else None,
+            b.receipt.request_digest if b else None,
+            _sections(a, b),
+            body_a,
+            body_b,
+            note,
+        )
         return CheckResult(session_id, len(recorded), n, difference, exact)
     return CheckResult(session_id, len(recorded), len(recorded), None, exact)
+
+
+def _redrive_config(root: Path) -> Config:
+    """The configuration of the location at `root`, its retries without waiting: a re-drive
+    sends the same requests however long the recording waited between them."""
+    config = load_config(root)
+    retry = RetryConfig(
+        initial_delay_ms=1,
+        max_delay_ms=1,
+        jitter_percent=0,
+        poll_interval_ms=1,
+        max_retries=config.retry.max_retries,
+    )
+    return config.model_copy(update={"retry": retry})
 
 
 async def check_session(store: SqlStore, session: str) -> CheckResult:
@@ -209,27 +245,41 @@ async def check_session(store: SqlStore, session: str) -> CheckResult:
             f"{sid} lives at {root}, which is not a directory on this host: check it there",
             location=str(root),
         )
-    config = load_config(root)
-    config = config.model_copy(update={"retry": RetryConfig(
-        initial_delay_ms=1, max_delay_ms=1, jitter_percent=0, poll_interval_ms=1,
-        max_retries=config.retry.max_retries,
-    )})  # fmt: skip
+    config = _redrive_config(root)
     with tempfile.TemporaryDirectory(prefix="wakeful-check-") as tmp:
         scratch = open_store(str(Path(tmp) / "check.db"))
-        runtime = _Redrive(recording, store=scratch, workspace=root, config=config,
-                           model=row.model, agent=row.agent, ask=_allow)  # fmt: skip
+        runtime = _Redrive(
+            recording,
+            store=scratch,
+            workspace=root,
+            config=config,
+            model=row.model,
+            agent=row.agent,
+            ask=_allow,
+        )
         try:
             await off_loop(
-                scratch.create_session, sid, title=row.title, agent=row.agent, model=row.model,
-                metadata=metadata, location=row.location,
-            )  # fmt: skip
+                scratch.create_session,
+                sid,
+                title=row.title,
+                agent=row.agent,
+                model=row.model,
+                metadata=metadata,
+                location=row.location,
+            )
             for batch in recording.batches:
                 for input_id in batch:
                     item = recording.inputs[input_id]
                     await off_loop(
-                        runtime.send, session_id=sid, input_id=input_id, kind=item.kind,
-                        payload=item.payload, delivery=item.delivery, create=False, resume=False,
-                    )  # fmt: skip
+                        runtime.send,
+                        session_id=sid,
+                        input_id=input_id,
+                        kind=item.kind,
+                        payload=item.payload,
+                        delivery=item.delivery,
+                        create=False,
+                        resume=False,
+                    )
                 await runtime.drive(sid)
             replayed = (await off_loop(read_recording, scratch, sid)).exchanges
             return await off_loop(

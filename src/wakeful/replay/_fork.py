@@ -58,13 +58,20 @@ def turn_start(store: Store, session_id: str, turn_id: str) -> TurnStart:
     """How `turn_id` of `session_id` began (`NotFoundError` for a turn the log lacks)."""
     events = store.events(session_id, types=["inbox.enqueued", "inbox.delivered", "turn.started"])
     enqueued = {e.event.input_id: e.event for e in events if isinstance(e.event, InputEnqueued)}
-    started = next((e.event for e in events
-                    if isinstance(e.event, TurnStarted) and e.event.turn_id == turn_id), None)  # fmt: skip
+    started = next(
+        (
+            e.event
+            for e in events
+            if isinstance(e.event, TurnStarted) and e.event.turn_id == turn_id
+        ),
+        None,
+    )
     if started is None:
         raise NotFoundError(f"no turn {turn_id} in {session_id}")
     ids = set(started.input_ids)
-    delivered = [e.seq for e in events
-                 if isinstance(e.event, InputDelivered) and e.event.input_id in ids]  # fmt: skip
+    delivered = [
+        e.seq for e in events if isinstance(e.event, InputDelivered) and e.event.input_id in ids
+    ]
     first = min(delivered) if delivered else 1
     inputs = tuple(enqueued[i] for i in started.input_ids if i in enqueued)
     return TurnStart(turn_id, first - 1, inputs)
@@ -76,41 +83,83 @@ def turn_result(
     """A turn's outcome as a result, from its reply number `skip` on: the last reply's text,
     every tool call from there, the tokens and cost of those requests, and (unless given) the
     time from the first of them to the turn's end."""
-    events = store.events(session_id, types=[
-        "receipt.recorded", "message.added", "usage.recorded", "turn.ended"])  # fmt: skip
-    replies = [e for e in events if isinstance(e.event, MessageAdded)
-               and e.event.turn_id == turn_id and e.event.message.role == "assistant"][skip:]  # fmt: skip
-    steps = [e for e in events if isinstance(e.event, ReceiptRecorded)
-             and e.event.turn_id == turn_id and e.event.purpose == "step"]  # fmt: skip
-    counted = {e.event.receipt_id for e in steps if isinstance(e.event, ReceiptRecorded)
-               and e.event.step > skip}  # fmt: skip
-    usages = [e.event for e in events
-              if isinstance(e.event, UsageRecorded) and e.event.receipt_id in counted]  # fmt: skip
-    ended = next((e for e in events
-                  if isinstance(e.event, TurnEnded) and e.event.turn_id == turn_id), None)  # fmt: skip
-    costs = CostSum()
-    for u in usages:
-        costs = costs.add(u.cost_usd)
-    total = UsageRecorded(input_tokens=sum(u.input_tokens for u in usages),
-                          output_tokens=sum(u.output_tokens for u in usages),
-                          cost_usd=costs.known)  # fmt: skip
+    events = store.events(
+        session_id, types=["receipt.recorded", "message.added", "usage.recorded", "turn.ended"]
+    )
+    replies = [
+        e
+        for e in events
+        if isinstance(e.event, MessageAdded)
+        and e.event.turn_id == turn_id
+        and e.event.message.role == "assistant"
+    ][skip:]
+    steps = [
+        e
+        for e in events
+        if isinstance(e.event, ReceiptRecorded)
+        and e.event.turn_id == turn_id
+        and e.event.purpose == "step"
+    ]
+    ended = next(
+        (e for e in events if isinstance(e.event, TurnEnded) and e.event.turn_id == turn_id), None
+    )
+    total = _usage(events, steps, skip)
     if elapsed_ms is None:
-        begin = next((e.at_ms for e in steps
-                      if isinstance(e.event, ReceiptRecorded) and e.event.step > skip), 0)  # fmt: skip
+        begin = next(
+            (
+                e.at_ms
+                for e in steps
+                if isinstance(e.event, ReceiptRecorded) and e.event.step > skip
+            ),
+            0,
+        )
         elapsed_ms = (ended.at_ms - begin) if ended is not None and begin else 0
     last = _message(replies[-1]) if replies else None
     result = from_message(last, total, None, elapsed_ms, "")
-    calls = tuple(ToolCallSeen(name=c.name, input=c.input)
-                  for e in replies for c in _message(e).tool_calls())  # fmt: skip
+    calls = tuple(
+        ToolCallSeen(name=c.name, input=c.input) for e in replies for c in _message(e).tool_calls()
+    )
+    known = total.cost_usd
+    update: dict[str, Any] = {
+        "tool_calls": calls,
+        "session_id": session_id,
+        "cost_usd": None if known is None else round(known, 8),
+    }
+    return result.model_copy(update=update | _failure(ended))
+
+
+def _usage(events: list[StoredEvent], steps: list[StoredEvent], skip: int) -> UsageRecorded:
+    """The tokens and cost of the turn's requests from step `skip + 1` on, summed."""
+    counted = {
+        e.event.receipt_id
+        for e in steps
+        if isinstance(e.event, ReceiptRecorded) and e.event.step > skip
+    }
+    usages = [
+        e.event
+        for e in events
+        if isinstance(e.event, UsageRecorded) and e.event.receipt_id in counted
+    ]
+    costs = CostSum()
+    for u in usages:
+        costs = costs.add(u.cost_usd)
+    return UsageRecorded(
+        input_tokens=sum(u.input_tokens for u in usages),
+        output_tokens=sum(u.output_tokens for u in usages),
+        cost_usd=costs.known,
+    )
+
+
+def _failure(ended: StoredEvent | None) -> dict[str, Any]:
+    """What a turn that did not complete (or did not end) sets on its result: an error, no
+    finish, the error's kind (`turn` when it has none)."""
     outcome = ended.event if ended is not None and isinstance(ended.event, TurnEnded) else None
-    update: dict[str, Any] = {"tool_calls": calls, "session_id": session_id,
-                              "cost_usd": None if costs.known is None else round(costs.known, 8)}  # fmt: skip
-    if outcome is None or outcome.outcome != "completed":
-        state = "did not end" if outcome is None else f"ended {outcome.outcome}"
-        why = f": {outcome.error}" if outcome is not None and outcome.error else ""
-        update |= {"error": f"the turn {state}{why}", "finish": None,
-                   "error_kind": (outcome.error_kind if outcome else None) or "turn"}  # fmt: skip
-    return result.model_copy(update=update)
+    if outcome is not None and outcome.outcome == "completed":
+        return {}
+    state = "did not end" if outcome is None else f"ended {outcome.outcome}"
+    why = f": {outcome.error}" if outcome is not None and outcome.error else ""
+    kind = (outcome.error_kind if outcome else None) or "turn"
+    return {"error": f"the turn {state}{why}", "finish": None, "error_kind": kind}
 
 
 def _message(stored: StoredEvent) -> Any:
@@ -143,17 +192,30 @@ async def _send_turn(
 ) -> list[TurnResult]:
     """Admit one turn's inputs to the fork (idempotent by their derived ids) and drive it."""
     for item, input_id in zip(inputs, ids, strict=True):
-        await off_loop(driver.send, session_id=fork_id, input_id=input_id,
-                                kind=item.kind, payload=item.payload, delivery=item.delivery,
-                                create=False, resume=False)  # fmt: skip
+        await off_loop(
+            driver.send,
+            session_id=fork_id,
+            input_id=input_id,
+            kind=item.kind,
+            payload=item.payload,
+            delivery=item.delivery,
+            create=False,
+            resume=False,
+        )
     return await driver.drive_input(fork_id, ids[0]) if ids else []
 
 
 def summary(result: CaseResult, turn: int) -> TurnSummary:
     """A turn's result as one row of a turn-by-turn comparison."""
-    return TurnSummary(turn=turn, text=result.text, tool_calls=result.tool_calls,
-                       input_tokens=result.input_tokens, output_tokens=result.output_tokens,
-                       cost_usd=result.cost_usd, error=result.error)  # fmt: skip
+    return TurnSummary(
+        turn=turn,
+        text=result.text,
+        tool_calls=result.tool_calls,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        cost_usd=result.cost_usd,
+        error=result.error,
+    )
 
 
 def later_turns(store: SqlStore, session_id: str, turn_id: str) -> list[tuple[int, str]]:
@@ -169,29 +231,31 @@ async def run_fork(runtime: Runtime, run_id: str, case: EvalCase, model: str) ->
     turns' inputs follow, each driven in turn, and `turns` compares them one by one."""
     store: SqlStore = runtime.store
     source, receipt_id = case.session_id or "", case.receipt_id or ""
-    [receipt] = [r for r in await off_loop(store.receipts, source)
-                 if r.receipt_id == receipt_id]  # fmt: skip
+    [receipt] = [r for r in await off_loop(store.receipts, source) if r.receipt_id == receipt_id]
     turn_id, step = receipt.turn_id or "", receipt.step
     start = await off_loop(turn_start, store, source, turn_id)
     recording = await off_loop(read_recording, store, source)
-    prefix = [x for x in recording.exchanges if x.receipt.turn_id == turn_id
-              and x.receipt.purpose == "step" and x.receipt.step < step and x.reply is not None]  # fmt: skip
+    prefix = [
+        x
+        for x in recording.exchanges
+        if x.receipt.turn_id == turn_id
+        and x.receipt.purpose == "step"
+        and x.receipt.step < step
+        and x.reply is not None
+    ]
     fork_id, tag = _ids(run_id, case, model)
-    if await off_loop(store.find_session, fork_id) is None:
-        runtime.check_model(model)
-        meta: dict[str, JsonValue] = dict(await off_loop(store.metadata, source))
-        meta |= {"eval_run": run_id, "eval_case": case.id}
-        title = f"fork of {source} turn {case.turn} from step {step} on {model}"
-        await off_loop(store.fork, source, start.before_seq, new_id=fork_id,
-                                model=model, title=title, metadata=meta)  # fmt: skip
-    else:  # resumed after a crash: the replies the fork already has are not asked again
-        done = await off_loop(store.events, fork_id, types=["message.added"])
-        answered = sum(isinstance(e.event, MessageAdded) and e.event.message.role == "assistant"
-                       for e in done)  # fmt: skip
-        prefix = prefix[answered:]
+    at = (start.before_seq, step)
+    prefix = await _open_fork(runtime, fork_id, run_id, case, model, at, prefix)
     later = await off_loop(later_turns, store, source, turn_id) if case.to_end else []
-    driver = ForkRuntime(recording, prefix, store=open_store(store.url), workspace=runtime.workspace,
-                         config=runtime.config, ask=runtime.ask, model=model)  # fmt: skip
+    driver = ForkRuntime(
+        recording,
+        prefix,
+        store=open_store(store.url),
+        workspace=runtime.workspace,
+        config=runtime.config,
+        ask=runtime.ask,
+        model=model,
+    )
     began = time.monotonic()
     try:
         ids = [f"in_{tag}_0_{n}" for n in range(len(start.inputs))]
@@ -204,21 +268,71 @@ async def run_fork(runtime: Runtime, run_id: str, case: EvalCase, model: str) ->
             followed.append((number, await _send_turn(driver, fork_id, inputs, ids)))
     finally:
         await driver.aclose()
-    result = await off_loop(turn_result, store, fork_id, first[-1].turn_id if first else "",
-                                     skip=step - 1, elapsed_ms=elapsed)  # fmt: skip
+    result = await off_loop(
+        turn_result,
+        store,
+        fork_id,
+        first[-1].turn_id if first else "",
+        skip=step - 1,
+        elapsed_ms=elapsed,
+    )
     if not case.to_end:
         return result
-    rows = [summary(result, case.turn or 0)]
-    for number, turns in followed:
+    return await _turn_by_turn(store, fork_id, result, case.turn or 0, followed)
+
+
+async def _open_fork(
+    runtime: Runtime,
+    fork_id: str,
+    run_id: str,
+    case: EvalCase,
+    model: str,
+    at: tuple[int, int],
+    prefix: list[Exchange],
+) -> list[Exchange]:
+    """Fork `case`'s session through the seq `at` holds as `fork_id` on `model` (its title
+    names the step `at` holds), unless a run before a crash did; the recorded replies of
+    `prefix` the fork has yet to be given."""
+    store: SqlStore = runtime.store
+    source, (before_seq, step) = case.session_id or "", at
+    if await off_loop(store.find_session, fork_id) is None:
+        runtime.check_model(model)
+        meta: dict[str, JsonValue] = dict(await off_loop(store.metadata, source))
+        meta |= {"eval_run": run_id, "eval_case": case.id}
+        title = f"fork of {source} turn {case.turn} from step {step} on {model}"
+        await off_loop(
+            store.fork, source, before_seq, new_id=fork_id, model=model, title=title, metadata=meta
+        )
+        return prefix
+    # resumed after a crash: the replies the fork already has are not asked again
+    done = await off_loop(store.events, fork_id, types=["message.added"])
+    answered = sum(
+        isinstance(e.event, MessageAdded) and e.event.message.role == "assistant" for e in done
+    )
+    return prefix[answered:]
+
+
+async def _turn_by_turn(
+    store: SqlStore,
+    fork_id: str,
+    result: CaseResult,
+    number: int,
+    followed: list[tuple[int, list[TurnResult]]],
+) -> CaseResult:
+    """`result` (the fork's turn `number`) with a row of `turns` for it and for each turn that
+    followed it on the fork."""
+    rows = [summary(result, number)]
+    for later_number, turns in followed:
         later_result = await off_loop(
             turn_result, store, fork_id, turns[-1].turn_id if turns else ""
         )
-        rows.append(summary(later_result, number))
+        rows.append(summary(later_result, later_number))
     return result.model_copy(update={"turns": tuple(rows)})
 
 
-async def original_turns(store: SqlStore, session_id: str, turn_id: str, step: int,
-                         number: int, to_end: bool) -> CaseResult:  # fmt: skip
+async def original_turns(
+    store: SqlStore, session_id: str, turn_id: str, step: int, number: int, to_end: bool
+) -> CaseResult:
     """The recorded turn from `step` on as a result (the left column of a fork's comparison);
     with `to_end`, with every later turn as a row of `turns`."""
     first = await off_loop(turn_result, store, session_id, turn_id, skip=step - 1)
