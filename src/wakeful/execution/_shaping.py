@@ -24,6 +24,7 @@ from ._hooks import HookEvent, HookKind, Hooks
 from ._mcp_switch import MCP_NAMESPACE, switched_off
 from ._off_loop import off_loop
 from ._rewind import (
+    FileMove,
     RewindResult,
     completed_before,
     prompt_text,
@@ -63,11 +64,35 @@ class ShapingMixin:
     def _root(self, session_id: str) -> Path:
         return self.place(self.store.get_session(session_id).location).root
 
+    async def _restore(
+        self, session_id: str, moves: list[FileMove], force: bool
+    ) -> tuple[list[FileRestore], tuple[str, ...]]:
+        """Apply a rewind's (or its undo's) file `moves` at the session's root, keeping what
+        each replaces as a blob: the files restored, and the paths completed before a
+        conflict (`FileConflictError`, unless `force`)."""
+        root = await off_loop(self._root, session_id)
+        restored = await off_loop(
+            restore_files,
+            root,
+            moves,
+            self.store.get_blob,
+            force=force,
+            keep=lambda data: self.store.put_blob(data, session_id),
+        )
+        return restored, completed_before(moves, restored)
+
     async def rewind(
-        self, session_id: str, *, turn_id: str | None = None, input_id: str | None = None,
-        message_id: str | None = None, files: bool = False, force: bool = False,
-        revision: int | None = None, wait_s: float = 30.0,
-    ) -> RewindResult:  # fmt: skip
+        self,
+        session_id: str,
+        *,
+        turn_id: str | None = None,
+        input_id: str | None = None,
+        message_id: str | None = None,
+        files: bool = False,
+        force: bool = False,
+        revision: int | None = None,
+        wait_s: float = 30.0,
+    ) -> RewindResult:
         """Revert the session to just before a turn, an input or a message (none named: its
         newest turn). The later messages leave the active history (not the log), the work
         state and instruction values return to what they were; `unrevert` undoes it until a
@@ -77,9 +102,12 @@ class ShapingMixin:
         `last_seq` (`ConflictError` otherwise, nothing written)."""
         await self._settle(session_id, wait_s)
         plan = await off_loop(
-            self.store.shaping.plan_revert, session_id, turn_id=turn_id, input_id=input_id,
+            self.store.shaping.plan_revert,
+            session_id,
+            turn_id=turn_id,
+            input_id=input_id,
             message_id=message_id,
-        )  # fmt: skip
+        )
         if revision is not None and plan.revision != revision:
             raise ConflictError(
                 f"session {session_id} changed (revision {plan.revision}, not {revision})"
@@ -87,28 +115,29 @@ class ShapingMixin:
         restored: list[FileRestore] = []
         completed: tuple[str, ...] = ()
         if files and plan.files:
-            root = self._root(session_id)
-            moves = revert_moves(plan.files)
-            restored = await off_loop(
-                restore_files, root, moves, self.store.get_blob, force=force,
-                keep=lambda data: self.store.put_blob(data, session_id),
-            )  # fmt: skip
-            completed = completed_before(moves, restored)
+            restored, completed = await self._restore(session_id, revert_moves(plan.files), force)
             crash_point("rewind.files")
         stored = await off_loop(
             lambda: self.store.shaping.revert(
-                session_id, turn_id=plan.turn_id, input_id=plan.input_id,
-                message_id=message_id, revision=plan.revision, files=restored,
+                session_id,
+                turn_id=plan.turn_id,
+                input_id=plan.input_id,
+                message_id=message_id,
+                revision=plan.revision,
+                files=restored,
             )
-        )  # fmt: skip
+        )
         return RewindResult(
-            session_id, stored.seq, plan.from_seq, plan.hidden,
+            session_id,
+            stored.seq,
+            plan.from_seq,
+            plan.hidden,
             files_restored=tuple(r.path for r in restored),
             files_left=() if files else tuple(c.path for c in plan.files),
             shell_calls=plan.shell_calls,
             prompt=None if plan.first is None else prompt_text(plan.first),
             files_completed=completed,
-        )  # fmt: skip
+        )
 
     async def unrevert(
         self, session_id: str, *, force: bool = False, wait_s: float = 30.0
@@ -124,30 +153,38 @@ class ShapingMixin:
         restored: list[FileRestore] = []
         completed: tuple[str, ...] = ()
         if pending.files:
-            root = self._root(session_id)
-            moves = unrevert_moves(pending)
-            restored = await off_loop(
-                restore_files, root, moves, self.store.get_blob, force=force,
-                keep=lambda data: self.store.put_blob(data, session_id),
-            )  # fmt: skip
-            completed = completed_before(moves, restored)
+            restored, completed = await self._restore(session_id, unrevert_moves(pending), force)
         stored = await off_loop(lambda: self.store.shaping.unrevert(session_id, files=restored))
         return RewindResult(
-            session_id, stored.seq, pending.from_seq, pending.hidden,
-            files_restored=tuple(r.path for r in restored), files_completed=completed,
-        )  # fmt: skip
+            session_id,
+            stored.seq,
+            pending.from_seq,
+            pending.hidden,
+            files_restored=tuple(r.path for r in restored),
+            files_completed=completed,
+        )
 
     def edit_history(
-        self, session_id: str, *, revision: int, delete_turn: str | None = None,
-        message_id: str | None = None, text: str | None = None, heal_pairing: bool = False,
-    ) -> int:  # fmt: skip
+        self,
+        session_id: str,
+        *,
+        revision: int,
+        delete_turn: str | None = None,
+        message_id: str | None = None,
+        text: str | None = None,
+        heal_pairing: bool = False,
+    ) -> int:
         """Delete a turn, replace a message's text, or write the drop-only pairing heal back
         (`heal_pairing`), guarded by `revision` (see `LocalStore.shaping.edit_history`); return the
         session's new revision."""
         return self.store.shaping.edit_history(
-            session_id, revision=revision, delete_turn=delete_turn, message_id=message_id,
-            text=text, heal_pairing=heal_pairing,
-        ).seq  # fmt: skip
+            session_id,
+            revision=revision,
+            delete_turn=delete_turn,
+            message_id=message_id,
+            text=text,
+            heal_pairing=heal_pairing,
+        ).seq
 
     # -- artifacts, metadata, extension state (their reads: `Runtime.reads`) ---------------
 
@@ -170,16 +207,22 @@ class ShapingMixin:
         """Store one value under an extension's namespace (see `LocalStore.shaping.set_extension_state`);
         the `extension_state_set` hook gets it."""
         self.store.shaping.set_extension_state(session_id, namespace, key, value)
-        self._written("extension_state_set", session_id,
-                      {"namespace": namespace, "key": key, "value": value, "deleted": False})  # fmt: skip
+        self._written(
+            "extension_state_set",
+            session_id,
+            {"namespace": namespace, "key": key, "value": value, "deleted": False},
+        )
 
     def delete_extension_state(self, session_id: str, namespace: str, key: str) -> bool:
         """Remove one extension value; whether there was one (the `extension_state_set` hook
         gets a removal, `value` null and `deleted` true, only when there was)."""
         found = self.store.shaping.delete_extension_state(session_id, namespace, key)
         if found:
-            self._written("extension_state_set", session_id,
-                          {"namespace": namespace, "key": key, "value": None, "deleted": True})  # fmt: skip
+            self._written(
+                "extension_state_set",
+                session_id,
+                {"namespace": namespace, "key": key, "value": None, "deleted": True},
+            )
         return found
 
     def mcp_switches(self, session_id: str) -> dict[str, bool]:
