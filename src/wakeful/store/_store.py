@@ -7,8 +7,7 @@ from projections and the log. The store is synchronous; async callers run it in 
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,6 +24,7 @@ from ._batch import BatchMixin
 from ._cipher import open_blob
 from ._claims import Claims, demote_stale
 from ._feed import Feed
+from ._follow import FollowMixin
 from ._listing import LIST_SLACK_MS
 from ._rates import RateBuckets
 from ._reads import ReadsMixin, events_in, plain_events_in
@@ -36,7 +36,6 @@ from ._records import (
     Page,
     PruneCounts,
     SessionRow,
-    SyncMarker,
     session_row,
 )
 from ._schedules import Schedules
@@ -66,6 +65,7 @@ class SqlStore(
     ReadsMixin,
     BatchMixin,
     UsageMixin,
+    FollowMixin,
 ):
     """The store. Open one with `wakeful.store.open_store(url)`."""
 
@@ -205,16 +205,25 @@ class SqlStore(
         return self.shaping.extension_state(session_id, namespace)
 
     def artifacts(
-        self, session_id: str, *, kind: str | None = None, since_ms: int | None = None,
+        self,
+        session_id: str,
+        *,
+        kind: str | None = None,
+        since_ms: int | None = None,
         limit: int | None = None,
-    ) -> list[Artifact]:  # fmt: skip
+    ) -> list[Artifact]:
         """The session's artifacts, newest update first (`Shaping.artifacts`)."""
         return self.shaping.artifacts(session_id, kind=kind, since_ms=since_ms, limit=limit)
 
     def find_artifacts(
-        self, uri: str | None = None, *, kind: str | None = None, since_ms: int | None = None,
-        location: str | None = None, limit: int | None = 100,
-    ) -> list[Artifact]:  # fmt: skip
+        self,
+        uri: str | None = None,
+        *,
+        kind: str | None = None,
+        since_ms: int | None = None,
+        location: str | None = None,
+        limit: int | None = 100,
+    ) -> list[Artifact]:
         """Artifacts across sessions by `uri` or `location` (`Shaping.find_artifacts`)."""
         return self.shaping.find_artifacts(
             uri, kind=kind, since_ms=since_ms, location=location, limit=limit
@@ -256,18 +265,6 @@ class SqlStore(
         """The session's newest `seq` (its change counter); `NotFoundError` if unknown."""
         return self.get_session(session_id).last_seq
 
-    def log(
-        self, session_id: str, after: int = 0, *, follow: bool = False,
-        idle_timeout_s: float | None = None, stop: Callable[[], bool] | None = None,
-    ) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
-        """Yield durable events after `after`; with `follow`, a `SyncMarker` then live events.
-
-        Following subscribes before replay (the watermark is captured after subscribing), so no
-        event is missed or repeated, also when written by another process. It ends when `stop()`
-        is true or nothing arrives for `idle_timeout_s`.
-        """
-        return self._log(self.events, session_id, after, follow, idle_timeout_s, stop)
-
     def plain_events(
         self, session_id: str, after: int = 0, limit: int | None = None, types: Sequence[str] = ()
     ) -> list[PlainEvent]:
@@ -277,91 +274,19 @@ class SqlStore(
         return self._session_events(plain_events_in, session_id, after, limit, types)
 
     def _session_events(
-        self, read: Callable[..., list[_E]], session_id: str, after: int, limit: int | None,
+        self,
+        read: Callable[..., list[_E]],
+        session_id: str,
+        after: int,
+        limit: int | None,
         types: Sequence[str],
-    ) -> list[_E]:  # fmt: skip
+    ) -> list[_E]:
         with self.backend.transaction(write=False) as tx:
             found = read(tx, session_id, after, limit, types)
             # Rows prove the session exists; only an empty answer needs the check.
             if not found and self._get(tx, session_id) is None:
                 raise NotFoundError(f"no session {session_id}")
         return found
-
-    def plain_log(
-        self, session_id: str, after: int = 0, *, follow: bool = False,
-        idle_timeout_s: float | None = None, stop: Callable[[], bool] | None = None,
-    ) -> Iterator[PlainEvent | SyncMarker]:  # fmt: skip
-        """`log` of `plain_events`: the same events, markers and follow contract."""
-        return self._log(self.plain_events, session_id, after, follow, idle_timeout_s, stop)
-
-    def _log(
-        self, events: Callable[..., list[_E]], session_id: str, after: int, follow: bool,
-        idle_timeout_s: float | None, stop: Callable[[], bool] | None,
-    ) -> Iterator[_E | SyncMarker]:  # fmt: skip
-        if follow:
-            self.backend.wait_for_change(0)  # subscribe (LISTEN) before capturing the watermark
-        watermark = self.high_water(session_id)
-        last = after
-        while last < watermark:
-            batch = events(session_id, last, limit=1000)
-            for ev in batch:
-                if ev.seq > watermark:
-                    break
-                yield ev
-                last = ev.seq
-            if not batch:
-                break
-        if not follow:
-            return
-        last = max(last, watermark)
-        yield SyncMarker(last)
-        yield from self._follow(
-            lambda after: events(session_id, after, limit=1000),
-            last, lambda ev: ev.seq, idle_timeout_s, stop,
-        )  # fmt: skip
-
-    def log_all(
-        self, after_id: int = 0, *, follow: bool = False, idle_timeout_s: float | None = None,
-        stop: Callable[[], bool] | None = None,
-    ) -> Iterator[StoredEvent | SyncMarker]:  # fmt: skip
-        """Instance-wide log over every session in its order (`events_since`); same follow
-        contract as `log`. `after_id` is the id of the last event already seen."""
-        if follow:
-            self.backend.wait_for_change(0)
-        at: list[int | None] = [after_id, None]  # (id, tx) of the last event read
-
-        def fetch(_last: int) -> list[StoredEvent]:
-            batch = self.feed.events_since(int(at[0] or 0), after_tx=at[1])
-            if batch:
-                at[:] = [batch[-1].id, batch[-1].tx]
-            return batch
-
-        while batch := fetch(0):
-            yield from batch
-        if not follow:
-            return
-        yield SyncMarker(int(at[0] or 0))
-        yield from self._follow(fetch, 0, lambda ev: ev.id, idle_timeout_s, stop)
-
-    def _follow(
-        self, fetch: Callable[[int], list[_E]], start: int,
-        key: Callable[[_E], int], idle_timeout_s: float | None,
-        stop: Callable[[], bool] | None,
-    ) -> Iterator[_E]:  # fmt: skip
-        last = start
-        idle_since = time.monotonic()
-        while not (stop and stop()):
-            batch = fetch(last)
-            if batch:
-                idle_since = time.monotonic()
-                yield from batch
-                last = key(batch[-1])
-                continue
-            if idle_timeout_s is not None and time.monotonic() - idle_since >= idle_timeout_s:
-                return
-            self.backend.wait_for_change(
-                0.5 if idle_timeout_s is None else min(0.5, idle_timeout_s)
-            )
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -442,9 +367,13 @@ class SqlStore(
     # -- inbox ------------------------------------------------------------------------------
 
     def promote(
-        self, session_id: str, *, idle: bool, input_id: str | None = None,
+        self,
+        session_id: str,
+        *,
+        idle: bool,
+        input_id: str | None = None,
         claim: ClaimToken | None = None,
-    ) -> list[Delivered]:  # fmt: skip
+    ) -> list[Delivered]:
         """Deliver the next inbox items atomically: steers in enqueue order; one queued item
         when `idle`; only `input_id` when given (a driver's compositions of a promotion with
         other writes are `SessionWrite.promote` in a unit, `wakeful.execution._writes`).
@@ -523,9 +452,15 @@ class SqlStore(
     # -- listing and retention ----------------------------------------------------------------
 
     def list_sessions(
-        self, *, roots_only: bool = True, archived: bool | None = False, limit: int = 50,
-        cursor: str | None = None, agent: str | None = None, location: str | None = None,
-    ) -> Page:  # fmt: skip
+        self,
+        *,
+        roots_only: bool = True,
+        archived: bool | None = False,
+        limit: int = 50,
+        cursor: str | None = None,
+        agent: str | None = None,
+        location: str | None = None,
+    ) -> Page:
         """A page of sessions, newest first, answered from the sessions index alone (a stale
         `running` reads `interrupted`: `demote_stale`); only those of `agent` and living at
         `location` (an absolute workspace root) when given."""
@@ -534,9 +469,14 @@ class SqlStore(
             return replace(page, sessions=self._shown(tx, page.sessions))
 
     def search(
-        self, text: str, *, roots_only: bool = False, archived: bool | None = False,
-        limit: int = 20, offset: int = 0,
-    ) -> _search.SearchPage:  # fmt: skip
+        self,
+        text: str,
+        *,
+        roots_only: bool = False,
+        archived: bool | None = False,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> _search.SearchPage:
         """Sessions whose content (a message's text, tool calls and results, or the title)
         holds every word of `text`, ranked by their best matching message, then newest first.
 
@@ -546,17 +486,27 @@ class SqlStore(
         _search.index_pending(self.backend)  # SQLite: the rows waiting for their batch
         with self.backend.transaction(write=False) as tx:
             page = _search.search_in(
-                tx, self.backend.kind, text, roots_only=roots_only, archived=archived,
-                limit=limit, offset=offset, message_at=_transcript.message_at,
-            )  # fmt: skip
+                tx,
+                self.backend.kind,
+                text,
+                roots_only=roots_only,
+                archived=archived,
+                limit=limit,
+                offset=offset,
+                message_at=_transcript.message_at,
+            )
             shown = self._shown(tx, [h.session for h in page.hits])
             hits = [replace(h, session=row) for h, row in zip(page.hits, shown, strict=True)]
             return replace(page, hits=hits)
 
     def fork(
-        self, session_id: str, through_seq: int | None = None, *, new_id: str | None = None,
+        self,
+        session_id: str,
+        through_seq: int | None = None,
+        *,
+        new_id: str | None = None,
         **fields: Any,
-    ) -> SessionRow:  # fmt: skip
+    ) -> SessionRow:
         """Copy a session's messages through `through_seq` into a new session (`new_id`, or a
         fresh id); the parent is untouched. Other `fields` override title, agent, model."""
         with self.backend.transaction(write=True) as tx:
