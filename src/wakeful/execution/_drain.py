@@ -40,6 +40,7 @@ from ._recovery import (
     open_turn,
     plan_recovery,
 )
+from ._refresh import KnownFacts
 from ._unbuildable import block_unbuildable
 from ._writes import promote_idle, start_drain
 
@@ -100,7 +101,12 @@ async def drain(
             return result
     crash_point("drain.claimed")
     port = StorePort(
-        store, session_id, fence(claim), sources=ctx.instruction_sources, hooks=setup.hooks
+        store,
+        session_id,
+        fence(claim),
+        sources=ctx.instruction_sources,
+        hooks=setup.hooks,
+        known=setup.known,
     )
     leases.hold(claim, ctx.interrupt.set)
     port.publish("session_start", {"taken_over": claim.taken_over})
@@ -196,6 +202,8 @@ async def _claim(
         start_turn=tid,
         prelude=prelude,
     )
+    if setup.known is not None:
+        setup.known.noticed(start.facts)
     if start.claim is None:
         result.busy = start.busy
         return None, None
@@ -280,10 +288,7 @@ async def _turns(
             if ctx.shutting_down():
                 return  # leave pending input for the next driver rather than start a turn
             tid = new_turn_id()
-            prelude = await off_loop(port.prelude)
-            delivered = await off_loop(
-                promote_idle, store, sid, port.claim, start_turn=tid, prelude=prelude
-            )
+            delivered = await _promote_idle(port, tid, setup.known)
         if not delivered:
             return
         result.delivered = True
@@ -313,6 +318,21 @@ async def _turns(
             return
 
 
+async def _promote_idle(port: StorePort, turn_id: str, known: KnownFacts | None) -> list[Delivered]:
+    """The next delivery between turns and the turn `turn_id` it starts (`promote_idle`),
+    after the instruction delta the port's sync plans."""
+    prelude = await off_loop(port.prelude)
+    return await off_loop(
+        promote_idle,
+        port.store,
+        port.session_id,
+        port.claim,
+        start_turn=turn_id,
+        prelude=prelude,
+        known=known,
+    )
+
+
 async def _control(
     delivered: Sequence[Delivered],
     setup: SessionSetup,
@@ -337,6 +357,11 @@ async def _control(
                 result.waiting_for = err.location
                 return None
             port = StorePort(
-                store, sid, port.claim, sources=setup.ctx.instruction_sources, hooks=setup.hooks
+                store,
+                sid,
+                port.claim,
+                sources=setup.ctx.instruction_sources,
+                hooks=setup.hooks,
+                known=setup.known,
             )
     return setup, port

@@ -52,6 +52,7 @@ from ..store import (
     TurnOpening,
 )
 from ._off_loop import off_loop
+from ._refresh import KnownFacts
 from ._writes import promote_step, turn_opening
 
 Settle = Callable[[TurnEnded, TurnResult, ClaimToken | None], Awaitable[None]]
@@ -69,10 +70,13 @@ class PortHooks:
 
 @dataclass(frozen=True, slots=True)
 class SessionSetup:
-    """How a driver runs a session here: the turn's dependencies and its port's hooks."""
+    """How a driver runs a session here: the turn's dependencies, its port's hooks, and what
+    the drive knows of the session's agent, model and host entries (`_refresh.KnownFacts`,
+    kept current by the drive's units of work)."""
 
     ctx: RunContext
     hooks: PortHooks = PortHooks()
+    known: KnownFacts | None = None
 
 
 class StorePort(HeldEvents):
@@ -86,11 +90,13 @@ class StorePort(HeldEvents):
         *,
         sources: Sequence[Source] = (),
         hooks: PortHooks | None = None,
+        known: KnownFacts | None = None,
     ) -> None:
         self.store = store
         self.claim = claim
         self._sid = session_id
         self._hooks = hooks or PortHooks()
+        self._known = known  # given the facts each step boundary's unit reads
         self._sync = InstructionSync(store, session_id, sources)
         super().__init__()
         self._stored_blobs: set[str] = set()  # digests this port already stored
@@ -173,7 +179,8 @@ class StorePort(HeldEvents):
         else:  # a source changed: the next step is built after the delta, not ahead
             then, then_blobs = (), []
             prelude = self._sync.prelude(epoch)
-        delivered = promote_step(
+        after = self._next_after  # the step's history read comes next: made in the unit
+        done = promote_step(
             self.store,
             self._sid,
             self.claim,
@@ -181,13 +188,16 @@ class StorePort(HeldEvents):
             prelude=prelude,
             then=then,
             then_blobs=then_blobs,
+            known=self._known,
+            read_after=after,
         )
         self._written_held()
-        if self._next_after is not None:  # the step's history read comes next: save a hop
-            after = self._next_after
-            with contextlib.suppress(StoreError):  # the write is done; else read when asked
+        if after is not None and done.history is not None:
+            self._ahead = (after, done.history)
+        elif after is not None:  # nothing was written: read it now (a hop saved, not a read)
+            with contextlib.suppress(StoreError):  # (else read when asked)
                 self._ahead = (after, self.store.messages_with_seq(self._sid, after))
-        return delivered, bool(then) and not delivered
+        return done.delivered, done.wrote
 
     async def end(self, end: TurnEnded, result: TurnResult) -> None:
         """The held events, then the turn's end (through `settle` when the driver has one)."""

@@ -1,47 +1,69 @@
-"""A drain's context kept current (issue 37 item 22): before each step and turn the runner asks
-`RunContext.refresh`, which builds the context again when the configuration files of the
-session's place were edited since it was read (`_place.is_current`: a few `stat` calls, no
-file read) or when the session's row names another agent or model than the one the context was
-built for (`Runtime.switch`, in this process or another); else it answers None and the turn
-goes on as it was. One primary-key read per step, in a worker thread; a store fault while
-reading keeps the context (the next step asks again).
+"""A drain's context kept current (issue 37 item 22) without a read per step (issue 36 item 1).
+
+A context is built for the session's `(agent, model)` as its row says, with the host's
+instruction entries (extension state `instructions`) among its instruction sources. Either may
+change while a drain runs (`Runtime.switch`, `set_extension_state`, in this process or another).
+The drain's units of work that start a turn or end a step (`_writes.start_drain`,
+`promote_idle`, `promote_step`) read them under the session lock they take anyway
+(`SessionWrite.facts`: no statement of its own, no commit) and hand them to the drive's
+`KnownFacts`. Before each turn and after each step boundary the runner asks
+`RunContext.refresh`, which compares what the units saw with what the context was built for
+and builds it again when the agent or model changed; else it answers None without touching
+the store. The host's entries are read from the same `KnownFacts` by the instruction sync, as
+of the drive's last such unit. A boundary that finds either changed does not write the receipt
+built ahead of it (`promote_step`): the next step is built afresh, on the new context.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from ..errors import StoreError
 from ..runner import RunContext
-from ..store import LocalStore
+from ..store import SessionFacts
 from ._off_loop import off_loop
 from ._place import Place, is_current
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
 Refresh = Callable[[], Awaitable[RunContext | None]]
 
 
+class KnownFacts:
+    """What a drive knows of its session's agent, model and host instruction entries: read
+    once with its first context, then as its units of work hand them back (see the module)."""
+
+    def __init__(self, facts: SessionFacts) -> None:
+        self.facts = facts
+
+    def entries(self) -> dict[str, JsonValue]:
+        """The host's instruction entries, as last seen (an instruction source's read)."""
+        return self.facts.instructions
+
+    def noticed(self, facts: SessionFacts | None) -> bool:
+        """Keep `facts` (None: nothing was read); whether they are what was known."""
+        if facts is None:
+            return True
+        same = facts == self.facts
+        self.facts = facts
+        return same
+
+
 def refresher(
-    store: LocalStore,
-    session_id: str,
+    known: KnownFacts,
     seen: tuple[str | None, str | None],
     place: Place,
     rebuild: Callable[[], RunContext],
 ) -> Refresh:
     """The `refresh` of a context built for the session's `(agent, model)` `seen` at `place`;
-    `rebuild` builds the context anew (in a worker thread: it reads the store and the
-    configuration)."""
-
-    def stale() -> bool:
-        if not is_current(place):
-            return True
-        row = store.get_session(session_id)
-        return (row.agent, row.model) != seen
+    it is built anew by `rebuild` (in a worker thread: it reads the store and the
+    configuration) when the units saw another agent or model, or the place's configuration
+    files were edited since (`_place.is_current`: a few `stat` calls, no store access)."""
 
     async def refresh() -> RunContext | None:
-        try:
-            if not await off_loop(stale):
-                return None
-        except StoreError:
+        same = (known.facts.agent, known.facts.model) == seen
+        if same and await off_loop(is_current, place):
             return None
         return await off_loop(rebuild)
 

@@ -73,7 +73,7 @@ from ._place import Place, config_stamp, is_current, read_place
 from ._port import PortHooks, SessionSetup
 from ._rates import StoreRates
 from ._reads import Reads
-from ._refresh import refresher
+from ._refresh import KnownFacts, refresher
 from ._runtime_schedules import SchedulesMixin
 from ._scope_budgets import scope_limits
 from ._shaping import ShapingMixin, ToolState
@@ -270,12 +270,18 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         self.store.append(session_id, [SessionUpdated(**changes)])
         return True
 
-    def _context(self, session_id: str, interrupt: asyncio.Event) -> SessionSetup:
+    def _context(
+        self, session_id: str, interrupt: asyncio.Event, known: KnownFacts | None = None
+    ) -> SessionSetup:
         """How the session runs here, at its location: the turn's context (tools, instruction
         sources, configuration and permissions) and its port's hooks (the live listener, a
         background child's settle). The drain opens the port once it holds a claim; it calls
-        this in a worker thread (it reads the store)."""
+        this in a worker thread (it reads the store). `known`: what the drive knows of the
+        session already (a context built again after a switch); else it is read here, once."""
         row = self.store.get_session(session_id)
+        if known is None:
+            with self.store.read(session_id) as r:
+                known = KnownFacts(r.facts())
         place = self.place(row.location)
         if row.waiting_for is not None:  # a worker left it; this driver serves its location
             self.store.claims.clear_wait(session_id)
@@ -313,7 +319,7 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
             instruction_sources=[
                 *workspace_sources(place.root, config.instructions),
                 *agent_sources(place.root, agent.skills), *mcp_sources,
-                *host_sources(lambda: self.store.extension_state(session_id, "instructions")),
+                *host_sources(known.entries),
             ],  # fmt: skip
             trace_ids=self.tracing.ids if self.tracing is not None else None,
             prices=PriceTable.of(config.prices),
@@ -322,10 +328,10 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
             spend=partial(asyncio.to_thread, self.store.budget_spend, row.root_id, session_id),
             rates=StoreRates(self.store, config) if config.rate_limits else None,
             scopes=scope_limits(self.store, config.budgets, row.root_id, agent.name),
-            refresh=refresher(self.store, session_id, (row.agent, row.model), place,
-                              lambda: self._context(session_id, interrupt).ctx),
+            refresh=refresher(known, (row.agent, row.model), place,
+                              lambda: self._context(session_id, interrupt, known).ctx),
         )  # fmt: skip
-        return SessionSetup(ctx, PortHooks(listener=self._publish, settle=settle))
+        return SessionSetup(ctx, PortHooks(listener=self._publish, settle=settle), known)
 
     def _publish(self, event: LiveEvent) -> None:
         """Every live event of a session driven here: to tracing, the hooks, the open event

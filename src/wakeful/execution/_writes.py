@@ -23,6 +23,7 @@ ever spans an `await`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..store import (
@@ -39,7 +40,20 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from ..events import InputKind, SessionEvent, TurnEnded
+    from ..messages import Message
     from ..store._claims import IsDead
+    from ._refresh import KnownFacts
+
+
+@dataclass(frozen=True, slots=True)
+class StepWrite:
+    """What a step boundary's unit did (`promote_step`): the items it delivered, whether it
+    wrote the next step's receipt (`then`), and the transcript after `read_after` as it left
+    it (None: not read)."""
+
+    delivered: list[Delivered]
+    wrote: bool
+    history: list[tuple[int, Message]] | None = None
 
 
 def start_drain(
@@ -66,16 +80,17 @@ def start_drain(
       not, and nothing is promoted, so the drain settles the call before any new input.
     """
     with store.write(session_id) as w:
+        facts = w.facts()  # (with the lock: what the drive's `KnownFacts` compares)
         state = w.claim_state()
         if not state.held and not state.running_call and not state.deliverable:
-            return DrainStart(None)
+            return DrainStart(None, facts=facts)
         claim = w.take_claim(owner, lease_ms, is_dead)
         if claim is None:
-            return DrainStart(None, busy=True)
+            return DrainStart(None, busy=True, facts=facts)
         if claim.taken_over or state.running_call:  # heal first, deliver after
-            return DrainStart(claim)
+            return DrainStart(claim, facts=facts)
         delivered = w.promote(idle=True, start_turn=start_turn, prelude=prelude)
-    return DrainStart(claim, delivered=tuple(delivered))
+    return DrainStart(claim, delivered=tuple(delivered), facts=facts)
 
 
 def promote_step(
@@ -87,10 +102,16 @@ def promote_step(
     prelude: Prelude | None = None,
     then: Sequence[SessionEvent] = (),
     then_blobs: Sequence[bytes] = (),
-) -> list[Delivered]:
+    known: KnownFacts | None = None,
+    read_after: int | None = None,
+) -> StepWrite:
     """A step boundary's one unit: `first` (the driver's held reply), then the pending
     steers (after `prelude`, when they produce messages), then `then` (the next step's
-    receipt, with `then_blobs`) only when nothing was delivered: an empty list says it was.
+    receipt, with `then_blobs`) only when nothing was delivered and the session's facts are
+    still those `known` holds (`_refresh.py`: the agent, model or host entries the receipt was
+    built for). `known` is given the facts the unit read with its lock; with `read_after`,
+    the transcript after that seq is read last in the unit (`StepWrite.history`: the next
+    step's history read, which would cost a transaction of its own after the commit).
 
     With nothing to write first or last and no pending item, nothing is locked or written:
     one read says so (on PostgreSQL the session lock alone would cost a commit and its WAL
@@ -98,14 +119,22 @@ def promote_step(
     as it would be had this one run a moment earlier."""
     if not first and not then:
         with store.read(session_id) as r:
-            if not r.any_pending():
-                return []
+            if known is None:
+                pending = r.any_pending()
+            else:
+                pending, facts = r.pending_facts()
+                known.noticed(facts)
+            if not pending:
+                return StepWrite([], False)
     with store.write(session_id, claim) as w:
+        same = known.noticed(w.facts()) if known is not None else True
         w.append(first)
         delivered = w.promote(idle=False, prelude=prelude)
-        if not delivered:
+        wrote = bool(then) and not delivered and same
+        if wrote:
             w.append(then, then_blobs)
-    return delivered
+        history = None if read_after is None else w.messages_after(read_after)
+    return StepWrite(delivered, wrote, history)
 
 
 def promote_idle(
@@ -115,15 +144,19 @@ def promote_idle(
     *,
     start_turn: str | None = None,
     prelude: Prelude | None = None,
+    known: KnownFacts | None = None,
 ) -> list[Delivered]:
     """Between turns: the next delivery (steers, or one queued item) and, when it produced
     messages or decisions, the turn `start_turn` it starts, after `prelude`; one unit. With no
     pending item, nothing is locked or written: one read says so (the drain's last promotion
-    finds nothing, and a write transaction would cost a commit)."""
+    finds nothing, and a write transaction would cost a commit). `known` is given the
+    session's facts, read with the unit's lock."""
     with store.read(session_id) as r:
         if not r.any_pending():
             return []
     with store.write(session_id, claim) as w:
+        if known is not None:
+            known.noticed(w.facts())
         return w.promote(idle=True, start_turn=start_turn, prelude=prelude)
 
 

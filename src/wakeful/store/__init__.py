@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ._batch import RecoveryView
     from ._claims import fence
     from ._encryption import keyring_path
+    from ._facts import SessionFacts
     from ._faults import Outage, is_transient
     from ._feed import Feed
     from ._filemap import DirectoryFileMap, FileMap, FileMapNames, file_map_store
@@ -157,6 +158,7 @@ _LAZY = {
     "SessionRead": "wakeful.store._protocol",
     "SessionWrite": "wakeful.store._protocol",
     "ClaimState": "wakeful.store._records",
+    "SessionFacts": "wakeful.store._facts",
     "InstructionState": "wakeful.store._reads",
     "RetryState": "wakeful.store._reads",
     "ToolCallRow": "wakeful.store._reads",
@@ -243,6 +245,7 @@ __all__ = [
     "Delivered",
     "DirectoryFileMap",
     "DrainStart",
+    "SessionFacts",
     "Feed",
     "FileMap",
     "FileMapNames",

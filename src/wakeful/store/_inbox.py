@@ -73,14 +73,21 @@ def pending_input_ids(tx: Tx, session_id: str) -> list[str]:
     return [str(r[0]) for r in tx.all(_PENDING_SQL, (session_id,))]
 
 
+ANY_PENDING_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM inbox WHERE session_id = ? AND status = 'pending'), "
+    "EXISTS (SELECT 1 FROM sessions WHERE id = ?)"
+)
+
+
 def any_pending(tx: Tx, session_id: str) -> bool | None:
     """Whether the session has a pending item; None when there is no such session. One
     statement, no lock: what a promotion with nothing to write looks at first."""
-    row = tx.one(
-        "SELECT EXISTS (SELECT 1 FROM inbox WHERE session_id = ? AND status = 'pending'), "
-        "EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
-        (session_id, session_id),
-    )
+    return any_pending_in(tx.query(ANY_PENDING_SQL, (session_id, session_id)))
+
+
+def any_pending_in(sent: Pending) -> bool | None:
+    """`any_pending`'s answer from its statement (`ANY_PENDING_SQL`, sent earlier)."""
+    row = sent.one()
     return None if row is None or not row[1] else bool(row[0])
 
 
@@ -470,10 +477,12 @@ def _deliver(
     delivered.append(Delivered(item, message))
 
 
-def lock_with_pending(tx: Tx, session_id: str) -> tuple[Row, list[InboxItem]]:
-    """Lock the session and read its pending items in the same round trip; `NotFoundError`
-    when there is no such session."""
-    lock = tx.lock_query(session_id)
+def lock_with_pending(
+    tx: Tx, session_id: str, lock: Pending | None = None
+) -> tuple[Row, list[InboxItem]]:
+    """Lock the session (`lock`: its lock query, sent already) and read its pending items in
+    the same round trip; `NotFoundError` when there is no such session."""
+    lock = tx.lock_query(session_id) if lock is None else lock
     rows = tx.query(_PENDING_SQL, (session_id,))
     locked = lock.one()
     if locked is None:

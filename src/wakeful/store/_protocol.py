@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from ._append import ClaimToken
     from ._batch import RecoveryView
     from ._claims import Claims, IsDead
+    from ._facts import SessionFacts
     from ._feed import Feed
     from ._opening import TurnOpening
     from ._rates import RateBuckets
@@ -321,6 +322,11 @@ class SessionWrite(Protocol):
         """Admit an input to this session (or to the session `into`), idempotent by id."""
         ...
 
+    def facts(self) -> SessionFacts:
+        """The session's agent, model and host instruction entries, read under the unit's lock
+        (in the lock's round trip when asked first)."""
+        ...
+
     def claim_state(self) -> ClaimState:
         """Lock the session and read how its claim and work stand."""
         ...
@@ -331,6 +337,10 @@ class SessionWrite(Protocol):
 
     def release(self) -> bool:
         """Release the unit's claim if it is still the session's; return whether it was."""
+        ...
+
+    def messages_after(self, seq: int) -> list[tuple[int, Message]]:
+        """The transcript's messages after `seq` as the unit leaves it, with their `seq`."""
         ...
 
 
@@ -357,6 +367,14 @@ class SessionRead(Protocol):
 
     def pending(self) -> list[InboxItem]:
         """Pending inbox items in enqueue order."""
+        ...
+
+    def facts(self) -> SessionFacts:
+        """The session's agent, model and host instruction entries."""
+        ...
+
+    def pending_facts(self) -> tuple[bool, SessionFacts]:
+        """`any_pending` and the session's facts, in one round trip."""
         ...
 
     def messages_after(self, seq: int) -> list[tuple[int, Message]]:

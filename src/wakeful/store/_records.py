@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from ..events import Delivery, InputKind, SessionEvent
     from ..messages import Message
+    from ._facts import SessionFacts
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +174,7 @@ class DrainStart:
     claim: Claim | None
     busy: bool = False
     delivered: tuple[Delivered, ...] = ()
+    facts: SessionFacts | None = None  # the session's, as the unit read them with its lock
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from . import _inbox, _transcript
 from ._append import ClaimToken, append_events, put_blobs_in
 from ._backend import Row, Tx
 from ._claims import IsDead, claim_in, fence, has_running_call, read_claim
+from ._facts import SessionFacts, facts_from, facts_query
 from ._opening import TurnOpening, opening_in
 from ._reads import recent_events_in
 from ._records import Admission, Claim, ClaimState, Delivered, InboxItem, Prelude
@@ -52,6 +53,8 @@ class SqlSessionWrite:
         self._named: dict[str, Message] = {}
         self._locked: Row | None = None  # the session lock's row, while nothing changed it
         self._claim_row: Row | None | Literal[False] = False  # `claim_state`'s (False: none)
+        self._pending: list[InboxItem] | None = None  # read with the lock by `facts`
+        self._facts: SessionFacts | None = None
         self.stored: list[StoredEvent] = []
         """The events this unit wrote, as stored (complete once the unit has ended)."""
 
@@ -86,8 +89,11 @@ class SqlSessionWrite:
         this unit found it goes just before delivered messages (`_inbox.plan_promotion`)."""
         if self._locked is None:
             self._locked, pending = _inbox.lock_with_pending(self._tx, self._sid)
+        elif self._pending is not None:  # read with the lock (`facts`), nothing changed since
+            pending = self._pending
         else:
             pending = _inbox.pending_items(self._tx, self._sid)
+        self._pending = None
         planned = _inbox.plan_promotion(
             self._tx,
             self._sid,
@@ -121,8 +127,26 @@ class SqlSessionWrite:
         if admitted is None:
             raise NotFoundError(f"no session {target}")
         if target == self._sid:
-            self._locked = None  # the admission moved the session's seq
+            self._locked = self._pending = None  # the admission moved the session's seq
         return Admission(*admitted)
+
+    def facts(self) -> SessionFacts:
+        """The session's agent, model and host instruction entries (`SessionFacts`), read under
+        this unit's lock. Asked first in the unit, they travel in the lock's round trip with
+        the pending items the unit's `promote` reads next; `NotFoundError` for an unknown
+        session."""
+        if self._facts is None:
+            if self._locked is None:
+                lock = self._tx.lock_query(self._sid)
+                sent = facts_query(self._tx, self._sid)
+                self._locked, self._pending = _inbox.lock_with_pending(self._tx, self._sid, lock)
+            else:
+                sent = facts_query(self._tx, self._sid)
+            found = facts_from(sent)
+            if found is None:
+                raise NotFoundError(f"no session {self._sid}")
+            self._facts = found
+        return self._facts
 
     def claim_state(self) -> ClaimState:
         """Lock the session and read how its claim and work stand (`ClaimState`), reading
@@ -167,6 +191,13 @@ class SqlSessionWrite:
                 raise NotFoundError(f"no session {self._sid}")
         return self._locked
 
+    def messages_after(self, seq: int) -> list[tuple[int, Message]]:
+        """The transcript's messages after `seq` as this unit leaves it (what it wrote so far
+        included), each with its `seq`: a read the caller would otherwise make after the commit,
+        in a transaction of its own."""
+        self.flush()
+        return _transcript.transcript_in(self._tx, self._sid, seq, None)
+
     def flush(self) -> None:
         """Write the buffered events now (fenced by the unit's claim), in the transaction."""
         if not self._events:
@@ -175,7 +206,7 @@ class SqlSessionWrite:
         stored = append_events(
             self._tx, self._sid, events, self._now, self._claim, locked=self._locked
         )
-        self._locked = None  # the session row moved on
+        self._locked = self._pending = None  # the session row moved on
         if self._named:
             index_deliveries(self._tx, self._sid, stored, self._named)
             self._named = {}
@@ -215,6 +246,24 @@ class SqlSessionRead:
     def pending(self) -> list[InboxItem]:
         """Pending inbox items in enqueue order."""
         return _inbox.pending_items(self._tx, self._sid)
+
+    def facts(self) -> SessionFacts:
+        """The session's agent, model and host instruction entries (`SessionFacts`);
+        `NotFoundError` for an unknown session."""
+        found = facts_from(facts_query(self._tx, self._sid))
+        if found is None:
+            raise NotFoundError(f"no session {self._sid}")
+        return found
+
+    def pending_facts(self) -> tuple[bool, SessionFacts]:
+        """`any_pending` and the session's facts (`SessionFacts`), in one round trip."""
+        sent = self._tx.query(_inbox.ANY_PENDING_SQL, (self._sid, self._sid))
+        facts = facts_query(self._tx, self._sid)
+        found = _inbox.any_pending_in(sent)
+        seen = facts_from(facts)
+        if found is None or seen is None:
+            raise NotFoundError(f"no session {self._sid}")
+        return found, seen
 
     def messages_after(self, seq: int) -> list[tuple[int, Message]]:
         """The transcript's messages stored after `seq`, each with its `seq`."""

@@ -1,0 +1,51 @@
+"""What a driver must notice of its session between steps, read with a unit's session lock.
+
+A drive keeps its context (agent, model, tools, instruction sources) while the session's
+`agent`, `model` and the host's instruction entries (extension state `instructions`) stay as
+they were; each changes only by an event another caller may write at any time (`session.updated`,
+`extension_state.set`). Instead of a read of its own every step, a unit of work reads them in
+the round trip of the session lock it takes anyway (`SessionWrite.facts`, `SessionRead
+.pending_facts`): one statement more in a transaction that commits anyway, no commit more.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ._backend import Pending, Tx
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+HOST_NAMESPACE = "instructions"  # the extension namespace of a host's instruction entries
+
+FACTS_SQL = (
+    "SELECT s.agent, s.model, e.key, e.value FROM sessions s LEFT JOIN extension_state e "
+    f"ON e.session_id = s.id AND e.namespace = '{HOST_NAMESPACE}' WHERE s.id = ? ORDER BY e.key"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFacts:
+    """A session's agent and model as its row says, and its host's instruction entries (extension
+    state `instructions`, by key), as one statement read them."""
+
+    agent: str | None
+    model: str | None
+    instructions: dict[str, JsonValue] = field(default_factory=dict)
+
+
+def facts_query(tx: Tx, session_id: str) -> Pending:
+    """Send the facts' statement (read with `facts_from`); pipelined where the backend can."""
+    return tx.query(FACTS_SQL, (session_id,))
+
+
+def facts_from(sent: Pending) -> SessionFacts | None:
+    """The facts `facts_query` sent for (None: no such session)."""
+    rows = sent.all()
+    if not rows:
+        return None
+    entries = {str(r[2]): json.loads(r[3]) for r in rows if r[2] is not None}
+    return SessionFacts(rows[0][0], rows[0][1], entries)
