@@ -27,7 +27,7 @@ from .._ids import new_turn_id
 from ..errors import ClaimLostError, CommitUnknownError, LocationUnavailableError, UsageError
 from ..instructions import InstructionSync
 from ..runner import Interrupted, ReceiptChain, TurnResult, TurnRunner, crash_point
-from ..store import Claim, Delivered, LocalStore, fence
+from ..store import Claim, ClaimToken, Delivered, LocalStore, fence
 from ._leases import LeaseKeeper
 from ._move import rebind
 from ._off_loop import off_loop
@@ -100,14 +100,7 @@ async def drain(
         if claim is None:
             return result
     crash_point("drain.claimed")
-    port = StorePort(
-        store,
-        session_id,
-        fence(claim),
-        sources=ctx.instruction_sources,
-        hooks=setup.hooks,
-        known=setup.known,
-    )
+    port = _port(store, session_id, fence(claim), setup)
     leases.hold(claim, ctx.interrupt.set)
     port.publish("session_start", {"taken_over": claim.taken_over})
     # Only a drain that ran to its end releases; a shutdown, a lost claim, a cancellation or an
@@ -142,6 +135,16 @@ async def _free_unused(store: LocalStore, claim: Claim, unused: bool, err: Excep
     if unused and not isinstance(err, CommitUnknownError):
         with contextlib.suppress(Exception):
             await off_loop(store.claims.release, claim)
+
+
+def _port(
+    store: LocalStore, session_id: str, claim: ClaimToken | None, setup: SessionSetup
+) -> StorePort:
+    """The session's port under `claim`, for the context and hooks of `setup`."""
+    sources = setup.ctx.instruction_sources
+    return StorePort(
+        store, session_id, claim, sources=sources, hooks=setup.hooks, known=setup.known
+    )
 
 
 async def _setup(
@@ -356,12 +359,5 @@ async def _control(
                 await off_loop(store.claims.note_waits, {sid: err.location})
                 result.waiting_for = err.location
                 return None
-            port = StorePort(
-                store,
-                sid,
-                port.claim,
-                sources=setup.ctx.instruction_sources,
-                hooks=setup.hooks,
-                known=setup.known,
-            )
+            port = _port(store, sid, port.claim, setup)
     return setup, port

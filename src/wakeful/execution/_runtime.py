@@ -273,15 +273,11 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
     def _context(
         self, session_id: str, interrupt: asyncio.Event, known: KnownFacts | None = None
     ) -> SessionSetup:
-        """How the session runs here, at its location: the turn's context (tools, instruction
-        sources, configuration and permissions) and its port's hooks (the live listener, a
-        background child's settle). The drain opens the port once it holds a claim; it calls
-        this in a worker thread (it reads the store). `known`: what the drive knows of the
-        session already (a context built again after a switch); else it is read here, once."""
+        """How the session runs here: the turn's context (tools, instruction sources, config,
+        permissions), its port's hooks (listener, a background child's settle). The drain calls
+        it in a worker thread (it reads the store, `known` too unless given: `_refresh.py`)."""
         row = self.store.get_session(session_id)
-        if known is None:
-            with self.store.read(session_id) as r:
-                known = KnownFacts(r.facts())
+        known = known or KnownFacts.read(self.store, session_id)
         place = self.place(row.location)
         if row.waiting_for is not None:  # a worker left it; this driver serves its location
             self.store.claims.clear_wait(session_id)

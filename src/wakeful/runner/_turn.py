@@ -375,18 +375,15 @@ class TurnRunner:
         return Boundary(held_step=await self._tools(node.message))
 
     async def _boundary(self, node: Boundary) -> Attempt:
-        """Between two steps: write what is held and deliver pending steers (a delivered steer
-        renews the allowance). After a held read-only step the next step's first attempt is
-        built ahead, and the same write carries its receipt when nothing is delivered. Then
-        the context is resolved again (`_resolve`), from what that write read."""
+        """Write what is held, deliver pending steers (renewing the allowance); after a held
+        read-only step the next attempt is built ahead and the same write carries its receipt
+        when nothing is delivered nor switched (`_resolve` after it applies a switch)."""
         self._check_interrupt()
         state, ahead = self._state, None
         if node.held_step and state.allowance > 0:
             ahead = await self._requests.build_ahead(state.turn_id, state.step + 1, self.port.held)
         steered, written = await self._promote_steers(ahead)
         self._step_done(True)  # its reply and results are durable now
-        # A switch the boundary's unit saw applies from the next step (its receipt, built
-        # ahead for the old context, was then not written: `execution._writes.promote_step`).
         await self._resolve()
         if steered:
             self._state = self._state.renewed(self.ctx.agent.max_steps)
