@@ -74,3 +74,7 @@ def refresher(
         return await off_loop(rebuild)
 
     return refresh
+
+
+Known = KnownFacts | None
+"""What a caller passes when it may know the facts already (None: read them)."""

@@ -73,7 +73,7 @@ from ._place import Place, config_stamp, is_current, read_place
 from ._port import PortHooks, SessionSetup
 from ._rates import StoreRates
 from ._reads import Reads
-from ._refresh import KnownFacts, refresher
+from ._refresh import Known, KnownFacts, refresher
 from ._runtime_schedules import SchedulesMixin
 from ._scope_budgets import scope_limits
 from ._shaping import ShapingMixin, ToolState
@@ -271,13 +271,11 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         return True
 
     def _context(
-        self, session_id: str, interrupt: asyncio.Event, known: KnownFacts | None = None
+        self, session_id: str, interrupt: asyncio.Event, had: Known = None
     ) -> SessionSetup:
-        """How the session runs here: the turn's context (tools, instruction sources, config,
-        permissions), its port's hooks (listener, a background child's settle). The drain calls
-        it in a worker thread (it reads the store, `known` too unless given: `_refresh.py`)."""
+        """The session's turn context and port hooks here (a thread: reads store, facts not `had`)."""
         row = self.store.get_session(session_id)
-        known = known or KnownFacts.read(self.store, session_id)
+        known = had or KnownFacts.read(self.store, session_id)
         place = self.place(row.location)
         if row.waiting_for is not None:  # a worker left it; this driver serves its location
             self.store.claims.clear_wait(session_id)
