@@ -375,16 +375,16 @@ class TurnRunner:
         return Boundary(held_step=await self._tools(node.message))
 
     async def _boundary(self, node: Boundary) -> Attempt:
-        """Write what is held, deliver pending steers (renewing the allowance); after a held
-        read-only step the next attempt is built ahead and the same write carries its receipt
-        when nothing is delivered nor switched (`_resolve` after it applies a switch)."""
+        """Write what is held, deliver pending steers (renewing the allowance); a held read-only
+        step's next attempt is built ahead; `_resolve` before and after (a switch: no receipt)."""
         self._check_interrupt()
+        await self._resolve()
         state, ahead = self._state, None
         if node.held_step and state.allowance > 0:
             ahead = await self._requests.build_ahead(state.turn_id, state.step + 1, self.port.held)
         steered, written = await self._promote_steers(ahead)
         self._step_done(True)  # its reply and results are durable now
-        await self._resolve()
+        await self._resolve()  # what the write saw of the session
         if steered:
             self._state = self._state.renewed(self.ctx.agent.max_steps)
         return self._begin_step(written)
