@@ -238,13 +238,6 @@ async def test_failed_compactions_are_bounded_then_the_turn_fails(tmp_path: Path
     assert len(failed) == 2 and all(isinstance(e, CompactionFailed) for e in failed)
     receipts = [(r.purpose, r.step) for r in rt.store.receipts(sid) if r.turn_id == turn.turn_id]
     # The first failure let step 1 run; the second, before step 2, ended the turn.
-    print(
-        "RECEIPTS",
-        receipts,
-        [(e.type, getattr(e.event, "error", None)) for e in rt.store.events(sid) if e.seq > 0][
-            -30:
-        ],
-    )
     assert receipts == [("compaction", 1), ("step", 1), ("compaction", 2)]
     await rt.aclose()
 

@@ -37,8 +37,14 @@ def share() -> None:
 @share.command("create")
 @session_first()
 @click.option("--turn", "turn", type=TURN, default=None, help=f"Only this turn: {TURN_HELP}.")
-@click.option("--expires", "expires", type=TEXT, default="24h", show_default=True,
-              help="How long it lasts: 30m, 24h, 7d (at most 90d).")  # fmt: skip
+@click.option(
+    "--expires",
+    "expires",
+    type=TEXT,
+    default="24h",
+    show_default=True,
+    help="How long it lasts: 30m, 24h, 7d (at most 90d).",
+)
 @click.option(
     "--url", "url", type=TEXT, default="", help="The server's address, to print the link whole."
 )
