@@ -1,6 +1,7 @@
 """Budgets per agent and per user (`[budgets.agents]`, `[budgets.users]`, docs/spend.md):
-every session of the agent, or of the user (the root's metadata `user`), counted together, in
-total or per UTC day; a session starting past one pauses before its first request."""
+every session of the agent, or of the user (the root's owner, else its metadata `user`),
+counted together, in total or per UTC day; a session starting past one pauses before its first
+request."""
 
 from __future__ import annotations
 
@@ -109,3 +110,25 @@ def test_scope_spend_reads_agents_and_users_by_day_or_in_total(
     store.scope_spend(child.id, note)
     store.scope_spend(alice.id, note)
     assert seen == [None, "alice"]  # the user is the root's (a child is asked by its root)
+
+
+def test_a_sessions_owner_is_its_user_before_its_metadata(store: SqlStore) -> None:
+    owned = store.create_session(agent="build", metadata={"user": "mallory"})
+    child = store.create_session(agent="explore", parent_id=owned.id, root_id=owned.id)
+    named = store.create_session(agent="build", metadata={"user": "alice"})
+    store.access.set_owner(owned.id, "alice")  # a server with users recorded its creator
+    store.append(child.id, [UsageRecorded(input_tokens=30, output_tokens=3)])
+    store.append(named.id, [UsageRecorded(input_tokens=5, output_tokens=1)])
+
+    def spent(user: str) -> int:
+        [(_ask, tokens, _usd)] = store.scope_spend(named.id, lambda _u: [("user", user, None)])
+        return tokens
+
+    assert (spent("alice"), spent("mallory")) == (39, 0)  # the owner's, and the metadata's
+    seen: list[str | None] = []
+    store.scope_spend(owned.id, lambda user: seen.append(user) or [])
+    assert seen == ["alice"]
+    assert {r.root_id: r.user for r in store.usage_records()} == {
+        owned.id: "alice",
+        named.id: "alice",
+    }

@@ -5,7 +5,7 @@ user. Read as plain JSON, no event model built (a cold-start path like listing, 
 Invariant: one record per `usage.recorded` event, so a report's totals are the sum of the
 receipts' usage exactly (a request is counted once, whichever group it falls in). The model is
 the one its receipt names (the compaction model for a summary), else the session's; the user is
-the `user` key of the root session's metadata (`docs/spend.md`).
+the root session's owner (`docs/access.md`), else the `user` key of its metadata (`docs/spend.md`).
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ def _model_of(body: str | bytes) -> str | None:
 
 
 def _users(tx: Tx, roots: Sequence[str]) -> dict[str, str]:
-    """Root session -> the `user` of its metadata, for the roots that have one."""
+    """Root session -> its user, for the roots that have one: the owner the server recorded
+    (`session_owners`, `docs/access.md`), else the `user` of the root's metadata."""
     out: dict[str, str] = {}
     for chunk in iter_chunks(list(roots), 500):
         marks = ", ".join("?" for _ in chunk)
@@ -117,6 +118,11 @@ def _users(tx: Tx, roots: Sequence[str]) -> dict[str, str]:
             user = _meta_user(meta)
             if user is not None:
                 out[str(sid)] = user
+        owned = tx.all(
+            f"SELECT root_id, user_name FROM session_owners WHERE root_id IN ({marks})",
+            list(chunk),
+        )
+        out.update({str(root): str(name) for root, name in owned})
     return out
 
 
@@ -147,12 +153,16 @@ def _spent(bodies: Sequence[str | bytes]) -> tuple[int, float]:
 
 
 def _user_roots(tx: Tx, user: str) -> list[str]:
-    """The root sessions whose metadata names `user` (a scan of the roots with metadata, which
-    may be sealed: no text match in SQL)."""
+    """The root sessions of `user` (as `_users` names them): those it owns, and those with no
+    owner whose metadata names it (a scan of such roots with metadata, which may be sealed: no
+    text match in SQL)."""
+    owned = tx.all("SELECT root_id FROM session_owners WHERE user_name = ?", (user,))
     rows = tx.all(
-        "SELECT id, metadata FROM sessions WHERE parent_id IS NULL AND metadata IS NOT NULL"
+        "SELECT s.id, s.metadata FROM sessions s LEFT JOIN session_owners o ON o.root_id = s.id "
+        "WHERE s.parent_id IS NULL AND s.metadata IS NOT NULL AND o.root_id IS NULL"
     )
-    return [str(r[0]) for r in rows if _meta_user(r[1]) == user]
+    named = {str(r[0]) for r in rows if _meta_user(r[1]) == user}
+    return sorted(named | {str(r[0]) for r in owned})
 
 
 def _meta_user(meta: str | None) -> str | None:
@@ -174,7 +184,7 @@ def agent_spend_in(tx: Tx, agent: str, since_ms: int | None) -> tuple[int, float
 
 
 def user_spend_in(tx: Tx, user: str, since_ms: int | None) -> tuple[int, float]:
-    """What every session of `user` (its root's metadata) spent (since `since_ms`)."""
+    """What every session of `user` (its root's owner or metadata) spent (since `since_ms`)."""
     roots = set(_user_roots(tx, user))
     if since_ms is not None:
         return _spent([r[2] for r in tx.all(_DAY_USAGE, (since_ms,)) if str(r[1]) in roots])
@@ -215,7 +225,7 @@ class UsageMixin:
     def scope_spend(
         self, root_id: str, scopes: Callable[[str | None], Sequence[ScopeAsk]]
     ) -> list[tuple[ScopeAsk, int, float]]:
-        """In one read: the user of `root_id` (its metadata's `user`), the scopes `scopes`
+        """In one read: the user of `root_id` (its owner, else its metadata's `user`), the scopes `scopes`
         asks about for it (agent or user, a name, since when), and what each spent."""
         with self.backend.transaction(write=False) as tx:
             user = _users(tx, [root_id]).get(root_id)
