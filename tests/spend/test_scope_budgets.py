@@ -6,11 +6,12 @@ request."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from wakeful.clock import FakeClock
 from wakeful.config import DAY_MS, BudgetConfig, Config, ScopeBudget
-from wakeful.events import UsageRecorded
+from wakeful.events import BudgetNoticed, UsageRecorded
 from wakeful.execution import Runtime
 from wakeful.runner import TurnResult
 from wakeful.store import SqlStore
@@ -132,3 +133,31 @@ def test_a_sessions_owner_is_its_user_before_its_metadata(store: SqlStore) -> No
         owned.id: "alice",
         named.id: "alice",
     }
+
+
+async def test_an_agent_or_user_budget_writes_its_notice_once(tmp_path: Path) -> None:
+    budgets = BudgetConfig(
+        agents={"build": ScopeBudget(tokens=5_000)},
+        users={"alice": ScopeBudget(tokens=9_000, period="day")},
+        notice_percent=50,
+    )
+    rt = Runtime(
+        str(tmp_path / "s.db"),
+        model=_model(tmp_path),
+        workspace=tmp_path,
+        config=Config(budgets=budgets),
+    )
+    shown: list[str] = []
+    rt.listener = lambda ev: shown.append(str(ev.data["text"])) if ev.kind == "notice" else None
+    try:
+        sid, turn = await _run_as(rt, "alice")
+        assert turn.error_kind == "budget"
+        notices = [e.event for e in rt.store.events(sid, types=("budget.noticed",))]
+        scopes = [n.scope for n in notices if isinstance(n, BudgetNoticed)]
+        assert scopes[0] == "agent build" and len(scopes) == len(set(scopes))  # once each
+        day = re.compile(r"user alice on \d{4}-\d\d-\d\d")
+        assert all(s == "agent build" or day.fullmatch(s or "") for s in scopes)
+        assert shown == [n.text for n in notices if isinstance(n, BudgetNoticed)]
+        assert "budget: agent build used" in shown[0] and "of its 5,000 tokens" in shown[0]
+    finally:
+        await rt.aclose()

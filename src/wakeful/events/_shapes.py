@@ -310,6 +310,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('used', ..., ('float',), (), (), (), 0),
         ('limit', ..., ('float',), (), (), (), 0),
         ('percent', ..., ('int',), (), (), (), 0),
+        ('scope', None, ('null', 'str'), (), (), (), 0),
     ),
     'RetryScheduled': (
         ('v', 1, ('int',), (), (), (), 0),
@@ -542,7 +543,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = 'c78f305966ab6f24'
+SHAPES_DIGEST = '7ed78fbad87170b4'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

@@ -264,13 +264,15 @@ class BudgetRaised(_Event):
 
 class BudgetNoticed(_Event):
     """A session's spend reached the notice share (`[budgets] notice_percent`) of one of its
-    limits: written once per limit in force, before the request it was found at."""
+    limits, or of its agent's or user's (`scope`, e.g. `agent build on 2026-12-07`; None: the
+    session's own): written once per limit in force, before the request it was found at."""
 
     type: Literal["budget.noticed"] = "budget.noticed"
     limit_kind: Literal["tokens", "usd"]
     used: float
     limit: float
     percent: int
+    scope: str | None = None  # stored without the key when None (`dump_event`)
 
     @property
     def text(self) -> str:
@@ -280,7 +282,8 @@ class BudgetNoticed(_Event):
             spent = f"{int(self.used):,} of its {int(self.limit):,} tokens"
         else:
             spent = f"${self.used:.4f} of its ${self.limit:.4f}"
-        return f"budget: the session used {spent} ({share}%, notice at {self.percent}%)"
+        who = self.scope or "the session"
+        return f"budget: {who} used {spent} ({share}%, notice at {self.percent}%)"
 
 
 class RetryScheduled(_Event):

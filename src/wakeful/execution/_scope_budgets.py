@@ -2,8 +2,8 @@
 their sessions spent (`docs/spend.md`, "Budgets per agent and per user").
 
 An agent's limit counts every session run by that agent (a child counts under its own
-agent); a user's counts every session whose root's metadata names that user (the same `user`
-the usage report groups by). A named entry applies to that name; `"*"` applies to each other
+agent); a user's counts every session whose root belongs to that user (its owner, else its
+metadata's `user`: the same user the usage report groups by). A named entry applies to that name; `"*"` applies to each other
 name apart (every agent, or every user, its own limit). `period = "day"` counts the current
 UTC day's requests, `total` everything recorded.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Literal, Protocol
 
 from ..clock import Clock
@@ -28,6 +29,11 @@ def _rule(table: dict[str, ScopeBudget], name: str | None) -> tuple[str, ScopeBu
     if name in table:
         return name, table[name]
     return ("*", table["*"]) if "*" in table else None
+
+
+def _day(since_ms: int) -> str:
+    """The UTC date a day's limit counts (`2026-12-07`)."""
+    return datetime.fromtimestamp(since_ms / 1000, tz=UTC).date().isoformat()
 
 
 class SpendStore(Protocol):
@@ -74,7 +80,8 @@ def scope_limits(
             key, rule = rules[ask]
             label = f"{kind} {name}" + (" today" if since is not None else "")
             where = f"[budgets.{kind}s.{key if key != '*' else chr(34) + '*' + chr(34)}]"
-            out.append(ScopeLimit(label, where, tokens, usd, rule.tokens, rule.usd))
+            scope = f"{kind} {name}" + (f" on {_day(since)}" if since is not None else "")
+            out.append(ScopeLimit(label, where, scope, tokens, usd, rule.tokens, rule.usd))
         return out
 
     async def read_limits() -> list[ScopeLimit]:

@@ -34,6 +34,7 @@ class ScopeLimit:
 
     label: str
     where: str
+    scope: str  # what a notice names: `agent build on 2026-12-07` for a day's limit
     tokens: int
     usd: float
     max_tokens: int | None
@@ -60,9 +61,14 @@ def limits(config: BudgetConfig, raises: Sequence[BudgetRaised]) -> tuple[int | 
     return tokens, usd
 
 
-async def check_scopes(scopes: Scopes | None) -> None:
-    """`BudgetExceeded` when an agent's or a user's sessions spent a limit that applies."""
-    for s in await scopes() if scopes is not None else ():
+async def check_scopes(
+    scopes: Scopes | None, percent: int | None, spend: Spend | None
+) -> BudgetNoticed | None:
+    """`BudgetExceeded` when an agent's or a user's sessions spent a limit that applies; else
+    the notice to write when one of them reached `percent` of a limit and this session (or its
+    root) wrote none for it yet (`spend`'s marks, read only when a notice may be due)."""
+    found = await scopes() if scopes is not None else ()
+    for s in found:
         hint = f" (to raise it: {s.where} in wakeful.toml)"
         if s.max_tokens is not None and s.tokens >= s.max_tokens:
             raise BudgetExceeded(
@@ -72,6 +78,18 @@ async def check_scopes(scopes: Scopes | None) -> None:
             raise BudgetExceeded(
                 f"budget: {s.label} spent ${s.usd:.4f} of its ${s.max_usd:.4f}" + hint
             )
+    due = [s for s in found if _notice(percent, (), _spent(s), s.scope) is not None]
+    if not due or spend is None:
+        return None
+    _tokens, _usd, marks = await spend()
+    for s in due:
+        if (notice := _notice(percent, marks, _spent(s), s.scope)) is not None:
+            return notice
+    return None
+
+
+def _spent(s: ScopeLimit) -> Sequence[tuple[Literal["tokens", "usd"], float, float | None]]:
+    return (("tokens", s.tokens, s.max_tokens), ("usd", s.usd, s.max_usd))
 
 
 async def check_budget(config: BudgetConfig, spend: Spend | None) -> BudgetNoticed | None:
@@ -101,12 +119,18 @@ def _notice(
     percent: int | None,
     marks: Marks,
     spent: Sequence[tuple[Literal["tokens", "usd"], float, float | None]],
+    scope: str | None = None,
 ) -> BudgetNoticed | None:
-    """The first limit whose notice share is reached and not noticed yet, as a notice."""
+    """The first limit (of `scope`; None: the session's) whose notice share is reached and not
+    noticed yet, as a notice."""
     if percent is None:
         return None
-    done = {(m.limit_kind, m.limit) for m in marks if isinstance(m, BudgetNoticed)}
+    done = {
+        (m.limit_kind, m.limit) for m in marks if isinstance(m, BudgetNoticed) and m.scope == scope
+    }
     for kind, used, limit in spent:
         if limit is not None and used * 100 >= limit * percent and (kind, limit) not in done:
-            return BudgetNoticed(limit_kind=kind, used=used, limit=limit, percent=percent)
+            return BudgetNoticed(
+                limit_kind=kind, used=used, limit=limit, percent=percent, scope=scope
+            )
     return None

@@ -43,10 +43,14 @@ async def before_request(
     """The budget (a step's first attempt; `BudgetExceeded` pauses the turn) and the rate
     limit `attempt` of `state`'s step waits for; whether a rate wait was scheduled."""
     if attempt == 1:
-        await check_scopes(ctx.scopes)
-    if attempt == 1 and (notice := await check_budget(ctx.budget, ctx.spend)) is not None:
-        await commit([notice])
-        live("notice", text=notice.text, about="budget")
+        percent = ctx.budget.notice_percent
+        for notice in (
+            await check_scopes(ctx.scopes, percent, ctx.spend),
+            await check_budget(ctx.budget, ctx.spend),
+        ):
+            if notice is not None:
+                await commit([notice])
+                live("notice", text=notice.text, about="budget")
     return await take_rate(ctx, port, commit, live, state, attempt)
 
 
