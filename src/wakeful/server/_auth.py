@@ -1,8 +1,9 @@
 """Bearer-token authentication, the inspector's login cookie, and the request size limit.
 
-Invariant: every request except `GET /health` and the login page carries a valid credential
-before any handler runs. Tokens are compared in constant time (SHA-256 of both sides through
-`hmac.compare_digest`, against every configured token without stopping early). The inspector's
+Invariant: every request except `GET /health`, the login page and a share link's pages (with
+the static code and styles they load) carries a valid credential before any handler runs.
+Tokens are compared in constant time (SHA-256 of both sides through `hmac.compare_digest`,
+against every configured token without stopping early). The inspector's
 cookie is an HMAC derived from a token, never the token itself; a cookie-authenticated request
 that changes state must also send `X-Wakeful-CSRF: 1`, a header no cross-site form can set.
 The operator tokens (`Tokens`) are checked first, in memory; a token that is none of them is
@@ -33,6 +34,8 @@ OPEN_ROUTES = {("GET", "/health"), ("HEAD", "/health"), ("GET", "/ui/login"), ("
 # A share link's page, its form and its view: they check the link themselves (`_shares.py`).
 OPEN_ROUTES |= {("GET", "/ui/share"), ("POST", "/ui/share"), ("GET", "/ui/shared")}
 OPEN_ROUTES |= {("GET", "/ui/shared/log")}
+# The code and styles those pages load (no session data; the same for every server).
+OPEN_ROUTES |= {("GET", f"/ui/static/{name}") for name in ("app.css", "share.js", "shared.js")}
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 OPERATOR = frozenset({"read", "drive", "approve", "admin"})
 """The scopes of an operator token (`--token`, `WAKEFUL_SERVER_TOKEN`, the token file); a
