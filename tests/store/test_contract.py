@@ -157,11 +157,13 @@ def test_a_promotions_tail_is_written_last_only_when_nothing_is_delivered(store:
         [MessageAdded(message=assistant("held"))],
         [MessageAdded(message=assistant("then"))],
     )
-    assert promote_step(store, "ses_a", None, first=first, then=then, then_blobs=[b"s"]) == []
+    step = promote_step(store, "ses_a", None, first=first, then=then, then_blobs=[b"s"])
+    assert (step.delivered, step.wrote) == ([], True)
     assert [m.text() for m in store.messages("ses_a")] == ["held", "then"]
     assert store.get_blob(hashlib.sha256(b"s").hexdigest()) == b"s"
     store.admit("ses_a", "bad", "user", {"nope": 1})  # rejected: no history changes
-    assert promote_step(store, "ses_a", None, then=then) == []
+    step = promote_step(store, "ses_a", None, then=then)
+    assert (step.delivered, step.wrote) == ([], True)
     assert [m.text() for m in store.messages("ses_a")][-1] == "then"
     assert [e.type for e in store.events("ses_a")][-3:] == [
         "inbox.rejected",
@@ -173,8 +175,8 @@ def test_a_promotions_tail_is_written_last_only_when_nothing_is_delivered(store:
         MessageAdded(message=assistant("again")),
         MessageAdded(message=assistant("x")),
     )
-    delivered = promote_step(store, "ses_a", None, first=[again], then=[unwritten])
-    assert [d.item.input_id for d in delivered] == ["steer"]
+    step = promote_step(store, "ses_a", None, first=[again], then=[unwritten])
+    assert [d.item.input_id for d in step.delivered] == ["steer"] and not step.wrote
     assert [m.text() for m in store.messages("ses_a")][-2:] == ["again", "steer"]
 
 
