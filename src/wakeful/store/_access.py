@@ -16,8 +16,10 @@ from .._ids import new_share_id, new_token_id
 from ..errors import NotFoundError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..clock import Clock
-    from ._backend import Backend, Row
+    from ._backend import Backend, Row, Tx
 
 Scope = Literal["read", "drive", "approve", "admin", "sensitive"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
@@ -243,8 +245,7 @@ class Access:
     def owned_roots(self, user: str) -> set[str]:
         """The ids of the root sessions `user` owns."""
         with self.backend.transaction(write=False) as tx:
-            rows = tx.all("SELECT root_id FROM session_owners WHERE user_name = ?", (user,))
-        return {str(r[0]) for r in rows}
+            return owned_roots_in(tx, user)
 
     def owned(self, user: str, session_ids: list[str]) -> set[str]:
         """Which of `session_ids` belong to `user` (through their roots)."""
@@ -322,3 +323,18 @@ class Access:
         if link.revoked_ms is not None or link.expires_ms <= self.clock.now_ms():
             return None
         return link
+
+
+def owned_roots_in(tx: Tx, user: str) -> set[str]:
+    """The ids of the root sessions `user` owns, read in `tx`."""
+    rows = tx.all("SELECT root_id FROM session_owners WHERE user_name = ?", (user,))
+    return {str(r[0]) for r in rows}
+
+
+def owners_in(tx: Tx, roots: Sequence[str]) -> dict[str, str]:
+    """Root session -> its owner, for those of `roots` that have one, read in `tx`."""
+    marks = ", ".join("?" for _ in roots)
+    rows = tx.all(
+        f"SELECT root_id, user_name FROM session_owners WHERE root_id IN ({marks})", list(roots)
+    )
+    return {str(root): str(name) for root, name in rows}

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ..errors import UsageError
+from ._access import owned_roots_in, owners_in
 from ._backend import Tx, iter_chunks
 from ._cipher import opened
 
@@ -118,11 +119,7 @@ def _users(tx: Tx, roots: Sequence[str]) -> dict[str, str]:
             user = _meta_user(meta)
             if user is not None:
                 out[str(sid)] = user
-        owned = tx.all(
-            f"SELECT root_id, user_name FROM session_owners WHERE root_id IN ({marks})",
-            list(chunk),
-        )
-        out.update({str(root): str(name) for root, name in owned})
+        out.update(owners_in(tx, chunk))
     return out
 
 
@@ -156,13 +153,12 @@ def _user_roots(tx: Tx, user: str) -> list[str]:
     """The root sessions of `user` (as `_users` names them): those it owns, and those with no
     owner whose metadata names it (a scan of such roots with metadata, which may be sealed: no
     text match in SQL)."""
-    owned = tx.all("SELECT root_id FROM session_owners WHERE user_name = ?", (user,))
     rows = tx.all(
         "SELECT s.id, s.metadata FROM sessions s LEFT JOIN session_owners o ON o.root_id = s.id "
         "WHERE s.parent_id IS NULL AND s.metadata IS NOT NULL AND o.root_id IS NULL"
     )
     named = {str(r[0]) for r in rows if _meta_user(r[1]) == user}
-    return sorted(named | {str(r[0]) for r in owned})
+    return sorted(named | owned_roots_in(tx, user))
 
 
 def _meta_user(meta: str | None) -> str | None:
