@@ -345,8 +345,12 @@ def test_the_reply_before_a_call_is_shown_before_its_approval_question(pane, tmp
     (tmp_path / "wakeful.toml").write_text('[permissions]\nshell = "ask"\n')
     chat = pane()
     chat.send("explain and write")
-    chat.wait(lambda s: "allow? y once" in s and EXPLAINED in s, "the question and the text")
-    screen = chat.screen()
+    # the question's lines reach the scrollback through prompt_toolkit's stdout proxy, which
+    # may flush a moment after the live area shows the hint: wait for all three
+    screen = chat.wait(
+        lambda s: all(part in s for part in ("allow? y once", "wants to run", EXPLAINED)),
+        "the question and the text",
+    )
     assert screen.index(EXPLAINED) < screen.index("wants to run"), screen
     chat.send("y")
     chat.wait_line("Ledger written.", timeout=30)
