@@ -326,3 +326,27 @@ def test_the_admission_function_keeps_the_listing_slack_of_the_python_path():
     from wakeful.store._listing import LIST_SLACK_MS
 
     assert f"p_now - listed_ms >= {LIST_SLACK_MS} THEN p_now" in ADMIT_FUNCTION_2
+
+
+def test_migrations_are_one_ordered_list_of_eras():
+    """`MIGRATIONS` is every era module's `ERA` in order (a `_vNN.py` left out of the package's
+    list would never run), each era holds its own range of numbers (`_v21` from 21 up to the
+    next era's start), and the numbers only grow: where the next migration goes is the end of
+    the newest era module."""
+    import importlib
+    import re
+
+    import wakeful.store._migrations as package
+
+    starts = sorted(
+        int(m.group(1))
+        for p in Path(package.__file__).parent.glob("_v*.py")
+        if (m := re.fullmatch(r"_v(\d+)\.py", p.name))
+    )
+    assert starts[:3] == [1, 11, 21]
+    eras = [importlib.import_module(f"{package.__name__}._v{s:02d}").ERA for s in starts]
+    assert [m for era in eras for m in era] == MIGRATIONS
+    for start, end, era in zip(starts, [*starts[1:], None], eras, strict=True):
+        assert era and all(start <= n and (end is None or n < end) for n, *_ in era)
+    numbers = [n for n, *_ in MIGRATIONS]
+    assert numbers == sorted(set(numbers)) and numbers[-1] == LATEST

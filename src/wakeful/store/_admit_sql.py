@@ -1,5 +1,5 @@
 """`wakeful_admit`, PostgreSQL's one-statement admission, in each version a migration installs
-(5, 6, 11, 17; `_migrations.py` applies them). Frozen as the migrations are: a change is a new
+(5, 6, 11, 17; `_migrations/` applies them). Frozen as the migrations are: a change is a new
 version here and a new migration there.
 """
 

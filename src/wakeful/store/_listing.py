@@ -7,7 +7,7 @@ from __future__ import annotations
 # How far a session's indexed `listed_ms` may trail its exact `updated_ms`: the listing indexes
 # change at most once per this many milliseconds per session, every other update of the session
 # row leaves them alone. Invariant: listed_ms <= updated_ms < listed_ms + LIST_SLACK_MS.
-# PostgreSQL's admission function (migration 6, `_migrations.py`) is built from it: it is part of
+# PostgreSQL's admission function (migration 6, `_migrations/_v01.py`) is built from it: it is part of
 # that migration and changes only with a new one.
 LIST_SLACK_MS = 1000
 

@@ -24,7 +24,7 @@ from ._backend import Backend, Row, Tx
 
 UNLIMITED = 1e12  # the rate and ceiling of a dimension no limit is set on
 
-# Migration 22 (`_migrations.py`), the same on both backends.
+# Migration 22 (`_migrations/_v21.py`), the same on both backends.
 RATE_BUCKETS = """
 CREATE TABLE rate_buckets (
   key TEXT PRIMARY KEY,

@@ -1,0 +1,41 @@
+"""Migrations 21 on: the newest era, where the next migration is appended (its number one
+above the last entry of `ERA`). A migration's SQL may live here or in the module of its concern
+(as `_rates.RATE_BUCKETS` does), imported by name. Start `_v31.py` (and add it to the package's
+`MIGRATIONS`) when this list reaches 30. Released entries never change."""
+
+from __future__ import annotations
+
+from .._access_sql import ACCESS_TABLES
+from .._rates import RATE_BUCKETS
+from .._search_log import SEARCH_FROM_LOG_SQLITE
+from .._usage_index import USAGE_AT
+from ._statements import Migration
+
+# Each text stored once (PostgreSQL; issue 36 item 5): `search_docs` kept the text it indexes,
+# a second copy of the message's (373 bytes per message of the 398 of its JSON). The index needs
+# only the `tsvector`, which the insert now computes (`wakeful_search_tsv`: the tokenizing rule
+# of migration 7, in one place); a hit's snippet is cut from the message in the log. Rows written
+# before keep their tsvector; their text is dropped (PostgreSQL reclaims the bytes as the table's
+# pages are rewritten: VACUUM FULL for at once).
+_SEARCH_TEXT_ONCE_POSTGRES = """
+CREATE FUNCTION wakeful_search_tsv(body TEXT) RETURNS tsvector LANGUAGE sql IMMUTABLE
+PARALLEL SAFE AS $$ SELECT to_tsvector('simple',
+  translate(body, '!"#$%&''()*+,-./:;<=>?@[\\]^_`{|}~', repeat(' ', 32))) $$;
+ALTER TABLE search_docs ALTER COLUMN tsv DROP EXPRESSION;
+ALTER TABLE search_docs DROP COLUMN body
+"""
+
+# An encrypted store (docs/encryption.md): its id (its keyring names it), its state (`on`, or
+# `encrypting` while `wakeful store encrypt` runs) and the last session that command sealed.
+_ENCRYPTION = """CREATE TABLE encryption (id INTEGER PRIMARY KEY CHECK (id = 1),
+  store_id TEXT NOT NULL, state TEXT NOT NULL, after_id TEXT)"""
+
+ERA: list[Migration] = [
+    # The indexed text not kept beside its index on PostgreSQL (`_SEARCH_TEXT_ONCE_POSTGRES`).
+    (21, "search_text_once", "", _SEARCH_TEXT_ONCE_POSTGRES),
+    (22, "rate_buckets", RATE_BUCKETS, RATE_BUCKETS),  # shared rate limits (`_rates.py`)
+    (23, "encryption", _ENCRYPTION, _ENCRYPTION),  # an encrypted store's id and state
+    (24, "usage_by_time", USAGE_AT, USAGE_AT),  # a day's usage: per-day budgets (`_usage.py`)
+    (25, "search_from_log", SEARCH_FROM_LOG_SQLITE, ""),  # SQLite: the index reads the log
+    (26, "access", ACCESS_TABLES, ACCESS_TABLES),  # users, tokens, owners, shares (`_access_sql`)
+]
