@@ -142,8 +142,10 @@ class Fleet:
         workers: int,
         concurrency: int,
         netns: bool,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.workspace, self.home = workspace, home
+        self.env = env or {}  # on top of this process's environment (another tree's PYTHONPATH)
         self.concurrency = concurrency
         self.netns = netns
         self.hosts: list[Host] = []
@@ -192,7 +194,7 @@ class Fleet:
         return host
 
     def _start_worker(self, host: Host) -> subprocess.Popen[bytes]:
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")} | self.env
         env.pop("WAKEFUL_CRASH_AT", None)
         env |= {
             "WAKEFUL_DB": host.db_url,

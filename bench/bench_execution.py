@@ -40,7 +40,6 @@ import asyncio
 import json
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -49,13 +48,19 @@ import threading
 import time
 from pathlib import Path
 
-from wakeful.config import Config, ExecutionConfig
-from wakeful.events import MessageAdded, SessionCreated, ToolCallStarted
-from wakeful.execution import Runtime
-from wakeful.execution._owner import host_id
-from wakeful.execution._writes import promote_idle
-from wakeful.messages import Message, ToolCallBlock
-from wakeful.store import fence, open_store
+# Run as `python bench/bench_execution.py` from a clean clone: its own directory's parent holds
+# the `bench` package (the statement counter); wakeful comes from the project's environment.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._counting import counting_env, total  # noqa: E402
+from bench._trees import compiled_copy, tree_env  # noqa: E402
+from wakeful.config import Config, ExecutionConfig  # noqa: E402
+from wakeful.events import MessageAdded, SessionCreated, ToolCallStarted  # noqa: E402
+from wakeful.execution import Runtime  # noqa: E402
+from wakeful.execution._owner import host_id  # noqa: E402
+from wakeful.execution._writes import promote_idle  # noqa: E402
+from wakeful.messages import Message, ToolCallBlock  # noqa: E402
+from wakeful.store import fence, open_store  # noqa: E402
 
 WAKEFUL = str(Path(sys.executable).with_name("wakeful"))
 
@@ -92,27 +97,6 @@ def orphan(db: str, model: str, workspace: Path, count: int) -> list[str]:
         )
     store.close()
     return sids
-
-
-def compiled_copy(folder: Path, src: str | None) -> str:
-    """A copy of the wakeful package of the source tree `src` (this process's when None) under
-    `folder`, its bytecode compiled as installing a package does (the tree is not written to);
-    returns the directory to put first on `PYTHONPATH`."""
-    import wakeful
-
-    package = Path(wakeful.__file__).parent if src is None else Path(src, "src", "wakeful")
-    shutil.copytree(package, folder / "wakeful", ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", str(folder)],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return str(folder)
-
-
-def tree_env(path: str) -> dict[str, str]:
-    """The environment of a process importing wakeful from `path` first."""
-    return os.environ | {"PYTHONPATH": os.pathsep.join([path, os.environ.get("PYTHONPATH", "")])}
 
 
 def orphan_with(path: str | None, db: str, model: str, work: Path, count: int) -> list[str]:
@@ -204,6 +188,7 @@ def recovery(db: str, folder: Path, count: int, path: str, *, own: bool) -> dict
     sids = orphan_with(None if own else path, db, model, work, count)
     setup = time.perf_counter() - start
     env = tree_env(path) | {"WAKEFUL_DB": db, "HOME": str(folder), "XDG_CONFIG_HOME": str(folder)}
+    env = counting_env(env, folder / "counts")
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     committed = commits(db)
     start = time.perf_counter()
@@ -219,6 +204,7 @@ def recovery(db: str, folder: Path, count: int, path: str, *, own: bool) -> dict
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     committed = commits(db) - committed
+    counted = total(folder / "counts")
     cpu = after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
     stats = json.loads(done.stdout)
     store = open_store(db)
@@ -234,6 +220,10 @@ def recovery(db: str, folder: Path, count: int, path: str, *, own: bool) -> dict
         "cpu_ms": 1000 * cpu / count,
         "server_ms": 1000 * server.seconds / count,
         "commits": committed / count,
+        "statements": counted["statements"] / count,
+        "client_commits": counted["commits"] / count,
+        "write_commits": counted["write_commits"] / count,
+        "round_trips": counted["round_trips"] / count,
     }
 
 
@@ -290,18 +280,21 @@ def recoveries(args: argparse.Namespace, folder: Path) -> None:
                 f"recovery ({name}{'' if src is None else ' ' + src}): {r['sessions']} orphaned "
                 f"sessions by one `wakeful worker --once`: {r['worker_s']:.2f} s "
                 f"({r['per_s']:.0f} sessions/s, worker CPU {r['cpu_ms']:.1f} ms per session"
-                f"{server_figures(r)}; setup {r['setup_s']:.1f} s; load average "
+                f"{server_figures(r)}; counted in the worker per session: {client_figures(r)}; "
+                f"setup {r['setup_s']:.1f} s; load average "
                 f"{os.getloadavg()[0]:.1f})",
                 flush=True,
             )
     if base:
-        keys = ("worker_s", "cpu_ms", "server_ms", "commits")
+        keys = ("worker_s", "cpu_ms", "server_ms", "commits", "statements", "client_commits")
         mid = {k: statistics.median(r[k] for r in now) for k in keys}
         was = {k: statistics.median(r[k] for r in base) for k in keys}
         print(
             f"recovery, medians of {args.rounds}: now {mid['worker_s']:.2f} s, baseline "
             f"{was['worker_s']:.2f} s (x{was['worker_s'] / mid['worker_s']:.2f}); worker CPU "
-            f"{mid['cpu_ms']:.1f} vs {was['cpu_ms']:.1f} ms per session"
+            f"{mid['cpu_ms']:.1f} vs {was['cpu_ms']:.1f} ms per session; counted in the worker "
+            f"{mid['statements']:.1f} vs {was['statements']:.1f} statements, "
+            f"{mid['client_commits']:.2f} vs {was['client_commits']:.2f} commits per session"
             + (
                 f"; server CPU {mid['server_ms']:.1f} vs {was['server_ms']:.1f} ms, commits "
                 f"{mid['commits']:.1f} vs {was['commits']:.1f} per session"
@@ -316,6 +309,14 @@ def server_figures(r: dict[str, float]) -> str:
     if not r["commits"]:
         return ""
     return f", server CPU {r['server_ms']:.1f} ms, {r['commits']:.1f} commits per session"
+
+
+def client_figures(r: dict[str, float]) -> str:
+    """What the worker's own client sent, per session (`bench/_counting`)."""
+    return (
+        f"{r['statements']:.1f} statements, {r['client_commits']:.2f} commits "
+        f"({r['write_commits']:.2f} writing), {r['round_trips']:.1f} round trips"
+    )
 
 
 def fresh(url: str, path: Path, *, again: bool) -> str:

@@ -20,10 +20,18 @@ ledger: inputs delivered once, transcripts wire-valid, no call left running, fen
 in order, no side effect twice).
 
     python bench/bench_fleet.py [--sessions 1000] [--hosts 1,2,4] [--workers 1] [--steps 3]
-        [--latency-ms 200] [--lease-ms 10000] [--no-kill] [--plain] [--pg URL]
+        [--latency-ms 200] [--lease-ms 10000] [--concurrency N] [--no-kill] [--plain] [--pg URL]
+        [--baseline-src DIR]
 
 `--pg` is an administrative URL (default: $WAKEFUL_TEST_PG or postgres@127.0.0.1); every run
 uses a fresh database made and dropped by the bench. Run it as root for namespaces.
+
+Every worker's statements, commits and round trips are counted on its client
+(`bench/_counting`) and printed per step beside the server's commits. `--baseline-src DIR` runs
+each fleet a second time, right after, with the workers of another source tree (`DIR/src`, e.g.
+a `git worktree` of main before a change; its own code creates the sessions, so a tree with an
+older schema works), and prints both. Each side's workers import wakeful from a copy of its
+tree's package compiled beforehand (as in bench_execution.py).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import json
 import math
 import os
 import secrets
+import subprocess
 import sys
 import tempfile
 import threading
@@ -49,7 +58,10 @@ import psycopg
 # `bench` package; wakeful comes from the project's environment; nothing from tests/.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._counting import counting_env, per  # noqa: E402
+from bench._counting import total as counted  # noqa: E402
 from bench._fleet import Fleet, cpu_seconds, machine_busy_seconds, netns_usable  # noqa: E402
+from bench._trees import compiled_copy  # noqa: E402
 from wakeful._checks import LEDGER, check_session, create_session, ledger_lines  # noqa: E402
 from wakeful.store import open_store  # noqa: E402
 
@@ -222,6 +234,7 @@ class Run:
     machine_cpu: float
     locks: str
     stats: dict[str, int] = field(default_factory=dict)  # the workers' counts (`Fleet.stats`)
+    counted: dict[str, int] = field(default_factory=dict)  # their clients' (`bench/_counting`)
     resume_s: float | None = None  # kill to the last orphaned session's first write of a new owner
     takeover_s: float | None = None  # kill to the last orphaned claim taken over
     lease_left_s: float | None = None  # kill to the end of the longest orphaned lease
@@ -246,17 +259,19 @@ def run_fleet(
     netns: bool,
     kill_at: float | None = None,
     timeout: float = 900,
+    code: str | None = None,
+    own: bool = True,
 ) -> Run:
-    """Drive `load` with a fleet of `hosts` x `workers`; kill host 0 at `kill_at` of the steps."""
+    """Drive `load` with a fleet of `hosts` x `workers`; kill host 0 at `kill_at` of the steps.
+    The workers import wakeful from `code` first (a `compiled_copy`) when given; unless `own`
+    (it is this tree's), that code also creates the sessions."""
     with tempfile.TemporaryDirectory() as tmp, fresh_database(admin) as db, ExitStack() as cleanup:
         root = Path(tmp)
         work = make_workspace(root, load)
         model = write_script(root / "script.json", load)
-        store = open_store(db)
         sids = [f"ses_fleet_{load.tag(n)}" for n in range(load.sessions)]
-        for n, sid in enumerate(sids):
-            create_session(store, sid, model, [f"job {load.tag(n)}"], workspace=work)
-        store.close()
+        create_sessions(db, sids, model, work, load, None if own else code)
+        env = counting_env({"PYTHONPATH": _path(code)}, root / "counts")
         probe, watch = Probe(db), Probe(db)
         cleanup.callback(probe.conn.close)  # (also when the run fails: no connection is left to
         cleanup.callback(watch.conn.close)  # the garbage collector, which warns in a later test)
@@ -267,7 +282,14 @@ def run_fleet(
         sampler.start()
         started, busy = time.monotonic(), machine_busy_seconds()
         fleet = Fleet(
-            db, work, root, hosts=hosts, workers=workers, concurrency=per_worker, netns=netns
+            db,
+            work,
+            root,
+            hosts=hosts,
+            workers=workers,
+            concurrency=per_worker,
+            netns=netns,
+            env=env,
         )
         orphaned: dict[str, tuple[int, int]] = {}
         waiting: dict[str, int] = {}  # orphaned claims not yet taken over: their epochs
@@ -327,6 +349,7 @@ def run_fleet(
             busy,
             sampler.locks(),
             stats,
+            counted(root / "counts", "worker"),
         )
         if kill_at is not None:
             run.orphaned = len(orphaned)
@@ -342,6 +365,35 @@ def run_fleet(
         run.checked = len(sids)
         assert steps == total, f"{steps} steps stored, {total} expected"
         return run
+
+
+def _path(code: str | None) -> str:
+    """`PYTHONPATH` with `code` first (when given)."""
+    return os.pathsep.join(p for p in (code, os.environ.get("PYTHONPATH", "")) if p)
+
+
+def create_sessions(
+    db: str, sids: list[str], model: str, work: Path, load: Workload, code: str | None
+) -> None:
+    """Create the sessions, each with its job (by the code at `code`, in a subprocess, when
+    given: its schema, which its workers accept)."""
+    jobs = [[f"job {load.tag(n)}"] for n in range(len(sids))]
+    if code is None:
+        store = open_store(db)
+        for sid, inputs in zip(sids, jobs, strict=True):
+            create_session(store, sid, model, inputs, workspace=work)
+        store.close()
+        return
+    script = (
+        "import json, sys; from pathlib import Path; from wakeful.store import open_store; "
+        "from wakeful._checks import create_session; a = json.loads(sys.argv[1]); "
+        "s = open_store(a['db']); "
+        "[create_session(s, i, a['model'], j, workspace=Path(a['work'])) "
+        "for i, j in zip(a['sids'], a['jobs'])]; s.close()"
+    )
+    args = {"db": db, "sids": sids, "model": model, "work": str(work), "jobs": jobs}
+    env = os.environ | {"PYTHONPATH": _path(code)}
+    subprocess.run([sys.executable, "-c", script, json.dumps(args)], env=env, check=True)
 
 
 def _ended(probe: Probe) -> int:
@@ -437,6 +489,7 @@ def main() -> None:
     parser.add_argument("--no-kill", action="store_true")
     parser.add_argument("--plain", action="store_true", help="no namespaces even when possible")
     parser.add_argument("--pg", default=DEFAULT_PG)
+    parser.add_argument("--baseline-src", default=None, help="another source tree to compare")
     args = parser.parse_args()
     netns = not args.plain and netns_usable()
     counts = [int(h) for h in args.hosts.split(",")]
@@ -446,50 +499,73 @@ def main() -> None:
         f"{load.sessions} sessions x {load.steps} steps, {load.latency_ms} ms per step; "
         f"hosts: {mode}; {args.workers} worker(s) per host; {os.cpu_count()} cores"
     )
-    base: float | None = None
-    for hosts in counts:
-        r = run_fleet(
-            args.pg,
-            load,
-            hosts=hosts,
-            workers=args.workers,
-            concurrency=args.concurrency,
-            netns=netns,
-        )
-        base = base or r.per_s()
-        cpu = r.worker_cpu + r.backend_cpu
-        print(
-            f"{hosts} host(s): {r.per_s():.0f} steps/s = {r.per_s() / r.ideal(load.latency_ms):.3f}"
-            f" of the ideal {r.ideal(load.latency_ms):.0f} ({r.in_flight} in flight), "
-            f"x{r.per_s() / base:.2f} of {counts[0]} host(s); {r.commits / r.wall_s:.0f} commits/s "
-            f"({r.commits / r.steps:.1f} per step); CPU {1000 * cpu / r.steps:.1f} ms/step "
-            f"(workers {1000 * r.worker_cpu / r.steps:.1f}, postgres backends "
-            f"{1000 * r.backend_cpu / r.steps:.1f}; {cpu / r.wall_s:.2f} cores busy with them, "
-            f"{r.machine_cpu / r.wall_s:.2f} with everything on the machine; veth "
-            f"forwarders {r.forwarder_cpu:.1f} s); lock waits: {r.locks}; {wasted(r.stats)}"
-        )
-    if not args.no_kill and max(counts) > 1:
-        load.ledger = True
-        hosts = max(counts)
-        spare = args.concurrency or math.ceil(load.sessions / ((hosts - 1) * args.workers))
-        r = run_fleet(
-            args.pg,
-            load,
-            hosts=hosts,
-            workers=args.workers,
-            concurrency=spare,
-            netns=netns,
-            kill_at=1 / 3,
-        )
-        print(
-            f"kill: host 0 of {hosts} SIGKILLed at a third of the steps holding {r.orphaned} "
-            f"sessions ({r.unfinished} with work left), whose leases ran out at most {r.lease_left_s:.1f} s later (lease "
-            f"{load.lease_ms / 1000:.0f} s); all taken over {r.takeover_s:.1f} s after the kill, "
-            f"each with work left written to by its new owner within {r.resume_s:.1f} s; "
-            f"{r.checked} sessions checked as the crash tests "
-            f"check, ledger included: nothing lost or run twice; {r.per_s():.0f} steps/s "
-            f"({spare} drains per worker: the survivors have room for every session)"
-        )
+    with tempfile.TemporaryDirectory() as tmp:
+        here = compiled_copy(Path(tmp, "now"), None)
+        sides = [("now", here, True)]
+        if args.baseline_src:
+            there = compiled_copy(Path(tmp, "baseline"), args.baseline_src)
+            sides.append((f"baseline {args.baseline_src}", there, False))
+        base: dict[str, float] = {}
+        for hosts in counts:
+            for name, code, own in sides:
+                r = run_fleet(
+                    args.pg,
+                    load,
+                    hosts=hosts,
+                    workers=args.workers,
+                    concurrency=args.concurrency,
+                    netns=netns,
+                    code=code,
+                    own=own,
+                )
+                base.setdefault(name, r.per_s())
+                print(f"{name}: {hosts} host(s): {figures(r, load, base[name], counts[0])}")
+        if not args.no_kill and max(counts) > 1:
+            kill_run(args, load, netns, counts, here)
+
+
+def figures(r: Run, load: Workload, base: float, first: int) -> str:
+    """One fleet's figures as a line of text (`base`: the steps/s of `first` hosts)."""
+    cpu = r.worker_cpu + r.backend_cpu
+    return (
+        f"{r.per_s():.0f} steps/s = {r.per_s() / r.ideal(load.latency_ms):.3f}"
+        f" of the ideal {r.ideal(load.latency_ms):.0f} ({r.in_flight} in flight), "
+        f"x{r.per_s() / base:.2f} of {first} host(s); {r.commits / r.wall_s:.0f} commits/s "
+        f"({r.commits / r.steps:.1f} per step); counted in the workers per step: "
+        f"{per(r.counted, r.steps)}; CPU {1000 * cpu / r.steps:.1f} ms/step "
+        f"(workers {1000 * r.worker_cpu / r.steps:.1f}, postgres backends "
+        f"{1000 * r.backend_cpu / r.steps:.1f}; {cpu / r.wall_s:.2f} cores busy with them, "
+        f"{r.machine_cpu / r.wall_s:.2f} with everything on the machine; veth "
+        f"forwarders {r.forwarder_cpu:.1f} s); lock waits: {r.locks}; {wasted(r.stats)}"
+    )
+
+
+def kill_run(
+    args: argparse.Namespace, load: Workload, netns: bool, counts: list[int], code: str
+) -> None:
+    """The kill run (see the module docstring), with this tree's workers."""
+    load.ledger = True
+    hosts = max(counts)
+    spare = args.concurrency or math.ceil(load.sessions / ((hosts - 1) * args.workers))
+    r = run_fleet(
+        args.pg,
+        load,
+        hosts=hosts,
+        workers=args.workers,
+        concurrency=spare,
+        netns=netns,
+        kill_at=1 / 3,
+        code=code,
+    )
+    print(
+        f"kill: host 0 of {hosts} SIGKILLed at a third of the steps holding {r.orphaned} "
+        f"sessions ({r.unfinished} with work left), whose leases ran out at most {r.lease_left_s:.1f} s later (lease "
+        f"{load.lease_ms / 1000:.0f} s); all taken over {r.takeover_s:.1f} s after the kill, "
+        f"each with work left written to by its new owner within {r.resume_s:.1f} s; "
+        f"{r.checked} sessions checked as the crash tests "
+        f"check, ledger included: nothing lost or run twice; {r.per_s():.0f} steps/s "
+        f"({spare} drains per worker: the survivors have room for every session)"
+    )
 
 
 if __name__ == "__main__":
