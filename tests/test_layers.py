@@ -66,6 +66,33 @@ def test_execution_names_the_concrete_store_only_where_it_opens_one():
     assert naming == ["_host.py", "_runtime.py"]
 
 
+STORE_METHODS = 60  # issue 35's acceptance: the store stops growing a method per composition
+
+
+def test_the_concrete_store_has_at_most_60_public_methods():
+    """`SqlStore`'s public methods (callables on the class and its mixins whose names do not
+    start with `_`) are at most 60: a new concern is an aggregate (`store.claims`,
+    `store.spend`, ...), a composition of writes a unit of work in execution. On d7014eb this
+    counts 61 (`root_spend`, `budget_spend`, `scope_spend` were on the class)."""
+    from wakeful.store import SqlStore
+
+    public = sorted(
+        n for n in dir(SqlStore) if not n.startswith("_") and callable(getattr(SqlStore, n))
+    )
+    assert len(public) <= STORE_METHODS, public
+
+
+def test_promote_takes_only_the_session_the_idle_flag_an_input_and_a_claim():
+    """`SqlStore.promote` keeps no composition knobs (issue 35's acceptance: `first`, `then`,
+    `prelude`, `then_blobs` moved to units of work in `execution/_writes.py`)."""
+    import inspect
+
+    from wakeful.store import SqlStore
+
+    params = list(inspect.signature(SqlStore.promote).parameters)
+    assert params == ["self", "session_id", "idle", "input_id", "claim"]
+
+
 MODULE_LINES = 600  # issue 35 item 8: no module over this without a comment saying why
 _WHY = "# over 600 lines:"  # the comment, near its top, of a module allowed to be longer
 

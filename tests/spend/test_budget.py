@@ -62,7 +62,7 @@ async def test_a_token_budget_pauses_before_the_request_past_it(tmp_path: Path) 
         # next receipt ahead, a request the budget then did not send (docs/spend.md).
         assert len(usage) >= 2 and receipts - len(usage) in (0, 1)
         assert sum(usage) >= limit > sum(usage[:-1])  # paused right after crossing, not later
-        assert rt.store.root_spend(row.id)[0] == sum(usage)  # counted once per request
+        assert rt.store.spend.root(row.id)[0] == sum(usage)  # counted once per request
     finally:
         await rt.aclose()
     # Raised, the session continues where it stopped.

@@ -79,7 +79,7 @@ async def test_a_daily_user_budget_is_each_users_own(tmp_path: Path) -> None:
         assert _requests(rt, bob) >= 2
         nobody, turn = await _run_as(rt, None)  # no user: no user limit applies
         assert turn.outcome == "completed"
-        assert rt.store.scope_spend(alice, lambda user: [("user", "alice", 0)])[0][1] >= 5_000
+        assert rt.store.spend.scopes(alice, lambda user: [("user", "alice", 0)])[0][1] >= 5_000
     finally:
         await rt.aclose()
 
@@ -97,7 +97,7 @@ def test_scope_spend_reads_agents_and_users_by_day_or_in_total(
     store.append(other.id, [UsageRecorded(input_tokens=7, output_tokens=1)])  # unpriced
 
     def spent(*asks: ScopeAsk) -> list[tuple[int, float]]:
-        return [(t, u) for _ask, t, u in store.scope_spend(alice.id, lambda _user: list(asks))]
+        return [(t, u) for _ask, t, u in store.spend.scopes(alice.id, lambda _user: list(asks))]
 
     assert spent(("agent", "build", None), ("agent", "build", today)) == [(118, 0.5), (8, 0.0)]
     assert spent(("user", "alice", None), ("user", "alice", today)) == [(132, 0.75), (22, 0.25)]
@@ -108,8 +108,8 @@ def test_scope_spend_reads_agents_and_users_by_day_or_in_total(
         seen.append(user)
         return []
 
-    store.scope_spend(child.id, note)
-    store.scope_spend(alice.id, note)
+    store.spend.scopes(child.id, note)
+    store.spend.scopes(alice.id, note)
     assert seen == [None, "alice"]  # the user is the root's (a child is asked by its root)
 
 
@@ -122,12 +122,12 @@ def test_a_sessions_owner_is_its_user_before_its_metadata(store: SqlStore) -> No
     store.append(named.id, [UsageRecorded(input_tokens=5, output_tokens=1)])
 
     def spent(user: str) -> int:
-        [(_ask, tokens, _usd)] = store.scope_spend(named.id, lambda _u: [("user", user, None)])
+        [(_ask, tokens, _usd)] = store.spend.scopes(named.id, lambda _u: [("user", user, None)])
         return tokens
 
     assert (spent("alice"), spent("mallory")) == (39, 0)  # the owner's, and the metadata's
     seen: list[str | None] = []
-    store.scope_spend(owned.id, lambda user: seen.append(user) or [])
+    store.spend.scopes(owned.id, lambda user: seen.append(user) or [])
     assert seen == ["alice"]
     assert {r.root_id: r.user for r in store.usage_records()} == {
         owned.id: "alice",

@@ -157,7 +157,7 @@ async def test_two_hosts_share_a_budget_and_a_rate_limit_through_a_kill(tmp_path
     assert total == PER_REQUEST * (HOLD_AT + 1 + B_CALLS + 1) and total - PER_REQUEST < LIMIT
     store = open_store(db)
     try:
-        spent = store.scope_spend(_session_of(db, "a"), lambda _u: [("agent", "build", None)])
+        spent = store.spend.scopes(_session_of(db, "a"), lambda _u: [("agent", "build", None)])
         assert spent[0][1] == total  # the session rows agree with the log
         ended = store.events(_session_of(db, "a"), types=("turn.ended",))
         assert ended and getattr(ended[-1].event, "error_kind", None) == "budget"

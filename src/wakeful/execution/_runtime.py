@@ -319,7 +319,7 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
             prices=PriceTable.of(config.prices),
             loop_guard=config.loop_guard,
             budget=config.budgets,
-            spend=partial(asyncio.to_thread, self.store.budget_spend, row.root_id, session_id),
+            spend=partial(asyncio.to_thread, self.store.spend.budget, row.root_id, session_id),
             rates=StoreRates(self.store, config) if config.rate_limits else None,
             scopes=scope_limits(self.store, config.budgets, row.root_id, agent.name),
             refresh=refresher(known, (row.agent, row.model), place,

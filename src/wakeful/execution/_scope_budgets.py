@@ -11,13 +11,15 @@ UTC day's requests, `total` everything recorded.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..clock import Clock
 from ..config import DAY_MS, BudgetConfig, ScopeBudget
 from ..runner import ScopeLimit, Scopes
+
+if TYPE_CHECKING:
+    from ..store import Spend
 
 ScopeAsk = tuple[Literal["agent", "user"], str, int | None]
 
@@ -44,10 +46,9 @@ class SpendStore(Protocol):
         """The store's clock."""
         ...
 
-    def scope_spend(
-        self, root_id: str, scopes: Callable[[str | None], Sequence[ScopeAsk]]
-    ) -> Sequence[tuple[ScopeAsk, int, float]]:
-        """What each scope asked about spent (`store/_usage.py`)."""
+    @property
+    def spend(self) -> Spend:
+        """What a budget counts (`store.spend`, `store/_usage.py`)."""
         ...
 
 
@@ -57,7 +58,7 @@ def scope_limits(
     """The session's `Scopes` (None when no agent or user limit is configured)."""
     if not budgets.agents and not budgets.users:
         return None
-    read, now_ms = store.scope_spend, store.clock.now_ms
+    read, now_ms = store.spend.scopes, store.clock.now_ms
 
     def limits() -> list[ScopeLimit]:
         now = now_ms()

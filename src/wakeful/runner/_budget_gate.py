@@ -2,7 +2,7 @@
 spent its `[budgets]` limit pauses with reason `budget` instead of asking (`docs/spend.md`).
 
 What is spent is read from the session rows, where each `usage.recorded` is counted once, in
-the transaction that records its reply (`store/_usage.root_spend`): never twice after a
+the transaction that records its reply (`store/_usage.Spend.root`): never twice after a
 recovery, never lost by a kill, the same for every host reading the store. The limits are the
 configuration's, changed by the `budget.raised` events of the root's log (`limits`), which
 every host reads the same way. Past `notice_percent` of a limit, the check returns a

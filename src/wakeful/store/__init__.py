@@ -97,7 +97,15 @@ if TYPE_CHECKING:
     )
     from ._search import SearchHit, SearchPage
     from ._store import SqlStore
-    from ._usage import USAGE_BY, UsageGroup, UsageRecord, UsageReport, since_ms, usage_report
+    from ._usage import (
+        USAGE_BY,
+        Spend,
+        UsageGroup,
+        UsageRecord,
+        UsageReport,
+        since_ms,
+        usage_report,
+    )
 
 # Every name loads from its module on first use: `open_store` needs the store class and its
 # parts, not the protocol, the fault helpers or logging (cold start of `session list`, issue 25).
@@ -140,6 +148,7 @@ _LAZY = {
     "sent_message_id": "wakeful.store._inbox",
     "open_store": "wakeful.store._open",
     "USAGE_BY": "wakeful.store._usage",
+    "Spend": "wakeful.store._usage",
     "UsageGroup": "wakeful.store._usage",
     "UsageRecord": "wakeful.store._usage",
     "UsageReport": "wakeful.store._usage",
@@ -275,6 +284,7 @@ __all__ = [
     "TurnOpening",
     "TurnRow",
     "USAGE_BY",
+    "Spend",
     "UsageGroup",
     "UsageRecord",
     "UsageReport",

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from ._rewind import PendingRevert
     from ._schedules import Schedules
     from ._shaping import Shaping
+    from ._usage import Spend
 
 
 class Store(Protocol):
@@ -385,7 +386,7 @@ class SessionRead(Protocol):
 class LocalStore(Store, PlainReads, ReceiptReads, Protocol):
     """What execution needs of a store on this machine (`SqlStore` implements it): the
     surfaces' `Store`, the units of work (`write`, `read`), the aggregates (`claims`, `feed`,
-    `schedules`, `shaping`) and a driver's own reads and writes. Execution is annotated with
+    `schedules`, `access`, `shaping`, `rates`, `spend`) and a driver's own reads and writes. Execution is annotated with
     it; only the modules that open a store name the class (`tests/test_layers.py`)."""
 
     @property
@@ -421,6 +422,11 @@ class LocalStore(Store, PlainReads, ReceiptReads, Protocol):
     @property
     def rates(self) -> RateBuckets:
         """The shared rate limits' buckets (`store/_rates.py`)."""
+        ...
+
+    @property
+    def spend(self) -> Spend:
+        """What a budget counts: a root's, an agent's, a user's spend (`store/_usage.py`)."""
         ...
 
     def write(

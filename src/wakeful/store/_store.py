@@ -42,7 +42,7 @@ from ._schedules import Schedules
 from ._sessions import get_row, insert_session
 from ._shaping import Shaping
 from ._unit import SqlSessionRead, SqlSessionWrite, session_read, session_write
-from ._usage import UsageMixin
+from ._usage import Spend, UsageMixin
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -84,6 +84,8 @@ class SqlStore(
         """The shared rate limits' buckets (`store/_rates.py`)."""
         self.access = Access(backend, self.clock)
         """Users, their tokens, session owners and share links (`store/_access.py`)."""
+        self.spend = Spend(backend)
+        """What a budget counts: a root's, an agent's, a user's spend (`store/_usage.py`)."""
         _search.backfill(backend, _transcript.transcript_in)  # once, after the index's migration
 
     @property

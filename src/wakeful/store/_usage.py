@@ -191,20 +191,23 @@ def user_spend_in(tx: Tx, user: str, since_ms: int | None) -> tuple[int, float]:
     return tokens, usd
 
 
-class UsageMixin:
-    """The usage report's read of `SqlStore`, and what a budget counts."""
+class Spend:
+    """What a budget counts (`store.spend`, an aggregate of `SqlStore` as `claims` is): a root
+    session's spend, with its budget marks, and the spend of the agent and user scopes. Every
+    read is one read transaction."""
 
-    backend: Backend
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
 
-    def root_spend(self, root_id: str) -> tuple[int, float]:
+    def root(self, root_id: str) -> tuple[int, float]:
         """What a root session and its children spent: tokens (input + output), priced USD."""
         with self.backend.transaction(write=False) as tx:
             return root_spend_in(tx, root_id)
 
-    def budget_spend(
+    def budget(
         self, root_id: str, session_id: str | None = None
     ) -> tuple[int, float, list[BudgetRaised | BudgetNoticed]]:
-        """`root_spend`, and the `budget.raised` and `budget.noticed` events of the root's log
+        """`root`, and the `budget.raised` and `budget.noticed` events of the root's log
         (and the notices of `session_id`'s, a child's), in order, read in one transaction:
         what a budget check compares (`runner._budget_gate`)."""
         from ..events import BudgetNoticed, BudgetRaised  # not on the report's cold path
@@ -218,11 +221,12 @@ class UsageMixin:
         kinds = (BudgetRaised, BudgetNoticed)
         return tokens, usd, [e.event for e in marks if isinstance(e.event, kinds)]
 
-    def scope_spend(
+    def scopes(
         self, root_id: str, scopes: Callable[[str | None], Sequence[ScopeAsk]]
     ) -> list[tuple[ScopeAsk, int, float]]:
-        """In one read: the user of `root_id` (its owner, else its metadata's `user`), the scopes `scopes`
-        asks about for it (agent or user, a name, since when), and what each spent."""
+        """In one read: the user of `root_id` (its owner, else its metadata's `user`), the
+        scopes `scopes` asks about for it (agent or user, a name, since when), and what each
+        spent."""
         with self.backend.transaction(write=False) as tx:
             user = _users(tx, [root_id]).get(root_id)
             out: list[tuple[ScopeAsk, int, float]] = []
@@ -231,6 +235,12 @@ class UsageMixin:
                 read = agent_spend_in if kind == "agent" else user_spend_in
                 out.append((ask, *read(tx, name, since)))
         return out
+
+
+class UsageMixin:
+    """The usage report's read of `SqlStore`."""
+
+    backend: Backend
 
     def usage_records(self, since_ms: int | None = None) -> list[UsageRecord]:
         """Every request's recorded usage (at or after `since_ms`, when given), one record per
