@@ -38,6 +38,7 @@ from ..events import (
     CompactionTail,
     CompactionTrigger,
     MessageAdded,
+    RetryCleared,
     SessionEvent,
 )
 from ..messages import CompactSummaryBlock, Message, TextBlock
@@ -374,7 +375,10 @@ class Compactor:
             return await self._failed(trigger, err, input_id)
         if summary is None:
             await self.port.commit(
-                [CompactionSkipped(reason=trigger, why="aborted", input_id=input_id)]
+                [
+                    CompactionSkipped(reason=trigger, why="aborted", input_id=input_id),
+                    *self._cleared(),
+                ]
             )
             self._live(phase="aborted", trigger=trigger)
             return CompactionResult(False, trigger, reason="aborted")
@@ -490,6 +494,7 @@ class Compactor:
                 MessageAdded(message=message, turn_id=turn_id),
                 ended,
                 usage_event(summary.model, usage, summary.receipt_id, self.ctx.prices),
+                *self._cleared(),
             ]
         )
         self.generation += 1
@@ -531,7 +536,8 @@ class Compactor:
             [
                 CompactionFailed(
                     reason=trigger, error=str(err), error_kind=error_kind(err), input_id=input_id
-                )
+                ),
+                *self._cleared(),
             ]
         )
         self._live(phase="failed", trigger=trigger, error=str(err))
@@ -542,6 +548,15 @@ class Compactor:
                 f"last error: {err}"
             ) from err
         return CompactionResult(False, trigger, reason="failed", error=str(err))
+
+    def _cleared(self) -> list[SessionEvent]:
+        """`retry.cleared` for the outcome's transaction when a summary request's rate wait is
+        still pending (`_summary_call.py`): the compaction that waited clears its own wait,
+        also outside a turn, where no step's reply follows."""
+        if not self._summarizer.rate_waited:
+            return []
+        self._summarizer.rate_waited = False
+        return [RetryCleared()]
 
     def _live(self, **data: str | int | None) -> None:
         self.port.publish("compaction", dict(data))

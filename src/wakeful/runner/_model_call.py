@@ -33,6 +33,7 @@ from ._port import SessionPort
 from ._pricing import usage_event
 from ._prompt import ReceiptChain, Section, section_blobs
 from ._request_builder import RequestBuilder
+from ._spend_gate import charge_rate, take_rate
 from ._step_done import hosted_events
 from ._stream import stream_to_finish
 from ._tool_step import started_events
@@ -77,24 +78,30 @@ class ModelCall:
         self.compaction = compaction
         self.commit = commit
 
-    async def send(self, state: TurnState, node: Attempt, streamed: Streamed) -> Sent:
+    async def send(
+        self, state: TurnState, node: Attempt, streamed: Streamed, waited: Callable[[], None]
+    ) -> Sent:
         """The attempt's request (the one built ahead when its receipt is durable and still
         matches, else built now and its receipt written first), streamed to its finish: deltas
-        published live and kept in `streamed`."""
+        published live and kept in `streamed`. Once built (after any compaction it needed) it
+        takes from the shared rate limit (`_spend_gate.py`); `waited` is called when that wait
+        was scheduled, durably (the reply clears it)."""
         prepared = await self.requests.written(node.ahead)
         written = prepared is not None  # its receipt went with the step boundary's write
         if prepared is None:
             prepared = await self.requests.build(state.turn_id, state.step, node.attempt)
         elif self.ctx.interrupt.is_set():
             raise Interrupted
+        where = (state.turn_id, state.step, node.attempt)
+        if await take_rate(
+            self.ctx, self.port, self._commit, self._live, self.ctx.model_spec, where
+        ):
+            waited()
         receipt = await self._receipt(state, prepared, node.attempt, written)
         streamed.receipt_id = receipt.receipt_id
         finish = await self._stream(prepared, streamed)
         usage = finish.usage
-        if self.ctx.rates is not None:  # the reply's tokens, charged to the shared rate limit
-            await self.ctx.rates.charge(
-                self.ctx.model_spec, usage.input_tokens + usage.output_tokens
-            )
+        await charge_rate(self.ctx, self.ctx.model_spec, usage)  # the reply's tokens
         self._live(
             "step_end",
             turn_id=state.turn_id,
@@ -275,3 +282,6 @@ class ModelCall:
 
     def _live(self, kind: LiveKind, **data: JsonValue) -> None:
         self.port.publish(kind, data)
+
+    async def _commit(self, events: Sequence[SessionEvent]) -> None:
+        await self.commit(events, None)

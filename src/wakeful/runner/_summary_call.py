@@ -11,6 +11,10 @@ Two ways, tried in order (`Summarizer.summarize`):
   labels, `_summary.py`), with its own receipt; when it is too long it is shrunk (oldest entries
   first) a bounded number of times, then fails with `CompactionPromptTooLongError`.
 
+Each request takes from the summary model's shared rate limit first, as a step's does
+(`_spend_gate.py`): a wait is a durable `retry.scheduled` (`rate_limited`) in the turn's step,
+which the compaction's outcome clears (`rate_waited`); the reply's tokens are charged to it.
+
 Invariant: every request is preceded by its durable receipt (invariant 7), as a step's is.
 """
 
@@ -50,6 +54,7 @@ from ._prompt import (
     request_digest,
     section_blobs,
 )
+from ._spend_gate import charge_rate, share_retry_after, take_rate
 from ._stream import stream_to_finish
 from ._summary import render_messages, summary_sections
 from ._work_state import render_work_state
@@ -91,6 +96,7 @@ class Summarizer:
         self.port = port
         self.history = history
         self.receipts = receipts
+        self.rate_waited = False  # a summary request waited for its rate limit, not cleared yet
 
     async def summarize(
         self,
@@ -149,6 +155,7 @@ class Summarizer:
             purpose="compaction",
             base=self.receipts.last,
         )
+        await self._take_rate(spec, (turn_id, step, 1))
         await self.port.commit([receipt], section_blobs(sections))
         self.receipts.committed(receipt, history)
         crash_point("compaction.summarizing")
@@ -156,11 +163,13 @@ class Summarizer:
         try:
             finish = await stream_to_finish(provider, req, self.ctx.interrupt)
         except ProviderError as err:  # refused (overflow, a provider that will not): fall back
+            await share_retry_after(self.ctx, err, spec)
             sid = self.port.session_id
             log.info("cached summary request of %s refused (%s); a separate one", sid, err)
             return FALLBACK
         if finish is None:
             return None
+        await charge_rate(self.ctx, spec, finish.usage)
         text = finish.message.text().strip()
         if not text or finish.message.tool_calls():  # no summary: its tokens were still spent
             await self.port.commit([usage_event(spec, finish.usage, rid, self.ctx.prices)])
@@ -192,6 +201,7 @@ class Summarizer:
                 model=spec,
                 purpose="compaction",
             )
+            await self._take_rate(spec, (turn_id, step, attempt))
             await self.port.commit([receipt], section_blobs(sections))
             crash_point("compaction.summarizing")
             self._live(phase="progress", stage="summarizing", attempt=attempt, chars=0)
@@ -202,13 +212,26 @@ class Summarizer:
             except ContextOverflowError as err:
                 drop = shrunk_drop(err, attempt, len(entries), drop)
                 continue
+            except ProviderError as err:  # a 429's retry-after slows every process
+                await share_retry_after(self.ctx, err, spec)
+                raise
             if finish is None:
                 return None
+            await charge_rate(self.ctx, spec, finish.usage)
             text = finish.message.text().strip()
             if not text:
                 raise CompactionError("the summary reply held no text")
             return Summary(text, finish.usage, drop, rid, spec)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _take_rate(self, spec: str, where: tuple[str | None, int, int]) -> None:
+        """Wait, durably, until the shared rate limit of `spec` allows the request at `where`
+        (turn id, step, summary attempt); `rate_waited` notes a wait for the outcome to clear."""
+        live = self.port.publish
+        if await take_rate(
+            self.ctx, self.port, self.port.commit, lambda k, **d: live(k, d), spec, where
+        ):
+            self.rate_waited = True
 
     def _progress(self, attempt: int) -> Callable[[StreamEvent], None]:
         """The summary stream's progress, published per text delta (characters so far)."""

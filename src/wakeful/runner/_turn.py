@@ -63,7 +63,7 @@ from ._port import SessionPort
 from ._prompt import ReceiptChain, Section, section_blobs
 from ._request_builder import RequestBuilder
 from ._retry import backoff_ms, error_kind, is_retryable, terminal_outcome
-from ._spend_gate import before_request, share_retry_after
+from ._spend_gate import check_spend, share_retry_after
 from ._step_done import hosted_call_events, hosted_calls, step_done
 from ._tool_retry import TOOL_RETRY_KIND, ToolRetries
 from ._tool_step import run_tools, started_events
@@ -261,12 +261,10 @@ class TurnRunner:
     async def _attempt(self, node: Attempt) -> Node:
         """One physical attempt of the current step. Its reply says what comes next: its calls
         run, a final reply waits for the boundary's write; a fault is retried. A step's first
-        attempt checks the budget first (`BudgetExceeded`: the turn pauses), each waits for the
-        shared rate limit (`_spend_gate.py`)."""
+        attempt checks the budget first (`BudgetExceeded`: the turn pauses); each, once built,
+        waits for the shared rate limit (`_spend_gate.py`, in `ModelCall.send`)."""
         self._check_interrupt()
-        live, state = self._live, self._state
-        if await before_request(self.ctx, self.port, self._commit, live, state, node.attempt):
-            self._state = self._state.retrying()  # the reply clears the rate wait's retry state
+        await check_spend(self.ctx, self._commit, self._live, node.attempt)
         streamed = Streamed()  # what this attempt streamed, kept when it is cut
         try:
             message = await self._ask_model(node, streamed)
@@ -479,8 +477,8 @@ class TurnRunner:
     async def _ask_model(self, node: Attempt, streamed: Streamed) -> Message:
         """The attempt's request sent under its durable receipt and its reply streamed
         (`ModelCall`); the state learns the reply, which is then kept as its step needs."""
-        state = self._state
-        sent = await self._call.send(state, node, streamed)
+        sent = await self._call.send(self._state, node, streamed, self._rate_waited)
+        state = self._state  # a rate wait scheduled: retrying (the reply clears it)
         message, events = self._call.reply(state, sent, node.message_id)
         self._state = state.replied(message.text(), sent.finish)
         await self._call.keep(self._state, message, events, sent)
@@ -591,6 +589,9 @@ class TurnRunner:
 
     def _live(self, kind: LiveKind, **data: JsonValue) -> None:
         self.port.publish(kind, data)
+
+    def _rate_waited(self) -> None:
+        self._state = self._state.retrying()
 
     def _check_interrupt(self) -> None:
         if self.ctx.interrupt.is_set():
