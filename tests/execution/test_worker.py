@@ -137,3 +137,28 @@ async def test_stop_is_a_shutdown_that_keeps_claim_and_turn(db_url: str, tmp_pat
     check_session(successor.store, sid)
     assert [t.status for t in successor.store.turns(sid)] == ["completed", "completed"]
     await successor.aclose()
+
+
+async def test_by_default_sessions_waiting_on_their_model_are_driven_together(
+    db_url: str, tmp_path: Path
+):
+    """The default concurrency fits sessions that mostly wait on a model: 24 of them, each
+    waiting on every streamed chunk, are in flight at once (the old default drove 8)."""
+    rt = runtime(db_url, tmp_path, delay_ms=20)
+    sids = [rt.send(f"task {n}", resume=False).session_id for n in range(24)]
+    most = 0
+
+    async def watch() -> None:
+        nonlocal most
+        while True:
+            most = max(most, len(rt.coordinator.active()))
+            await asyncio.sleep(0.005)
+
+    watcher = asyncio.ensure_future(watch())
+    stats = await run_worker(rt, once=True)
+    watcher.cancel()
+    assert stats.turns == 24
+    assert most == 24
+    for sid in sids:
+        check_session(rt.store, sid)
+    await rt.aclose()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .._defaults import WORKER_CONCURRENCY
 from ..errors import LocationUnavailableError, UsageError, WakefulError
 from ..events import ApprovalRequested
 from ..execution import Runtime, off_loop
@@ -415,7 +416,13 @@ def _served(locations: tuple[str, ...]) -> list[str] | None:
 
 @click.command()
 @click.option("--once", is_flag=True, help="Exit when no session has work left.")
-@click.option("--concurrency", default=8, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--concurrency",
+    default=WORKER_CONCURRENCY,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Sessions driven at once (most of a drain's time is a wait on its model).",
+)
 @click.option(
     "--location",
     "locations",

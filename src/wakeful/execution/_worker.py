@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from .._defaults import WORKER_CONCURRENCY
 from ..errors import CommitUnknownError
 from ..store import Claim, LocalStore, Outage, Reservation, is_transient
 from ._drain import DrainResult
@@ -188,7 +189,7 @@ async def run_worker(
     rt: Runtime,
     *,
     once: bool = False,
-    concurrency: int = 8,
+    concurrency: int = WORKER_CONCURRENCY,
     stop: asyncio.Event | None = None,
     locations: Sequence[str] | None = None,
 ) -> WorkerStats:
