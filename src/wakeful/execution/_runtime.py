@@ -12,14 +12,13 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pydantic import JsonValue
 
-from ..config import DEFAULT_PERMISSIONS, CompactionConfig, Config, load_config
-from ..errors import LocationUnavailableError, UsageError
+from ..config import Config, load_config
+from ..errors import UsageError
 from ..events import (
     ApprovalRequested,
     Delivery,
@@ -28,19 +27,11 @@ from ..events import (
     SessionEvent,
     SessionUpdated,
 )
-from ..instructions import agent_sources, host_sources, workspace_sources
-from ..providers import Provider, check_model, make_provider
+from ..providers import Provider
 from ..runner import (
-    LEGACY_KINDS,
-    Agent,
     AskResult,
-    LiveEvent,
     LiveListener,
-    PermissionPolicy,
-    PriceTable,
-    RunContext,
     Tool,
-    ToolContext,
     Tracing,
     TurnResult,
     resolve_agent,
@@ -59,23 +50,18 @@ from ..store import (
 from ._approve import admit_decision, pending_approvals
 from ._children import Children
 from ._coordinator import Coordinator
-from ._delegation import delegation_of
 from ._drain import DrainOptions, DrainResult
 from ._event_stream import EventStream, Streams
 from ._follow import drive_input, input_outcome
 from ._hooks import HookEvent, Hooks
 from ._host import HostMixin
 from ._interrupts import InterruptMixin
-from ._mcp_switch import MCP_NAMESPACE, switched_off
 from ._move import existing_location
 from ._off_loop import off_loop, wait_off_loop
-from ._place import Place, config_stamp, is_current, read_place
-from ._port import PortHooks, SessionSetup
-from ._rates import StoreRates
+from ._place import Place, PlacesMixin, config_stamp
 from ._reads import Reads
-from ._refresh import Known, KnownFacts, refresher
 from ._runtime_schedules import SchedulesMixin
-from ._scope_budgets import scope_limits
+from ._setup import SetupMixin
 from ._shaping import ShapingMixin, ToolState
 from ._toolbox import Toolbox
 
@@ -117,11 +103,18 @@ class SendResult:
     def of(cls, adm: Admission) -> SendResult:
         """The result of an admission (`SqlStore.admit`): its item and message id."""
         item = adm.item
-        return cls(item.session_id, item.input_id, adm.created, adm.session_created,
-                   item.status, item, sent_message_id(item))  # fmt: skip
+        return cls(
+            item.session_id,
+            item.input_id,
+            adm.created,
+            adm.session_created,
+            item.status,
+            item,
+            sent_message_id(item),
+        )
 
 
-class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
+class Runtime(PlacesMixin, SetupMixin, ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
     """A store plus everything needed to drive its sessions in this process."""
 
     store: SqlStore  # the concrete store it opens (its mixins need only a `LocalStore`)
@@ -168,6 +161,7 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         self.tracing = Tracing.create(tracer_provider)
         self._providers: dict[str, Provider] = {}
         self._providers_lock = threading.Lock()
+        self._tool_state = ToolState(self, self.store.extension_state)
         self._model_checked = False  # `self.model` passed `check_model` (see `send`)
         if options is None:
             ex = self.config.execution
@@ -179,73 +173,18 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         self.coordinator = Coordinator(self.store, self._context, options)
         resolve_agent(self.agent_name, self.config)  # fail early on an unknown agent
         self.children = Children(
-            self.store, self.coordinator, default_agent=self.agent_name,
+            self.store,
+            self.coordinator,
+            default_agent=self.agent_name,
             check_agent=lambda name, loc: resolve_agent(name, self.place(loc).config),
             workspace=str(self.workspace),
-        )  # fmt: skip
+        )
 
     def add_tool(self, tool: Tool) -> None:
         """Offer `tool` (a `wakeful.tools.tool` function or any `Tool`) to the sessions this
         runtime drives: `build` and agents without a tool list get it, others when their list
         names it. `UsageError` for a bad name or one a built-in has."""
         self.toolbox.register(tool)
-
-    def check_model(self, spec: str, place: Place | None = None) -> None:
-        """Raise `UsageError` (one line) unless `spec` can be built here, with the `[providers]`
-        options of `place`'s configuration (default: this runtime's workspace): a valid spec,
-        an existing scripted file, an API key. Nothing is written; no request is sent."""
-        config = self.config if place is None else place.config
-        check_model(spec, **config.providers.options_for(spec))
-
-    def build_provider(self, spec: str, place: Place | None = None) -> Provider:
-        """A new provider for `spec` with the `[providers]` options (API key variable, base URL,
-        context windows, output limits) of `place`'s configuration (default: this runtime's
-        workspace); the one builder of every model this runtime uses, the session's and a
-        `[compaction] model`. The caller closes it. `UsageError` when it cannot be built
-        (`check_model`)."""
-        config = self.config if place is None else place.config
-        options = config.providers.options_for(spec)
-        check_model(spec, **options)  # a key removed since: a `UsageError`, the turn blocked
-        return make_provider(spec, **options)
-
-    def _provider(self, spec: str, place: Place) -> Provider:
-        """The one provider of `spec` at `place` (built once, closed by `aclose`): the
-        provider factory of that place's turns, for the session's model and a
-        `[compaction] model` alike. Contexts are built in worker threads, hence the lock."""
-        key = f"{place.root}\0{spec}"  # a workspace's configuration may set its options
-        with self._providers_lock:
-            if key not in self._providers:
-                self._providers[key] = self.build_provider(spec, place)
-            return self._providers[key]
-
-    def place(self, location: str | None) -> Place:
-        """Where a session at `location` runs in this process: its root and its workspace's
-        configuration (`wakeful.toml` found from the root; `--max-output-tokens` applied), read
-        again when its files changed since (`_place.is_current`; issue 37 item 22). None (a
-        session recorded without a location) runs at this runtime's workspace.
-
-        Raises `LocationUnavailableError` when the location is not a directory on this host.
-        """
-        key = str(self.workspace) if location is None else location
-        if location is not None and self.serves is not None and not self.serves(location):
-            raise LocationUnavailableError(
-                f"the session lives at {location}, which this process does not serve",
-                location=location,
-            )
-        if location is not None and not Path(location).is_dir():
-            raise LocationUnavailableError(
-                f"the session lives at {location}, which is not a directory on this host",
-                location=location,
-            )
-        found = self._places.get(key)
-        if found is None or not is_current(found):  # new here, or its files edited since
-            found = self._places[key] = read_place(Path(key), self._output_limit, found)
-        return found
-
-    def compaction_at(self, location: str | None) -> CompactionConfig:
-        """The `[compaction]` settings a session at `location` runs with here: its place's
-        configuration, as its drains read it (`place`; `LocationUnavailableError` likewise)."""
-        return self.place(location).config.compaction
 
     def set_identity(
         self, session_id: str, *, agent: str | None = None, model: str | None = None
@@ -269,76 +208,6 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
             return False
         self.store.append(session_id, [SessionUpdated(**changes)])
         return True
-
-    def _context(
-        self, session_id: str, interrupt: asyncio.Event, had: Known = None
-    ) -> SessionSetup:
-        """The session's turn context and port hooks here (a thread: reads store, facts not `had`)."""
-        row = self.store.get_session(session_id)
-        known = had or KnownFacts.read(self.store, session_id)
-        place = self.place(row.location)
-        if row.waiting_for is not None:  # a worker left it; this driver serves its location
-            self.store.claims.clear_wait(session_id)
-        config = place.config
-        agent: Agent = resolve_agent(
-            row.agent or self.agent_name, config, list(self.toolbox.registered)
-        )
-        spec = row.model or agent.model or self.model
-        top = row.parent_id is None  # delegation is one level deep: only top-level sessions
-        off = switched_off(self.store.extension_state(session_id, MCP_NAMESPACE))  # `/mcp`
-        agent, tools, mcp_sources = self.toolbox.for_agent(
-            agent, place.root, config, delegation=top, off=off
-        )
-        settle = None
-        if not top and delegation_of(self.store, session_id) == "background":
-            settle = self.children.settler(session_id, row.parent_id or "", row.agent)
-        self._provider(spec, place)  # built here: an unbuildable model blocks before any claim
-        ctx = RunContext(
-            providers=partial(self._provider, place=place),
-            model_spec=spec,
-            agent=agent,
-            tools=tools,
-            tool_context=ToolContext(
-                workspace=place.root,
-                session_id=session_id,
-                delegate=self.children if top else None,
-                state=ToolState(self, self.store.extension_state),
-            ),  # fmt: skip
-            shutdown=self.coordinator.options.shutdown,
-            policy=PermissionPolicy(config.permissions, builtin=DEFAULT_PERMISSIONS),
-            ask=self.ask,
-            retry=config.retry,
-            compaction=config.compaction,
-            interrupt=interrupt,
-            instruction_sources=[
-                *workspace_sources(place.root, config.instructions),
-                *agent_sources(place.root, agent.skills), *mcp_sources,
-                *host_sources(known.entries),
-            ],  # fmt: skip
-            trace_ids=self.tracing.ids if self.tracing is not None else None,
-            prices=PriceTable.of(config.prices),
-            loop_guard=config.loop_guard,
-            budget=config.budgets,
-            spend=partial(asyncio.to_thread, self.store.spend.budget, row.root_id, session_id),
-            rates=StoreRates(self.store, config) if config.rate_limits else None,
-            scopes=scope_limits(self.store, config.budgets, row.root_id, agent.name),
-            refresh=refresher(known, (row.agent, row.model), place,
-                              lambda: self._context(session_id, interrupt, known).ctx),
-        )  # fmt: skip
-        return SessionSetup(ctx, PortHooks(listener=self._publish, settle=settle), known)
-
-    def _publish(self, event: LiveEvent) -> None:
-        """Every live event of a session driven here: to tracing, the hooks, the open event
-        streams, and the single `listener` (the kinds it always received)."""
-        if self.tracing is not None:
-            try:
-                self.tracing.observe(event)
-            except Exception:  # tracing observes; it never breaks a turn
-                log.exception("tracing failed on a %s event", event.kind)
-        self.hooks.emit_live(event)
-        self._streams.publish(event)
-        if self.listener is not None and event.kind in LEGACY_KINDS:
-            self.listener(event)
 
     def events(
         self, session_id: str, *, durable: bool = True, after: int | None = None
@@ -384,10 +253,12 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
                 self.check_model(self.model)  # before anything is written: no stranded session
                 self._model_checked = True  # once per runtime: a script is not parsed per send
             made = SessionCreated(
-                title=title or (text or "")[:80] or None, agent=self.agent_name,
-                model=self.model, metadata={"workspace": str(self.workspace)},
+                title=title or (text or "")[:80] or None,
+                agent=self.agent_name,
+                model=self.model,
+                metadata={"workspace": str(self.workspace)},
                 location=str(self.workspace),
-            )  # fmt: skip
+            )
         adm: Admission = self.store.admit(sid, input_id, kind, payload, delivery, create=made)
         sent = self._admitted(sid, adm, kind, delivery)
         if resume:
@@ -399,19 +270,30 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         `create=False`), in one store transaction (`SqlStore.admit_together`): each one's
         `SendResult`, or the error `send` would raise for it, in order."""
         return [
-            out if isinstance(out, Exception) else self._admitted(r.session_id, out, r.kind, r.delivery)
+            out
+            if isinstance(out, Exception)
+            else self._admitted(r.session_id, out, r.kind, r.delivery)
             for r, out in zip(requests, self.store.admit_together(requests), strict=True)
-        ]  # fmt: skip
+        ]
 
     def _admitted(
         self, sid: str, adm: Admission, kind: InputKind, delivery: Delivery
     ) -> SendResult:
         """Tell the hooks of an admission; what `send` returns for it."""
         if self.hooks:
-            self.hooks.emit(HookEvent(
-                "input_admitted", sid, {"input_id": adm.item.input_id, "kind": kind,
-                "delivery": delivery, "created": adm.created}, self.store.clock.now_ms(),
-            ))  # fmt: skip
+            self.hooks.emit(
+                HookEvent(
+                    "input_admitted",
+                    sid,
+                    {
+                        "input_id": adm.item.input_id,
+                        "kind": kind,
+                        "delivery": delivery,
+                        "created": adm.created,
+                    },
+                    self.store.clock.now_ms(),
+                )
+            )
         return SendResult.of(adm)
 
     @property
@@ -421,18 +303,29 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         return self.store
 
     def create_session(
-        self, *, title: str | None = None, agent: str | None = None, model: str | None = None,
-        metadata: dict[str, JsonValue] | None = None, location: str | None = None,
-        session_id: str | None = None, events: Sequence[SessionEvent] = (),
-    ) -> SessionRow:  # fmt: skip
+        self,
+        *,
+        title: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+        metadata: dict[str, JsonValue] | None = None,
+        location: str | None = None,
+        session_id: str | None = None,
+        events: Sequence[SessionEvent] = (),
+    ) -> SessionRow:
         """Create a session (a fresh id unless `session_id`) with these fields as given (None:
         no agent, model or location recorded; `send` fills in this runtime's), holding `events`
         (an import's messages) written in the same transaction. The caller checks agent and
         model first (`place`, `check_model`)."""
         return self.store.create_session(
-            session_id, title=title, agent=agent, model=model, metadata=metadata,
-            location=location, events=events,
-        )  # fmt: skip
+            session_id,
+            title=title,
+            agent=agent,
+            model=model,
+            metadata=metadata,
+            location=location,
+            events=events,
+        )
 
     def fork(self, session_id: str, through_seq: int | None = None, **fields: Any) -> SessionRow:
         """A new session holding the session's messages through `through_seq` (default: all);
@@ -448,9 +341,13 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         return self.store.delete(session_id)
 
     def compact(
-        self, session_id: str, *, tail_turns: int | None = None, input_id: str | None = None,
+        self,
+        session_id: str,
+        *,
+        tail_turns: int | None = None,
+        input_id: str | None = None,
         resume: bool = True,
-    ) -> SendResult:  # fmt: skip
+    ) -> SendResult:
         """Admit a manual compaction request (a control item run at the session's next turn
         boundary, keeping `tail_turns` recent turns word for word: default `[compaction]`);
         with `resume`, wake the drain. `NotFoundError` for an unknown session."""
@@ -458,9 +355,13 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         if tail_turns is not None:
             payload["tail_turns"] = tail_turns
         return self.send(
-            session_id=session_id, input_id=input_id, kind="compaction", payload=payload,
-            resume=resume, create=False,
-        )  # fmt: skip
+            session_id=session_id,
+            input_id=input_id,
+            kind="compaction",
+            payload=payload,
+            resume=resume,
+            create=False,
+        )
 
     def note_waiting(self, session_id: str, location: str) -> None:
         """Record that the session waits for a worker serving `location` (what `session show`
@@ -508,9 +409,13 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         self.coordinator.wake(session_id)
 
     def move(
-        self, session_id: str, path: str | Path, *, input_id: str | None = None,
+        self,
+        session_id: str,
+        path: str | Path,
+        *,
+        input_id: str | None = None,
         resume: bool = True,
-    ) -> SendResult:  # fmt: skip
+    ) -> SendResult:
         """Admit a `move` of the session to the directory `path` (a control item applied at
         the next idle boundary: `docs/locations.md`); with `resume`, wake its drain.
 
@@ -520,9 +425,12 @@ class Runtime(ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
         self.store.get_session(session_id)
         where = existing_location(path)
         return self.send(
-            session_id=session_id, input_id=input_id, kind="move", payload={"location": where},
+            session_id=session_id,
+            input_id=input_id,
+            kind="move",
+            payload={"location": where},
             resume=resume,
-        )  # fmt: skip
+        )
 
     async def run(
         self, text: str, *, session_id: str | None = None, **kw: object

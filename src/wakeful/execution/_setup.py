@@ -1,0 +1,151 @@
+"""How `Runtime` sets up a session's turns here (`SetupMixin`): the `RunContext` built from
+the session's row, its place's configuration, its agent and this process's tools, and the port
+hooks that publish the turn's live events (to tracing, the hooks, the open event streams and the
+single `listener`). Built in a worker thread: it reads the store."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from functools import partial
+from typing import TYPE_CHECKING
+
+from ..config import DEFAULT_PERMISSIONS
+from ..instructions import Source, agent_sources, host_sources, workspace_sources
+from ..runner import (
+    LEGACY_KINDS,
+    Agent,
+    AskResult,
+    LiveEvent,
+    LiveListener,
+    PermissionPolicy,
+    PriceTable,
+    RunContext,
+    Tool,
+    ToolContext,
+    Tracing,
+    resolve_agent,
+)
+from ..store import LocalStore, SessionRow
+from ._delegation import delegation_of
+from ._mcp_switch import MCP_NAMESPACE, switched_off
+from ._port import PortHooks, SessionSetup
+from ._rates import StoreRates
+from ._refresh import Known, KnownFacts, refresher
+from ._scope_budgets import scope_limits
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from ..providers import Provider
+    from ._children import Children
+    from ._coordinator import Coordinator
+    from ._event_stream import Streams
+    from ._hooks import Hooks
+    from ._place import Place
+    from ._shaping import ToolState
+    from ._toolbox import Toolbox
+
+log = logging.getLogger("wakeful.runtime")
+
+
+class SetupMixin:
+    """A session's turn context and live-event publishing for `Runtime`."""
+
+    store: LocalStore
+    toolbox: Toolbox
+    children: Children
+    coordinator: Coordinator
+    ask: Callable[[str, dict[str, object]], Awaitable[AskResult]] | None
+    tracing: Tracing | None
+    hooks: Hooks
+    listener: LiveListener | None
+    agent_name: str
+    model: str
+    _streams: Streams
+    _tool_state: ToolState  # the tools' extension state, through the runtime's checks
+
+    if TYPE_CHECKING:  # the `Runtime`'s own (`PlacesMixin`)
+
+        def place(self, location: str | None) -> Place: ...
+        def _provider(self, spec: str, place: Place) -> Provider: ...
+
+    def _context(
+        self, session_id: str, interrupt: asyncio.Event, had: Known = None
+    ) -> SessionSetup:
+        """The session's turn context and port hooks here (a thread: reads store, facts not `had`)."""
+        row = self.store.get_session(session_id)
+        known = had or KnownFacts.read(self.store, session_id)
+        place = self.place(row.location)
+        if row.waiting_for is not None:  # a worker left it; this driver serves its location
+            self.store.claims.clear_wait(session_id)
+        config = place.config
+        top = row.parent_id is None  # delegation is one level deep: only top-level sessions
+        agent, tools, mcp_sources = self._equip(row, place, delegation=top)
+        spec = row.model or agent.model or self.model
+        settle = None
+        if not top and delegation_of(self.store, session_id) == "background":
+            settle = self.children.settler(session_id, row.parent_id or "", row.agent)
+        self._provider(spec, place)  # built here: an unbuildable model blocks before any claim
+        ctx = RunContext(
+            providers=partial(self._provider, place=place),
+            model_spec=spec,
+            agent=agent,
+            tools=tools,
+            tool_context=ToolContext(
+                workspace=place.root,
+                session_id=session_id,
+                delegate=self.children if top else None,
+                state=self._tool_state,
+            ),
+            shutdown=self.coordinator.options.shutdown,
+            policy=PermissionPolicy(config.permissions, builtin=DEFAULT_PERMISSIONS),
+            ask=self.ask,
+            retry=config.retry,
+            compaction=config.compaction,
+            interrupt=interrupt,
+            instruction_sources=[
+                *workspace_sources(place.root, config.instructions),
+                *agent_sources(place.root, agent.skills),
+                *mcp_sources,
+                *host_sources(known.entries),
+            ],
+            trace_ids=self.tracing.ids if self.tracing is not None else None,
+            prices=PriceTable.of(config.prices),
+            loop_guard=config.loop_guard,
+            budget=config.budgets,
+            spend=partial(asyncio.to_thread, self.store.spend.budget, row.root_id, session_id),
+            rates=StoreRates(self.store, config) if config.rate_limits else None,
+            scopes=scope_limits(self.store, config.budgets, row.root_id, agent.name),
+            refresh=refresher(
+                known,
+                (row.agent, row.model),
+                place,
+                lambda: self._context(session_id, interrupt, known).ctx,
+            ),
+        )
+        return SessionSetup(ctx, PortHooks(listener=self._publish, settle=settle), known)
+
+    def _equip(
+        self, row: SessionRow, place: Place, *, delegation: bool
+    ) -> tuple[Agent, dict[str, Tool], list[Source]]:
+        """The session's agent at `place` (its own, else this runtime's), with its tools
+        resolved and the MCP servers' instruction sources (`Toolbox.for_agent`; the servers
+        switched off in the session, `/mcp`, are listed as off)."""
+        config = place.config
+        agent = resolve_agent(row.agent or self.agent_name, config, list(self.toolbox.registered))
+        off = switched_off(self.store.extension_state(row.id, MCP_NAMESPACE))
+        return self.toolbox.for_agent(agent, place.root, config, delegation=delegation, off=off)
+
+    def _publish(self, event: LiveEvent) -> None:
+        """Every live event of a session driven here: to tracing, the hooks, the open event
+        streams, and the single `listener` (the kinds it always received)."""
+        if self.tracing is not None:
+            try:
+                self.tracing.observe(event)
+            except Exception:  # tracing observes; it never breaks a turn
+                log.exception("tracing failed on a %s event", event.kind)
+        self.hooks.emit_live(event)
+        self._streams.publish(event)
+        if self.listener is not None and event.kind in LEGACY_KINDS:
+            self.listener(event)
