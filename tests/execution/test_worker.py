@@ -12,7 +12,7 @@ import pytest
 from tests.allow import ALLOW_WRITES
 from wakeful.config import Config, ExecutionConfig, RetryConfig
 from wakeful.errors import StoreBusyError, StoreError
-from wakeful.execution import Runtime, _drain, run_worker
+from wakeful.execution import Runtime, _drain, _worker, run_worker
 from wakeful.execution._worker import candidates
 
 from .helpers import check_session, write_script
@@ -161,4 +161,39 @@ async def test_by_default_sessions_waiting_on_their_model_are_driven_together(
     assert most == 24
     for sid in sids:
         check_session(rt.store, sid)
+    await rt.aclose()
+
+
+async def test_drives_ending_are_one_look_per_batch_not_one_per_session(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A worker looks at the store again when drives end only if its last look left work
+    behind for want of slots, and then once a batch of slots is free (issue 36 item 1:
+    wakeups per process, not per session). With room for every session, 12 drives ending
+    cost no look beyond the last one, which finds nothing (the poll is long here)."""
+    looks: list[int] = []
+    real = _worker.look
+
+    def counted(*args: Any, **kwargs: Any) -> tuple[bool, bool]:
+        looks.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_worker, "look", counted)
+    config = CONFIG.model_copy(
+        update={"execution": ExecutionConfig(poll_interval_ms=5_000, lease_ms=30_000)}
+    )
+    model = write_script(tmp_path / "s.json", [{"match": ".", "replies": [{"text": "ok"}]}])
+    rt = Runtime(db_url, model=model, workspace=tmp_path, config=config)
+    if rt.store.backend.kind == "sqlite":  # its wait for work is a sleep of its own poll
+        rt.store.backend.poll_s = 5.0  # type: ignore[attr-defined]
+    for n in range(12):
+        rt.send(f"task {n}", resume=False)
+    stats = await run_worker(rt, once=True, concurrency=16)
+    assert stats.turns == 12
+    assert len(looks) <= 3  # the first, and the one after the last drive (one more at most)
+    looks.clear()
+    for n in range(12):  # two slots for 12 sessions: a look per freed batch (of 1 here)
+        rt.send(f"more {n}", resume=False)
+    stats = await run_worker(rt, once=True, concurrency=2)
+    assert stats.turns == 12
     await rt.aclose()

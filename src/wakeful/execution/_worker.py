@@ -235,6 +235,11 @@ class _Worker:
         self.outage = Outage(log, "looking for work")  # the worker's own store calls
         self.failing = Outage(log, "in drains")  # drains: a session is retried after the backoff
         self.stopper: asyncio.Future[Any] = self.loop.create_future()  # set by `run`
+        # Whether the last look found work while every slot was taken (more may be waiting):
+        # only then is a drive's end a reason to look again before the next change or poll,
+        # and only once `refill_at` slots are free, so takeovers and reservations stay batches.
+        self.left = False
+        self.refill_at = max(1, concurrency // 8)
 
     async def run(self) -> WorkerStats:
         """Look at the store, start drives, wait for a change; until `stop` (or `once` done)."""
@@ -261,6 +266,7 @@ class _Worker:
                     continue
                 if await self._done(slots, claims, orphans, ready and not started):
                     break
+                self.left = (orphans or ready) and len(self.inflight) >= self.concurrency
                 change = await self._wait(change)
         finally:
             self.stopper.cancel()
@@ -354,17 +360,28 @@ class _Worker:
         return left is False
 
     async def _wait(self, change: asyncio.Future[None] | None) -> asyncio.Future[None]:
-        """Wait for a stop, a drive's end or a change in the store (or the poll interval)."""
-        if change is None or change.done():
-            wait_for_work = self.rt.store.feed.wait_for_work
-            change = asyncio.ensure_future(wait_off_loop(wait_for_work, self.poll_s))
-        waiting: set[asyncio.Future[Any]] = {self.stopper, change, *self.inflight.values()}
-        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        if change.done() and (err := change.exception()) is not None:
-            if not is_transient(err):  # (a backend's wait retries its own connection)
-                raise err
-            await asyncio.wait({self.stopper}, timeout=self.outage.failed(err))
-        return change
+        """Wait for a stop, a change in the store (or the poll interval), or drives' ends that
+        make a look worth it (`_refill`): one look per process and change, not per session."""
+        while True:
+            if change is None or change.done():
+                wait_for_work = self.rt.store.feed.wait_for_work
+                change = asyncio.ensure_future(wait_off_loop(wait_for_work, self.poll_s))
+            waiting: set[asyncio.Future[Any]] = {self.stopper, change, *self.inflight.values()}
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if change.done() and (err := change.exception()) is not None:
+                if not is_transient(err):  # (a backend's wait retries its own connection)
+                    raise err
+                await asyncio.wait({self.stopper}, timeout=self.outage.failed(err))
+            if self.stopper.done() or change.done() or self._refill():
+                return change
+
+    def _refill(self) -> bool:
+        """Whether the drives that ended are a reason to look now: none is left (a `once`
+        worker may be done, or its orphans' owners just died), or the last look left work
+        behind and a batch of slots is free. Otherwise an ending drive found nothing new:
+        what a look would find arrives as a change (an admission's NOTIFY) or by the poll."""
+        free = self.concurrency - len(self.inflight)
+        return not self.inflight or (self.left and free >= self.refill_at)
 
     def _start(
         self,
