@@ -11,10 +11,10 @@ view and calls compaction as a collaborator.
 The turn is a small state machine (`_turn_state.py`, with its diagram): `TurnState` is what the
 turn knows, replaced at each transition, and each handler here runs one node (an attempt, a
 retry's wait, the tools, a step boundary, a held final reply) and returns the next, so the
-turn reads as the loop in `_steps`. Tool results, whose side effects already happened, are
-saved through transient store faults (`_waits.waited_out`), with the claim kept. What a step
-sends is built by `RequestBuilder` (`_request_builder.py`), also ahead of the boundary that
-ends a read-only tool step, whose write then carries the next step's receipt.
+turn reads as the loop in `_steps`. A step's tool calls (decisions, running, results saved
+through transient store faults with the claim kept) are `ToolCallsMixin` (`_turn_tools.py`).
+What a step sends is built by `RequestBuilder` (`_request_builder.py`), also ahead of the
+boundary that ends a read-only tool step, whose write then carries the next step's receipt.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from ..errors import (
     ClaimLostError,
     ContentFilterError,
     ContextOverflowError,
-    NotFoundError,
     ProviderError,
     StepLimitError,
     StoreError,
@@ -45,12 +44,11 @@ from ..events import (
     TurnStarted,
     WorkStateUpdated,
 )
-from ..messages import Message, ToolCallBlock, new_message_id
-from ..store import Delivered, InboxItem, blob_digest, is_transient
+from ..messages import Message, new_message_id
+from ..store import Delivered, InboxItem, is_transient
 from ._aborted import Streamed
 from ._active import ActiveHistory
 from ._approvals import AwaitingApproval
-from ._asking import ask_approvals
 from ._budget_gate import BUDGET_KIND, BudgetExceeded
 from ._compaction import IDLE_REASON, CompactionResult, Compactor
 from ._context import Interrupted, RunContext, TurnResult
@@ -65,8 +63,7 @@ from ._request_builder import RequestBuilder
 from ._retry import backoff_ms, error_kind, is_retryable, terminal_outcome
 from ._spend_gate import check_spend, share_retry_after
 from ._step_done import hosted_call_events, hosted_calls, step_done
-from ._tool_retry import TOOL_RETRY_KIND, ToolRetries
-from ._tool_step import run_tools, started_events
+from ._tool_retry import ToolRetries
 from ._turn_state import (
     Attempt,
     Boundary,
@@ -78,12 +75,13 @@ from ._turn_state import (
     RunTools,
     TurnState,
 )
+from ._turn_tools import ToolCallsMixin
 from ._waits import wait_until, waited_out
 
 log = logging.getLogger("wakeful.runner")
 
 
-class TurnRunner:
+class TurnRunner(ToolCallsMixin):
     """Runs turns of one session under one `RunContext`, through the session's port.
 
     What changes while a turn runs is one value, the turn's `TurnState`, replaced at each
@@ -350,23 +348,6 @@ class TurnRunner:
         self._requests.use(fresh)
         self._call.ctx = fresh
 
-    async def _retry_call(self, call: ToolCallBlock, err: BaseException) -> bool:
-        """A tool call's transient failure (`retryable_failure`): while the call's budget lasts
-        (`retry.max_retries`, counted per call), a durable `retry.scheduled` (kind
-        `tool_unavailable`) and its backoff wait, then True: the call is made again. False once
-        the budget is spent: the failure is the call's result (docs/tools.md, "Retries")."""
-        async with self._tool_retries.lock:  # concurrent calls of one step write one at a time
-            retry = self._tool_retries.plan(call, err, self._state, self.ctx)
-            if retry is None:
-                return False
-            await self._commit([retry])
-            self._state = self._state.retrying()
-        self._live(
-            "retry", attempt=retry.attempt, delay_ms=retry.delay_ms, error_kind=TOOL_RETRY_KIND
-        )
-        await wait_until(self.ctx, self.port, retry.deadline_ms)
-        return True
-
     async def _run_tools(self, node: RunTools) -> Boundary:
         """Run the reply's calls; the step boundary follows (holding the step when its reply
         and results wait for it)."""
@@ -483,100 +464,6 @@ class TurnRunner:
         self._state = state.replied(message.text(), sent.finish)
         await self._call.keep(self._state, message, events, sent)
         return message
-
-    # -- tools and approvals ----------------------------------------------------------------
-
-    async def _tools(self, message: Message, approved: dict[str, bool] | None = None) -> bool:
-        """Run the calls of `message` (asking for the decisions they need first, unless
-        `approved` holds them); whether its reply and results are held for the boundary."""
-        ctx, held = self.ctx, False
-        if approved is None:
-            approved = await self._approve(message)
-
-        async def save(events: Sequence[SessionEvent], blobs: Sequence[bytes] = ()) -> None:
-            nonlocal held
-            held = await self._save_results(events, blobs)
-
-        results = await run_tools(
-            message,
-            tools=ctx.tools,
-            tool_context=ctx.tool_context,
-            policy=ctx.policy,
-            ask=None,
-            save=save,
-            live=self._live,
-            interrupt=ctx.interrupt,
-            turn_id=self._state.turn_id,
-            approved=approved,  # every `ask` call was decided above (or waits, or is declined)
-            now_ms=ctx.clock.now_ms,
-            retry=self._retry_call,
-        )
-        self._check_interrupt()
-        self._guard.observe(message.tool_calls(), results)  # `LoopDetected`: the turn pauses
-        return held
-
-    async def _save_results(
-        self, events: Sequence[SessionEvent], blobs: Sequence[bytes] = ()
-    ) -> bool:
-        """Commit a tool step's results: their side effects ran, so a store fault is waited out
-        (`waited_out`); a retry first looks whether an earlier try committed after all. Returns
-        whether they are held instead, with their reply, for the step boundary's write."""
-        if self.port.holding and not blobs:
-            # The reply is held (its calls are all read-only, `ModelCall.keep`): its results wait
-            # with it for the step boundary's write, which comes next (`_boundary`). A crash
-            # before it loses the step, as a crash during the calls does, and the step is
-            # asked again: nothing outside the session changed. One commit per step fewer.
-            self.port.hold(events)
-            self._requests.committed(events)
-            return True
-        stored = {blob_digest(b): b for b in blobs}
-
-        async def save(retry: bool) -> None:
-            await (self.port.recommit if retry else self.port.commit)(events, stored)
-
-        what = f"saving tool results of {self.sid}"
-        await waited_out(self.ctx, what, save, crash="tool.saving")
-        self._requests.committed(events)
-        return False
-
-    async def _approve(self, message: Message) -> dict[str, bool]:
-        """Decide the calls of `message` (`_asking.py`); the decisions are durable
-        (`approval.decided`, with the calls' `tool.started`, which the reply's requests stood
-        in for) before any call runs, and an `always` joins the state's grants. Calls the
-        person left undecided keep waiting: the decisions given are kept, the turn pauses."""
-        decided, grants, events, left = await ask_approvals(self.ctx, message, self._state.grants)
-        self._state = self._state.granted(grants)
-        if left:
-            if events:
-                await self._commit(events)
-            raise AwaitingApproval(left)
-        if events:
-            await self._commit([*events, *started_events(message)])
-        return decided
-
-    async def _decided_step(self) -> bool:
-        """At the turn's start: read the session's grants and, when calls wait for approval,
-        pause again (some are undecided) or run them as decided (the step the pause left).
-        Returns whether it ran a step."""
-        approvals = await self.port.approvals()
-        self._state = self._state.granted(approvals.grants)
-        step = approvals.step
-        if step is None:
-            return False
-        if step.pending:
-            raise AwaitingApproval(step.pending)
-        messages = await self._requests.messages()
-        message = next((m for m in messages if m.id == step.message_id), None)
-        if message is None:  # not in the active history (cannot happen short of a bad log)
-            message = await self.port.message(step.message_id)
-        if message is None:
-            raise NotFoundError(f"the message {step.message_id} awaiting approval is not stored")
-        await self._commit(started_events(message))
-        crash_point("approval.started")
-        approved = {c.id: True for c in message.tool_calls() if c.name in approvals.grants}
-        approved |= {cid: d != "deny" for cid, d in step.decisions.items()}
-        await self._tools(message, approved)
-        return True
 
     # -- plumbing -------------------------------------------------------------------------
 
