@@ -5,8 +5,8 @@ Invariant: a migration, once released, never changes; a new need is a new number
 of eras, one module each: `_v01` (1-10), `_v11` (11-20), `_v21` (21 on). **A new migration is
 appended to the end of `_v21.ERA`** (or of the newest era module, once there is a later one),
 numbered one above the last entry; a rebase that meets another new migration there renumbers
-its own after it. The backends apply them (`_sqlite._migrate`, `PostgresStore._migrate`), splitting each
-script with `statements`.
+its own after it. The backends apply them (`_sqlite._migrate`, `PostgresBackend._migrate`),
+splitting each script with `statements`.
 """
 
 from __future__ import annotations
