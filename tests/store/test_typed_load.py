@@ -1,6 +1,8 @@
 """A transcript's `message.added` bodies are decoded in one pass (issue 36 item 6): the same
-messages as one decode per body, in log order among deliveries and edits, on both backends; a
-body the fast pass refuses is decoded alone and its error is the one `load_event` names."""
+messages as one decode per body, in log order among deliveries and edits, on both backends; in
+a session of today's shapes built as stored with no validation (`test_built_messages.py`),
+else with one; a body the fast pass refuses is decoded alone and its error is the one
+`load_event` names."""
 
 from __future__ import annotations
 
@@ -65,6 +67,10 @@ def test_a_transcript_decodes_its_added_bodies_in_one_pass(
     monkeypatch.setattr(_codec, "load_event", lambda _data: pytest.fail("decoded one by one"))
     got = store.messages(sid)
     assert got == expected and [m.text() for m in got][2] == "delivered"
+    assert calls == []  # a session of today's shapes: built as stored
+    with store.backend.transaction(write=True) as tx:  # bodies of other shapes may be mixed in
+        tx.send("UPDATE sessions SET message_shapes = '-' WHERE id = ?", (sid,))
+    assert store.messages(sid) == expected
     assert calls == [7]  # the seven added bodies, one validation
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from ._built import messages_as_stored
     from ._codec import (
         StoredEvent,
         dump_event,
@@ -96,6 +97,7 @@ _LAZY = {
     "dump_event": "wakeful.events._codec",
     "load_event": "wakeful.events._codec",
     "load_messages_added": "wakeful.events._codec",
+    "messages_as_stored": "wakeful.events._built",
     "open_body": "wakeful.events._sealed",
     "set_sealed_opener": "wakeful.events._sealed",
     "CaseResult": "wakeful.events._evals",
@@ -235,6 +237,7 @@ __all__ = [
     "SHAPES_DIGEST",
     "load_event",
     "load_messages_added",
+    "messages_as_stored",
     "open_body",
     "set_sealed_opener",
 ]

@@ -22,11 +22,11 @@ from ._inbox import input_fields, input_message
 
 def _message_rows(sessions: str, columns: str) -> str:
     """The transcript's rows of the sessions `sessions` (a condition on `m.session_id`) with
-    `seq` in a range, by session, in log order: `columns` of each visible message row `m` and
-    of the event `e` that holds its message (its own, or the history edit that replaced its
-    text)."""
+    `seq` in a range, by session, in log order: `columns` of each visible message row `m`, of
+    the event `e` that holds its message (its own, or the history edit that replaced its
+    text) and of its session `s`."""
     return (
-        f"SELECT {columns} FROM messages m "
+        f"SELECT {columns} FROM messages m JOIN sessions s ON s.id = m.session_id "
         "JOIN events e ON e.session_id = m.session_id AND e.seq = COALESCE(m.body_seq, m.seq) "
         f"WHERE m.session_id {sessions} AND m.seq > ? AND m.seq <= ? AND m.reverted IS NULL "
         "ORDER BY m.session_id, m.seq"
@@ -36,7 +36,8 @@ def _message_rows(sessions: str, columns: str) -> str:
 # A transcript row's `seq` when its event is an input's delivery (whose message may have to be
 # derived from the enqueued event), else NULL: the second column of every transcript read.
 _DELIVERED_SEQ = "CASE WHEN e.type = 'inbox.delivered' THEN m.seq END"
-_TYPED_COLUMNS = f"m.seq, {_DELIVERED_SEQ}, e.data, m.session_id"
+# (the typed read's last column: the shapes its session's bodies were written under)
+_TYPED_COLUMNS = f"m.seq, {_DELIVERED_SEQ}, e.data, m.session_id, s.message_shapes"
 _PLAIN_COLUMNS = f"e.data, {_DELIVERED_SEQ}"  # (one session; a row's seq matters for neither)
 
 
@@ -235,20 +236,46 @@ def _transcripts(
     rows: Sequence[Row], enqueued: dict[tuple[str, int], str]
 ) -> dict[str, list[tuple[int, Message]]]:
     """The messages of `rows`, by session. The `message.added` bodies (most of a transcript)
-    are decoded in one pass (`load_messages_added`), the other rows one by one."""
-    from ..events import MESSAGE_ADDED_HEAD, load_messages_added
+    are built in one pass: as stored in a session of today's shapes (`messages_as_stored`),
+    else validated together (`load_messages_added`); the other rows one by one."""
+    from ..events import MESSAGE_ADDED_HEAD, SHAPES_DIGEST
 
     out: dict[str, list[tuple[int, Message]]] = {}
     with collector_paused():
-        added = iter(
-            load_messages_added([r[2] for r in rows if r[2].startswith(MESSAGE_ADDED_HEAD)])
-        )
-        for seq, delivered, data, session_id in rows:
+        added = {  # by whether the row's session is of today's shapes
+            today: iter(
+                _added_messages(
+                    [
+                        r[2]
+                        for r in rows
+                        if (r[4] == SHAPES_DIGEST) is today and r[2].startswith(MESSAGE_ADDED_HEAD)
+                    ],
+                    today,
+                )
+            )
+            for today in (True, False)
+        }
+        for seq, delivered, data, session_id, shapes in rows:
             if data.startswith(MESSAGE_ADDED_HEAD):
-                message: Message | None = next(added).message
+                message: Message | None = next(added[shapes == SHAPES_DIGEST])
             else:
                 source = None if delivered is None else enqueued.get((session_id, int(delivered)))
                 message = row_message(session_id, data, source)
             assert message is not None, f"message row {session_id}/{seq} has no message"
             out.setdefault(session_id, []).append((int(seq), message))
     return out
+
+
+def _added_messages(bodies: list[str], as_stored: bool) -> list[Message]:
+    """The messages of `message.added` bodies: built as stored when `as_stored` (every body's
+    session is of today's shapes) and the builder vouches for them all, else validated."""
+    from ..events import NotPlain, messages_as_stored
+
+    if as_stored:
+        try:
+            return messages_as_stored(bodies)
+        except NotPlain:
+            pass
+    from ..events import load_messages_added  # (the event models: not needed until here)
+
+    return [event.message for event in load_messages_added(bodies)]
