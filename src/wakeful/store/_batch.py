@@ -31,6 +31,7 @@ from ._reads import (
     turn_row,
 )
 from ._transcript import transcripts_in
+from ._typed_events import types_in
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -88,7 +89,7 @@ class BatchMixin:
                     events = _by_session(
                         tx.all(
                             f"SELECT session_id, {EVENT_COLS} FROM events WHERE session_id IN "
-                            f"({marks}) AND type IN ({', '.join('?' for _ in types)}) "
+                            f"({marks}) AND {types_in(types)} "
                             "ORDER BY session_id, seq",
                             [*chunk, *types],
                         )

@@ -36,6 +36,7 @@ from ..errors import StoreBusyError, StoreError
 from ._records import ROW_COLS, session_row
 from ._sqlite import SqliteBackend, _applied, _migrate, _SqliteTx
 from ._transcript import plain_transcript_in
+from ._typed_events import types_in
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -224,8 +225,8 @@ class FileMapBackend(SqliteBackend):
         cached, after = self._lines, 0
         if cached is not None and cached[0] == session_id:
             reshaped = tx.one(
-                "SELECT 1 FROM events WHERE session_id = ? AND seq > ? AND type IN "
-                f"({', '.join('?' for _ in _RESHAPING)}) LIMIT 1",
+                "SELECT 1 FROM events WHERE session_id = ? AND seq > ? "
+                f"AND {types_in(_RESHAPING)} LIMIT 1",
                 (session_id, cached[1], *_RESHAPING),
             )
             after = 0 if reshaped else cached[1]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ._listing import LIST_SLACK_MS
+from ._typed_events import typed, types_in
 
 if TYPE_CHECKING:
     from ._backend import Backend, Tx
@@ -94,7 +95,7 @@ def _expiring(
 
     ended = tx.one(
         "SELECT seq, at_ms FROM events WHERE session_id = ? AND type = 'turn.ended' "
-        "ORDER BY seq DESC LIMIT 1",
+        f"AND {typed()} ORDER BY seq DESC LIMIT 1",
         (sid,),
     )
     if ended is None:
@@ -102,16 +103,16 @@ def _expiring(
     seq, at_ms = int(ended[0]), int(ended[1])
     if not at_ms + ttl_ms - margin_ms <= now_ms < at_ms + ttl_ms:
         return None
-    marks = ", ".join("?" for _ in SETTLING_TYPES)
     settled = tx.one(
-        f"SELECT 1 FROM events WHERE session_id = ? AND seq > ? AND type IN ({marks}) LIMIT 1",
+        f"SELECT 1 FROM events WHERE session_id = ? AND seq > ? AND {types_in(SETTLING_TYPES)} "
+        "LIMIT 1",
         (sid, seq, *SETTLING_TYPES),
     )
     if settled is not None:
         return None
     usage = tx.one(
         "SELECT data FROM events WHERE session_id = ? AND seq < ? "
-        "AND type = 'usage.recorded' ORDER BY seq DESC LIMIT 1",
+        f"AND type = 'usage.recorded' AND {typed()} ORDER BY seq DESC LIMIT 1",
         (sid, seq),
     )
     event = None if usage is None else load_event(usage[0])

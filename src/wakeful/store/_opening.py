@@ -19,6 +19,7 @@ from ..errors import NotFoundError
 from ._cipher import opened
 from ._reads import EVENT_COLS, RetryState, stored_event
 from ._rewind import visible_compactions
+from ._typed_events import typed, types_in
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -51,17 +52,16 @@ def opening_in(
     events of `approval_types`, the `usage.recorded` events among its newest `usage_window`,
     and the rest as described there; `NotFoundError` if there is no such session."""
     kinds = (*approval_types, _TAIL, _ENDED)
-    marks = ", ".join("?" for _ in kinds)
     cols = ", ".join(f"e.{c}" for c in EVENT_COLS.split(", "))
     logged = tx.query(
         f"SELECT {EVENT_COLS}, type FROM events WHERE session_id = ? "
-        f"AND type IN ({marks}) ORDER BY seq",
+        f"AND {types_in(kinds)} ORDER BY seq",
         (session_id, *kinds),
     )
     usage = tx.query(  # as `recent_events`: the session's row answers for no event
         f"SELECT {cols} FROM sessions s LEFT JOIN events e ON e.session_id = s.id "
         "AND e.seq > (SELECT w.last_seq FROM sessions w WHERE w.id = ?) - ? "
-        "AND e.type = ? WHERE s.id = ? ORDER BY e.seq",
+        f"AND e.type = ? AND {typed('e.type')} WHERE s.id = ? ORDER BY e.seq",
         (session_id, usage_window, _USAGE, session_id),
     )
     retry = tx.query(

@@ -11,6 +11,7 @@ from ..errors import AmbiguousIdError, CorruptStateError, NotFoundError
 from ._cipher import opened
 from ._summaries import summaries_in
 from ._transcript import message_bodies_in
+from ._typed_events import typed, types_in
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -93,7 +94,7 @@ def _event_rows(
     sql = f"SELECT {EVENT_COLS}, type FROM events WHERE session_id = ? AND seq > ?"
     params: list[Any] = [session_id, after]
     if types:
-        sql += f" AND type IN ({', '.join('?' for _ in types)})"
+        sql += f" AND {types_in(types)}"
         params += list(types)
     sql += " ORDER BY seq" + (f" LIMIT {int(limit)}" if limit else "")
     return tx.all(sql, params)
@@ -296,7 +297,8 @@ class ReadsMixin:
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
                 "SELECT s.last_seq, s.forked_from, CASE WHEN EXISTS (SELECT 1 FROM events e "
-                "WHERE e.session_id = s.id AND e.type = 'instructions.updated') THEN 1 ELSE 0 "
+                f"WHERE e.session_id = s.id AND e.type = 'instructions.updated' AND {typed('e.type')}) "
+                "THEN 1 ELSE 0 "
                 "END, i.source_key, i.digest FROM sessions s LEFT JOIN instruction_state i "
                 "ON i.session_id = s.id WHERE s.id = ?",
                 (session_id,),
@@ -314,12 +316,11 @@ def recent_events_in(
     """The events of `types` among the session's newest `window` events, in order, as one
     statement: the newest seq is read by it, and the session's row answers even when no
     event does (`NotFoundError` if there is no such session)."""
-    marks = ", ".join("?" for _ in types)
     cols = ", ".join(f"e.{c}" for c in EVENT_COLS.split(", "))
     rows = tx.all(
         f"SELECT {cols} FROM sessions s LEFT JOIN events e ON e.session_id = s.id "
         "AND e.seq > (SELECT w.last_seq FROM sessions w WHERE w.id = ?) - ? "
-        f"AND e.type IN ({marks}) WHERE s.id = ? ORDER BY e.seq",
+        f"AND {types_in(types, 'e.type')} WHERE s.id = ? ORDER BY e.seq",
         (session_id, window, *types, session_id),
     )
     if not rows:

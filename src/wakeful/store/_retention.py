@@ -19,6 +19,7 @@ from ._listing import LIST_SLACK_MS
 from ._records import ROW_COLS, Page, PruneCounts, session_row
 from ._sessions import get_row, insert_session
 from ._transcript import transcript_in
+from ._typed_events import typed
 
 if TYPE_CHECKING:
     from ..events import CompactionTail, SessionEvent
@@ -144,7 +145,7 @@ def _newest_tail(tx: Tx, session_id: str, upto: int) -> tuple[int, CompactionTai
 
     row = tx.one(
         "SELECT seq, data FROM events WHERE session_id = ? AND type = 'compaction.tail' "
-        "AND seq <= ? ORDER BY seq DESC LIMIT 1",
+        f"AND {typed()} AND seq <= ? ORDER BY seq DESC LIMIT 1",
         (session_id, upto),
     )
     event = None if row is None else load_event(row[1])

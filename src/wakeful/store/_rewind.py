@@ -21,6 +21,7 @@ from ._backend import Tx
 from ._cipher import opened
 from ._claims import _alive
 from ._transcript import transcript_in
+from ._typed_events import typed, types_in
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -177,7 +178,7 @@ class RewindMixin:
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
                 "SELECT id, seq, at_ms, data FROM events WHERE session_id = ? "
-                "AND type = 'compaction.ended' ORDER BY seq",
+                f"AND type = 'compaction.ended' AND {typed()} ORDER BY seq",
                 (session_id,),
             )
             found = [
@@ -391,9 +392,8 @@ def _state_before(
     from ..events import SessionReverted, SessionUnreverted, WorkStateUpdated, load_event
 
     work: dict[str, JsonValue] = {}
-    marks = ", ".join("?" for _ in _STATE_TYPES)
     rows = tx.all(
-        f"SELECT data FROM events WHERE session_id = ? AND seq < ? AND type IN ({marks}) "
+        f"SELECT data FROM events WHERE session_id = ? AND seq < ? AND {types_in(_STATE_TYPES)} "
         "ORDER BY seq",
         (session_id, from_seq, *_STATE_TYPES),
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from .._access_sql import ACCESS_TABLES
 from .._rates import RATE_BUCKETS
 from .._search_log import SEARCH_FROM_LOG_SQLITE
+from .._typed_events import EVENTS_TYPE_LEAN
 from .._usage_index import USAGE_AT
 from ._statements import Migration
 
@@ -38,4 +39,6 @@ ERA: list[Migration] = [
     (24, "usage_by_time", USAGE_AT, USAGE_AT),  # a day's usage: per-day budgets (`_usage.py`)
     (25, "search_from_log", SEARCH_FROM_LOG_SQLITE, ""),  # SQLite: the index reads the log
     (26, "access", ACCESS_TABLES, ACCESS_TABLES),  # users, tokens, owners, shares (`_access_sql`)
+    # `events_type` without the messages (`_typed_events`: every typed lookup repeats its rule).
+    (27, "events_type_lean", EVENTS_TYPE_LEAN, EVENTS_TYPE_LEAN),
 ]
