@@ -76,9 +76,7 @@ def _builder(cls: type[BaseModel]) -> _Build:
     size = len(template)
     factories = {n: i.default_factory for n, i in fields.items() if i.default_factory}
     required = tuple(n for n, i in fields.items() if i.is_required())
-    nested = tuple(
-        (n, c) for n, i in fields.items() if (c := _converter(i.annotation)) is not None
-    )
+    nested = tuple((n, c) for n, i in fields.items() if (c := _converter(i.annotation)) is not None)
     minted = cls.__name__ == "Message"  # an empty id would be minted by validation
 
     def build(value: Any) -> Any:
