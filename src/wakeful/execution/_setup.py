@@ -29,6 +29,7 @@ from ..runner import (
 from ..store import LocalStore, SessionRow
 from ._delegation import delegation_of
 from ._mcp_switch import MCP_NAMESPACE, switched_off
+from ._off_loop import off_loop
 from ._port import PortHooks, SessionSetup
 from ._rates import StoreRates
 from ._refresh import Known, KnownFacts, refresher
@@ -114,7 +115,7 @@ class SetupMixin:
             prices=PriceTable.of(config.prices),
             loop_guard=config.loop_guard,
             budget=config.budgets,
-            spend=partial(asyncio.to_thread, self.store.spend.budget, row.root_id, session_id),
+            spend=partial(off_loop, self.store.spend.budget, row.root_id, session_id),
             rates=StoreRates(self.store, config) if config.rate_limits else None,
             scopes=scope_limits(self.store, config.budgets, row.root_id, agent.name),
             refresh=refresher(
