@@ -25,6 +25,7 @@ LISTINGS = {
     "find_artifacts",
     "index",
     "usage_page",
+    "budgets",
 }
 ADMIN_ONLY = {
     "list_schedules", "add_schedule", "get_schedule", "pause_schedule", "resume_schedule",

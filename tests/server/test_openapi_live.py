@@ -224,6 +224,8 @@ def test_every_live_response_validates_against_the_document(served: Served) -> N
     doc.check(f"{one}/artifacts", c.get(f"/sessions/{sid}/artifacts", params={"kind": "link"}))
     doc.check("/artifacts", c.get("/artifacts", params={"uri": link["uri"]}))
     doc.check("/usage", c.get("/usage", params={"by": "model", "since": "7d"}))
+    doc.check("/budgets", c.get("/budgets", params={"agent": "build"}))
+    doc.check("/budgets", c.get("/budgets", params={"user": ""}))  # a documented 422
     doc.check(f"{one}/metadata", c.patch(f"/sessions/{sid}/metadata", json={"patch": {"a": 1}}))
     doc.check(f"{one}/metadata", c.get(f"/sessions/{sid}/metadata"))
     ext = f"{one}/extensions/{{namespace}}"

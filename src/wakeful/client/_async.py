@@ -257,6 +257,13 @@ class AsyncClient:
         the total (`since`: an age such as `7d` or an ISO date)."""
         return await self._send(w.Req("GET", "/usage", w.usage_params(by, since)))
 
+    async def budget_limits(
+        self, *, agent: str | None = None, user: str | None = None
+    ) -> dict[str, Any]:
+        """The agent and user budgets of the server's configuration and what each spent in
+        its period (`agent`, `user`: only theirs; a non-admin token: only its own user's)."""
+        return await self._send(w.Req("GET", "/budgets", w.budgets_params(agent, user)))
+
     async def receipts(self, session_id: str, *, sensitive: bool = False) -> dict[str, Any]:
         """Prompt receipts (section text only with `sensitive` and the scope)."""
         return await self._send(

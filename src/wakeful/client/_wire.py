@@ -219,6 +219,11 @@ def usage_params(by: str, since: str | None) -> dict[str, Any]:
     return _q(by=by, since=since)
 
 
+def budgets_params(agent: str | None, user: str | None) -> dict[str, Any]:
+    """The query of GET /budgets."""
+    return _q(agent=agent, user=user)
+
+
 def prune_req(older_than_ms: int, action: str) -> Req:
     """POST /prune."""
     return Req("POST", "/prune", body={"older_than_ms": older_than_ms, "action": action})

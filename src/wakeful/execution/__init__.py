@@ -8,6 +8,7 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._approve import admit_decision, pending_approvals
+    from ._budget_limits import BudgetLimit, budget_limits, budget_limits_in
     from ._budget_raise import parse_budget_raise, raise_budget
     from ._coordinator import Coordinator, SessionNotFoundError
     from ._drain import DrainOptions, DrainResult, drain
@@ -58,6 +59,9 @@ _LAZY = {
     "Reads": "wakeful.execution._reads",
     "ReasoningChunk": "wakeful.execution._event_stream",
     "RewindResult": "wakeful.execution._rewind",
+    "BudgetLimit": "wakeful.execution._budget_limits",
+    "budget_limits": "wakeful.execution._budget_limits",
+    "budget_limits_in": "wakeful.execution._budget_limits",
     "Runtime": "wakeful.execution._runtime",
     "SendResult": "wakeful.execution._runtime",
     "SessionNotFoundError": "wakeful.execution._coordinator",
@@ -110,6 +114,9 @@ __all__ = [
     "TurnEnd",
     "Coordinator",
     "RewindResult",
+    "BudgetLimit",
+    "budget_limits",
+    "budget_limits_in",
     "DrainOptions",
     "DrainResult",
     "Place",

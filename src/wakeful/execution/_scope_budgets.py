@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 ScopeAsk = tuple[Literal["agent", "user"], str, int | None]
 
 
-def _rule(table: dict[str, ScopeBudget], name: str | None) -> tuple[str, ScopeBudget] | None:
+def rule_of(table: dict[str, ScopeBudget], name: str | None) -> tuple[str, ScopeBudget] | None:
     """The entry of `table` for `name`: its own, else `"*"`; None without a name or entry."""
     if name is None:
         return None
@@ -33,7 +33,7 @@ def _rule(table: dict[str, ScopeBudget], name: str | None) -> tuple[str, ScopeBu
     return ("*", table["*"]) if "*" in table else None
 
 
-def _day(since_ms: int) -> str:
+def day_of(since_ms: int) -> str:
     """The UTC date a day's limit counts (`2026-12-07`)."""
     return datetime.fromtimestamp(since_ms / 1000, tz=UTC).date().isoformat()
 
@@ -50,6 +50,20 @@ class SpendStore(Protocol):
     def spend(self) -> Spend:
         """What a budget counts (`store.spend`, `store/_usage.py`)."""
         ...
+
+
+def since_of(rule: ScopeBudget, now: int) -> int | None:
+    """Since when `rule` counts: the start of the current UTC day, or None (ever)."""
+    return now - now % DAY_MS if rule.period == "day" else None
+
+
+def limit_of(ask: ScopeAsk, key: str, rule: ScopeBudget, tokens: int, usd: float) -> ScopeLimit:
+    """What the scope `ask` spent against the entry `key` of its table (`rule`)."""
+    kind, name, since = ask
+    label = f"{kind} {name}" + (" today" if since is not None else "")
+    where = f"[budgets.{kind}s.{key if key != '*' else chr(34) + '*' + chr(34)}]"
+    scope = f"{kind} {name}" + (f" on {day_of(since)}" if since is not None else "")
+    return ScopeLimit(label, where, scope, tokens, usd, rule.tokens, rule.usd)
 
 
 def scope_limits(
@@ -69,21 +83,12 @@ def scope_limits(
                 ("agent", budgets.agents, agent),
                 ("user", budgets.users, user),
             ):
-                found = _rule(table, name)
+                found = rule_of(table, name)
                 if found is not None and name is not None:
-                    since = now - now % DAY_MS if found[1].period == "day" else None
-                    rules[(kind, name, since)] = found  # type: ignore[index]
+                    rules[(kind, name, since_of(found[1], now))] = found  # type: ignore[index]
             return list(rules)
 
-        out = []
-        for ask, tokens, usd in read(root_id, asks):
-            kind, name, since = ask
-            key, rule = rules[ask]
-            label = f"{kind} {name}" + (" today" if since is not None else "")
-            where = f"[budgets.{kind}s.{key if key != '*' else chr(34) + '*' + chr(34)}]"
-            scope = f"{kind} {name}" + (f" on {_day(since)}" if since is not None else "")
-            out.append(ScopeLimit(label, where, scope, tokens, usd, rule.tokens, rule.usd))
-        return out
+        return [limit_of(ask, *rules[ask], tokens, usd) for ask, tokens, usd in read(root_id, asks)]
 
     async def read_limits() -> list[ScopeLimit]:
         return await asyncio.to_thread(limits)

@@ -40,6 +40,16 @@ class ScopeLimit:
     max_tokens: int | None
     max_usd: float | None
 
+    @property
+    def reached(self) -> Literal["tokens", "usd"] | None:
+        """Which limit what was spent reached (at or past it; tokens first), None: neither:
+        a request that would start now pauses when it is not None."""
+        if self.max_tokens is not None and self.tokens >= self.max_tokens:
+            return "tokens"
+        if self.max_usd is not None and self.usd >= self.max_usd:
+            return "usd"
+        return None
+
 
 Scopes: TypeAlias = Callable[[], Awaitable[Sequence[ScopeLimit]]]
 """The agent and user limits that apply to a session, with what their sessions spent."""
@@ -70,11 +80,11 @@ async def check_scopes(
     found = await scopes() if scopes is not None else ()
     for s in found:
         hint = f" (to raise it: {s.where} in wakeful.toml)"
-        if s.max_tokens is not None and s.tokens >= s.max_tokens:
+        if s.reached == "tokens":
             raise BudgetExceeded(
                 f"budget: {s.label} used {s.tokens:,} of its {s.max_tokens:,} tokens" + hint
             )
-        if s.max_usd is not None and s.usd >= s.max_usd:
+        if s.reached == "usd":
             raise BudgetExceeded(
                 f"budget: {s.label} spent ${s.usd:.4f} of its ${s.max_usd:.4f}" + hint
             )

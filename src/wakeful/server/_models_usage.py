@@ -1,4 +1,5 @@
-"""The API shapes of the usage report (`GET /usage`, `_routes_usage`). Split from `_models` by
+"""The API shapes of the usage report (`GET /usage`) and the budgets read (`GET /budgets`),
+`_routes_usage`. Split from `_models` by
 concern; the same rules hold (single source of the OpenAPI document)."""
 
 from __future__ import annotations
@@ -44,3 +45,35 @@ class UsageReportOut(_Out):
     since_ms: int | None
     groups: list[UsageGroupOut]
     total: UsageGroupOut
+
+
+class BudgetQuery(_In):
+    """Whose limits: an agent's, a user's (neither: every limit a caller may read)."""
+
+    agent: str | None = Field(None, min_length=1, max_length=200, description="An agent name.")
+    user: str | None = Field(None, min_length=1, max_length=200, description="A user name.")
+
+
+class BudgetLimitOut(_Out):
+    """One agent's or user's limit in force and what its sessions spent in its period."""
+
+    kind: Literal["agent", "user"]
+    name: str
+    entry: str = Field(description="The key of [budgets.agents] or [budgets.users]: the name or *.")
+    where: str = Field(description="The configuration table to raise it in.")
+    period: Literal["day", "total"]
+    day: str | None = Field(description="The UTC date a day's limit counts; null: in total.")
+    since_ms: int | None
+    tokens: int = Field(description="Input and output tokens spent in the period.")
+    max_tokens: int | None
+    usd: float = Field(description="USD of the priced requests in the period.")
+    max_usd: float | None
+    reached: Literal["tokens", "usd"] | None = Field(
+        description="The limit spent (a session's next request pauses); null: neither."
+    )
+
+
+class BudgetLimitsOut(_Out):
+    """The agent limits, then the user limits, each by name."""
+
+    limits: list[BudgetLimitOut]

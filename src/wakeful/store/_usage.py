@@ -228,13 +228,39 @@ class Spend:
         scopes `scopes` asks about for it (agent or user, a name, since when), and what each
         spent."""
         with self.backend.transaction(write=False) as tx:
-            user = _users(tx, [root_id]).get(root_id)
-            out: list[tuple[ScopeAsk, int, float]] = []
-            for ask in scopes(user):
-                kind, name, since = ask
-                read = agent_spend_in if kind == "agent" else user_spend_in
-                out.append((ask, *read(tx, name, since)))
-        return out
+            return _scopes_in(tx, scopes(_users(tx, [root_id]).get(root_id)))
+
+    def of(self, asks: Sequence[ScopeAsk]) -> list[tuple[ScopeAsk, int, float]]:
+        """What each scope of `asks` (agent or user, a name, since when) spent, in one read:
+        the spend `wakeful usage --limits` and `GET /budgets` show beside each limit."""
+        with self.backend.transaction(write=False) as tx:
+            return _scopes_in(tx, asks)
+
+    def names(self, since_ms: int | None) -> tuple[list[str], list[str]]:
+        """The agents and the users (as `_users` names them) whose sessions recorded usage
+        (since `since_ms`, when given; through migration 24's index), sorted: whom a `"*"`
+        limit applies to. Ever: a scan of the session rows."""
+        with self.backend.transaction(write=False) as tx:
+            if since_ms is None:
+                rows = tx.all(
+                    "SELECT DISTINCT agent, root_id FROM sessions "
+                    "WHERE input_tokens + output_tokens > 0 OR cost_usd > 0"
+                )
+            else:
+                rows = tx.all(_DAY_USAGE, (since_ms,))
+            users = _users(tx, sorted({str(r[1]) for r in rows}))
+        agents = {str(r[0]) for r in rows if r[0] is not None}
+        return sorted(agents), sorted(set(users.values()))
+
+
+def _scopes_in(tx: Tx, asks: Sequence[ScopeAsk]) -> list[tuple[ScopeAsk, int, float]]:
+    """Each scope of `asks` with what it spent (tokens, priced USD)."""
+    out: list[tuple[ScopeAsk, int, float]] = []
+    for ask in asks:
+        kind, name, since = ask
+        read = agent_spend_in if kind == "agent" else user_spend_in
+        out.append((ask, *read(tx, name, since)))
+    return out
 
 
 class UsageMixin:
