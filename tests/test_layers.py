@@ -66,6 +66,22 @@ def test_execution_names_the_concrete_store_only_where_it_opens_one():
     assert naming == ["_host.py", "_runtime.py"]
 
 
+@pytest.mark.parametrize("package", ["execution", "server"])
+def test_store_calls_leave_the_loop_through_off_loop(package: str):
+    """A store call made from async code goes through `off_loop` (its own thread pool, typed
+    with a `ParamSpec`: issue 35 item 4), never `asyncio.to_thread` on a store's method. On
+    0fb14f1 this finds the rate buckets' three calls (`execution/_rates.py`) and the turn's
+    budget read (`execution/_setup.py`)."""
+    root = ROOT / "src" / "wakeful" / package
+    found = [
+        f"{p.relative_to(root)}:{n}"
+        for p in sorted(root.rglob("*.py"))
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"to_thread\b.*\b(store|reads)\b", line)
+    ]
+    assert found == []
+
+
 STORE_METHODS = 60  # issue 35's acceptance: the store stops growing a method per composition
 
 

@@ -11,7 +11,6 @@ limit is a courtesy to the provider, whose own 429 is still retried.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 
@@ -19,6 +18,7 @@ from ..config import Config, RateLimitConfig
 from ..errors import StoreError, UsageError
 from ..providers import parse_model_spec
 from ..store import LocalStore, Rate
+from ._off_loop import off_loop
 
 log = logging.getLogger("wakeful.execution")
 
@@ -95,7 +95,7 @@ class StoreRates:
         key, rate = bucket
         now = self.store.clock.now_ms()
         try:
-            wait = await asyncio.to_thread(self.store.rates.take, key, rate, now)
+            wait = await off_loop(self.store.rates.take, key, rate, now)
         except StoreError as err:
             log.warning("rate limit %s not read (the request goes): %s", key, err)
             return None
@@ -107,7 +107,7 @@ class StoreRates:
         if bucket is None or bucket[1].tpm is None or tokens <= 0:
             return
         try:
-            await asyncio.to_thread(self.store.rates.charge, bucket[0], tokens)
+            await off_loop(self.store.rates.charge, bucket[0], tokens)
         except StoreError as err:
             log.warning("rate limit %s not charged: %s", bucket[0], err)
 
@@ -118,6 +118,6 @@ class StoreRates:
             return
         try:
             now = self.store.clock.now_ms()
-            await asyncio.to_thread(self.store.rates.slow, bucket[0], until_ms, now)
+            await off_loop(self.store.rates.slow, bucket[0], until_ms, now)
         except StoreError as err:
             log.warning("rate limit %s not slowed: %s", bucket[0], err)
