@@ -23,7 +23,7 @@ from prompt_toolkit.utils import is_dumb_terminal
 
 from ..errors import UsageError, WakefulError
 from ..events import Decision
-from ..execution import Runtime
+from ..execution import Runtime, off_loop
 from ..messages import speaker
 from ..runner import AskResult, LiveEvent, preview, resolve_agent
 from ..store import SessionRow, new_session_id
@@ -387,7 +387,7 @@ class Chat:
         from ..runner import compaction_result
         from ._compact import compaction_text
 
-        result = await asyncio.to_thread(compaction_result, self.rt.reads, self.sid, sent.input_id)
+        result = await off_loop(compaction_result, self.rt.reads, self.sid, sent.input_id)
         if result is None:  # another process drives the session: it runs the request
             self.view.say("compaction requested; the session's driver will run it")
         else:

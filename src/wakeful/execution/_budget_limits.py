@@ -12,7 +12,8 @@ from pydantic import JsonValue
 
 from ..config import BudgetConfig, ScopeBudget
 from ..runner import ScopeLimit
-from ._scope_budgets import ScopeAsk, SpendStore, day_of, limit_of, rule_of, since_of
+from ..store import ScopeAsk
+from ._scope_budgets import SpendStore, day_of, limit_of, rule_of, since_of
 
 if TYPE_CHECKING:
     from ._runtime import Runtime

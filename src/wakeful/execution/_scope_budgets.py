@@ -10,18 +10,17 @@ UTC day's requests, `total` everything recorded.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..clock import Clock
 from ..config import DAY_MS, BudgetConfig, ScopeBudget
 from ..runner import ScopeLimit, Scopes
+from ..store import ScopeAsk
+from ._off_loop import off_loop
 
 if TYPE_CHECKING:
     from ..store import Spend
-
-ScopeAsk = tuple[Literal["agent", "user"], str, int | None]
 
 
 def rule_of(table: dict[str, ScopeBudget], name: str | None) -> tuple[str, ScopeBudget] | None:
@@ -91,6 +90,6 @@ def scope_limits(
         return [limit_of(ask, *rules[ask], tokens, usd) for ask, tokens, usd in read(root_id, asks)]
 
     async def read_limits() -> list[ScopeLimit]:
-        return await asyncio.to_thread(limits)
+        return await off_loop(limits)
 
     return read_limits

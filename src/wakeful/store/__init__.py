@@ -99,6 +99,7 @@ if TYPE_CHECKING:
     from ._store import SqlStore
     from ._usage import (
         USAGE_BY,
+        ScopeAsk,
         Spend,
         UsageGroup,
         UsageRecord,
@@ -148,6 +149,7 @@ _LAZY = {
     "sent_message_id": "wakeful.store._inbox",
     "open_store": "wakeful.store._open",
     "USAGE_BY": "wakeful.store._usage",
+    "ScopeAsk": "wakeful.store._usage",
     "Spend": "wakeful.store._usage",
     "UsageGroup": "wakeful.store._usage",
     "UsageRecord": "wakeful.store._usage",
@@ -284,6 +286,7 @@ __all__ = [
     "TurnOpening",
     "TurnRow",
     "USAGE_BY",
+    "ScopeAsk",
     "Spend",
     "UsageGroup",
     "UsageRecord",
