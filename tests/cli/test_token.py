@@ -114,3 +114,21 @@ def test_share_create_list_revoke(wk: Wk, db_url: str):
     assert "revoked" in wk("share", "list").stdout
     bad = wk("share", sid, "--expires", "100d", check=False)
     assert bad.returncode != 0 and "at most 90d" in bad.stderr
+
+
+def test_a_token_expires_when_asked_and_the_list_says_so(wk: Wk, db_url: str):
+    from wakeful.store import open_store, token_digest
+
+    made = json.loads(
+        wk("token", "create", "--user", "ann", "--expires", "7d", "--format", "json").stdout
+    )
+    assert made["expires_ms"] - made["created_ms"] == 7 * 86_400_000
+    assert "live until " in wk("token", "list").stdout
+    store = open_store(db_url)
+    held = store.access.find_token(digest=token_digest(made["secret"]))
+    store.close()
+    assert held is not None and held.refusal(made["expires_ms"]) is not None
+    forever = wk("token", "create", "--user", "ann", "--format", "json").stdout
+    assert json.loads(forever)["expires_ms"] is None
+    bad = wk("token", "create", "--user", "ann", "--expires", "later", check=False)
+    assert bad.returncode != 0 and "bad interval 'later'" in bad.stderr

@@ -6,6 +6,8 @@ so a new route without one fails here until someone decides who may call it.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from dataclasses import dataclass
 
 import httpx
@@ -34,7 +36,7 @@ ADMIN_ONLY = {
 }  # fmt: skip
 OWN = {"create_session", "whoami"}  # acting on nobody else's sessions
 OPEN = {"root", "login_form", "login", "logout", "static", "_health", "_openapi", "health"}
-OPEN |= {"openapi", "share_page", "share_open", "shared_view", "shared_log"}
+OPEN |= {"openapi", "share_page", "share_open", "shared_view", "shared_log", "shared_media"}
 NOT_THEIRS = {"revoke_share"}  # names a thing of A's session by its own id: a 404 for B
 BODIES: dict[str, object] = {
     "create_session": {"title": "t"},
@@ -223,3 +225,42 @@ def test_an_admin_user_sees_every_session(server: Served, scopes: list[str]):
     )
     assert p.a_sid in {s["id"] for s in boss.get("/sessions").json()["sessions"]}
     assert boss.get(f"/sessions/{p.a_sid}").status_code == 200
+
+
+def test_an_expired_token_gets_401_with_its_reason(server: Served):
+    admin = server.client()
+    made = admin.post("/admin/tokens", json={"user": "fay", "scopes": ["read"], "expires": "300ms"})
+    assert made.status_code == 201, made.text
+    body = made.json()
+    assert 0 < body["token"]["expires_ms"] - body["token"]["created_ms"] <= 300
+    fay = server.client(body["secret"])
+    refused = wait_for(lambda: (r := fay.get("/sessions")).status_code == 401 and r, what="expiry")
+    assert refused.json()["reason"].startswith(f"the token {body['token']['id']} expired at ")
+    bad = admin.post("/admin/tokens", json={"user": "fay", "scopes": ["read"], "expires": "soon"})
+    assert bad.status_code == 422 and "bad interval" in bad.json()["reason"]
+
+
+def test_a_session_and_its_owner_are_written_together(server: Served):
+    alice = server.client(
+        server.client()
+        .post("/admin/tokens", json={"user": "alice", "scopes": ["read", "drive"]})
+        .json()["secret"]
+    )
+    kept = alice.post("/sessions", json={"title": "before"}).json()["session"]["id"]
+    db = server.tmp_path / "s0.db"
+    with sqlite3.connect(db) as conn:  # the owner's write fails, as a crash between would cut it
+        conn.execute(
+            "CREATE TRIGGER no_owner BEFORE INSERT ON session_owners "
+            "BEGIN SELECT RAISE(ABORT, 'no owner'); END"
+        )
+    for path, title in (("/sessions", "orphan?"), (f"/sessions/{kept}/fork", "fork?")):
+        # the store's error reaches the client as a 500 or a dropped connection
+        with contextlib.suppress(httpx.TransportError):
+            assert alice.post(path, json={"title": title}).status_code >= 500
+    with sqlite3.connect(db) as conn:
+        titles = {r[0] for r in conn.execute("SELECT title FROM sessions")}
+        assert titles == {"before"}, "a session was left without its owner"
+        conn.execute("DROP TRIGGER no_owner")
+    forked = alice.post(f"/sessions/{kept}/fork", json={"title": "fork"})
+    assert forked.status_code == 201
+    assert alice.get(f"/sessions/{forked.json()['id']}").status_code == 200

@@ -108,3 +108,67 @@ def test_another_users_link_is_not_theirs(server: Served):
     assert bob.post(f"/sessions/{sid}/shares", json={}).status_code == 404
     assert bob.delete(f"/shares/{link}").status_code == 404
     assert c.delete(f"/shares/{link}").status_code == 200
+
+
+def _png(size: int = 48) -> bytes:
+    """A `size` x `size` PNG, orange with a blue diagonal band: visible in a screenshot."""
+    import struct
+    import zlib
+
+    rows = b"".join(
+        b"\x00"
+        + b"".join(
+            bytes((30, 90, 200)) if abs(x - y) < size // 6 else bytes((240, 140, 20))
+            for x in range(size)
+        )
+        for y in range(size)
+    )
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def image_session(server: Served, png: bytes) -> tuple[httpx.Client, str, str]:
+    """A session whose first prompt holds `png` (stored as a blob), and the blob's digest."""
+    import base64
+    import hashlib
+
+    c = server.client()
+    block = {"type": "image", "media_type": "image/png", "data": base64.b64encode(png).decode()}
+    prompt = {"blocks": [{"type": "text", "text": "look at this"}, block], "wait": True}
+    sid = c.post("/sessions", json={"prompt": prompt}).json()["session"]["id"]
+    return c, sid, hashlib.sha256(png).hexdigest()
+
+
+def test_a_links_view_serves_the_media_of_its_session_only(server: Served):
+    png = _png()
+    c, sid, digest = image_session(server, png)
+    _, other_sid, other = image_session(server, _png(20))
+    body = c.post(f"/sessions/{sid}/shares", json={}).json()
+    browser = _open(server, body["secret"])
+    assert f"/ui/shared/media/{digest}" in browser.get("/ui/shared").text
+    got = browser.get(f"/ui/shared/media/{digest}")
+    assert got.status_code == 200 and got.content == png
+    assert got.headers["content-type"] == "image/png"
+    assert browser.get(f"/ui/shared/media/{other}").status_code == 404  # another session's
+    assert browser.get(f"/sessions/{sid}/media/{digest}").status_code == 401  # no API route
+    stranger = server.client(token=None)
+    assert stranger.get(f"/ui/shared/media/{digest}").status_code == 404  # no link, nothing
+    assert stranger.get("/ui/shared/media/../../sessions").status_code in (401, 404)
+    turn = c.post(f"/sessions/{other_sid}/prompt", json={"text": "more", "wait": True})
+    assert turn.status_code == 200
+    [second] = turn.json()["turns"]
+    one_turn = c.post(f"/sessions/{other_sid}/shares", json={"turn_id": second["turn_id"]}).json()
+    later = _open(server, one_turn["secret"])  # the second turn's view: not the first's image
+    assert later.get(f"/ui/shared/media/{other}").status_code == 404
+    c.delete(f"/shares/{body['share']['id']}")
+    assert browser.get(f"/ui/shared/media/{digest}").status_code == 404  # revoked: nothing

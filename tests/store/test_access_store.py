@@ -75,3 +75,19 @@ def test_a_share_link_expires_and_is_revoked(store: SqlStore, clock: FakeClock):
         store.access.create_share(sid, expires_ms=1)
     with pytest.raises(NotFoundError):
         store.access.create_share("ses_none", expires_ms=now + 10_000_000)
+
+
+def test_an_expired_token_matches_nothing_and_says_why(tmp_path: Path):
+    clock = FakeClock()
+    store = open_store(str(tmp_path / "s.db"), clock=clock)
+    made, secret = store.access.create_token("carl", ("read",), expires_ms=clock.now_ms() + 60_000)
+    assert store.access.token_by(digest=token_digest(secret)) is not None
+    clock.advance(60_000)
+    assert store.access.token_by(digest=token_digest(secret)) is None
+    held = store.access.find_token(digest=token_digest(secret))
+    assert held is not None and held.refusal(clock.now_ms()) == (
+        f"the token {made.id} expired at 2023-11-14 22:14 UTC"
+    )
+    with pytest.raises(UsageError, match="expire in the future"):
+        store.access.create_token("carl", ("read",), expires_ms=clock.now_ms())
+    store.close()

@@ -218,7 +218,9 @@ def delete(session_id: str, yes: bool, db: str | None) -> None:
                 raise UsageError("session delete needs --yes when not on a terminal")
             title = printable((row.title or "")[:60])
             click.confirm(f"delete {row.id} ({title}) and its child sessions for good?", abort=True)
-        counts = store.delete(row.id)
+        from ..store import local_actor
+
+        counts = store.delete(row.id, actor=local_actor())  # a server records its caller
     finally:
         store.close()
     click.echo(f"deleted {counts.sessions} sessions ({counts.events} events)")

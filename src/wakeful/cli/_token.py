@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import click
@@ -36,13 +35,24 @@ def local_store(db: str | None, *, create: bool = False) -> Iterator[LocalStore]
 
 
 def _when(ms: int | None) -> str:
-    return "-" if ms is None else datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+    from ..store import utc_minute
+
+    return "-" if ms is None else utc_minute(ms)
 
 
-def _line(t: UserToken) -> str:
-    state = "revoked " + _when(t.revoked_ms) if t.revoked_ms is not None else "live"
+def _state(t: UserToken, now_ms: int) -> str:
+    """`live`, `live until ...`, `expired ...` or `revoked ...`, as `token list` shows it."""
+    if t.revoked_ms is not None:
+        return "revoked " + _when(t.revoked_ms)
+    if t.expires_ms is None:
+        return "live"
+    return ("expired " if t.expires_ms <= now_ms else "live until ") + _when(t.expires_ms)
+
+
+def _line(t: UserToken, now_ms: int) -> str:
     label = f"  {printable(t.label)}" if t.label else ""
-    return f"{t.id}  {t.user}  {','.join(t.scopes)}  created {_when(t.created_ms)}  {state}{label}"
+    made = f"created {_when(t.created_ms)}"
+    return f"{t.id}  {t.user}  {','.join(t.scopes)}  {made}  {_state(t, now_ms)}{label}"
 
 
 @click.group()
@@ -62,21 +72,34 @@ def token() -> None:
     help="Comma-separated: read, drive, approve, admin, sensitive.",
 )
 @click.option("--label", "label", type=TEXT, default=None, help="A note to list it by.")
+@click.option(
+    "--expires",
+    "expires",
+    type=TEXT,
+    default=None,
+    help="Refused after this long: 30m, 24h, 7d (default: until revoked).",
+)
 @format_option("text", "json")
 @db_option
-def create(user: str, scope: str, label: str | None, fmt: str, db: str | None) -> None:
+def create(
+    user: str, scope: str, label: str | None, expires: str | None, fmt: str, db: str | None
+) -> None:
     """Make a token and print it: the only time it is shown."""
+    from ..execution import parse_interval
     from ..store import check_user_name, parse_scopes
 
     scopes = parse_scopes(scope)
     check_user_name(user)
+    ttl = None if expires is None else parse_interval(expires)
     with local_store(db, create=True) as store:
-        made, secret = store.access.create_token(user, scopes, label=label)
+        now = store.clock.now_ms()
+        until = None if ttl is None else now + ttl
+        made, secret = store.access.create_token(user, scopes, label=label, expires_ms=until)
     if fmt == "json":
         print_json({**made.to_json(), "secret": secret})
         return
     click.echo(secret)
-    click.echo(f"{_line(made)}  (shown once: the store keeps only its hash)", err=True)
+    click.echo(f"{_line(made, now)}  (shown once: the store keeps only its hash)", err=True)
 
 
 @token.command("list")
@@ -87,13 +110,14 @@ def list_(user: str | None, fmt: str, db: str | None) -> None:
     """Every token (never its text), revoked ones too."""
     with local_store(db) as store:
         found = store.access.tokens(user)
+        now = store.clock.now_ms()
     if fmt == "json":
         print_json([t.to_json() for t in found])
         return
     if not found:
         click.echo("no tokens")
     for t in found:
-        click.echo(_line(t))
+        click.echo(_line(t, now))
 
 
 @token.command("revoke")

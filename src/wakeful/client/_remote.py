@@ -250,8 +250,9 @@ class RemoteStore:
         """Set or clear the archive marker."""
         self.client.archive(session_id, archived)
 
-    def delete(self, session_id: str) -> PruneCounts:
-        """Delete a session and its children."""
+    def delete(self, session_id: str, *, actor: str | None = None) -> PruneCounts:
+        """Delete a session and its children. `actor` is not sent: the server records the
+        user of this client's token as who deleted it."""
         c = self.client.delete(session_id)
         return PruneCounts(
             sessions=c["sessions"], events=c["events"], messages=c["messages"], roots=c["roots"]

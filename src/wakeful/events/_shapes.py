@@ -99,6 +99,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('kind', ..., ('str',), ('approval', 'compaction', 'move', 'subagent_report', 'synthetic', 'user'), (), (), 0),
         ('delivery', 'steer', ('str',), ('queue', 'steer'), (), (), 0),
         ('payload', ..., ('dict',), (), (), (), 0),
+        ('actor', None, ('null', 'str'), (), (), (), 0),
     ),
     'InputDelivered': (
         ('v', 1, ('int',), (), (), (), 0),
@@ -340,6 +341,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('v', 1, ('int',), (), (), (), 0),
         ('type', 'session.interrupt_requested', ('str',), ('session.interrupt_requested',), (), (), 0),
         ('reason', 'user', ('str',), (), (), (), 0),
+        ('actor', None, ('null', 'str'), (), (), (), 0),
     ),
     'CompactionEnded': (
         ('v', 1, ('int',), (), (), (), 0),
@@ -415,6 +417,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('undo_instructions', {}, ('dict',), (), (), (), 0),
         ('files', [], ('list',), (), ('FileRestore',), (), 0),
         ('shell_calls', [], ('list',), (), (), ('str',), 0),
+        ('actor', None, ('null', 'str'), (), (), (), 0),
     ),
     'FileRestore': (
         ('path', ..., ('str',), (), (), (), 0),
@@ -428,6 +431,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('work_state', {}, ('dict',), (), (), (), 0),
         ('instructions', {}, ('dict',), (), (), (), 0),
         ('files', [], ('list',), (), ('FileRestore',), (), 0),
+        ('actor', None, ('null', 'str'), (), (), (), 0),
     ),
     'HistoryEdited': (
         ('v', 1, ('int',), (), (), (), 0),
@@ -543,7 +547,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = '7ed78fbad87170b4'
+SHAPES_DIGEST = '42bebc5ce3c97d69'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

@@ -50,6 +50,7 @@ class SessionReverted(_Event):
     undo_instructions: dict[str, str] = Field(default_factory=dict)
     files: tuple[FileRestore, ...] = ()
     shell_calls: tuple[str, ...] = ()  # the reverted `shell` commands: not reversible
+    actor: str | None = None  # who rewound (docs/access.md); None: not recorded
 
 
 class SessionUnreverted(_Event):
@@ -61,6 +62,7 @@ class SessionUnreverted(_Event):
     work_state: dict[str, JsonValue] = Field(default_factory=dict)
     instructions: dict[str, str] = Field(default_factory=dict)
     files: tuple[FileRestore, ...] = ()
+    actor: str | None = None  # who undid the rewind (docs/access.md); None: not recorded
 
 
 class HistoryEdited(_Event):

@@ -74,11 +74,16 @@ class SessionMoved(_Event):
 
 
 class InputEnqueued(_Event):
+    """An input admitted to the inbox. `actor` is who admitted it (docs/access.md, "Who did
+    what": a server's user, `operator`, or `local:NAME`); None for what the runtime admits
+    itself (a subagent's report, a continuation) and for inputs admitted before it was kept."""
+
     type: Literal["inbox.enqueued"] = "inbox.enqueued"
     input_id: str
     kind: InputKind
     delivery: Delivery = "steer"
     payload: dict[str, JsonValue]
+    actor: str | None = None  # stored without the key when None (`dump_event`)
 
 
 class InputDelivered(_Event):
@@ -313,6 +318,7 @@ class InterruptRequested(_Event):
 
     type: Literal["session.interrupt_requested"] = "session.interrupt_requested"
     reason: str = "user"
+    actor: str | None = None  # who asked (docs/access.md); None: not recorded
 
 
 class SessionError(_Event):

@@ -29,9 +29,10 @@ def approval_input_id(call_id: str) -> str:
 
 
 def admit_decision(
-    store: LocalStore, session_id: str, call_id: str, decision: str
+    store: LocalStore, session_id: str, call_id: str, decision: str, actor: str | None = None
 ) -> tuple[ApprovalRequested, Admission]:
-    """Admit a decision on a waiting call; return the request and the admission.
+    """Admit `actor`'s decision on a waiting call (who decided is in its `inbox.enqueued`);
+    return the request and the admission.
 
     `UsageError` for an unknown decision, `NotFoundError` when no such call waits (a unique
     prefix of its id is enough), `ConflictError` when the call was already decided otherwise.
@@ -51,7 +52,12 @@ def admit_decision(
     payload: dict[str, JsonValue] = {"call_id": request.call_id, "decision": decision}
     try:
         admission = store.admit(
-            session_id, approval_input_id(request.call_id), "approval", payload, "steer"
+            session_id,
+            approval_input_id(request.call_id),
+            "approval",
+            payload,
+            "steer",
+            actor=actor,
         )
     except ConflictError:
         raise ConflictError(

@@ -32,6 +32,7 @@ class HostMixin:
     """Appends, blobs, pruning and renaming of `Runtime` (see the module docstring)."""
 
     store: SqlStore
+    actor: str  # `Runtime.actor`
     coordinator: Coordinator
     toolbox: Toolbox
 
@@ -79,10 +80,13 @@ class HostMixin:
         the blob (so a prune or delete keeps it as long as the session does)."""
         return self.store.put_blob(data, session_id)
 
-    def prune(self, older_than_ms: int, action: str = "preview") -> PruneCounts:
+    def prune(
+        self, older_than_ms: int, action: str = "preview", *, actor: str | None = None
+    ) -> PruneCounts:
         """Root sessions idle since before `older_than_ms` and their children: `preview`
-        (counts, nothing written), `archive` or `delete` (see `SqlStore.prune`)."""
-        return self.store.prune(older_than_ms, action)
+        (counts, nothing written), `archive` or `delete` (see `SqlStore.prune`; a deleted
+        tree's tombstone names `actor`, default this runtime's)."""
+        return self.store.prune(older_than_ms, action, actor=actor or self.actor)
 
     def rename(self, session_id: str, title: str) -> SessionRow:
         """Set the session's title (a recorded `session.updated`, surrounding whitespace

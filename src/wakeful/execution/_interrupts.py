@@ -16,6 +16,7 @@ class InterruptMixin:
 
     store: LocalStore
     coordinator: Coordinator
+    actor: str  # who a call that names nobody is recorded as (`Runtime.actor`)
 
     def busy(self, session_id: str) -> bool:
         """Whether the session is being driven: a drain of this process, or a live claim of
@@ -24,23 +25,26 @@ class InterruptMixin:
             raise SessionNotFoundError(f"no session {session_id}")
         return session_id in self.coordinator.active() or self.store.claims.is_live(session_id)
 
-    def interrupt(self, session_id: str) -> bool:
+    def interrupt(self, session_id: str, *, actor: str | None = None) -> bool:
         """Hard-interrupt the session's turn, here or in whichever process drives it.
 
         Writes a durable `session.interrupt_requested` (another process's driver sees it within
         its poll interval) and stops a local drain at once. Returns whether one ran here. On an
         idle session (`busy` is false) nothing is written and nothing happens: an interrupt
-        stops a turn, it is never kept for a later one.
+        stops a turn, it is never kept for a later one. The request names `actor` (who
+        asked; default: this runtime's).
         """
         if not self.busy(session_id):
             return False
-        [request] = self.store.append(session_id, [InterruptRequested()])
+        asked = InterruptRequested(actor=actor or self.actor)
+        [request] = self.store.append(session_id, [asked])
         return self.coordinator.interrupt(session_id, request.id)
 
-    async def ainterrupt(self, session_id: str) -> bool:
+    async def ainterrupt(self, session_id: str, *, actor: str | None = None) -> bool:
         """`interrupt` from the event loop that drives this process's sessions: its store
         calls in a worker thread (`off_loop`), the local drain stopped on the loop."""
         if not await off_loop(self.busy, session_id):
             return False
-        [request] = await off_loop(self.store.append, session_id, [InterruptRequested()])
+        asked = InterruptRequested(actor=actor or self.actor)
+        [request] = await off_loop(self.store.append, session_id, [asked])
         return self.coordinator.interrupt(session_id, request.id)

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from ..store import (
     open_store,
     sent_message_id,
 )
+from ._actor import ActorMixin
 from ._approve import admit_decision, pending_approvals
 from ._children import Children
 from ._coordinator import Coordinator
@@ -114,7 +115,9 @@ class SendResult:
         )
 
 
-class Runtime(PlacesMixin, SetupMixin, ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin):
+class Runtime(
+    PlacesMixin, SetupMixin, ShapingMixin, HostMixin, SchedulesMixin, InterruptMixin, ActorMixin
+):
     """A store plus everything needed to drive its sessions in this process."""
 
     store: SqlStore  # the concrete store it opens (its mixins need only a `LocalStore`)
@@ -231,8 +234,10 @@ class Runtime(PlacesMixin, SetupMixin, ShapingMixin, HostMixin, SchedulesMixin, 
         resume: bool = True,
         title: str | None = None,
         create: bool = True,
+        actor: str | None = None,
     ) -> SendResult:
-        """Admit one input (creating the session lazily); with `resume`, wake its drain.
+        """Admit one input (creating the session lazily), by `actor` (default `self.actor`);
+        with `resume`, wake its drain.
 
         A session created here takes this runtime's agent and model; the model is checked
         first (`check_model`), so a model that cannot be built creates nothing. With `create`
@@ -259,7 +264,9 @@ class Runtime(PlacesMixin, SetupMixin, ShapingMixin, HostMixin, SchedulesMixin, 
                 metadata={"workspace": str(self.workspace)},
                 location=str(self.workspace),
             )
-        adm: Admission = self.store.admit(sid, input_id, kind, payload, delivery, create=made)
+        adm: Admission = self.store.admit(
+            sid, input_id, kind, payload, delivery, create=made, actor=actor or self.actor
+        )
         sent = self._admitted(sid, adm, kind, delivery)
         if resume:
             self._wake(sid)
@@ -268,7 +275,9 @@ class Runtime(PlacesMixin, SetupMixin, ShapingMixin, HostMixin, SchedulesMixin, 
     def admit_together(self, requests: Sequence[AdmissionRequest]) -> list[SendResult | Exception]:
         """`send` of each request into its existing session, none woken (`resume=False`,
         `create=False`), in one store transaction (`SqlStore.admit_together`): each one's
-        `SendResult`, or the error `send` would raise for it, in order."""
+        `SendResult`, or the error `send` would raise for it, in order (by `self.actor`
+        where a request names no `actor`)."""
+        requests = [r if r.actor else replace(r, actor=self.actor) for r in requests]
         return [
             out
             if isinstance(out, Exception)
@@ -312,11 +321,12 @@ class Runtime(PlacesMixin, SetupMixin, ShapingMixin, HostMixin, SchedulesMixin, 
         location: str | None = None,
         session_id: str | None = None,
         events: Sequence[SessionEvent] = (),
+        owner: str | None = None,
     ) -> SessionRow:
         """Create a session (a fresh id unless `session_id`) with these fields as given (None:
         no agent, model or location recorded; `send` fills in this runtime's), holding `events`
-        (an import's messages) written in the same transaction. The caller checks agent and
-        model first (`place`, `check_model`)."""
+        (an import's messages) and its `owner` (a server's user) written in the same
+        transaction. The caller checks agent and model first (`place`, `check_model`)."""
         return self.store.create_session(
             session_id,
             title=title,
@@ -325,20 +335,23 @@ class Runtime(PlacesMixin, SetupMixin, ShapingMixin, HostMixin, SchedulesMixin, 
             metadata=metadata,
             location=location,
             events=events,
+            owner=owner,
         )
 
     def fork(self, session_id: str, through_seq: int | None = None, **fields: Any) -> SessionRow:
-        """A new session holding the session's messages through `through_seq` (default: all);
-        the original is untouched. `fields` override title, agent, model, location."""
+        """A new session (of the original's owner) holding its messages through `through_seq`
+        (default: all); the original is untouched. `fields` override title, agent, model,
+        location."""
         return self.store.fork(session_id, through_seq, **fields)
 
     def set_archived(self, session_id: str, archived: bool = True) -> None:
         """Set or clear the session's reversible archive marker."""
         self.store.set_archived(session_id, archived)
 
-    def delete(self, session_id: str) -> PruneCounts:
-        """Delete the session and its descendants for good; return what went."""
-        return self.store.delete(session_id)
+    def delete(self, session_id: str, *, actor: str | None = None) -> PruneCounts:
+        """Delete the session and its descendants for good; return what went. Its tombstone
+        (`store.access.deletions`) names `actor` (default: `self.actor`)."""
+        return self.store.delete(session_id, actor=actor or self.actor)
 
     def compact(
         self,
@@ -466,13 +479,20 @@ class Runtime(PlacesMixin, SetupMixin, ShapingMixin, HostMixin, SchedulesMixin, 
         return pending_approvals(self.store, session_id)
 
     def approve(
-        self, session_id: str, call_id: str, decision: str = "allow", *, resume: bool = True
+        self,
+        session_id: str,
+        call_id: str,
+        decision: str = "allow",
+        *,
+        resume: bool = True,
+        actor: str | None = None,
     ) -> SendResult:
-        """Admit a decision (`allow`, `deny`, `always`) on a waiting call; with `resume`, wake
-        the session's drain (needs a running event loop, like `send`). The call runs, once,
-        in whichever process drives the session next; see `docs/approvals.md`."""
+        """Admit `actor`'s decision (`allow`, `deny`, `always`; default actor: `self.actor`)
+        on a waiting call; with `resume`, wake the session's drain (needs a running event
+        loop, like `send`). The call runs, once, in whichever process drives the session
+        next; see `docs/approvals.md`."""
         self.store.get_session(session_id)
-        _, adm = admit_decision(self.store, session_id, call_id, decision)
+        _, adm = admit_decision(self.store, session_id, call_id, decision, actor or self.actor)
         if resume:
             self._wake(session_id)
         return SendResult.of(adm)

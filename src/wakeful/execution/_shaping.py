@@ -44,15 +44,17 @@ class ShapingMixin:
 
     store: LocalStore
     busy: Callable[[str], bool]  # `Runtime.busy`
-    interrupt: Callable[[str], bool]  # `Runtime.interrupt`
+    interrupt: Callable[..., bool]  # `Runtime.interrupt` (session id, `actor=`)
+    actor: str  # `Runtime.actor`
     place: Callable[[str | None], Place]  # `Runtime.place`
     hooks: Hooks  # `Runtime.hooks`
 
-    async def _settle(self, session_id: str, wait_s: float) -> None:
-        """Interrupt the session's turn if one runs, and wait until no driver holds it."""
+    async def _settle(self, session_id: str, wait_s: float, actor: str | None = None) -> None:
+        """Interrupt the session's turn if one runs (as `actor`), and wait until no driver
+        holds it."""
         if not await off_loop(self.busy, session_id):
             return
-        self.interrupt(session_id)
+        self.interrupt(session_id, actor=actor)
         deadline = time.monotonic() + wait_s
         while await off_loop(self.busy, session_id):
             if time.monotonic() > deadline:
@@ -92,15 +94,17 @@ class ShapingMixin:
         force: bool = False,
         revision: int | None = None,
         wait_s: float = 30.0,
+        actor: str | None = None,
     ) -> RewindResult:
         """Revert the session to just before a turn, an input or a message (none named: its
-        newest turn). The later messages leave the active history (not the log), the work
+        newest turn), recorded as `actor`'s (default: this runtime's). The later messages leave the active history (not the log), the work
         state and instruction values return to what they were; `unrevert` undoes it until a
         new input is delivered. With `files`, the files those turns changed are restored
         (`FileConflictError` lists files changed since by anything else, unless `force`).
         A driven session is interrupted first; `revision`, when given, must be the session's
         `last_seq` (`ConflictError` otherwise, nothing written)."""
-        await self._settle(session_id, wait_s)
+        actor = actor or self.actor
+        await self._settle(session_id, wait_s, actor)
         plan = await off_loop(
             self.store.shaping.plan_revert,
             session_id,
@@ -125,6 +129,7 @@ class ShapingMixin:
                 message_id=message_id,
                 revision=plan.revision,
                 files=restored,
+                actor=actor,
             )
         )
         return RewindResult(
@@ -140,13 +145,19 @@ class ShapingMixin:
         )
 
     async def unrevert(
-        self, session_id: str, *, force: bool = False, wait_s: float = 30.0
+        self,
+        session_id: str,
+        *,
+        force: bool = False,
+        wait_s: float = 30.0,
+        actor: str | None = None,
     ) -> RewindResult:
         """Undo the session's pending rewind (`UsageError` when there is none, or a new input
         made it final): its messages, work state and instruction values come back, and the
         files it restored return to what it replaced (`FileConflictError` for files changed
-        since, unless `force`)."""
-        await self._settle(session_id, wait_s)
+        since, unless `force`). Recorded as `actor`'s (default: this runtime's)."""
+        actor = actor or self.actor
+        await self._settle(session_id, wait_s, actor)
         pending = await off_loop(self.store.pending_revert, session_id)
         if pending is None:
             raise UsageError(f"session {session_id} has no rewind to undo")
@@ -154,7 +165,9 @@ class ShapingMixin:
         completed: tuple[str, ...] = ()
         if pending.files:
             restored, completed = await self._restore(session_id, unrevert_moves(pending), force)
-        stored = await off_loop(lambda: self.store.shaping.unrevert(session_id, files=restored))
+        stored = await off_loop(
+            lambda: self.store.shaping.unrevert(session_id, files=restored, actor=actor)
+        )
         return RewindResult(
             session_id,
             stored.seq,

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import UsageError
 from ..execution import off_loop
-from ..store import Access, UserToken, cookie_digest, token_digest
+from ..store import OPERATOR_ACTOR, Access, UserToken, cookie_digest, token_digest
 
 COOKIE = "wakeful_session"
 CSRF_HEADER = b"x-wakeful-csrf"
@@ -34,6 +34,8 @@ OPEN_ROUTES = {("GET", "/health"), ("HEAD", "/health"), ("GET", "/ui/login"), ("
 # A share link's page, its form and its view: they check the link themselves (`_shares.py`).
 OPEN_ROUTES |= {("GET", "/ui/share"), ("POST", "/ui/share"), ("GET", "/ui/shared")}
 OPEN_ROUTES |= {("GET", "/ui/shared/log")}
+# A share link's media (`/ui/shared/media/{digest}`): checked against the link's messages.
+OPEN_PREFIXES = {("GET", "/ui/shared/media/")}
 # The code and styles those pages load (no session data; the same for every server).
 OPEN_ROUTES |= {("GET", f"/ui/static/{name}") for name in ("app.css", "share.js", "shared.js")}
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
@@ -64,8 +66,8 @@ class Principal:
 
     @property
     def name(self) -> str:
-        """The caller as the log records them: the user, or `operator`."""
-        return self.user or "operator"
+        """The caller as the log records them (`actor`): the user, or `operator`."""
+        return self.user or OPERATOR_ACTOR
 
 
 def user_principal(token: UserToken, via: str) -> Principal:
@@ -192,6 +194,17 @@ def cookie_value(scope: Scope) -> str | None:
     return jar[COOKIE].value if COOKIE in jar else None
 
 
+def _open(method: str, path: str) -> bool:
+    """Whether `method path` is served without a credential (`OPEN_ROUTES`, `OPEN_PREFIXES`)."""
+    if (method, path) in OPEN_ROUTES:
+        return True
+    # one segment after the prefix: `..` or a second `/` reaches nothing else
+    return any(
+        method == m and path.startswith(p) and "/" not in path[len(p) :] and ".." not in path
+        for m, p in OPEN_PREFIXES
+    )
+
+
 class AuthMiddleware:
     """Reject unauthenticated requests (401) before routing; record the principal in the scope."""
 
@@ -208,12 +221,12 @@ class AuthMiddleware:
         self.users = users  # the store's users' tokens (None: operator tokens only)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (scope["method"], route_path(scope)) in OPEN_ROUTES:
+        if scope["type"] != "http" or _open(scope["method"], route_path(scope)):
             await self.app(scope, receive, send)
             return
         principal = await self._principal(scope)
-        if principal is None:
-            await self._unauthorized(scope, send)
+        if not isinstance(principal, Principal):
+            await self._unauthorized(scope, send, principal)
             return
         if (
             principal.via == "cookie"
@@ -231,7 +244,9 @@ class AuthMiddleware:
         scope["wakeful.principal"] = principal
         await self.app(scope, receive, send)
 
-    async def _principal(self, scope: Scope) -> Principal | None:
+    async def _principal(self, scope: Scope) -> Principal | str | None:
+        """The caller; else why their user token is refused (revoked, expired), or None when
+        the request carries no credential that names one."""
         auth = _header(scope, b"authorization")
         if auth is not None:
             scheme, _, token = auth.partition(" ")
@@ -240,8 +255,7 @@ class AuthMiddleware:
             found = self.tokens.check(token.strip())
             if found is not None or self.users is None:
                 return found
-            held = await off_loop(self.users.token_by, digest=_h(token.strip()))
-            return None if held is None else user_principal(held, "bearer")
+            return await self._held("bearer", digest=_h(token.strip()))
         value = cookie_value(scope)
         if value is None:
             return None
@@ -252,10 +266,18 @@ class AuthMiddleware:
             raw = bytes.fromhex(value)
         except ValueError:
             return None
-        held = await off_loop(self.users.token_by, cookie=raw)
-        return None if held is None else user_principal(held, "cookie")
+        return await self._held("cookie", cookie=raw)
 
-    async def _unauthorized(self, scope: Scope, send: Send) -> None:
+    async def _held(self, via: str, **key: bytes) -> Principal | str | None:
+        """A user's token from the store, as a principal or the reason it is refused."""
+        assert self.users is not None
+        held = await off_loop(self.users.find_token, **key)
+        if held is None:
+            return None
+        refused = held.refusal(self.users.clock.now_ms())
+        return refused if refused is not None else user_principal(held, via)
+
+    async def _unauthorized(self, scope: Scope, send: Send, refused: str | None) -> None:
         path = route_path(scope)
         if scope["method"] == "GET" and (path == "/" or path.startswith("/ui/")):
             query = bytes(scope.get("query_string", b"")).decode("latin-1")
@@ -269,6 +291,8 @@ class AuthMiddleware:
             await send({"type": "http.response.body", "body": body})
             return
         reason = "a valid bearer token is required (Authorization: Bearer TOKEN)"
+        if refused is not None:  # a user's token the store holds: say why it no longer works
+            reason = f"{refused}; {reason}"
         await _send_json(
             send, 401, "unauthorized", reason, [(b"www-authenticate", b'Bearer realm="wakeful"')]
         )

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..execution import off_loop
+from ..execution import off_loop, parse_interval
 from ..store import SCOPES, UserToken, check_user_name, parse_scopes
 from ._api import Call, Registry
 from ._models import _In, _Out
@@ -18,11 +18,15 @@ ops = Registry()
 
 
 class TokenIn(_In):
-    """A new token: its user (made on first use), scopes and an optional label."""
+    """A new token: its user (made on first use), scopes, an optional label and how long it
+    lasts (`expires`; none: until revoked)."""
 
     user: str = Field(min_length=1, max_length=64)
     scopes: list[str] = Field(min_length=1, description=f"Of {', '.join(SCOPES)}.")
     label: str | None = Field(None, max_length=200)
+    expires: str | None = Field(
+        None, max_length=16, description="Refused after this long: 30m, 24h, 7d (null: never)."
+    )
 
 
 class TokenOut(_Out):
@@ -94,8 +98,10 @@ async def create_token(call: Call[Any, TokenIn]) -> NewTokenOut:
     state: ServerState = call.state
     b = call.body
     scopes = parse_scopes(",".join(b.scopes))  # UsageError (422): an unknown scope
+    access = state.runtime.store.access
+    expires_ms = None if b.expires is None else access.clock.now_ms() + parse_interval(b.expires)
     token, secret = await off_loop(
-        state.runtime.store.access.create_token, check_user_name(b.user), scopes, label=b.label
+        access.create_token, check_user_name(b.user), scopes, label=b.label, expires_ms=expires_ms
     )
     return NewTokenOut(token=token_out(token), secret=secret)
 

@@ -179,9 +179,9 @@ def _prompt(body: RunAgentInput) -> tuple[str, dict[str, JsonValue]] | None:
     return input_id, {"text": text, "metadata": {AGUI_ID: mid}}
 
 
-def _admit(state: ServerState, sid: str, body: RunAgentInput) -> dict[str, bool]:
-    """Record the resume entries' decisions and the newest user message (in a worker
-    thread; nothing is woken), each checked before any is written. `ApiError` 422 when the
+def _admit(state: ServerState, sid: str, body: RunAgentInput, actor: str) -> dict[str, bool]:
+    """Record the resume entries' decisions and the newest user message as `actor`'s (in a
+    worker thread; nothing is woken), each checked before any is written. `ApiError` 422 when the
     input holds neither, `NotFoundError` for an entry naming no waiting or decided call.
     Returns each input id with whether this request created it."""
     decisions = [(e.interrupt_id, _decision(e)) for e in body.resume or ()]
@@ -202,12 +202,17 @@ def _admit(state: ServerState, sid: str, body: RunAgentInput) -> dict[str, bool]
         out[item.input_id] = False
     for call_id, decision in decisions:
         if call_id in waiting:
-            sent = state.runtime.approve(sid, call_id, decision, resume=False)
+            sent = state.runtime.approve(sid, call_id, decision, resume=False, actor=actor)
             out[sent.input_id] = sent.created
     if prompt is not None:
         input_id, payload = prompt
         sent = state.runtime.send(
-            session_id=sid, input_id=input_id, payload=payload, resume=False, create=False
+            session_id=sid,
+            input_id=input_id,
+            payload=payload,
+            resume=False,
+            create=False,
+            actor=actor,
         )
         out[sent.input_id] = sent.created
     return out
@@ -260,7 +265,7 @@ async def agui_run(call: Call[Any, RunAgentInput]) -> Any:
     body = call.body
     if body.thread_id != sid:
         raise ApiError(422, "invalid", f"threadId must be the session's id ({sid})")
-    admitted = await off_loop(_admit, state, sid, body)
+    admitted = await off_loop(_admit, state, sid, body, call.principal.name)
     mine = set(admitted)
     sub = await state.hub.subscribe(sid)
     state.wake(sid)

@@ -55,7 +55,14 @@ async def decide(call: Call[Any, DecisionIn]) -> AdmissionOut:
     """Decide on a waiting call (allow, always or deny); with `resume` wake the session."""
     state: ServerState = call.state
     sid, call_id = call.path["session_id"], call.path["call_id"]
-    sent = await off_loop(state.runtime.approve, sid, call_id, call.body.decision, resume=False)
+    sent = await off_loop(
+        state.runtime.approve,
+        sid,
+        call_id,
+        call.body.decision,
+        resume=False,
+        actor=call.principal.name,
+    )
     if call.body.resume:
         state.wake(sid)
     else:

@@ -59,9 +59,10 @@ def _turn(t: TurnResult) -> TurnSummaryOut:
 
 
 async def admit_prompt(
-    state: ServerState, session_id: str, body: PromptIn, *, resolve: bool = False
+    state: ServerState, session_id: str, body: PromptIn, *, actor: str, resolve: bool = False
 ) -> AdmissionOut:
-    """Admit `body` into an existing session; wake it (and wait for it) as asked.
+    """Admit `body` into an existing session as `actor`'s (the caller: `Principal.name`);
+    wake it (and wait for it) as asked.
 
     With `resolve`, `session_id` may be a unique prefix. The admission itself looks the id up
     (an unknown session is a `NotFoundError` and nothing is written), so a whole id costs no
@@ -74,7 +75,7 @@ async def admit_prompt(
     payload = _payload(body)
 
     def request(sid: str) -> AdmissionRequest:
-        return AdmissionRequest(sid, body.input_id, "user", payload, body.delivery)
+        return AdmissionRequest(sid, body.input_id, "user", payload, body.delivery, actor)
 
     def resolved() -> tuple[str, SendResult]:
         sid = state.reads.resolve_session_id(session_id)
@@ -85,6 +86,7 @@ async def admit_prompt(
             delivery=body.delivery,
             resume=False,
             create=False,
+            actor=actor,
         )
 
     try:
@@ -124,7 +126,9 @@ async def admit_prompt(
 )
 async def prompt(call: Call[Any, PromptIn]) -> Any:
     """Admit a prompt (steer or queue); with `resume` (default) wake the session's drain."""
-    out = await admit_prompt(call.state, call.path["session_id"], call.body, resolve=True)
+    out = await admit_prompt(
+        call.state, call.path["session_id"], call.body, actor=call.principal.name, resolve=True
+    )
     return respond(out, 200 if call.body.wait else 202)
 
 
@@ -141,7 +145,7 @@ async def interrupt(call: Call[Any, Any]) -> InterruptOut:
     state: ServerState = call.state
     sid = call.path["session_id"]
     requested = await off_loop(state.runtime.busy, sid)  # idle: nothing is written
-    stopped = await state.runtime.ainterrupt(sid) if requested else False
+    stopped = await state.runtime.ainterrupt(sid, actor=call.principal.name) if requested else False
     state.hub.nudge()
     return InterruptOut(session_id=sid, requested=requested, stopped_local=stopped)
 

@@ -203,7 +203,17 @@ async def media(call: Call[Any, Any]) -> Response:
     """A media blob referenced by a message of the session (and only such a blob)."""
     state: ServerState = call.state
     sid, digest = call.path["session_id"], call.path["digest"]
-    media_type = _media_type(await off_loop(state.reads.messages, sid), digest)
+    return await media_response(state, await off_loop(state.reads.messages, sid), sid, digest)
+
+
+async def media_response(
+    state: ServerState, messages: list[Message], sid: str, digest: str
+) -> Response:
+    """The blob `digest` when one of `messages` (of session `sid`) references it, served as
+    the media route serves it (inline for images, audio and video, else an attachment); a
+    404 `ApiError` when none does or the blob is gone. The one rule for the inspector's
+    media and a share link's."""
+    media_type = _media_type(messages, digest)
     if media_type is None:
         raise ApiError(404, "not_found", f"no media {digest} in session {sid}")
     try:

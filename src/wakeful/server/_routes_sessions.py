@@ -136,11 +136,11 @@ async def create_session(call: Call[Any, CreateSessionIn]) -> Any:
         model=model,
         metadata=metadata,
         location=where,
+        owner=call.principal.user,  # in the session's own transaction (docs/access.md)
     )
-    await off_loop(rt.store.access.set_owner, sid, call.principal.user)  # docs/access.md
     admission = None
     if body.prompt is not None:
-        admission = await admit_prompt(state, sid, body.prompt)
+        admission = await admit_prompt(state, sid, body.prompt, actor=call.principal.name)
         row = await off_loop(state.reads.get_session, sid)
     state.hub.nudge()
     out = CreatedOut(session=state.session_out(row), admission=admission)
@@ -204,9 +204,8 @@ async def fork_session(call: Call[Any, ForkIn]) -> Any:
         resolve_agent(body.agent, rt.config)  # 422 before anything is written
     if body.model is not None:
         await off_loop(rt.check_model, body.model)
+    # The fork belongs to the forked tree's owner, written with it (`SqlStore.fork`).
     row = await off_loop(state.runtime.fork, call.path["session_id"], body.through_seq, **fields)
-    owner = await off_loop(rt.store.access.owner_of, call.path["session_id"])
-    await off_loop(rt.store.access.set_owner, row.id, owner)  # the forked tree's owner
     if await off_loop(rt.set_identity, row.id, agent=body.agent, model=body.model):
         row = await off_loop(state.reads.get_session, row.id)
     state.hub.nudge()
@@ -252,5 +251,5 @@ async def delete_session(call: Call[Any, Any]) -> CountsOut:
     sid = call.path["session_id"]
     if state.is_active(sid):
         raise ConflictError(f"session {sid} is running here; interrupt it first")
-    counts = await off_loop(state.runtime.delete, sid)
+    counts = await off_loop(state.runtime.delete, sid, actor=call.principal.name)
     return CountsOut.model_validate(counts.to_json())

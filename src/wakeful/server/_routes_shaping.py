@@ -180,6 +180,7 @@ async def rewind(call: Call[Any, RewindIn]) -> RewindOut:
         files=b.files,
         force=b.force,
         revision=b.revision,
+        actor=call.principal.name,
     )
     state.hub.nudge()
     return _rewind_out(result)
@@ -196,7 +197,9 @@ async def rewind(call: Call[Any, RewindIn]) -> RewindOut:
 async def unrevert(call: Call[Any, UnrevertIn]) -> RewindOut:
     """Undo the session's rewind (until a new input is delivered)."""
     state: ServerState = call.state
-    result = await state.runtime.unrevert(call.path["session_id"], force=call.body.force)
+    result = await state.runtime.unrevert(
+        call.path["session_id"], force=call.body.force, actor=call.principal.name
+    )
     state.hub.nudge()
     return _rewind_out(result)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qs
@@ -28,16 +29,19 @@ from starlette.routing import Route
 from ..clock import SystemClock
 from ..errors import NotFoundError
 from ..execution import off_loop, parse_interval
+from ..messages import Message
 from ..store import ShareLink, TurnRow
 from ._api import ApiError, Call, Registry, check_owner
 from ._auth import _header
 from ._models import _In, _Out
 from ._redact import event_json, redact_message
+from ._routes_reads import media_response
 from ._state import ServerState
 
 ops = Registry()
 SHARE_COOKIE = "wakeful_share"
 CHECK_S = 1.0  # how often an open stream looks its link up again
+_DIGEST = re.compile(r"[0-9a-f]{64}")  # a blob's SHA-256, as the media routes take it
 DEFAULT_EXPIRES = "24h"
 MAX_EXPIRES_MS = 90 * 86_400_000
 
@@ -205,17 +209,10 @@ async def shared_view(request: Request) -> Response:
     sid = link.session_id
 
     def gather() -> dict[str, Any]:
-        reads = state.reads
-        span = None if link.turn_id is None else _span(state.runtime.store.turns(sid), link.turn_id)
-        messages = [
-            (seq, redact_message(m))
-            for seq, m in reads.messages_with_seq(sid)
-            if span is None or span[0] < seq <= span[1]
-        ]
-        return {"row": reads.get_session(sid), "messages": messages}
+        return {"row": state.reads.get_session(sid), "messages": _shown(state, link)}
 
     data = await off_loop(gather)
-    media = f"{_base(request)}/sessions/{sid}/media"
+    media = f"{_base(request)}/ui/shared/media"
     return _html(
         request,
         "shared.html",
@@ -224,6 +221,33 @@ async def shared_view(request: Request) -> Response:
         row=data["row"],
         messages=transcript(data["messages"], media),
     )
+
+
+def _shown(state: ServerState, link: ShareLink) -> list[tuple[int, Message]]:
+    """The messages the link shows, with their seqs: the session's, or its turn's, redacted
+    as for a token without the sensitive scope."""
+    sid = link.session_id
+    span = None if link.turn_id is None else _span(state.runtime.store.turns(sid), link.turn_id)
+    return [
+        (seq, redact_message(m))
+        for seq, m in state.reads.messages_with_seq(sid)
+        if span is None or span[0] < seq <= span[1]
+    ]
+
+
+async def shared_media(request: Request) -> Response:
+    """GET /ui/shared/media/{digest}: an image (or a cut tool output) that a message the link
+    shows references; nothing else, whatever the digest (404)."""
+    link = await _link(request)
+    digest = request.path_params["digest"]
+    if link is None or not _DIGEST.fullmatch(digest):
+        return Response("this link is revoked, expired or unknown", 404, media_type="text/plain")
+    state = _state(request)
+    shown = await off_loop(_shown, state, link)
+    try:
+        return await media_response(state, [m for _, m in shown], link.session_id, digest)
+    except ApiError as err:
+        return Response(err.reason, err.status, media_type="text/plain")
 
 
 def _span(turns: list[TurnRow], turn_id: str) -> tuple[int, int]:
@@ -287,4 +311,5 @@ routes = [
     Route("/ui/share", share_open, methods=["POST"], include_in_schema=False),
     Route("/ui/shared", shared_view, methods=["GET"], include_in_schema=False),
     Route("/ui/shared/log", shared_log, methods=["GET"], include_in_schema=False),
+    Route("/ui/shared/media/{digest}", shared_media, methods=["GET"], include_in_schema=False),
 ]

@@ -18,15 +18,19 @@ if TYPE_CHECKING:
         new_session_id,
     )
     from ._access import (
+        OPERATOR_ACTOR,
         SCOPES,
         Access,
+        Deletion,
         Scope,
         ShareLink,
         UserToken,
         check_user_name,
         cookie_digest,
+        local_actor,
         parse_scopes,
         token_digest,
+        utc_minute,
     )
     from ._append import MESSAGE_MAX_BYTES, ClaimToken
     from ._artifacts import ARTIFACTS_PER_SESSION_CAP, Artifact, artifacts_from_metadata
@@ -112,6 +116,9 @@ if TYPE_CHECKING:
 # parts, not the protocol, the fault helpers or logging (cold start of `session list`, issue 25).
 _LAZY = {
     "SCOPES": "wakeful.store._access",
+    "OPERATOR_ACTOR": "wakeful.store._access",
+    "Deletion": "wakeful.store._access",
+    "local_actor": "wakeful.store._access",
     "Access": "wakeful.store._access",
     "Scope": "wakeful.store._access",
     "ShareLink": "wakeful.store._access",
@@ -120,6 +127,7 @@ _LAZY = {
     "cookie_digest": "wakeful.store._access",
     "parse_scopes": "wakeful.store._access",
     "token_digest": "wakeful.store._access",
+    "utc_minute": "wakeful.store._access",
     "ClaimToken": "wakeful.store._append",
     "MESSAGE_MAX_BYTES": "wakeful.store._append",
     "TurnOpening": "wakeful.store._opening",
@@ -228,6 +236,10 @@ __all__ = [
     "cookie_digest",
     "parse_scopes",
     "token_digest",
+    "utc_minute",
+    "OPERATOR_ACTOR",
+    "Deletion",
+    "local_actor",
     "FIRE_HISTORY",
     "FireOutcome",
     "FirePlan",

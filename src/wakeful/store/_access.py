@@ -28,6 +28,7 @@ SCOPES: tuple[Scope, ...] = get_args(Scope)
 _COOKIE_KEY = b"wakeful-inspector-cookie-v1"
 _TOKEN_COLS = "id, user_name, scopes, label, created_ms, expires_ms, revoked_ms"
 _SHARE_COLS = "id, session_id, turn_id, created_by, created_ms, expires_ms, revoked_ms"
+_DELETION_COLS = "session_id, parent_id, owner, actor, deleted_ms, how"
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.@-")
 
 
@@ -59,10 +60,29 @@ def parse_scopes(text: str) -> tuple[Scope, ...]:
 
 
 def check_user_name(name: str) -> str:
-    """`name` when it can name a user (1 to 64 letters, digits, `_ . @ -`), else `UsageError`."""
+    """`name` when it can name a user (1 to 64 letters, digits, `_ . @ -`, not `operator`),
+    else `UsageError`."""
     if not 1 <= len(name) <= 64 or not set(name) <= _NAME_CHARS:
         raise UsageError(f"bad user name {name!r}: 1 to 64 letters, digits, _ . @ -")
+    if name == OPERATOR_ACTOR:
+        raise UsageError(f"{name!r} names the server's operator tokens in the log; pick another")
     return name
+
+
+OPERATOR_ACTOR = "operator"
+"""The actor a server's operator token is recorded as (no user may take the name)."""
+
+
+def local_actor() -> str:
+    """The actor of the command line and the library: `local:` and the OS user's name (who
+    ran the process; `local` when the system names nobody). A user's name has no `:`, so
+    neither this nor `operator` can be mistaken for a server's user (docs/access.md)."""
+    import getpass
+
+    try:
+        return "local:" + getpass.getuser()
+    except Exception:  # no login name and no passwd entry (a bare container's uid)
+        return "local"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +96,14 @@ class UserToken:
     created_ms: int
     expires_ms: int | None
     revoked_ms: int | None
+
+    def refusal(self, now_ms: int) -> str | None:
+        """Why the token is refused at `now_ms` (revoked, expired), or None while it is live."""
+        if self.revoked_ms is not None:
+            return f"the token {self.id} was revoked"
+        if self.expires_ms is not None and self.expires_ms <= now_ms:
+            return f"the token {self.id} expired at {utc_minute(self.expires_ms)} UTC"
+        return None
 
     def to_json(self) -> dict[str, object]:
         """The token's listing as a JSON-ready dict (the CLI and API contract)."""
@@ -115,6 +143,37 @@ class ShareLink:
         }
 
 
+def utc_minute(ms: int) -> str:
+    """Epoch milliseconds as `2026-12-07 06:30` (UTC), as listings and refusals print them."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """What is kept of a deleted session tree (its tombstone): its id, its parent's, its owner,
+    who deleted it (`actor`), when, and how (`delete` or `prune`). Nothing of its content."""
+
+    session_id: str
+    parent_id: str | None
+    owner: str | None
+    actor: str | None
+    deleted_ms: int
+    how: str
+
+    def to_json(self) -> dict[str, object]:
+        """The tombstone as a JSON-ready dict (the CLI contract)."""
+        return {
+            "session_id": self.session_id,
+            "parent_id": self.parent_id,
+            "owner": self.owner,
+            "actor": self.actor,
+            "deleted_ms": self.deleted_ms,
+            "how": self.how,
+        }
+
+
 def _token(row: Row) -> UserToken:
     scopes = tuple(cast(Scope, s) for s in str(row[2]).split(",") if s)
     return UserToken(str(row[0]), str(row[1]), scopes, row[3], int(row[4]), row[5], row[6])
@@ -141,16 +200,19 @@ class Access:
         label: str | None = None,
         expires_ms: int | None = None,
     ) -> tuple[UserToken, str]:
-        """A new token of `user` (made on first use) with `scopes`, and its text: the only
-        time the text exists outside the caller."""
+        """A new token of `user` (made on first use) with `scopes`, refused from `expires_ms`
+        on (None: until revoked), and its text: the only time the text exists outside the
+        caller."""
         check_user_name(user)
         if not scopes:
             raise UsageError(f"a token needs at least one scope ({', '.join(SCOPES)})")
         import secrets
 
+        now = self.clock.now_ms()
+        if expires_ms is not None and expires_ms <= now:
+            raise UsageError("a token must expire in the future")
         secret = "wk_" + secrets.token_urlsafe(32)
         digest = token_digest(secret)
-        now = self.clock.now_ms()
         token = UserToken(new_token_id(), user, scopes, label, now, expires_ms, None)
         with self.backend.transaction(write=True) as tx:
             if tx.one("SELECT 1 FROM users WHERE name = ?", (user,)) is None:
@@ -197,6 +259,16 @@ class Access:
     ) -> UserToken | None:
         """The live (not revoked, not expired) token whose text has `digest`, or whose cookie
         is `cookie`; None when there is none."""
+        token = self.find_token(digest=digest, cookie=cookie)
+        if token is None or token.refusal(self.clock.now_ms()) is not None:
+            return None
+        return token
+
+    def find_token(
+        self, *, digest: bytes | None = None, cookie: bytes | None = None
+    ) -> UserToken | None:
+        """The token whose text has `digest` (or whose cookie is `cookie`), live, revoked or
+        expired (`UserToken.refusal` says which); None when no token has it."""
         column, value = ("digest", digest) if digest is not None else ("cookie", cookie)
         if value is None:
             return None
@@ -204,15 +276,7 @@ class Access:
             row = tx.one(
                 f"SELECT {_TOKEN_COLS} FROM user_tokens WHERE {column} = ?", (value.hex(),)
             )
-        if row is None:
-            return None
-        token = _token(row)
-        now = self.clock.now_ms()
-        if token.revoked_ms is not None or (
-            token.expires_ms is not None and token.expires_ms <= now
-        ):
-            return None
-        return token
+        return None if row is None else _token(row)
 
     def users(self) -> list[str]:
         """Every user's name, in order."""
@@ -225,12 +289,7 @@ class Access:
         """Record `user` as the owner of the root session `root_id` (None: nobody's, which
         only admins see); replaces an owner left by a deleted session of the same id."""
         with self.backend.transaction(write=True) as tx:
-            tx.run("DELETE FROM session_owners WHERE root_id = ?", (root_id,))
-            if user is not None:
-                tx.run(
-                    "INSERT INTO session_owners (root_id, user_name) VALUES (?, ?)",
-                    (root_id, user),
-                )
+            set_owner_in(tx, root_id, user)
 
     def owner_of(self, session_id: str) -> str | None:
         """The owner of the session's root (None: the session or its owner is unknown)."""
@@ -259,6 +318,19 @@ class Access:
                 (user, *session_ids),
             )
         return {str(r[0]) for r in rows}
+
+    # -- deletions -------------------------------------------------------------------------
+
+    def deletions(self, session_id: str | None = None) -> list[Deletion]:
+        """The tombstones of deleted session trees (of `session_id` when given), oldest first."""
+        where, params = ("WHERE session_id = ?", (session_id,)) if session_id else ("", ())
+        with self.backend.transaction(write=False) as tx:
+            rows = tx.all(
+                f"SELECT {_DELETION_COLS} FROM session_deletions {where} "
+                "ORDER BY deleted_ms, session_id",
+                params,
+            )
+        return [Deletion(str(r[0]), r[1], r[2], r[3], int(r[4]), str(r[5])) for r in rows]
 
     # -- share links -----------------------------------------------------------------------
 
@@ -323,6 +395,41 @@ class Access:
         if link.revoked_ms is not None or link.expires_ms <= self.clock.now_ms():
             return None
         return link
+
+
+def set_owner_in(tx: Tx, root_id: str, user: str | None) -> None:
+    """`Access.set_owner` inside `tx`: the session's creation writes its owner with its row,
+    so no crash leaves a session its creator cannot see (`SqlStore.create_session`)."""
+    tx.run("DELETE FROM session_owners WHERE root_id = ?", (root_id,))
+    if user is not None:
+        tx.run("INSERT INTO session_owners (root_id, user_name) VALUES (?, ?)", (root_id, user))
+
+
+def inherit_owner_in(tx: Tx, session_id: str, fork_id: str) -> None:
+    """Record the owner of `session_id`'s root (if any) as the owner of `fork_id`, a new root,
+    inside `tx`: a fork belongs to whoever owns what it was forked from."""
+    tx.run("DELETE FROM session_owners WHERE root_id = ?", (fork_id,))
+    tx.run(
+        "INSERT INTO session_owners (root_id, user_name) SELECT ?, o.user_name FROM sessions s "
+        "JOIN session_owners o ON o.root_id = s.root_id WHERE s.id = ?",
+        (fork_id, session_id),
+    )
+
+
+def record_deletions_in(
+    tx: Tx, tops: Sequence[str], now_ms: int, actor: str | None, how: str
+) -> None:
+    """Write the tombstone of each of `tops` (a deleted tree's top session: a root, or a child
+    deleted with its own children) inside the transaction that deletes them, before their rows
+    go: its parent and owner are read from them. A session's log goes with it; this row is
+    what stays of who deleted it (docs/access.md)."""
+    for sid in tops:
+        tx.run(
+            f"INSERT INTO session_deletions ({_DELETION_COLS}) SELECT s.id, s.parent_id, "
+            "o.user_name, ?, ?, ? FROM sessions s LEFT JOIN session_owners o "
+            "ON o.root_id = s.root_id WHERE s.id = ?",
+            (actor, now_ms, how, sid),
+        )
 
 
 def owned_roots_in(tx: Tx, user: str) -> set[str]:

@@ -40,3 +40,16 @@ CREATE TABLE share_links (
   revoked_ms BIGINT
 )
 """
+
+# Migration 28: what stays of a deleted session tree, and who deleted it (`_access.Deletion`).
+DELETIONS_TABLE = """
+CREATE TABLE session_deletions (
+  session_id TEXT NOT NULL,
+  parent_id TEXT,
+  owner TEXT,
+  actor TEXT,
+  deleted_ms BIGINT NOT NULL,
+  how TEXT NOT NULL
+);
+CREATE INDEX session_deletions_session ON session_deletions (session_id)
+"""

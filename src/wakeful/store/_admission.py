@@ -62,27 +62,29 @@ class AdmissionMixin:
         delivery: Delivery = "steer",
         *,
         create: SessionCreated | None = None,
+        actor: str | None = None,
     ) -> Admission:
         """Admit one input durably, before any execution (invariants 1 and 3).
 
         With `create`, a session that does not exist yet is inserted in the same transaction
         (lazy materialization); without it, an unknown session raises `NotFoundError`. Inline
         media in the payload's blocks is stored as blobs in the same transaction and the
-        payload keeps their refs (`_media.externalize`).
+        payload keeps their refs (`_media.externalize`). `actor` (who admits it) is recorded
+        in the `inbox.enqueued` event.
         """
         iid = _input_id(input_id, delivery)
         now = self.clock.now_ms()
         payload, media = externalize(payload)  # inline media: stored once, as blobs
+        # What the admission writes is built once, for the statement or a transaction below.
+        prepared = _inbox.enqueued(iid, kind, payload, delivery, actor)
         if media:  # blobs with the admission: one transaction here (either backend)
             with self.backend.transaction(write=True) as tx:
                 admission = self._admit_here(
-                    tx, session_id, iid, kind, payload, delivery, now, create
+                    tx, session_id, iid, kind, payload, delivery, now, create, prepared
                 )
                 put_blobs_in(tx, media, session_id, now)
                 return admission
-        # PostgreSQL: the whole admission is one statement, its own transaction. What it
-        # writes is built once, for that statement or for the transaction below.
-        prepared = _inbox.enqueued(iid, kind, payload, delivery)
+        # PostgreSQL: the whole admission is one statement, its own transaction.
         row = self.backend.admit_alone(
             *_inbox.server_admission(
                 session_id, iid, kind, payload, delivery, now, prepared, self.backend.cipher
@@ -155,7 +157,9 @@ class AdmissionMixin:
     def _admit_alone(self, r: AdmissionRequest) -> Admission | Exception:
         """`admit` of one request, its error returned rather than raised."""
         try:
-            return self.admit(r.session_id, r.input_id, r.kind, r.payload, r.delivery)
+            return self.admit(
+                r.session_id, r.input_id, r.kind, r.payload, r.delivery, actor=r.actor
+            )
         except Exception as err:
             return err
 

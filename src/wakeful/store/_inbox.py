@@ -105,12 +105,19 @@ class Enqueued:
 
 
 def enqueued(
-    input_id: str, kind: InputKind, payload: dict[str, JsonValue], delivery: Delivery
+    input_id: str,
+    kind: InputKind,
+    payload: dict[str, JsonValue],
+    delivery: Delivery,
+    actor: str | None = None,
 ) -> Enqueued:
-    """The digest, event and event JSON of admitting `payload` as `input_id`."""
+    """The digest, event and event JSON of admitting `payload` as `input_id`, by `actor` (who
+    admits it: recorded in the event, not part of what makes two admissions the same input)."""
     from ..events import InputEnqueued, dump_event
 
-    event = InputEnqueued(input_id=input_id, kind=kind, delivery=delivery, payload=payload)
+    event = InputEnqueued(
+        input_id=input_id, kind=kind, delivery=delivery, payload=payload, actor=actor
+    )
     return Enqueued(content_digest(kind, payload, delivery), event, dump_event(event))
 
 
@@ -235,19 +242,23 @@ def admit_all_in(
     of it was written). A database with a server-side admission call gets every call before
     the first outcome is read: one round trip for them all on PostgreSQL."""
 
-    def call(r: AdmissionRequest) -> Pending | None:
+    made = [enqueued(r.input_id or "", r.kind, r.payload, r.delivery, r.actor) for r in requests]
+
+    def call(r: AdmissionRequest, p: Enqueued) -> Pending | None:
         return tx.admit_on_server(
-            *server_admission(r.session_id, r.input_id or "", r.kind, r.payload, r.delivery, now_ms)
+            *server_admission(
+                r.session_id, r.input_id or "", r.kind, r.payload, r.delivery, now_ms, p, tx.cipher
+            )
         )
 
-    first = call(requests[0]) if requests else None
-    sent = [None] * len(requests) if first is None else [first, *map(call, requests[1:])]
+    first = call(requests[0], made[0]) if requests else None
+    sent = [None] * len(requests) if first is None else [first, *map(call, requests[1:], made[1:])]
     outcomes: list[tuple[InboxItem, bool] | ConflictError | None] = []
-    for r, pending in zip(requests, sent, strict=True):
+    for r, p, pending in zip(requests, made, sent, strict=True):
         sid, iid = r.session_id, r.input_id or ""
         try:
             if pending is None:
-                outcomes.append(admit_in(tx, sid, iid, r.kind, r.payload, r.delivery, now_ms))
+                outcomes.append(admit_in(tx, sid, iid, r.kind, r.payload, r.delivery, now_ms, p))
             else:
                 outcomes.append(
                     admission_outcome(

@@ -139,8 +139,9 @@ class Store(Protocol):
         """Set or clear the reversible archive marker."""
         ...
 
-    def delete(self, session_id: str) -> PruneCounts:
-        """Delete a session and its descendants for good."""
+    def delete(self, session_id: str, *, actor: str | None = None) -> PruneCounts:
+        """Delete a session and its descendants for good; its tombstone names `actor` (who
+        deleted it: docs/access.md)."""
         ...
 
     # -- state read from projections --------------------------------------------------------
@@ -455,9 +456,10 @@ class LocalStore(Store, PlainReads, ReceiptReads, Protocol):
         delivery: Delivery = "steer",
         *,
         create: SessionCreated | None = None,
+        actor: str | None = None,
     ) -> Admission:
-        """Admit one input durably; with `create`, a session not there yet is inserted in the
-        same transaction."""
+        """Admit one input durably, recording who admits it (`actor`); with `create`, a
+        session not there yet is inserted in the same transaction."""
         ...
 
     def admit_together(self, requests: Sequence[AdmissionRequest]) -> list[Admission | Exception]:

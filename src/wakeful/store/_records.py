@@ -127,6 +127,7 @@ class AdmissionRequest:
     kind: InputKind
     payload: dict[str, JsonValue]
     delivery: Delivery = "steer"
+    actor: str | None = None  # who admits it (docs/access.md)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._ids import new_session_id
 from ..errors import NotFoundError, UsageError
+from ._access import record_deletions_in
 from ._append import append_events
 from ._backend import Tx
 from ._cipher import opened
@@ -175,12 +176,16 @@ def _count(tx: Tx, ids: list[str], roots: int) -> PruneCounts:
     )
 
 
-def delete_trees(tx: Tx, roots: list[str]) -> PruneCounts:
-    """Delete the given sessions with their descendants everywhere; return what went."""
+def delete_trees(
+    tx: Tx, roots: list[str], now: int, actor: str | None = None, how: str = "delete"
+) -> PruneCounts:
+    """Delete the given sessions with their descendants everywhere, leaving a tombstone of
+    each given one that says who (`actor`) and how (`delete`, `prune`); return what went."""
     ids = _tree_ids(tx, roots)
     counts = _count(tx, ids, len(roots))
     if not ids:
         return counts
+    record_deletions_in(tx, roots, now, actor, how)
     marks = ", ".join("?" for _ in ids)
     digests = [
         r[0]
@@ -200,7 +205,9 @@ def delete_trees(tx: Tx, roots: list[str]) -> PruneCounts:
     return counts
 
 
-def prune_in(tx: Tx, older_than_ms: int, action: str, now: int) -> PruneCounts:
+def prune_in(
+    tx: Tx, older_than_ms: int, action: str, now: int, actor: str | None = None
+) -> PruneCounts:
     """Preview, archive or delete root sessions not updated since `older_than_ms`."""
     from ..events import SessionUpdated
 
@@ -214,7 +221,7 @@ def prune_in(tx: Tx, older_than_ms: int, action: str, now: int) -> PruneCounts:
         )
     ]
     if action == "delete":
-        return delete_trees(tx, roots)
+        return delete_trees(tx, roots, now, actor, "prune")
     counts = _count(tx, _tree_ids(tx, roots), len(roots))
     if action == "archive":
         for sid in roots:

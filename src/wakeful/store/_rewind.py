@@ -114,9 +114,11 @@ class RewindMixin:
         message_id: str | None = None,
         revision: int | None = None,
         files: Sequence[FileRestore] = (),
+        actor: str | None = None,
     ) -> StoredEvent:
         """Revert the session to just before a turn, an input or a message (see `plan_revert`)
-        in one transaction; `files` records the file contents the caller restored. Refused
+        in one transaction; `files` records the file contents the caller restored, `actor`
+        who rewound. Refused
         (nothing written) while the session is being driven (`ConflictError`) or when
         `revision` is not the session's `last_seq` (`ConflictError`)."""
         from ..events import SessionReverted
@@ -136,6 +138,7 @@ class RewindMixin:
                 undo_instructions=undo_instructions,
                 files=tuple(files),
                 shell_calls=plan.shell_calls,
+                actor=actor,
             )
             [stored] = append_events(tx, session_id, [event], self.clock.now_ms())
             return stored
@@ -148,10 +151,15 @@ class RewindMixin:
             return _pending(tx, session_id)
 
     def unrevert(
-        self, session_id: str, *, revision: int | None = None, files: Sequence[FileRestore] = ()
+        self,
+        session_id: str,
+        *,
+        revision: int | None = None,
+        files: Sequence[FileRestore] = (),
+        actor: str | None = None,
     ) -> StoredEvent:
         """Undo the pending revert: its messages, work state and instruction values are back;
-        `files` records the file contents the caller put back. `UsageError` when there is no
+        `files` records the file contents the caller put back, `actor` who undid it. `UsageError` when there is no
         pending revert (none, or a new input made it final)."""
         from ..events import SessionUnreverted
 
@@ -166,6 +174,7 @@ class RewindMixin:
                 work_state=dict(first.undo_work_state),
                 instructions=dict(first.undo_instructions),
                 files=tuple(files),
+                actor=actor,
             )
             [stored] = append_events(tx, session_id, [event], self.clock.now_ms())
             return stored

@@ -16,7 +16,7 @@ from .._ids import new_session_id
 from ..clock import Clock, SystemClock
 from ..errors import NotFoundError, StoreError, UsageError
 from . import _inbox, _retention, _search, _transcript
-from ._access import Access
+from ._access import Access, inherit_owner_in, set_owner_in
 from ._admission import AdmissionMixin
 from ._append import ClaimToken, append_events, put_blob_in, put_blobs_in
 from ._backend import Backend, Tx, iter_chunks
@@ -105,10 +105,16 @@ class SqlStore(
     # -- sessions -------------------------------------------------------------------------
 
     def create_session(
-        self, session_id: str | None = None, *, events: Sequence[SessionEvent] = (), **fields: Any
+        self,
+        session_id: str | None = None,
+        *,
+        events: Sequence[SessionEvent] = (),
+        owner: str | None = None,
+        **fields: Any,
     ) -> SessionRow:
         """Insert a session row and its `session.created` event, then `events` (an import's
-        messages), in one transaction; return the row."""
+        messages) and its `owner` (a user of `wakeful serve`; None: nobody's), in one
+        transaction; return the row."""
         from ..events import SessionCreated
 
         sid = session_id or new_session_id()
@@ -116,6 +122,8 @@ class SqlStore(
             self._insert_session(tx, sid, SessionCreated(**fields))
             if events:
                 append_events(tx, sid, events, self.clock.now_ms(), None)
+            if owner is not None:
+                set_owner_in(tx, sid, owner)
             row = self._get(tx, sid)
         assert row is not None
         return row
@@ -510,11 +518,13 @@ class SqlStore(
         **fields: Any,
     ) -> SessionRow:
         """Copy a session's messages through `through_seq` into a new session (`new_id`, or a
-        fresh id); the parent is untouched. Other `fields` override title, agent, model."""
+        fresh id) that belongs to the owner of the session's tree, in one transaction; the
+        parent is untouched. Other `fields` override title, agent, model."""
         with self.backend.transaction(write=True) as tx:
             sid = _retention.fork_in(
                 tx, session_id, through_seq, {**fields, "session_id": new_id}, self.clock.now_ms()
             )
+            inherit_owner_in(tx, session_id, sid)
             row = self._get(tx, sid)
         assert row is not None
         return row
@@ -523,20 +533,23 @@ class SqlStore(
         """Set or clear the reversible archive marker."""
         self.update_session(session_id, archived=archived)
 
-    def prune(self, older_than_ms: int, action: str = "preview") -> PruneCounts:
+    def prune(
+        self, older_than_ms: int, action: str = "preview", *, actor: str | None = None
+    ) -> PruneCounts:
         """Root sessions idle since before `older_than_ms` (and their children).
 
         `action` is ``preview`` (writes nothing), ``archive`` or ``delete``; the preview's counts
-        equal what the delete removes.
+        equal what the delete removes. A delete leaves each root's tombstone naming `actor`.
         """
         if action not in ("preview", "archive", "delete"):
             raise UsageError(f"prune action must be preview, archive or delete, not {action!r}")
         with self.backend.transaction(write=action != "preview") as tx:
-            return _retention.prune_in(tx, older_than_ms, action, self.clock.now_ms())
+            return _retention.prune_in(tx, older_than_ms, action, self.clock.now_ms(), actor)
 
-    def delete(self, session_id: str) -> PruneCounts:
-        """Delete a session and its descendants from every table, and blobs no longer used."""
+    def delete(self, session_id: str, *, actor: str | None = None) -> PruneCounts:
+        """Delete a session and its descendants from every table, and blobs no longer used,
+        leaving its tombstone (`access.deletions`) that names who deleted it (`actor`)."""
         with self.backend.transaction(write=True) as tx:
             if self._get(tx, session_id) is None:
                 raise NotFoundError(f"no session {session_id}")
-            return _retention.delete_trees(tx, [session_id])
+            return _retention.delete_trees(tx, [session_id], self.clock.now_ms(), actor)

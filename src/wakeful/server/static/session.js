@@ -146,7 +146,9 @@
   function logLine(ev) {
     if (ev.seq <= logSeq) return;
     logSeq = ev.seq;
-    var li = el("li", "", "#" + ev.seq + " " + ev.type);
+    // who admitted, approved, interrupted or rewound (docs/access.md, "Who did what")
+    var by = ev.data && ev.data.actor ? " by " + ev.data.actor : "";
+    var li = el("li", "", "#" + ev.seq + " " + ev.type + by);
     li.dataset.seq = ev.seq;
     logList.appendChild(li);
     while (logList.children.length > LOG_KEPT) logList.removeChild(logList.firstChild);

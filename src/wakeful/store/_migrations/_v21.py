@@ -5,7 +5,7 @@ above the last entry of `ERA`). A migration's SQL may live here or in the module
 
 from __future__ import annotations
 
-from .._access_sql import ACCESS_TABLES
+from .._access_sql import ACCESS_TABLES, DELETIONS_TABLE
 from .._rates import RATE_BUCKETS
 from .._search_log import SEARCH_FROM_LOG_SQLITE
 from .._typed_events import EVENTS_TYPE_LEAN
@@ -41,4 +41,5 @@ ERA: list[Migration] = [
     (26, "access", ACCESS_TABLES, ACCESS_TABLES),  # users, tokens, owners, shares (`_access_sql`)
     # `events_type` without the messages (`_typed_events`: every typed lookup repeats its rule).
     (27, "events_type_lean", EVENTS_TYPE_LEAN, EVENTS_TYPE_LEAN),
+    (28, "session_deletions", DELETIONS_TABLE, DELETIONS_TABLE),  # who deleted what (`_access`)
 ]
