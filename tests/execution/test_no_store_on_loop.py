@@ -1,5 +1,5 @@
 """No store call on the event loop (issue 35 item 4): a turn (as `wakeful run` drives it, with
-an interrupt), a worker and the server run in asyncio's debug mode with a slow-callback
+an interrupt), a worker, the server and `wakeful chat` (through its pipe view) run in asyncio's debug mode with a slow-callback
 threshold, over a real store whose backend records every call made from a thread that is
 running an event loop. A store call on the loop fails the test, with where it came from.
 
@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,10 +27,11 @@ from tests.allow import ALLOW_WRITES
 from tests.server.conftest import SENSITIVE, TOKEN, ServerThread
 from wakeful.config import Config, ExecutionConfig, RetryConfig
 from wakeful.execution import Runtime, off_loop, run_worker
+from wakeful.store import SqlStore, open_store
 from wakeful.store._postgres import PostgresBackend
 from wakeful.store._sqlite import SqliteBackend
 
-from .helpers import check_session, write_script
+from .helpers import check_session, wait_for, write_script
 
 SLOW_CALLBACK_S = 0.05
 FAST = Config(
@@ -177,4 +181,91 @@ def test_the_server(db_url: str, tmp_path: Path, on_loop):
                 assert log.status_code == 200
     finally:
         server.stop()
+    assert on_loop.calls == [], on_loop.report()
+
+
+def _typist(
+    db: str, lines: list[tuple[str, Callable[[SqlStore], bool] | None]], pipe: int
+) -> threading.Thread:
+    """A thread that types `lines` into the chat's stdin, each after the one before was handled
+    (its condition on the store, read here, off any loop; else a pause), then closes it."""
+
+    def type_all() -> None:
+        store = open_store(db)
+        try:
+            for line, then in lines:
+                os.write(pipe, (line + "\n").encode())
+                if then is None:
+                    time.sleep(0.3)
+                else:
+                    wait_for(lambda: then(store), timeout=30)  # noqa: B023 (called at once)
+        finally:
+            store.close()
+            os.close(pipe)
+
+    return threading.Thread(target=type_all, name="typist", daemon=True)
+
+
+def _turns_ended(n: int) -> Callable[[SqlStore], bool]:
+    def ended(store: SqlStore) -> bool:
+        rows = store.list_sessions(limit=10).sessions
+        return any(len(store.events(r.id, types=("turn.ended",))) >= n for r in rows)
+
+    return ended
+
+
+def _chat(args: list[str], lines: list[tuple[str, Any]], db: str, monkeypatch: Any) -> None:
+    """`wakeful chat ARGS` in this process, through its pipe view, with `lines` typed."""
+    from wakeful.cli._chat import chat
+
+    read, write = os.pipe()
+    with os.fdopen(read) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        typist = _typist(db, lines, write)
+        typist.start()
+        chat.main([*args, "--db", db], standalone_mode=False)
+        typist.join(timeout=30)
+
+
+def test_the_chat(db_url: str, tmp_path: Path, on_loop, monkeypatch, capsys):
+    """`wakeful chat` over a pipe (its `PipeView`), a scripted model: a prompt, a queued one,
+    the commands that read or write the store (`/model`, `/agent`, `/mcp`, `/approve`,
+    `/sessions`, `/resume` and its picker, a search, `/compact`, `/fork`, `/new`), then a
+    second chat resuming the session by id. None of their store calls runs on the loop."""
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    model = write_script(tmp_path / "chat.json", [{"match": ".", "replies": [{"text": "OK!!"}]}])
+    other = write_script(tmp_path / "other.json", [{"match": ".", "replies": [{"text": "B"}]}])
+    lines: list[tuple[str, Any]] = [
+        ("hello there", _turns_ended(1)),
+        ("/model", None),
+        ("/agent", None),
+        ("/mcp", None),
+        ("/approve", None),
+        ("/queue later", _turns_ended(2)),
+        ("/sessions", None),
+        ("/resume", None),
+        ("1", None),
+        ("/resume hello", None),
+        ("/compact", None),
+        (f"/model {other}", None),
+        ("/fork", None),
+        ("/agent plan", None),
+        ("/new", None),
+        ("/model", None),
+        ("/mcp off nothing", None),
+        ("/quit", None),
+    ]
+    _chat(["--model", model], lines, db_url, monkeypatch)
+    out = capsys.readouterr().out
+    assert "OK!!" in out and "forked into ses_" in out and "resumed ses_" in out, out
+    store = open_store(db_url)
+    try:
+        [first] = [r for r in store.list_sessions(limit=10).sessions if r.forked_from is None]
+        assert len(store.events(first.id, types=("turn.ended",))) == 2
+        assert store.get_session(first.id).model == other
+    finally:
+        store.close()
+    _chat([first.id], [("/quit", None)], db_url, monkeypatch)
+    assert f"resumed {first.id}" in capsys.readouterr().out
     assert on_loop.calls == [], on_loop.report()

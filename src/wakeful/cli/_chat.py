@@ -16,13 +16,13 @@ import asyncio
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import click
 from prompt_toolkit.utils import is_dumb_terminal
 
 from ..errors import UsageError, WakefulError
-from ..events import Decision
+from ..events import Decision, Delivery
 from ..execution import Runtime, off_loop
 from ..messages import speaker
 from ..runner import AskResult, LiveEvent, preview, resolve_agent
@@ -67,6 +67,7 @@ class Chat:
         self.armed = False  # the next Ctrl-C on an empty line leaves
         self.question: asyncio.Future[Decision | None] | None = None  # the next line answers it
         self.mcp_pending: dict[str, bool] = {}  # `/mcp` switches of a session not stored yet
+        self.interrupting: asyncio.Task[bool] | None = None  # Ctrl-C's durable interrupt
 
     # -- state -------------------------------------------------------------------------------
 
@@ -74,9 +75,9 @@ class Chat:
         """Whether this process is driving the current session."""
         return self.sid in self.rt.active()
 
-    def materialized(self) -> bool:
+    async def materialized(self) -> bool:
         """Whether the current session exists in the store."""
-        return self.rt.reads.find_session(self.sid) is not None
+        return await off_loop(self.rt.reads.find_session, self.sid) is not None
 
     def listener(self, ev: LiveEvent) -> None:
         """The runtime's live events: only the current session's reach the view."""
@@ -101,8 +102,8 @@ class Chat:
         if self.armed:
             return True
         self.armed = True
-        if self.busy():
-            self.rt.interrupt(self.sid)
+        if self.busy():  # the durable request is written off the loop; the drain stops now
+            self.interrupting = asyncio.ensure_future(self.rt.ainterrupt(self.sid))
             self.view.notice("interrupting… (Ctrl-C again or Ctrl-D to leave)")
         else:
             self.view.notice("press Ctrl-C again or Ctrl-D to leave")
@@ -127,22 +128,22 @@ class Chat:
         if self.picking:  # a number or an id answers the picker; anything else goes on as usual
             self.picking = False
             if text.isdigit() or text.startswith("ses_"):
-                if not self._pick(text):
+                if not await self._pick(text):
                     self.view.say(f"no session {_plain(text)}")
                 return True
         if not text:
             return True
         command, _, rest = text.partition(" ")
         if not command.startswith("/") or command == "/":
-            self._send(text)
+            await self._send(text)
             return True
         if command in ("/quit", "/exit"):
             return await self._may_leave()
         if command == "/compact":  # waited for: its result is printed before the next command
             await self._compact()
             return True
-        actions: dict[str, Callable[[str], object]] = {
-            "/help": lambda _r: self.view.say(HELP),
+        actions: dict[str, Callable[[str], Awaitable[object]]] = {
+            "/help": self._help,
             "/new": self._new,
             "/fork": self._fork,
             "/sessions": self._sessions,
@@ -161,8 +162,11 @@ class Chat:
             return True
         if command in SWITCHING:
             await self._settle()
-        action(rest.strip())
+        await action(rest.strip())  # each command's store calls leave the loop (`off_loop`)
         return True
+
+    async def _help(self, _rest: str) -> None:
+        self.view.say(HELP)
 
     async def _settle(self) -> None:
         """Give a turn whose answer is already on screen a moment to end (its last commit) before
@@ -188,11 +192,11 @@ class Chat:
             self.question = None
             self.view.notice(None)
 
-    def _switch_to(self, what: str, value: str) -> None:
+    async def _switch_to(self, what: str, value: str) -> None:
         """`/model [SPEC]`, `/agent [NAME]`: without a value, say which one the session runs
         with; with one, switch to it from the next turn (`Runtime.switch`; a session not
         stored yet is created with it). A turn running now finishes as it began."""
-        row = self.rt.reads.find_session(self.sid)
+        row = await off_loop(self.rt.reads.find_session, self.sid)
         current = (row.model if what == "model" else row.agent) if row is not None else None
         current = current or (self.rt.model if what == "model" else self.rt.agent_name)
         if not value:
@@ -200,7 +204,7 @@ class Chat:
             return
         try:
             if row is not None:
-                self.rt.switch(self.sid, **{what: value})
+                await off_loop(self.rt.switch, self.sid, **{what: value})
             elif what == "model":
                 self.rt.check_model(value)
                 self.rt.model = value
@@ -213,19 +217,18 @@ class Chat:
         later = " (from the next turn)" if self.busy() else ""
         self.view.say(f"{what}: {_plain(current)} → {_plain(value)}{later}")
 
-    def _send(self, text: str) -> None:
-        """Send a prompt. The first one stores the session: `/mcp` switches made before it
-        are written before its drain starts, so its first request has them."""
-        if self.mcp_pending and not self.materialized():
-            self.rt.send(text, session_id=self.sid, resume=False)
-            for name, on in self.mcp_pending.items():
-                self.rt.switch_mcp(self.sid, name, on)
-            self.rt.wake(self.sid)
-        else:
-            self.rt.send(text, session_id=self.sid)
+    async def _send(self, text: str, delivery: Delivery = "steer") -> None:
+        """Send a prompt (admitted off the loop, then its drain woken here). The first one
+        stores the session: `/mcp` switches made before it are written before its drain
+        starts, so its first request has them."""
+        pending = self.mcp_pending if self.mcp_pending and not await self.materialized() else {}
+        await off_loop(self.rt.send, text, session_id=self.sid, delivery=delivery, resume=False)
+        for name, on in pending.items():
+            await off_loop(self.rt.switch_mcp, self.sid, name, on)
+        self.rt.wake(self.sid)
         self.mcp_pending = {}
 
-    def _mcp(self, rest: str) -> None:
+    async def _mcp(self, rest: str) -> None:
         """`/mcp`: the MCP servers configured here, on or off in this session; `/mcp on|off
         NAME` switches one from the next turn (`Runtime.switch_mcp`: durable, its tools stay
         in the request so the provider's cached prefix holds; `execution/_mcp_switch.py`). A
@@ -235,8 +238,9 @@ class Chat:
         if how and (how not in ("on", "off") or not name):
             self.view.say("usage: /mcp · /mcp on NAME · /mcp off NAME")
             return
-        if self.materialized():
-            switches = self.rt.mcp_switches(self.sid)
+        stored = await self.materialized()
+        if stored:
+            switches = await off_loop(self.rt.mcp_switches, self.sid)
         else:
             servers = self.rt.place(None).config.mcp.servers
             switches = {n: self.mcp_pending.get(n, True) for n in sorted(servers)}
@@ -248,17 +252,18 @@ class Chat:
             known = ", ".join(switches) or "none is configured"
             self.view.say(f"no MCP server {_plain(name)} here ({_plain(known)})")
             return
-        if self.materialized():
-            self.rt.switch_mcp(self.sid, name, how == "on")
+        if stored:
+            await off_loop(self.rt.switch_mcp, self.sid, name, how == "on")
         else:
             self.mcp_pending[name] = how == "on"
         later = " (from the next turn)" if self.busy() else ""
         self.view.say(f"mcp {_plain(name)}: {how}{later}")
 
-    def _decide(self, rest: str, decision: str) -> None:
+    async def _decide(self, rest: str, decision: str) -> None:
         """`/approve`, `/always`, `/deny` [CALL]: decide on a call the session waits on (one
         paused earlier, where nobody could answer); without CALL, the only one waiting."""
-        waiting = self.rt.approvals(self.sid) if self.materialized() else []
+        stored = await self.materialized()
+        waiting = await off_loop(self.rt.approvals, self.sid) if stored else []
         if not waiting:
             self.view.say("nothing awaits approval here")
             return
@@ -266,10 +271,12 @@ class Chat:
             self.view.say("several calls wait; name one: " + ", ".join(r.call_id for r in waiting))
             return
         try:
-            self.rt.approve(self.sid, rest or waiting[0].call_id, decision)
+            call = rest or waiting[0].call_id
+            await off_loop(self.rt.approve, self.sid, call, decision, resume=False)
         except WakefulError as err:
             self.view.say(str(err))
             return
+        self.rt.wake(self.sid)
         self.view.say(f"{decision}: {rest or waiting[0].call_id}")
 
     async def _may_leave(self) -> bool:
@@ -281,7 +288,7 @@ class Chat:
         )
         choice = (answer or "i").strip().lower()[:1]
         if choice == "i":
-            self.rt.interrupt(self.sid)
+            await self.rt.ainterrupt(self.sid)
             return False
         if choice == "w":
             self.view.say("quitting when the turn ends…")
@@ -300,14 +307,14 @@ class Chat:
         self.view.say(how)
         return True
 
-    def _new(self, _rest: str) -> None:
+    async def _new(self, _rest: str) -> None:
         self._switch(new_session_id(), "new session (nothing stored until you send something)")
 
-    def _fork(self, _rest: str) -> None:
-        if not self.materialized():
+    async def _fork(self, _rest: str) -> None:
+        if not await self.materialized():
             self.view.say("nothing to fork yet")
             return
-        fork = self.rt.fork(self.sid).id
+        fork = (await off_loop(self.rt.fork, self.sid)).id
         self._switch(fork, f"forked into {fork}")
 
     def _list(self, rows: list[SessionRow], snippets: dict[str, str] | None = None) -> None:
@@ -323,28 +330,29 @@ class Chat:
             if snippets and row.id in snippets:
                 self.view.say(f"        {_plain(snippets[row.id])[:100]}")
 
-    def _sessions(self, _rest: str) -> None:
-        rows = self.rt.reads.list_sessions(limit=PICK_LIMIT).sessions
+    async def _sessions(self, _rest: str) -> None:
+        rows = (await off_loop(self.rt.reads.list_sessions, limit=PICK_LIMIT)).sessions
         if not rows:
             self.view.say("no sessions yet")
             return
         self._list(rows)
         self.view.say("/resume N resumes one")
 
-    def _resume(self, rest: str) -> None:
+    async def _resume(self, rest: str) -> None:
         """`/resume`: pick from recent sessions; `/resume N|ID`: that one; else a search."""
         if rest:
-            if self._pick(rest):
+            if await self._pick(rest):
                 return
             try:
-                page = self.rt.reads.search(rest, limit=PICK_LIMIT)
+                page = await off_loop(self.rt.reads.search, rest, limit=PICK_LIMIT)
             except UsageError as err:
                 self.view.say(str(err))
                 return
             rows = [h.session for h in page.hits]
             snippets = {h.session.id: h.snippet for h in page.hits}
         else:
-            rows, snippets = self.rt.reads.list_sessions(limit=PICK_LIMIT).sessions, {}
+            rows = (await off_loop(self.rt.reads.list_sessions, limit=PICK_LIMIT)).sessions
+            snippets = {}
         if not rows:
             self.view.say("no session matches" if rest else "no sessions yet")
             return
@@ -352,7 +360,7 @@ class Chat:
         self.picking = True
         self.view.notice(f"resume which? 1-{len(rows)} (Enter: none)")
 
-    def _pick(self, choice: str) -> bool:
+    async def _pick(self, choice: str) -> bool:
         """Resume the session `choice` names (a number from the last list, or an id); False
         when it names none."""
         sid = choice
@@ -363,7 +371,7 @@ class Chat:
         if not sid.startswith("ses_"):  # other words search instead
             return False
         try:
-            row = self.rt.reads.get_session(self.rt.reads.resolve_session_id(sid))
+            row = await off_loop(_session_named, self.rt, sid)
         except WakefulError:  # none, or an ambiguous prefix
             return False
         try:
@@ -371,16 +379,17 @@ class Chat:
         except UsageError as err:
             self.view.say(_plain(str(err)))
             return True
-        self._switch(row.id, resumed(self.rt, row))
+        self._switch(row.id, await off_loop(resumed, self.rt, row))
         return True
 
     async def _compact(self) -> None:
         """`/compact`: compact the session now and say how it went, before the next command
         (a `/new` right after it must not see its end printed into the next session)."""
-        if not self.materialized():
+        if not await self.materialized():
             self.view.say("nothing to compact yet")
             return
-        sent = self.rt.compact(self.sid)
+        sent = await off_loop(self.rt.compact, self.sid, resume=False)
+        self.rt.wake(self.sid)
         await asyncio.sleep(0)  # the drain it woke starts
         while self.busy():  # noqa: ASYNC110 (no event for a drain ending; as `_settle`)
             await asyncio.sleep(0.05)
@@ -393,11 +402,11 @@ class Chat:
         else:
             self.view.say(compaction_text(result))
 
-    def _queue(self, rest: str) -> None:
+    async def _queue(self, rest: str) -> None:
         if not rest:
             self.view.say("usage: /queue TEXT")
             return
-        self.rt.send(rest, session_id=self.sid, delivery="queue")
+        await self._send(rest, delivery="queue")
         self.view.say(f"queued: {_plain(rest)[:60]}")
 
 
@@ -423,6 +432,12 @@ def resumed(rt: Runtime, row: SessionRow, last: int = 4) -> str:
         lines += [f"    {_plain(line)}" for line in request.preview.splitlines()[:20]]
         lines.append("  /approve, /always or /deny decides it")
     return "\n".join(lines)
+
+
+def _session_named(rt: Runtime, sid: str) -> SessionRow:
+    """The session `sid` names (an id or a unique prefix); `NotFoundError` (or an ambiguous
+    prefix's `UsageError`) otherwise. Blocking: the chat calls it off the loop."""
+    return rt.reads.get_session(rt.reads.resolve_session_id(sid))
 
 
 def _target(rt: Runtime, session: str | None, cont: bool) -> SessionRow | None:
@@ -458,7 +473,7 @@ async def _loop(chat: Chat) -> None:
                 if not leave.is_set():  # Ctrl-D: an answer already on screen may be ending
                     await chat._settle()
                 if chat.busy():
-                    chat.rt.interrupt(chat.sid)
+                    await chat.rt.ainterrupt(chat.sid)
                 return
             if not await chat.handle(line):
                 return
@@ -505,7 +520,7 @@ def chat(
     rt.ask = chat_.ask  # someone is here: `ask` asks inline
 
     async def main() -> bool:
-        view.say(HELP if row is None else f"{HELP}\n{resumed(rt, row)}")
+        view.say(HELP if row is None else f"{HELP}\n{await off_loop(resumed, rt, row)}")
         view.say(
             model_line(
                 row.model if row and row.model else rt.model,
@@ -513,7 +528,7 @@ def chat(
             )
         )
         await _loop(chat_)
-        stored = chat_.materialized()
+        stored = await chat_.materialized()
         await rt.aclose()
         return stored
 

@@ -181,9 +181,12 @@ class PipeView(View):
             lines: asyncio.Queue[str | None] = asyncio.Queue()
 
             def pump() -> None:
-                for line in sys.stdin:
-                    loop.call_soon_threadsafe(lines.put_nowait, line.rstrip("\n"))
-                loop.call_soon_threadsafe(lines.put_nowait, None)
+                try:
+                    for line in sys.stdin:
+                        loop.call_soon_threadsafe(lines.put_nowait, line.rstrip("\n"))
+                    loop.call_soon_threadsafe(lines.put_nowait, None)
+                except RuntimeError:  # the chat's loop closed: nobody reads these lines now
+                    return
 
             threading.Thread(target=pump, name="chat-stdin", daemon=True).start()
             self._lines = lines
