@@ -17,6 +17,6 @@ MAX_RECOVERY_ATTEMPTS = 3
 POLL_INTERVAL_MS = 250
 # How many sessions one worker process drives at once (`wakeful worker --concurrency`): sized
 # for sessions that mostly wait on a model (docs/execution.md, "Sizing a worker").
-WORKER_CONCURRENCY = 64
+WORKER_CONCURRENCY = 32
 # Durable retry (`[retry] poll_interval_ms`): how often a waiting retry looks for new input.
 RETRY_POLL_INTERVAL_MS = 250
