@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+import wakeful._config_files
 import wakeful._defaults
 import wakeful.config
+from wakeful._config_files import config_file_stats
 from wakeful.config import (
     CompactionConfig,
     Config,
@@ -272,11 +274,15 @@ def test_config_imports_nothing_from_wakeful_but_errors():
         elif isinstance(node, ast.Import):
             imported.update(alias.name for alias in node.names)
     ours = {name for name in imported if name.startswith((".", "wakeful"))}
-    # `_defaults` holds the `[store]` defaults the store reads without the models; it imports
-    # nothing at all.
-    assert ours == {".errors", "._defaults"}
+    # `_defaults` holds the `[store]` defaults the store reads without the models, and
+    # `_config_files` finds the files (a driver stamps them every step); neither imports any
+    # of wakeful.
+    assert ours == {".errors", "._defaults", "._config_files"}
     leaf = ast.parse(Path(wakeful._defaults.__file__).read_text())
     assert not [n for n in ast.walk(leaf) if isinstance(n, ast.Import | ast.ImportFrom)]
+    files = ast.parse(Path(wakeful._config_files.__file__).read_text())
+    froms = [n for n in ast.walk(files) if isinstance(n, ast.ImportFrom)]
+    assert not [n for n in froms if n.level or (n.module or "").startswith("wakeful")]
 
 
 def test_model_settings_most_specific_first(project: Path, user: Path):
@@ -355,3 +361,25 @@ def test_model_settings_allow_exactly_what_providers_take():
 
     assert literals("tool_choice") == set(TOOL_CHOICES)
     assert literals("accepts") == set(MEDIA_TYPES)
+
+
+def test_the_files_come_with_the_stat_that_found_them(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """What a driver stamps before every step (`execution/_place.config_stamp`): each file
+    with its `stat`, the user's directory followed as `XDG_CONFIG_HOME` changes, a directory
+    named `wakeful.toml` not a file, `$WAKEFUL_CONFIG` naming a missing file listed without one."""
+    for name in ("one", "two"):
+        (tmp_path / name / "wakeful").mkdir(parents=True)
+        write(tmp_path / name / "wakeful", "")
+    (project / "src" / "wakeful.toml").mkdir()
+    here = write(project, "")
+    for name in ("one", "two"):
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / name))
+        found = config_file_stats(project / "src")
+        user_toml = str(tmp_path / name / "wakeful" / "wakeful.toml")
+        assert [p for p, _ in found] == [user_toml, str(here)]
+        assert [st.st_size for _, st in found if st is not None] == [0, 0]
+    monkeypatch.setenv("WAKEFUL_CONFIG", str(tmp_path / "gone.toml"))
+    assert config_file_stats(project) == [(str(tmp_path / "gone.toml"), None)]
+    assert config_files(project) == [tmp_path / "gone.toml"]

@@ -16,7 +16,6 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias, get_args, get_origin
 
-import platformdirs
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -28,6 +27,11 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
+from ._config_files import ENV_VAR as ENV_VAR
+from ._config_files import FILENAME as FILENAME
+from ._config_files import config_files as config_files
+from ._config_files import project_file as project_file
+from ._config_files import user_file as user_file
 from ._defaults import (
     LEASE_MS,
     MAX_RECOVERY_ATTEMPTS,
@@ -48,8 +52,6 @@ DEFAULT_PERMISSIONS: dict[str, Permission] = {
     "write_file": "ask",
     "edit_file": "ask",
 }
-FILENAME = "wakeful.toml"
-ENV_VAR = "WAKEFUL_CONFIG"
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 MAX_TOKENS = 100_000_000  # upper bound of token counts: no model window is near it
@@ -520,33 +522,6 @@ def _validate(data: dict[str, Any], origin: str) -> Config:
         more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
         prefix = f"{origin}: {where}: " if where else f"{origin}: "
         raise UsageError(prefix + _explain(first) + more) from None
-
-
-def project_file(cwd: Path) -> Path | None:
-    """The nearest `wakeful.toml` from `cwd` upwards, stopping at the directory holding `.git`
-    (the project root) or at the filesystem root."""
-    for folder in (cwd, *cwd.parents):
-        candidate = folder / FILENAME
-        if candidate.is_file():
-            return candidate
-        if (folder / ".git").exists():
-            return None
-    return None
-
-
-def user_file(user_dir: Path | None = None) -> Path:
-    """The user's `wakeful.toml` (in `platformdirs.user_config_dir("wakeful")` by default)."""
-    return (user_dir or Path(platformdirs.user_config_dir("wakeful"))) / FILENAME
-
-
-def config_files(cwd: Path | None = None, user_dir: Path | None = None) -> list[Path]:
-    """The files `load_config` reads, lowest precedence first."""
-    explicit = os.environ.get(ENV_VAR)
-    if explicit:
-        return [Path(explicit)]
-    user = user_file(user_dir)
-    project = project_file((cwd or Path.cwd()).resolve())
-    return [p for p in (user, project) if p is not None and p.is_file()]
 
 
 # Environment variables that set a key, over every file (flags > env > files > defaults).

@@ -4,7 +4,6 @@ configuration read again when its files change (issue 37 item 22). `PlacesMixin`
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -12,7 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeAlias
 
-from ..config import CompactionConfig, Config, config_files, load_config
+from .._config_files import config_file_stats
+from ..config import CompactionConfig, Config, load_config
 from ..errors import LocationUnavailableError, UsageError
 from ..providers import Provider, check_model, make_provider
 
@@ -25,12 +25,9 @@ def config_stamp(cwd: Path) -> ConfigStamp:
     """The files `load_config` reads from `cwd` as (path, mtime ns, size), by `stat` only: a
     different stamp means a file was edited, added or removed (read the configuration again).
     The environment is not in it: a running process does not see its variables change."""
-    out: list[tuple[str, int, int]] = []
-    for path in config_files(cwd):
-        with contextlib.suppress(OSError):  # removed since it was listed: absent
-            st = path.stat()
-            out.append((str(path), st.st_mtime_ns, st.st_size))
-    return tuple(out)
+    return tuple(
+        (path, st.st_mtime_ns, st.st_size) for path, st in config_file_stats(cwd) if st is not None
+    )
 
 
 @dataclass(frozen=True, slots=True)
