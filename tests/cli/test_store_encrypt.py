@@ -15,6 +15,7 @@ from wakeful.errors import UsageError
 from wakeful.events import SessionCreated
 from wakeful.store import blob_digest, new_master_key, open_store
 
+pytestmark = pytest.mark.usefixtures("own_keys")  # keys of their own, never the run's
 WAKEFUL = str(Path(sys.executable).with_name("wakeful"))
 MARK = "quokkasecret9931"
 SESSIONS = 130  # three batches of 50: a kill after the first leaves sealed and plain sessions

@@ -18,8 +18,9 @@ from wakeful._checks import write_script
 from wakeful.config import Config, EncryptionConfig
 from wakeful.errors import StoreError, UsageError
 from wakeful.execution import Runtime
-from wakeful.store import new_master_key, open_store, parse_master_key
+from wakeful.store import blob_digest, new_master_key, open_store, parse_master_key
 
+pytestmark = pytest.mark.usefixtures("own_keys")  # keys of their own, never the run's
 MARK_PROMPT = "zebraprompt4711"
 MARK_TOOL = "zebratool4711"
 MARK_FILE = "zebrafile4711"
@@ -245,6 +246,8 @@ async def test_rotation_rewraps_every_key_and_the_old_key_stops_opening(tmp_path
     try:
         assert MARK_PROMPT in str([m.model_dump() for m in store.messages(sid)])
         assert [h.session.id for h in store.search(MARK_PROMPT).hits] == [sid]
+        written = blob_digest(MARK_FILE.encode())  # a blob's key: wrapped by the data key
+        assert store.get_blob(written) == MARK_FILE.encode()
     finally:
         store.close()
 

@@ -28,7 +28,9 @@ SECTION = "e38b4492f8e35aeceb955a7d7724156464f50c5bfdafd6786697aaf9e5c133fc"
 
 
 @pytest.fixture
-def v1_copy(tmp_path: Path) -> Path:
+def v1_copy(tmp_path: Path, own_keys: None) -> Path:
+    """A store of schema version 1 with sessions: plain, so opened without the key of an
+    encrypted suite run (such a store is never encrypted behind its back)."""
     copy = tmp_path / "sessions.db"
     shutil.copyfile(FIXTURE, copy)
     return copy

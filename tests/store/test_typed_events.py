@@ -26,6 +26,7 @@ from wakeful.store import SqlStore, _postgres, _sqlite, open_store
 from wakeful.store._migrations import MIGRATIONS
 from wakeful.store._typed_events import types_in
 
+BEFORE_27 = [m for m in MIGRATIONS if m[0] < 27]  # the schema before events_type_lean
 _FULL_INDEX = "CREATE INDEX events_type ON events (session_id, type, seq)"  # migration 3's
 
 
@@ -131,7 +132,7 @@ def test_a_file_of_the_previous_schema_migrates_in_place(tmp_path: Path) -> None
     path = tmp_path / "s.db"
 
     with pytest.MonkeyPatch.context() as old:
-        old.setattr(_sqlite, "MIGRATIONS", MIGRATIONS[:-1])
+        old.setattr(_sqlite, "MIGRATIONS", BEFORE_27)
         before = open_store(str(path))
         try:
             sid = _fill(before, 100)
@@ -154,7 +155,7 @@ def test_a_file_of_the_previous_schema_migrates_in_place(tmp_path: Path) -> None
 def test_a_database_of_the_previous_schema_migrates_in_place() -> None:
     with fresh_database() as url:
         with pytest.MonkeyPatch.context() as old:
-            old.setattr(_postgres, "MIGRATIONS", MIGRATIONS[:-1])
+            old.setattr(_postgres, "MIGRATIONS", BEFORE_27)
             before = open_store(url)
             try:
                 sid = _fill(before, 100)

@@ -179,8 +179,13 @@ def put_blobs_in(tx: Tx, blobs: Sequence[bytes], session_id: str | None, now_ms:
     digests in the order given. Rows go in digest order, so two transactions storing the same
     new blobs wait on each other in one order (no deadlock)."""
     digests = [blob_digest(data) for data in blobs]
-    cipher = tx.cipher  # an encrypted store seals blobs under its blob key; `size` stays clear
-    rows = [
+    cipher = tx.cipher
+    if cipher is not None and session_id is not None:  # under keys the session holds
+        from ._blob_keys import put_sealed_blobs
+
+        put_sealed_blobs(tx, cipher, dict(zip(digests, blobs, strict=True)), session_id, now_ms)
+        return digests
+    rows = [  # encrypted without a session: under the store's blob key; `size` stays clear
         (digest, len(data), data if cipher is None else cipher.seal_blob(digest, data))
         for digest, data in sorted(dict(zip(digests, blobs, strict=True)).items())
     ]

@@ -18,7 +18,8 @@ from .._ids import new_artifact_id
 from ..errors import NotFoundError, UsageError
 from ._append import append_events
 from ._backend import Row, Tx
-from ._shaped import ARTIFACTS_PER_SESSION_CAP
+from ._cipher import keyed, opened, opened_or_none
+from ._shaped import ARTIFACT_URI, ARTIFACTS_PER_SESSION_CAP
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -33,7 +34,7 @@ ARTIFACT_META_MAX_BYTES = 16_384
 LABEL_MAX_CHARS = 200
 URI_MAX_CHARS = 2048
 _KIND = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
-_COLS = "id, session_id, kind, uri, label, meta, turn_id, created_ms, updated_ms"
+_COLS = "id, session_id, kind, uri, label, meta, turn_id, created_ms, updated_ms, uri_sealed"
 _A_COLS = ", ".join(f"a.{c}" for c in _COLS.split(", "))  # the same columns of `artifacts a`
 
 __all__ = ["ARTIFACTS_PER_SESSION_CAP", "Artifact", "ArtifactsMixin"]
@@ -69,13 +70,15 @@ class Artifact:
 
 
 def _artifact(row: Row) -> Artifact:
+    """The artifact of a row of `_COLS` (an encrypted store's uri, label and meta opened)."""
+    meta = opened_or_none(row[5])
     return Artifact(
         str(row[0]),
         str(row[1]),
         str(row[2]),
-        str(row[3]),
-        str(row[4]),
-        None if row[5] is None else json.loads(row[5]),
+        str(row[3] if row[9] is None else opened(row[9])),
+        opened(str(row[4])),
+        None if meta is None else json.loads(meta),
         row[6],
         int(row[7]),
         int(row[8]),
@@ -161,7 +164,7 @@ class ArtifactsMixin:
             append_events(tx, session_id, [event], event.at_ms)
             row = tx.one(
                 f"SELECT {_COLS} FROM artifacts WHERE session_id = ? AND kind = ? AND uri = ?",
-                (session_id, kind, uri),
+                (session_id, kind, keyed(tx.cipher, ARTIFACT_URI, uri)),
             )
         assert row is not None
         return _artifact(row)
@@ -203,9 +206,9 @@ class ArtifactsMixin:
         if uri is None and location is None:
             raise UsageError("a lookup needs a uri or a location")
         where, params = _filters(kind, since_ms, "a.")
-        if uri is not None:
+        if uri is not None:  # an encrypted store's index holds the uri's keyed hash
             where += " AND a.uri = ?"
-            params.append(uri)
+            params.append(keyed(self.backend.cipher, ARTIFACT_URI, uri))
         join = ""
         if location is not None:
             join = " JOIN sessions s ON s.id = a.session_id"

@@ -3,10 +3,12 @@
 An encrypted store seals, with AES-GCM under the session's data key, every text that holds
 content: event bodies, titles, metadata, work and extension state. A sealed text is
 `\\x1fwk1:<store id>:<session id>:<base64 of nonce, ciphertext and tag>`, authenticated with
-its session id, so a reader needs no other column to open it. Blob bytes are sealed under the
-store's blob key (a blob is shared by the sessions that hold the same content). Ids, seqs,
-times, statuses, types and sizes stay clear: claims, fencing, listing and retention never need
-a key. Search indexes keyed hashes of words (`word_tokens`), never words.
+its session id, so a reader needs no other column to open it. Blob bytes are sealed under a
+content key per blob that the sessions using it hold (`_blob_keys.py`; the store's blob key
+only for a blob stored without a session). Ids, seqs, times, statuses, types and sizes stay
+clear: claims, fencing, listing and retention never need a key. Search indexes keyed hashes of
+words (`word_tokens`), never words; a value compared without being read (an input's digest, an
+artifact's uri) is kept as a keyed hash (`keyed`).
 
 Invariant: opening passes a text that is not sealed through unchanged, so a store being
 encrypted (`encrypt_store`) reads rows of both kinds, and an unencrypted store pays one
@@ -43,6 +45,8 @@ _TEXT = SEALED + "wk1:"
 _BLOB = b"\x1fwkb1:"
 _WORD = re.compile(r"[^\W_]+")  # the words search indexes (`_search._WORD`, without `*`)
 TOKEN_HEX = 16  # a word's keyed hash in the index: 64 bits as hex
+KEYED = SEALED + "wkh1:"  # the first characters of a keyed hash in a column (`Cipher.keyed`)
+KEYED_HEX = 32  # a keyed column value: 128 bits as hex
 
 # Every cipher this process opened, by store id: a sealed text names its store, so any reader
 # (the event codec's hook included) opens it without being handed the store.
@@ -172,6 +176,13 @@ class Cipher:
         """The text as the index of an encrypted store holds it: its words' keyed hashes."""
         return " ".join(self.token(w) for w in _WORD.findall(text))
 
+    def keyed(self, purpose: str, value: str) -> str:
+        """`value`'s keyed hash (under the search key, separated by `purpose`), marked as one:
+        what an encrypted store keeps of a value it must compare or look up without reading
+        it (an input's content digest, an artifact's uri). Equal values give equal hashes."""
+        mac = hmac.new(self._search, f"{purpose}\x00{value}".encode(), hashlib.sha256)
+        return KEYED + mac.hexdigest()[:KEYED_HEX]
+
     # -- deletion -------------------------------------------------------------------------------
 
     def forget(self, session_ids: Iterable[str]) -> None:
@@ -239,6 +250,14 @@ def sealed(cipher: Cipher | None, session_id: str, text: str) -> str:
 def sealed_or_none(cipher: Cipher | None, session_id: str, text: str | None) -> str | None:
     """`sealed` for a column that may be NULL."""
     return None if text is None else sealed(cipher, session_id, text)
+
+
+def keyed(cipher: Cipher | None, purpose: str, value: str) -> str:
+    """`value` as an encrypted store keeps a value it compares without reading (`Cipher.keyed`);
+    unchanged in an unencrypted store, and a value already keyed is left as it is."""
+    if cipher is None or value.startswith(KEYED):
+        return value
+    return cipher.keyed(purpose, value)
 
 
 def open_blob(cipher: Cipher | None, digest: str, data: bytes) -> bytes:

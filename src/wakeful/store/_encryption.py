@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 from .._ids import random_hex
 from ..errors import UsageError
-from ._cipher import Cipher, register, sealed
+from ._cipher import SEALED, Cipher, keyed, register, sealed
 from ._keys import (
+    KEY_BYTES,
     KEYRING_ENV,
     MASTER_ENV,
     MASTER_FILE_ENV,
@@ -150,13 +151,15 @@ def _initialize(backend: Backend, master: KeyProvider, path: str, state: str) ->
         else:
             store_id = random_hex(8)
             ring.rewrite(new_head(store_id, master), {})
-    with backend.transaction(write=True) as tx:
+    with backend.transaction(write=True) as tx:  # two first opens at once: one row, one id
+        tx.run(
+            "INSERT INTO encryption (id, store_id, state) VALUES (1, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING",
+            (store_id, state),
+        )
         row = tx.one("SELECT store_id FROM encryption")
-        if row is None:
-            tx.run(
-                "INSERT INTO encryption (id, store_id, state) VALUES (1, ?, ?)", (store_id, state)
-            )
-        elif row[0] != store_id:
+        assert row is not None
+        if row[0] != store_id:
             raise UsageError(f"keyring {path} belongs to store {store_id}, not to {row[0]}")
     return store_id
 
@@ -231,6 +234,11 @@ _CONTENT = (
     ("sessions", ("id",), "metadata"),
     ("work_state", ("session_id", "kind"), "value"),
     ("extension_state", ("session_id", "namespace", "key"), "value"),
+    ("turns", ("session_id", "turn_id"), "error"),
+    ("retry_state", ("session_id",), "error"),
+    ("tool_calls", ("session_id", "message_id", "call_id"), "name"),
+    ("artifacts", ("id",), "label"),
+    ("artifacts", ("id",), "meta"),
 )
 
 
@@ -245,7 +253,7 @@ def _seal_session(tx: Tx, cipher: Cipher, sid: str) -> None:
         tx.run(session_entries("delete"), (sid,))
     for seq, data in tx.all(
         "SELECT seq, data FROM events WHERE session_id = ? AND substr(data, 1, 1) <> ?",
-        (sid, "\x1f"),
+        (sid, SEALED),
     ):
         tx.run(
             "UPDATE events SET data = ? WHERE session_id = ? AND seq = ?",
@@ -265,6 +273,7 @@ def _seal_session(tx: Tx, cipher: Cipher, sid: str) -> None:
                 f"UPDATE {table} SET {column} = ? WHERE {where}",
                 (sealed(cipher, sid, str(row[-1])), *row[:-1]),
             )
+    _key_session(tx, cipher, sid)
     tx.run("DELETE FROM search_docs WHERE session_id = ?", (sid,))
     title = tx.one("SELECT title FROM sessions WHERE id = ?", (sid,))
     from ._cipher import opened
@@ -275,25 +284,68 @@ def _seal_session(tx: Tx, cipher: Cipher, sid: str) -> None:
             index_message(tx, sid, seq, message)
 
 
+def _key_session(tx: Tx, cipher: Cipher, sid: str) -> None:
+    """The session's values an encrypted store compares without reading, as keyed hashes:
+    its inputs' content digests, its artifacts' uris (each first sealed in `uri_sealed`)."""
+    from ._inbox import DIGEST_PURPOSE
+    from ._shaped import ARTIFACT_URI
+
+    for input_id, digest in tx.all(
+        "SELECT input_id, digest FROM inbox WHERE session_id = ? AND substr(digest, 1, 1) <> ?",
+        (sid, SEALED),
+    ):
+        tx.run(
+            "UPDATE inbox SET digest = ? WHERE session_id = ? AND input_id = ?",
+            (keyed(cipher, DIGEST_PURPOSE, str(digest)), sid, input_id),
+        )
+    for artifact_id, uri in tx.all(
+        "SELECT id, uri FROM artifacts WHERE session_id = ? AND uri_sealed IS NULL", (sid,)
+    ):
+        tx.run(
+            "UPDATE artifacts SET uri = ?, uri_sealed = ? WHERE id = ?",
+            (keyed(cipher, ARTIFACT_URI, str(uri)), cipher.seal(sid, str(uri)), artifact_id),
+        )
+
+
 def _seal_blobs(backend: Backend, cipher: Cipher) -> None:
-    """Seal the blobs still in the clear, a batch per transaction (in digest order)."""
+    """Move each blob a session references under a content key of its own, its references
+    holding the key (`_blob_keys`); seal a blob no session references under the store's blob
+    key. A batch per transaction, in digest order; a blob already under a content key is left
+    alone, so a rerun goes on after a kill (and upgrades a store encrypted before migration 29)."""
+    from ._blob_keys import BLOB_SEALED, seal_with, wrapped_key
+
     after = ""
     while True:
         with backend.transaction(write=True) as tx:
             rows = tx.all(
-                "SELECT digest, data FROM blobs WHERE digest > ? ORDER BY digest LIMIT 200",
+                "SELECT digest, data FROM blobs WHERE digest > ? ORDER BY digest LIMIT 100",
                 (after,),
             )
             for digest, data in rows:
-                raw = bytes(data)
-                if cipher.open_blob(str(digest), raw) is raw:  # not sealed yet
+                d, raw = str(digest), bytes(data)
+                if raw.startswith(BLOB_SEALED):
+                    continue
+                plain = cipher.open_blob(d, raw)
+                refs = [str(r[0]) for r in tx.all(BLOB_REFS_SQL, (d,))]
+                if not refs:  # no session to hold a key: the store's blob key
+                    if plain is raw:  # not sealed yet
+                        tx.run(UPDATE_BLOB, (cipher.seal_blob(d, raw), d))
+                    continue
+                key = os.urandom(KEY_BYTES)
+                tx.run(UPDATE_BLOB, (seal_with(key, d, plain), d))
+                for sid in refs:
                     tx.run(
-                        "UPDATE blobs SET data = ? WHERE digest = ?",
-                        (cipher.seal_blob(str(digest), raw), digest),
+                        "UPDATE blob_refs SET sealed_key = ? WHERE session_id = ? AND digest = ?",
+                        (wrapped_key(cipher, sid, d, key), sid, d),
                     )
+        _crash_point("encrypt.blobs")
         if not rows:
             return
         after = str(rows[-1][0])
+
+
+BLOB_REFS_SQL = "SELECT session_id FROM blob_refs WHERE digest = ?"
+UPDATE_BLOB = "UPDATE blobs SET data = ? WHERE digest = ?"
 
 
 def _compact(backend: Backend) -> None:

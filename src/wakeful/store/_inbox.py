@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConflictError, InvalidMessageError, NotFoundError
 from ._append import append_events, put_blobs_in
 from ._backend import Pending, Row, Tx, sha256_hex
-from ._cipher import Cipher, sealed
+from ._cipher import Cipher, keyed, sealed
 from ._records import AdmissionRequest, Delivered, InboxItem, Prelude
 
 if TYPE_CHECKING:
@@ -92,6 +92,9 @@ def any_pending_in(sent: Pending) -> bool | None:
 
 
 DIGEST_SQL = "SELECT digest FROM inbox WHERE session_id = ? AND input_id = ?"
+# An encrypted store keeps an input's content digest as a keyed hash of it (`Cipher.keyed`):
+# a SHA-256 of a short input would confirm a guess of it.
+DIGEST_PURPOSE = "inbox"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +140,8 @@ def server_admission(
     caller built it already."""
     p = prepared or enqueued(input_id, kind, payload, delivery)
     data = sealed(cipher, session_id, p.data)
-    return (session_id, input_id, kind, delivery, p.digest, p.event.type, data, now_ms)
+    digest = keyed(cipher, DIGEST_PURPOSE, p.digest)
+    return (session_id, input_id, kind, delivery, digest, p.event.type, data, now_ms)
 
 
 def admission_outcome(
@@ -195,7 +199,7 @@ def admit_in(
     `prepared` is `enqueued` of the same input when the caller built it already.
     """
     made = prepared or enqueued(input_id, kind, payload, delivery)
-    digest = made.digest
+    digest = keyed(tx.cipher, DIGEST_PURPOSE, made.digest)  # keyed in an encrypted store
     data = sealed(tx.cipher, session_id, made.data)
     sent = tx.admit_on_server(
         session_id, input_id, kind, delivery, digest, made.event.type, data, now_ms

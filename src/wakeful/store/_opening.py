@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import NotFoundError
 from ._cipher import opened
-from ._reads import EVENT_COLS, RetryState, stored_event
+from ._reads import EVENT_COLS, RETRY_SQL, RetryState, retry_state_row, stored_event
 from ._rewind import visible_compactions
 from ._typed_events import typed, types_in
 
@@ -64,11 +64,7 @@ def opening_in(
         f"AND e.type = ? AND {typed('e.type')} WHERE s.id = ? ORDER BY e.seq",
         (session_id, usage_window, _USAGE, session_id),
     )
-    retry = tx.query(
-        "SELECT turn_id, step, attempt, deadline_ms, error_kind, error FROM retry_state "
-        "WHERE session_id = ?",
-        (session_id,),
-    )
+    retry = tx.query(RETRY_SQL, (session_id,))
     work = tx.query(
         "SELECT kind, value FROM work_state WHERE session_id = ? ORDER BY kind",
         (session_id,),
@@ -87,7 +83,7 @@ def opening_in(
         into = ended if kind == _ENDED else tails if kind == _TAIL else approvals
         into.append(stored_event(session_id, row))
     compactions = visible_compactions(tx, session_id, ended) if ended else []
-    state = None if r is None else RetryState(r[0], int(r[1]), int(r[2]), int(r[3]), r[4], r[5])
+    state = retry_state_row(r)
     return TurnOpening(
         approvals=approvals,
         retry=state,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _shaped
 from ._backend import Tx
-from ._cipher import sealed
+from ._cipher import sealed, sealed_or_none
 from ._media import media_refs
 from ._search import index_message, index_title, unindex_messages
 
@@ -122,7 +122,7 @@ def _turn_started(tx: Tx, sid: str, seq: int, ev: TurnStarted) -> None:
 def _turn_ended(tx: Tx, sid: str, seq: int, ev: TurnEnded) -> None:
     tx.send(
         "UPDATE turns SET status = ?, ended_seq = ?, error = ? WHERE session_id = ? AND turn_id = ?",
-        (ev.outcome, seq, ev.error, sid, ev.turn_id),
+        (ev.outcome, seq, sealed_or_none(tx.cipher, sid, ev.error), sid, ev.turn_id),
     )
     status: str = "idle" if ev.outcome in ("completed", "interrupted") else ev.outcome
     if ev.error_kind == "awaiting_approval":  # paused until someone decides (`wakeful approve`)
@@ -135,7 +135,7 @@ def _tool_started(tx: Tx, sid: str, seq: int, ev: ToolCallStarted) -> None:
     tx.send(
         "INSERT INTO tool_calls (session_id, message_id, call_id, name, status, started_seq) "
         "VALUES (?, ?, ?, ?, 'running', ?)",
-        (sid, ev.message_id, ev.call_id, ev.name, seq),
+        (sid, ev.message_id, ev.call_id, sealed(tx.cipher, sid, ev.name), seq),
     )
 
 
@@ -160,6 +160,11 @@ def _ref_blobs(tx: Tx, sid: str, digests: list[str]) -> None:
     """Reference the blobs from the session, in one statement (each distinct digest once)."""
     unique = list(dict.fromkeys(digests))
     if not unique:
+        return
+    if tx.cipher is not None:  # each reference with its wrapping of the blob's key
+        from ._blob_keys import ref_sessions
+
+        ref_sessions(tx, tx.cipher, sid, unique)
         return
     tx.send(
         "INSERT INTO blob_refs (session_id, digest) VALUES "
@@ -190,7 +195,15 @@ def _retry(tx: Tx, sid: str, seq: int, ev: RetryScheduled) -> None:
     tx.send(
         "INSERT INTO retry_state (session_id, turn_id, step, attempt, deadline_ms, error_kind, error) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (sid, ev.turn_id, ev.step, ev.attempt, ev.deadline_ms, ev.error_kind, ev.error),
+        (
+            sid,
+            ev.turn_id,
+            ev.step,
+            ev.attempt,
+            ev.deadline_ms,
+            ev.error_kind,
+            sealed_or_none(tx.cipher, sid, ev.error),  # an error's text can quote content
+        ),
     )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AmbiguousIdError, CorruptStateError, NotFoundError
-from ._cipher import opened
+from ._cipher import opened, opened_or_none
 from ._summaries import summaries_in
 from ._transcript import message_bodies_in
 from ._typed_events import typed, types_in
@@ -125,7 +125,7 @@ TOOL_CALL_COLS = "message_id, call_id, name, status, started_seq"  # what `tool_
 
 def tool_call_row(r: Sequence[Any]) -> ToolCallRow:
     """The `ToolCallRow` of a row of `TOOL_CALL_COLS`."""
-    return ToolCallRow(r[0], r[1], r[2], r[3], int(r[4]))
+    return ToolCallRow(r[0], r[1], opened(r[2]), r[3], int(r[4]))
 
 
 def turns_in(tx: Tx, session_id: str) -> list[TurnRow]:
@@ -141,7 +141,20 @@ TURN_COLS = "turn_id, status, started_seq, ended_seq, error"  # what `turn_row` 
 
 def turn_row(r: Sequence[Any]) -> TurnRow:
     """The `TurnRow` of a row of `TURN_COLS`."""
-    return TurnRow(r[0], r[1], int(r[2]), None if r[3] is None else int(r[3]), r[4])
+    return TurnRow(r[0], r[1], int(r[2]), None if r[3] is None else int(r[3]), opened_or_none(r[4]))
+
+
+RETRY_SQL = (  # what `retry_state_row` reads
+    "SELECT turn_id, step, attempt, deadline_ms, error_kind, error FROM retry_state "
+    "WHERE session_id = ?"
+)
+
+
+def retry_state_row(r: Sequence[Any] | None) -> RetryState | None:
+    """The `RetryState` of a row of `RETRY_SQL` (its error opened), None for no row."""
+    if r is None:
+        return None
+    return RetryState(r[0], int(r[1]), int(r[2]), int(r[3]), r[4], opened(str(r[5])))
 
 
 class ReadsMixin:
@@ -183,12 +196,8 @@ class ReadsMixin:
     def retry_state(self, session_id: str) -> RetryState | None:
         """The session's pending retry, or None."""
         with self.backend.transaction(write=False) as tx:
-            r = tx.one(
-                "SELECT turn_id, step, attempt, deadline_ms, error_kind, error FROM retry_state "
-                "WHERE session_id = ?",
-                (session_id,),
-            )
-        return None if r is None else RetryState(r[0], int(r[1]), int(r[2]), int(r[3]), r[4], r[5])
+            r = tx.one(RETRY_SQL, (session_id,))
+        return retry_state_row(r)
 
     def work_state(self, session_id: str) -> dict[str, JsonValue]:
         """Current goal, plan, todos and jobs, by kind."""

@@ -11,7 +11,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ._backend import Tx
-from ._cipher import opened, sealed
+from ._cipher import keyed, opened, sealed, sealed_or_none
 from ._search import index_message, unindex_messages
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     )
 
 ARTIFACTS_PER_SESSION_CAP = 200  # the spec's ARTIFACTS_PER_SESSION_CAP
+ARTIFACT_URI = "artifact uri"  # an encrypted store's `artifacts.uri`: `Cipher.keyed` of the uri
 
 
 def _put_state(
@@ -105,13 +106,26 @@ def artifact_recorded(tx: Tx, sid: str, seq: int, ev: ArtifactRecorded) -> None:
     """Upsert by (session, kind, uri): an existing row keeps its id, turn and creation time and
     takes the new label (and meta, when given); then evict past the cap, `file` artifacts
     first, oldest first (the spec's `selectArtifactEvictions`)."""
-    meta = None if ev.meta is None else json.dumps(ev.meta)
+    cipher = tx.cipher  # encrypted: the uri a keyed hash (upsert, lookup), the rest sealed
+    meta = sealed_or_none(cipher, sid, None if ev.meta is None else json.dumps(ev.meta))
     tx.send(
-        "INSERT INTO artifacts (id, session_id, kind, uri, label, meta, turn_id, created_seq, "
-        "created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "INSERT INTO artifacts (id, session_id, kind, uri, uri_sealed, label, meta, turn_id, "
+        "created_seq, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (session_id, kind, uri) DO UPDATE SET label = excluded.label, "
         "meta = COALESCE(excluded.meta, artifacts.meta), updated_ms = excluded.updated_ms",
-        (ev.artifact_id, sid, ev.kind, ev.uri, ev.label, meta, ev.turn_id, seq, ev.at_ms, ev.at_ms),
+        (
+            ev.artifact_id,
+            sid,
+            ev.kind,
+            keyed(cipher, ARTIFACT_URI, ev.uri),
+            None if cipher is None else cipher.seal(sid, ev.uri),
+            sealed(cipher, sid, ev.label),
+            meta,
+            ev.turn_id,
+            seq,
+            ev.at_ms,
+            ev.at_ms,
+        ),
     )
     tx.send(
         "DELETE FROM artifacts WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER "

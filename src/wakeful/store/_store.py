@@ -21,7 +21,7 @@ from ._admission import AdmissionMixin
 from ._append import ClaimToken, append_events, put_blob_in, put_blobs_in
 from ._backend import Backend, Tx, iter_chunks
 from ._batch import BatchMixin
-from ._cipher import open_blob
+from ._blob_keys import open_blobs
 from ._claims import Claims, demote_stale
 from ._feed import Feed
 from ._follow import FollowMixin
@@ -440,9 +440,9 @@ class SqlStore(
         """The bytes of a blob; `NotFoundError` if absent."""
         with self.backend.transaction(write=False) as tx:
             row = tx.one("SELECT data FROM blobs WHERE digest = ?", (digest,))
-        if row is None:
-            raise NotFoundError(f"no blob {digest}")
-        return open_blob(self.backend.cipher, digest, bytes(row[0]))
+            if row is None:
+                raise NotFoundError(f"no blob {digest}")
+            return open_blobs(tx, tx.cipher, [(digest, bytes(row[0]))])[digest]
 
     def get_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
         """The bytes of each blob in `digests`, by digest, read with one statement per 500;
@@ -453,7 +453,7 @@ class SqlStore(
             for chunk in iter_chunks(wanted, 500):
                 marks = ", ".join("?" for _ in chunk)
                 rows = tx.all(f"SELECT digest, data FROM blobs WHERE digest IN ({marks})", chunk)
-                found.update((d := str(r[0]), open_blob(tx.cipher, d, bytes(r[1]))) for r in rows)
+                found.update(open_blobs(tx, tx.cipher, [(str(r[0]), bytes(r[1])) for r in rows]))
         missing = [d for d in wanted if d not in found]
         if missing:
             raise NotFoundError(f"no blob {missing[0]}")

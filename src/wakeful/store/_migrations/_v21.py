@@ -6,6 +6,7 @@ above the last entry of `ERA`). A migration's SQL may live here or in the module
 from __future__ import annotations
 
 from .._access_sql import ACCESS_TABLES, DELETIONS_TABLE
+from .._blob_keys import SEALED_REFS
 from .._rates import RATE_BUCKETS
 from .._search_log import SEARCH_FROM_LOG_SQLITE
 from .._typed_events import EVENTS_TYPE_LEAN
@@ -42,4 +43,5 @@ ERA: list[Migration] = [
     # `events_type` without the messages (`_typed_events`: every typed lookup repeats its rule).
     (27, "events_type_lean", EVENTS_TYPE_LEAN, EVENTS_TYPE_LEAN),
     (28, "session_deletions", DELETIONS_TABLE, DELETIONS_TABLE),  # who deleted what (`_access`)
+    (29, "sealed_refs", SEALED_REFS, SEALED_REFS),  # blob keys per session (`_blob_keys.py`)
 ]
