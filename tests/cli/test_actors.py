@@ -30,6 +30,9 @@ def test_the_cli_records_the_os_user(wk: Wk, workdir: Path, db_url: str):
     finally:
         store.close()
     assert (gone.session_id, gone.actor, gone.owner, gone.how) == (sid, ME, None, "delete")
+    shown = wk("session", "show", sid, check=False)
+    assert shown.returncode != 0 and f"UTC by {ME})" in shown.stderr, shown.stderr
+    assert f"no session {sid} (deleted " in shown.stderr and "Traceback" not in shown.stderr
     wk("run", "--model", model, "old")
     wk("session", "prune", "--older-than", "0", "--delete", "--yes")
     store = open_store(db_url)

@@ -67,9 +67,18 @@ def test_the_log_names_who_did_each_thing_over_the_api(make_server: MakeServer, 
         ("inbox.enqueued", "operator"),  # an operator token's prompt
         ("session.interrupt_requested", "operator"),
     ]
+    wait_for(lambda: not operator.get(f"/sessions/{sid}").json()["active"], what="the stop")
+    assert alice.post(f"/sessions/{sid}/budget", json={"amount": "+5usd"}).status_code == 202
+    assert alice.post(f"/sessions/{sid}/compact", json={"resume": False}).status_code == 202
+    moved = alice.post(f"/sessions/{sid}/move", json={"location": str(tmp_path), "resume": False})
+    assert moved.status_code == 202, moved.text
+    assert _actors(server, sid)[-3:] == [
+        ("budget.raised", "alice"),
+        ("inbox.enqueued", "alice"),  # the compaction request
+        ("inbox.enqueued", "alice"),  # the move
+    ]
     log = "\n".join(repr(e) for e in server.store.log(sid))
     assert secret not in log and TOKEN not in log
-    wait_for(lambda: not operator.get(f"/sessions/{sid}").json()["active"], what="the stop")
     assert alice.delete(f"/sessions/{sid}").status_code == 200
     [gone] = server.store.access.deletions(sid)
     assert (gone.actor, gone.owner, gone.how, gone.parent_id) == ("alice", "alice", "delete", None)

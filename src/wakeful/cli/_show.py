@@ -61,7 +61,7 @@ def show(
     """
     store = store_for(db)
     try:
-        row = store.get_session(store.resolve_session_id(session_id))
+        row = _found(store, session_id)
         session_id = row.id
         if call_id is not None:
             sys.stdout.write(_whole_output(store, session_id, call_id))
@@ -209,6 +209,24 @@ def _whole_output(store: Store, session_id: str, call_id: str) -> str:
 # What `show` prints besides the session row: the transcript (plain message dumps), the
 # pending input ids, the run records and the calls waiting for approval (plain bodies).
 _View = tuple[list[dict[str, Any]], list[str], "list[RunRecord]", list[dict[str, Any]]]
+
+
+def _found(store: Store, ref: str) -> SessionRow:
+    """The session `ref` names; a deleted one's `NotFoundError` says when and by whom, from
+    its tombstone (docs/access.md, "Who did what")."""
+    from ..errors import NotFoundError
+    from ..store import utc_minute
+
+    try:
+        return store.get_session(store.resolve_session_id(ref))
+    except NotFoundError as err:
+        access = getattr(store, "access", None)  # a local database's (a server's 404 is all)
+        gone = access.deletions(ref) if access is not None else []
+        if not gone:
+            raise
+        last = gone[-1]
+        by = printable(last.actor or "someone not recorded")
+        raise NotFoundError(f"{err} (deleted {utc_minute(last.deleted_ms)} UTC by {by})") from None
 
 
 def _local(store: Store) -> TypeGuard[PlainStore]:

@@ -303,6 +303,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
         ('add_usd', 0.0, ('float',), (), (), (), 0),
         ('set_tokens', None, ('int', 'null'), (), (), (), 0),
         ('set_usd', None, ('float', 'null'), (), (), (), 0),
+        ('actor', None, ('null', 'str'), (), (), (), 0),
     ),
     'BudgetNoticed': (
         ('v', 1, ('int',), (), (), (), 0),
@@ -547,7 +548,7 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 }
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
-SHAPES_DIGEST = '42bebc5ce3c97d69'
+SHAPES_DIGEST = 'a7fd42e17924f64d'
 # How `dump_event` begins a `message.added` body; the message follows, as
 # `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
 MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'

@@ -265,6 +265,7 @@ class BudgetRaised(_Event):
     add_usd: float = 0.0
     set_tokens: int | None = None
     set_usd: float | None = None
+    actor: str | None = None  # who raised it (docs/access.md); None: not recorded
 
 
 class BudgetNoticed(_Event):

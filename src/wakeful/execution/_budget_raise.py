@@ -53,15 +53,17 @@ def paused_for_budget(store: LocalStore, session_id: str) -> bool:
 
 
 def raise_budget(
-    rt: Runtime, session_id: str, amount: str, *, resume: bool = True
+    rt: Runtime, session_id: str, amount: str, *, resume: bool = True, actor: str | None = None
 ) -> tuple[BudgetRaised, SendResult | None]:
-    """Record `amount` (`parse_budget_raise`) in the log of the session's root; when the
-    session paused for its budget, send it `CONTINUE_TEXT` (with `resume`, waking its drain)
-    and return that admission too. `NotFoundError` for an unknown session; a bad amount is a
-    `UsageError` and writes nothing."""
-    raised = parse_budget_raise(amount)
+    """Record `amount` (`parse_budget_raise`), raised by `actor` (default `rt.actor`), in the
+    log of the session's root; when the session paused for its budget, send it
+    `CONTINUE_TEXT` (with `resume`, waking its drain) as `actor`'s and return that admission
+    too. `NotFoundError` for an unknown session; a bad amount is a `UsageError` and writes
+    nothing."""
+    actor = actor or rt.actor
+    raised = parse_budget_raise(amount).model_copy(update={"actor": actor})
     row = rt.store.get_session(session_id)
     rt.store.append(row.root_id, [raised])
     if not paused_for_budget(rt.store, session_id):
         return raised, None
-    return raised, rt.send(CONTINUE_TEXT, session_id=session_id, resume=resume)
+    return raised, rt.send(CONTINUE_TEXT, session_id=session_id, resume=resume, actor=actor)

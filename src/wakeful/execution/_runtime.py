@@ -360,9 +360,10 @@ class Runtime(
         tail_turns: int | None = None,
         input_id: str | None = None,
         resume: bool = True,
+        actor: str | None = None,
     ) -> SendResult:
-        """Admit a manual compaction request (a control item run at the session's next turn
-        boundary, keeping `tail_turns` recent turns word for word: default `[compaction]`);
+        """Admit `actor`'s manual compaction request (a control item run at the session's next
+        turn boundary, keeping `tail_turns` recent turns word for word: default `[compaction]`);
         with `resume`, wake the drain. `NotFoundError` for an unknown session."""
         payload: dict[str, JsonValue] = {"reason": "manual"}
         if tail_turns is not None:
@@ -374,6 +375,7 @@ class Runtime(
             payload=payload,
             resume=resume,
             create=False,
+            actor=actor,
         )
 
     def note_waiting(self, session_id: str, location: str) -> None:
@@ -428,9 +430,10 @@ class Runtime(
         *,
         input_id: str | None = None,
         resume: bool = True,
+        actor: str | None = None,
     ) -> SendResult:
-        """Admit a `move` of the session to the directory `path` (a control item applied at
-        the next idle boundary: `docs/locations.md`); with `resume`, wake its drain.
+        """Admit `actor`'s `move` of the session to the directory `path` (a control item
+        applied at the next idle boundary: `docs/locations.md`); with `resume`, wake its drain.
 
         Refused before anything is stored: an unknown session (`NotFoundError`), a destination
         that is not a directory on this host (`UsageError`).
@@ -443,6 +446,7 @@ class Runtime(
             kind="move",
             payload={"location": where},
             resume=resume,
+            actor=actor,
         )
 
     async def run(

@@ -112,7 +112,14 @@ async def budget(call: Call[Any, BudgetIn]) -> BudgetOut:
     by every host); a session its budget paused is sent `continue` (with `resume`, woken)."""
     state: ServerState = call.state
     sid = call.path["session_id"]
-    raised, sent = await off_loop(raise_budget, state.runtime, sid, call.body.amount, resume=False)
+    raised, sent = await off_loop(
+        raise_budget,
+        state.runtime,
+        sid,
+        call.body.amount,
+        resume=False,
+        actor=call.principal.name,
+    )
     if sent is not None and call.body.resume:
         state.wake(sid)
     elif sent is not None:

@@ -169,6 +169,7 @@ async def compact(call: Call[Any, CompactIn]) -> AdmissionOut:
         tail_turns=call.body.tail_turns,
         input_id=call.body.input_id,
         resume=False,
+        actor=call.principal.name,
     )
     if call.body.resume:
         state.wake(sid)
@@ -206,6 +207,7 @@ async def move(call: Call[Any, MoveIn]) -> MoveOut:
             call.body.location,
             input_id=call.body.input_id,
             resume=False,
+            actor=call.principal.name,
         )
     except UsageError as err:
         raise ApiError(400, "bad_location", str(err)) from None
