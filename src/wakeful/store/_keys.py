@@ -17,6 +17,7 @@ import base64
 import binascii
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -96,6 +97,7 @@ class LocalMasterKey:
             raise KeyMismatchError(f"not wrapped by master key {self.key_id}") from None
 
 
+@functools.lru_cache(maxsize=16)  # pure; a listing unwraps a data key per session it opens
 def _derive(secret: bytes, info: bytes) -> bytes:
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
