@@ -197,3 +197,30 @@ async def test_drives_ending_are_one_look_per_batch_not_one_per_session(
     stats = await run_worker(rt, once=True, concurrency=2)
     assert stats.turns == 12
     await rt.aclose()
+
+
+async def test_an_idle_worker_looks_once_per_poll_interval(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """With nothing to do, a worker looks at the store once per `poll_interval_ms` (here
+    200 ms), on SQLite too, where nothing announces an admission (its backend's own 50 ms poll
+    made it look twenty times a second)."""
+    looks: list[int] = []
+    real = _worker.look
+
+    def counted(*args: Any, **kwargs: Any) -> tuple[bool, bool]:
+        looks.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_worker, "look", counted)
+    config = CONFIG.model_copy(
+        update={"execution": ExecutionConfig(poll_interval_ms=200, lease_ms=30_000)}
+    )
+    rt = Runtime(db_url, model="scripted:none", workspace=tmp_path, config=config)
+    stop = asyncio.Event()
+    worker = asyncio.ensure_future(run_worker(rt, stop=stop))
+    await asyncio.sleep(1.0)
+    stop.set()
+    await worker
+    assert 2 <= len(looks) <= 8  # ~5 in a second, with slack for a loaded machine
+    await rt.aclose()

@@ -457,8 +457,11 @@ class SqliteBackend:
         time.sleep(min(self.poll_s, max(timeout_s, 0.0)))
 
     def wait_for_work(self, timeout_s: float) -> None:
-        """Sleep one poll interval (bounded by the timeout), as `wait_for_change`."""
-        self.wait_for_change(timeout_s)
+        """Sleep `timeout_s`: a worker's own poll interval (`[execution] poll_interval_ms`).
+        Nothing announces an admission here, so that interval is how soon another process's
+        input is found; the backend's shorter poll (for followers of a log) would make an idle
+        worker look at the store twenty times a second (issue 36 item 1)."""
+        time.sleep(max(timeout_s, 0.0))
 
     def vacuum(self) -> None:
         """Rewrite the file without its free pages (`VACUUM`, with `secure_delete` so no page
