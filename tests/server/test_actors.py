@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.server.conftest import TOKEN, MakeServer, Served, script, wait_for
 from wakeful.events import StoredEvent
@@ -84,6 +85,7 @@ def test_the_log_names_who_did_each_thing_over_the_api(make_server: MakeServer, 
     assert (gone.actor, gone.owner, gone.how, gone.parent_id) == ("alice", "alice", "delete", None)
 
 
-def test_operator_is_no_users_name(server: Served):
-    r = server.client().post("/admin/tokens", json={"user": "operator", "scopes": ["read"]})
-    assert r.status_code == 422 and "operator" in r.json()["reason"]
+@pytest.mark.parametrize("name", ["operator", "local"])
+def test_an_actor_of_another_kind_is_no_users_name(server: Served, name: str):
+    r = server.client().post("/admin/tokens", json={"user": name, "scopes": ["read"]})
+    assert r.status_code == 422 and "another kind of actor" in r.json()["reason"]

@@ -60,17 +60,20 @@ def parse_scopes(text: str) -> tuple[Scope, ...]:
 
 
 def check_user_name(name: str) -> str:
-    """`name` when it can name a user (1 to 64 letters, digits, `_ . @ -`, not `operator`),
-    else `UsageError`."""
+    """`name` when it can name a user (1 to 64 letters, digits, `_ . @ -`, not `operator` or
+    `local`), else `UsageError`."""
     if not 1 <= len(name) <= 64 or not set(name) <= _NAME_CHARS:
         raise UsageError(f"bad user name {name!r}: 1 to 64 letters, digits, _ . @ -")
-    if name == OPERATOR_ACTOR:
-        raise UsageError(f"{name!r} names the server's operator tokens in the log; pick another")
+    if name in (OPERATOR_ACTOR, LOCAL_ACTOR):
+        raise UsageError(f"{name!r} names another kind of actor in the log; pick another name")
     return name
 
 
 OPERATOR_ACTOR = "operator"
 """The actor a server's operator token is recorded as (no user may take the name)."""
+LOCAL_ACTOR = "local"
+"""The actor of the command line and the library, before `:` and the OS user's name (alone
+when the system names nobody); no user may take the name either."""
 
 
 def local_actor() -> str:
@@ -80,9 +83,9 @@ def local_actor() -> str:
     import getpass
 
     try:
-        return "local:" + getpass.getuser()
+        return f"{LOCAL_ACTOR}:{getpass.getuser()}"
     except Exception:  # no login name and no passwd entry (a bare container's uid)
-        return "local"
+        return LOCAL_ACTOR
 
 
 @dataclass(frozen=True, slots=True)
