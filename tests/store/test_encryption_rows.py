@@ -167,3 +167,36 @@ def test_admissions_together_on_postgresql_are_sealed(tmp_path: Path):
             ]
         finally:
             store.close()
+
+
+def test_store_encrypt_seals_what_an_older_encrypted_store_left_clear(tmp_path: Path):
+    """An encrypted store of the version before kept errors, tool names, artifacts and input
+    digests in the clear: `store encrypt` run again seals and keys them, and they read back."""
+    from wakeful.events import ToolCallStarted
+    from wakeful.store import encrypt_store_at
+
+    db = str(tmp_path / "s.db")
+    settings = encryption(tmp_path, key_file(tmp_path))
+    store = open_store(db, encryption=settings)
+    try:
+        sid = store.create_session().id
+        store.admit(sid, "in_1", "user", {"text": MARK_ERROR}, "queue")
+        store.append(sid, [ToolCallStarted(message_id="msg_1", call_id="c1", name="shell")])
+        uri = f"file:///work/{MARK_PATH}.txt"
+        store.shaping.add_artifact(sid, "file", uri, MARK_PATH, {"note": MARK_META})
+        with store.backend.transaction(write=True) as tx:  # as the version before wrote them
+            tx.run("UPDATE artifacts SET uri = ?, uri_sealed = NULL, label = ?", (uri, MARK_PATH))
+            tx.run("UPDATE tool_calls SET name = 'shell'")
+            tx.run("UPDATE inbox SET digest = 'abc123'")
+    finally:
+        store.close()
+    encrypt_store_at(db, settings)
+    raw = file_bytes(sqlite_files(tmp_path / "s.db"))
+    assert MARK_PATH.encode() not in raw and b"abc123" not in raw
+    store = open_store(db, encryption=settings)
+    try:
+        [artifact] = store.find_artifacts(uri)
+        assert (artifact.uri, artifact.label) == (uri, MARK_PATH)
+        assert [c.name for c in store.tool_calls(sid)] == ["shell"]
+    finally:
+        store.close()
