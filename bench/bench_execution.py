@@ -52,7 +52,8 @@ from pathlib import Path
 # the `bench` package (the statement counter); wakeful comes from the project's environment.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._counting import counting_env, total  # noqa: E402
+from bench._count import UNITS, figures, install  # noqa: E402
+from bench._counting import counting_env, per, total  # noqa: E402
 from bench._trees import compiled_copy, tree_env  # noqa: E402
 from wakeful.config import Config, ExecutionConfig  # noqa: E402
 from wakeful.events import MessageAdded, SessionCreated, ToolCallStarted  # noqa: E402
@@ -229,22 +230,33 @@ def recovery(db: str, folder: Path, count: int, path: str, *, own: bool) -> dict
 
 async def drive(
     db: str, folder: Path, count: int, delay_ms: int, together: bool
-) -> tuple[float, float]:
-    """Drive `count` fresh sessions (one input each); return the wall and CPU time."""
+) -> tuple[float, float, dict[str, int]]:
+    """Drive `count` fresh sessions (one input each); return the wall and CPU time and what
+    the driving sent to the store, counted in this process (`bench/_count.py`)."""
     model = write_script(folder / f"drive_{delay_ms}.json", delay_ms=delay_ms)
     config = Config(execution=ExecutionConfig(poll_interval_ms=250))
     rt = Runtime(db, model=model, workspace=folder, config=config)
     sids = [rt.send("work", resume=False).session_id for _ in range(count)]
     vacuum(db)
+    sent = figures()
     start, cpu = time.perf_counter(), time.process_time()
     if together:
         results = await asyncio.gather(*(rt.resume(s) for s in sids))
     else:
         results = [await rt.resume(s) for s in sids]
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    sent = {k: n - sent[k] for k, n in figures().items()}
     assert all(len(r) == 1 and r[0].outcome == "completed" for r in results)
     await rt.aclose()
-    return elapsed, cpu
+    return elapsed, cpu, sent
+
+
+def per_step(sent: dict[str, int], steps: int) -> str:
+    """What a drive phase sent, per model step (`drive`)."""
+    return (
+        f"{per(sent, steps)}; units {sent['write_units'] / steps:.2f} write + "
+        f"{sent['read_units'] / steps:.2f} read"
+    )
 
 
 def vacuum(db: str) -> None:
@@ -344,6 +356,9 @@ def main() -> None:
     parser.add_argument("--baseline-src", default=None)
     parser.add_argument("--baseline-db", default=None)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--where", action="store_true", help="the drive phases' store units by opener"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -353,15 +368,22 @@ def main() -> None:
         n = args.sessions
         if n <= 0:  # `--sessions 0`: the recovery figures only
             return
+        install(folder / "drive_counts")  # this process's own counts, units by opener
         for delay in (0, 20):
-            one, one_cpu = asyncio.run(drive(db, folder, n, delay, together=False))
-            all_, all_cpu = asyncio.run(drive(db, folder, n, delay, together=True))
+            one, one_cpu, one_sent = asyncio.run(drive(db, folder, n, delay, together=False))
+            all_, all_cpu, all_sent = asyncio.run(drive(db, folder, n, delay, together=True))
             print(
                 f"drive {n} sessions x 3 steps, chunk delay {delay} ms: one at a time "
                 f"{one:.2f} s ({3 * n / one:.0f} steps/s, CPU {1000 * one_cpu / (3 * n):.1f} ms "
                 f"per step); all at once {all_:.2f} s ({3 * n / all_:.0f} steps/s, CPU "
-                f"{1000 * all_cpu / (3 * n):.1f} ms per step, x{one / all_:.1f})"
+                f"{1000 * all_cpu / (3 * n):.1f} ms per step, x{one / all_:.1f})\n"
+                f"  counted per step, one at a time: {per_step(one_sent, 3 * n)}\n"
+                f"  counted per step, all at once: {per_step(all_sent, 3 * n)}",
+                flush=True,
             )
+        if args.where:  # every phase's units (setup included) by opener, per step
+            for name, count in UNITS.most_common(30):
+                print(f"  {count / (12 * n):6.2f}  {name}")
 
 
 if __name__ == "__main__":

@@ -198,14 +198,15 @@ async def test_a_drain_plans_unchanged_instructions_once_per_turn_not_again_befo
     (rt.workspace / "AGENTS.md").write_text("Be brief.")
     [turn] = await rt.run("go")
     assert turn.outcome == "completed"
-    # The drain's first delivery (its prelude) and the turn's sync; not the idle promotion.
-    assert len(planned) == 2
+    # The drain's first delivery (its prelude, the session's first delta); not the turn's
+    # sync, which renders what that prelude wrote (issue 36), nor the idle promotion.
+    assert len(planned) == 1
     sid = planned[0]
     (rt.workspace / "AGENTS.md").write_text("Be verbose.")
     await rt.run("again", session_id=sid)
     first, change = deltas(rt, sid)
     assert change.text is not None and "Be verbose." in change.text
-    assert len(planned) == 4
+    assert len(planned) == 3  # a later delta's baseline is the epoch's: the turn's sync reads it
     await rt.aclose()
 
 

@@ -95,12 +95,13 @@ async def drain(
         return result
     ctx = setup.ctx
     first: tuple[str, Sequence[Delivered]] | None = None
+    sync = InstructionSync(store, session_id, ctx.instruction_sources)  # the drain's turns'
     if claim is None:
-        claim, first = await _claim(store, session_id, setup, opts, result)
+        claim, first = await _claim(store, session_id, setup, opts, result, sync)
         if claim is None:
             return result
     crash_point("drain.claimed")
-    port = _port(store, session_id, fence(claim), setup)
+    port = _port(store, session_id, fence(claim), setup, sync)
     leases.hold(claim, ctx.interrupt.set)
     port.publish("session_start", {"taken_over": claim.taken_over})
     # Only a drain that ran to its end releases; a shutdown, a lost claim, a cancellation or an
@@ -138,12 +139,17 @@ async def _free_unused(store: LocalStore, claim: Claim, unused: bool, err: Excep
 
 
 def _port(
-    store: LocalStore, session_id: str, claim: ClaimToken | None, setup: SessionSetup
+    store: LocalStore,
+    session_id: str,
+    claim: ClaimToken | None,
+    setup: SessionSetup,
+    sync: InstructionSync | None = None,
 ) -> StorePort:
-    """The session's port under `claim`, for the context and hooks of `setup`."""
+    """The session's port under `claim`, for the context and hooks of `setup`; its turns'
+    instruction sync is `sync` (the one that planned the claim's prelude) when given."""
     sources = setup.ctx.instruction_sources
     return StorePort(
-        store, session_id, claim, sources=sources, hooks=setup.hooks, known=setup.known
+        store, session_id, claim, sources=sources, hooks=setup.hooks, known=setup.known, sync=sync
     )
 
 
@@ -187,14 +193,15 @@ async def _claim(
     setup: SessionSetup,
     opts: DrainOptions,
     result: DrainResult,
+    sync: InstructionSync,
 ) -> tuple[Claim | None, tuple[str, Sequence[Delivered]] | None]:
     """Take the claim with the first delivery and the turn it starts (`start_drain`): the
-    claim (None: nothing to do, or `result.busy`) and that turn's id with what it delivered."""
+    claim (None: nothing to do, or `result.busy`) and that turn's id with what it delivered.
+    `sync` plans the prelude and learns whether it was written (a session's first delta:
+    the turn's first step then renders it without reading it back)."""
     tid = new_turn_id()
     # The instruction delta goes before the delivery, in its transaction (003).
-    prelude = await off_loop(
-        InstructionSync(store, session_id, setup.ctx.instruction_sources).prelude
-    )
+    prelude = await off_loop(sync.prelude)
     start = await off_loop(
         start_drain,
         store,
@@ -207,6 +214,8 @@ async def _claim(
     )
     if setup.known is not None:
         setup.known.noticed(start.facts)
+    if prelude is not None and start.wrote_prelude:
+        sync.wrote(prelude)
     if start.claim is None:
         result.busy = start.busy
         return None, None

@@ -91,13 +91,14 @@ class StorePort(HeldEvents):
         sources: Sequence[Source] = (),
         hooks: PortHooks | None = None,
         known: KnownFacts | None = None,
+        sync: InstructionSync | None = None,
     ) -> None:
         self.store = store
         self.claim = claim
         self._sid = session_id
         self._hooks = hooks or PortHooks()
         self._known = known  # given the facts each step boundary's unit reads
-        self._sync = InstructionSync(store, session_id, sources)
+        self._sync = sync or InstructionSync(store, session_id, sources)
         super().__init__()
         self._stored_blobs: set[str] = set()  # digests this port already stored
         # Reads made ahead, each handed out once and dropped at this port's next write (a read

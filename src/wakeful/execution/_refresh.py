@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ..runner import RunContext
-from ..store import LocalStore, SessionFacts
+from ..store import SessionFacts
 from ._off_loop import off_loop
 from ._place import Place, is_current
 
@@ -36,12 +36,6 @@ class KnownFacts:
 
     def __init__(self, facts: SessionFacts) -> None:
         self.facts = facts
-
-    @classmethod
-    def read(cls, store: LocalStore, session_id: str) -> KnownFacts:
-        """What the store says now (one read: a drive's first context)."""
-        with store.read(session_id) as r:
-            return cls(r.facts())
 
     def entries(self) -> dict[str, JsonValue]:
         """The host's instruction entries, as last seen (an instruction source's read)."""

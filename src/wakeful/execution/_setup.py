@@ -34,9 +34,12 @@ from ._port import PortHooks, SessionSetup
 from ._rates import StoreRates
 from ._refresh import Known, KnownFacts, refresher
 from ._scope_budgets import scope_limits
+from ._writes import drive_reads
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+
+    from pydantic import JsonValue
 
     from ..providers import Provider
     from ._children import Children
@@ -75,14 +78,14 @@ class SetupMixin:
         self, session_id: str, interrupt: asyncio.Event, had: Known = None
     ) -> SessionSetup:
         """The session's turn context and port hooks here (a thread: reads store, facts not `had`)."""
-        row = self.store.get_session(session_id)
-        known = had or KnownFacts.read(self.store, session_id)
+        seen = drive_reads(self.store, session_id, MCP_NAMESPACE)  # one read (issue 36)
+        row, known = seen.row, had or KnownFacts(seen.facts)
         place = self.place(row.location)
         if row.waiting_for is not None:  # a worker left it; this driver serves its location
             self.store.claims.clear_wait(session_id)
         config = place.config
         top = row.parent_id is None  # delegation is one level deep: only top-level sessions
-        agent, tools, mcp_sources = self._equip(row, place, delegation=top)
+        agent, tools, mcp_sources = self._equip(row, place, seen.extension, delegation=top)
         spec = row.model or agent.model or self.model
         settle = None
         if not top and delegation_of(self.store, session_id) == "background":
@@ -128,14 +131,14 @@ class SetupMixin:
         return SessionSetup(ctx, PortHooks(listener=self._publish, settle=settle), known)
 
     def _equip(
-        self, row: SessionRow, place: Place, *, delegation: bool
+        self, row: SessionRow, place: Place, mcp: dict[str, JsonValue], *, delegation: bool
     ) -> tuple[Agent, dict[str, Tool], list[Source]]:
         """The session's agent at `place` (its own, else this runtime's), with its tools
         resolved and the MCP servers' instruction sources (`Toolbox.for_agent`; the servers
-        switched off in the session, `/mcp`, are listed as off)."""
+        switched off in the session, `/mcp`: its `mcp` extension state, are listed as off)."""
         config = place.config
         agent = resolve_agent(row.agent or self.agent_name, config, list(self.toolbox.registered))
-        off = switched_off(self.store.extension_state(row.id, MCP_NAMESPACE))
+        off = switched_off(mcp)
         return self.toolbox.for_agent(agent, place.root, config, delegation=delegation, off=off)
 
     def _publish(self, event: LiveEvent) -> None:

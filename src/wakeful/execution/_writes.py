@@ -15,6 +15,7 @@ policy, and it all lives here, so a newcomer reads in one place why each group i
 - `end_child`: a background child's `turn.ended` and its report in the parent's inbox; no
   crash can lose the report or deliver it twice.
 - `turn_opening`: the reads a turn makes before its first step, one snapshot, one call.
+- `drive_reads`: what a drive's context is built from (row, facts, `/mcp` state), one read.
 
 Every function here is synchronous and runs in a worker thread (`off_loop`): no transaction
 ever spans an `await`.
@@ -31,6 +32,7 @@ from ..store import (
     ClaimToken,
     Delivered,
     DrainStart,
+    DriveReads,
     LocalStore,
     Prelude,
     TurnOpening,
@@ -90,7 +92,9 @@ def start_drain(
         if claim.taken_over or state.running_call:  # heal first, deliver after
             return DrainStart(claim, facts=facts)
         delivered = w.promote(idle=True, start_turn=start_turn, prelude=prelude)
-    return DrainStart(claim, delivered=tuple(delivered), facts=facts)
+    # (the prelude's events are written as planned, the very objects: see `_inbox`)
+    wrote = prelude is not None and any(s.event is prelude.events[0] for s in w.stored)
+    return DrainStart(claim, delivered=tuple(delivered), facts=facts, wrote_prelude=wrote)
 
 
 def promote_step(
@@ -185,3 +189,10 @@ def turn_opening(
     """What a turn reads before its first step (`TurnOpening`), in one read."""
     with store.read(session_id) as r:
         return r.opening(approval_types, usage_window)
+
+
+def drive_reads(store: LocalStore, session_id: str, namespace: str) -> DriveReads:
+    """What a drive's context is built from (`DriveReads`: the row, the facts, extension
+    `namespace`), in one read."""
+    with store.read(session_id) as r:
+        return r.drive(namespace)

@@ -79,6 +79,10 @@ class InstructionSync:
         self._sid = session_id
         self._sources = sources
         self._last: tuple[tuple[tuple[str, str | None], ...], int, Baseline] | None = None
+        # What `prelude` last planned, when it was a first delta (the baseline it starts is
+        # the values just read): `_last` once the caller says it was written (`wrote`).
+        self._planned: tuple[Prelude, tuple[tuple[str, str | None], ...], int, Baseline] | None
+        self._planned = None
 
     def __call__(self, claim: ClaimToken | None, epoch: int) -> Baseline:
         """The baseline to render now (admitting a delta first when a source changed)."""
@@ -122,7 +126,24 @@ class InstructionSync:
             events, blobs = _plan(self._store, self._sid, state, read)
         except InstructionSourceError:
             return None
-        return Prelude(tuple(events), tuple(blobs), state.last_seq) if events else None
+        if not events:
+            return None
+        planned = Prelude(tuple(events), tuple(blobs), state.last_seq)
+        self._planned = None
+        if not state.started and state.forked_from is None:  # a first delta, as `_sync`'s
+            self._planned = (planned, _seen(read), epoch, _first_baseline(events, read))
+        return planned
+
+    def wrote(self, prelude: Prelude) -> None:
+        """`prelude`, the last this object planned, was written (with a delivery). When it
+        was the session's first delta, its values are the sources as `prelude` read them and
+        the epoch starts at it: the next call renders them without reading the store (the
+        compactions, the epoch's first delta and its blobs, four reads on every drive's first
+        step), as after a first delta `__call__` wrote itself."""
+        if self._planned is not None and self._planned[0] is prelude:
+            _, seen, epoch, base = self._planned
+            self._last = (seen, epoch, base)
+        self._planned = None
 
 
 def _seen(read: dict[str, str | None | OSError]) -> tuple[tuple[str, str | None], ...]:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 METADATA_MAX_BYTES = 65_536  # the whole metadata object, as JSON
 EXTENSION_ITEM_MAX_BYTES = 16_384  # one extension value, as JSON (the spec's bound)
 EXTENSION_TOTAL_MAX_BYTES = 65_536  # every extension value of a session together
+EXTENSION_SQL = "SELECT key, value FROM extension_state WHERE session_id = ? AND namespace = ? ORDER BY key"  # one namespace's values of a session, by key (value: JSON, sealed when encrypted)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 
@@ -78,11 +79,7 @@ class MetaMixin:
         with self.backend.transaction(write=False) as tx:
             if tx.one("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) is None:
                 raise NotFoundError(f"no session {session_id}")
-            rows = tx.all(
-                "SELECT key, value FROM extension_state WHERE session_id = ? AND namespace = ? "
-                "ORDER BY key",
-                (session_id, namespace),
-            )
+            rows = tx.all(EXTENSION_SQL, (session_id, namespace))
         return {str(k): json.loads(opened(v)) for k, v in rows}
 
     def set_extension_state(

@@ -28,6 +28,7 @@ from ._records import (
     Claim,
     ClaimState,
     Delivered,
+    DriveReads,
     InboxItem,
     Page,
     Prelude,
@@ -296,6 +297,11 @@ class SessionWrite(Protocol):
         """The claim the unit's writes are fenced by (None: unfenced)."""
         ...
 
+    @property
+    def stored(self) -> list[StoredEvent]:
+        """The events the unit wrote, as stored (complete once the unit has ended)."""
+        ...
+
     def append(self, events: Sequence[SessionEvent], blobs: Sequence[bytes] = ()) -> None:
         """Write `events` after what the unit wrote so far, and `blobs` referenced by it."""
         ...
@@ -377,6 +383,11 @@ class SessionRead(Protocol):
 
     def pending_facts(self) -> tuple[bool, SessionFacts]:
         """`any_pending` and the session's facts, in one round trip."""
+        ...
+
+    def drive(self, namespace: str) -> DriveReads:
+        """The session's row as stored, its facts and extension `namespace`'s values, in one
+        round trip: what a drive's context is built from."""
         ...
 
     def messages_after(self, seq: int) -> list[tuple[int, Message]]:

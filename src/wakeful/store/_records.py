@@ -164,6 +164,18 @@ class ClaimState:
 
 
 @dataclass(frozen=True, slots=True)
+class DriveReads:
+    """What a drive's context is built from, read together (`SessionRead.drive`): the
+    session's row as stored (a stale `running` not shown `interrupted`: a driver reads its
+    agent, model, place and parent from it), its facts (`SessionFacts`) and the values of one
+    extension namespace (the `/mcp` switches), by key."""
+
+    row: SessionRow
+    facts: SessionFacts
+    extension: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class DrainStart:
     """What `execution._writes.start_drain` did in its one unit of work.
 
@@ -176,6 +188,7 @@ class DrainStart:
     busy: bool = False
     delivered: tuple[Delivered, ...] = ()
     facts: SessionFacts | None = None  # the session's, as the unit read them with its lock
+    wrote_prelude: bool = False  # the prelude went before the delivery (planned at its seq)
 
 
 @dataclass(frozen=True, slots=True)
