@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,23 +174,29 @@ async def test_cancelling_a_waiter_does_not_cancel_the_drain(db_url: str, tmp_pa
     await rt.aclose()
 
 
-async def test_input_admitted_while_the_claim_is_released_is_driven(db_url: str, tmp_path: Path):
-    """Another process admits and wakes just after this drain's last look at the inbox: its
-    wake finds the claim held, so this drain must pick the input up after releasing."""
+async def test_input_admitted_while_the_claim_is_released_is_driven(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Another process admits just as this drain makes its last look at the inbox (the unit
+    that releases its claim when nothing is deliverable, `promote_or_release`; a look and a
+    release of their own before): its wake would find the claim held, so this drain must
+    pick the input up rather than release."""
+    from wakeful.execution import _drain
+
     model = script(tmp_path)
     rt = runtime(db_url, tmp_path, model)
     other = runtime(db_url, tmp_path, model)
     sid = rt.send("first", resume=False).session_id
-    release = rt.store.claims.release_and_look
+    last_look = _drain.promote_or_release
     late: list[object] = []
 
-    def release_after_a_late_admission(claim: object) -> tuple[bool, bool]:
+    def look_after_a_late_admission(*args: Any, **kwargs: Any) -> Any:
         if not late:
             late.append(other.send("late", session_id=sid, resume=False))
             assert other.store.current_claim(sid) is not None  # a wake there would be busy
-        return release(claim)  # type: ignore[arg-type]
+        return last_look(*args, **kwargs)
 
-    rt.store.claims.release_and_look = release_after_a_late_admission  # type: ignore[method-assign]
+    monkeypatch.setattr(_drain, "promote_or_release", look_after_a_late_admission)
     turns = await rt.resume(sid)
     assert [t.outcome for t in turns] == ["completed", "completed"]
     assert rt.store.pending(sid) == []

@@ -67,9 +67,10 @@ async def test_a_live_claim_is_not_a_candidate(db_url: str, tmp_path: Path):
 
 def failing_start(mp: pytest.MonkeyPatch, *errors: Exception) -> None:
     """Make the drains' next first deliveries raise `errors`, one each (a worker's drain
-    delivers under its reservation with `promote_idle`; another's starts with `start_drain`)."""
+    delivers under its reservation with `promote_or_release`; another's starts with
+    `start_drain`)."""
     pending = list(errors)
-    for name in ("start_drain", "promote_idle"):
+    for name in ("start_drain", "promote_or_release"):
         real = getattr(_drain, name)
 
         def flaky(*args: object, _real: Any = real, **kw: object) -> object:

@@ -22,6 +22,7 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import NotFoundError
 from ..store import Claim, LocalStore, is_transient
@@ -49,6 +50,11 @@ class _Active:
     interrupt: asyncio.Event = field(default_factory=asyncio.Event)
     again: bool = False
     seen_request: int = 0  # newest durable interrupt request already applied here
+    # The newest global event id `_run` read as the drain started (None: it could not): where
+    # a watcher started with this drain begins, instead of a read of its own.
+    read: asyncio.Future[int | None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
 
 class Coordinator:
@@ -102,7 +108,7 @@ class Coordinator:
         entry.task = asyncio.ensure_future(self._run(session_id, entry, claim, recovered))
         self._active[session_id] = entry
         if self._watcher is None or self._watcher.done():
-            self._watcher = asyncio.ensure_future(self._watch(seen))
+            self._watcher = asyncio.ensure_future(self._watch(seen, entry))
         return entry.task
 
     async def resume(
@@ -142,7 +148,11 @@ class Coordinator:
         idle_rechecks = 0
         try:
             if entry.seen_request == _UNREAD:
-                entry.seen_request = await off_loop(self.store.feed.last_event_id)
+                try:
+                    entry.seen_request = await off_loop(self.store.feed.last_event_id)
+                finally:  # the watcher starts from it (`_watch`), or reads its own on a fault
+                    read = None if entry.seen_request == _UNREAD else entry.seen_request
+                    entry.read.set_result(read)
             while True:
                 entry.again = False
                 result = await drain(
@@ -190,10 +200,15 @@ class Coordinator:
                 await asyncio.sleep(self.options.poll_interval_ms / 1000)
         return None
 
-    async def _watch(self, after_id: int | None) -> None:
+    async def _watch(self, after_id: int | None, first: _Active) -> None:
         """Apply interrupts requested through the store to the drains of this process, those
-        after `after_id` (None: after the newest event as the watcher starts)."""
+        after `after_id` (None: after the newest event as the drain `first`, started with
+        the watcher, read it as it began; or as read here, when that drain read none)."""
         failing = False  # logged once per run of failures
+        if after_id is None:
+            started: set[asyncio.Future[Any]] = {first.read, first.task}
+            await asyncio.wait(started, return_when=asyncio.FIRST_COMPLETED)
+            after_id = first.read.result() if first.read.done() else None
         if after_id is None:
             after_id = await self._newest_id()
         while self._active and after_id is not None:

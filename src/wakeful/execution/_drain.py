@@ -40,9 +40,8 @@ from ._recovery import (
     open_turn,
     plan_recovery,
 )
-from ._refresh import KnownFacts
 from ._unbuildable import block_unbuildable
-from ._writes import promote_idle, start_drain
+from ._writes import promote_or_release, start_drain
 
 STOP_OUTCOMES = frozenset({"paused", "blocked", "interrupted"})
 
@@ -69,6 +68,7 @@ class DrainResult:
     waiting_for: str | None = None  # the session's location is not served here: not run
     delivered: bool = False  # some input (or a decision, a control item) was delivered
     pending: bool | None = None  # input pending as the claim was released (None: not looked)
+    released: bool = False  # released by the drain's last promotion (`promote_or_release`)
 
 
 async def drain(
@@ -102,7 +102,8 @@ async def drain(
             return result
     crash_point("drain.claimed")
     port = _port(store, session_id, fence(claim), setup, sync)
-    leases.hold(claim, ctx.interrupt.set)
+    held = _Held(claim)
+    leases.hold(claim, held.on_lost(ctx.interrupt.set))
     port.publish("session_start", {"taken_over": claim.taken_over})
     # Only a drain that ran to its end releases; a shutdown, a lost claim, a cancellation or an
     # unexpected error keeps the claim, so the session is recovered like after a crash.
@@ -111,7 +112,7 @@ async def drain(
     try:
         if first is None:
             await _recover(claim, setup, port, opts, result, recovered, receipts)
-        await _turns(setup, port, result, first, make_context, receipts)
+        await _turns(setup, port, result, first, make_context, receipts, held)
         release = True
     except Interrupted:  # a shutdown interrupt: the open turn stays for the next driver
         result.shutdown = True
@@ -122,7 +123,7 @@ async def drain(
         raise
     finally:
         leases.drop(claim)
-        if release:  # and look at the inbox in the same transaction (`_coordinator`)
+        if release and not result.released:  # and look at the inbox in its transaction
             _, result.pending = await off_loop(store.claims.release_and_look, claim)
         port.publish("session_end", session_end_data(result))
     return result
@@ -282,6 +283,7 @@ async def _turns(
     first: tuple[str, Sequence[Delivered]] | None,
     make_context: Callable[[], SessionSetup],
     receipts: ReceiptChain,
+    held: _Held,
 ) -> None:
     """Run turns until nothing is deliverable; `first` was delivered with the claim. A move
     (delivered between turns) rebinds the session to the new location (a new context and
@@ -300,7 +302,7 @@ async def _turns(
             if ctx.shutting_down():
                 return  # leave pending input for the next driver rather than start a turn
             tid = new_turn_id()
-            delivered = await _promote_idle(port, tid, setup.known)
+            delivered = await _promote_idle(port, tid, setup, held, result)
         if not delivered:
             return
         result.delivered = True
@@ -330,19 +332,49 @@ async def _turns(
             return
 
 
-async def _promote_idle(port: StorePort, turn_id: str, known: KnownFacts | None) -> list[Delivered]:
-    """The next delivery between turns and the turn `turn_id` it starts (`promote_idle`),
-    after the instruction delta the port's sync plans."""
+@dataclass(slots=True)
+class _Held:
+    """The drain's claim, and whether the drain is releasing it (`_promote_idle`): a lease
+    renewal that finds it released then must not interrupt the context's next turn."""
+
+    claim: Claim
+    releasing: bool = False
+
+    def on_lost(self, interrupt: Callable[[], None]) -> Callable[[], None]:
+        """What the lease keeper calls when a renewal finds the claim gone: `interrupt`,
+        unless the drain itself is releasing it."""
+
+        def lost() -> None:
+            if not self.releasing:
+                interrupt()
+
+        return lost
+
+
+async def _promote_idle(
+    port: StorePort, turn_id: str, setup: SessionSetup, held: _Held, result: DrainResult
+) -> list[Delivered]:
+    """The next delivery between turns and the turn `turn_id` it starts, after the instruction
+    delta the port's sync plans; with nothing deliverable, the claim's release and the last
+    look at the inbox in the same unit (`promote_or_release`: `result.released`, `.pending`).
+    The lease keeper keeps renewing the claim meanwhile (a short lease must not lapse while
+    the unit waits for a thread); a renewal that finds it released by the unit is no loss."""
     prelude = await off_loop(port.prelude)
-    return await off_loop(
-        promote_idle,
+    held.releasing = True
+    idle = await off_loop(
+        promote_or_release,
         port.store,
         port.session_id,
         port.claim,
         start_turn=turn_id,
         prelude=prelude,
-        known=known,
+        known=setup.known,
     )
+    if idle.delivered:
+        held.releasing = False
+    else:
+        result.released, result.pending = idle.released, idle.pending
+    return idle.delivered
 
 
 async def _control(

@@ -53,7 +53,7 @@ from ..store import (
 )
 from ._off_loop import off_loop
 from ._refresh import KnownFacts
-from ._writes import promote_step, turn_opening
+from ._writes import compaction_boundary, promote_step, turn_opening_and_history
 
 Settle = Callable[[TurnEnded, TurnResult, ClaimToken | None], Awaitable[None]]
 """Writes a turn's `turn.ended` (fenced by the claim it is given) together with what must
@@ -238,8 +238,7 @@ class StorePort(HeldEvents):
         ended = self._opened("compactions")
         if ended is None:
             ended = await off_loop(self.store.live_compactions, self._sid)
-        last = ended[-1].event if ended else None
-        return last.through_seq if isinstance(last, CompactionEnded) else 0
+        return compaction_boundary(ended)
 
     async def tail_boundary(self) -> tuple[int, str] | None:
         """The newest `compaction.tail`'s seq and hide point (None: none)."""
@@ -314,7 +313,10 @@ class StorePort(HeldEvents):
         return log
 
     def _open(self) -> tuple[ApprovalLog, TurnOpening]:
-        opening = turn_opening(self.store, self._sid, APPROVAL_TYPES, LOOKBACK_EVENTS)
+        opening, boundary, history = turn_opening_and_history(
+            self.store, self._sid, APPROVAL_TYPES, LOOKBACK_EVENTS
+        )
+        self._ahead = (boundary, history)  # the first step's history read, from the boundary
         log = fold_approvals(
             opening.approvals, lambda: {c.message_id for c in self.store.tool_calls(self._sid)}
         )

@@ -12,9 +12,12 @@ policy, and it all lives here, so a newcomer reads in one place why each group i
   delivered steers (`prelude`), the steers, and, only when none was delivered, the next step's
   receipt (`then`): one commit per step, and a receipt never lands after input it did not see.
 - `promote_idle`: between turns, the next delivery and the turn it starts (with its prelude).
+- `promote_or_release`: `promote_idle`, or with nothing deliverable the claim's release and a
+  last look at the inbox, in the one unit that ends a drain.
 - `end_child`: a background child's `turn.ended` and its report in the parent's inbox; no
   crash can lose the report or deliver it twice.
-- `turn_opening`: the reads a turn makes before its first step, one snapshot, one call.
+- `turn_opening`: the reads a turn makes before its first step, one snapshot, one call
+  (`turn_opening_and_history`: with the step's history read too).
 - `drive_reads`: what a drive's context is built from (row, facts, `/mcp` state), one read.
 
 Every function here is synchronous and runs in a worker thread (`off_loop`): no transaction
@@ -27,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..events import CompactionEnded
 from ..store import (
     Admission,
     ClaimToken,
@@ -41,7 +45,7 @@ from ..store import (
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
-    from ..events import InputKind, SessionEvent, TurnEnded
+    from ..events import InputKind, SessionEvent, StoredEvent, TurnEnded
     from ..messages import Message
     from ..store._claims import IsDead
     from ._refresh import KnownFacts
@@ -164,6 +168,41 @@ def promote_idle(
         return w.promote(idle=True, start_turn=start_turn, prelude=prelude)
 
 
+@dataclass(frozen=True, slots=True)
+class IdleEnd:
+    """What `promote_or_release` did: the items it delivered, or (none) whether it released
+    the claim and whether an item is still pending (not deliverable now)."""
+
+    delivered: list[Delivered]
+    released: bool = False
+    pending: bool = False
+
+
+def promote_or_release(
+    store: LocalStore,
+    session_id: str,
+    claim: ClaimToken | None,
+    *,
+    start_turn: str | None = None,
+    prelude: Prelude | None = None,
+    known: KnownFacts | None = None,
+) -> IdleEnd:
+    """Between turns, the drain's next delivery and the turn it starts (as `promote_idle`),
+    or, when nothing is deliverable, the claim's release and a last look at the inbox: one
+    unit either way. The end of a drain cost a read (nothing pending) and the release's own
+    transaction; the session lock the unit takes first keeps an admission out until it
+    commits, as `claims.release_and_look` does, so an input admitted meanwhile is either
+    delivered here or finds the claim free."""
+    with store.write(session_id, claim) as w:
+        if known is not None:  # (a turn starting here is built after it, from these facts)
+            known.noticed(w.facts())
+        delivered = w.promote(idle=True, start_turn=start_turn, prelude=prelude)
+        if delivered:
+            return IdleEnd(delivered)
+        released = w.release()
+        return IdleEnd([], released, w.any_pending())
+
+
 def end_child(
     store: LocalStore,
     child_id: str,
@@ -189,6 +228,25 @@ def turn_opening(
     """What a turn reads before its first step (`TurnOpening`), in one read."""
     with store.read(session_id) as r:
         return r.opening(approval_types, usage_window)
+
+
+def turn_opening_and_history(
+    store: LocalStore, session_id: str, approval_types: Sequence[str], usage_window: int
+) -> tuple[TurnOpening, int, list[tuple[int, Message]]]:
+    """`turn_opening`, and in the same read the transcript after the newest live compaction's
+    boundary (`compaction_boundary`): what a turn's first step reads next, a read of its own
+    before (issue 36 item 1). Returns the opening, the boundary and the messages after it."""
+    with store.read(session_id) as r:
+        opening = r.opening(approval_types, usage_window)
+        boundary = compaction_boundary(opening.compactions)
+        return opening, boundary, r.messages_after(boundary)
+
+
+def compaction_boundary(compactions: Sequence[StoredEvent]) -> int:
+    """The newest of the live `compaction.ended` events' `through_seq` (0: none): where a
+    turn's active history starts."""
+    last = compactions[-1].event if compactions else None
+    return last.through_seq if isinstance(last, CompactionEnded) else 0
 
 
 def drive_reads(store: LocalStore, session_id: str, namespace: str) -> DriveReads:

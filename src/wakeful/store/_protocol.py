@@ -347,6 +347,10 @@ class SessionWrite(Protocol):
         """Release the unit's claim if it is still the session's; return whether it was."""
         ...
 
+    def any_pending(self) -> bool:
+        """Whether the inbox holds a pending item, as the unit leaves it."""
+        ...
+
     def messages_after(self, seq: int) -> list[tuple[int, Message]]:
         """The transcript's messages after `seq` as the unit leaves it, with their `seq`."""
         ...

@@ -197,6 +197,10 @@ class SqlSessionWrite:
         )
         return changed == 1
 
+    def any_pending(self) -> bool:
+        """Whether the inbox holds a pending item, as the unit leaves it (one statement)."""
+        return bool(_inbox.any_pending(self._tx, self._sid))
+
     def _lock(self) -> Row:
         if self._locked is None:
             self._locked = self._tx.lock_session(self._sid)
