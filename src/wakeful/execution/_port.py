@@ -101,6 +101,9 @@ class StorePort(HeldEvents):
         self._sync = sync or InstructionSync(store, session_id, sources)
         super().__init__()
         self._stored_blobs: set[str] = set()  # digests this port already stored
+        # A session's first instruction delta, planned by this port's sync and written first
+        # in the port's next write (`instructions`); unlike held events, never dropped.
+        self._delta: tuple[list[SessionEvent], list[bytes]] | None = None
         # Reads made ahead, each handed out once and dropped at this port's next write (a read
         # ahead of a write would miss it): the transcript's next read, made by a step
         # boundary's promotion (`_promote`: (after, messages)), and what `approvals` read with
@@ -122,7 +125,7 @@ class StorePort(HeldEvents):
         """Write the held events, then `events` and `blobs` (by SHA-256 digest) not stored by
         this port yet, in one fenced transaction."""
         fresh = {d: b for d, b in (blobs or {}).items() if d not in self._stored_blobs}
-        if not (self.holding or events or fresh):
+        if not (self.holding or events or fresh or self._delta):
             return
         self._drop_reads_ahead()
         await off_loop(
@@ -130,7 +133,7 @@ class StorePort(HeldEvents):
             self._sid,
             self._with_held(events),
             self.claim,
-            blobs=list(fresh.values()),
+            blobs=[*self._delta_blobs(), *fresh.values()],
         )
         self._written_held()
         self._stored_blobs.update(fresh)
@@ -186,6 +189,7 @@ class StorePort(HeldEvents):
             self._sid,
             self.claim,
             first=self._with_held(()),
+            first_blobs=self._delta_blobs(),
             prelude=prelude,
             then=then,
             then_blobs=then_blobs,
@@ -208,6 +212,21 @@ class StorePort(HeldEvents):
             return
         await self.commit([])
         await self._hooks.settle(end, result, self.claim)
+
+    def _with_held(self, events: Sequence[SessionEvent]) -> list[SessionEvent]:
+        """What a write sends: the pending first delta, the held events, then `events`."""
+        return [*(self._delta[0] if self._delta else ()), *super()._with_held(events)]
+
+    def _written_held(self) -> None:
+        """A write carrying the held events (and the pending delta) committed."""
+        super()._written_held()
+        self._delta = None
+
+    def _delta_blobs(self) -> list[bytes]:
+        return self._delta[1] if self._delta else []
+
+    def _hold_delta(self, events: Sequence[SessionEvent], blobs: Sequence[bytes]) -> None:
+        self._delta = (list(events), list(blobs))
 
     def _drop_reads_ahead(self) -> None:
         """A write through this port is coming: what was read ahead of it would miss it."""
@@ -334,9 +353,13 @@ class StorePort(HeldEvents):
         unchanged = self._sync.unchanged(epoch)
         if unchanged is not None:
             return unchanged
-        self._ahead = None  # the sync may write a delta (to the transcript: the opening's
-        # parts are none of its business, see `approvals`)
-        return await off_loop(self._sync, self.claim, epoch)
+        # A session's first delta (no text, no message) is held for the step's receipt
+        # (`_hold_delta`); a delta the sync wrote may be a message: the history read ahead
+        # misses it (the opening's other parts are none of its business, see `approvals`).
+        base = await off_loop(self._sync, self.claim, epoch, self._hold_delta)
+        if self._sync.appended:
+            self._ahead = None
+        return base
 
     def instructions_unchanged(self, epoch: int) -> Baseline | None:
         """The baseline of the last sync when the sources still read the same (no store call;
@@ -344,7 +367,9 @@ class StorePort(HeldEvents):
         return self._sync.unchanged(epoch)
 
     async def instruction_snapshot(self) -> dict[str, str] | None:
-        """The values a new epoch starts from."""
+        """The values a new epoch starts from (after the pending first delta is written)."""
+        if self._delta is not None:
+            await self.commit([])
         return await off_loop(epoch_snapshot, self.store, self._sid)
 
     def use_sources(self, sources: Sequence[Source]) -> None:

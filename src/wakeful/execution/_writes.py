@@ -107,13 +107,15 @@ def promote_step(
     claim: ClaimToken | None,
     *,
     first: Sequence[SessionEvent] = (),
+    first_blobs: Sequence[bytes] = (),
     prelude: Prelude | None = None,
     then: Sequence[SessionEvent] = (),
     then_blobs: Sequence[bytes] = (),
     known: KnownFacts | None = None,
     read_after: int | None = None,
 ) -> StepWrite:
-    """A step boundary's one unit: `first` (the driver's held reply), then the pending
+    """A step boundary's one unit: `first` (the driver's held reply, with `first_blobs`:
+    a pending first instruction delta's values), then the pending
     steers (after `prelude`, when they produce messages), then `then` (the next step's
     receipt, with `then_blobs`) only when nothing was delivered and the session's facts are
     still those `known` holds (`_refresh.py`: the agent, model or host entries the receipt was
@@ -136,7 +138,7 @@ def promote_step(
                 return StepWrite([], False)
     with store.write(session_id, claim) as w:
         same = known.noticed(w.facts()) if known is not None else True
-        w.append(first)
+        w.append(first, first_blobs)
         delivered = w.promote(idle=False, prelude=prelude)
         wrote = bool(then) and not delivered and same
         if wrote:

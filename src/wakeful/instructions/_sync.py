@@ -19,7 +19,7 @@ delivery"): `prelude` plans it and the store writes it in the delivery's own tra
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..errors import InstructionSourceError
@@ -61,7 +61,7 @@ def sync_instructions(
     store: LocalStore, session_id: str, sources: Sequence[Source], claim: ClaimToken | None = None
 ) -> Baseline:
     """Read sources, admit one delta if anything changed, and return the baseline to render."""
-    return _sync(store, session_id, _read_all(sources), claim)
+    return _sync(store, session_id, _read_all(sources), claim)[0]
 
 
 class InstructionSync:
@@ -79,18 +79,30 @@ class InstructionSync:
         self._sid = session_id
         self._sources = sources
         self._last: tuple[tuple[tuple[str, str | None], ...], int, Baseline] | None = None
+        self.appended = False
+        """Whether the last call wrote to the store (a delta not handed to its `hold`)."""
         # What `prelude` last planned, when it was a first delta (the baseline it starts is
         # the values just read): `_last` once the caller says it was written (`wrote`).
         self._planned: tuple[Prelude, tuple[tuple[str, str | None], ...], int, Baseline] | None
         self._planned = None
 
-    def __call__(self, claim: ClaimToken | None, epoch: int) -> Baseline:
-        """The baseline to render now (admitting a delta first when a source changed)."""
+    def __call__(self, claim: ClaimToken | None, epoch: int, hold: Hold | None = None) -> Baseline:
+        """The baseline to render now (admitting a delta first when a source changed). With
+        `hold`, a session's first delta is handed to it instead of written (see `_sync`)."""
         read = _read_all(self._sources)
         seen = _seen(read)
         if self._last is not None and self._last[0] == seen and self._last[1] == epoch:
             return self._last[2]
-        base = _sync(self._store, self._sid, read, claim)
+        self.appended = False
+        held: list[bool] = []
+
+        def holding(events: Sequence[SessionEvent], blobs: Sequence[bytes]) -> None:
+            held.append(True)
+            assert hold is not None
+            hold(events, blobs)
+
+        base, planned = _sync(self._store, self._sid, read, claim, holding if hold else None)
+        self.appended = planned and not held
         self._last = (seen, epoch, base)
         return base
 
@@ -153,19 +165,33 @@ def _seen(read: dict[str, str | None | OSError]) -> tuple[tuple[str, str | None]
     )
 
 
+Hold = Callable[[Sequence[SessionEvent], Sequence[bytes]], None]
+"""Takes a first delta (events, value blobs) to write with the caller's next write."""
+
+
 def _sync(
     store: LocalStore,
     session_id: str,
     read: dict[str, str | None | OSError],
     claim: ClaimToken | None,
-) -> Baseline:
+    hold: Hold | None = None,
+) -> tuple[Baseline, bool]:
+    """Admit the delta `read` calls for and return the baseline. A session's first delta by
+    its claim's driver starts the epoch with the values just read; with `hold` it is handed
+    over instead of written, for the driver's next write (its receipt) to carry: it is
+    durable before any request renders it, in a commit the step makes anyway (issue 36).
+    Returns the baseline and whether there was a delta."""
     state = _fresh_after_revert(store, session_id, store.instruction_state(session_id))
     events, blobs = _plan(store, session_id, state, read)
     if events:
-        store.append(session_id, events, claim, blobs=blobs)
-        if claim is not None and not state.started and state.forked_from is None:
-            return _first_baseline(events, read)
-    return baseline(store, session_id)
+        first = claim is not None and not state.started and state.forked_from is None
+        if first and hold is not None:
+            hold(events, blobs)
+        else:
+            store.append(session_id, events, claim, blobs=blobs)
+        if first:
+            return _first_baseline(events, read), True
+    return baseline(store, session_id), bool(events)
 
 
 _EPOCH_TYPES = ["session.reverted", "session.unreverted", "instructions.updated"]
