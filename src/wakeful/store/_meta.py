@@ -97,8 +97,8 @@ class MetaMixin:
         if size > EXTENSION_ITEM_MAX_BYTES:
             raise UsageError(f"the value is larger than {EXTENSION_ITEM_MAX_BYTES} bytes")
         with self.backend.transaction(write=True) as tx:
-            total = sum(
-                len(str(v).encode())
+            total = sum(  # the values' own sizes, not their sealed texts' (encrypted store)
+                len(opened(str(v)).encode())
                 for (v,) in tx.all(
                     "SELECT value FROM extension_state WHERE session_id = ? "
                     "AND NOT (namespace = ? AND key = ?)",
