@@ -21,6 +21,7 @@ an import) gets the key opened from an existing reference and sealed for its own
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -78,37 +79,39 @@ def _unwrapped(digest: str, sealed_key: str) -> bytes:
 
 
 def content_keys(tx: Tx, digests: Sequence[str]) -> dict[str, bytes | None]:
-    """The content key of each stored blob of `digests`, opened from the first reference this
-    process holds a data key for; None for a blob not under a content key (the store's blob
-    key, or one not sealed). A digest with no blob is absent. `StoreError` for a blob under a
-    content key no live session's key opens (its sessions were deleted)."""
+    """The content key of each stored blob of `digests`, opened from one of its references;
+    None for a blob not under a content key (the store's blob key, or one not sealed). A
+    digest with no blob is absent. `StoreError` for a blob under a content key no live
+    session's key opens (its sessions were deleted).
+
+    One reference per blob is read (an instruction file shared by every session of a store
+    has as many references as sessions); only when its session's key does not open it (a
+    session whose key is gone and whose rows are not) are the others read."""
     found: dict[str, bytes | None] = {}
-    locked: set[str] = set()
     for start in range(0, len(digests), _KEYS_PER_STATEMENT):
         chunk = list(digests[start : start + _KEYS_PER_STATEMENT])
         marks = ", ".join("?" for _ in chunk)
         rows = tx.all(
-            "SELECT b.digest, r.sealed_key FROM blobs b LEFT JOIN blob_refs r "
-            "ON r.digest = b.digest AND r.sealed_key IS NOT NULL "
-            f"WHERE b.digest IN ({marks})",
+            "SELECT b.digest, (SELECT r.sealed_key FROM blob_refs r WHERE r.digest = b.digest "
+            f"AND r.sealed_key IS NOT NULL LIMIT 1) FROM blobs b WHERE b.digest IN ({marks})",
             chunk,
         )
         for digest, sealed_key in rows:
             d = str(digest)
-            if found.get(d) is not None:
-                continue
-            found.setdefault(d, None)
-            if sealed_key is None:
-                continue
-            try:
-                found[d] = _unwrapped(d, str(sealed_key))
-                locked.discard(d)
-            except StoreError:  # that session's key is gone: another reference may open
-                locked.add(d)
-    if locked:
-        digest = sorted(locked)[0]
-        raise StoreError(f"blob {digest}: no session that holds its key is left")
+            found[d] = None if sealed_key is None else _first_opening(tx, d, str(sealed_key))
     return found
+
+
+def _first_opening(tx: Tx, digest: str, sealed_key: str) -> bytes:
+    """The content key `sealed_key` holds, else the first another reference opens to."""
+    with contextlib.suppress(StoreError):
+        return _unwrapped(digest, sealed_key)
+    for (other,) in tx.all(
+        "SELECT sealed_key FROM blob_refs WHERE digest = ? AND sealed_key IS NOT NULL", (digest,)
+    ):
+        with contextlib.suppress(StoreError):  # that session's key is gone: try the next
+            return _unwrapped(digest, str(other))
+    raise StoreError(f"blob {digest}: no session that holds its key is left")
 
 
 def put_sealed_blobs(
