@@ -25,12 +25,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def own_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    """For tests that name their own master keys and keyrings: the encrypted suite run's key
-    and keyring are not handed to them (a rotation there would rewrite the run's keyring for
-    every test after it)."""
-    for name in ("WAKEFUL_MASTER_KEY", "WAKEFUL_MASTER_KEY_FILE", "WAKEFUL_KEYRING"):
-        monkeypatch.delenv(name, raising=False)
+def own_keys() -> Iterator[None]:
+    """For tests that name their own master keys and keyrings, or need a plain store: the
+    encrypted suite run's key and keyring are not handed to them (a rotation there would
+    rewrite the run's keyring for every test after it). A patch of its own, so a test's
+    `monkeypatch.undo()` does not give them back."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("WAKEFUL_MASTER_KEY", "WAKEFUL_MASTER_KEY_FILE", "WAKEFUL_KEYRING"):
+            patch.delenv(name, raising=False)
+        yield
 
 
 @pytest.fixture

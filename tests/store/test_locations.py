@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from wakeful.clock import FakeClock
 from wakeful.events import SessionCreated, SessionMoved, location_id
 from wakeful.store import SqlStore, open_store
@@ -65,6 +67,7 @@ def _drop_migration_8(store: SqlStore) -> None:
         tx.run("DELETE FROM schema_migrations WHERE version = 8")
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: a store of an earlier schema with sessions
 def test_migration_backfills_locations(db_url: str, clock: FakeClock):
     def make(store: SqlStore, **fields: object) -> str:
         return store.create_session(**fields).id  # type: ignore[arg-type]

@@ -273,6 +273,7 @@ def test_the_transcript_runs_and_approvals_read_plain_as_through_the_models(
     ]
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: a store of the first schema with sessions
 def test_a_store_of_the_first_schema_reads_plain_as_through_the_models(tmp_path: Path) -> None:
     db = tmp_path / "v1.db"
     db.write_bytes((Path(__file__).parent.parent / "fixtures" / "schema_v1.db").read_bytes())
@@ -420,6 +421,7 @@ def test_every_kind_of_message_reads_plain_as_through_the_models_as_stored_or_no
     assert [json.dumps(m) for m in store.plain_messages(sid)] == expected  # reshaped
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: it edits the stored JSON in place
 def test_a_body_is_read_as_stored_only_in_a_session_of_todays_shapes(tmp_path: Path) -> None:
     # A body an older wakeful wrote (no `aborted`: the field came later) reads as the models
     # read it, with the default filled in, in a session whose bodies may be of mixed shapes;

@@ -81,6 +81,7 @@ def ids(page) -> list[str]:
     return [h.session.id for h in page.hits]
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: it reads the index's words
 def test_every_kind_of_content_is_indexed_with_its_message(store: SqlStore):
     sid = store.create_session(title="Parser work").id
     say(store, sid, "Why does the tokenizer choke on unicode?")
@@ -149,6 +150,7 @@ def test_a_rare_word_finds_its_session_first_and_ranks_by_the_best_message(store
     assert set(ids(store.search("build", limit=10))) == {*noise, deep, focused}
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: prefixes (an encrypted index refuses them)
 def test_query_words_prefixes_and_case(store: SqlStore):
     sid = store.create_session().id
     add_message(
@@ -192,6 +194,7 @@ def test_pages_filters_and_the_title(store: SqlStore):
         store.search("walrus", limit=0)
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: it reads the index's words
 def test_forks_are_indexed_and_deletes_take_their_rows(store: SqlStore):
     sid = store.create_session(title="origin").id
     say(store, sid, "the pelican question")
@@ -206,6 +209,7 @@ def test_forks_are_indexed_and_deletes_take_their_rows(store: SqlStore):
     assert store.search("pelican").hits == []
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: it reads the index's words
 def test_huge_messages_and_nul_characters_index_without_error(store: SqlStore):
     sid = store.create_session().id
     huge = " ".join(f"w{i}" for i in range(200_000))  # well over a tsvector's megabyte
@@ -218,6 +222,7 @@ def test_huge_messages_and_nul_characters_index_without_error(store: SqlStore):
     assert ids(store.search("start")) == [sid]
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: a store of an earlier schema with sessions
 def test_the_backfill_indexes_what_was_written_before_the_index(db_url: str):
     store = open_store(db_url)
     sids = [store.create_session(title=f"old {i}").id for i in range(7)]

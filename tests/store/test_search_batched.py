@@ -61,6 +61,7 @@ def test_a_search_finds_the_messages_still_waiting_for_their_batch(store: SqlSto
     _index_matches_content(store)
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: it reads the index's words
 def test_closing_the_store_indexes_what_waits(tmp_path: Path) -> None:
     """A store that cannot write (a read-only file) searches what is indexed: the writer that
     closes indexes its waiting rows first, so only a crash leaves rows waiting."""
@@ -116,6 +117,7 @@ def test_deleting_the_newest_messages_gives_no_id_again(store: SqlStore) -> None
     assert store.search("newest").hits == []
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: a store of an earlier schema with sessions
 def test_a_store_upgraded_from_migration_18_keeps_its_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,6 +29,7 @@ def _check(store: SqlStore, sids: list[str]) -> None:
         assert indexed(store, sid) == expected(store, sid), sid
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: it reads the index's words
 def test_no_message_text_is_copied_and_every_change_keeps_the_index_exact(tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "s.db"))
     try:
@@ -76,6 +77,7 @@ def _read_back(store: SqlStore, read: dict[str, Any]) -> None:
     assert all(indexed(store, sid) == [] for sid in sids)
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: a store of an earlier schema with sessions
 def test_a_file_made_by_the_previous_version_upgrades_in_place(tmp_path: Path) -> None:
     copy = tmp_path / "sessions.db"
     shutil.copyfile(FIXTURE, copy)
@@ -88,6 +90,7 @@ def test_a_file_made_by_the_previous_version_upgrades_in_place(tmp_path: Path) -
 
 
 @pytest.mark.postgres
+@pytest.mark.usefixtures("own_keys")  # plain: a store of an earlier schema with sessions
 def test_a_database_of_the_previous_schema_upgrades_in_place(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -44,6 +44,7 @@ def test_a_hit_s_snippet_comes_from_the_log(store: SqlStore) -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.usefixtures("own_keys")  # plain: it searches the index's words
 def test_search_rows_keep_no_text_on_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
     with fresh_database() as url:
         store = open_store(url)
@@ -65,6 +66,7 @@ def test_search_rows_keep_no_text_on_postgres(monkeypatch: pytest.MonkeyPatch) -
 
 
 @pytest.mark.postgres
+@pytest.mark.usefixtures("own_keys")  # plain: a store of an earlier schema with sessions
 def test_a_database_of_the_previous_schema_upgrades_in_place(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
