@@ -240,6 +240,7 @@ def test_an_expired_token_gets_401_with_its_reason(server: Served):
     assert bad.status_code == 422 and "bad interval" in bad.json()["reason"]
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: it reads titles from the SQLite file
 def test_a_session_and_its_owner_are_written_together(server: Served):
     alice = server.client(
         server.client()
