@@ -167,3 +167,30 @@ async def test_a_first_delta_the_turns_sync_plans_goes_with_the_steps_receipt(
         assert types[-2:] == ["instructions.updated", "message.added"], types
         assert [k for k in units if k.startswith("read session_read")] == [], units
         store.close()
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_a_workers_drive_renders_the_first_delta_its_delivery_wrote(
+    tmp_path: Path, backend: str
+):
+    """A worker drives a session it reserved: its first delivery (the drain's idle promotion,
+    `promote_or_release`) writes the session's first delta, and the turn's first step renders
+    it without reading it back (the rewinds, the live compactions, the epoch's first delta and
+    its blobs: four reads, and the instruction state, before)."""
+    from wakeful.execution import run_worker
+
+    config = Config(execution=ExecutionConfig(poll_interval_ms=50))
+    with _url(backend, tmp_path) as url:
+        rt = Runtime(url, model=_script(tmp_path), workspace=tmp_path, config=config)
+        sid = rt.send("work", resume=False).session_id
+        units = _count_units(rt)
+        stats = await run_worker(rt, once=True)
+        units = Counter(units)
+        assert stats.turns == 1
+        assert [t.status for t in rt.store.turns(sid)] == ["completed"]
+        await rt.aclose()
+        instruction_reads = {"live_compactions", "get_blobs", "events", "plain_events"}
+        assert not [k for k in units if k.split()[1] in instruction_reads], units
+        assert units["read instruction_state"] == 1, units  # the idle promotion's plan

@@ -372,6 +372,8 @@ async def _promote_idle(
     )
     if idle.delivered:
         held.releasing = False
+        if prelude is not None and idle.wrote_prelude:  # (a worker's first delivery, too)
+            port.prelude_written(prelude)
     else:
         result.released, result.pending = idle.released, idle.pending
     return idle.delivered

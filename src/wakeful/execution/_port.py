@@ -175,6 +175,11 @@ class StorePort(HeldEvents):
         not planned again from the store when the sources still read the same."""
         return self._sync.prelude(epoch)
 
+    def prelude_written(self, prelude: Prelude) -> None:
+        """`prelude` (from `prelude`) was written with a delivery: a session's first delta
+        is then rendered by the next step without being read back (`InstructionSync.wrote`)."""
+        self._sync.wrote(prelude)
+
     def _promote(
         self, epoch: int, then: Sequence[SessionEvent], then_blobs: list[bytes]
     ) -> tuple[list[Delivered], bool]:

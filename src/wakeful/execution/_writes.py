@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from ..events import InputKind, SessionEvent, StoredEvent, TurnEnded
     from ..messages import Message
+    from ..store import SessionWrite
     from ..store._claims import IsDead
     from ._refresh import KnownFacts
 
@@ -96,9 +97,14 @@ def start_drain(
         if claim.taken_over or state.running_call:  # heal first, deliver after
             return DrainStart(claim, facts=facts)
         delivered = w.promote(idle=True, start_turn=start_turn, prelude=prelude)
-    # (the prelude's events are written as planned, the very objects: see `_inbox`)
-    wrote = prelude is not None and any(s.event is prelude.events[0] for s in w.stored)
+    wrote = _wrote(prelude, w)
     return DrainStart(claim, delivered=tuple(delivered), facts=facts, wrote_prelude=wrote)
+
+
+def _wrote(prelude: Prelude | None, w: SessionWrite) -> bool:
+    """Whether the ended unit `w` wrote `prelude` (its events are written as planned, the very
+    objects, before a delivery at the seq it was planned at: `_inbox.plan_promotion`)."""
+    return prelude is not None and any(s.event is prelude.events[0] for s in w.stored)
 
 
 def promote_step(
@@ -178,6 +184,7 @@ class IdleEnd:
     delivered: list[Delivered]
     released: bool = False
     pending: bool = False
+    wrote_prelude: bool = False  # the prelude went before the delivery (planned at its seq)
 
 
 def promote_or_release(
@@ -199,10 +206,10 @@ def promote_or_release(
         if known is not None:  # (a turn starting here is built after it, from these facts)
             known.noticed(w.facts())
         delivered = w.promote(idle=True, start_turn=start_turn, prelude=prelude)
-        if delivered:
-            return IdleEnd(delivered)
-        released = w.release()
-        return IdleEnd([], released, w.any_pending())
+        if not delivered:
+            released = w.release()
+            return IdleEnd([], released, w.any_pending())
+    return IdleEnd(delivered, wrote_prelude=_wrote(prelude, w))
 
 
 def end_child(
