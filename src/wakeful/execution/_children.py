@@ -209,18 +209,23 @@ class Children:
                 "origin": {"kind": "event", "source": "subagent", "sender": child_id},
                 "metadata": {"child_session_id": child_id, "outcome": end.outcome},
             }
-            await off_loop(
-                end_child,
-                self.store,
-                child_id,
-                end,
-                claim,
-                parent_id=parent_id,
-                input_id=f"{REPORT_PREFIX}{child_id}_{end.turn_id}",
-                kind=REPORT_KIND,
-                payload=payload,
-            )
-            crash_point("child.reported")
+
+            def report() -> None:
+                end_child(
+                    self.store,
+                    child_id,
+                    end,
+                    claim,
+                    parent_id=parent_id,
+                    input_id=f"{REPORT_PREFIX}{child_id}_{end.turn_id}",
+                    kind=REPORT_KIND,
+                    payload=payload,
+                )
+                # In the unit's thread, right after its commit: the parent's drain, whose
+                # last unit may be waiting for the write lock, cannot deliver it first.
+                crash_point("child.reported")
+
+            await off_loop(report)
             self.coordinator.wake(parent_id)
 
         return settle
