@@ -290,3 +290,22 @@ def test_the_encrypted_suite_run_encrypts_every_new_store(
     finally:
         store.close()
     assert MARK_PROMPT.encode() not in (tmp_path / "suite.db").read_bytes()
+
+
+async def test_a_hosts_instruction_entries_are_read_on_an_encrypted_store(tmp_path: Path):
+    """The facts a drive reads with its units (agent, model, the host's instruction entries:
+    `store/_facts.py`) open the entries' sealed values; on the first encrypted main every drive
+    of a session with an entry failed on the sealed text (a JSONDecodeError)."""
+    settings = encryption(tmp_path, key_file(tmp_path))
+    rt = runtime(str(tmp_path / "s.db"), tmp_path, settings)
+    try:
+        sent = rt.send("hello", resume=False)
+        rt.set_extension_state(sent.session_id, "instructions", "tone", MARK_PROMPT)
+        [turn] = await rt.drive_input(sent.session_id, sent.input_id)
+        assert turn.outcome == "completed"
+        [receipt] = rt.store.receipts(sent.session_id)
+        texts = {s: rt.store.get_blob(d).decode() for s, _src, d in receipt.sections}
+        assert texts["system.instructions.api"] == f"tone: {MARK_PROMPT}"
+    finally:
+        await rt.aclose()
+    assert MARK_PROMPT.encode() not in file_bytes(sqlite_files(tmp_path / "s.db"))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ._backend import Pending, Tx
+from ._cipher import opened
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -47,5 +48,7 @@ def facts_from(sent: Pending) -> SessionFacts | None:
     rows = sent.all()
     if not rows:
         return None
-    entries = {str(r[2]): json.loads(r[3]) for r in rows if r[2] is not None}
+    entries = {
+        str(r[2]): json.loads(opened(r[3])) for r in rows if r[2] is not None
+    }  # sealed when encrypted
     return SessionFacts(rows[0][0], rows[0][1], entries)
