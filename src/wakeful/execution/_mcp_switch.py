@@ -16,7 +16,9 @@ from collections.abc import Mapping
 
 from pydantic import JsonValue
 
-MCP_NAMESPACE = "mcp"
+from ..store import SWITCH_NAMESPACE
+
+MCP_NAMESPACE = SWITCH_NAMESPACE  # the store reads it with a session's facts
 
 
 def switched_off(state: Mapping[str, JsonValue]) -> frozenset[str]:

@@ -28,7 +28,7 @@ from ..runner import (
 )
 from ..store import LocalStore, SessionRow
 from ._delegation import delegation_of
-from ._mcp_switch import MCP_NAMESPACE, switched_off
+from ._mcp_switch import switched_off
 from ._off_loop import off_loop
 from ._port import PortHooks, SessionSetup
 from ._rates import StoreRates
@@ -78,14 +78,14 @@ class SetupMixin:
         self, session_id: str, interrupt: asyncio.Event, had: Known = None
     ) -> SessionSetup:
         """The session's turn context and port hooks here (a thread: reads store, facts not `had`)."""
-        seen = drive_reads(self.store, session_id, MCP_NAMESPACE)  # one read (issue 36)
+        seen = drive_reads(self.store, session_id)  # one read (issue 36)
         row, known = seen.row, had or KnownFacts(seen.facts)
         place = self.place(row.location)
         if row.waiting_for is not None:  # a worker left it; this driver serves its location
             self.store.claims.clear_wait(session_id)
         config = place.config
         top = row.parent_id is None  # delegation is one level deep: only top-level sessions
-        agent, tools, mcp_sources = self._equip(row, place, seen.extension, delegation=top)
+        agent, tools, mcp_sources = self._equip(row, place, seen.facts.switches, delegation=top)
         spec = row.model or agent.model or self.model
         settle = None
         if not top and delegation_of(self.store, session_id) == "background":

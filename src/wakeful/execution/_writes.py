@@ -203,12 +203,12 @@ def promote_or_release(
     commits, as `claims.release_and_look` does, so an input admitted meanwhile is either
     delivered here or finds the claim free."""
     with store.write(session_id, claim) as w:
-        if known is not None:  # (a turn starting here is built after it, from these facts)
-            known.noticed(w.facts())
         delivered = w.promote(idle=True, start_turn=start_turn, prelude=prelude)
-        if not delivered:
+        if not delivered:  # the drain ends: no turn would read the facts
             released = w.release()
             return IdleEnd([], released, w.any_pending())
+        if known is not None:  # (the turn starting here is built after it, from these facts)
+            known.noticed(w.facts())
     return IdleEnd(delivered, wrote_prelude=_wrote(prelude, w))
 
 
@@ -258,8 +258,8 @@ def compaction_boundary(compactions: Sequence[StoredEvent]) -> int:
     return last.through_seq if isinstance(last, CompactionEnded) else 0
 
 
-def drive_reads(store: LocalStore, session_id: str, namespace: str) -> DriveReads:
-    """What a drive's context is built from (`DriveReads`: the row, the facts, extension
-    `namespace`), in one read."""
+def drive_reads(store: LocalStore, session_id: str) -> DriveReads:
+    """What a drive's context is built from (`DriveReads`: the row and the facts, the `/mcp`
+    switches among them), in one read."""
     with store.read(session_id) as r:
-        return r.drive(namespace)
+        return r.drive()

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ._batch import RecoveryView
     from ._claims import fence
     from ._encryption import keyring_path
-    from ._facts import SessionFacts
+    from ._facts import SWITCH_NAMESPACE, SessionFacts
     from ._faults import Outage, is_transient
     from ._feed import Feed
     from ._filemap import DirectoryFileMap, FileMap, FileMapNames, file_map_store
@@ -179,6 +179,7 @@ _LAZY = {
     "SessionWrite": "wakeful.store._protocol",
     "ClaimState": "wakeful.store._records",
     "SessionFacts": "wakeful.store._facts",
+    "SWITCH_NAMESPACE": "wakeful.store._facts",
     "InstructionState": "wakeful.store._reads",
     "RetryState": "wakeful.store._reads",
     "ToolCallRow": "wakeful.store._reads",
@@ -272,6 +273,7 @@ __all__ = [
     "DrainStart",
     "DriveReads",
     "SessionFacts",
+    "SWITCH_NAMESPACE",
     "Feed",
     "FileMap",
     "FileMapNames",

@@ -21,21 +21,25 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
 HOST_NAMESPACE = "instructions"  # the extension namespace of a host's instruction entries
+SWITCH_NAMESPACE = "mcp"  # the extension namespace of the session's MCP server switches (`/mcp`)
 
 FACTS_SQL = (
-    "SELECT s.agent, s.model, e.key, e.value FROM sessions s LEFT JOIN extension_state e "
-    f"ON e.session_id = s.id AND e.namespace = '{HOST_NAMESPACE}' WHERE s.id = ? ORDER BY e.key"
+    "SELECT s.agent, s.model, e.namespace, e.key, e.value FROM sessions s "
+    "LEFT JOIN extension_state e ON e.session_id = s.id "
+    f"AND e.namespace IN ('{HOST_NAMESPACE}', '{SWITCH_NAMESPACE}') WHERE s.id = ? ORDER BY e.key"
 )
 
 
 @dataclass(frozen=True, slots=True)
 class SessionFacts:
-    """A session's agent and model as its row says, and its host's instruction entries (extension
-    state `instructions`, by key), as one statement read them."""
+    """A session's agent and model as its row says, its host's instruction entries (extension
+    state `instructions`, by key) and its MCP server switches (extension state `mcp`, by
+    server name), as one statement read them."""
 
     agent: str | None
     model: str | None
     instructions: dict[str, JsonValue] = field(default_factory=dict)
+    switches: dict[str, JsonValue] = field(default_factory=dict)
 
 
 def facts_query(tx: Tx, session_id: str) -> Pending:
@@ -48,7 +52,8 @@ def facts_from(sent: Pending) -> SessionFacts | None:
     rows = sent.all()
     if not rows:
         return None
-    entries = {
-        str(r[2]): json.loads(opened(r[3])) for r in rows if r[2] is not None
-    }  # sealed when encrypted
-    return SessionFacts(rows[0][0], rows[0][1], entries)
+    found: dict[str, dict[str, JsonValue]] = {HOST_NAMESPACE: {}, SWITCH_NAMESPACE: {}}
+    for _agent, _model, namespace, key, value in rows:
+        if namespace is not None:  # (a value is sealed when the store is encrypted)
+            found[str(namespace)][str(key)] = json.loads(opened(value))
+    return SessionFacts(rows[0][0], rows[0][1], found[HOST_NAMESPACE], found[SWITCH_NAMESPACE])

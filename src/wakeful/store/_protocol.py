@@ -389,8 +389,8 @@ class SessionRead(Protocol):
         """`any_pending` and the session's facts, in one round trip."""
         ...
 
-    def drive(self, namespace: str) -> DriveReads:
-        """The session's row as stored, its facts and extension `namespace`'s values, in one
+    def drive(self) -> DriveReads:
+        """The session's row as stored and its facts (the `/mcp` switches among them), in one
         round trip: what a drive's context is built from."""
         ...
 

@@ -167,12 +167,11 @@ class ClaimState:
 class DriveReads:
     """What a drive's context is built from, read together (`SessionRead.drive`): the
     session's row as stored (a stale `running` not shown `interrupted`: a driver reads its
-    agent, model, place and parent from it), its facts (`SessionFacts`) and the values of one
-    extension namespace (the `/mcp` switches), by key."""
+    agent, model, place and parent from it) and its facts (`SessionFacts`: with the host's
+    instruction entries, the `/mcp` switches)."""
 
     row: SessionRow
     facts: SessionFacts
-    extension: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ The unit is synchronous: it lives in one worker thread and never spans an `await
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal
@@ -26,10 +25,8 @@ from ..errors import NotFoundError
 from . import _inbox, _transcript
 from ._append import ClaimToken, append_events, put_blobs_in
 from ._backend import Row, Tx
-from ._cipher import opened
 from ._claims import IsDead, claim_in, fence, has_running_call, read_claim
 from ._facts import SessionFacts, facts_from, facts_query
-from ._meta import EXTENSION_SQL
 from ._opening import TurnOpening, opening_in
 from ._reads import recent_events_in
 from ._records import (
@@ -286,18 +283,16 @@ class SqlSessionRead:
         """The transcript's messages stored after `seq`, each with its `seq`."""
         return _transcript.transcript_in(self._tx, self._sid, seq, None)
 
-    def drive(self, namespace: str) -> DriveReads:
-        """The session's row as stored, its facts and the values of extension `namespace`
+    def drive(self) -> DriveReads:
+        """The session's row as stored and its facts, the `/mcp` switches among them
         (`DriveReads`), sent together: one round trip; `NotFoundError` for an unknown
-        session. (Three reads of their own before: the row, the facts, the namespace.)"""
+        session. (Three reads of their own before: the row, the facts, the switches.)"""
         row = self._tx.query(f"SELECT {ROW_COLS} FROM sessions WHERE id = ?", (self._sid,))
         facts = facts_query(self._tx, self._sid)
-        values = self._tx.query(EXTENSION_SQL, (self._sid, namespace))
         found, seen = row.one(), facts_from(facts)
         if found is None or seen is None:
             raise NotFoundError(f"no session {self._sid}")
-        extension = {str(k): json.loads(opened(v)) for k, v in values.all()}
-        return DriveReads(session_row(found), seen, extension)
+        return DriveReads(session_row(found), seen)
 
 
 @contextmanager
