@@ -85,6 +85,7 @@ async def long_turn(tmp_path: Path, steps: int) -> tuple[Runtime, str, int]:
     return rt, sid, receipt_bytes(folder / "s.db", sid)
 
 
+@pytest.mark.usefixtures("own_keys")  # plain: it sizes the stored JSON, not sealed text
 async def test_a_turn_s_receipts_grow_linearly_with_its_steps(tmp_path: Path):
     rt200, sid200, b200 = await long_turn(tmp_path, 200)
     rt400, sid400, b400 = await long_turn(tmp_path, 400)

@@ -49,7 +49,7 @@ async def test_a_raise_continues_the_paused_turn_until_the_new_limit(tmp_path: P
     rt = Runtime(db, model=model, workspace=tmp_path, config=config)
     try:
         raised, sent = raise_budget(rt, row.id, "+3000tokens", resume=False)
-        assert raised == BudgetRaised(add_tokens=3_000) and sent is not None
+        assert raised == BudgetRaised(add_tokens=3_000, actor=rt.actor) and sent is not None
         turns = await rt.drive_input(row.id, sent.input_id)
         assert (turns[-1].outcome, turns[-1].error_kind) == ("paused", "budget")
         assert "of its 6,000 tokens" in (turns[-1].error or "")
