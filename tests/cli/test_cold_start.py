@@ -129,6 +129,9 @@ def session_id(db_url: str) -> str:
         store.close()
 
 
+@pytest.mark.usefixtures(
+    "own_keys"
+)  # the plain cold start (an encrypted listing opens sealed titles)
 def test_cheap_commands_load_no_sdk_ui_or_server(
     wk: Wk, session_id: str, cli_env: dict[str, str], workdir: Path
 ) -> None:
@@ -214,6 +217,9 @@ def test_opening_a_store_and_listing_builds_no_model(tmp_path: Path) -> None:
     assert out.split() == ["False", "False", "False"]
 
 
+@pytest.mark.usefixtures(
+    "own_keys"
+)  # the plain cold start (an encrypted listing opens sealed titles)
 def test_opening_a_store_and_listing_loads_no_model_module(tmp_path: Path) -> None:
     # The library path `session list` takes: the store package, `open_store`, a listing and
     # the summaries load neither pydantic nor the event and message models.
