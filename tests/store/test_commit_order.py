@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import random
 import time
+from typing import Any
 
 import pytest
 
@@ -26,9 +27,10 @@ WRITERS = 4
 APPENDS = 60
 
 
-def _write(url: str, session_id: str, seed: int) -> None:
+def _write(url: str, session_id: str, seed: int, start: Any) -> None:
     rnd = random.Random(seed)
     store = open_store(url)
+    start.wait(60)  # every writer at once: spawned processes start seconds apart under load
     try:
         for i in range(APPENDS):
             events = [SessionUpdated(title=f"{seed}.{i}.{k}") for k in range(rnd.randint(1, 3))]
@@ -46,7 +48,10 @@ def test_follower_sees_every_event_once_in_session_order_with_concurrent_writers
         try:
             sids = [store.create_session().id for _ in range(WRITERS)]
             ctx = mp.get_context("spawn")
-            writers = [ctx.Process(target=_write, args=(url, sid, n)) for n, sid in enumerate(sids)]
+            start = ctx.Barrier(WRITERS)
+            writers = [
+                ctx.Process(target=_write, args=(url, sid, n, start)) for n, sid in enumerate(sids)
+            ]
             seen: list[StoredEvent] = []
             for p in writers:
                 p.start()
