@@ -82,7 +82,8 @@ def test_events_stream_sees_every_event_once_with_concurrent_writers(
     for t in followers:
         t.start()
     ctx = mp.get_context("spawn")
-    writers = [ctx.Process(target=_write, args=(url, sid, n)) for n, sid in enumerate(sids)]
+    start = ctx.Barrier(WRITERS)  # every writer at once (`_write` waits for the others)
+    writers = [ctx.Process(target=_write, args=(url, sid, n, start)) for n, sid in enumerate(sids)]
     for p in writers:
         p.start()
     for p in writers:
