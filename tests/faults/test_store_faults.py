@@ -34,9 +34,11 @@ pytestmark = pytest.mark.slow
 
 
 def streaming_script(path: Path) -> str:
-    """A text answer streamed over a few hundred milliseconds (no tool calls: a busy store
-    while saving a tool result is item 1 of the issue, not these)."""
-    reply = {"text": "the answer, streamed slowly " * 4}
+    """A text answer streamed over about 1.5 s (no tool calls: a busy store while saving a
+    tool result is item 1 of the issue, not these): long enough that the lock taken after
+    the first turn starts (a process of its own, slow to start on a loaded machine) is held
+    when the turns end and write; over a few hundred milliseconds they often ended first."""
+    reply = {"text": "the answer, streamed slowly " * 57}
     return write_script(path, [{"match": ".", "replies": [reply]}], chunk_delay_ms=15)
 
 

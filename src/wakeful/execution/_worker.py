@@ -326,8 +326,12 @@ class _Worker:
         self.stats.waiting.update(reserved.waits)
         self.stats.reserved += len(reserved.served) + reserved.released
         self.stats.unused += reserved.released
-        ending = [r.claim for r in reserved.served if r.claim.session_id in self.inflight]
-        if ending:  # its drive released the claim and is still ending: let it end
+        ending = [  # its drive released the claim and is still ending, or stalled meanwhile
+            r.claim
+            for r in reserved.served
+            if r.claim.session_id in self.inflight or r.claim.session_id in self.stalled
+        ]
+        if ending:  # let it end; a session that stalled is looked at again when it is due
             self.stats.unused += len(ending)
             await self._attempt(self.rt.store.claims.release_all, ending)
         for reservation in reserved.served:
