@@ -114,14 +114,12 @@ def resolve_prefix(ids: Sequence[str], ref: str, what: str, mark: str) -> str:
 def resolve_turn(turn_ids: Sequence[str], ref: str) -> tuple[int, str]:
     """The turn `ref` names among `turn_ids` (the session's turns in start order): its number
     (1-based) and id. A number names by position; anything else is an id or a unique prefix
-    (`turn_` may be left out), and so is a number past the session's turns (an id's hex
-    prefix may be all digits). None, or several, is a one-line `UsageError`."""
+    (`turn_` may be left out). None, or several, is a one-line `UsageError`."""
     if ref.isdigit():
         number = int(ref)
-        if 1 <= number <= len(turn_ids):
-            return number, turn_ids[number - 1]
-        if not any(t.startswith(f"turn_{ref}") for t in turn_ids):
+        if not 1 <= number <= len(turn_ids):
             raise UsageError(f"no turn {ref}: the session has {len(turn_ids)} turn(s)")
+        return number, turn_ids[number - 1]
     turn_id = resolve_prefix(turn_ids, ref, "turn", "turn_")
     return turn_ids.index(turn_id) + 1, turn_id
 
@@ -144,9 +142,5 @@ def turn_ids(store: Store, session_id: str) -> list[str]:
 
 def turn_number(store: Store, session_id: str, ref: str) -> int:
     """The number of the turn `ref` names in the session (`resolve_turn`); a number as it
-    is (the caller says when no such turn has what it needs), unless it is past the turns
-    and an id's prefix."""
-    ids = turn_ids(store, session_id)
-    if ref.isdigit() and not any(t.startswith(f"turn_{ref}") for t in ids):
-        return int(ref)
-    return resolve_turn(ids, ref)[0]
+    is (the caller says when no such turn has what it needs)."""
+    return int(ref) if ref.isdigit() else resolve_turn(turn_ids(store, session_id), ref)[0]
