@@ -4,7 +4,7 @@ A context is built for the session's `(agent, model)` as its row says, with the 
 instruction entries (extension state `instructions`) among its instruction sources. Either may
 change while a drain runs (`Runtime.switch`, `set_extension_state`, in this process or another).
 The drain's units of work that start a turn or end a step (`_writes.start_drain`,
-`promote_idle`, `promote_step`) read them under the session lock they take anyway
+`promote_or_release`, `promote_step`) read them under the session lock they take anyway
 (`SessionWrite.facts`: no statement of its own, no commit) and hand them to the drive's
 `KnownFacts`. Before each turn and after each step boundary the runner asks
 `RunContext.refresh`, which compares what the units saw with what the context was built for

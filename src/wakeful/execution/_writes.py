@@ -160,19 +160,15 @@ def promote_idle(
     *,
     start_turn: str | None = None,
     prelude: Prelude | None = None,
-    known: KnownFacts | None = None,
 ) -> list[Delivered]:
     """Between turns: the next delivery (steers, or one queued item) and, when it produced
     messages or decisions, the turn `start_turn` it starts, after `prelude`; one unit. With no
-    pending item, nothing is locked or written: one read says so (the drain's last promotion
-    finds nothing, and a write transaction would cost a commit). `known` is given the
-    session's facts, read with the unit's lock."""
+    pending item, nothing is locked or written: one read says so (a write transaction would
+    cost a commit). A drain ends through `promote_or_release` instead."""
     with store.read(session_id) as r:
         if not r.any_pending():
             return []
     with store.write(session_id, claim) as w:
-        if known is not None:
-            known.noticed(w.facts())
         return w.promote(idle=True, start_turn=start_turn, prelude=prelude)
 
 
