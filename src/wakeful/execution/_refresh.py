@@ -16,18 +16,16 @@ built ahead of it (`promote_step`): the next step is built afresh, on the new co
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..runner import RunContext
+from ..runner import Refresh, RunContext
 from ..store import SessionFacts
 from ._off_loop import off_loop
 from ._place import Place, is_current
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
-
-Refresh = Callable[[], Awaitable[RunContext | None]]
 
 
 class KnownFacts:
@@ -58,12 +56,14 @@ def refresher(
 ) -> Refresh:
     """The `refresh` of a context built for the session's `(agent, model)` `seen` at `place`;
     it is built anew by `rebuild` (in a worker thread: it reads the store and the
-    configuration) when the units saw another agent or model, or the place's configuration
-    files were edited since (`_place.is_current`: a few `stat` calls, no store access)."""
+    configuration) when the units saw another agent or model, or (`files`) the place's
+    configuration files were edited since (`_place.is_current`: a few `stat` calls in a worker
+    thread, no store access). Without `files` (a step boundary's second look, just after its
+    write) nothing leaves the loop unless the facts changed."""
 
-    async def refresh() -> RunContext | None:
+    async def refresh(*, files: bool = True) -> RunContext | None:
         same = (known.facts.agent, known.facts.model) == seen
-        if same and await off_loop(is_current, place):
+        if same and (not files or await off_loop(is_current, place)):
             return None
         return await off_loop(rebuild)
 

@@ -83,6 +83,13 @@ class SharedProviders:
             await provider.aclose()
 
 
+class Refresh(Protocol):
+    """`RunContext.refresh`: a new context when the session's agent, model or configuration
+    changed, None when they stand; `files=False` compares the facts only (see there)."""
+
+    def __call__(self, *, files: bool = True) -> Awaitable[RunContext | None]: ...
+
+
 @dataclass(frozen=True)
 class RunContext:
     """Everything a turn needs besides its session port: model, agent, tools, policies.
@@ -115,8 +122,10 @@ class RunContext:
     # The prices usage is costed at: the shipped table under `[prices]` (`_pricing.py`).
     prices: PriceTable = field(default_factory=default_table)
     # Resolves the session's agent, model and tools again, before each step and turn: a new
-    # context when another process switched them (`Runtime.switch`), None when they stand.
-    refresh: Callable[[], Awaitable[RunContext | None]] | None = None
+    # context when another process switched them (`Runtime.switch`) or its configuration files
+    # were edited, None when they stand. `files=False`: the files were looked at a moment ago
+    # (before the step boundary's write, whose unit read the session's facts): facts only.
+    refresh: Refresh | None = None
     # When a turn that repeats itself pauses with reason `loop` (`_loop_guard.py`).
     loop_guard: LoopGuardConfig = field(default_factory=LoopGuardConfig)
     # The limits a step's request checks first, and what the session's root spent (`Spend`,

@@ -335,11 +335,13 @@ class TurnRunner(ToolCallsMixin):
         await wait_until(self.ctx, self.port, deadline)
         return node.then
 
-    async def _resolve(self) -> None:
+    async def _resolve(self, *, files: bool = True) -> None:
         """Take the session's agent, model, tools and configuration as they stand now (issue 37
         item 22; `RunContext.refresh`), from the next step. The turn keeps its state and its
-        collaborators, handed the new context (the port its instruction sources)."""
-        fresh = await self.ctx.refresh() if self.ctx.refresh is not None else None
+        collaborators, handed the new context (the port its instruction sources). `files=False`
+        (after a step boundary's write): the configuration files were looked at just before it,
+        and only the facts its unit read are compared (no thread hop when they stand)."""
+        fresh = await self.ctx.refresh(files=files) if self.ctx.refresh is not None else None
         if fresh is None:
             return
         self.ctx = fresh
@@ -363,7 +365,7 @@ class TurnRunner(ToolCallsMixin):
             ahead = await self._requests.build_ahead(state.turn_id, state.step + 1, self.port.held)
         steered, written = await self._promote_steers(ahead)
         self._step_done(True)  # its reply and results are durable now
-        await self._resolve()  # what the write saw of the session
+        await self._resolve(files=False)  # what the write saw of the session
         if steered:
             self._state = self._state.renewed(self.ctx.agent.max_steps)
         return self._begin_step(written)
