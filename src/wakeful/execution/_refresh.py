@@ -57,13 +57,16 @@ def refresher(
     """The `refresh` of a context built for the session's `(agent, model)` `seen` at `place`;
     it is built anew by `rebuild` (in a worker thread: it reads the store and the
     configuration) when the units saw another agent or model, or (`files`) the place's
-    configuration files were edited since (`_place.is_current`: a few `stat` calls in a worker
-    thread, no store access). Without `files` (a step boundary's second look, just after its
-    write) nothing leaves the loop unless the facts changed."""
+    configuration files were edited since (`_place.is_current`: a few `stat` calls, no store
+    access). Those are made on the loop, as the instruction sources are read there every step
+    (`InstructionSync.unchanged`): a hop to a worker thread and back cost more CPU than the
+    calls (57 against 50 us) and, on a loaded machine, a wait for each thread's time slice.
+    Without `files` (a step boundary's second look, just after its write) only the facts are
+    compared. Nothing leaves the loop unless the context is built again."""
 
     async def refresh(*, files: bool = True) -> RunContext | None:
         same = (known.facts.agent, known.facts.model) == seen
-        if same and (not files or await off_loop(is_current, place)):
+        if same and (not files or is_current(place)):
             return None
         return await off_loop(rebuild)
 
