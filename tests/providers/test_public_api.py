@@ -23,6 +23,7 @@ EXPECTED = {
     "UsageReport",
     "check_model",
     "default_limits",
+    "estimate_message_tokens",
     "estimate_request_tokens",
     "estimate_text_tokens",
     "load_script",

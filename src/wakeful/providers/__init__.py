@@ -19,6 +19,7 @@ from ._base import (
     ToolSpec,
     Usage,
     UsageReport,
+    estimate_message_tokens,
     estimate_request_tokens,
     estimate_text_tokens,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "check_model",
     "default_limits",
     "CHARS_PER_TOKEN",
+    "estimate_message_tokens",
     "estimate_request_tokens",
     "estimate_text_tokens",
     "load_script",

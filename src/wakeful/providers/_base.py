@@ -241,6 +241,13 @@ def estimate_request_tokens(request: ModelRequest) -> int:
     return _ESTIMATES(request)
 
 
+def estimate_message_tokens(message: Message) -> int:
+    """The estimate of one message: `estimate_request_tokens` of a request holding only it (no
+    system prompt, no tools), from the message's memoized size, without building that request
+    (a request per message filled the per-history memos with one-message entries)."""
+    return math.ceil(message_chars(message) / CHARS_PER_TOKEN)
+
+
 def media_kinds(accepts: Iterable[str] | None, default: frozenset[str]) -> frozenset[str]:
     """The media kinds a provider sends as they are (`accepts`, else `default`); the others go
     out as text labels. Raises `UsageError` naming a kind that is not a media block type."""

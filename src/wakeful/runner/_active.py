@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..messages import CompactSummaryBlock, Message, TextBlock, ToolResultBlock
-from ..providers import ModelRequest, estimate_request_tokens
+from ..providers import estimate_message_tokens
 from ._tail import hidden_results, hide_results
 
 
@@ -39,7 +39,7 @@ class HistorySource(Protocol):
 
 def message_tokens(message: Message) -> int:
     """The local token estimate of one message (the providers' characters / 4 rule)."""
-    return estimate_request_tokens(ModelRequest(model="", system="", messages=(message,)))
+    return estimate_message_tokens(message)
 
 
 def is_summary(message: Message) -> bool:

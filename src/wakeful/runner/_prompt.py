@@ -187,7 +187,7 @@ def build_request(
         if s.id == "tools":
             tools = _tool_specs(s.digest, s.content)
         elif s.id == "params":
-            params = json.loads(s.content)
+            params = _params(s.content)
     hide_before = next((s.content for s in sections if s.id == TAIL_SECTION), None)
     if hide_before is not None:  # the `tail` strategy's hide point (`_tail.py`)
         history = apply_tail(history, hide_before)
@@ -211,6 +211,15 @@ def build_request(
 
 
 @lru_cache(maxsize=64)
+def _params(content: str) -> dict[str, JsonValue]:
+    """The parameters of a params section (the same text step after step: decoded once; the
+    caller only reads the dict)."""
+    value = json.loads(content)
+    assert isinstance(value, dict)
+    return value
+
+
+@lru_cache(maxsize=64)
 def _tool_specs(digest: str, content: str) -> tuple[ToolSpec, ...]:
     """The tool specs of a tools section (by digest: the same tuple while the tools last)."""
     return tuple(
@@ -219,8 +228,18 @@ def _tool_specs(digest: str, content: str) -> tuple[ToolSpec, ...]:
 
 
 def section_blobs(sections: Sequence[Section]) -> dict[str, bytes]:
-    """The blob of each section by its digest (stored in the receipt's own transaction)."""
-    return {s.digest: s.content.encode() for s in sections}
+    """The blob of each section by its digest (stored in the receipt's own transaction; the
+    port sends only those it did not store before). A text is encoded once while it stays in
+    the cache, as it is hashed once (`_digest`): every step sends mostly the same sections."""
+    return {
+        s.digest: _blob(s.content) if len(s.content) <= _MEMO_CHARS else s.content.encode()
+        for s in sections
+    }
+
+
+@lru_cache(maxsize=128)
+def _blob(content: str) -> bytes:
+    return content.encode()
 
 
 def make_receipt(

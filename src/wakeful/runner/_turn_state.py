@@ -84,8 +84,9 @@ class TurnState:
         return replace(self, retry_pending=True)
 
     def granted(self, grants: frozenset[str]) -> TurnState:
-        """The tools allowed `always` in this session are now `grants`."""
-        return replace(self, grants=grants)
+        """The tools allowed `always` in this session are now `grants` (the same state when
+        they were already: every step's calls pass here)."""
+        return self if grants == self.grants else replace(self, grants=grants)
 
     def replied(self, text: str, finish: Finish) -> TurnState:
         """A reply streamed to its finish: its text, whether the output limit cut it, its usage
