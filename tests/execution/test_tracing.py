@@ -148,3 +148,36 @@ async def test_without_a_configured_sdk_receipts_name_no_trace(tmp_path: Path):
     sid = rt.store.list_sessions().sessions[0].id
     assert [(r.trace_id, r.span_id) for r in rt.store.receipts(sid)] == [(None, None)]
     await rt.aclose()
+
+
+async def test_a_turn_that_records_nothing_starts_no_spans_past_its_own(tmp_path: Path):
+    """Issue 36: a turn whose span does not record (here: a sampler that drops every trace)
+    is not followed past its start, and the next turn that records is traced whole."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
+
+    rt, exporter = traced(tmp_path)
+    assert rt.tracing is not None
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    rt.tracing = Tracing(provider)
+    started: list[str] = []
+    child = rt.tracing._child
+
+    def counted(parent: object, name: str, kind: object = None) -> object:
+        started.append(name)
+        return child(parent, name, kind)
+
+    rt.tracing._child = counted  # type: ignore[method-assign]
+    [turn] = await rt.run("list the files")
+    assert turn.outcome == "completed" and exporter.get_finished_spans() == ()
+    assert started == ["invoke_agent build"]  # the turn's own span only: not recording
+    assert rt.tracing._quiet == set()  # its end forgot it
+    provider = TracerProvider(sampler=ALWAYS_ON)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    rt.tracing = Tracing(provider)
+    sid = rt.store.list_sessions().sessions[0].id
+    [again] = await rt.run("list the files again", session_id=sid)
+    names = {s.name for s in exporter.get_finished_spans()}
+    assert again.outcome == "completed" and "invoke_agent build" in names
+    assert any(n.startswith("step ") for n in names) and "execute_tool shell" in names
+    await rt.aclose()

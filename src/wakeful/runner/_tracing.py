@@ -54,6 +54,7 @@ class Tracing:
             capture_content = os.environ.get(CAPTURE_ENV, "").strip().lower() in TRUE
         self.capture_content = capture_content
         self._open: dict[str, _Open] = {}
+        self._quiet: set[str] = set()  # sessions whose current turn's span does not record
 
     @classmethod
     def create(
@@ -81,10 +82,18 @@ class Tracing:
         return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
 
     def observe(self, live: LiveEvent) -> None:
-        """Start, annotate or end spans for one live event."""
+        """Start, annotate or end spans for one live event. A turn whose span records nothing
+        (no SDK configured, or not sampled: its steps, model calls and tools would not record
+        either) is not followed past its start: its other events cost a set lookup, not a
+        no-op span each (issue 36: a step's live events went through ~20 OpenTelemetry calls)."""
+        sid = live.session_id
+        if sid in self._quiet and live.kind != "turn_start":
+            if live.kind == "turn_end":
+                self._quiet.discard(sid)
+            return
         handler = _HANDLERS.get(live.kind)
         if handler is not None:
-            handler(self, live.session_id, live.data)
+            handler(self, sid, live.data)
 
     # -- handlers ---------------------------------------------------------------------------
 
@@ -95,8 +104,13 @@ class Tracing:
 
     def _turn_start(self, sid: str, d: Mapping[str, JsonValue]) -> None:
         self._end_all(sid, None)
+        self._quiet.discard(sid)
         agent = str(d.get("agent") or "wakeful")
         span = self._child(None, f"invoke_agent {agent}")
+        if not span.is_recording():  # nothing of this turn records (see `observe`)
+            span.end()
+            self._quiet.add(sid)
+            return
         span.set_attributes(
             {
                 "gen_ai.operation.name": "invoke_agent",
