@@ -10,6 +10,7 @@ import pytest
 
 from wakeful.errors import StoreError
 from wakeful.events import (
+    MESSAGE_ADDED_HEAD,
     MessageAdded,
     _codec,
     dump_event,
@@ -60,7 +61,7 @@ def test_a_transcript_decodes_its_added_bodies_in_one_pass(
 
     class Counting:
         def validate_json(self, data: str) -> list[MessageAdded]:
-            calls.append(data.count('"type":"message.added"'))
+            calls.append(data.count(MESSAGE_ADDED_HEAD))  # (the bodies, lean: `_codec`)
             return real().validate_json(data)
 
     monkeypatch.setattr(_codec, "_added_adapter", Counting)

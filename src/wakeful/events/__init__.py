@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         without_defaults,
     )
     from ._sealed import open_body, set_sealed_opener
-    from ._shapes import MESSAGE_ADDED_HEAD, SHAPES_DIGEST
+    from ._shapes import MESSAGE_ADDED_HEAD, MESSAGE_ADDED_HEADS, SHAPES_DIGEST
     from ._shaping import (
         ArtifactRecorded,
         ExtensionStateSet,
@@ -163,6 +163,7 @@ _LAZY = {
     "shaped": "wakeful.events._plain",
     "without_defaults": "wakeful.events._plain",
     "MESSAGE_ADDED_HEAD": "wakeful.events._shapes",
+    "MESSAGE_ADDED_HEADS": "wakeful.events._shapes",
     "SHAPES_DIGEST": "wakeful.events._shapes",
 }
 
@@ -234,6 +235,7 @@ __all__ = [
     "shaped",
     "without_defaults",
     "MESSAGE_ADDED_HEAD",
+    "MESSAGE_ADDED_HEADS",
     "SHAPES_DIGEST",
     "load_event",
     "load_messages_added",

@@ -31,7 +31,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from ._plain import NotPlain
-from ._shapes import MESSAGE_ADDED_HEAD
+from ._shapes import MESSAGE_ADDED_HEAD, MESSAGE_ADDED_HEAD_FULL
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -46,14 +46,17 @@ _decode_at = json.JSONDecoder().raw_decode
 
 
 def messages_as_stored(bodies: Sequence[str]) -> list[Message]:
-    """The messages of `message.added` bodies (opened, each beginning with
-    `MESSAGE_ADDED_HEAD`) written under today's shapes, equal to what validating them gives;
+    """The messages of `message.added` bodies (opened, each beginning with one of
+    `MESSAGE_ADDED_HEADS`) written under today's shapes, equal to what validating them gives;
     `NotPlain` for a body the builder does not vouch for (see the module)."""
     from ..messages import Message
 
-    build, start = _builder(Message), len(MESSAGE_ADDED_HEAD)
+    build, lean, full = _builder(Message), MESSAGE_ADDED_HEAD, len(MESSAGE_ADDED_HEAD_FULL)
+    at = len(lean)
     try:
-        return [build(_decode_at(body, start)[0]) for body in bodies]
+        return [
+            build(_decode_at(body, at if body.startswith(lean) else full)[0]) for body in bodies
+        ]
     except (ValueError, KeyError, TypeError, AttributeError) as err:  # (NotPlain: a ValueError)
         raise NotPlain(str(err)) from None
 

@@ -24,9 +24,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ._shapes import EVENTS, MODELS, TYPES
+from ._shapes import EVENTS, MESSAGE_ADDED_HEAD, MODELS, TYPES
 
 REQUIRED = ...  # a field's default in `MODELS` when it has none
+
+_LEAN = (MESSAGE_ADDED_HEAD, MESSAGE_ADDED_HEAD.encode())  # a lean body's opening (`_codec`)
 
 _KIND = {
     str: "str",
@@ -123,7 +125,10 @@ def event_data(body: str | bytes) -> dict[str, Any]:
     body = open_body(body)
     try:
         data = json.loads(body)
-        model = EVENTS.get(str(data.get("type"))) if isinstance(data, dict) else None
+        # a lean `message.added` body (`_codec`) has no `type`: `shaped` puts the defaults back
+        lean = body[: len(MESSAGE_ADDED_HEAD)] in _LEAN
+        kind = "message.added" if lean else data.get("type") if isinstance(data, dict) else None
+        model = EVENTS.get(str(kind))
         if model is not None:
             return shaped(model, data)
     except (NotPlain, ValueError, RecursionError):
@@ -289,17 +294,22 @@ def render_shapes() -> str:
     lines.append("}")
     text = "\n".join(lines).replace("Ellipsis", "...")
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    v, kind = (spec[1] for spec in models["MessageAdded"][:2])  # `v` and `type`, dumped first
-    head = json.dumps({"v": v, "type": kind}, separators=(",", ":"))[:-1] + ',"message":'
+    (_v, v, *_), (_t, kind, *_), (field, *_) = models["MessageAdded"][:3]  # in dump order
+    lean = json.dumps({field: 0}, separators=(",", ":"))[:-2]
+    full = json.dumps({"v": v, "type": kind}, separators=(",", ":"))[:-1] + "," + lean[1:]
     return "\n".join(
         [
             text,
             "# The shapes above, digested: `sessions.message_shapes` names the shapes a session's",
             '# message bodies were written under (docs/store.md, "Loading a transcript").',
             f"SHAPES_DIGEST = {digest!r}",
-            "# How `dump_event` begins a `message.added` body; the message follows, as",
-            "# `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).",
-            f"MESSAGE_ADDED_HEAD = {head!r}",
+            "# How `dump_event` begins a `message.added` body: its message first, as",
+            "# `model_dump_json(exclude_none=True)` wrote it, without the envelope's `v` and",
+            "# `type` (the defaults; the `type` column holds it: issue 36 item 5). A body",
+            "# written before begins with `MESSAGE_ADDED_HEAD_FULL`; readers take both.",
+            f"MESSAGE_ADDED_HEAD = {lean!r}",
+            f"MESSAGE_ADDED_HEAD_FULL = {full!r}",
+            "MESSAGE_ADDED_HEADS = (MESSAGE_ADDED_HEAD, MESSAGE_ADDED_HEAD_FULL)",
             "# fmt: on",
             "",
         ]

@@ -549,7 +549,11 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 # The shapes above, digested: `sessions.message_shapes` names the shapes a session's
 # message bodies were written under (docs/store.md, "Loading a transcript").
 SHAPES_DIGEST = 'a7fd42e17924f64d'
-# How `dump_event` begins a `message.added` body; the message follows, as
-# `model_dump_json(exclude_none=True)` wrote it (`test_plain_reads.py` pins both).
-MESSAGE_ADDED_HEAD = '{"v":1,"type":"message.added","message":'
+# How `dump_event` begins a `message.added` body: its message first, as
+# `model_dump_json(exclude_none=True)` wrote it, without the envelope's `v` and
+# `type` (the defaults; the `type` column holds it: issue 36 item 5). A body
+# written before begins with `MESSAGE_ADDED_HEAD_FULL`; readers take both.
+MESSAGE_ADDED_HEAD = '{"message":'
+MESSAGE_ADDED_HEAD_FULL = '{"v":1,"type":"message.added","message":'
+MESSAGE_ADDED_HEADS = (MESSAGE_ADDED_HEAD, MESSAGE_ADDED_HEAD_FULL)
 # fmt: on

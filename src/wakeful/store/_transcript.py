@@ -126,19 +126,20 @@ def plain_transcript_in(tx: Tx, session_id: str, after_seq: int = 0) -> list[dic
     stored: `dump_event` wrote it as that dump of the validated model, so no model is built
     and nothing is reshaped. Any other row is read where the plain reading vouches for the
     stored JSON (`wakeful.events.shaped`), else through the models."""
-    from ..events import MESSAGE_ADDED_HEAD, SHAPES_DIGEST  # (not the plain reader's models)
+    from ..events import MESSAGE_ADDED_HEAD, MESSAGE_ADDED_HEADS, SHAPES_DIGEST  # (no models)
 
     shapes = tx.one("SELECT message_shapes FROM sessions WHERE id = ?", (session_id,))
     if shapes is None:
         raise NotFoundError(f"no session {session_id}")
     as_stored = shapes[0] == SHAPES_DIGEST
-    decode, start = _decode_at, len(MESSAGE_ADDED_HEAD)
+    decode, lean, at = _decode_at, MESSAGE_ADDED_HEAD, len(MESSAGE_ADDED_HEAD)
+    full = len(MESSAGE_ADDED_HEADS[1])
     out: list[dict[str, Any]] = []
     rows, enqueued = _transcript_rows(tx, [session_id], after_seq, 2**62, _PLAIN_COLUMNS)
     with collector_paused():
         for data, delivered in rows:
-            if as_stored and data.startswith(MESSAGE_ADDED_HEAD):
-                out.append(decode(data, start)[0])
+            if as_stored and data.startswith(MESSAGE_ADDED_HEADS):
+                out.append(decode(data, at if data.startswith(lean) else full)[0])
                 continue
             source = None if delivered is None else enqueued.get((session_id, int(delivered)))
             message = _reshaped_row_message(session_id, data, source)
@@ -238,8 +239,9 @@ def _transcripts(
     """The messages of `rows`, by session. The `message.added` bodies (most of a transcript)
     are built in one pass: as stored in a session of today's shapes (`messages_as_stored`),
     else validated together (`load_messages_added`); the other rows one by one."""
-    from ..events import MESSAGE_ADDED_HEAD, SHAPES_DIGEST
+    from ..events import MESSAGE_ADDED_HEADS, SHAPES_DIGEST
 
+    heads = MESSAGE_ADDED_HEADS
     out: dict[str, list[tuple[int, Message]]] = {}
     with collector_paused():
         added = {  # by whether the row's session is of today's shapes
@@ -248,7 +250,7 @@ def _transcripts(
                     [
                         r[2]
                         for r in rows
-                        if (r[4] == SHAPES_DIGEST) is today and r[2].startswith(MESSAGE_ADDED_HEAD)
+                        if (r[4] == SHAPES_DIGEST) is today and r[2].startswith(heads)
                     ],
                     today,
                 )
@@ -256,7 +258,7 @@ def _transcripts(
             for today in (True, False)
         }
         for seq, delivered, data, session_id, shapes in rows:
-            if data.startswith(MESSAGE_ADDED_HEAD):
+            if data.startswith(heads):
                 message: Message | None = next(added[shapes == SHAPES_DIGEST])
             else:
                 source = None if delivered is None else enqueued.get((session_id, int(delivered)))
