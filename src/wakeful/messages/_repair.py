@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from ._blocks import REASONING_TYPES, Block, Message, TextBlock, ToolCallBlock, ToolResultBlock
+from ._memo import shared_prefix
 
 RepairKind: TypeAlias = Literal[
     "synthetic-tool-result",
@@ -263,9 +264,7 @@ class WireBuilder:
     ) -> list[Message]:
         """The same as `to_wire(messages, provider, ...)`."""
         n = len(self._prefix)
-        if n > len(messages) or any(
-            a is not b for a, b in zip(self._prefix, messages[:n], strict=True)
-        ):
+        if n > len(messages) or shared_prefix(self._prefix, messages) < n:  # identity, in C
             self._prefix, self._out, self._callers, self._last_origin = [], [], set(), []
             n = 0
         rest = messages[n:]
