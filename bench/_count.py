@@ -44,8 +44,9 @@ def install(folder: Path) -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # patches sqlite3 now, psycopg when it is imported
-    if "psycopg" in sys.modules:  # imported already: patched here
-        module._psycopg(sys.modules["psycopg"])
+    for name, patch in module._PATCHES.items():  # psycopg, wakeful's wire: imported already
+        if name in sys.modules:
+            patch(sys.modules[name])
     _counts = module.COUNTS
     _wrap_backends()
     _wrap_off_loop()

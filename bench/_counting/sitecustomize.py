@@ -13,7 +13,9 @@ without any code in wakeful itself.
 - PostgreSQL (psycopg): every `Cursor.execute`/`executemany` (a `COMMIT` is a statement and a
   commit); a statement outside a `BEGIN` block on an autocommit connection is a commit of its
   own, as the server counts it; a round trip is a statement sent outside pipeline mode, or a
-  pipeline's sync (an explicit one, and the one at its end).
+  pipeline's sync (an explicit one, and the one at its end). wakeful's own pipeline
+  (`wakeful.store._pgwire.Wire`, which sends through libpq without a cursor) the same way:
+  every `Wire.send` a statement in pipeline mode, every `Wire.sync` a round trip.
 
 A commit is a write commit when its transaction ran an `INSERT`, `UPDATE`, `DELETE`, `REPLACE`,
 took the write lock (`BEGIN IMMEDIATE`) or called a wakeful function (`SELECT wakeful_...`).
@@ -155,11 +157,31 @@ def _psycopg(module: Any) -> None:
     pipeline.sync, pipeline.__exit__ = counted_sync, counted_exit
 
 
+def _wire(module: Any) -> None:
+    wire = module.Wire
+    send, sync = wire.send, wire.sync
+
+    def counted_send(self: Any, sql: Any, *args: Any, **kwargs: Any) -> Any:
+        COUNTS.statement(id(self.conn), str(sql), implicit_tx=True, round_trip=False, piped=True)
+        return send(self, sql, *args, **kwargs)
+
+    def counted_sync(self: Any) -> Any:
+        COUNTS.sync(id(self.conn))
+        return sync(self)
+
+    wire.send, wire.sync = counted_send, counted_sync
+
+
+_PATCHES = {"psycopg": _psycopg, "wakeful.store._pgwire": _wire}
+
+
 class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Patch psycopg right after it is imported (a process that never imports it pays nothing)."""
+    """Patch psycopg and wakeful's wire right after they are imported (a process that never
+    imports them pays nothing)."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != "psycopg":
+        patch = _PATCHES.get(name)
+        if patch is None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
@@ -169,7 +191,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
 
         def exec_module(module: Any) -> None:
             run(module)
-            _psycopg(module)
+            patch(module)
 
         loader.exec_module = exec_module
         return spec

@@ -14,6 +14,7 @@ from wakeful.errors import ClaimLostError
 from wakeful.events import MessageAdded, SessionCreated
 from wakeful.messages import user
 from wakeful.store import SqlStore, fence, open_store
+from wakeful.store._pgwire import Wire
 
 pytestmark = pytest.mark.postgres
 
@@ -27,18 +28,26 @@ def store() -> Iterator[SqlStore]:
 
 
 def _sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The statements psycopg sends from this thread from now on (their first words; the
-    notifier's thread sends its own)."""
+    """The statements sent from this thread from now on, by a connection's wire or a psycopg
+    cursor (their first words; the notifier's thread sends its own)."""
     sent: list[str] = []
-    execute = psycopg.Cursor.execute
+    execute, wire_send = psycopg.Cursor.execute, Wire.send
     here = threading.get_ident()
 
-    def counted(self, query, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def note(query: object) -> None:
         if threading.get_ident() == here:
             sent.append(" ".join(str(query).split()[:6]))
+
+    def counted(self, query, *args, **kwargs):  # type: ignore[no-untyped-def]
+        note(query)
         return execute(self, query, *args, **kwargs)
 
+    def sent_on_wire(self, query, *args, **kwargs):  # type: ignore[no-untyped-def]
+        note(query)
+        return wire_send(self, query, *args, **kwargs)
+
     monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    monkeypatch.setattr(Wire, "send", sent_on_wire)
     return sent
 
 

@@ -1,7 +1,8 @@
-"""One PostgreSQL transaction as the store's `Tx` (`PgTx`): statements sent in pipeline mode
-where a write allows it (`pipelined`: the transaction id asked first, so a commit whose outcome
-was lost can be looked up), rows read when they are needed (`_Sent`), the session row locks and
-the one-statement admission (`wakeful_admit`); `_postgres.PostgresBackend` opens it.
+"""One PostgreSQL transaction as the store's `Tx` (`PgTx`) over its connection's `Wire`:
+statements sent in pipeline mode where a write allows it (`pipelined`: the transaction id asked
+first, so a commit whose outcome was lost can be looked up), rows read when they are needed
+(`_Sent`), the session row locks and the one-statement admission (`wakeful_admit`);
+`_postgres.PostgresBackend` opens it.
 """
 
 from __future__ import annotations
@@ -14,24 +15,20 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from ._backend import Params, Row
+from ._pgwire import Slot, Wire, pg_sql
 
 if TYPE_CHECKING:
     from ._cipher import Cipher
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _UNKNOWN = psycopg.pq.TransactionStatus.UNKNOWN
-_OFF = psycopg.pq.PipelineStatus.OFF
 NO_LOCK = 0  # `wakeful_admit`'s first parameter, unused since migration 11
 NO_CHANNEL = None  # `wakeful_admit` notifies on none (migration 17): the notifier announces
 
 
-def _sql(sql: str) -> str:
-    return sql.replace("?", "%s")
-
-
 @contextmanager
 def pipelined(
-    conn: psycopg.Connection[Any],
+    wire: Wire,
     committed: Callable[[str | None], bool],
     cipher: Cipher | None = None,
 ) -> Iterator[PgTx]:
@@ -44,16 +41,20 @@ def pipelined(
     it: `committed(xid)` then asks the server (on another connection) and a committed
     transaction ends here as a success, an aborted one raises the connection's error (nothing
     committed: a retry is safe)."""
+    conn = wire.conn
     tx: PgTx | None = None
     committing = False
     try:
-        with conn.pipeline() as pipeline:
-            conn.execute("BEGIN")
-            tx = PgTx(conn, pipeline, cipher)
+        wire.begin()
+        try:
+            wire.send("BEGIN")
+            tx = PgTx(wire, cipher, piped=True, writing=True)
             yield tx
             tx.xid_arrived()  # the id must be here before COMMIT
             committing = True
-            conn.execute("COMMIT")
+            wire.send("COMMIT")
+        finally:
+            wire.end()
     except psycopg.Error as err:
         if not committing or _answered(conn, err):
             raise  # COMMIT never reached the server, or the server answered it: no ambiguity
@@ -67,145 +68,134 @@ def pipelined(
             conn.execute("ROLLBACK")
 
 
+@contextmanager
+def reading(wire: Wire, cipher: Cipher | None = None, *, batched: bool) -> Iterator[PgTx]:
+    """Reads without BEGIN and COMMIT (see `PostgresBackend.transaction`): `batched`, what is
+    sent before a row is read travels together; otherwise each statement is answered as it is
+    sent, its own implicit transaction, as on an autocommit connection."""
+    wire.begin()
+    try:
+        yield PgTx(wire, cipher, piped=batched)
+    finally:
+        wire.end()
+
+
 def _answered(conn: psycopg.Connection[Any], err: psycopg.Error) -> bool:
     """Whether `err`, raised after COMMIT was sent, is the server's answer that the transaction
     did not commit: an error it reported with a state, on a connection that lives on. Anything
     else leaves the outcome open: a lost connection; a FATAL error (`pg_terminate_backend` lands
-    after the commit as well as before it); an error psycopg raised itself, such as "cannot exit
-    pipeline mode while busy" when the FATAL arrived before the rest of the answer."""
+    after the commit as well as before it); an error psycopg raised itself."""
     if conn.broken or conn.closed or err.sqlstate is None:
         return False
     return err.diag.severity_nonlocalized not in ("FATAL", "PANIC")
 
 
 class _Sent:
-    """A query sent in pipeline mode. Reading its rows ends what was sent with a Sync: the
-    server answers up to it and then waits *idle in transaction*, where the idle timeout can
-    end a transaction whose client was paused (mid-pipeline, after a mere flush, the server
-    counts as busy and no timeout applies). It costs no round trip: the read waits anyway.
-    Rows that already arrived (with an earlier read's Sync) are read without one: a Sync then
-    would be a round trip of its own, with nothing to wait for."""
+    """A query sent on the wire. Reading its rows ends what was sent with a Sync: the server
+    answers up to it and then waits *idle in transaction*, where the idle timeout can end a
+    transaction whose client was paused. It costs no round trip: the read waits anyway. Rows
+    that already arrived (with an earlier read's Sync, or the commit's) are read without one:
+    a Sync then would be a round trip of its own, with nothing to wait for."""
 
-    __slots__ = ("_cursor", "_pipeline")
+    __slots__ = ("_slot",)
 
-    def __init__(self, cursor: psycopg.Cursor[Any], pipeline: psycopg.Pipeline | None) -> None:
-        self._cursor = cursor
-        self._pipeline = pipeline
-
-    def _arrive(self) -> None:
-        # (read after the commit, the pipeline has ended and every result is here)
-        if (
-            self._pipeline is not None
-            and self._cursor.pgresult is None  # not arrived yet
-            and self._cursor.connection.pgconn.pipeline_status != _OFF
-        ):
-            self._pipeline.sync()
+    def __init__(self, slot: Slot) -> None:
+        self._slot = slot
 
     def one(self) -> Row | None:
-        self._arrive()
-        row: Row | None = self._cursor.fetchone()
-        return row
+        return self._slot.one()
 
     def all(self) -> list[Row]:
-        self._arrive()
-        return self._cursor.fetchall()
+        return self._slot.rows()
 
 
 _XID = "SELECT pg_current_xact_id()::text"
-_LOCK = "SELECT last_seq, root_id, listed_ms, status FROM sessions WHERE id = ? FOR UPDATE"
+_LOCK = "SELECT last_seq, root_id, listed_ms, status FROM sessions WHERE id = %s FOR UPDATE"
 _LOCK_XID = (
     "SELECT last_seq, root_id, listed_ms, status, pg_current_xact_id()::text FROM sessions "
-    "WHERE id = ? FOR UPDATE"
+    "WHERE id = %s FOR UPDATE"
 )
 
 
 class PgTx:
-    """A transaction; a write transaction runs in pipeline mode (see `Tx.query`/`Tx.send`)."""
+    """A transaction over a `Wire` (see `Tx.query`/`Tx.send`); `piped`, statements wait for a
+    read or the commit, otherwise each is answered as it is sent."""
 
     kind = "postgres"
 
     def __init__(
-        self,
-        conn: psycopg.Connection[Any],
-        pipeline: psycopg.Pipeline | None,
-        cipher: Cipher | None = None,
+        self, wire: Wire, cipher: Cipher | None = None, *, piped: bool, writing: bool = False
     ) -> None:
-        self._conn = conn
+        self._wire = wire
         self.cipher = cipher
-        self._pipeline = pipeline
-        self._sink: psycopg.Cursor[Any] | None = None  # `send`'s cursor (see there)
-        # A write's transaction id: the cursor and column it arrives in (`xid`).
-        self._xid: tuple[psycopg.Cursor[Any], int] | None = None
+        self._piped = piped
+        # A write's transaction id: the answer and column it arrives in (`xid`).
+        self._xid: tuple[Slot, int] | None = None
+        self._writing = writing  # a write transaction (`pipelined`): asks for its id
         self.notified: set[str] = set()  # announced by the backend once the transaction commits
         self.admitted: set[str] = set()  # of those, the ones given new input (`WORK_CHANNEL`)
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
-        return self.query(sql, params).one()
+        return self._send(sql, params).one()
 
     def all(self, sql: str, params: Params = ()) -> list[Row]:
-        return self.query(sql, params).all()
+        return self._send(sql, params).rows()
+
+    def _send(self, sql: str, params: Params, *, converted: bool = False) -> Slot:
+        if self._writing:
+            self._ask_xid()
+        slot = self._wire.send(sql if converted else pg_sql(sql), params)
+        if not self._piped:
+            self._wire.sync()
+        return slot
 
     def _ask_xid(self) -> None:
         """Send `pg_current_xact_id()` (a write, before its first statement but the lock)."""
-        if self._pipeline is not None and self._xid is None:
-            self._xid = (self._conn.execute(_XID), 0)
+        if self._xid is None:
+            self._xid = (self._wire.send(_XID), 0)
 
     def xid_arrived(self) -> None:
         """Make sure the transaction id has arrived (a round trip when nothing was read yet:
         it must be known before COMMIT is sent, see `pipelined`)."""
         self._ask_xid()
-        assert self._xid is not None and self._pipeline is not None
-        cursor, _ = self._xid
-        if cursor.pgresult is None:
-            self._pipeline.sync()
+        assert self._xid is not None
+        slot, _ = self._xid
+        if not slot.ready:
+            self._wire.sync()
         if self.xid() is None:  # the lock it came with found no row: ask on its own
             self._xid = None
             self._ask_xid()
-            self._pipeline.sync()
+            self._wire.sync()
 
     def xid(self) -> str | None:
-        """The transaction id, when it has arrived (read from the result, not the cursor: the
-        lock's row is its caller's to fetch)."""
+        """The transaction id, when it has arrived (read from the result, not the rows: the
+        lock's row is its caller's to read)."""
         if self._xid is None:
             return None
-        cursor, column = self._xid
-        result = cursor.pgresult
-        if result is None or result.ntuples == 0:
-            return None
-        value = result.get_value(0, column)
-        return None if value is None else bytes(value).decode()
+        slot, column = self._xid
+        return slot.value(column)
 
     def run(self, sql: str, params: Params = ()) -> int:
-        self._ask_xid()
-        cursor = self._conn.execute(_sql(sql), params)
-        if self._pipeline is not None:
-            self._pipeline.sync()  # the row count arrives with the result (see `_Sent`)
-        return cursor.rowcount
+        return self._send(sql, params).rowcount()  # (the row count arrives with the answer)
 
     def query(self, sql: str, params: Params = ()) -> _Sent:
-        self._ask_xid()
-        return _Sent(self._conn.execute(_sql(sql), params), self._pipeline)
+        return _Sent(self._send(sql, params))
 
     def send(self, sql: str, params: Params = ()) -> None:
-        # Nobody reads these results, so one cursor serves them all: `conn.execute` makes a
-        # cursor per statement, which costs as much client CPU as the statement itself in
-        # pipeline mode. An error still surfaces at the next Sync or the COMMIT.
-        self._ask_xid()
-        if self._sink is None:
-            self._sink = self._conn.cursor()
-        self._sink.execute(_sql(sql), params)
+        # Nobody reads the answer; an error still surfaces at the next Sync or the COMMIT.
+        self._send(sql, params)
 
     def lock_session(self, session_id: str) -> Row | None:
         return self.lock_query(session_id).one()
 
     def lock_query(self, session_id: str) -> _Sent:
-        if self._pipeline is None or self._xid is not None:
-            return self.query(_LOCK, (session_id,))
+        if not self._writing or self._xid is not None:
+            return _Sent(self._send(_LOCK, (session_id,), converted=True))
         # A write's first statement: the transaction id comes as a fifth column (one
         # statement fewer per append; the `tx` trigger does not care when the id is assigned).
-        cursor = self._conn.execute(_sql(_LOCK_XID), (session_id,))
-        self._xid = (cursor, 4)
-        return _Sent(cursor, self._pipeline)
+        slot = self._wire.send(_LOCK_XID, (session_id,))
+        self._xid = (slot, 4)
+        return _Sent(slot)
 
     def event_ids(self, n: int) -> _Sent:
         return self.query(

@@ -46,7 +46,8 @@ from ..errors import (
 from ._backend import Row
 from ._migrations import MIGRATIONS, statements
 from ._pgnotify import Notifier
-from ._pgtx import NO_CHANNEL, NO_LOCK, PgTx, pipelined
+from ._pgtx import NO_CHANNEL, NO_LOCK, PgTx, pipelined, reading
+from ._pgwire import Wire
 
 if TYPE_CHECKING:
     from ..config import StoreConfig
@@ -57,6 +58,7 @@ CHANNEL = "wakeful_events"  # every committed append and admission (followers, t
 # this channel, so other sessions' appends do not wake every worker of a fleet).
 WORK_CHANNEL = "wakeful_work"
 _MIGRATE_LOCK = 0x57414B46
+_ADMIT = "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 log = logging.getLogger("wakeful.store")
 
@@ -130,9 +132,9 @@ class PostgresBackend:
             self._statement_ms = options.statement_timeout_ms
             self._idle_ms = options.idle_in_transaction_timeout_ms
         self._listeners = {name: _Listener(name) for name in (CHANNEL, WORK_CHANNEL)}
-        # A pooled connection serves one thread at a time, and so does its cursor.
-        self._admit_cursors: dict[psycopg.Connection[Any], psycopg.Cursor[Any]] = {}
-        self._cursors_lock = threading.Lock()
+        # A pooled connection serves one thread at a time, and so does its wire.
+        self._wires: dict[psycopg.Connection[Any], Wire] = {}
+        self._wires_lock = threading.Lock()
         self._notifier = Notifier(CHANNEL, WORK_CHANNEL, self._notify_connection)
         try:
             probe = psycopg.connect(url, connect_timeout=int(connect_timeout_s), autocommit=True)
@@ -202,24 +204,33 @@ class PostgresBackend:
                     conn.close()
         raise StoreUnavailableError(f"no working connection to PostgreSQL at {_redact(self.url)}")
 
+    def _wire(self, conn: psycopg.Connection[Any]) -> Wire:
+        """The connection's `Wire`, made on its first use and kept with it (its transformer
+        and prepared statements serve every transaction on that connection)."""
+        wire = self._wires.get(conn)
+        if wire is None:
+            with self._wires_lock:
+                for gone in [c for c in self._wires if c.closed]:  # the pool replaced it
+                    del self._wires[gone]
+                wire = self._wires[conn] = Wire(conn)
+        return wire
+
     @contextmanager
     def transaction(self, *, write: bool, batched: bool = False) -> Iterator[PgTx]:
         """Open a transaction; faults are translated as `_errors` says. A read sends its
         statements without BEGIN and COMMIT: under READ COMMITTED every statement of a
         transaction block takes its own snapshot anyway and reads lock nothing, so the block
         would only cost two round trips per read (`docs/store.md`, "Round trips"). A `batched`
-        read runs in pipeline mode: what it sends with `query` before reading a row travels
-        together and is answered in one round trip. The sessions a write notified are
-        announced once it has committed (`Notifier`)."""
+        read sends what it sends with `query` before reading a row together, answered in one
+        round trip. Every statement goes through the connection's `Wire` (`_pgwire.py`). The
+        sessions a write notified are announced once it has committed (`Notifier`)."""
         with self._errors(), self._connection() as conn:
+            wire = self._wire(conn)
             if not write:
-                if not batched:
-                    yield PgTx(conn, None, self.cipher)
-                    return
-                with conn.pipeline() as pipeline:
-                    yield PgTx(conn, pipeline, self.cipher)
+                with reading(wire, self.cipher, batched=batched) as tx:
+                    yield tx
                 return
-            with pipelined(conn, self._committed, self.cipher) as tx:
+            with pipelined(wire, self._committed, self.cipher) as tx:
                 yield tx
         self._notifier.send(tx.notified, work=tx.admitted)
 
@@ -270,31 +281,31 @@ class PostgresBackend:
     ) -> Row | None:
         """A whole admission as one statement outside any transaction block: the server runs
         a single statement as its own transaction, so it commits or not as one, and nothing
-        else travels (no BEGIN, no COMMIT, no pipeline). Returns `(outcome, seq, event_id)`;
+        else travels (no BEGIN, no COMMIT: the statement and a Sync). Returns `(outcome, seq, event_id)`;
         a created item is announced after the statement (`Notifier`)."""
         with self._errors(), self._connection() as conn:
-            cursor = self._admit_cursors.get(conn)
-            if cursor is None:  # one per pooled connection, kept: admissions are the hot path
-                with self._cursors_lock:
-                    for gone in [c for c in self._admit_cursors if c.closed]:  # pool replaced it
-                        del self._admit_cursors[gone]
-                    cursor = self._admit_cursors[conn] = conn.cursor()
-            row: Row | None = cursor.execute(
-                "SELECT o_outcome, o_seq, o_id FROM wakeful_admit("
-                "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    NO_LOCK,
-                    NO_CHANNEL,
-                    session_id,
-                    input_id,
-                    kind,
-                    delivery,
-                    digest,
-                    event_type,
-                    data,
-                    now_ms,
-                ),
-            ).fetchone()
+            wire = self._wire(conn)
+            wire.begin()
+            try:
+                slot = wire.send(
+                    _ADMIT,
+                    (
+                        NO_LOCK,
+                        NO_CHANNEL,
+                        session_id,
+                        input_id,
+                        kind,
+                        delivery,
+                        digest,
+                        event_type,
+                        data,
+                        now_ms,
+                    ),
+                )
+                wire.sync()
+            finally:
+                wire.end()
+            row = slot.one()
         if row is not None and row[0] == "created":
             self._notifier.send((session_id,), work=(session_id,))
         return row
@@ -387,6 +398,7 @@ class PostgresBackend:
         the notifier, the pool and the listening connections."""
         self._notifier.close(self._connect_timeout_s)
         self._pool.close()
+        self._wires.clear()
         for listener in self._listeners.values():
             with listener.lock:
                 listener.drop()
