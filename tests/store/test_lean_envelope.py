@@ -2,20 +2,25 @@
 first, without the envelope's `v` and `type` (the `type` column holds it); every other event
 keeps its envelope. Bodies written before, with the envelope, read as they did, alone and mixed
 with lean ones in one session: by the typed, plain and built transcript reads, the event reads,
-and the search index, on both backends."""
+and the search index, on both backends; a store of migration 29 upgrades in place (migration
+30, no statement) and code of migration 29 then refuses it."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from wakeful.errors import StoreError
+from tests.pg import fresh_database
+from wakeful.errors import MigrationError, StoreError
 from wakeful.events import (
     MESSAGE_ADDED_HEAD,
     MESSAGE_ADDED_HEADS,
     MessageAdded,
     SessionUpdated,
+    _codec,
     dump_event,
     event_data,
     load_event,
@@ -23,7 +28,10 @@ from wakeful.events import (
     messages_as_stored,
 )
 from wakeful.messages import assistant, user
-from wakeful.store import SqlStore
+from wakeful.store import SqlStore, _postgres, _sqlite, open_store
+from wakeful.store._migrations import MIGRATIONS
+
+BEFORE_30 = [m for m in MIGRATIONS if m[0] < 30]
 
 pytestmark = pytest.mark.usefixtures("own_keys")  # plain: the test rewrites stored bodies
 
@@ -88,3 +96,55 @@ def test_bodies_with_and_without_the_envelope_read_alike(store: SqlStore) -> Non
     store.append(sid, [MessageAdded(message=user("word99 later"))])
     assert [h.session.id for h in store.search("word99").hits] == [sid]
     assert [m.text() for m in store.messages(sid)][-1] == "word99 later"
+
+
+def _fill_as_before(store: SqlStore) -> tuple[str, list[MessageAdded]]:
+    """A session written with the envelope, as code of migration 29 wrote it."""
+    with pytest.MonkeyPatch.context() as old:
+        old.setattr(_codec, "_LEAN_LEAVES_OUT", set())
+        sid = store.create_session().id
+        events = [MessageAdded(message=user(f"before{i} words")) for i in range(5)]
+        store.append(sid, events)
+    return sid, events
+
+
+def _upgraded_reads_whole(url: str, backend: Any) -> None:
+    with pytest.MonkeyPatch.context() as old:
+        old.setattr(backend, "MIGRATIONS", BEFORE_30)
+        before = open_store(url)
+        try:
+            sid, events = _fill_as_before(before)
+            typed, plain = before.messages(sid), before.plain_messages(sid)
+            assert before.search("before3").hits
+        finally:
+            before.close()
+    store = open_store(url)
+    try:
+        with store.backend.transaction(write=False) as tx:
+            rows = tx.all("SELECT data FROM events WHERE session_id = ? ORDER BY seq", (sid,))
+            assert tx.one("SELECT MAX(version) FROM schema_migrations") == (30,)
+        assert sum(str(r[0]).startswith(MESSAGE_ADDED_HEADS[1]) for r in rows) == 5
+        assert store.messages(sid) == typed and store.plain_messages(sid) == plain
+        assert [e.event for e in store.events(sid, types=("message.added",))] == events
+        later = MessageAdded(message=assistant("after words"))
+        store.append(sid, [later])
+        assert store.messages(sid) == [*typed, later.message]
+        assert store.plain_messages(sid)[:5] == plain
+        assert [h.session.id for h in store.search("before3").hits] == [sid]
+        assert [h.session.id for h in store.search("after").hits] == [sid]
+    finally:
+        store.close()
+    with pytest.MonkeyPatch.context() as old:  # code of migration 29 refuses it now
+        old.setattr(backend, "MIGRATIONS", BEFORE_30)
+        with pytest.raises(MigrationError):
+            open_store(url).close()
+
+
+def test_a_file_of_the_previous_schema_reads_back_whole(tmp_path: Path) -> None:
+    _upgraded_reads_whole(str(tmp_path / "s.db"), _sqlite)
+
+
+@pytest.mark.postgres
+def test_a_database_of_the_previous_schema_reads_back_whole() -> None:
+    with fresh_database() as url:
+        _upgraded_reads_whole(url, _postgres)
