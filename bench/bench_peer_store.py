@@ -1,6 +1,7 @@
 """wakeful's store beside the OpenAI Agents SDK's `SQLiteSession` and a raw `sqlite3` floor.
 
     python bench/bench_peer_store.py [--messages N] [--chunk C] [--loads R] [--dir DIR]
+        [--baseline-src TREE]
 
 The same N messages (default 5,000, ~300 characters of text each, user and assistant in turn)
 go into three SQLite files in DIR, each message committed before the next (WAL, synchronous
@@ -21,7 +22,9 @@ opening the file and reading the whole transcript (the floor: connect, SELECT + 
 of the same rows; SQLiteSession: `get_items()`; wakeful: `open_store` + `messages()`, and
 beside it `plain_messages()`, the same transcript as JSON dicts, as `SQLiteSession` returns).
 The children read compiled bytecode from a cache in DIR that an untimed load of each kind
-fills first, as an installed package's is compiled at install.
+fills first, as an installed package's is compiled at install. `--baseline-src TREE` adds the
+typed and plain loads of another source tree (`TREE/src` first on `PYTHONPATH`, e.g. a `git
+archive` of main) of the same file to the rounds, and prints them beside this tree's.
 """
 
 from __future__ import annotations
@@ -167,6 +170,7 @@ class Admit(Ours):
 def _child(kind: str, path: str, n: int) -> None:
     """In a new process: time opening `path` and loading its whole transcript; print the wall
     and the CPU milliseconds."""
+    kind = kind.removeprefix("base ")  # (the same load, run by the baseline tree)
     if kind == "floor":
         c0, t0 = time.process_time(), time.perf_counter()
         conn = sqlite3.connect(path)
@@ -211,7 +215,13 @@ def _child(kind: str, path: str, n: int) -> None:
 
 
 def _load_ms(kind: str, path: Path, n: int, env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU ms of one load in a new process."""
+    """Wall and CPU ms of one load in a new process (`env["BASELINE_SRC"]`, when set, first
+    on the `PYTHONPATH` of the `base` kinds)."""
+    if kind.startswith("base "):
+        env = {
+            **env,
+            "PYTHONPATH": os.pathsep.join([env["BASELINE_SRC"], env.get("PYTHONPATH", "")]),
+        }
     out = subprocess.run(
         [sys.executable, __file__, "--child", kind, str(path), str(n)],
         check=True,
@@ -230,6 +240,7 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=250)
     parser.add_argument("--loads", type=int, default=9)
     parser.add_argument("--dir")
+    parser.add_argument("--baseline-src", help="another source tree whose loads run beside")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -280,14 +291,19 @@ def main() -> None:
             "plain": [],
             "built": [],
         }
-        kinds = list(loads)
         files = {"floor": "floor", "peer": "peer", "ours": "ours", "plain": "ours", "built": "ours"}
+        if args.baseline_src:
+            for kind in ("ours", "plain"):
+                loads[f"base {kind}"], files[f"base {kind}"] = [], "ours"
+        kinds = list(loads)
         # The children read compiled bytecode, as an installed package does (pip compiles it):
         # with PYTHONDONTWRITEBYTECODE set (or a source tree it cannot write to), every module
         # imported inside a timed load would be compiled from source again in each child. One
         # untimed load of each kind fills this cache first.
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        if args.baseline_src:
+            env["BASELINE_SRC"] = str(Path(args.baseline_src).resolve() / "src")
         for kind in kinds:
             _load_ms(kind, Path(tmp) / f"{files[kind]}.db", n, env)
         for r in range(args.loads):
@@ -325,6 +341,14 @@ def main() -> None:
         f"{cpu['built']:9.1f}{cpu['built'] / cpu['floor']:8.2f}x   (the same load, the message "
         "models' validators built before the clock starts, as agents' are at its import)"
     )
+    for key in ("ours", "plain") if args.baseline_src else ():
+        base = f"base {key}"
+        print(
+            f"{'baseline, ' + ('typed' if key == 'ours' else 'plain'):<22}"
+            f"{wall[base]:9.1f}{wall[base] / wall['floor']:8.2f}x"
+            f"{cpu[base]:9.1f}{cpu[base] / cpu['floor']:8.2f}x   (the same file, loaded by "
+            f"{args.baseline_src}; this tree: {cpu[key] / cpu['floor']:.2f}x)"
+        )
     print(
         "wakeful append, bytes per message by table and index: "
         + ", ".join(f"{name} {size:.0f}" for name, size in tables)

@@ -73,6 +73,9 @@ def test_every_kind_of_message_is_built_as_validating_it_gives() -> None:
         ('"blocks":[', '"blocks":[7,'),  # a block that is not an object
         ('"id":"m', '"id":"","was":"m'),  # an empty id (validation mints one) and a key
         ('"id":"m', '"id":"","blocks":[],"was":"m'),  # a key twice (JSON keeps the last)
+        ('"role":"user"', '"role":"nobody"'),  # a literal out of its values
+        ('"text":"hello"', '"text":7'),  # a value of another type
+        ('"type":"text","text":"hello"', '"type":"image","media_type":"image/png"'),  # no source
     ],
 )
 def test_a_body_the_builder_does_not_vouch_for_raises_not_plain(change: tuple[str, str]) -> None:

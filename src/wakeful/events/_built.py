@@ -2,28 +2,33 @@
 
 A `message.added` body of a session whose `sessions.message_shapes` is today's `SHAPES_DIGEST`
 was written by `dump_event` from a model validated under today's models: its message is that
-model's `model_dump_json(exclude_none=True)`. Validating it again gives back exactly what was
-dumped: the fields left out (`None`, or a default a factory made) at their defaults, the JSON
-arrays as the tuples the models declare, each nested object as its model (a block by its
-`type`). `messages_as_stored` builds that, as pydantic's `model_construct` does (the instance's
-`__dict__` in field order, its fields set, no extra and no private state), from tables derived
-once per model from its fields: no validator runs and none is built. In a new process building
-the message validators was ~30 ms of a 5,000-message load whose floor is ~20 ms
-(docs/store.md, "Loading a transcript").
+model's `model_dump_json(exclude_none=True)`. `messages_as_stored` reads such bodies with one
+validator of pydantic-core, built from a core schema derived here from the models' fields
+(`_schema`), not with the models' own validators: those are built on first use from pydantic's
+schema generation (`defer_build`, for cold start), ~30 ms in a new process against a
+5,000-message load whose floor is ~20 ms, where deriving this schema and building its validator
+takes ~1 ms. The validator decodes each body and builds its message and blocks in one pass in
+Rust, with no Python call per object (docs/store.md, "Loading a transcript": the Python
+builder it replaces spent ~0.9 µs of glue per object, ~19 ms for 5,000 messages, where this
+costs what `json.loads` of the same bodies costs).
+
+What it builds is what validating the body gives: each field's type, literal and length
+constraints, defaults and default factories, the blocks by their `type`, the tuples the models
+declare, and each model's `after` validators (a message's minted id, a media block's one-of
+`data` or `ref`); an unknown key is refused. The envelope around the message is decoded, its
+other members not checked (the caller read one of `MESSAGE_ADDED_HEADS` at its start, so a
+lean body and one written with its `v` and `type` read alike). A body the
+validator refuses raises `NotPlain`, and the caller then validates the whole batch through the
+models (`load_messages_added`), which names the error. A field of a type the derivation does not
+know is a `TypeError` when the schema is first derived (tests build every block kind).
 
 The marker is the guarantee, as for the plain read of the same rows (`plain_transcript_in`
 returns them as stored): the write validated every body, and a session any of whose bodies was
-written under other shapes is `'-'` for good and read through the validators. The builder still
-checks what is cheap to check (an object where a model is, its keys among the model's fields,
-the required ones present, a block's `type` known, a message id present); a body that fails a
-check raises `NotPlain`, and the caller then validates the whole batch (`load_messages_added`),
-which names the error. The one rule not re-checked is the one `shaped` does not check either: a
-media block's one-of `data` or `ref` (a model validator).
+written under other shapes is `'-'` for good and read through the models.
 """
 
 from __future__ import annotations
 
-import json
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -31,135 +36,121 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from ._plain import NotPlain
-from ._shapes import MESSAGE_ADDED_HEAD, MESSAGE_ADDED_HEAD_FULL
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+    from pydantic_core import CoreSchema
 
     from ..messages import Message
-
-_Build = Callable[[Any], Any]
-
-# Decodes one JSON value at an offset of a text and stops there: the message of a
-# `message.added` body, without the envelope around it.
-_decode_at = json.JSONDecoder().raw_decode
 
 
 def messages_as_stored(bodies: Sequence[str]) -> list[Message]:
     """The messages of `message.added` bodies (opened, each beginning with one of
-    `MESSAGE_ADDED_HEADS`) written under today's shapes, equal to what validating them gives;
-    `NotPlain` for a body the builder does not vouch for (see the module)."""
-    from ..messages import Message
+    `MESSAGE_ADDED_HEADS`: lean, or with the envelope's `v` and `type` as written before)
+    written under today's shapes, equal to what validating them gives; `NotPlain` for a body
+    the validator refuses (see the module)."""
+    from pydantic_core import ValidationError
 
-    build, lean, full = _builder(Message), MESSAGE_ADDED_HEAD, len(MESSAGE_ADDED_HEAD_FULL)
-    at = len(lean)
+    decode = _envelope_decoder()
     try:
-        return [
-            build(_decode_at(body, at if body.startswith(lean) else full)[0]) for body in bodies
-        ]
-    except (ValueError, KeyError, TypeError, AttributeError) as err:  # (NotPlain: a ValueError)
+        # One body at a time: one call over the batch joined as a JSON array took more CPU
+        # (the joined text and every decoded envelope alive at once are fresh memory).
+        return [decode(body)["message"] for body in bodies]
+    except ValidationError as err:
         raise NotPlain(str(err)) from None
 
 
 @cache
-def _builder(cls: type[BaseModel]) -> _Build:
-    """The function that builds an instance of `cls` from its JSON dump (a dict). Written for
-    speed (it runs once per message and block): an unknown key shows as a merged dict larger
-    than the fields, a missing required field as its placeholder left in it."""
-    from pydantic_core import PydanticUndefined
+def _envelope_decoder() -> Callable[[str], dict[str, Any]]:
+    """`validate_json` of a validator of a `message.added` body: its `message` member built
+    as the models would, the envelope's other members decoded and left out."""
+    from pydantic_core import SchemaValidator
+    from pydantic_core import core_schema as cs
 
-    new = cls.__new__
-    slots = {  # the instance slots' setters (BaseModel's)
-        name: next(k.__dict__[name] for k in cls.__mro__ if name in k.__dict__).__set__
-        for name in _SLOTS
-    }
-    set_dict, set_fields, set_extra, set_private = (slots[name] for name in _SLOTS)
-    fields = cls.model_fields
-    template = {name: info.default for name, info in fields.items()}  # (in field order)
-    size = len(template)
-    factories = {n: i.default_factory for n, i in fields.items() if i.default_factory}
-    required = tuple(n for n, i in fields.items() if i.is_required())
-    nested = tuple((n, c) for n, i in fields.items() if (c := _converter(i.annotation)) is not None)
-    minted = cls.__name__ == "Message"  # an empty id would be minted by validation
+    from ..messages import Message
 
-    def build(value: Any) -> Any:
-        data = {**template, **value}  # (a TypeError for a non-object)
-        if len(data) != size:
-            raise NotPlain(f"{cls.__name__}: a key no field has")
-        for name in required:
-            if data[name] is PydanticUndefined:
-                raise NotPlain(f"{cls.__name__}.{name}: missing")
-        for name, factory in factories.items():
-            if name not in value:
-                data[name] = factory()  # type: ignore[call-arg]
-        for name, convert in nested:
-            if name in value:
-                data[name] = convert(data[name])
-        if minted and not data["id"]:
-            raise NotPlain("Message.id")
-        out = new(cls)
-        set_dict(out, data)
-        set_fields(out, set(value))
-        set_extra(out, None)
-        set_private(out, None)
-        return out
-
-    return build
+    message = cs.typed_dict_field(_schema(Message, {}))
+    envelope = cs.typed_dict_schema({"message": message}, extra_behavior="ignore")
+    return SchemaValidator(envelope).validate_json
 
 
-_SLOTS = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
-
-
-def _converter(tp: Any) -> _Build | None:
-    """How a field of type `tp` turns its JSON value into the validated value, or None when
-    the JSON value is it (a string, a number, a JSON value, a dict of them)."""
-    from pydantic import BaseModel
+def _schema(tp: Any, models: dict[type[BaseModel], CoreSchema]) -> CoreSchema:
+    """The core schema that validates a JSON value of type `tp` as pydantic validates it for a
+    field of that type (`models`: the schemas of the models derived so far)."""
+    from pydantic import BaseModel, JsonValue
+    from pydantic_core import core_schema as cs
 
     origin = typing.get_origin(tp)
     if origin is typing.Annotated:
-        return _converter(typing.get_args(tp)[0])
+        return _schema(typing.get_args(tp)[0], models)
     if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return _builder(tp)
+        return _model(tp, models)
     if origin in (typing.Union, types.UnionType):
-        return _union(typing.get_args(tp))
+        members = typing.get_args(tp)
+        present = [m for m in members if m is not type(None)]
+        inner = _schema(present[0], models) if len(present) == 1 else _union(present, models)
+        return cs.nullable_schema(inner) if len(present) < len(members) else inner
     if origin is tuple:
         args = typing.get_args(tp)
         if len(args) != 2 or args[1] is not Ellipsis:
-            raise TypeError(f"no builder for {tp!r}")
-        item = _converter(args[0])
-        if item is None:
-            return _tuple
-        return lambda value: tuple(map(item, _listed(value)))
-    return None
+            raise TypeError(f"no schema for {tp!r}")
+        return cs.tuple_schema([_schema(args[0], models)], variadic_item_index=0)
+    if origin is dict and typing.get_args(tp)[0] is str:
+        return cs.dict_schema(cs.str_schema(), _schema(typing.get_args(tp)[1], models))
+    if origin is typing.Literal:
+        return cs.literal_schema(list(typing.get_args(tp)))
+    if tp is JsonValue:
+        return cs.any_schema()  # (a JSON value decoded is a JSON value)
+    if tp is str:
+        return cs.str_schema()
+    if tp is int:
+        return cs.int_schema()
+    if tp is bool:
+        return cs.bool_schema()
+    raise TypeError(f"no schema for {tp!r}")
 
 
-def _listed(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise NotPlain("not an array")
-    return value
+def _model(cls: type[BaseModel], models: dict[type[BaseModel], CoreSchema]) -> CoreSchema:
+    """A model's schema: its fields in order, each with its default or default factory and
+    its length constraint, unknown keys refused, then its `after` model validators."""
+    from annotated_types import MinLen
+    from pydantic_core import core_schema as cs
+
+    if cls in models:
+        return models[cls]
+    fields: dict[str, Any] = {}
+    for name, info in cls.model_fields.items():
+        schema = _schema(info.annotation, models)
+        for rule in info.metadata:
+            if not isinstance(rule, MinLen) or schema["type"] != "str":
+                raise TypeError(f"no schema for {cls.__name__}.{name}'s {rule!r}")
+            schema = cs.str_schema(min_length=rule.min_length)
+        if info.default_factory is not None:
+            schema = cs.with_default_schema(schema, default_factory=info.default_factory)
+        elif not info.is_required():
+            schema = cs.with_default_schema(schema, default=info.default)
+        fields[name] = cs.model_field(schema)
+    inner = cs.model_fields_schema(fields, model_name=cls.__name__, extra_behavior="forbid")
+    out: CoreSchema = cs.model_schema(
+        cls, inner, config=cs.CoreConfig(extra_fields_behavior="forbid")
+    )
+    decorators = cls.__pydantic_decorators__
+    if decorators.field_validators or decorators.root_validators:
+        raise TypeError(f"no schema for {cls.__name__}'s validators")
+    for decorator in decorators.model_validators.values():
+        if decorator.info.mode != "after":
+            raise TypeError(f"no schema for {cls.__name__}'s {decorator.info.mode} validator")
+        out = cs.no_info_after_validator_function(decorator.func, out)
+    models[cls] = out
+    return out
 
 
-def _tuple(value: Any) -> tuple[Any, ...]:
-    return tuple(_listed(value))
-
-
-def _union(members: tuple[Any, ...]) -> _Build | None:
-    """A union's converter: blocks by their `type` (a union of models with a literal `type`),
-    an array as its tuple member, `None` as itself, anything else as it is."""
+def _union(members: Sequence[Any], models: dict[type[BaseModel], CoreSchema]) -> CoreSchema:
+    """A union: of models (blocks), by their `type`; else smart, as pydantic's default."""
     from pydantic import BaseModel
+    from pydantic_core import core_schema as cs
 
-    models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
-    others = [m for m in members if m not in models and m is not type(None)]
-    if models:
-        if others:
-            raise TypeError(f"no builder for a union of models and {others!r}")
-        if len(models) == 1:
-            only = _builder(models[0])
-            return lambda value: None if value is None else only(value)
-        by_type = {m.model_fields["type"].default: _builder(m) for m in models}
-        return lambda value: None if value is None else by_type[value["type"]](value)
-    arrays = [c for m in others if typing.get_origin(m) is tuple and (c := _converter(m))]
-    if arrays:
-        array = arrays[0]
-        return lambda value: array(value) if isinstance(value, list) else value
-    return None
+    if all(isinstance(m, type) and issubclass(m, BaseModel) for m in members):
+        choices = {m.model_fields["type"].default: _model(m, models) for m in members}
+        return cs.tagged_union_schema(choices, discriminator="type")
+    return cs.union_schema([_schema(m, models) for m in members])
