@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from ._rewind import PendingRevert
 
 _E = TypeVar("_E", bound="StoredEvent | PlainEvent")  # what a log yields: models or plain bodies
+_T = TypeVar("_T")  # what a transcript read gives per message (a message, or with its seq)
 
 
 class SqlStore(
@@ -305,7 +306,7 @@ class SqlStore(
     ) -> list[Message]:
         """The transcript: every message (delivered inputs included) in log order; from the
         one after `after_seq`, at most `limit` of them (a page: see `messages_with_seq`)."""
-        return [m for _seq, m in self.messages_with_seq(session_id, after_seq, limit)]
+        return self._transcript(session_id, after_seq, limit, _transcript.messages_in)
 
     def last_message_ids(self, session_id: str, count: int) -> list[str]:
         """The ids of the session's newest `count` transcript messages, oldest first (an
@@ -365,11 +366,21 @@ class SqlStore(
         """The transcript with each message's `seq`: the messages after `after_seq`, at most
         `limit` of them (None: all). The next page starts after the last `seq` returned; a page
         shorter than `limit` is the last. `UsageError` for a limit under 1."""
+        return self._transcript(session_id, after_seq, limit, _transcript.transcript_in)
+
+    def _transcript(
+        self,
+        session_id: str,
+        after_seq: int,
+        limit: int | None,
+        read: Callable[[Tx, str, int, int | None], list[_T]],
+    ) -> list[_T]:
+        """A page of the transcript as `read` gives it (`messages`, `messages_with_seq`)."""
         upto = None
         with self.backend.transaction(write=False) as tx:
             if limit is not None:
                 upto = _transcript.page_end(tx, session_id, after_seq, limit)
-            found = _transcript.transcript_in(tx, session_id, after_seq, upto)
+            found = read(tx, session_id, after_seq, upto)
             if not found and self._get(tx, session_id) is None:  # rows prove it exists
                 raise NotFoundError(f"no session {session_id}")
             return found

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from itertools import groupby
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, UsageError
@@ -36,8 +38,11 @@ def _message_rows(sessions: str, columns: str) -> str:
 # A transcript row's `seq` when its event is an input's delivery (whose message may have to be
 # derived from the enqueued event), else NULL: the second column of every transcript read.
 _DELIVERED_SEQ = "CASE WHEN e.type = 'inbox.delivered' THEN m.seq END"
-# (the typed read's last column: the shapes its session's bodies were written under)
-_TYPED_COLUMNS = f"m.seq, {_DELIVERED_SEQ}, e.data, m.session_id, s.message_shapes"
+# (the typed read's fourth column: whether its session's bodies were all written under today's
+# shapes, a flag rather than the digest, which would be a string per row; the parameter is
+# `SHAPES_DIGEST`; a read of many sessions adds each row's session id)
+_TYPED_COLUMNS = f"m.seq, {_DELIVERED_SEQ}, e.data, s.message_shapes = ?"
+_BATCH_COLUMNS = f"{_TYPED_COLUMNS}, m.session_id"
 _PLAIN_COLUMNS = f"e.data, {_DELIVERED_SEQ}"  # (one session; a row's seq matters for neither)
 
 
@@ -55,12 +60,15 @@ def _transcript_rows(
     tx: Tx, session_ids: Sequence[str], after_seq: int, upto_seq: int, columns: str
 ) -> tuple[list[Row], dict[tuple[str, int], str]]:
     """The transcript rows (`_message_rows` with `columns`, the second of them
-    `_DELIVERED_SEQ`) of `session_ids` in `(after_seq, upto_seq]`, and the enqueued events of
-    the inputs delivered among them by `(session, seq)`. That second statement runs only when
-    a row is a delivery: a transcript without delivered inputs is one indexed join, with no
-    inbox lookup per message."""
+    `_DELIVERED_SEQ`; typed columns take `SHAPES_DIGEST`) of `session_ids` in
+    `(after_seq, upto_seq]`, and the enqueued events of the inputs delivered among them by
+    `(session, seq)`. That second statement runs only when a row is a delivery: a transcript
+    without delivered inputs is one indexed join, with no inbox lookup per message."""
+    from ..events import SHAPES_DIGEST
+
     sessions = "= ?" if len(session_ids) == 1 else f"IN ({', '.join('?' for _ in session_ids)})"
-    rows = tx.all(_message_rows(sessions, columns), (*session_ids, after_seq, upto_seq))
+    first = (SHAPES_DIGEST,) if columns != _PLAIN_COLUMNS else ()
+    rows = tx.all(_message_rows(sessions, columns), (*first, *session_ids, after_seq, upto_seq))
     if tx.cipher is not None:  # an encrypted store: the bodies opened once, here
         rows = [tuple(opened(v) if isinstance(v, str) else v for v in row) for row in rows]
     if all(row[1] is None for row in rows):
@@ -199,9 +207,23 @@ def transcript_in(
     A message comes from its `message.added` event, a version-1 `inbox.delivered` (which copies
     it), or a version-2 `inbox.delivered` (derived again from the enqueued payload).
     """
+    rows, messages = _session_transcript(tx, session_id, after_seq, upto_seq)
+    return list(zip([int(row[0]) for row in rows], messages, strict=True))
+
+
+def messages_in(
+    tx: Tx, session_id: str, after_seq: int = 0, upto_seq: int | None = None
+) -> list[Message]:
+    """`transcript_in`'s messages alone (`messages()`: no pair per message)."""
+    return _session_transcript(tx, session_id, after_seq, upto_seq)[1]
+
+
+def _session_transcript(
+    tx: Tx, session_id: str, after_seq: int, upto_seq: int | None
+) -> tuple[list[Row], list[Message]]:
     upto = upto_seq if upto_seq is not None else 2**62
     rows, enqueued = _transcript_rows(tx, [session_id], after_seq, upto, _TYPED_COLUMNS)
-    return _transcripts(rows, enqueued).get(session_id, [])
+    return rows, _row_messages(session_id, rows, enqueued)
 
 
 def message_at(tx: Tx, session_id: str, seq: int) -> Message | None:
@@ -229,42 +251,39 @@ def transcripts_in(tx: Tx, session_ids: Sequence[str]) -> dict[str, list[tuple[i
     a session without messages is left out."""
     out: dict[str, list[tuple[int, Message]]] = {}
     for chunk in iter_chunks(session_ids, 500):
-        out.update(_transcripts(*_transcript_rows(tx, chunk, 0, 2**62, _TYPED_COLUMNS)))
+        rows, enqueued = _transcript_rows(tx, chunk, 0, 2**62, _BATCH_COLUMNS)
+        for session_id, group in groupby(rows, key=itemgetter(4)):
+            them = list(group)
+            messages = _row_messages(session_id, them, enqueued)
+            out[session_id] = list(zip([int(r[0]) for r in them], messages, strict=True))
     return out
 
 
-def _transcripts(
-    rows: Sequence[Row], enqueued: dict[tuple[str, int], str]
-) -> dict[str, list[tuple[int, Message]]]:
-    """The messages of `rows`, by session. The `message.added` bodies (most of a transcript)
-    are built in one pass: as stored in a session of today's shapes (`messages_as_stored`),
-    else validated together (`load_messages_added`); the other rows one by one."""
-    from ..events import MESSAGE_ADDED_HEADS, SHAPES_DIGEST
+def _row_messages(
+    session_id: str, rows: Sequence[Row], enqueued: dict[tuple[str, int], str]
+) -> list[Message]:
+    """The messages of one session's transcript `rows` (`_TYPED_COLUMNS`), in order. The
+    `message.added` bodies (most of a transcript) are built in one pass: as stored in a
+    session of today's shapes (`messages_as_stored`), else validated together
+    (`load_messages_added`); the other rows one by one."""
+    from ..events import MESSAGE_ADDED_HEADS
 
-    heads = MESSAGE_ADDED_HEADS
-    out: dict[str, list[tuple[int, Message]]] = {}
+    head = MESSAGE_ADDED_HEADS  # (lean, or as written before)
     with collector_paused():
-        added = {  # by whether the row's session is of today's shapes
-            today: iter(
-                _added_messages(
-                    [
-                        r[2]
-                        for r in rows
-                        if (r[4] == SHAPES_DIGEST) is today and r[2].startswith(heads)
-                    ],
-                    today,
-                )
-            )
-            for today in (True, False)
-        }
-        for seq, delivered, data, session_id, shapes in rows:
-            if data.startswith(heads):
-                message: Message | None = next(added[shapes == SHAPES_DIGEST])
+        bodies = [row[2] for row in rows if row[2].startswith(head)]
+        added = _added_messages(bodies, bool(rows) and bool(rows[0][3]))
+        if len(added) == len(rows):  # (a transcript of appended messages only)
+            return added
+        out: list[Message] = []
+        next_added = iter(added).__next__
+        for seq, delivered, data, *_ in rows:
+            if data.startswith(head):
+                message: Message | None = next_added()
             else:
                 source = None if delivered is None else enqueued.get((session_id, int(delivered)))
                 message = row_message(session_id, data, source)
             assert message is not None, f"message row {session_id}/{seq} has no message"
-            out.setdefault(session_id, []).append((int(seq), message))
+            out.append(message)
     return out
 
 
@@ -273,6 +292,8 @@ def _added_messages(bodies: list[str], as_stored: bool) -> list[Message]:
     session is of today's shapes) and the builder vouches for them all, else validated."""
     from ..events import NotPlain, messages_as_stored
 
+    if not bodies:
+        return []
     if as_stored:
         try:
             return messages_as_stored(bodies)
