@@ -13,6 +13,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol, TypeAlias
 
 from pydantic import JsonValue
@@ -137,9 +138,10 @@ class RunContext:
     # The shared rate limits each request takes from first (`_rate_gate.py`); None: none.
     rates: RateGate | None = None
 
-    @property
+    @cached_property
     def provider(self) -> Provider:
-        """The provider of the session's model (`model_spec`), from the factory."""
+        """The provider of the session's model (`model_spec`), from the factory: its one
+        provider of the spec, asked once per context (a step reads it a dozen times)."""
         return self.providers(self.model_spec)
 
     @property
