@@ -143,3 +143,12 @@ def test_a_load_of_todays_shapes_builds_no_validator(tmp_path: Path) -> None:
         [sys.executable, "-c", script, str(path), sid], capture_output=True, text=True, check=True
     )
     assert json.loads(out.stdout) == [20, "reply 3", False, False]
+
+
+def test_the_models_after_validators_run_as_validation_runs_them() -> None:
+    body = dump_event(MessageAdded(message=user("hello", id="m1")))
+    [minted] = messages_as_stored([body.replace('"id":"m1"', '"id":""', 1)])
+    validated = load_event(body.replace('"id":"m1"', '"id":""', 1))
+    assert isinstance(validated, MessageAdded)
+    assert minted.id and minted.id != validated.message.id  # each minted anew, as validation
+    assert minted.model_fields_set == validated.message.model_fields_set

@@ -7,20 +7,20 @@ validator of pydantic-core, built from a core schema derived here from the model
 (`_schema`), not with the models' own validators: those are built on first use from pydantic's
 schema generation (`defer_build`, for cold start), ~30 ms in a new process against a
 5,000-message load whose floor is ~20 ms, where deriving this schema and building its validator
-takes ~1 ms. The validator decodes each body and builds its message and blocks in one pass in
-Rust, with no Python call per object (docs/store.md, "Loading a transcript": the Python
-builder it replaces spent ~0.9 µs of glue per object, ~19 ms for 5,000 messages, where this
-costs what `json.loads` of the same bodies costs).
+takes ~1.3 ms. The validator decodes each body and builds its message and blocks in one pass
+in Rust, where the only Python it runs is the models' `after` validators (docs/store.md,
+"Loading a transcript": the Python builder it replaces spent ~0.9 µs of glue per object, ~19
+ms for 5,000 messages, where this costs about what `json.loads` of the same bodies costs).
 
 What it builds is what validating the body gives: each field's type, literal and length
 constraints, defaults and default factories, the blocks by their `type`, the tuples the models
 declare, and each model's `after` validators (a message's minted id, a media block's one-of
 `data` or `ref`); an unknown key is refused. The envelope around the message is decoded, its
 other members not checked (the caller read one of `MESSAGE_ADDED_HEADS` at its start, so a
-lean body and one written with its `v` and `type` read alike). A body the
-validator refuses raises `NotPlain`, and the caller then validates the whole batch through the
-models (`load_messages_added`), which names the error. A field of a type the derivation does not
-know is a `TypeError` when the schema is first derived (tests build every block kind).
+lean body and one written with its `v` and `type` read alike). A body the validator refuses
+raises `NotPlain`, and the caller then validates the whole batch through the models
+(`load_messages_added`), which names the error. A field of a type the derivation does not know
+is a `TypeError` when the schema is first derived (tests build every block kind).
 
 The marker is the guarantee, as for the plain read of the same rows (`plain_transcript_in`
 returns them as stored): the write validated every body, and a session any of whose bodies was
