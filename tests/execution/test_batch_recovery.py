@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import Counter
 from pathlib import Path
 
 from tests.allow import ALLOW_WRITES
@@ -126,3 +127,34 @@ def test_a_batch_write_is_fenced_per_session(store: SqlStore, tmp_path: Path):
     assert store.messages("ses_a")[-1].text() == "healed"
     assert store.get_session("ses_b").last_seq == before
     assert store.append_batch([("ses_a", note, fence(stolen))]) == set()  # not ses_a's claim
+
+
+async def test_a_recovered_drive_reads_nothing_of_its_own(db_url: str, tmp_path: Path):
+    """Issue 36 item 4: what a batch-recovered session's drive reads first (its context's row
+    and facts, the instruction state its first sync plans from, its turn's opening and
+    history) is read for the whole batch, so its drive opens write units only."""
+    from .test_step_units import _count_units_of
+
+    model = write_script(
+        tmp_path / "script.json",
+        [{"match": ".", "replies": [{"text": "done"}]}],
+    )
+    sids = [f"ses_orphan_{n}" for n in range(4)]
+    setup = open_store(db_url)
+    for sid in sids:
+        leave(setup, sid, model, "running")
+    setup.close()
+    rt = Runtime(db_url, model=model, workspace=tmp_path, config=CONFIG)
+    units = _count_units_of(rt.store)
+    stats = await run_worker(rt, once=True, concurrency=8)
+    units = Counter(units)
+    assert stats.taken_over == len(sids) and stats.turns == len(sids)
+    per_session = {"read session_read", "read instruction_state", "read messages_with_seq"}
+    assert not [k for k in units if k in per_session], units
+    polls = {"read look", "read interrupts_after", "read any_orphaned"}  # per poll interval
+    reads = sum(n for k, n in units.items() if k.startswith("read") and k not in polls)
+    assert reads <= 3, units  # the newest id, the batch's views and its openings
+    for sid in sids:
+        check_session(rt.store, sid)
+        assert [t.status for t in rt.store.turns(sid)] == ["completed"]
+    await rt.aclose()

@@ -18,6 +18,7 @@ from wakeful.events import (
     ApprovalRequested,
     CompactionEnded,
     CompactionTail,
+    ExtensionStateSet,
     InstructionsUpdated,
     MessageAdded,
     RetryScheduled,
@@ -539,6 +540,12 @@ def test_turn_opening_reads_at_once_what_the_separate_reads_say(store: SqlStore)
         ],
     )
     check("ses_a")
+    store.create_session("ses_b")
+    batch = store.openings(["ses_a", "ses_nope", "ses_b"], approvals, 3)  # issue 36 item 4
+    assert list(batch) == ["ses_a", "ses_b"]  # unknown ones left out
+    for sid, (opening, messages) in batch.items():
+        assert opening == turn_opening(store, sid, approvals, 3)
+        assert messages == store.messages_with_seq(sid)
     assert len(turn_opening(store, "ses_a", approvals, 3).compactions) == 1
     assert [e.event.input_tokens for e in turn_opening(store, "ses_a", approvals, 3).usage] == [2]  # type: ignore[union-attr]
     with pytest.raises(NotFoundError):
@@ -549,6 +556,9 @@ def test_recovery_views_read_a_batch_as_the_per_session_reads_say(store: SqlStor
     store.create_session("ses_b")
     store.create_session("ses_a")
     store.create_session("ses_c", parent_id="ses_a")
+    store.append("ses_a", [InstructionsUpdated(delta={"AGENTS.md": "d" * 64})])
+    mcp = ExtensionStateSet(namespace="mcp", key="srv", value=False)
+    store.append("ses_c", [ExtensionStateSet(namespace="instructions", key="k", value="v"), mcp])
     for n, sid in enumerate(("ses_a", "ses_c")):
         store.append(sid, [TurnStarted(turn_id=f"t{n}"), MessageAdded(message=assistant("hi"))])
         store.append(sid, [ToolCallStarted(call_id="c1", message_id="m1", name="read")])
@@ -562,7 +572,13 @@ def test_recovery_views_read_a_batch_as_the_per_session_reads_say(store: SqlStor
         assert view.events == store.events(sid, types=types)
         assert view.parent_id == store.get_session(sid).parent_id
         assert view.created == store.events(sid, limit=1)[0]
+        with store.read(sid) as r:  # what the session's drive reads first (issue 36 item 4)
+            assert view.drive == r.drive()
+        assert view.instructions == store.instruction_state(sid)
     assert views["ses_c"].parent_id == "ses_a" and len(views["ses_a"].turns) == 2
+    facts = views["ses_c"].drive.facts
+    assert (facts.instructions, facts.switches) == ({"k": "v"}, {"srv": False})
+    assert views["ses_a"].instructions.values == {"AGENTS.md": "d" * 64}
     assert store.recovery_views(["ses_b"])["ses_b"].events == []
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import NotFoundError
-from ..store import Claim, LocalStore, is_transient
+from ..store import Claim, DriveReads, LocalStore, is_transient
 from ._drain import STOP_OUTCOMES, DrainOptions, DrainResult, drain
 from ._leases import LeaseKeeper
 from ._off_loop import off_loop
@@ -63,7 +63,7 @@ class Coordinator:
     def __init__(
         self,
         store: LocalStore,
-        make_context: Callable[[str, asyncio.Event], SessionSetup],
+        make_context: Callable[[str, asyncio.Event, DriveReads | None], SessionSetup],
         options: DrainOptions | None = None,
     ) -> None:
         self.store = store
@@ -158,7 +158,7 @@ class Coordinator:
                 result = await drain(
                     self.store,
                     session_id,
-                    lambda: self._make_context(session_id, entry.interrupt),
+                    self._contexts(session_id, entry.interrupt, recovered),
                     self.leases,
                     self.options,
                     claim,
@@ -179,6 +179,19 @@ class Coordinator:
         finally:
             if self._active.get(session_id) is entry:
                 del self._active[session_id]
+
+    def _contexts(
+        self, session_id: str, interrupt: asyncio.Event, recovered: Recovered | None
+    ) -> Callable[[], SessionSetup]:
+        """A drain's `make_context`: its first call builds the context from what the batch
+        recovery read for it (`recovered.drive`, when it did), every later one (a move's
+        rebinding, a refresh) reads the store."""
+        seen = [recovered.drive] if recovered is not None and recovered.drive else []
+
+        def make() -> SessionSetup:
+            return self._make_context(session_id, interrupt, seen.pop() if seen else None)
+
+        return make
 
     async def _input_arrived(self, session_id: str, result: DrainResult) -> bool:
         """Whether input is pending after a drain that ended by running out of input."""

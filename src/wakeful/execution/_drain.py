@@ -32,7 +32,7 @@ from ._leases import LeaseKeeper
 from ._move import rebind
 from ._off_loop import off_loop
 from ._owner import current_owner, owner_is_dead
-from ._port import SessionSetup, StorePort
+from ._port import Opened, SessionSetup, StorePort
 from ._recovery import (
     Recovered,
     heal_running_tools,
@@ -95,13 +95,16 @@ async def drain(
         return result
     ctx = setup.ctx
     first: tuple[str, Sequence[Delivered]] | None = None
-    sync = InstructionSync(store, session_id, ctx.instruction_sources)  # the drain's turns'
+    # The drain's turns' sync; a batch recovery read the state it plans from first.
+    state = recovered.instructions if recovered is not None else None
+    sync = InstructionSync(store, session_id, ctx.instruction_sources, state)
     if claim is None:
         claim, first = await _claim(store, session_id, setup, opts, result, sync)
         if claim is None:
             return result
     crash_point("drain.claimed")
-    port = _port(store, session_id, fence(claim), setup, sync)
+    opened = recovered.opening if recovered is not None else None
+    port = _port(store, session_id, fence(claim), setup, sync, opened)
     held = _Held(claim)
     leases.hold(claim, held.on_lost(ctx.interrupt.set))
     port.publish("session_start", {"taken_over": claim.taken_over})
@@ -145,12 +148,21 @@ def _port(
     claim: ClaimToken | None,
     setup: SessionSetup,
     sync: InstructionSync | None = None,
+    opened: Opened | None = None,
 ) -> StorePort:
     """The session's port under `claim`, for the context and hooks of `setup`; its turns'
-    instruction sync is `sync` (the one that planned the claim's prelude) when given."""
+    instruction sync is `sync` (the one that planned the claim's prelude) when given, its
+    first turn's opening `opened` when a batch recovery read it."""
     sources = setup.ctx.instruction_sources
     return StorePort(
-        store, session_id, claim, sources=sources, hooks=setup.hooks, known=setup.known, sync=sync
+        store,
+        session_id,
+        claim,
+        sources=sources,
+        hooks=setup.hooks,
+        known=setup.known,
+        sync=sync,
+        opened=opened,
     )
 
 

@@ -55,6 +55,10 @@ from ._off_loop import off_loop
 from ._refresh import KnownFacts
 from ._writes import compaction_boundary, promote_step, turn_opening_and_history
 
+Opened = tuple[TurnOpening, int, list[tuple[int, Message]]]
+"""A turn's opening read ahead (a worker's batch recovery): the opening, the compaction
+boundary and the transcript's messages after it (`_writes.turn_opening_and_history`)."""
+
 Settle = Callable[[TurnEnded, TurnResult, ClaimToken | None], Awaitable[None]]
 """Writes a turn's `turn.ended` (fenced by the claim it is given) together with what must
 commit with it (a background child's report to its parent)."""
@@ -92,6 +96,7 @@ class StorePort(HeldEvents):
         hooks: PortHooks | None = None,
         known: KnownFacts | None = None,
         sync: InstructionSync | None = None,
+        opened: Opened | None = None,
     ) -> None:
         self.store = store
         self.claim = claim
@@ -111,6 +116,7 @@ class StorePort(HeldEvents):
         self._next_after: int | None = None  # the `after` of the history's next read
         self._ahead: tuple[int, list[tuple[int, Message]]] | None = None
         self._opening: dict[str, object] = {}
+        self._read_opening = opened  # the first turn's opening, read ahead (`approvals`)
 
     @property
     def session_id(self) -> str:
@@ -237,6 +243,7 @@ class StorePort(HeldEvents):
         """A write through this port is coming: what was read ahead of it would miss it."""
         self._ahead = None
         self._opening.clear()
+        self._read_opening = None
 
     def publish(self, kind: LiveKind, data: dict[str, JsonValue]) -> None:
         """Hand a live event to the runtime's listener, if any."""
@@ -337,7 +344,8 @@ class StorePort(HeldEvents):
         return log
 
     def _open(self) -> tuple[ApprovalLog, TurnOpening]:
-        opening, boundary, history = turn_opening_and_history(
+        opened, self._read_opening = self._read_opening, None
+        opening, boundary, history = opened or turn_opening_and_history(
             self.store, self._sid, APPROVAL_TYPES, LOOKBACK_EVENTS
         )
         self._ahead = (boundary, history)  # the first step's history read, from the boundary

@@ -11,15 +11,24 @@ crashes; past it the turn fails.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from ..events import MessageAdded, Outcome, SessionEvent, ToolCallEnded
 from ..messages import RECOVERY_OF, Message, TextBlock, TextOrigin, ToolResultBlock
-from ..runner import APPROVAL_TYPES, ApprovalLog, crash_point, fold_approvals, read_approvals
+from ..runner import (
+    APPROVAL_TYPES,
+    LOOKBACK_EVENTS,
+    ApprovalLog,
+    crash_point,
+    fold_approvals,
+    read_approvals,
+)
 from ..store import (
     Claim,
     ClaimToken,
+    DriveReads,
+    InstructionState,
     LocalStore,
     RecoveryView,
     ToolCallRow,
@@ -27,6 +36,8 @@ from ..store import (
     fence,
 )
 from ._delegation import delegation_from, delegation_of
+from ._port import Opened
+from ._writes import compaction_boundary
 
 PARTIAL_RESULT = (
     "This tool call was still running when its process stopped; it may have partially run. "
@@ -201,19 +212,26 @@ def decide(
 @dataclass(frozen=True, slots=True)
 class Recovered:
     """A session a batch recovery already healed: its open turn (None: none) and the plan
-    for it (the continuation, if any, is written)."""
+    for it (the continuation, if any, is written); and what the batch read for its drive (None:
+    the drive reads it): the row and facts its context is built from, the instruction state
+    its turn's first sync plans from (`RecoveryView`) and, when the turn resumes, what it
+    reads first (`Opened`)."""
 
     turn: TurnRow | None
     plan: RecoveryPlan | None
+    drive: DriveReads | None = None
+    instructions: InstructionState | None = None
+    opening: Opened | None = None  # the resumed turn's opening, read after the batch's write
 
 
 def recover_batch(
     store: LocalStore, claims: Sequence[Claim], max_attempts: int
 ) -> dict[str, Recovered]:
     """Heal and plan the sessions of a batch of taken-over `claims` together: one read
-    transaction for all of them (`LocalStore.recovery_views`), the rules above for each, and one
-    write transaction (`LocalStore.append_batch`) for every session's healing results and
-    continuation, each fenced by its own claim. Returns the sessions recovered; a session whose
+    transaction for all of them (`LocalStore.recovery_views`, which reads what their drives
+    read first too), the rules above for each, and one write transaction
+    (`LocalStore.append_batch`) for every session's healing results and continuation, each
+    fenced by its own claim. Returns the sessions recovered; a session whose
     claim was lost meanwhile (or that is gone) is left out and must not be driven."""
     views = store.recovery_views([c.session_id for c in claims], APPROVAL_TYPES)
     out: dict[str, Recovered] = {}
@@ -234,13 +252,31 @@ def recover_batch(
             delegation = partial(delegation_from, view.parent_id, view.created)
             plan, note = decide(turn, in_turn, delegation, max_attempts, healed=bool(events))
             events += note
-        out[sid] = Recovered(turn, plan)
+        out[sid] = Recovered(turn, plan, view.drive, view.instructions)
         writes.append((sid, events, fence(claim)))
     written = store.append_batch(writes)
     lost = {sid for sid, events, _ in writes if events and sid not in written}
     if written:
         crash_point("drain.healed")
-    return {sid: r for sid, r in out.items() if sid not in lost}
+    kept = {sid: r for sid, r in out.items() if sid not in lost}
+    return _with_openings(store, kept)
+
+
+def _with_openings(store: LocalStore, recovered: dict[str, Recovered]) -> dict[str, Recovered]:
+    """`recovered`, each resumed turn with its opening (`Opened`) read for the whole batch in
+    one read after the batch's write: what each turn would read first, a read of its own.
+    Only the claim's driver writes what it holds until the turn's first write (approvals are
+    decided through the inbox, which the driver delivers)."""
+    resumed = [s for s, r in recovered.items() if r.plan is not None and r.plan.end is None]
+    if not resumed:
+        return recovered
+    openings = store.openings(resumed, APPROVAL_TYPES, LOOKBACK_EVENTS)
+    out = dict(recovered)
+    for sid, (opening, messages) in openings.items():
+        boundary = compaction_boundary(opening.compactions)
+        history = [(seq, m) for seq, m in messages if seq > boundary]
+        out[sid] = replace(recovered[sid], opening=(opening, boundary, history))
+    return out
 
 
 def _approvals(view: RecoveryView) -> Callable[[], ApprovalLog]:

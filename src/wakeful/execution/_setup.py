@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from ..providers import Provider
+    from ..store import DriveReads
     from ._children import Children
     from ._coordinator import Coordinator
     from ._event_stream import Streams
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     from ._place import Place
     from ._shaping import ToolState
     from ._toolbox import Toolbox
+
+    Seen = DriveReads | None  # a drive's reads made already (a worker's batch recovery)
 
 log = logging.getLogger("wakeful.runtime")
 
@@ -75,10 +78,11 @@ class SetupMixin:
         def _provider(self, spec: str, place: Place) -> Provider: ...
 
     def _context(
-        self, session_id: str, interrupt: asyncio.Event, had: Known = None
+        self, session_id: str, interrupt: asyncio.Event, seen: Seen = None, had: Known = None
     ) -> SessionSetup:
-        """The session's turn context and port hooks here (a thread: reads store, facts not `had`)."""
-        seen = drive_reads(self.store, session_id)  # one read (issue 36)
+        """The session's turn context and port hooks here (a thread: reads the store; not
+        the row and facts `seen` by a worker's batch recovery, nor facts `had`)."""
+        seen = seen or drive_reads(self.store, session_id)  # one read (issue 36)
         row, known = seen.row, had or KnownFacts(seen.facts)
         place = self.place(row.location)
         if row.waiting_for is not None:  # a worker left it; this driver serves its location
@@ -125,7 +129,7 @@ class SetupMixin:
                 known,
                 (row.agent, row.model),
                 place,
-                lambda: self._context(session_id, interrupt, known).ctx,
+                lambda: self._context(session_id, interrupt, had=known).ctx,
             ),
         )
         return SessionSetup(ctx, PortHooks(listener=self._publish, settle=settle), known)

@@ -74,10 +74,20 @@ class InstructionSync:
     nothing to admit and the same baseline to render.
     """
 
-    def __init__(self, store: LocalStore, session_id: str, sources: Sequence[Source]) -> None:
+    def __init__(
+        self,
+        store: LocalStore,
+        session_id: str,
+        sources: Sequence[Source],
+        state: InstructionState | None = None,
+    ) -> None:
         self._store = store
         self._sid = session_id
         self._sources = sources
+        # The session's instruction state as read already under this driver's claim (a
+        # worker's batch recovery): the first call plans from it instead of reading it. Only
+        # the claim's driver changes it, so it holds until this object's first write.
+        self._state = state
         self._last: tuple[tuple[tuple[str, str | None], ...], int, Baseline] | None = None
         self.appended = False
         """Whether the last call wrote to the store (a delta not handed to its `hold`)."""
@@ -101,7 +111,8 @@ class InstructionSync:
             assert hold is not None
             hold(events, blobs)
 
-        base, planned = _sync(self._store, self._sid, read, claim, holding if hold else None)
+        state, self._state = self._state, None
+        base, planned = _sync(self._store, self._sid, read, claim, holding if hold else None, state)
         self.appended = planned and not held
         self._last = (seen, epoch, base)
         return base
@@ -132,6 +143,7 @@ class InstructionSync:
         read = _read_all(self._sources)
         if self._last is not None and self._last[0] == _seen(read) and self._last[1] == epoch:
             return None
+        self._state = None  # (its seq may be behind: a prelude is planned at the newest)
         state = self._store.instruction_state(self._sid)  # with the seq it is planned at
         state = _fresh_after_revert(self._store, self._sid, state)
         try:
@@ -175,13 +187,17 @@ def _sync(
     read: dict[str, str | None | OSError],
     claim: ClaimToken | None,
     hold: Hold | None = None,
+    state: InstructionState | None = None,
 ) -> tuple[Baseline, bool]:
     """Admit the delta `read` calls for and return the baseline. A session's first delta by
     its claim's driver starts the epoch with the values just read; with `hold` it is handed
     over instead of written, for the driver's next write (its receipt) to carry: it is
     durable before any request renders it, in a commit the step makes anyway (issue 36).
-    Returns the baseline and whether there was a delta."""
-    state = _fresh_after_revert(store, session_id, store.instruction_state(session_id))
+    `state`: the session's instruction state when read already (else read here). Returns
+    the baseline and whether there was a delta."""
+    if state is None:
+        state = store.instruction_state(session_id)
+    state = _fresh_after_revert(store, session_id, state)
     events, blobs = _plan(store, session_id, state, read)
     if events:
         first = claim is not None and not state.started and state.forked_from is None

@@ -13,6 +13,7 @@ are locked in id order, so two batches never wait on each other in a cycle.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -20,16 +21,22 @@ from typing import TYPE_CHECKING
 from ..errors import ClaimLostError, NotFoundError
 from ._append import ClaimToken, append_events
 from ._backend import Row, iter_chunks
+from ._facts import facts_of, facts_sql
+from ._opening import TurnOpening, send_opening
 from ._reads import (
     EVENT_COLS,
     TOOL_CALL_COLS,
     TURN_COLS,
+    InstructionState,
     ToolCallRow,
     TurnRow,
+    instruction_state_of,
+    instruction_state_sql,
     stored_event,
     tool_call_row,
     turn_row,
 )
+from ._records import ROW_COLS, DriveReads, session_row
 from ._transcript import transcripts_in
 from ._typed_events import types_in
 
@@ -37,14 +44,17 @@ if TYPE_CHECKING:
     from ..clock import Clock
     from ..events import SessionEvent, StoredEvent
     from ..messages import Message
-    from ._backend import Backend
+    from ._backend import Backend, Tx
 
 
 @dataclass(frozen=True, slots=True)
 class RecoveryView:
     """One session as recovery reads it, all from one snapshot: its transcript with each
     message's `seq`, its tool calls and turns (start order), its events of the requested
-    types, its parent (None: top level) and its first event (`session.created`)."""
+    types, its parent (None: top level) and its first event (`session.created`); and what its
+    drive reads first: its row and facts (`drive`, as `SessionRead.drive` reads them) and its
+    instruction state (`instructions`, as `instruction_state` reads it), which only the
+    claim's driver changes (a rewind is refused while the session is driven)."""
 
     messages: list[tuple[int, Message]]
     calls: list[ToolCallRow]
@@ -52,6 +62,8 @@ class RecoveryView:
     events: list[StoredEvent]
     parent_id: str | None
     created: StoredEvent | None
+    drive: DriveReads
+    instructions: InstructionState
 
 
 class BatchMixin:
@@ -64,62 +76,36 @@ class BatchMixin:
         self, session_ids: Sequence[str], types: Sequence[str] = ()
     ) -> dict[str, RecoveryView]:
         """Each named session as recovery reads it (`RecoveryView`; `types` are the event
-        types to read), in one read transaction of six statements per 500 sessions (each kind
-        of row for all of them at once, not a statement per session); unknown sessions are left
-        out."""
+        types to read), in one read of eight statements per 500 sessions (each kind of row
+        for all of them at once, not a statement per session; on PostgreSQL sent together, one
+        round trip, a second when a transcript holds delivered inputs); unknown sessions are
+        left out."""
         out: dict[str, RecoveryView] = {}
-        with self.backend.transaction(write=False) as tx:
+        with self.backend.transaction(write=False, batched=True) as tx:
             for chunk in iter_chunks(list(dict.fromkeys(session_ids)), 500):
-                marks = ", ".join("?" for _ in chunk)
-                parents = {
-                    str(r[0]): r[1]
-                    for r in tx.all(
-                        f"SELECT id, parent_id FROM sessions WHERE id IN ({marks})", chunk
-                    )
-                }
-                first = _by_session(
-                    tx.all(
-                        f"SELECT session_id, {EVENT_COLS} FROM events e WHERE session_id IN ({marks}) "
-                        "AND seq = (SELECT MIN(f.seq) FROM events f WHERE f.session_id = e.session_id)",
-                        chunk,
-                    )
-                )
-                events: dict[str, list[Row]] = {}
-                if types:
-                    events = _by_session(
-                        tx.all(
-                            f"SELECT session_id, {EVENT_COLS} FROM events WHERE session_id IN "
-                            f"({marks}) AND {types_in(types)} "
-                            "ORDER BY session_id, seq",
-                            [*chunk, *types],
-                        )
-                    )
-                calls = _by_session(
-                    tx.all(
-                        f"SELECT session_id, {TOOL_CALL_COLS} FROM tool_calls WHERE session_id IN "
-                        f"({marks}) ORDER BY session_id, started_seq",
-                        chunk,
-                    )
-                )
-                turns = _by_session(
-                    tx.all(
-                        f"SELECT session_id, {TURN_COLS} FROM turns WHERE session_id IN ({marks}) "
-                        "ORDER BY session_id, started_seq",
-                        chunk,
-                    )
-                )
-                messages = transcripts_in(tx, list(parents))
-                for sid, parent_id in parents.items():
-                    created = [stored_event(sid, r) for r in first.get(sid, [])]
-                    out[sid] = RecoveryView(
-                        messages=messages.get(sid, []),
-                        calls=[tool_call_row(r) for r in calls.get(sid, [])],
-                        turns=[turn_row(r) for r in turns.get(sid, [])],
-                        events=[stored_event(sid, r) for r in events.get(sid, [])],
-                        parent_id=parent_id,
-                        created=created[0] if created else None,
-                    )
+                out.update(_views(tx, chunk, types))
         return {sid: out[sid] for sid in session_ids if sid in out}
+
+    def openings(
+        self, session_ids: Sequence[str], approval_types: Sequence[str], usage_window: int
+    ) -> dict[str, tuple[TurnOpening, list[tuple[int, Message]]]]:
+        """Each named session's `TurnOpening` (as `SessionRead.opening` reads it) and its
+        whole transcript with each message's `seq`, in one read: what the turns of a recovered
+        batch read first (on PostgreSQL the openings are pipelined, one round trip for all of
+        them, and the transcripts one statement per 500 sessions). Unknown sessions are left
+        out."""
+        out: dict[str, tuple[TurnOpening, list[tuple[int, Message]]]] = {}
+        with self.backend.transaction(write=False, batched=True) as tx:
+            for chunk in iter_chunks(list(dict.fromkeys(session_ids)), 500):
+                sent = [send_opening(tx, sid, approval_types, usage_window) for sid in chunk]
+                found: dict[str, TurnOpening] = {}
+                for one in sent:
+                    with contextlib.suppress(NotFoundError):
+                        found[one.session_id] = one.read()
+                messages = transcripts_in(tx, list(found))
+                for sid, opening in found.items():
+                    out[sid] = (opening, messages.get(sid, []))
+        return out
 
     def append_batch(
         self, batches: Sequence[tuple[str, Sequence[SessionEvent], ClaimToken]]
@@ -139,6 +125,60 @@ class BatchMixin:
                     continue  # checked before anything of it was sent: nothing to undo
                 written.add(sid)
         return written
+
+
+def _views(tx: Tx, chunk: Sequence[str], types: Sequence[str]) -> dict[str, RecoveryView]:
+    """`BatchMixin.recovery_views` of up to 500 sessions, in `tx`."""
+    out: dict[str, RecoveryView] = {}
+    marks = ", ".join("?" for _ in chunk)
+    # Sent before any is read: one round trip on PostgreSQL (the transcripts'
+    # statement, read first, brings the others' rows along).
+    sent_rows = tx.query(f"SELECT {ROW_COLS} FROM sessions WHERE id IN ({marks})", chunk)
+    sent_facts = tx.query(facts_sql(f"s.id IN ({marks})"), chunk)
+    sent_states = tx.query(instruction_state_sql(f"s.id IN ({marks})"), chunk)
+    sent_first = tx.query(
+        f"SELECT session_id, {EVENT_COLS} FROM events e WHERE session_id IN ({marks}) "
+        "AND seq = (SELECT MIN(f.seq) FROM events f WHERE f.session_id = e.session_id)",
+        chunk,
+    )
+    sent_events = None
+    if types:
+        sent_events = tx.query(
+            f"SELECT session_id, {EVENT_COLS} FROM events WHERE session_id IN "
+            f"({marks}) AND {types_in(types)} ORDER BY session_id, seq",
+            [*chunk, *types],
+        )
+    sent_calls = tx.query(
+        f"SELECT session_id, {TOOL_CALL_COLS} FROM tool_calls WHERE session_id IN "
+        f"({marks}) ORDER BY session_id, started_seq",
+        chunk,
+    )
+    sent_turns = tx.query(
+        f"SELECT session_id, {TURN_COLS} FROM turns WHERE session_id IN ({marks}) "
+        "ORDER BY session_id, started_seq",
+        chunk,
+    )
+    messages = transcripts_in(tx, chunk)
+    rows = {str(r[0]): session_row(r) for r in sent_rows.all()}
+    facts = _by_session(sent_facts.all())
+    states = _by_session(sent_states.all())
+    first = _by_session(sent_first.all())
+    events = _by_session(sent_events.all()) if sent_events is not None else {}
+    calls = _by_session(sent_calls.all())
+    turns = _by_session(sent_turns.all())
+    for sid, row in rows.items():
+        created = [stored_event(sid, r) for r in first.get(sid, [])]
+        out[sid] = RecoveryView(
+            messages=messages.get(sid, []),
+            calls=[tool_call_row(r) for r in calls.get(sid, [])],
+            turns=[turn_row(r) for r in turns.get(sid, [])],
+            events=[stored_event(sid, r) for r in events.get(sid, [])],
+            parent_id=row.parent_id,
+            created=created[0] if created else None,
+            drive=DriveReads(row, facts_of(facts[sid])),
+            instructions=instruction_state_of(states[sid]),
+        )
+    return out
 
 
 def _by_session(rows: Sequence[Row]) -> dict[str, list[Row]]:

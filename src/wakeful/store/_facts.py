@@ -11,8 +11,9 @@ the round trip of the session lock it takes anyway (`SessionWrite.facts`, `Sessi
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._backend import Pending, Tx
 from ._cipher import opened
@@ -28,6 +29,17 @@ FACTS_SQL = (
     "LEFT JOIN extension_state e ON e.session_id = s.id "
     f"AND e.namespace IN ('{HOST_NAMESPACE}', '{SWITCH_NAMESPACE}') WHERE s.id = ? ORDER BY e.key"
 )
+
+
+def facts_sql(where: str) -> str:
+    """`FACTS_SQL` for the sessions `where` selects (over `sessions s`), each row beginning
+    with the session's id, in session order (`facts_of` reads one session's rest)."""
+    return (
+        "SELECT s.id, s.agent, s.model, e.namespace, e.key, e.value FROM sessions s "
+        "LEFT JOIN extension_state e ON e.session_id = s.id "
+        f"AND e.namespace IN ('{HOST_NAMESPACE}', '{SWITCH_NAMESPACE}') WHERE {where} "
+        "ORDER BY s.id, e.key"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +62,12 @@ def facts_query(tx: Tx, session_id: str) -> Pending:
 def facts_from(sent: Pending) -> SessionFacts | None:
     """The facts `facts_query` sent for (None: no such session)."""
     rows = sent.all()
-    if not rows:
-        return None
+    return facts_of(rows) if rows else None
+
+
+def facts_of(rows: Sequence[Sequence[Any]]) -> SessionFacts:
+    """One session's facts from its rows of `FACTS_SQL` (at least one; after `facts_sql`'s
+    id)."""
     found: dict[str, dict[str, JsonValue]] = {HOST_NAMESPACE: {}, SWITCH_NAMESPACE: {}}
     for _agent, _model, namespace, key, value in rows:
         if namespace is not None:  # (a value is sealed when the store is encrypted)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from ..events import StoredEvent
-    from ._backend import Tx
+    from ._backend import Pending, Tx
 
 _TAIL = "compaction.tail"
 _ENDED = "compaction.ended"
@@ -51,6 +51,14 @@ def opening_in(
     """The session's `TurnOpening` read in `tx` (batched: its statements are sent together):
     events of `approval_types`, the `usage.recorded` events among its newest `usage_window`,
     and the rest as described there; `NotFoundError` if there is no such session."""
+    return send_opening(tx, session_id, approval_types, usage_window).read()
+
+
+def send_opening(
+    tx: Tx, session_id: str, approval_types: Sequence[str], usage_window: int
+) -> SentOpening:
+    """Send `opening_in`'s statements and read nothing yet (`SentOpening.read` does): the
+    openings of many sessions sent first travel together (one round trip on PostgreSQL)."""
     kinds = (*approval_types, _TAIL, _ENDED)
     cols = ", ".join(f"e.{c}" for c in EVENT_COLS.split(", "))
     logged = tx.query(
@@ -69,26 +77,43 @@ def opening_in(
         "SELECT kind, value FROM work_state WHERE session_id = ? ORDER BY kind",
         (session_id,),
     )
-    usage_rows = usage.all()
-    if not usage_rows:
-        raise NotFoundError(f"no session {session_id}")
-    rows = logged.all()
-    r = retry.one()
-    work_rows = work.all()
-    approvals: list[StoredEvent] = []
-    tails: list[StoredEvent] = []
-    ended: list[StoredEvent] = []
-    for row in rows:
-        kind = str(row[4])
-        into = ended if kind == _ENDED else tails if kind == _TAIL else approvals
-        into.append(stored_event(session_id, row))
-    compactions = visible_compactions(tx, session_id, ended) if ended else []
-    state = retry_state_row(r)
-    return TurnOpening(
-        approvals=approvals,
-        retry=state,
-        work={kind: json.loads(opened(value)) for kind, value in work_rows},
-        tails=tails,
-        compactions=compactions,
-        usage=[stored_event(session_id, u) for u in usage_rows if u[0] is not None],
-    )
+    return SentOpening(tx, session_id, logged, usage, retry, work)
+
+
+@dataclass(frozen=True, slots=True)
+class SentOpening:
+    """One session's opening statements, sent (`send_opening`)."""
+
+    tx: Tx
+    session_id: str
+    logged: Pending
+    usage: Pending
+    retry: Pending
+    work: Pending
+
+    def read(self) -> TurnOpening:
+        """The `TurnOpening` they answer; `NotFoundError` if there is no such session."""
+        session_id = self.session_id
+        usage_rows = self.usage.all()
+        if not usage_rows:
+            raise NotFoundError(f"no session {session_id}")
+        rows = self.logged.all()
+        r = self.retry.one()
+        work_rows = self.work.all()
+        approvals: list[StoredEvent] = []
+        tails: list[StoredEvent] = []
+        ended: list[StoredEvent] = []
+        for row in rows:
+            kind = str(row[4])
+            into = ended if kind == _ENDED else tails if kind == _TAIL else approvals
+            into.append(stored_event(session_id, row))
+        compactions = visible_compactions(self.tx, session_id, ended) if ended else []
+        state = retry_state_row(r)
+        return TurnOpening(
+            approvals=approvals,
+            retry=state,
+            work={kind: json.loads(opened(value)) for kind, value in work_rows},
+            tails=tails,
+            compactions=compactions,
+            usage=[stored_event(session_id, u) for u in usage_rows if u[0] is not None],
+        )

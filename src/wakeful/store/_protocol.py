@@ -519,6 +519,12 @@ class LocalStore(Store, PlainReads, ReceiptReads, Protocol):
         """Each named session as recovery reads it, in one read transaction."""
         ...
 
+    def openings(
+        self, session_ids: Sequence[str], approval_types: Sequence[str], usage_window: int
+    ) -> dict[str, tuple[TurnOpening, list[tuple[int, Message]]]]:
+        """Each named session's turn opening and whole transcript, in one read."""
+        ...
+
     def turns(self, session_id: str) -> list[TurnRow]:
         """Turns of a session in start order."""
         ...

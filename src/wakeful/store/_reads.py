@@ -304,19 +304,30 @@ class ReadsMixin:
         instruction delta is planned from: `instructions._sync`; all of it from one snapshot);
         `NotFoundError` if there is no such session."""
         with self.backend.transaction(write=False) as tx:
-            rows = tx.all(
-                "SELECT s.last_seq, s.forked_from, CASE WHEN EXISTS (SELECT 1 FROM events e "
-                f"WHERE e.session_id = s.id AND e.type = 'instructions.updated' AND {typed('e.type')}) "
-                "THEN 1 ELSE 0 "
-                "END, i.source_key, i.digest FROM sessions s LEFT JOIN instruction_state i "
-                "ON i.session_id = s.id WHERE s.id = ?",
-                (session_id,),
-            )
+            rows = tx.all(instruction_state_sql("s.id = ?"), (session_id,))
         if not rows:
             raise NotFoundError(f"no session {session_id}")
-        values = {str(r[3]): str(r[4]) for r in rows if r[3] is not None}
-        last_seq, forked_from, started = rows[0][:3]
-        return InstructionState(values, bool(started), forked_from, int(last_seq))
+        return instruction_state_of([r[1:] for r in rows])
+
+
+def instruction_state_sql(where: str) -> str:
+    """The statement `instruction_state` reads with, for the sessions `where` selects (over
+    `sessions s`): one row per instruction value (one without when there is none), each
+    beginning with the session's id (`instruction_state_of` reads the rest)."""
+    return (
+        "SELECT s.id, s.last_seq, s.forked_from, CASE WHEN EXISTS (SELECT 1 FROM events e "
+        f"WHERE e.session_id = s.id AND e.type = 'instructions.updated' AND {typed('e.type')}) "
+        "THEN 1 ELSE 0 END, i.source_key, i.digest FROM sessions s LEFT JOIN instruction_state i "
+        f"ON i.session_id = s.id WHERE {where}"
+    )
+
+
+def instruction_state_of(rows: Sequence[Sequence[Any]]) -> InstructionState:
+    """One session's `InstructionState` from its rows of `instruction_state_sql` (without
+    the id; at least one)."""
+    values = {str(r[3]): str(r[4]) for r in rows if r[3] is not None}
+    last_seq, forked_from, started = rows[0][:3]
+    return InstructionState(values, bool(started), forked_from, int(last_seq))
 
 
 def recent_events_in(
