@@ -53,6 +53,8 @@ def _sql(sql: str) -> str:
 
 
 _SQL: dict[str, str] = {}  # the store's `?` statements in psycopg's `%s` style
+# psycopg's conversion of a statement: its text for libpq, and the formats its parameters want
+_SHAPES: dict[str, tuple[bytes, list[Any]]] = {}
 
 
 def pg_sql(sql: str) -> str:
@@ -166,12 +168,28 @@ class Wire:
         """Enter pipeline mode (the connection must be idle)."""
         self.pgconn.enter_pipeline_mode()
 
+    def _convert(self, sql: str, params: Params) -> tuple[bytes, Any, Any, Any]:
+        """The statement as libpq takes it: its text with `$n` placeholders, the parameters
+        dumped, their types and formats. The text and the formats wanted are psycopg's
+        conversion of `sql`, made once per statement (`_SHAPES`); the dumping is the
+        connection's transformer's (its dumpers found once)."""
+        shape = _SHAPES.get(sql)
+        if shape is None or len(params) != len(shape[1]):
+            pgq = PostgresQuery(self.transformer)
+            pgq.convert(sql, params)
+            formats = getattr(pgq, "_want_formats", None)  # (psycopg's own name for them)
+            if formats is not None and len(_SHAPES) < 8_192 and "%(" not in sql:
+                _SHAPES[sql] = (pgq.query, list(formats))
+            return pgq.query, pgq.params, pgq.types, pgq.formats
+        tx = self.transformer
+        dumped = tx.dump_sequence(params, shape[1])
+        return shape[0], dumped, tx.types or (), tx.formats
+
     def send(self, sql: str, params: Params = ()) -> Slot:
         """Queue `sql` (psycopg's `%s` placeholders) with `params`; its answer comes with the
         next `sync`."""
-        pgq = PostgresQuery(self.transformer)
-        pgq.convert(sql, params)
-        key: _Key = (pgq.query, pgq.types)
+        query, dumped, types, formats = self._convert(sql, params)
+        key: _Key = (query, types)
         name = self._names.get(key)
         pgconn = self.pgconn
         if name is None:
@@ -180,16 +198,14 @@ class Wire:
                 if len(self._counts) >= _COUNTED_MAX:
                     self._counts.clear()
                 self._counts[key] = count
-                pgconn.send_query_params(
-                    pgq.query, pgq.params, param_formats=pgq.formats, param_types=pgq.types
-                )
+                pgconn.send_query_params(query, dumped, param_formats=formats, param_types=types)
                 return self._queued(Slot(self))
             self._counts.pop(key, None)
             name = self._names[key] = b"_wk%d" % self._next
             self._next += 1
-            pgconn.send_prepare(name, pgq.query, param_types=pgq.types)
+            pgconn.send_prepare(name, query, param_types=types)
             self._pending.append(_Parse(self, key))
-        pgconn.send_query_prepared(name, pgq.params, param_formats=pgq.formats)
+        pgconn.send_query_prepared(name, dumped, param_formats=formats)
         return self._queued(Slot(self))
 
     def _queued(self, slot: Slot) -> Slot:
