@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from tests.pg import fresh_database
+from wakeful.store import open_store
 from wakeful.store._pgwire import PREPARE_AFTER, Wire
 
 pytestmark = pytest.mark.postgres
@@ -98,3 +99,17 @@ def test_a_connection_lost_mid_pipeline_is_closed_by_end(conn):
         with pytest.raises(psycopg.OperationalError):
             wire.end()
     assert conn.closed
+
+
+def test_a_blocks_own_error_is_the_one_raised_and_the_connection_serves_on():
+    with fresh_database() as url:
+        store = open_store(url)
+        try:
+            with pytest.raises(ValueError), store.backend.transaction(write=True) as tx:
+                tx.send("SELECT 1/0")  # unanswered when the block fails: its error is logged
+                raise ValueError("the block's own")
+            for _ in range(3):  # (the pool's connections, each used again)
+                with store.backend.transaction(write=False) as tx:
+                    assert tx.one("SELECT 2") == (2,)
+        finally:
+            store.close()

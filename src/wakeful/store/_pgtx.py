@@ -53,8 +53,10 @@ def pipelined(
             tx.xid_arrived()  # the id must be here before COMMIT
             committing = True
             wire.send("COMMIT")
-        finally:
-            wire.end()
+        except BaseException:
+            wire.end(quiet=True)  # (the error raised is the block's)
+            raise
+        wire.end()
     except psycopg.Error as err:
         if not committing or _answered(conn, err):
             raise  # COMMIT never reached the server, or the server answered it: no ambiguity
@@ -76,8 +78,10 @@ def reading(wire: Wire, cipher: Cipher | None = None, *, batched: bool) -> Itera
     wire.begin()
     try:
         yield PgTx(wire, cipher, piped=batched)
-    finally:
-        wire.end()
+    except BaseException:
+        wire.end(quiet=True)  # (the error raised is the block's)
+        raise
+    wire.end()
 
 
 def _answered(conn: psycopg.Connection[Any], err: psycopg.Error) -> bool:

@@ -23,6 +23,7 @@ were not run); a lost connection raises psycopg's `OperationalError`.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,8 @@ _SYNC = pq.ExecStatus.PIPELINE_SYNC
 _OFF = pq.PipelineStatus.OFF
 
 _Key = tuple[bytes, Any]
+
+log = logging.getLogger("wakeful.store")
 
 
 def _sql(sql: str) -> str:
@@ -250,13 +253,18 @@ class Wire:
         if first is not None:
             raise first
 
-    def end(self) -> None:
-        """Read what is still unanswered (a `sync`, raising its error) and leave pipeline mode.
-        A connection that cannot leave it cleanly (lost, or answers still owed after an
-        error) is closed: the pool replaces it."""
+    def end(self, *, quiet: bool = False) -> None:
+        """Read what is still unanswered (a `sync`, raising its error; `quiet`, after an error
+        of the caller's, logging it instead, as psycopg's pipeline does, so the caller's is the
+        one raised) and leave pipeline mode. A connection that cannot leave it cleanly (lost,
+        or answers still owed after an error) is closed: the pool replaces it."""
         try:
             if self._pending:
                 self.sync()
+        except psycopg.Error as err:
+            if not quiet:
+                raise
+            log.warning("error ignored ending a PostgreSQL pipeline: %s", err)
         finally:
             if self.active:
                 if self._pending or self.pgconn.status != pq.ConnStatus.OK:

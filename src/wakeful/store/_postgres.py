@@ -162,7 +162,10 @@ class PostgresBackend:
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Give a new pooled connection the `[store]` timeouts (one round trip, once). From
         PostgreSQL 17 on, a whole transaction is also bounded by the statement timeout: that
-        ends even a transaction whose client paused while the server waited mid-message."""
+        ends even a transaction whose client paused while the server waited mid-message.
+        psycopg prepares nothing on it: the connection's `Wire` prepares its statements, and
+        psycopg's own cache would deallocate them all (`DEALLOCATE ALL`) on some commands."""
+        conn.prepare_threshold = None
         settings = {
             "lock_timeout": self._lock_ms,
             "statement_timeout": self._statement_ms,
