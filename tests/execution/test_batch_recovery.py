@@ -158,3 +158,22 @@ async def test_a_recovered_drive_reads_nothing_of_its_own(db_url: str, tmp_path:
         check_session(rt.store, sid)
         assert [t.status for t in rt.store.turns(sid)] == ["completed"]
     await rt.aclose()
+
+
+def test_only_a_recovered_drives_first_context_is_built_from_the_batch_reads(store: SqlStore):
+    """The row and facts the batch read serve the drive's first context only: a later one (a
+    move's rebinding, a refresh) reads the store again."""
+    from wakeful.execution._coordinator import Coordinator
+    from wakeful.execution._recovery import Recovered
+
+    store.create_session("ses_a")
+    with store.read("ses_a") as r:
+        reads = r.drive()
+    asked: list[object] = []
+    coordinator = Coordinator(store, lambda sid, _interrupt, seen: asked.append(seen))  # type: ignore[arg-type, func-returns-value]
+    make = coordinator._contexts("ses_a", asyncio.Event(), Recovered(None, None, drive=reads))
+    make()
+    make()
+    assert asked == [reads, None]
+    coordinator._contexts("ses_a", asyncio.Event(), None)()
+    assert asked == [reads, None, None]
