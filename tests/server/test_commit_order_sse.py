@@ -6,7 +6,6 @@ SSE stream (the server's hub), one of which drops its connection and resumes wit
 from __future__ import annotations
 
 import multiprocessing as mp
-import random
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ import pytest
 
 from tests.pg import fresh_database
 from tests.server.conftest import MakeServer
-from tests.store.test_commit_order import APPENDS, WRITERS, _write
+from tests.store.test_commit_order import WRITERS, _write, batch_sizes
 from wakeful.client import ServerEvent, parse_sse
 
 pytestmark = pytest.mark.postgres
@@ -43,16 +42,6 @@ def _follow(c: httpx.Client, total: int, *, drop_after: int | None = None) -> li
     return got
 
 
-def _appended(seed: int) -> int:
-    """How many events `_write(..., seed)` appends (its random draws, replayed)."""
-    rnd = random.Random(seed)
-    total = 0
-    for _ in range(APPENDS):
-        total += rnd.randint(1, 3)
-        rnd.random()
-    return total
-
-
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A fresh PostgreSQL database, dropped after the server (set up before it) stopped."""
@@ -69,7 +58,7 @@ def test_events_stream_sees_every_event_once_with_concurrent_writers(
     sids = [str(c.post("/sessions", json={}).json()["session"]["id"]) for _ in range(WRITERS)]
     with served.store.backend.transaction(write=False) as tx:
         row = tx.one("SELECT count(*) FROM events")
-    total = int(row[0]) + sum(_appended(n) for n in range(WRITERS))  # type: ignore[index]
+    total = int(row[0]) + sum(sum(batch_sizes(n)) for n in range(WRITERS))  # type: ignore[index]
     results: dict[str, list[ServerEvent]] = {}
 
     def follow(name: str, drop: int | None) -> None:

@@ -27,13 +27,19 @@ WRITERS = 4
 APPENDS = 60
 
 
-def _write(url: str, session_id: str, seed: int, start: Any) -> None:
+def batch_sizes(seed: int) -> list[int]:
+    """How many events each append of `_write(..., seed)` writes, in order."""
     rnd = random.Random(seed)
+    return [rnd.randint(1, 3) for _ in range(APPENDS)]
+
+
+def _write(url: str, session_id: str, seed: int, start: Any) -> None:
+    rnd = random.Random(-1 - seed)  # the pauses (the sizes are `batch_sizes`, drawn apart)
     store = open_store(url)
     start.wait(60)  # every writer at once: spawned processes start seconds apart under load
     try:
-        for i in range(APPENDS):
-            events = [SessionUpdated(title=f"{seed}.{i}.{k}") for k in range(rnd.randint(1, 3))]
+        for i, size in enumerate(batch_sizes(seed)):
+            events = [SessionUpdated(title=f"{seed}.{i}.{k}") for k in range(size)]
             with store.backend.transaction(write=True) as tx:
                 # The transaction's id first (a write asks for it with its first statement),
                 # then a pause before the append reserves its event ids: a transaction that
