@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.pg import fresh_database
+from tests.store.helpers import as_of
 from wakeful.errors import MigrationError, StoreError
 from wakeful.events import (
     MESSAGE_ADDED_HEAD,
@@ -110,7 +111,7 @@ def _fill_as_before(store: SqlStore) -> tuple[str, list[MessageAdded]]:
 
 def _upgraded_reads_whole(url: str, backend: Any) -> None:
     with pytest.MonkeyPatch.context() as old:
-        old.setattr(backend, "MIGRATIONS", BEFORE_30)
+        as_of(old, backend, BEFORE_30)
         before = open_store(url)
         try:
             sid, events = _fill_as_before(before)
@@ -135,7 +136,7 @@ def _upgraded_reads_whole(url: str, backend: Any) -> None:
     finally:
         store.close()
     with pytest.MonkeyPatch.context() as old:  # code of migration 29 refuses it now
-        old.setattr(backend, "MIGRATIONS", BEFORE_30)
+        as_of(old, backend, BEFORE_30)
         with pytest.raises(MigrationError):
             open_store(url).close()
 

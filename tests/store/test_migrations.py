@@ -21,6 +21,7 @@ from wakeful.events import MessageAdded, ReceiptRecorded, SessionCreated
 from wakeful.messages import assistant
 from wakeful.store import SqlStore, open_store
 from wakeful.store._migrations import LATEST, MIGRATIONS
+from wakeful.store._schema_version import NUMBERS
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "schema_v1.db"
 ALPHA = "ses_v1_alpha"
@@ -352,3 +353,4 @@ def test_migrations_are_one_ordered_list_of_eras():
         assert era and all(start <= n and (end is None or n < end) for n, *_ in era)
     numbers = [n for n, *_ in MIGRATIONS]
     assert numbers == sorted(set(numbers)) and numbers[-1] == LATEST
+    assert tuple(numbers) == NUMBERS  # what an up-to-date open reads, without the scripts

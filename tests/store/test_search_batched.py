@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.store.helpers import as_of
 from wakeful.events import MessageAdded
 from wakeful.messages import user
 from wakeful.store import SqlStore, _sqlite, open_store
@@ -125,7 +126,7 @@ def test_a_store_upgraded_from_migration_18_keeps_its_index(
     deleting them still takes them out of the index."""
     path = tmp_path / "old.db"
     with monkeypatch.context() as old:
-        old.setattr(_sqlite, "MIGRATIONS", [m for m in MIGRATIONS if m[0] < 20])
+        as_of(old, _sqlite, [m for m in MIGRATIONS if m[0] < 20])
         store = open_store(str(path))
         store.create_session("ses_a")
         _say(store, "ses_a", "before upgrade")

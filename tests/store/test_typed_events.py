@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from tests.pg import fresh_database
+from tests.store.helpers import as_of
 from wakeful.events import (
     CompactionEnded,
     CompactionTail,
@@ -135,7 +136,7 @@ def test_a_file_of_the_previous_schema_migrates_in_place(tmp_path: Path) -> None
     path = tmp_path / "s.db"
 
     with pytest.MonkeyPatch.context() as old:
-        old.setattr(_sqlite, "MIGRATIONS", BEFORE_27)
+        as_of(old, _sqlite, BEFORE_27)
         before = open_store(str(path))
         try:
             sid = _fill(before, 100)
@@ -158,7 +159,7 @@ def test_a_file_of_the_previous_schema_migrates_in_place(tmp_path: Path) -> None
 def test_a_database_of_the_previous_schema_migrates_in_place() -> None:
     with fresh_database() as url:
         with pytest.MonkeyPatch.context() as old:
-            old.setattr(_postgres, "MIGRATIONS", BEFORE_27)
+            as_of(old, _postgres, BEFORE_27)
             before = open_store(url)
             try:
                 sid = _fill(before, 100)

@@ -27,7 +27,7 @@ from .._defaults import SQLITE_BUSY_TIMEOUT_MS
 from .._ids import random_hex
 from ..errors import MigrationError, StoreBusyError, StoreError, StoreFullError
 from ._backend import Params, Row, Rows
-from ._migrations import MIGRATIONS, statements
+from ._schema_version import NUMBERS
 from ._search_log import register as register_search_text
 
 if TYPE_CHECKING:
@@ -274,10 +274,10 @@ class SqliteBackend:
             done = _applied(conn, shown)
             _probe(conn)
             if read_only:
-                if any(m[0] not in done for m in MIGRATIONS):
+                if not _current(done):
                     raise MigrationError(
                         f"{shown} is read-only and has schema version {max(done, default=0)}; "
-                        f"this wakeful needs {MIGRATIONS[-1][0]}: open it once with write access"
+                        f"this wakeful needs {NUMBERS[-1]}: open it once with write access"
                     )
                 return conn
             if not creating:  # a new store is built with a rollback journal: see `_create`
@@ -495,10 +495,10 @@ def _applied(conn: sqlite3.Connection, path: str) -> set[int]:
         done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
     if not done or not all(isinstance(v, int) for v in done):
         raise StoreError(f"{path} is a SQLite database, but not a wakeful one")
-    if max(done) > MIGRATIONS[-1][0]:
+    if max(done) > NUMBERS[-1]:
         raise MigrationError(
             f"{path} has schema version {max(done)}; this wakeful knows up to "
-            f"{MIGRATIONS[-1][0]}. Upgrade wakeful; the database was not touched."
+            f"{NUMBERS[-1]}. Upgrade wakeful; the database was not touched."
         )
     return done
 
@@ -527,7 +527,17 @@ def _probe(conn: sqlite3.Connection) -> None:
         conn.execute(f'SELECT * FROM "{quoted}" LIMIT 1').fetchall()
 
 
+def _current(done: set[int]) -> bool:
+    """Every migration is applied (`_schema_version` has their numbers)."""
+    return done.issuperset(NUMBERS)
+
+
 def _migrate(conn: sqlite3.Connection, path: str, done: set[int]) -> None:
+    """Apply the migrations not in `done`; an up-to-date store imports none of their SQL."""
+    if _current(done):
+        return
+    from ._migrations import MIGRATIONS, statements
+
     newest = max(done, default=0)
     todo = [m for m in MIGRATIONS if m[0] not in done]
     if not todo:
