@@ -237,7 +237,9 @@ def test_worker_once_waits_for_an_orphan_a_paused_writer_still_locks(tmp_path: P
     takeovers pass over locked rows, so `worker --once` waits for the row rather than leaving
     with the orphan undone."""
     with fresh_database() as url:
-        work = make_workspace(tmp_path, lease_ms=300)
+        # The orphan's claim has a 300 ms lease; the worker keeps its default one (with 300 ms
+        # its own claim lapsed mid-drive on a loaded machine, and the turn was left running).
+        work = make_workspace(tmp_path)
         store = open_store(url)
         create_session(store, "ses_l", slow_script(tmp_path / "s.json"), ["go"], workspace=work)
         start = start_drain(store, "ses_l", "elsewhere/1/x", 300, start_turn="turn_paused")
