@@ -23,6 +23,7 @@ from wakeful.errors import ConflictError, MigrationError, NotFoundError, StoreEr
 from wakeful.events import SessionCreated, TurnStarted
 from wakeful.messages import assistant
 from wakeful.store import SqlStore, open_store
+from wakeful.store._sqlite import probe_sql
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "schema_v1.db"
 NOPE = "ses_nope"
@@ -122,6 +123,29 @@ def rails_like(path: Path) -> None:
     conn.execute("INSERT INTO schema_migrations VALUES ('20240101120000')")
     conn.commit()
     conn.close()
+
+
+def test_the_open_reads_every_tables_own_root_page(tmp_path: Path) -> None:
+    """The damage probe (`_sqlite._probe`, one statement) opens the b-tree of every table,
+    rowid or not (and of a full-text index's shadow tables), and no index in its place: a
+    damaged first page of any table is found at open."""
+    path = tmp_path / "s.db"
+    open_store(str(path)).close()
+    with sqlite3.connect(path) as conn:
+        tables = {
+            name: root
+            for name, root, sql in conn.execute(
+                "SELECT name, rootpage, sql FROM sqlite_master WHERE type = 'table'"
+            )
+            if not sql.startswith("CREATE VIRTUAL TABLE")
+        }
+        opened = {
+            row[3]  # p2: the root page
+            for row in conn.execute("EXPLAIN " + probe_sql(conn))
+            if row[1] == "OpenRead"
+        }
+    assert len(tables) > 30 and "claims" in tables and "messages" in tables
+    assert opened == set(tables.values())
 
 
 def random_bytes(path: Path) -> None:

@@ -514,17 +514,26 @@ def _search_text(data: str | None, enqueued: str | None) -> str | None:
 def _probe(conn: sqlite3.Connection) -> None:
     """Read the first row of every table, so a damaged root or first page is an error now,
     before a write lands in a file that a later read would find broken (a full check would
-    read the whole file: `PRAGMA quick_check` is for the operator)."""
+    read the whole file: `PRAGMA quick_check` is for the operator). One statement: a scalar
+    subquery per table, each `NOT INDEXED` so it reads the table's own b-tree and not a
+    smaller covering index (`tests/store/test_bad_input.py` checks its bytecode opens every
+    table's root page)."""
+    conn.execute(probe_sql(conn)).fetchall()
+
+
+def probe_sql(conn: sqlite3.Connection) -> str:
+    """`_probe`'s statement for the tables of `conn`'s schema (a virtual table's rows are its
+    shadow tables': read there)."""
     names = [
         r[0]
-        for r in conn.execute(  # (a virtual table's rows are its shadow tables': read there)
+        for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' "
             "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'"
         )
     ]
-    for name in names:
-        quoted = name.replace('"', '""')
-        conn.execute(f'SELECT * FROM "{quoted}" LIMIT 1').fetchall()
+    quoted = [name.replace('"', '""') for name in names]
+    reads = ", ".join(f'(SELECT 1 FROM "{q}" NOT INDEXED)' for q in quoted)
+    return f"SELECT {reads or 1}"
 
 
 def _current(done: set[int]) -> bool:
