@@ -22,6 +22,7 @@ import pytest
 from tests.pg import fresh_database
 from wakeful.config import Config, ExecutionConfig
 from wakeful.execution import Runtime
+from wakeful.store import open_store
 
 
 @contextmanager
@@ -72,15 +73,16 @@ def _count_units_of(store: object) -> Counter[str]:
 @pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
-async def test_a_three_step_drive_costs_seven_writes_and_few_reads(tmp_path: Path, backend: str):
+async def test_a_three_step_drive_costs_six_writes_and_one_read(tmp_path: Path, backend: str):
     """Writes: the claim with the delivery and the first delta, the first receipt, three step
-    boundaries (each reply with its results and the next receipt), the turn's end, the
-    release with the drain's last look at the inbox (a read and a write before). Reads: the
-    session row (`resume`), the newest event id (the drain's; the interrupt watcher starts
-    from it, a read of its own before), the context (row, facts and `/mcp` state in one read:
-    three before), the prelude's instruction state, the turn's opening with the first history
-    read (two reads before). The turn's first step renders the first delta the claim's unit
-    wrote without reading it back (four reads and the instruction state before)."""
+    boundaries (each reply with its results and the next receipt), and the turn's end with
+    the release and the drain's last look at the inbox (a read and two writes before). Reads:
+    the context (row, facts, `/mcp` state, the instruction state the first delta is planned
+    from, the newest event id the interrupt watcher starts from: five reads before, one of
+    them `resume`'s own look at the row). The turn's opening with the first history read is
+    read last in the claim's unit (two reads of their own before, then one). The turn's first
+    step renders the first delta the claim's unit wrote without reading it back (four reads
+    and the instruction state before)."""
     config = Config(execution=ExecutionConfig(poll_interval_ms=60_000))  # no watcher polls
     with _url(backend, tmp_path) as url:
         rt = Runtime(url, model=_script(tmp_path), workspace=tmp_path, config=config)
@@ -92,8 +94,9 @@ async def test_a_three_step_drive_costs_seven_writes_and_few_reads(tmp_path: Pat
         assert turn.outcome == "completed" and turn.steps == 3
         writes = sum(n for k, n in units.items() if k.startswith("write"))
         reads = sum(n for k, n in units.items() if k.startswith("read"))
-        assert writes <= 7, units
-        assert reads <= 5, units
+        assert writes <= 6, units
+        assert reads <= 1, units
+        assert units["read session_read"] == 1, units  # (the context's)
         instruction_reads = {"live_compactions", "get_blobs", "events", "plain_events"}
         assert not [k for k in units if k.split()[1] in instruction_reads], units
 
@@ -193,4 +196,46 @@ async def test_a_workers_drive_renders_the_first_delta_its_delivery_wrote(
         await rt.aclose()
         instruction_reads = {"live_compactions", "get_blobs", "events", "plain_events"}
         assert not [k for k in units if k.split()[1] in instruction_reads], units
-        assert units["read instruction_state"] == 1, units  # the idle promotion's plan
+        assert units["read instruction_state"] == 0, units  # planned from the context's read
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_a_turns_end_goes_with_the_drains_last_unit_and_is_published_after_it(
+    tmp_path: Path, backend: str
+):
+    """A completed turn's end is written by the drain's next unit (its release here, the next
+    delivery when one is pending), not by a commit of its own; the `turn_end` live event (and
+    so the hook) comes after that unit committed: whoever reads the store on it finds the
+    turn ended, and the second input's turn started after it."""
+    config = Config(execution=ExecutionConfig(poll_interval_ms=60_000))
+    with _url(backend, tmp_path) as url:
+        rt = Runtime(url, model=_script(tmp_path), workspace=tmp_path, config=config)
+        sid = rt.send("one", resume=False).session_id
+        rt.send("two", session_id=sid, delivery="queue", resume=False)
+        seen: list[list[str]] = []
+
+        def listener(event: Any) -> None:
+            if event.kind == "turn_end":
+                seen.append([t.status for t in rt.store.turns(sid)])
+
+        rt.listener = listener
+        appended: list[str] = []
+        append = rt.store.append
+
+        def spy(session_id: str, events: Any, *args: Any, **kw: Any) -> Any:
+            appended.extend(e.type for e in events)
+            return append(session_id, events, *args, **kw)
+
+        rt.store.append = spy  # type: ignore[method-assign]
+        first, second = await rt.resume(sid)
+        await rt.aclose()
+        assert (first.outcome, second.outcome) == ("completed", "completed")
+        assert seen == [["completed", "running"], ["completed", "completed"]]
+        assert "turn.ended" not in appended, appended  # no end written alone
+        store = open_store(url)
+        types = [e.type for e in store.events(sid, types=["turn.ended", "turn.started"])]
+        assert types == ["turn.started", "turn.ended"] * 2
+        assert store.current_claim(sid) is None
+        store.close()

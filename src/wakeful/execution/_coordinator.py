@@ -40,7 +40,7 @@ class SessionNotFoundError(NotFoundError):
 
 
 # A drain's `seen_request` until it has read the newest event id (`Coordinator.wake`): above
-# every request id, so the watcher applies none to it before then.
+# every request id, so the watcher applies none to it before then (it keeps them: `early`).
 _UNREAD = sys.maxsize
 
 
@@ -50,11 +50,16 @@ class _Active:
     interrupt: asyncio.Event = field(default_factory=asyncio.Event)
     again: bool = False
     seen_request: int = 0  # newest durable interrupt request already applied here
-    # The newest global event id `_run` read as the drain started (None: it could not): where
-    # a watcher started with this drain begins, instead of a read of its own.
+    # The newest global event id the drain's context read (`DriveReads.newest_event`; None:
+    # it could not): where a watcher started with this drain begins, instead of a read of
+    # its own.
     read: asyncio.Future[int | None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+    # Requests the watcher found for this drain before it read the newest id (`_seen` applies
+    # those after it), and the newest one `interrupt` applied meanwhile.
+    early: list[int] = field(default_factory=list)
+    applied: int = 0
 
 
 class Coordinator:
@@ -138,8 +143,36 @@ class Coordinator:
         if current is None or current.task.done():
             return False
         current.seen_request = max(current.seen_request, request_id or 0)
+        current.applied = max(current.applied, request_id or 0)
         current.interrupt.set()
         return True
+
+    def _newest_of(self, entry: _Active, setup: SessionSetup) -> None:
+        """For a drain that has not read the newest global event id yet, that id as its
+        context read it (`DriveReads.newest_event`; a context that does not say is followed by
+        a read of it, in the context's worker thread), handed to the loop (`_seen`)."""
+        if entry.seen_request != _UNREAD:
+            return
+        newest = setup.read.newest_event if setup.read is not None else None
+        if newest is None:
+            newest = self.store.feed.last_event_id()
+        entry.task.get_loop().call_soon_threadsafe(self._seen, entry, newest)
+
+    @staticmethod
+    def _seen(entry: _Active, newest: int) -> None:
+        """The drain `entry` read the newest global event id `newest` as it started (on the
+        loop): requests up to it were for earlier drains; one the watcher kept for it
+        (`early`) after it arms its next turn, unless `interrupt` applied it already."""
+        if entry.seen_request != _UNREAD:
+            return
+        entry.seen_request = max(newest, entry.applied)
+        later = [r for r in entry.early if r > entry.seen_request]
+        entry.early.clear()
+        if later:
+            entry.seen_request = max(later)
+            entry.interrupt.set()
+        if not entry.read.done():
+            entry.read.set_result(newest)
 
     async def _run(
         self, session_id: str, entry: _Active, claim: Claim | None, recovered: Recovered | None
@@ -147,18 +180,12 @@ class Coordinator:
         results: list[DrainResult] = []
         idle_rechecks = 0
         try:
-            if entry.seen_request == _UNREAD:
-                try:
-                    entry.seen_request = await off_loop(self.store.feed.last_event_id)
-                finally:  # the watcher starts from it (`_watch`), or reads its own on a fault
-                    read = None if entry.seen_request == _UNREAD else entry.seen_request
-                    entry.read.set_result(read)
             while True:
                 entry.again = False
                 result = await drain(
                     self.store,
                     session_id,
-                    self._contexts(session_id, entry.interrupt, recovered),
+                    self._contexts(session_id, entry, recovered),
                     self.leases,
                     self.options,
                     claim,
@@ -179,17 +206,23 @@ class Coordinator:
         finally:
             if self._active.get(session_id) is entry:
                 del self._active[session_id]
+            if not entry.read.done():  # read none: the watcher reads its own (`_watch`)
+                entry.read.set_result(None)
 
     def _contexts(
-        self, session_id: str, interrupt: asyncio.Event, recovered: Recovered | None
+        self, session_id: str, entry: _Active, recovered: Recovered | None
     ) -> Callable[[], SessionSetup]:
         """A drain's `make_context`: its first call builds the context from what the batch
         recovery read for it (`recovered.drive`, when it did), every later one (a move's
-        rebinding, a refresh) reads the store."""
+        rebinding, a refresh) reads the store; each tells the drain's entry the newest event
+        id its read saw (`_newest_of`)."""
         seen = [recovered.drive] if recovered is not None and recovered.drive else []
 
         def make() -> SessionSetup:
-            return self._make_context(session_id, interrupt, seen.pop() if seen else None)
+            drive = seen.pop() if seen else None
+            setup = self._make_context(session_id, entry.interrupt, drive)
+            self._newest_of(entry, setup)
+            return setup
 
         return make
 
@@ -238,7 +271,9 @@ class Coordinator:
             failing = False
             for request_id, session_id in requests:
                 entry = self._active.get(session_id)
-                if entry is not None and request_id > entry.seen_request:
+                if entry is not None and entry.seen_request == _UNREAD:
+                    entry.early.append(request_id)  # applied once it read the newest id
+                elif entry is not None and request_id > entry.seen_request:
                     entry.seen_request = request_id
                     entry.interrupt.set()
 

@@ -26,8 +26,16 @@ from .._defaults import LEASE_MS, MAX_RECOVERY_ATTEMPTS, POLL_INTERVAL_MS
 from .._ids import new_turn_id
 from ..errors import ClaimLostError, CommitUnknownError, LocationUnavailableError, UsageError
 from ..instructions import InstructionSync
-from ..runner import Interrupted, ReceiptChain, TurnResult, TurnRunner, crash_point
-from ..store import Claim, ClaimToken, Delivered, LocalStore, fence
+from ..runner import (
+    APPROVAL_TYPES,
+    LOOKBACK_EVENTS,
+    Interrupted,
+    ReceiptChain,
+    TurnResult,
+    TurnRunner,
+    crash_point,
+)
+from ..store import Claim, ClaimToken, Delivered, InstructionState, LocalStore, fence
 from ._leases import LeaseKeeper
 from ._move import rebind
 from ._off_loop import off_loop
@@ -41,7 +49,7 @@ from ._recovery import (
     plan_recovery,
 )
 from ._unbuildable import block_unbuildable
-from ._writes import promote_or_release, start_drain
+from ._writes import OpeningAhead, end_and_release, promote_or_release, start_drain
 
 STOP_OUTCOMES = frozenset({"paused", "blocked", "interrupted"})
 
@@ -95,17 +103,17 @@ async def drain(
         return result
     ctx = setup.ctx
     first: tuple[str, Sequence[Delivered]] | None = None
-    # The drain's turns' sync; a batch recovery read the state it plans from first.
-    state = recovered.instructions if recovered is not None else None
-    sync = InstructionSync(store, session_id, ctx.instruction_sources, state)
+    sync, ahead, opening = _reads_ahead(store, session_id, setup, recovered)
     if claim is None:
-        claim, first = await _claim(store, session_id, setup, opts, result, sync)
+        claim, first = await _claim(store, session_id, setup, opts, result, sync, ahead, opening)
         if claim is None:
             return result
+    state = ahead if recovered is not None and recovered.turn is None else None
     crash_point("drain.claimed")
     opened = recovered.opening if recovered is not None else None
     port = _port(store, session_id, fence(claim), setup, sync, opened)
-    held = _Held(claim)
+    port.read_ahead(opening)
+    held = _Held(claim, port)
     leases.hold(claim, held.on_lost(ctx.interrupt.set))
     port.publish("session_start", {"taken_over": claim.taken_over})
     # Only a drain that ran to its end releases; a shutdown, a lost claim, a cancellation or an
@@ -115,7 +123,7 @@ async def drain(
     try:
         if first is None:
             await _recover(claim, setup, port, opts, result, recovered, receipts)
-        await _turns(setup, port, result, first, make_context, receipts, held)
+        await _turns(setup, port, result, first, make_context, receipts, held, state)
         release = True
     except Interrupted:  # a shutdown interrupt: the open turn stays for the next driver
         result.shutdown = True
@@ -126,10 +134,50 @@ async def drain(
         raise
     finally:
         leases.drop(claim)
-        if release and not result.released:  # and look at the inbox in its transaction
-            _, result.pending = await off_loop(store.claims.release_and_look, claim)
-        port.publish("session_end", session_end_data(result))
+        await _close(store, claim, held.port, result, release)
     return result
+
+
+def _reads_ahead(
+    store: LocalStore, session_id: str, setup: SessionSetup, recovered: Recovered | None
+) -> tuple[InstructionSync, InstructionState | None, OpeningAhead]:
+    """The drain's turns' sync (a batch recovery read the state it plans from first), the
+    instruction state the context's read saw (for the first delivery's delta, when nothing
+    the drain writes comes first), and what asks the unit delivering the first turn's input
+    to read that turn's opening."""
+    known = recovered.instructions if recovered is not None else None
+    sync = InstructionSync(store, session_id, setup.ctx.instruction_sources, known)
+    own = recovered is None or recovered.drive is None  # (a batch's was read before its write)
+    ahead = setup.read.instructions if setup.read is not None and own else None
+    return sync, ahead, OpeningAhead(APPROVAL_TYPES, LOOKBACK_EVENTS)
+
+
+async def _close(
+    store: LocalStore, claim: Claim, port: StorePort, result: DrainResult, release: bool
+) -> None:
+    """The drain's end on `port` (the one it ends with: a move rebinds it): the release, when
+    the drain ran to its end and its last promotion did not release (`_release`); a turn end
+    left unwritten (an error) is dropped, the turn stays open for recovery; `session_end`."""
+    if release and not result.released:  # and look at the inbox in its transaction
+        await _release(store, claim, port, result)
+    port.drop_end()
+    port.publish("session_end", session_end_data(result))
+
+
+async def _release(store: LocalStore, claim: Claim, port: StorePort, result: DrainResult) -> None:
+    """Release the claim of a drain that stopped before its last promotion, and look at the
+    inbox in the same unit (`result.pending`); a completed turn's end the port held goes
+    first in it (`end_and_release`)."""
+    ended = port.ended
+    if not ended:
+        _, result.pending = await off_loop(store.claims.release_and_look, claim)
+        return
+    try:
+        _, result.pending = await off_loop(end_and_release, store, claim.session_id, claim, ended)
+    except ClaimLostError:
+        result.claim_lost = True
+        return
+    port.end_written()
 
 
 async def _free_unused(store: LocalStore, claim: Claim, unused: bool, err: Exception) -> None:
@@ -163,6 +211,7 @@ def _port(
         known=setup.known,
         sync=sync,
         opened=opened,
+        hold_end=True,  # a completed turn's end goes with the drain's next unit
     )
 
 
@@ -207,14 +256,17 @@ async def _claim(
     opts: DrainOptions,
     result: DrainResult,
     sync: InstructionSync,
+    state: InstructionState | None,
+    opening: OpeningAhead,
 ) -> tuple[Claim | None, tuple[str, Sequence[Delivered]] | None]:
     """Take the claim with the first delivery and the turn it starts (`start_drain`): the
     claim (None: nothing to do, or `result.busy`) and that turn's id with what it delivered.
-    `sync` plans the prelude and learns whether it was written (a session's first delta:
-    the turn's first step then renders it without reading it back)."""
+    `sync` plans the prelude (from `state`, read with the context, when given) and learns
+    whether it was written (a session's first delta: the turn's first step then renders it
+    without reading it back); `opening` gets the turn's opening, read last in the unit."""
     tid = new_turn_id()
     # The instruction delta goes before the delivery, in its transaction (003).
-    prelude = await off_loop(sync.prelude)
+    prelude = await off_loop(sync.prelude, 0, state)
     start = await off_loop(
         start_drain,
         store,
@@ -224,6 +276,7 @@ async def _claim(
         owner_is_dead,
         start_turn=tid,
         prelude=prelude,
+        opening=opening,
     )
     if setup.known is not None:
         setup.known.noticed(start.facts)
@@ -296,10 +349,13 @@ async def _turns(
     make_context: Callable[[], SessionSetup],
     receipts: ReceiptChain,
     held: _Held,
+    state: InstructionState | None = None,
 ) -> None:
     """Run turns until nothing is deliverable; `first` was delivered with the claim. A move
     (delivered between turns) rebinds the session to the new location (a new context and
-    port, under the same claim), or ends the drain when this process does not serve it."""
+    port, under the same claim), or ends the drain when this process does not serve it.
+    `state`: the instruction state read with the context, for the first idle delivery's
+    delta when no turn ran before it (a worker's reservation)."""
     if result.turns and result.turns[-1].outcome in STOP_OUTCOMES:
         return
     store, sid, ctx = port.store, port.session_id, setup.ctx
@@ -314,7 +370,8 @@ async def _turns(
             if ctx.shutting_down():
                 return  # leave pending input for the next driver rather than start a turn
             tid = new_turn_id()
-            delivered = await _promote_idle(port, tid, setup, held, result)
+            delivered = await _promote_idle(port, tid, setup, held, result, state)
+        state = None  # a turn writes: what was read ahead is stale from now on
         if not delivered:
             return
         result.delivered = True
@@ -332,7 +389,7 @@ async def _turns(
             if rebound is None:
                 return
             setup, port = rebound
-            ctx = setup.ctx
+            held.port, ctx = port, setup.ctx
             if ctx.interrupt.is_set():
                 return
             continue
@@ -347,9 +404,11 @@ async def _turns(
 @dataclass(slots=True)
 class _Held:
     """The drain's claim, and whether the drain is releasing it (`_promote_idle`): a lease
-    renewal that finds it released then must not interrupt the context's next turn."""
+    renewal that finds it released then must not interrupt the context's next turn; and the
+    drain's port now (a move rebinds it), whose held turn end the drain's last unit writes."""
 
     claim: Claim
+    port: StorePort
     releasing: bool = False
 
     def on_lost(self, interrupt: Callable[[], None]) -> Callable[[], None]:
@@ -364,24 +423,34 @@ class _Held:
 
 
 async def _promote_idle(
-    port: StorePort, turn_id: str, setup: SessionSetup, held: _Held, result: DrainResult
+    port: StorePort,
+    turn_id: str,
+    setup: SessionSetup,
+    held: _Held,
+    result: DrainResult,
+    state: InstructionState | None = None,
 ) -> list[Delivered]:
     """The next delivery between turns and the turn `turn_id` it starts, after the instruction
-    delta the port's sync plans; with nothing deliverable, the claim's release and the last
+    delta the port's sync plans (from `state` when given); with nothing deliverable, the claim's release and the last
     look at the inbox in the same unit (`promote_or_release`: `result.released`, `.pending`).
     The lease keeper keeps renewing the claim meanwhile (a short lease must not lapse while
     the unit waits for a thread); a renewal that finds it released by the unit is no loss."""
-    prelude = await off_loop(port.prelude)
+    prelude = await off_loop(port.prelude, 0, state)
     held.releasing = True
+    opening = port.opening_ahead()  # the next turn's opening, read last in the unit
     idle = await off_loop(
         promote_or_release,
         port.store,
         port.session_id,
         port.claim,
+        first=port.ended,
         start_turn=turn_id,
         prelude=prelude,
         known=setup.known,
+        opening=opening,
     )
+    port.end_written()  # (the turn's `turn_end` and what followed it go out now)
+    port.read_ahead(opening)
     if idle.delivered:
         held.releasing = False
         if prelude is not None and idle.wrote_prelude:  # (a worker's first delivery, too)

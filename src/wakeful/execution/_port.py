@@ -45,7 +45,9 @@ from ..runner._tail import hide_point
 from ..store import (
     ClaimToken,
     Delivered,
+    DriveReads,
     InboxItem,
+    InstructionState,
     LocalStore,
     Prelude,
     RetryState,
@@ -53,7 +55,12 @@ from ..store import (
 )
 from ._off_loop import off_loop
 from ._refresh import KnownFacts
-from ._writes import compaction_boundary, promote_step, turn_opening_and_history
+from ._writes import (
+    OpeningAhead,
+    compaction_boundary,
+    promote_step,
+    turn_opening_and_history,
+)
 
 Opened = tuple[TurnOpening, int, list[tuple[int, Message]]]
 """A turn's opening read ahead (a worker's batch recovery): the opening, the compaction
@@ -76,11 +83,14 @@ class PortHooks:
 class SessionSetup:
     """How a driver runs a session here: the turn's dependencies, its port's hooks, and what
     the drive knows of the session's agent, model and host entries (`_refresh.KnownFacts`,
-    kept current by the drive's units of work)."""
+    kept current by the drive's units of work), and the read the context was built from
+    (`DriveReads`: the drain plans its first instruction delta from its instruction state,
+    the coordinator starts its interrupt watching at its newest event id)."""
 
     ctx: RunContext
     hooks: PortHooks = PortHooks()
     known: KnownFacts | None = None
+    read: DriveReads | None = None  # what the context was built from (None: not told)
 
 
 class StorePort(HeldEvents):
@@ -97,11 +107,19 @@ class StorePort(HeldEvents):
         known: KnownFacts | None = None,
         sync: InstructionSync | None = None,
         opened: Opened | None = None,
+        hold_end: bool = False,
     ) -> None:
         self.store = store
         self.claim = claim
         self._sid = session_id
         self._hooks = hooks or PortHooks()
+        # A completed turn's end (with the reply held for it) is kept for the drain's next
+        # unit (`hold_end`: the drain's port; `ended`), and the live events published
+        # meanwhile wait for it to commit: a hook or a stream that reads the store on
+        # `turn_end` finds the turn ended (`end_written`).
+        self._hold_end = hold_end
+        self._end: list[SessionEvent] = []
+        self._queued: list[LiveEvent] = []
         self._known = known  # given the facts each step boundary's unit reads
         self._sync = sync or InstructionSync(store, session_id, sources)
         super().__init__()
@@ -131,7 +149,7 @@ class StorePort(HeldEvents):
         """Write the held events, then `events` and `blobs` (by SHA-256 digest) not stored by
         this port yet, in one fenced transaction."""
         fresh = {d: b for d, b in (blobs or {}).items() if d not in self._stored_blobs}
-        if not (self.holding or events or fresh or self._delta):
+        if not (self.holding or events or fresh or self._delta or self._end):
             return
         self._drop_reads_ahead()
         await off_loop(
@@ -142,6 +160,7 @@ class StorePort(HeldEvents):
             blobs=[*self._delta_blobs(), *fresh.values()],
         )
         self._written_held()
+        self._flush_queued()
         self._stored_blobs.update(fresh)
         if any(isinstance(e, CompactionEnded) for e in events):
             self._sync.forget()  # a new epoch: its baseline is read from the store
@@ -170,16 +189,18 @@ class StorePort(HeldEvents):
         self._drop_reads_ahead()
         fresh = {d: b for d, b in then_blobs.items() if d not in self._stored_blobs}
         delivered, wrote = await off_loop(self._promote, epoch, then, list(fresh.values()))
+        self._flush_queued()
         if wrote:
             self._stored_blobs.update(fresh)
         return delivered, wrote
 
-    def prelude(self, epoch: int = 0) -> Prelude | None:
+    def prelude(self, epoch: int = 0, state: InstructionState | None = None) -> Prelude | None:
         """The instruction delta to write before the next idle delivery (`InstructionSync.prelude`
-        of this port's sync, blocking: the drain runs it `off_loop`). The drain's turns and its
-        idle promotions share the one sync, so a delta the turn's last sync found (or not) is
-        not planned again from the store when the sources still read the same."""
-        return self._sync.prelude(epoch)
+        of this port's sync, blocking: the drain runs it `off_loop`; `state`: planned from it,
+        read ahead). The drain's turns and its idle promotions share the one sync, so a delta
+        the turn's last sync found (or not) is not planned again from the store when the
+        sources still read the same."""
+        return self._sync.prelude(epoch, state)
 
     def prelude_written(self, prelude: Prelude) -> None:
         """`prelude` (from `prelude`) was written with a delivery: a session's first delta
@@ -216,22 +237,56 @@ class StorePort(HeldEvents):
         return done.delivered, done.wrote
 
     async def end(self, end: TurnEnded, result: TurnResult) -> None:
-        """The held events, then the turn's end (through `settle` when the driver has one)."""
+        """The held events, then the turn's end (through `settle` when the driver has one).
+        A completed turn's, on a port that holds ends (the drain's), is kept with the held
+        events for the drain's next unit (`ended`): one commit per drive less."""
         self._drop_reads_ahead()
+        if self._hooks.settle is None and self._hold_end and end.outcome == "completed":
+            self._end = self._with_held([end])
+            super()._written_held()  # (now in `_end`; the delta too, if any was pending)
+            self._delta = None
+            return
         if self._hooks.settle is None:
             await self.commit([end])
             return
         await self.commit([])
         await self._hooks.settle(end, result, self.claim)
 
+    @property
+    def ended(self) -> list[SessionEvent]:
+        """A completed turn's end held by `end` (with the events held for it), for the
+        drain's next unit to write first; call `end_written` once it committed. Empty: none."""
+        return list(self._end)
+
+    def end_written(self) -> None:
+        """The unit carrying `ended` committed: the live events held back since go out."""
+        self._end = []
+        self._flush_queued()
+
+    def drop_end(self) -> None:
+        """Forget a held turn end that will not be written (the drain stops on an error: the
+        turn stays open for recovery), and the live events held back for it."""
+        self._end, self._queued = [], []
+
+    def _flush_queued(self) -> None:
+        """Publish the live events held back for a turn end that has committed (on the loop)."""
+        if self._end or not self._queued:
+            return
+        queued, self._queued = self._queued, []
+        for event in queued:
+            self._emit(event)
+
     def _with_held(self, events: Sequence[SessionEvent]) -> list[SessionEvent]:
-        """What a write sends: the pending first delta, the held events, then `events`."""
-        return [*(self._delta[0] if self._delta else ()), *super()._with_held(events)]
+        """What a write sends: a held turn end, the pending first delta, the held events,
+        then `events`."""
+        delta = self._delta[0] if self._delta else ()
+        return [*self._end, *delta, *super()._with_held(events)]
 
     def _written_held(self) -> None:
-        """A write carrying the held events (and the pending delta) committed."""
+        """A write carrying the held events (and the pending delta, a held end) committed."""
         super()._written_held()
         self._delta = None
+        self._end = []  # (the live events it held back go out on the loop: `_flush_queued`)
 
     def _delta_blobs(self) -> list[bytes]:
         return self._delta[1] if self._delta else []
@@ -245,10 +300,31 @@ class StorePort(HeldEvents):
         self._opening.clear()
         self._read_opening = None
 
+    def opening_ahead(self) -> OpeningAhead:
+        """What asks a unit delivering the next turn's input to read that turn's opening (the
+        one `approvals` reads first); give it to `read_ahead` after the unit."""
+        return OpeningAhead(APPROVAL_TYPES, LOOKBACK_EVENTS)
+
+    def read_ahead(self, ahead: OpeningAhead) -> None:
+        """The opening `ahead` read in a unit that delivered the next turn's input (if it did):
+        the turn's `approvals` takes it instead of a read of its own."""
+        if ahead.read is not None:
+            self._read_opening = ahead.read
+
     def publish(self, kind: LiveKind, data: dict[str, JsonValue]) -> None:
-        """Hand a live event to the runtime's listener, if any."""
+        """Hand a live event to the runtime's listener, if any (after a held turn end has
+        committed: `end_written`)."""
+        if self._hooks.listener is None:
+            return
+        event = LiveEvent(self._sid, kind, data)
+        if self._end:
+            self._queued.append(event)
+        else:
+            self._emit(event)
+
+    def _emit(self, event: LiveEvent) -> None:
         if self._hooks.listener is not None:
-            self._hooks.listener(LiveEvent(self._sid, kind, data))
+            self._hooks.listener(event)
 
     # -- reads --------------------------------------------------------------------------------
 

@@ -468,8 +468,8 @@ class Runtime(
         return input_outcome(self.store, session_id, input_id)
 
     async def resume(self, session_id: str) -> list[TurnResult]:
-        """Drive a session's pending work (and recover it) now."""
-        await off_loop(self.store.get_session, session_id)  # NotFoundError first
+        """Drive a session's pending work (and recover it) now (`NotFoundError` for an
+        unknown session: the drain's context read says so, before any claim)."""
         return self.turns_of(await self.coordinator.resume(session_id))
 
     @staticmethod

@@ -132,7 +132,7 @@ class SetupMixin:
                 lambda: self._context(session_id, interrupt, had=known).ctx,
             ),
         )
-        return SessionSetup(ctx, PortHooks(listener=self._publish, settle=settle), known)
+        return SessionSetup(ctx, PortHooks(listener=self._publish, settle=settle), known, seen)
 
     def _equip(
         self, row: SessionRow, place: Place, mcp: dict[str, JsonValue], *, delegation: bool

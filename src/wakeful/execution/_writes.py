@@ -31,8 +31,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..events import CompactionEnded
+from ..messages import Message
 from ..store import (
     Admission,
+    Claim,
     ClaimToken,
     Delivered,
     DrainStart,
@@ -40,16 +42,36 @@ from ..store import (
     LocalStore,
     Prelude,
     TurnOpening,
+    fence,
 )
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from ..events import InputKind, SessionEvent, StoredEvent, TurnEnded
-    from ..messages import Message
-    from ..store import SessionWrite
+    from ..store import SessionRead, SessionWrite
     from ..store._claims import IsDead
     from ._refresh import KnownFacts
+
+
+Opening = tuple[TurnOpening, int, list[tuple[int, Message]]]
+"""What a turn reads before its first step: its `TurnOpening`, the compaction boundary and
+the transcript after it (`turn_opening_and_history`)."""
+
+
+@dataclass(slots=True)
+class OpeningAhead:
+    """Asks a unit that delivers a turn's input (`start_drain`, `promote_or_release`) to read
+    that turn's opening last in it, as it leaves the session (`read`; None: no turn started):
+    a read of its own after the commit before (issue 36 item 1)."""
+
+    approval_types: Sequence[str]
+    usage_window: int
+    read: Opening | None = None
+
+    def take(self, r: SessionRead | SessionWrite) -> None:
+        """Read the opening through `r` into `read`."""
+        self.read = _opening(r, self.approval_types, self.usage_window)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +94,7 @@ def start_drain(
     *,
     start_turn: str,
     prelude: Prelude | None = None,
+    opening: OpeningAhead | None = None,
 ) -> DrainStart:
     """Claim the session and start its next turn, in one unit.
 
@@ -85,6 +108,8 @@ def start_drain(
     - The claim is free but a tool call is still `running` (its driver released the claim, or
       died after a release: nobody will settle it): the claim is taken, deliverable input or
       not, and nothing is promoted, so the drain settles the call before any new input.
+
+    With `opening`, a delivery's turn has its opening read last in the unit (`OpeningAhead`).
     """
     with store.write(session_id) as w:
         facts = w.facts()  # (with the lock: what the drive's `KnownFacts` compares)
@@ -97,6 +122,8 @@ def start_drain(
         if claim.taken_over or state.running_call:  # heal first, deliver after
             return DrainStart(claim, facts=facts)
         delivered = w.promote(idle=True, start_turn=start_turn, prelude=prelude)
+        if opening is not None and delivered:
+            opening.take(w)
     wrote = _wrote(prelude, w)
     return DrainStart(claim, delivered=tuple(delivered), facts=facts, wrote_prelude=wrote)
 
@@ -188,24 +215,44 @@ def promote_or_release(
     session_id: str,
     claim: ClaimToken | None,
     *,
+    first: Sequence[SessionEvent] = (),
     start_turn: str | None = None,
     prelude: Prelude | None = None,
     known: KnownFacts | None = None,
+    opening: OpeningAhead | None = None,
 ) -> IdleEnd:
-    """Between turns, the drain's next delivery and the turn it starts (as `promote_idle`),
+    """Between turns, `first` (the turn that just completed: its end, with the reply held
+    for it), then the drain's next delivery and the turn it starts (as `promote_idle`),
     or, when nothing is deliverable, the claim's release and a last look at the inbox: one
     unit either way. The end of a drain cost a read (nothing pending) and the release's own
-    transaction; the session lock the unit takes first keeps an admission out until it
-    commits, as `claims.release_and_look` does, so an input admitted meanwhile is either
-    delivered here or finds the claim free."""
+    transaction, and the turn's end a commit of its own; the session lock the unit takes
+    first keeps an admission out until it commits, as `claims.release_and_look` does, so an
+    input admitted meanwhile is either delivered here or finds the claim free. With
+    `opening`, the turn a delivery starts has its opening read last in the unit."""
     with store.write(session_id, claim) as w:
+        w.append(first)  # (a prelude planned at the seq before it still goes: `promote`)
         delivered = w.promote(idle=True, start_turn=start_turn, prelude=prelude)
         if not delivered:  # the drain ends: no turn would read the facts
             released = w.release()
             return IdleEnd([], released, w.any_pending())
         if known is not None:  # (the turn starting here is built after it, from these facts)
             known.noticed(w.facts())
+        if opening is not None:
+            opening.take(w)
     return IdleEnd(delivered, wrote_prelude=_wrote(prelude, w))
+
+
+def end_and_release(
+    store: LocalStore, session_id: str, claim: Claim, first: Sequence[SessionEvent]
+) -> tuple[bool, bool]:
+    """A drain that stops before its last promotion (a shutdown between turns): `first`
+    (the completed turn's end its port held) and the claim's release with a last look at the
+    inbox, in one unit (`claims.release_and_look` with the end's write in it): whether it was
+    released and whether an item waits. The end's append locks the session first."""
+    with store.write(session_id, fence(claim)) as w:
+        w.append(first)
+        released = w.release()
+        return released, w.any_pending()
 
 
 def end_child(
@@ -237,14 +284,25 @@ def turn_opening(
 
 def turn_opening_and_history(
     store: LocalStore, session_id: str, approval_types: Sequence[str], usage_window: int
-) -> tuple[TurnOpening, int, list[tuple[int, Message]]]:
+) -> Opening:
     """`turn_opening`, and in the same read the transcript after the newest live compaction's
     boundary (`compaction_boundary`): what a turn's first step reads next, a read of its own
-    before (issue 36 item 1). Returns the opening, the boundary and the messages after it."""
+    before (issue 36 item 1); for a session without compactions in the opening's own round
+    trip (`TurnOpening.history`). Returns the opening, the boundary and the messages after it."""
     with store.read(session_id) as r:
-        opening = r.opening(approval_types, usage_window)
-        boundary = compaction_boundary(opening.compactions)
-        return opening, boundary, r.messages_after(boundary)
+        return _opening(r, approval_types, usage_window)
+
+
+def _opening(
+    r: SessionRead | SessionWrite, approval_types: Sequence[str], usage_window: int
+) -> Opening:
+    """`turn_opening_and_history` through `r` (a read, or a unit's write that delivered the
+    turn's input)."""
+    opening = r.opening(approval_types, usage_window, history=True)
+    boundary = compaction_boundary(opening.compactions)
+    if opening.history is not None:  # no compaction: read with the rest (boundary 0)
+        return opening, boundary, opening.history
+    return opening, boundary, r.messages_after(boundary)
 
 
 def compaction_boundary(compactions: Sequence[StoredEvent]) -> int:

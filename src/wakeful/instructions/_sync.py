@@ -135,16 +135,20 @@ class InstructionSync:
             return None
         return self._last[2] if _seen(_read_all(self._sources)) == self._last[0] else None
 
-    def prelude(self, epoch: int = 0) -> Prelude | None:
+    def prelude(self, epoch: int = 0, state: InstructionState | None = None) -> Prelude | None:
         """The delta to admit *before* the next input is delivered (003: "before input
         delivery"), for `SessionWrite.promote` (`execution/_writes.py`) to write in the
-        delivery's own transaction; None when nothing changed since this object's last sync at `epoch`, or
-        when the first delta cannot be complete (the turn's own sync then blocks it)."""
+        delivery's own transaction; None when nothing changed since this object's last sync at
+        `epoch`, or when the first delta cannot be complete (the turn's own sync then blocks it).
+        `state`: the session's instruction state read ahead (a drive's context read), planned
+        from instead of a read of its own; a stale one costs nothing but the delta, which the
+        promotion drops when the session's seq moved past it (`_inbox.plan_promotion`)."""
         read = _read_all(self._sources)
         if self._last is not None and self._last[0] == _seen(read) and self._last[1] == epoch:
             return None
         self._state = None  # (its seq may be behind: a prelude is planned at the newest)
-        state = self._store.instruction_state(self._sid)  # with the seq it is planned at
+        if state is None:  # (one read ahead by the caller is planned at its own seq)
+            state = self._store.instruction_state(self._sid)  # with the seq it is planned at
         state = _fresh_after_revert(self._store, self._sid, state)
         try:
             events, blobs = _plan(self._store, self._sid, state, read)

@@ -70,7 +70,7 @@ if TYPE_CHECKING:
         Store,
     )
     from ._rates import Rate
-    from ._reads import InstructionState, RetryState, ToolCallRow, TurnRow
+    from ._reads import RetryState, ToolCallRow, TurnRow
     from ._ready import Reservation
     from ._records import (
         Admission,
@@ -81,6 +81,7 @@ if TYPE_CHECKING:
         DrainStart,
         DriveReads,
         InboxItem,
+        InstructionState,
         Page,
         Prelude,
         PruneCounts,
@@ -180,7 +181,7 @@ _LAZY = {
     "ClaimState": "wakeful.store._records",
     "SessionFacts": "wakeful.store._facts",
     "SWITCH_NAMESPACE": "wakeful.store._facts",
-    "InstructionState": "wakeful.store._reads",
+    "InstructionState": "wakeful.store._records",
     "RetryState": "wakeful.store._reads",
     "ToolCallRow": "wakeful.store._reads",
     "TurnRow": "wakeful.store._reads",

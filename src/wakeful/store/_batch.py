@@ -27,7 +27,6 @@ from ._reads import (
     EVENT_COLS,
     TOOL_CALL_COLS,
     TURN_COLS,
-    InstructionState,
     ToolCallRow,
     TurnRow,
     instruction_state_of,
@@ -36,7 +35,7 @@ from ._reads import (
     tool_call_row,
     turn_row,
 )
-from ._records import ROW_COLS, DriveReads, session_row
+from ._records import ROW_COLS, DriveReads, InstructionState, session_row
 from ._transcript import transcripts_in
 from ._typed_events import types_in
 
@@ -175,7 +174,7 @@ def _views(tx: Tx, chunk: Sequence[str], types: Sequence[str]) -> dict[str, Reco
             events=[stored_event(sid, r) for r in events.get(sid, [])],
             parent_id=row.parent_id,
             created=created[0] if created else None,
-            drive=DriveReads(row, facts_of(facts[sid])),
+            drive=DriveReads(row, facts_of(facts[sid]), instruction_state_of(states[sid])),
             instructions=instruction_state_of(states[sid]),
         )
     return out

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..events import StoredEvent
-    from ._backend import Backend
+    from ._backend import Backend, Pending, Row, Tx
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,18 @@ def _ordered(kind: str) -> _OrderedSql:
     return _ORDERED[kind]
 
 
+def last_position_query(tx: Tx, kind: str) -> Pending:
+    """Send `Feed.last_event_position`'s statement in `tx` (read with `position_from`): a
+    drive's context read sends it with its own (`SessionRead.drive`: where the process's
+    interrupt watching starts for the drive)."""
+    return tx.query(_ordered(kind).last)
+
+
+def position_from(row: Row | None) -> tuple[int, int]:
+    """The `(tx, id)` position `last_position_query` read ((0, 0): an empty store)."""
+    return (int(row[0]), int(row[1])) if row and row[1] is not None else (0, 0)
+
+
 class Feed:
     """The instance-wide log of one store (see the module docstring)."""
 
@@ -119,8 +131,7 @@ class Feed:
         """The `(tx, id)` position of the instance-wide log's last readable event ((0, 0) for an
         empty store): every event before it is readable now, every later one comes after it."""
         with self.backend.transaction(write=False) as tx:
-            row = tx.one(_ordered(self.backend.kind).last)
-        return (int(row[0]), int(row[1])) if row and row[1] is not None else (0, 0)
+            return position_from(last_position_query(tx, self.backend.kind).one())
 
     def event_position(self, event_id: int) -> tuple[int, int]:
         """The position of the event a client's cursor `event_id` names; for an event no longer

@@ -19,12 +19,14 @@ from ..errors import NotFoundError
 from ._cipher import opened
 from ._reads import EVENT_COLS, RETRY_SQL, RetryState, retry_state_row, stored_event
 from ._rewind import visible_compactions
+from ._transcript import uncompacted_transcript_from, uncompacted_transcript_query
 from ._typed_events import typed, types_in
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from ..events import StoredEvent
+    from ..messages import Message
     from ._backend import Pending, Tx
 
 _TAIL = "compaction.tail"
@@ -43,22 +45,39 @@ class TurnOpening:
     tails: list[StoredEvent]  # the `compaction.tail` events, oldest first
     compactions: list[StoredEvent]  # `live_compactions`
     usage: list[StoredEvent]  # `recent_events(window, ["usage.recorded"])`
+    # The whole transcript, read with the rest when asked (`history=True`) and the session
+    # has no compaction (its active history then starts at 0); None: not read.
+    history: list[tuple[int, Message]] | None = None
 
 
 def opening_in(
-    tx: Tx, session_id: str, approval_types: Sequence[str], usage_window: int
+    tx: Tx,
+    session_id: str,
+    approval_types: Sequence[str],
+    usage_window: int,
+    *,
+    history: bool = False,
 ) -> TurnOpening:
     """The session's `TurnOpening` read in `tx` (batched: its statements are sent together):
     events of `approval_types`, the `usage.recorded` events among its newest `usage_window`,
-    and the rest as described there; `NotFoundError` if there is no such session."""
-    return send_opening(tx, session_id, approval_types, usage_window).read()
+    and the rest as described there; `NotFoundError` if there is no such session. With
+    `history`, the transcript's statements go with them, guarded: they answer for a session
+    without compactions (`TurnOpening.history`), whose active history starts at 0, and the
+    first step's history read is in the opening's round trip."""
+    return send_opening(tx, session_id, approval_types, usage_window, history=history).read()
 
 
 def send_opening(
-    tx: Tx, session_id: str, approval_types: Sequence[str], usage_window: int
+    tx: Tx,
+    session_id: str,
+    approval_types: Sequence[str],
+    usage_window: int,
+    *,
+    history: bool = False,
 ) -> SentOpening:
-    """Send `opening_in`'s statements and read nothing yet (`SentOpening.read` does): the
-    openings of many sessions sent first travel together (one round trip on PostgreSQL)."""
+    """Send `opening_in`'s statements (with `history`, the guarded transcript's too) and read
+    nothing yet (`SentOpening.read` does): the openings of many sessions sent first travel
+    together (one round trip on PostgreSQL)."""
     kinds = (*approval_types, _TAIL, _ENDED)
     cols = ", ".join(f"e.{c}" for c in EVENT_COLS.split(", "))
     logged = tx.query(
@@ -77,7 +96,8 @@ def send_opening(
         "SELECT kind, value FROM work_state WHERE session_id = ? ORDER BY kind",
         (session_id,),
     )
-    return SentOpening(tx, session_id, logged, usage, retry, work)
+    transcript = uncompacted_transcript_query(tx, session_id) if history else None
+    return SentOpening(tx, session_id, logged, usage, retry, work, transcript)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +110,7 @@ class SentOpening:
     usage: Pending
     retry: Pending
     work: Pending
+    transcript: tuple[Pending, Pending] | None = None  # (`uncompacted_transcript_query`)
 
     def read(self) -> TurnOpening:
         """The `TurnOpening` they answer; `NotFoundError` if there is no such session."""
@@ -107,6 +128,10 @@ class SentOpening:
             kind = str(row[4])
             into = ended if kind == _ENDED else tails if kind == _TAIL else approvals
             into.append(stored_event(session_id, row))
+        messages = None
+        if self.transcript is not None:  # (read even when a compaction emptied it: sent)
+            messages = uncompacted_transcript_from(self.tx, session_id, self.transcript)
+            messages = None if ended else messages
         compactions = visible_compactions(self.tx, session_id, ended) if ended else []
         state = retry_state_row(r)
         return TurnOpening(
@@ -116,4 +141,5 @@ class SentOpening:
             tails=tails,
             compactions=compactions,
             usage=[stored_event(session_id, u) for u in usage_rows if u[0] is not None],
+            history=messages,
         )

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ._reads import InstructionState, RetryState, ToolCallRow, TurnRow
+from ._reads import RetryState, ToolCallRow, TurnRow
 from ._records import (
     Admission,
     AdmissionRequest,
@@ -30,6 +30,7 @@ from ._records import (
     Delivered,
     DriveReads,
     InboxItem,
+    InstructionState,
     Page,
     Prelude,
     PruneCounts,
@@ -351,6 +352,14 @@ class SessionWrite(Protocol):
         """Whether the inbox holds a pending item, as the unit leaves it."""
         ...
 
+    def opening(
+        self, approval_types: Sequence[str], usage_window: int, *, history: bool = False
+    ) -> TurnOpening:
+        """What a turn reads before its first step, as this unit leaves the session (what it
+        wrote so far included; with `history`, the transcript too, when the session has no
+        compaction): a read the caller would otherwise make after the commit."""
+        ...
+
     def messages_after(self, seq: int) -> list[tuple[int, Message]]:
         """The transcript's messages after `seq` as the unit leaves it, with their `seq`."""
         ...
@@ -365,8 +374,11 @@ class SessionRead(Protocol):
         """The session read."""
         ...
 
-    def opening(self, approval_types: Sequence[str], usage_window: int) -> TurnOpening:
-        """What a turn reads before its first step, batched."""
+    def opening(
+        self, approval_types: Sequence[str], usage_window: int, *, history: bool = False
+    ) -> TurnOpening:
+        """What a turn reads before its first step, batched (with `history`: the transcript
+        too, when the session has no compaction)."""
         ...
 
     def recent_events(self, window: int, types: Sequence[str]) -> list[StoredEvent]:
@@ -390,8 +402,9 @@ class SessionRead(Protocol):
         ...
 
     def drive(self) -> DriveReads:
-        """The session's row as stored and its facts (the `/mcp` switches among them), in one
-        round trip: what a drive's context is built from."""
+        """The session's row as stored and its facts (the `/mcp` switches among them), its
+        instruction state and the log's newest event id, in one round trip: what a drive's
+        context is built from."""
         ...
 
     def messages_after(self, seq: int) -> list[tuple[int, Message]]:

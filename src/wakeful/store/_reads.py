@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AmbiguousIdError, CorruptStateError, NotFoundError
 from ._cipher import opened, opened_or_none
+from ._records import InstructionState
 from ._summaries import summaries_in
 from ._transcript import message_bodies_in
 from ._typed_events import typed, types_in
@@ -32,17 +33,6 @@ class RetryState:
     deadline_ms: int
     error_kind: str
     error: str
-
-
-@dataclass(frozen=True, slots=True)
-class InstructionState:
-    """What planning an instruction delta reads about a session, read together
-    (`ReadsMixin.instruction_state`)."""
-
-    values: dict[str, str]  # current instruction digests by source key
-    started: bool  # the session has its first `instructions.updated`
-    forked_from: str | None
-    last_seq: int  # the session's newest seq when read (where a prelude is planned)
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,14 +164,30 @@ class ClaimState:
 
 
 @dataclass(frozen=True, slots=True)
+class InstructionState:
+    """What planning an instruction delta reads about a session, read together
+    (`ReadsMixin.instruction_state`)."""
+
+    values: dict[str, str]  # current instruction digests by source key
+    started: bool  # the session has its first `instructions.updated`
+    forked_from: str | None
+    last_seq: int  # the session's newest seq when read (where a prelude is planned)
+
+
+@dataclass(frozen=True, slots=True)
 class DriveReads:
     """What a drive's context is built from, read together (`SessionRead.drive`): the
     session's row as stored (a stale `running` not shown `interrupted`: a driver reads its
     agent, model, place and parent from it) and its facts (`SessionFacts`: with the host's
-    instruction entries, the `/mcp` switches)."""
+    instruction entries, the `/mcp` switches), what the drive's first instruction delta is
+    planned from (`instructions`: `LocalStore.instruction_state`'s, a read of its own before)
+    and the instance-wide log's newest event id (`newest_event`: where the process's interrupt
+    watching starts for this drive, a read of its own before)."""
 
     row: SessionRow
     facts: SessionFacts
+    instructions: InstructionState | None = None  # (None: not read with it)
+    newest_event: int | None = None  # (None: not read with it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,26 +12,27 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, UsageError
-from ._backend import Row, Tx, iter_chunks
+from ._backend import Pending, Row, Tx, iter_chunks
 from ._bulk import collector_paused
 from ._cipher import opened
 from ._records import InboxItem
+from ._typed_events import typed
 
 if TYPE_CHECKING:
     from ..messages import Message
 from ._inbox import input_fields, input_message
 
 
-def _message_rows(sessions: str, columns: str) -> str:
+def _message_rows(sessions: str, columns: str, also: str = "") -> str:
     """The transcript's rows of the sessions `sessions` (a condition on `m.session_id`) with
     `seq` in a range, by session, in log order: `columns` of each visible message row `m`, of
     the event `e` that holds its message (its own, or the history edit that replaced its
-    text) and of its session `s`."""
+    text) and of its session `s` (and the condition `also`, when given)."""
     return (
         f"SELECT {columns} FROM messages m JOIN sessions s ON s.id = m.session_id "
         "JOIN events e ON e.session_id = m.session_id AND e.seq = COALESCE(m.body_seq, m.seq) "
         f"WHERE m.session_id {sessions} AND m.seq > ? AND m.seq <= ? AND m.reverted IS NULL "
-        "ORDER BY m.session_id, m.seq"
+        f"{also}ORDER BY m.session_id, m.seq"
     )
 
 
@@ -46,14 +47,50 @@ _BATCH_COLUMNS = f"{_TYPED_COLUMNS}, m.session_id"
 _PLAIN_COLUMNS = f"e.data, {_DELIVERED_SEQ}"  # (one session; a row's seq matters for neither)
 
 
-def _enqueued_rows(sessions: str) -> str:
+def _enqueued_rows(sessions: str, also: str = "") -> str:
     """`(session, settled seq, enqueued event)` of the inputs of the sessions `sessions` settled
-    at a `seq` in a range: the event a version-2 delivery derives its message from."""
+    at a `seq` in a range: the event a version-2 delivery derives its message from (and the
+    condition `also`, when given)."""
     return (
         "SELECT i.session_id, i.settled_seq, q.data FROM inbox i "
         "JOIN events q ON q.session_id = i.session_id AND q.seq = i.seq "
-        f"WHERE i.session_id {sessions} AND i.settled_seq > ? AND i.settled_seq <= ?"
+        f"WHERE i.session_id {sessions} AND i.settled_seq > ? AND i.settled_seq <= ?{also}"
     )
+
+
+# Whether the session (bound once more) has no `compaction.ended` event: its active history
+# then starts at its first message, known without reading the compactions first.
+_UNCOMPACTED = (
+    "AND NOT EXISTS (SELECT 1 FROM events c WHERE c.session_id = ? "
+    f"AND c.type = 'compaction.ended' AND {typed('c.type')}) "
+)
+
+
+def uncompacted_transcript_query(tx: Tx, session_id: str) -> tuple[Pending, Pending]:
+    """Send the statements of the session's whole transcript, guarded: they find rows only
+    when it has no `compaction.ended` event (its history's boundary is 0 then). A turn's
+    opening sends them with its own (`_opening.opening_in`), so the first step's history
+    read is in that round trip; read them with `uncompacted_transcript_from`."""
+    from ..events import SHAPES_DIGEST
+
+    bounds = (session_id, 0, 2**62, session_id)
+    rows = tx.query(_message_rows("= ?", _TYPED_COLUMNS, _UNCOMPACTED), (SHAPES_DIGEST, *bounds))
+    enqueued = tx.query(_enqueued_rows("= ?", " " + _UNCOMPACTED.strip()), bounds)
+    return rows, enqueued
+
+
+def uncompacted_transcript_from(
+    tx: Tx, session_id: str, sent: tuple[Pending, Pending]
+) -> list[tuple[int, Message]]:
+    """The messages `uncompacted_transcript_query` read, as `transcript_in(tx, session_id)`
+    would return them (for a session without compactions)."""
+    rows = sent[0].all()
+    enqueued = sent[1].all()
+    if tx.cipher is not None:  # an encrypted store: the bodies opened once, here
+        rows = [tuple(opened(v) if isinstance(v, str) else v for v in row) for row in rows]
+    found = {(str(sid), int(seq)): opened(data) for sid, seq, data in enqueued}
+    messages = _row_messages(session_id, rows, found)
+    return list(zip([int(row[0]) for row in rows], messages, strict=True))
 
 
 def _transcript_rows(

@@ -27,8 +27,9 @@ from ._append import ClaimToken, append_events, put_blobs_in
 from ._backend import Row, Tx
 from ._claims import IsDead, claim_in, fence, has_running_call, read_claim
 from ._facts import SessionFacts, facts_from, facts_query
+from ._feed import last_position_query, position_from
 from ._opening import TurnOpening, opening_in
-from ._reads import recent_events_in
+from ._reads import instruction_state_of, instruction_state_sql, recent_events_in
 from ._records import (
     ROW_COLS,
     Admission,
@@ -205,6 +206,14 @@ class SqlSessionWrite:
                 raise NotFoundError(f"no session {self._sid}")
         return self._locked
 
+    def opening(
+        self, approval_types: Sequence[str], usage_window: int, *, history: bool = False
+    ) -> TurnOpening:
+        """What a turn reads before its first step (`TurnOpening`) as this unit leaves the
+        session (what it wrote so far included): a read of its own after the commit before."""
+        self.flush()
+        return opening_in(self._tx, self._sid, approval_types, usage_window, history=history)
+
     def messages_after(self, seq: int) -> list[tuple[int, Message]]:
         """The transcript's messages after `seq` as this unit leaves it (what it wrote so far
         included), each with its `seq`: a read the caller would otherwise make after the commit,
@@ -232,18 +241,22 @@ class SqlSessionRead:
     (SQLite: one snapshot; PostgreSQL: a batched read, each statement its own snapshot, the
     statements of `opening` in one round trip: docs/store.md, "Transactions and locking")."""
 
-    def __init__(self, tx: Tx, session_id: str) -> None:
+    def __init__(self, tx: Tx, session_id: str, kind: str) -> None:
         self._tx = tx
         self._sid = session_id
+        self._kind = kind  # the backend's (`Backend.kind`)
 
     @property
     def session_id(self) -> str:
         """The session this read is of."""
         return self._sid
 
-    def opening(self, approval_types: Sequence[str], usage_window: int) -> TurnOpening:
-        """What a turn reads before its first step (`TurnOpening`), batched."""
-        return opening_in(self._tx, self._sid, approval_types, usage_window)
+    def opening(
+        self, approval_types: Sequence[str], usage_window: int, *, history: bool = False
+    ) -> TurnOpening:
+        """What a turn reads before its first step (`TurnOpening`), batched; with `history`,
+        the transcript too when the session has no compaction (`TurnOpening.history`)."""
+        return opening_in(self._tx, self._sid, approval_types, usage_window, history=history)
 
     def recent_events(self, window: int, types: Sequence[str]) -> list[StoredEvent]:
         """The events of `types` among the session's newest `window` events, in order (one
@@ -284,15 +297,19 @@ class SqlSessionRead:
         return _transcript.transcript_in(self._tx, self._sid, seq, None)
 
     def drive(self) -> DriveReads:
-        """The session's row as stored and its facts, the `/mcp` switches among them
-        (`DriveReads`), sent together: one round trip; `NotFoundError` for an unknown
-        session. (Three reads of their own before: the row, the facts, the switches.)"""
+        """The session's row as stored and its facts, the `/mcp` switches among them, its
+        instruction state and the log's newest event id (`DriveReads`), sent together: one
+        round trip; `NotFoundError` for an unknown session. (Five reads of their own before:
+        the row, the facts, the switches, the instruction state, the newest event id.)"""
         row = self._tx.query(f"SELECT {ROW_COLS} FROM sessions WHERE id = ?", (self._sid,))
         facts = facts_query(self._tx, self._sid)
-        found, seen = row.one(), facts_from(facts)
-        if found is None or seen is None:
+        state = self._tx.query(instruction_state_sql("s.id = ?"), (self._sid,))
+        newest = last_position_query(self._tx, self._kind)
+        found, seen, states = row.one(), facts_from(facts), state.all()
+        if found is None or seen is None or not states:
             raise NotFoundError(f"no session {self._sid}")
-        return DriveReads(session_row(found), seen)
+        instructions = instruction_state_of([r[1:] for r in states])
+        return DriveReads(session_row(found), seen, instructions, position_from(newest.one())[1])
 
 
 @contextmanager
@@ -310,4 +327,4 @@ def session_write(
 def session_read(backend: Backend, session_id: str) -> Iterator[SqlSessionRead]:
     """Open a read unit of `session_id` (batched where the backend can)."""
     with backend.transaction(write=False, batched=True) as tx:
-        yield SqlSessionRead(tx, session_id)
+        yield SqlSessionRead(tx, session_id, backend.kind)
