@@ -185,11 +185,25 @@ class SqliteBackend:
         if self.path != ":memory:":
             self._prepare_file()
             self.read_only = not _writable(self.path)
-        self._conn = self._open(self.path, read_only=self.read_only)
-        self._reader, self._read_lock = self._conn, self._lock
-        if self.path != ":memory:" and not self.read_only:
-            self._reader = self._connect_reader()
-            self._read_lock = threading.RLock()
+        # The connection that checked (and migrated) the file reads from then on; writes get
+        # their own on the first write (`_conn`): a process that only reads parses the schema
+        # once. A `:memory:` or read-only store has one connection for both.
+        opened = self._open(self.path, read_only=self.read_only)
+        self._reader, self._read_lock = opened, threading.RLock()
+        self._writer: sqlite3.Connection | None = None
+        if self.path == ":memory:" or self.read_only:
+            self._writer, self._read_lock = opened, self._lock
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The write connection (used under `_lock`), connected on the first write."""
+        conn = self._writer
+        if conn is None:
+            with self._lock:
+                if self._writer is None:
+                    self._writer = self._connect_writer()
+                conn = self._writer
+        return conn
 
     def _configure(self, conn: sqlite3.Connection) -> None:
         """What every connection of this backend sets (the writer, the reader, a read-only
@@ -200,16 +214,21 @@ class SqliteBackend:
         conn.execute("PRAGMA temp_store = MEMORY")
         register_search_text(conn, _search_text)  # the index reads its text from the log
 
-    def _connect_reader(self) -> sqlite3.Connection:
-        """The connection reads use (the file is in WAL: a read sees the last commit)."""
+    def _connect_writer(self) -> sqlite3.Connection:
+        """A file store's write connection (the file was checked, migrated and put in WAL by
+        the open: this one only sets what a writer needs, as `_open` does)."""
         timeout = self._busy_timeout_ms / 1000
+        conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=timeout
             )
             self._configure(conn)
+            conn.execute(f"PRAGMA synchronous = {_synchronous()}")
+            conn.execute("PRAGMA foreign_keys = OFF")
         except sqlite3.Error as err:
-            self._conn.close()
+            if conn is not None:
+                conn.close()
             raise _translate(err, self.path) from None
         return conn
 
@@ -339,7 +358,7 @@ class SqliteBackend:
                 yield tx
             return
         with self._read_lock:
-            if self._reader is self._conn:
+            if self._reader is self._writer:
                 self._settle()  # a read never sees writes that are not durable yet
             try:
                 self._reader.execute("BEGIN")
@@ -478,8 +497,9 @@ class SqliteBackend:
     def close(self) -> None:
         """Close the connections (after committing an open group)."""
         with self._lock:
-            self._settle()
-            self._conn.close()
+            if self._writer is not None:  # (none when nothing was written)
+                self._settle()
+                self._writer.close()
         with self._read_lock:
             self._reader.close()
 
