@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from .._ids import random_hex
 from ..errors import UsageError
 from ._cipher import SEALED, Cipher, keyed, register, sealed
+from ._encryption_state import Wanted, settings_keys, wanted
+from ._encryption_state import state as _state
 from ._keys import (
     KEY_BYTES,
     KEYRING_ENV,
@@ -25,7 +27,6 @@ from ._keys import (
     Keyring,
     KeyringHead,
     check_context,
-    master_key_from,
     new_head,
     opens,
     session_context,
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from ..config import EncryptionConfig
     from ._backend import Backend, Tx
 
-ENCRYPTION_MIGRATION = 23  # the migration that adds the `encryption` table
 ENCRYPT_BATCH = 50  # sessions sealed per transaction by `encrypt_store`
 
 
@@ -58,22 +58,6 @@ def keyring_path(backend: Backend, configured: str | None = None) -> str:
     )
 
 
-def _state(backend: Backend) -> tuple[tuple[str, str] | None, bool]:
-    """The store's (store id, state) when it is encrypted, and whether it holds a session."""
-    with backend.transaction(write=False) as tx:
-        # (a store held at an earlier migration by a test of upgrades has no such table)
-        known = tx.one("SELECT 1 FROM schema_migrations WHERE version = ?", (ENCRYPTION_MIGRATION,))
-        row = tx.one("SELECT store_id, state FROM encryption") if known else None
-        used = tx.one("SELECT 1 FROM sessions LIMIT 1") is not None
-    return (None if row is None else (str(row[0]), str(row[1]))), used
-
-
-def settings_keys(settings: EncryptionConfig | None) -> tuple[KeyProvider | None, str | None]:
-    """The master key and keyring path `settings` (else the environment) configure."""
-    keyring = None if settings is None else settings.keyring
-    return master_key_from(None if settings is None else settings.key_file), keyring
-
-
 def attach(backend: Backend, settings: EncryptionConfig | None = None) -> None:
     """Open the store's encryption with the configured master key (`settings`, else the
     environment, else `wakeful.toml` when the store is encrypted): an encrypted store gets its
@@ -81,12 +65,15 @@ def attach(backend: Backend, settings: EncryptionConfig | None = None) -> None:
     in it stays as it is only without a key (`UsageError` otherwise: encrypt it first). Every
     failure is one `UsageError` naming the store and the key, raised before anything is
     written."""
-    if backend.url == ":memory:" or getattr(backend, "path", None) == ":memory:":
-        return  # nothing of a memory store outlives the process
-    master, keyring = settings_keys(settings)
-    found, used = _state(backend)
-    if found is None and master is None:
-        return
+    asked = wanted(backend, settings)
+    if asked is not None:
+        attach_wanted(backend, settings, asked)
+
+
+def attach_wanted(backend: Backend, settings: EncryptionConfig | None, asked: Wanted) -> None:
+    """`attach` once `_encryption_state.wanted` found something to attach (`open_store` asks
+    it first, and imports this module only then)."""
+    master, keyring, found, used = asked
     if master is None and settings is None:  # encrypted: the key may be in wakeful.toml
         from ..config import load_config
 

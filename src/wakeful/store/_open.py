@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from .._defaults import SQLITE_BUSY_TIMEOUT_MS
 from ..errors import UsageError
+from ._encryption_state import wanted
 from ._store import SqlStore
 
 if TYPE_CHECKING:
@@ -55,9 +56,11 @@ def open_store(
     the environment's, then `wakeful.toml`'s when the store is encrypted: docs/encryption.md)."""
     store = open_unattached(url, clock, options)
     try:
-        from ._encryption import attach
+        asked = wanted(store.backend, encryption)  # (an unencrypted store: no `_encryption`)
+        if asked is not None:
+            from ._encryption import attach_wanted
 
-        attach(store.backend, encryption)
+            attach_wanted(store.backend, encryption, asked)
     except BaseException:
         store.close()
         raise
@@ -135,7 +138,8 @@ def encrypt_store_at(
 ) -> int:
     """`wakeful store encrypt`: open the store at `url` and seal it in place with the
     configured master key (`encrypt_store`); `UsageError` when no key is configured."""
-    from ._encryption import encrypt_store, settings_keys
+    from ._encryption import encrypt_store
+    from ._encryption_state import settings_keys
 
     master, keyring = settings_keys(settings)
     if master is None:
