@@ -160,10 +160,12 @@ async def test_a_recovered_drive_reads_nothing_of_its_own(db_url: str, tmp_path:
     await rt.aclose()
 
 
-def test_only_a_recovered_drives_first_context_is_built_from_the_batch_reads(store: SqlStore):
+async def test_only_a_recovered_drives_first_context_is_built_from_the_batch_reads(
+    store: SqlStore,
+):
     """The row and facts the batch read serve the drive's first context only: a later one (a
     move's rebinding, a refresh) reads the store again."""
-    from wakeful.execution._coordinator import Coordinator
+    from wakeful.execution._coordinator import Coordinator, _Active
     from wakeful.execution._recovery import Recovered
 
     store.create_session("ses_a")
@@ -171,9 +173,11 @@ def test_only_a_recovered_drives_first_context_is_built_from_the_batch_reads(sto
         reads = r.drive()
     asked: list[object] = []
     coordinator = Coordinator(store, lambda sid, _interrupt, seen: asked.append(seen))  # type: ignore[arg-type, func-returns-value]
-    make = coordinator._contexts("ses_a", asyncio.Event(), Recovered(None, None, drive=reads))
+    entry = _Active(task=asyncio.current_task())  # type: ignore[arg-type]
+    entry.seen_request = 0  # (the drain read the newest event id already: `_newest_of` is done)
+    make = coordinator._contexts("ses_a", entry, Recovered(None, None, drive=reads))
     make()
     make()
     assert asked == [reads, None]
-    coordinator._contexts("ses_a", asyncio.Event(), None)()
+    coordinator._contexts("ses_a", entry, None)()
     assert asked == [reads, None, None]
