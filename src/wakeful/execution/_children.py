@@ -221,8 +221,8 @@ class Children:
                     kind=REPORT_KIND,
                     payload=payload,
                 )
-                # In the unit's thread, right after its commit: the parent's drain, whose
-                # last unit may be waiting for the write lock, cannot deliver it first.
+                # In the unit's thread, right after its commit (the parent's drain, whose
+                # unit may be waiting for the write lock, can deliver the report first).
                 crash_point("child.reported")
 
             await off_loop(report)
