@@ -25,6 +25,33 @@ _UNKNOWN = psycopg.pq.TransactionStatus.UNKNOWN
 NO_LOCK = 0  # `wakeful_admit`'s first parameter, unused since migration 11
 NO_CHANNEL = None  # `wakeful_admit` notifies on none (migration 17): the notifier announces
 
+ADMIT = "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def admit_params(
+    session_id: str,
+    input_id: str,
+    kind: str,
+    delivery: str,
+    digest: str,
+    event_type: str,
+    data: str,
+    now_ms: int,
+) -> Params:
+    """`ADMIT`'s parameters for one admission (a unit's and the one-statement admission's)."""
+    return (
+        NO_LOCK,
+        NO_CHANNEL,
+        session_id,
+        input_id,
+        kind,
+        delivery,
+        digest,
+        event_type,
+        data,
+        now_ms,
+    )
+
 
 @contextmanager
 def pipelined(
@@ -229,19 +256,8 @@ class PgTx:
         self.notified.add(session_id)  # (also when nothing is created: a spurious wake-up)
         self.admitted.add(session_id)
         return self.query(
-            "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                NO_LOCK,
-                NO_CHANNEL,
-                session_id,
-                input_id,
-                kind,
-                delivery,
-                digest,
-                event_type,
-                data,
-                now_ms,
-            ),
+            ADMIT,
+            admit_params(session_id, input_id, kind, delivery, digest, event_type, data, now_ms),
         )
 
     def notify(self, session_id: str) -> None:

@@ -46,8 +46,8 @@ from ..errors import (
 from ._backend import Row
 from ._migrations import MIGRATIONS, statements
 from ._pgnotify import Notifier
-from ._pgtx import NO_CHANNEL, NO_LOCK, PgTx, pipelined, reading
-from ._pgwire import Wire
+from ._pgtx import ADMIT, PgTx, admit_params, pipelined, reading
+from ._pgwire import Wire, pg_sql
 
 if TYPE_CHECKING:
     from ..config import StoreConfig
@@ -58,7 +58,6 @@ CHANNEL = "wakeful_events"  # every committed append and admission (followers, t
 # this channel, so other sessions' appends do not wake every worker of a fleet).
 WORK_CHANNEL = "wakeful_work"
 _MIGRATE_LOCK = 0x57414B46
-_ADMIT = "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 log = logging.getLogger("wakeful.store")
 
@@ -290,21 +289,10 @@ class PostgresBackend:
             wire = self._wire(conn)
             wire.begin()
             try:
-                slot = wire.send(
-                    _ADMIT,
-                    (
-                        NO_LOCK,
-                        NO_CHANNEL,
-                        session_id,
-                        input_id,
-                        kind,
-                        delivery,
-                        digest,
-                        event_type,
-                        data,
-                        now_ms,
-                    ),
+                params = admit_params(
+                    session_id, input_id, kind, delivery, digest, event_type, data, now_ms
                 )
+                slot = wire.send(pg_sql(ADMIT), params)
                 wire.sync()
             finally:
                 wire.end()
