@@ -355,13 +355,17 @@ def _set_message_shapes(store: SqlStore, sid: str, shapes: str) -> None:
 def test_a_stored_message_is_what_its_model_dumps() -> None:
     # What reading a body as stored relies on: `dump_event` writes a `message.added` body as
     # MESSAGE_ADDED_HEAD and then the message as `model_dump(mode="json", exclude_none=True)`
-    # gives it, and the model read back from it dumps the same (no default left out, no value
-    # the model would convert). Were `dump_event` to leave defaults out, this fails first.
-    for message in _messages():
+    # gives it, but for a default `aborted` (migration 31), its last field, which the plain
+    # read puts back; and the model read back from it dumps the same (no other default left
+    # out, no value the model would convert). Were `dump_event` to leave out another default,
+    # this fails first.
+    for message in _messages():  # (among them an aborted one)
         for event in (MessageAdded(message=message), MessageAdded(message=message, turn_id="t")):
             body = dump_event(event)
             assert body.startswith(MESSAGE_ADDED_HEAD), body
             stored, _end = json.JSONDecoder().raw_decode(body, len(MESSAGE_ADDED_HEAD))
+            assert ("aborted" in stored) is message.aborted, body
+            stored.setdefault("aborted", False)
             dumped = message.model_dump(mode="json", exclude_none=True)
             assert json.dumps(stored) == json.dumps(dumped), body
             read = load_event(body)
@@ -423,9 +427,11 @@ def test_every_kind_of_message_reads_plain_as_through_the_models_as_stored_or_no
 
 @pytest.mark.usefixtures("own_keys")  # plain: it edits the stored JSON in place
 def test_a_body_is_read_as_stored_only_in_a_session_of_todays_shapes(tmp_path: Path) -> None:
-    # A body an older wakeful wrote (no `aborted`: the field came later) reads as the models
-    # read it, with the default filled in, in a session whose bodies may be of mixed shapes;
-    # a session of today's shapes vouches for its bodies, which are then not reshaped.
+    # A body an older wakeful wrote (no `aborted`: the field came later; since migration 31
+    # the body leaves a default one out too) reads as the models read it, with the default
+    # filled in, in a session whose bodies may be of mixed shapes and in one of today's shapes;
+    # a session of today's shapes vouches for its bodies, which are then not reshaped (a
+    # block's keys in another order stay so).
     store = open_store(str(tmp_path / "s.db"))
     try:
         sid = store.create_session().id
@@ -443,7 +449,17 @@ def test_a_body_is_read_as_stored_only_in_a_session_of_todays_shapes(tmp_path: P
         _set_message_shapes(store, sid, "-")
         assert store.plain_messages(sid) == [filled]
         _set_message_shapes(store, sid, SHAPES_DIGEST)
-        assert store.plain_messages(sid) == [{k: v for k, v in filled.items() if k != "aborted"}]
+        assert store.plain_messages(sid) == [filled]
+        with store.backend.transaction(write=True) as tx:
+            tx.send(
+                "UPDATE events SET data = replace(data, ?, ?) WHERE session_id = ?",
+                ('{"type":"text","text":"old"}', '{"text":"old","type":"text"}', sid),
+            )
+        [stored] = store.plain_messages(sid)
+        assert stored == filled and list(stored["blocks"][0]) == ["text", "type"]
+        _set_message_shapes(store, sid, "-")
+        [reshaped] = store.plain_messages(sid)
+        assert reshaped == filled and list(reshaped["blocks"][0]) == ["type", "text"]
     finally:
         store.close()
 

@@ -551,8 +551,9 @@ MODELS: dict[str, tuple[tuple[Any, ...], ...]] = {
 SHAPES_DIGEST = 'a7fd42e17924f64d'
 # How `dump_event` begins a `message.added` body: its message first, as
 # `model_dump_json(exclude_none=True)` wrote it, without the envelope's `v` and
-# `type` (the defaults; the `type` column holds it: issue 36 item 5). A body
-# written before begins with `MESSAGE_ADDED_HEAD_FULL`; readers take both.
+# `type` (the defaults; the `type` column holds it: issue 36 item 5), and since
+# migration 31 without the message's default `aborted`. A body written before
+# begins with `MESSAGE_ADDED_HEAD_FULL`; readers take both.
 MESSAGE_ADDED_HEAD = '{"message":'
 MESSAGE_ADDED_HEAD_FULL = '{"v":1,"type":"message.added","message":'
 MESSAGE_ADDED_HEADS = (MESSAGE_ADDED_HEAD, MESSAGE_ADDED_HEAD_FULL)

@@ -168,8 +168,8 @@ def plain_transcript_in(tx: Tx, session_id: str, after_seq: int = 0) -> list[dic
 
     A session whose message bodies were all written under today's shapes
     (`sessions.message_shapes`, migration 19) gives each `message.added` body's message as
-    stored: `dump_event` wrote it as that dump of the validated model, so no model is built
-    and nothing is reshaped. Any other row is read where the plain reading vouches for the
+    stored: `dump_event` wrote it as that dump of the validated model (but a default
+    `aborted`, put back here), so no model is built and nothing is reshaped. Any other row is read where the plain reading vouches for the
     stored JSON (`wakeful.events.shaped`), else through the models."""
     from ..events import MESSAGE_ADDED_HEAD, MESSAGE_ADDED_HEADS, SHAPES_DIGEST  # (no models)
 
@@ -184,7 +184,11 @@ def plain_transcript_in(tx: Tx, session_id: str, after_seq: int = 0) -> list[dic
     with collector_paused():
         for data, delivered in rows:
             if as_stored and data.startswith(MESSAGE_ADDED_HEADS):
-                out.append(decode(data, at if data.startswith(lean) else full)[0])
+                message = decode(data, at if data.startswith(lean) else full)[0]
+                # `dump_event` leaves out a message's default `"aborted":false` (migration
+                # 31); `aborted` is the message's last field, so this is the dump's order
+                message.setdefault("aborted", False)
+                out.append(message)
                 continue
             source = None if delivered is None else enqueued.get((session_id, int(delivered)))
             message = _reshaped_row_message(session_id, data, source)
