@@ -15,6 +15,7 @@ from wakeful.errors import ClaimLostError, NotFoundError
 from wakeful.events import (
     ApprovalRequested,
     InstructionsUpdated,
+    InterruptRequested,
     MessageAdded,
     SessionCreated,
     TurnEnded,
@@ -129,12 +130,12 @@ def test_a_unit_takes_the_claim_and_starts_the_turn_or_finds_it_busy(store: SqlS
         assert w.take_claim("other", 60_000) is None  # a live driver holds it
     with store.write("ses_a", fence(claim)) as w:
         w.append([TurnEnded(turn_id="t1", outcome="completed")])
-        assert w.release()
+        assert w.release_and_look() == (True, False)
     assert store.current_claim("ses_a") is None
     taken = store.claims.acquire("ses_a", "next", 60_000)
     assert taken is not None
     with store.write("ses_a", fence(claim)) as w:
-        assert not w.release()  # no longer this claim's session
+        assert w.release_and_look() == (False, False)  # no longer this claim's session
     assert store.current_claim("ses_a") == taken
 
 
@@ -216,3 +217,78 @@ def test_a_read_unit_reads_one_snapshot_of_what_a_driver_needs(store: SqlStore):
         r.any_pending()
     with pytest.raises(NotFoundError), store.read("ses_nope") as r:
         r.opening([], 10)
+
+
+@pytest.fixture
+def pg_store() -> Iterator[SqlStore]:
+    with fresh_database() as url:
+        store = open_store(url)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+def _count_round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the PostgreSQL wire's Syncs (each one round trip) from now on: `len(...)`."""
+    from wakeful.store._pgwire import Wire
+
+    syncs: list[int] = []
+    sync = Wire.sync
+
+    def counted(wire: Wire) -> None:
+        syncs.append(1)
+        sync(wire)
+
+    monkeypatch.setattr(Wire, "sync", counted)
+    return syncs
+
+
+@pytest.mark.postgres
+def test_a_drains_start_reads_its_claim_state_and_facts_in_one_round_trip(
+    pg_store: SqlStore, monkeypatch: pytest.MonkeyPatch
+):
+    """The lock, the facts, the pending items, the claim and a running call are sent together
+    (four round trips before); the take of a first claim waits for no answer."""
+    pg_store.admit("ses_a", "i1", "user", {"text": "hi"}, create=NEW)
+    syncs = _count_round_trips(monkeypatch)
+    with pg_store.write("ses_a") as w:
+        state = w.claim_state()
+        facts = w.facts()
+        assert len(syncs) == 1
+        assert (state.held, state.running_call, state.deliverable) == (False, False, True)
+        claim = w.take_claim("me", 60_000)
+        assert claim is not None
+        assert len(syncs) == 1
+    with pg_store.read("ses_a") as r:
+        assert r.facts() == facts
+    assert pg_store.current_claim("ses_a") == claim
+
+
+@pytest.mark.postgres
+def test_a_release_and_its_look_at_the_inbox_are_one_round_trip(
+    pg_store: SqlStore, monkeypatch: pytest.MonkeyPatch
+):
+    pg_store.admit("ses_a", "i1", "user", {"text": "hi"}, create=NEW)
+    claim = pg_store.claims.acquire("ses_a", "me", 60_000)
+    assert claim is not None
+    syncs = _count_round_trips(monkeypatch)
+    with pg_store.write("ses_a", fence(claim)) as w:
+        assert w.release_and_look() == (True, True)
+        assert len(syncs) == 1
+    assert pg_store.current_claim("ses_a") is None
+
+
+def test_interrupts_after_reads_the_requests_and_the_newest_id_together(store: SqlStore):
+    """One statement: the requests after a poll's id, up to the log's newest, and that id."""
+    store.create_session("ses_a")
+    store.create_session("ses_b")
+    start = store.feed.last_event_id()
+    assert store.feed.interrupts_after(start) == (start, [])
+    store.append("ses_b", [InterruptRequested()])
+    store.append("ses_a", [said("after")])
+    top = store.feed.last_event_id()
+    found = store.feed.interrupts_after(start)
+    assert found[0] == top and [sid for _, sid in found[1]] == ["ses_b"]
+    assert found[1][0][0] > start
+    assert store.feed.interrupts_after(top) == (top, [])

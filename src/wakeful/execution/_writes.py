@@ -112,8 +112,8 @@ def start_drain(
     With `opening`, a delivery's turn has its opening read last in the unit (`OpeningAhead`).
     """
     with store.write(session_id) as w:
-        facts = w.facts()  # (with the lock: what the drive's `KnownFacts` compares)
-        state = w.claim_state()
+        state = w.claim_state()  # (the facts with it, under the lock: one round trip)
+        facts = w.facts()  # (what the drive's `KnownFacts` compares)
         if not state.held and not state.running_call and not state.deliverable:
             return DrainStart(None, facts=facts)
         claim = w.take_claim(owner, lease_ms, is_dead)
@@ -233,8 +233,8 @@ def promote_or_release(
         w.append(first)  # (a prelude planned at the seq before it still goes: `promote`)
         delivered = w.promote(idle=True, start_turn=start_turn, prelude=prelude)
         if not delivered:  # the drain ends: no turn would read the facts
-            released = w.release()
-            return IdleEnd([], released, w.any_pending())
+            released, pending = w.release_and_look()
+            return IdleEnd([], released, pending)
         if known is not None:  # (the turn starting here is built after it, from these facts)
             known.noticed(w.facts())
         if opening is not None:
@@ -251,8 +251,7 @@ def end_and_release(
     released and whether an item waits. The end's append locks the session first."""
     with store.write(session_id, fence(claim)) as w:
         w.append(first)
-        released = w.release()
-        return released, w.any_pending()
+        return w.release_and_look()
 
 
 def end_child(

@@ -96,7 +96,12 @@ def demote_stale(tx: Tx, rows: Sequence[SessionRow], now: int) -> list[SessionRo
 
 def read_claim(tx: Tx, session_id: str) -> Row | None:
     """The session's claims row (epoch, lease_until_ms, attempts, released, owner), row-locked."""
-    return tx.one(
+    return claim_query(tx, session_id).one()
+
+
+def claim_query(tx: Tx, session_id: str) -> Pending:
+    """`read_claim`'s statement, sent: its row is read with what is sent after it."""
+    return tx.query(
         "SELECT epoch, lease_until_ms, attempts, released, owner FROM claims WHERE session_id = ?"
         + tx.row_lock(),
         (session_id,),
@@ -115,7 +120,7 @@ def claim_in(
     """Take the claim whose row `read_claim` returned (the session is locked); None if live."""
     token = new_claim_token()
     if row is None:
-        tx.run(
+        tx.send(  # (answered with what follows it: its error, if any, raised there)
             "INSERT INTO claims (session_id, owner, token, epoch, lease_until_ms, attempts, released) "
             "VALUES (?, ?, ?, 1, ?, 0, 0)",
             (session_id, owner, token, now + lease_ms),
@@ -161,14 +166,20 @@ def _dead_owners(tx: Tx, now: int, local_host: str, is_dead: IsDead) -> list[str
     return [owner for (owner,) in held if is_dead(owner)]
 
 
-def has_running_call(tx: Tx, session_id: str) -> bool:
-    """Whether a tool call of the session is still `running`."""
-    return (
-        tx.one(
-            "SELECT 1 FROM tool_calls WHERE session_id = ? AND status = 'running' LIMIT 1",
-            (session_id,),
-        )
-        is not None
+def release_query(tx: Tx, session_id: str, claim: ClaimToken) -> Pending:
+    """Release `claim` if it is still the session's, sent: a row when it was."""
+    return tx.query(
+        "UPDATE claims SET released = 1 WHERE session_id = ? AND token = ? AND epoch = ? "
+        "AND released = 0 RETURNING session_id",
+        (session_id, claim.token, claim.epoch),
+    )
+
+
+def running_call_query(tx: Tx, session_id: str) -> Pending:
+    """Whether a tool call of the session is still `running` (a row when one is), sent."""
+    return tx.query(
+        "SELECT 1 FROM tool_calls WHERE session_id = ? AND status = 'running' LIMIT 1",
+        (session_id,),
     )
 
 
@@ -372,11 +383,7 @@ class Claims(IdleMixin):
         sid = claim.session_id
         with self.backend.transaction(write=True) as tx:
             tx.lock_query(sid)  # read with the rest: one round trip on PostgreSQL
-            released = tx.query(
-                "UPDATE claims SET released = 1 WHERE session_id = ? AND token = ? AND epoch = ? "
-                "AND released = 0 RETURNING session_id",
-                (sid, claim.token, claim.epoch),
-            )
+            released = release_query(tx, sid, fence(claim))
             pending = tx.query(
                 "SELECT 1 FROM inbox WHERE session_id = ? AND status = 'pending' LIMIT 1", (sid,)
             )

@@ -46,8 +46,9 @@ _ORDERED = {
         since=f"SELECT {_COLUMNS}, 0 FROM events WHERE id > ? ORDER BY id LIMIT ?",
         since_known="",
         last="SELECT 0, MAX(id) FROM events",
-        interrupts="SELECT id, session_id FROM events WHERE id > ? AND id <= ? "
-        "AND type = 'session.interrupt_requested' ORDER BY id",
+        interrupts="WITH top AS (SELECT MAX(id) AS id FROM events) "
+        "SELECT t.id, e.id, e.session_id FROM top t LEFT JOIN events e ON e.id > ? "
+        "AND e.id <= t.id AND e.type = 'session.interrupt_requested' ORDER BY e.id",
     ),
     # (tx, id) order, only below the snapshot's xmin: no transaction can commit behind it.
     "postgres": _OrderedSql(
@@ -58,10 +59,12 @@ _ORDERED = {
         f"((?::text)::xid8, ?) AND {_BELOW_XMIN} ORDER BY tx, id LIMIT ?",
         last=f"SELECT tx::text::bigint, id FROM events WHERE {_BELOW_XMIN} "
         "ORDER BY tx DESC, id DESC LIMIT 1",
-        interrupts="SELECT id, session_id FROM events WHERE (tx, id) > "
+        interrupts=f"WITH top AS (SELECT tx, id FROM events WHERE {_BELOW_XMIN} "
+        "ORDER BY tx DESC, id DESC LIMIT 1) "
+        "SELECT t.id, e.id, e.session_id FROM top t LEFT JOIN events e ON (e.tx, e.id) > "
         "(COALESCE((SELECT c.tx FROM events c WHERE c.id = ?), '0'::xid8), ?) "
-        "AND (tx, id) <= ((?::text)::xid8, ?) AND type = 'session.interrupt_requested' "
-        "ORDER BY tx, id",
+        "AND (e.tx, e.id) <= (t.tx, t.id) AND e.type = 'session.interrupt_requested' "
+        "ORDER BY e.tx, e.id",
     ),
 }
 
@@ -146,17 +149,14 @@ class Feed:
         """Interrupt requests after the event `after_id` in the instance-wide log as
         (id, session), and the id of the log's last readable event (the next `after_id`).
 
-        One cheap query per poll serves every session a process drives: it reads only the
-        events committed since the previous poll.
+        One cheap statement per poll serves every session a process drives: it reads the
+        log's last readable position and, up to it, only the events committed since the
+        previous poll (one round trip and one commit; two of each when the position was a
+        read of its own).
         """
-        top_tx, top = self.last_event_position()
-        if top == 0:
-            return after_id, []
+        params = (after_id, after_id) if self.backend.kind == "postgres" else (after_id,)
         with self.backend.transaction(write=False) as tx:
-            rows = tx.all(
-                _ordered(self.backend.kind).interrupts,
-                (after_id, after_id, top_tx, top)
-                if self.backend.kind == "postgres"
-                else (after_id, top),
-            )
-        return top, [(int(r[0]), r[1]) for r in rows]
+            rows = tx.all(_ordered(self.backend.kind).interrupts, params)
+        if not rows or rows[0][0] is None:  # an empty store
+            return after_id, []
+        return int(rows[0][0]), [(int(r[1]), r[2]) for r in rows if r[1] is not None]

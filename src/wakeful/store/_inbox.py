@@ -336,7 +336,6 @@ def sent_message_id(item: InboxItem) -> str | None:
 
 
 AWAITING_APPROVAL = "awaiting_approval"
-_STATUS_SQL = "SELECT status FROM sessions WHERE id = ?"
 DECISIONS = ("allow", "deny", "always")
 
 
@@ -384,14 +383,10 @@ def _select(
     return []
 
 
-def _awaiting(status: Row | None) -> bool:
-    return status is not None and status[0] == AWAITING_APPROVAL
-
-
-def deliverable(tx: Tx, session_id: str, *, idle: bool) -> bool:
-    """Whether a promotion with `idle` would settle something now (deliver or reject)."""
-    awaiting = _awaiting(tx.one(_STATUS_SQL, (session_id,)))
-    return bool(_select(pending_items(tx, session_id), idle, None, awaiting))
+def deliverable(locked: Row, pending: list[InboxItem], *, idle: bool) -> bool:
+    """Whether a promotion with `idle` would settle something now (deliver or reject), on the
+    session row `locked` and its `pending` items (read with the lock: `lock_with_pending`)."""
+    return bool(_select(pending, idle, None, locked[3] == AWAITING_APPROVAL))
 
 
 @dataclass(frozen=True, slots=True)

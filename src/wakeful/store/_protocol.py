@@ -337,19 +337,17 @@ class SessionWrite(Protocol):
         ...
 
     def claim_state(self) -> ClaimState:
-        """Lock the session and read how its claim and work stand."""
+        """Lock the session and read how its claim and work stand, and its facts with them
+        (`facts` then reads nothing): one round trip."""
         ...
 
     def take_claim(self, owner: str, lease_ms: int, is_dead: IsDead | None = None) -> Claim | None:
         """Take the session's claim (None: a live driver holds it); later writes use it."""
         ...
 
-    def release(self) -> bool:
-        """Release the unit's claim if it is still the session's; return whether it was."""
-        ...
-
-    def any_pending(self) -> bool:
-        """Whether the inbox holds a pending item, as the unit leaves it."""
+    def release_and_look(self) -> tuple[bool, bool]:
+        """Release the unit's claim if it is still the session's, and look at the inbox as the
+        unit leaves it: whether it was released, whether an item is pending (one round trip)."""
         ...
 
     def opening(

@@ -25,7 +25,15 @@ from ..errors import NotFoundError
 from . import _inbox, _transcript
 from ._append import ClaimToken, append_events, put_blobs_in
 from ._backend import Row, Tx
-from ._claims import IsDead, claim_in, fence, has_running_call, read_claim
+from ._claims import (
+    IsDead,
+    claim_in,
+    claim_query,
+    fence,
+    read_claim,
+    release_query,
+    running_call_query,
+)
 from ._facts import SessionFacts, facts_from, facts_query
 from ._feed import last_position_query, position_from
 from ._opening import TurnOpening, opening_in
@@ -160,16 +168,28 @@ class SqlSessionWrite:
         return self._facts
 
     def claim_state(self) -> ClaimState:
-        """Lock the session and read how its claim and work stand (`ClaimState`), reading
-        each part only when the ones before it leave the answer open."""
-        self._lock()
-        row = self._claim_row = read_claim(self._tx, self._sid)
+        """Lock the session and read how its claim and work stand (`ClaimState`), and its
+        facts (`facts` then reads nothing): what a drain's start reads under the lock, sent
+        together (the lock, the facts, the pending items, the claim, a running call: one
+        round trip where there were four); the session's status is the lock's row's."""
+        tx, sid = self._tx, self._sid
+        lock = tx.lock_query(sid) if self._locked is None else None
+        facts = facts_query(tx, sid) if self._facts is None else None
+        claim = claim_query(tx, sid)
+        running = running_call_query(tx, sid)
+        locked, pending = self._locked, self._pending
+        if locked is None or pending is None:
+            locked, pending = _inbox.lock_with_pending(tx, sid, lock)
+        self._locked, self._pending = locked, pending
+        if facts is not None:
+            self._facts = facts_from(facts)
+            if self._facts is None:
+                raise NotFoundError(f"no session {sid}")
+        row = self._claim_row = claim.one()
         held = row is not None and not row[3]
-        running = not held and has_running_call(self._tx, self._sid)
-        deliverable = (
-            not held and not running and _inbox.deliverable(self._tx, self._sid, idle=True)
-        )
-        return ClaimState(held=held, running_call=running, deliverable=deliverable)
+        call = not held and running.one() is not None
+        ready = not held and not call and _inbox.deliverable(locked, pending, idle=True)
+        return ClaimState(held=held, running_call=call, deliverable=ready)
 
     def take_claim(self, owner: str, lease_ms: int, is_dead: IsDead | None = None) -> Claim | None:
         """Take the session's claim for `owner` (None when a live driver holds it); the unit's
@@ -184,20 +204,15 @@ class SqlSessionWrite:
             self._claim = fence(claim)
         return claim
 
-    def release(self) -> bool:
-        """Release the unit's claim (when it is still the session's); return whether it was."""
-        if self._claim is None:
-            return False
+    def release_and_look(self) -> tuple[bool, bool]:
+        """Release the unit's claim (when it is still the session's) and look at the inbox as
+        the unit leaves it: whether it was released, whether an item is pending. The two are
+        sent together: one round trip where there were two."""
         self.flush()  # what the unit wrote goes first, under the claim it releases
-        changed = self._tx.run(
-            "UPDATE claims SET released = 1 WHERE session_id = ? AND token = ? AND epoch = ?",
-            (self._sid, self._claim.token, self._claim.epoch),
-        )
-        return changed == 1
-
-    def any_pending(self) -> bool:
-        """Whether the inbox holds a pending item, as the unit leaves it (one statement)."""
-        return bool(_inbox.any_pending(self._tx, self._sid))
+        claim = self._claim
+        released = None if claim is None else release_query(self._tx, self._sid, claim)
+        pending = _inbox.any_pending(self._tx, self._sid)
+        return released is not None and released.one() is not None, bool(pending)
 
     def _lock(self) -> Row:
         if self._locked is None:
