@@ -130,12 +130,14 @@ def test_a_unit_takes_the_claim_and_starts_the_turn_or_finds_it_busy(store: SqlS
         assert w.take_claim("other", 60_000) is None  # a live driver holds it
     with store.write("ses_a", fence(claim)) as w:
         w.append([TurnEnded(turn_id="t1", outcome="completed")])
-        assert w.release_and_look() == (True, False)
+        look = w.release_and_look()
+    assert look() == (True, False)
     assert store.current_claim("ses_a") is None
     taken = store.claims.acquire("ses_a", "next", 60_000)
     assert taken is not None
     with store.write("ses_a", fence(claim)) as w:
-        assert w.release_and_look() == (False, False)  # no longer this claim's session
+        look = w.release_and_look()
+    assert look() == (False, False)  # no longer this claim's session
     assert store.current_claim("ses_a") == taken
 
 
@@ -266,17 +268,42 @@ def test_a_drains_start_reads_its_claim_state_and_facts_in_one_round_trip(
 
 
 @pytest.mark.postgres
-def test_a_release_and_its_look_at_the_inbox_are_one_round_trip(
+def test_a_units_last_reads_are_answered_with_its_commit(
     pg_store: SqlStore, monkeypatch: pytest.MonkeyPatch
 ):
+    """A release with its look at the inbox, a transcript read and an opening read last in a
+    unit cost no round trip of their own: the append's and the commit's are the unit's two."""
     pg_store.admit("ses_a", "i1", "user", {"text": "hi"}, create=NEW)
     claim = pg_store.claims.acquire("ses_a", "me", 60_000)
     assert claim is not None
     syncs = _count_round_trips(monkeypatch)
     with pg_store.write("ses_a", fence(claim)) as w:
-        assert w.release_and_look() == (True, True)
-        assert len(syncs) == 1
+        w.append([said("one")])
+        history = w.messages_after(0)
+        opening = w.opening(["approval.requested"], 10)
+        look = w.release_and_look()
+    assert len(syncs) == 2
+    assert look() == (True, True)
+    assert [m.text() for _, m in history()] == ["one"]
+    opened = opening()
+    assert opened is not None and opened.history is not None
+    assert [m.text() for _, m in opened.history] == ["one"]
+    assert len(syncs) == 2
     assert pg_store.current_claim("ses_a") is None
+
+
+def test_a_units_last_reads_are_read_once_it_ended(store: SqlStore):
+    """The same reads on every backend: what the unit left, its own writes included; a
+    session with a compaction has its opening read after the unit (None here)."""
+    store.create_session("ses_a")
+    start = store.high_water("ses_a")
+    with store.write("ses_a") as w:
+        w.append([said("one"), said("two")])
+        history = w.messages_after(start + 1)  # (after "one")
+        opening = w.opening(["approval.requested"], 10)
+    assert [m.text() for _, m in history()] == ["two"]
+    opened = opening()
+    assert opened is not None and [m.text() for _, m in opened.history or []] == ["one", "two"]
 
 
 def test_interrupts_after_reads_the_requests_and_the_newest_id_together(store: SqlStore):

@@ -26,7 +26,7 @@ ever spans an `await`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -62,16 +62,28 @@ the transcript after it (`turn_opening_and_history`)."""
 @dataclass(slots=True)
 class OpeningAhead:
     """Asks a unit that delivers a turn's input (`start_drain`, `promote_or_release`) to read
-    that turn's opening last in it, as it leaves the session (`read`; None: no turn started):
-    a read of its own after the commit before (issue 36 item 1)."""
+    that turn's opening last in it, as it leaves the session, answered with its commit
+    (`read`, once the unit has ended; None: no turn started, or the session has a compaction
+    and the turn reads its opening itself): a read of its own after the commit before (issue
+    36 item 1)."""
 
     approval_types: Sequence[str]
     usage_window: int
-    read: Opening | None = None
+    _sent: Callable[[], TurnOpening | None] | None = None
+    _read: Opening | None = None
 
-    def take(self, r: SessionRead | SessionWrite) -> None:
-        """Read the opening through `r` into `read`."""
-        self.read = _opening(r, self.approval_types, self.usage_window)
+    def take(self, w: SessionWrite) -> None:
+        """Send the opening's read through `w`, last in it (`read` reads it once it ended)."""
+        self._sent = w.opening(self.approval_types, self.usage_window)
+
+    @property
+    def read(self) -> Opening | None:
+        """The opening the unit read (None: not read, or the session has a compaction)."""
+        if self._sent is not None:
+            opening, self._sent = self._sent(), None
+            if opening is not None and opening.history is not None:  # (boundary 0)
+                self._read = opening, 0, opening.history
+        return self._read
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +189,7 @@ def promote_step(
         if wrote:
             w.append(then, then_blobs)
         history = None if read_after is None else w.messages_after(read_after)
-    return StepWrite(delivered, wrote, history)
+    return StepWrite(delivered, wrote, None if history is None else history())
 
 
 def promote_idle(
@@ -232,13 +244,14 @@ def promote_or_release(
     with store.write(session_id, claim) as w:
         w.append(first)  # (a prelude planned at the seq before it still goes: `promote`)
         delivered = w.promote(idle=True, start_turn=start_turn, prelude=prelude)
-        if not delivered:  # the drain ends: no turn would read the facts
-            released, pending = w.release_and_look()
-            return IdleEnd([], released, pending)
-        if known is not None:  # (the turn starting here is built after it, from these facts)
+        look = None if delivered else w.release_and_look()  # the drain ends: no turn follows
+        if delivered and known is not None:  # (the turn starting here is built from these)
             known.noticed(w.facts())
-        if opening is not None:
+        if delivered and opening is not None:
             opening.take(w)
+    if look is not None:
+        released, pending = look()
+        return IdleEnd([], released, pending)
     return IdleEnd(delivered, wrote_prelude=_wrote(prelude, w))
 
 
@@ -251,7 +264,8 @@ def end_and_release(
     released and whether an item waits. The end's append locks the session first."""
     with store.write(session_id, fence(claim)) as w:
         w.append(first)
-        return w.release_and_look()
+        look = w.release_and_look()
+    return look()
 
 
 def end_child(
@@ -292,11 +306,8 @@ def turn_opening_and_history(
         return _opening(r, approval_types, usage_window)
 
 
-def _opening(
-    r: SessionRead | SessionWrite, approval_types: Sequence[str], usage_window: int
-) -> Opening:
-    """`turn_opening_and_history` through `r` (a read, or a unit's write that delivered the
-    turn's input)."""
+def _opening(r: SessionRead, approval_types: Sequence[str], usage_window: int) -> Opening:
+    """`turn_opening_and_history` through `r`."""
     opening = r.opening(approval_types, usage_window, history=True)
     boundary = compaction_boundary(opening.compactions)
     if opening.history is not None:  # no compaction: read with the rest (boundary 0)

@@ -19,7 +19,7 @@ from ..errors import NotFoundError
 from ._cipher import opened
 from ._reads import EVENT_COLS, RETRY_SQL, RetryState, retry_state_row, stored_event
 from ._rewind import visible_compactions
-from ._transcript import uncompacted_transcript_from, uncompacted_transcript_query
+from ._transcript import transcript_from, transcript_query
 from ._typed_events import typed, types_in
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def send_opening(
         "SELECT kind, value FROM work_state WHERE session_id = ? ORDER BY kind",
         (session_id,),
     )
-    transcript = uncompacted_transcript_query(tx, session_id) if history else None
+    transcript = transcript_query(tx, session_id, uncompacted=True) if history else None
     return SentOpening(tx, session_id, logged, usage, retry, work, transcript)
 
 
@@ -110,7 +110,15 @@ class SentOpening:
     usage: Pending
     retry: Pending
     work: Pending
-    transcript: tuple[Pending, Pending] | None = None  # (`uncompacted_transcript_query`)
+    transcript: tuple[Pending, Pending] | None = None  # (`transcript_query`, uncompacted)
+
+    def read_uncompacted(self) -> TurnOpening | None:
+        """`read`, or None for a session with a compaction: the visible ones are a read of
+        their own in the transaction (`visible_compactions`), which may have ended (a unit's
+        last read, answered with its commit: `SessionWrite.opening`)."""
+        if any(str(row[4]) == _ENDED for row in self.logged.all()):
+            return None
+        return self.read()
 
     def read(self) -> TurnOpening:
         """The `TurnOpening` they answer; `NotFoundError` if there is no such session."""
@@ -130,7 +138,7 @@ class SentOpening:
             into.append(stored_event(session_id, row))
         messages = None
         if self.transcript is not None:  # (read even when a compaction emptied it: sent)
-            messages = uncompacted_transcript_from(self.tx, session_id, self.transcript)
+            messages = transcript_from(self.tx, session_id, self.transcript)
             messages = None if ended else messages
         compactions = visible_compactions(self.tx, session_id, ended) if ended else []
         state = retry_state_row(r)

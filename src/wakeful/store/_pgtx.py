@@ -79,11 +79,14 @@ def pipelined(
             yield tx
             tx.xid_arrived()  # the id must be here before COMMIT
             committing = True
+            late = tx.unanswered()
             wire.send("COMMIT")
         except BaseException:
             wire.end(quiet=True)  # (the error raised is the block's)
             raise
         wire.end()
+        for slot in late:  # (answered with the commit: read after the block, see `unanswered`)
+            slot.keep()
     except psycopg.Error as err:
         if not committing or _answered(conn, err):
             raise  # COMMIT never reached the server, or the server answered it: no ambiguity
@@ -163,6 +166,7 @@ class PgTx:
         # A write's transaction id: the answer and column it arrives in (`xid`).
         self._xid: tuple[Slot, int] | None = None
         self._writing = writing  # a write transaction (`pipelined`): asks for its id
+        self._queried: list[Slot] = []  # a write's queries (`query`, for `unanswered`)
         self.notified: set[str] = set()  # announced by the backend once the transaction commits
         self.admitted: set[str] = set()  # of those, the ones given new input (`WORK_CHANNEL`)
 
@@ -210,7 +214,19 @@ class PgTx:
         return self._send(sql, params).rowcount()  # (the row count arrives with the answer)
 
     def query(self, sql: str, params: Params = ()) -> _Sent:
-        return _Sent(self._send(sql, params))
+        slot = self._send(sql, params)
+        if self._writing:
+            self._queried.append(slot)
+        return _Sent(slot)
+
+    def unanswered(self) -> list[Slot]:
+        """A write's queries not answered yet, as its COMMIT is sent: they are answered with
+        it, and `pipelined` loads their rows then, so a unit's last reads are read after the
+        unit ended (`SessionWrite.opening`, `messages_after`, `release_and_look`) without a
+        round trip of their own before the commit's."""
+        late = [slot for slot in self._queried if not slot.ready]
+        self._queried.clear()
+        return late
 
     def send(self, sql: str, params: Params = ()) -> None:
         # Nobody reads the answer; an error still surfaces at the next Sync or the COMMIT.

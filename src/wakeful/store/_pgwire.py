@@ -75,12 +75,20 @@ class Slot:
     """The answer to one statement sent on a `Wire`: its result once the Sync after it was
     read (`ready`), or the error it met."""
 
-    __slots__ = ("_wire", "error", "result")
+    __slots__ = ("_kept", "_wire", "error", "result")
 
     def __init__(self, wire: Wire) -> None:
         self._wire = wire
         self.result: PGresult | None = None
         self.error: psycopg.Error | None = None
+        self._kept: list[Row] | None = None  # the rows `keep` loaded
+
+    def keep(self) -> None:
+        """Load the rows that arrived now (with the commit), so they can be read after the
+        connection went back to the pool (its transformer is another thread's by then);
+        nothing for an answer that has not arrived or has no rows."""
+        if self.result is not None and self._kept is None:
+            self._kept = self._wire.load(self.result) if self.result.ntuples else []
 
     @property
     def ready(self) -> bool:
@@ -96,6 +104,8 @@ class Slot:
 
     def rows(self) -> list[Row]:
         """Every row (a Sync first when the answer has not arrived)."""
+        if self._kept is not None:
+            return self._kept
         result = self._arrived()
         if not result.ntuples:
             return []
@@ -103,6 +113,8 @@ class Slot:
 
     def one(self) -> Row | None:
         """The first row, or None."""
+        if self._kept is not None:
+            return self._kept[0] if self._kept else None
         result = self._arrived()
         if not result.ntuples:
             return None

@@ -345,20 +345,24 @@ class SessionWrite(Protocol):
         """Take the session's claim (None: a live driver holds it); later writes use it."""
         ...
 
-    def release_and_look(self) -> tuple[bool, bool]:
+    # A unit's last reads: what the unit leaves, read after its writes and answered with its
+    # commit (no round trip of their own on PostgreSQL). Each returns a function to call once
+    # the unit has ended.
+
+    def release_and_look(self) -> Callable[[], tuple[bool, bool]]:
         """Release the unit's claim if it is still the session's, and look at the inbox as the
-        unit leaves it: whether it was released, whether an item is pending (one round trip)."""
+        unit leaves it: whether it was released, whether an item is pending."""
         ...
 
     def opening(
-        self, approval_types: Sequence[str], usage_window: int, *, history: bool = False
-    ) -> TurnOpening:
-        """What a turn reads before its first step, as this unit leaves the session (what it
-        wrote so far included; with `history`, the transcript too, when the session has no
-        compaction): a read the caller would otherwise make after the commit."""
+        self, approval_types: Sequence[str], usage_window: int
+    ) -> Callable[[], TurnOpening | None]:
+        """What a turn reads before its first step, its history included, as this unit leaves
+        the session (what it wrote so far included): a read the caller would otherwise make
+        after the commit; None for a session with a compaction (read after the unit)."""
         ...
 
-    def messages_after(self, seq: int) -> list[tuple[int, Message]]:
+    def messages_after(self, seq: int) -> Callable[[], list[tuple[int, Message]]]:
         """The transcript's messages after `seq` as the unit leaves it, with their `seq`."""
         ...
 

@@ -66,24 +66,29 @@ _UNCOMPACTED = (
 )
 
 
-def uncompacted_transcript_query(tx: Tx, session_id: str) -> tuple[Pending, Pending]:
-    """Send the statements of the session's whole transcript, guarded: they find rows only
-    when it has no `compaction.ended` event (its history's boundary is 0 then). A turn's
-    opening sends them with its own (`_opening.opening_in`), so the first step's history
-    read is in that round trip; read them with `uncompacted_transcript_from`."""
+def transcript_query(
+    tx: Tx, session_id: str, after_seq: int = 0, *, uncompacted: bool = False
+) -> tuple[Pending, Pending]:
+    """Send the statements of the session's transcript after `after_seq` (its rows and the
+    enqueued events its deliveries derive from: both, the second not waiting for the first)
+    and read nothing yet: read them with `transcript_from`. `uncompacted`: they find rows only
+    when the session has no `compaction.ended` event (its history's boundary is 0 then); a
+    turn's opening sends them with its own (`_opening.opening_in`), so the first step's
+    history read is in that round trip."""
     from ..events import SHAPES_DIGEST
 
-    bounds = (session_id, 0, 2**62, session_id)
-    rows = tx.query(_message_rows("= ?", _TYPED_COLUMNS, _UNCOMPACTED), (SHAPES_DIGEST, *bounds))
-    enqueued = tx.query(_enqueued_rows("= ?", " " + _UNCOMPACTED.strip()), bounds)
+    also = _UNCOMPACTED if uncompacted else ""
+    bounds = (session_id, after_seq, 2**62) + ((session_id,) if uncompacted else ())
+    rows = tx.query(_message_rows("= ?", _TYPED_COLUMNS, also), (SHAPES_DIGEST, *bounds))
+    enqueued = tx.query(_enqueued_rows("= ?", " " + also.strip() if also else ""), bounds)
     return rows, enqueued
 
 
-def uncompacted_transcript_from(
+def transcript_from(
     tx: Tx, session_id: str, sent: tuple[Pending, Pending]
 ) -> list[tuple[int, Message]]:
-    """The messages `uncompacted_transcript_query` read, as `transcript_in(tx, session_id)`
-    would return them (for a session without compactions)."""
+    """The messages `transcript_query` read, as `transcript_in(tx, session_id, after_seq)`
+    would return them."""
     rows = sent[0].all()
     enqueued = sent[1].all()
     if tx.cipher is not None:  # an encrypted store: the bodies opened once, here

@@ -17,8 +17,9 @@ The unit is synchronous: it lives in one worker thread and never spans an `await
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import NotFoundError
@@ -36,7 +37,7 @@ from ._claims import (
 )
 from ._facts import SessionFacts, facts_from, facts_query
 from ._feed import last_position_query, position_from
-from ._opening import TurnOpening, opening_in
+from ._opening import TurnOpening, opening_in, send_opening
 from ._reads import instruction_state_of, instruction_state_sql, recent_events_in
 from ._records import (
     ROW_COLS,
@@ -204,15 +205,22 @@ class SqlSessionWrite:
             self._claim = fence(claim)
         return claim
 
-    def release_and_look(self) -> tuple[bool, bool]:
+    def release_and_look(self) -> Callable[[], tuple[bool, bool]]:
         """Release the unit's claim (when it is still the session's) and look at the inbox as
-        the unit leaves it: whether it was released, whether an item is pending. The two are
-        sent together: one round trip where there were two."""
+        the unit leaves it, read last in the unit: once it has ended, the returned function
+        says whether the claim was released and whether an item is pending (on PostgreSQL
+        both answered with the commit, no round trip of their own; two before)."""
         self.flush()  # what the unit wrote goes first, under the claim it releases
         claim = self._claim
         released = None if claim is None else release_query(self._tx, self._sid, claim)
-        pending = _inbox.any_pending(self._tx, self._sid)
-        return released is not None and released.one() is not None, bool(pending)
+        look = self._tx.query(_inbox.ANY_PENDING_SQL, (self._sid, self._sid))
+
+        def answer() -> tuple[bool, bool]:
+            return released is not None and released.one() is not None, bool(
+                _inbox.any_pending_in(look)
+            )
+
+        return answer
 
     def _lock(self) -> Row:
         if self._locked is None:
@@ -222,19 +230,24 @@ class SqlSessionWrite:
         return self._locked
 
     def opening(
-        self, approval_types: Sequence[str], usage_window: int, *, history: bool = False
-    ) -> TurnOpening:
-        """What a turn reads before its first step (`TurnOpening`) as this unit leaves the
-        session (what it wrote so far included): a read of its own after the commit before."""
+        self, approval_types: Sequence[str], usage_window: int
+    ) -> Callable[[], TurnOpening | None]:
+        """What a turn reads before its first step (`TurnOpening`, its history included) as
+        this unit leaves the session (what it wrote so far included), read last in the unit:
+        once it has ended, the returned function gives it (on PostgreSQL answered with the
+        commit); None for a session with a compaction (read it after the unit)."""
         self.flush()
-        return opening_in(self._tx, self._sid, approval_types, usage_window, history=history)
+        sent = send_opening(self._tx, self._sid, approval_types, usage_window, history=True)
+        return sent.read_uncompacted
 
-    def messages_after(self, seq: int) -> list[tuple[int, Message]]:
+    def messages_after(self, seq: int) -> Callable[[], list[tuple[int, Message]]]:
         """The transcript's messages after `seq` as this unit leaves it (what it wrote so far
-        included), each with its `seq`: a read the caller would otherwise make after the commit,
-        in a transaction of its own."""
+        included), each with its `seq`, read last in the unit: once it has ended, the
+        returned function gives them (on PostgreSQL answered with the commit: a read the
+        caller would otherwise make after the commit, in a transaction of its own)."""
         self.flush()
-        return _transcript.transcript_in(self._tx, self._sid, seq, None)
+        sent = _transcript.transcript_query(self._tx, self._sid, seq)
+        return partial(_transcript.transcript_from, self._tx, self._sid, sent)
 
     def flush(self) -> None:
         """Write the buffered events now (fenced by the unit's claim), in the transaction."""
