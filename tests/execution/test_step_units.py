@@ -239,3 +239,34 @@ async def test_a_turns_end_goes_with_the_drains_last_unit_and_is_published_after
         assert types == ["turn.started", "turn.ended"] * 2
         assert store.current_claim(sid) is None
         store.close()
+
+
+@pytest.mark.postgres
+async def test_a_three_step_drive_on_postgres_costs_eighteen_round_trips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Round trips, counted as the wire's Syncs in the driving process (29 before): the
+    context's read (1); the claim's unit (the lock with the facts, the pending items, the
+    claim and a running call; the append's claim check and ids; the commit, with the turn's
+    opening answered by it: 3, 9 before); the first receipt (2); three step boundaries (the
+    lock, the append, the commit with the next history: 3 each, 4 before); the turn's end
+    with the release (3, the release's answer and the inbox look in the commit's: 5 before)."""
+    from wakeful.store._pgwire import Wire
+
+    syncs: list[int] = []
+    sync = Wire.sync
+
+    def counted(wire: Wire) -> None:
+        syncs.append(1)
+        sync(wire)
+
+    config = Config(execution=ExecutionConfig(poll_interval_ms=60_000))  # no watcher polls
+    with _url("postgres", tmp_path) as url:
+        rt = Runtime(url, model=_script(tmp_path), workspace=tmp_path, config=config)
+        sid = rt.send("work", resume=False).session_id
+        monkeypatch.setattr(Wire, "sync", counted)
+        [turn] = await rt.resume(sid)
+        monkeypatch.undo()
+        await rt.aclose()
+        assert turn.outcome == "completed" and turn.steps == 3
+        assert len(syncs) <= 18, len(syncs)
