@@ -163,3 +163,34 @@ def test_a_stream_of_commits_is_announced_in_a_few_batches_and_nothing_is_lost()
     assert seen >= set(sids)
     assert batches <= spent / GAP_S + 2, (batches, spent)
     assert alone < GAP_S / 2 + 0.05  # (a round trip to the server and back, no gap waited)
+
+
+def test_a_batch_with_admissions_is_one_statement_on_both_channels():
+    """A batch's notifications on the events channel and, for the ids given new input, on the
+    work channel go in one statement (its own transaction; two before), in order."""
+    from wakeful.store._pgnotify import Notifier
+
+    statements: list[object] = []
+
+    class Counting(psycopg.Connection[Any]):
+        def execute(self, query: Any, params: Any = None, **kw: Any) -> Any:
+            statements.append(query)
+            return super().execute(query, params, **kw)
+
+    with fresh_database() as url:
+        listener = psycopg.connect(url, autocommit=True)
+        listener.execute(f"LISTEN {CHANNEL}")
+        listener.execute(f"LISTEN {WORK_CHANNEL}")
+        notifier = Notifier(CHANNEL, WORK_CHANNEL, lambda: Counting.connect(url, autocommit=True))
+        seen: list[tuple[str, str]] = []
+        try:
+            notifier.send(["ses_a", "ses_b"], work=["ses_b"])
+            for note in listener.notifies(timeout=5.0):
+                seen.append((note.channel, note.payload))
+                if len(seen) == 3:
+                    break
+        finally:
+            notifier.close(5.0)
+            listener.close()
+    assert seen == [(CHANNEL, "ses_a"), (CHANNEL, "ses_b"), (WORK_CHANNEL, "ses_b")]
+    assert len(statements) == 1

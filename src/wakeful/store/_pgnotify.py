@@ -29,7 +29,9 @@ import psycopg
 
 log = logging.getLogger("wakeful.store")
 
-NOTIFY_BATCH_SQL = "SELECT pg_notify(%s, s) FROM unnest(%s::text[]) AS s"
+# One statement per batch, its two channels' notifications together (two transactions when
+# some ids were given new input, before): the channel and the session id of each, in order.
+NOTIFY_BATCH_SQL = "SELECT pg_notify(c, s) FROM unnest(%s::text[], %s::text[]) AS n(c, s)"
 _RETRY_S = 0.5  # after a failed send, before reconnecting
 _BATCH = 1000  # session ids per statement
 # The least time between two batches' starts (see the module docstring): at most 20 notify
@@ -105,9 +107,9 @@ class Notifier:
                     if conn is None:
                         conn = self._connect()
                     events, work = self._channels
-                    conn.execute(NOTIFY_BATCH_SQL, (events, list(batch)))
-                    if admitted := [sid for sid, also in batch.items() if also]:
-                        conn.execute(NOTIFY_BATCH_SQL, (work, admitted))
+                    admitted = [sid for sid, also in batch.items() if also]
+                    channels = [events] * len(batch) + [work] * len(admitted)
+                    conn.execute(NOTIFY_BATCH_SQL, (channels, [*batch, *admitted]))
                     self.sent += 1
                     failing = False
                 except psycopg.Error as err:
