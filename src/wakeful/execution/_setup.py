@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import random
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -54,6 +56,12 @@ if TYPE_CHECKING:
     Seen = DriveReads | None  # a drive's reads made already (a worker's batch recovery)
 
 log = logging.getLogger("wakeful.runtime")
+
+# The retry jitter of every turn this process drives: one generator per process (seeded from
+# the OS once, again in a forked child), not one per context (`random.Random()` reads 2.5 KB
+# of OS entropy to seed itself, ~16 µs per recovered session).
+_JITTER = random.Random()
+os.register_at_fork(after_in_child=_JITTER.seed)
 
 
 class SetupMixin:
@@ -112,6 +120,7 @@ class SetupMixin:
             retry=config.retry,
             compaction=config.compaction,
             interrupt=interrupt,
+            rng=_JITTER,
             instruction_sources=[
                 *workspace_sources(place.root, config.instructions),
                 *agent_sources(place.root, agent.skills),

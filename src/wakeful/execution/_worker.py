@@ -125,12 +125,12 @@ def take_over(rt: Runtime, limit: int, placement: Placement | None = None) -> li
     )
 
 
-def recover(rt: Runtime, claims: list[Claim]) -> tuple[int, dict[str, Recovered]]:
-    """Prepare the drives of `claims` (just taken over): the newest global event id (an
-    interrupt requested up to it was for the dead drivers, not for these drains) and the
-    batch's healing and continuations (`recover_batch`: one read and one write transaction)."""
-    seen = rt.store.feed.last_event_id()
-    return seen, recover_batch(rt.store, claims, rt.coordinator.options.max_recovery_attempts)
+def recover(rt: Runtime, claims: list[Claim]) -> dict[str, Recovered]:
+    """Prepare the drives of `claims` (just taken over): the batch's healing and
+    continuations (`recover_batch`: one read and one write transaction). The read carries the
+    newest global event id too (each drive's `Recovered.drive.newest_event`): an interrupt
+    requested up to it was for the dead drivers, not for these drains."""
+    return recover_batch(rt.store, claims, rt.coordinator.options.max_recovery_attempts)
 
 
 def look(rt: Runtime, placement: Placement, skip: Sequence[str]) -> tuple[bool, bool]:
@@ -295,22 +295,24 @@ class _Worker:
         # Healed together; after a store fault each drain heals its own session, and so it
         # does after any other error (which its drain then meets and reports alone).
         try:
-            prepared = await self._attempt(recover, self.rt, fresh) if fresh else None
+            recovered = await self._attempt(recover, self.rt, fresh) if fresh else None
         except Exception as failure:
             log.warning(
                 "batch recovery failed, each drain recovers its session: %s: %s",
                 type(failure).__name__,
                 failure,
             )
-            prepared = None
-        seen, recovered = prepared or (None, None)
+            recovered = None
         for claim in fresh:
             sid = claim.session_id
             if recovered is not None and sid not in recovered:
                 self.stats.lost += 1  # its claim was taken from this batch meanwhile
                 continue
             self.rt.coordinator.leases.hold(claim, lambda: None)  # alive while it waits
-            self._start(sid, claim, None if recovered is None else recovered[sid], seen)
+            # (without the batch's read, the drain reads the newest event id itself)
+            mine = None if recovered is None else recovered[sid]
+            seen = None if mine is None or mine.drive is None else mine.drive.newest_event
+            self._start(sid, claim, mine, seen)
         return claims
 
     async def _start_ready(self) -> int | None:

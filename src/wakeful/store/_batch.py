@@ -22,6 +22,7 @@ from ..errors import ClaimLostError, NotFoundError
 from ._append import ClaimToken, append_events
 from ._backend import Row, iter_chunks
 from ._facts import facts_of, facts_sql
+from ._feed import last_position_query, position_from
 from ._opening import TurnOpening, send_opening
 from ._reads import (
     EVENT_COLS,
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from ..clock import Clock
     from ..events import SessionEvent, StoredEvent
     from ..messages import Message
-    from ._backend import Backend, Tx
+    from ._backend import Backend, Pending, Tx
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +78,15 @@ class BatchMixin:
         """Each named session as recovery reads it (`RecoveryView`; `types` are the event
         types to read), in one read of eight statements per 500 sessions (each kind of row
         for all of them at once, not a statement per session; on PostgreSQL sent together, one
-        round trip, a second when a transcript holds delivered inputs); unknown sessions are
-        left out."""
+        round trip, a second when a transcript holds delivered inputs), with the instance-wide
+        log's newest event id (each view's `drive.newest_event`: where the interrupt watching
+        of the batch's drives starts; a read of its own before); unknown sessions are left
+        out."""
         out: dict[str, RecoveryView] = {}
         with self.backend.transaction(write=False, batched=True) as tx:
+            newest = last_position_query(tx, self.backend.kind)
             for chunk in iter_chunks(list(dict.fromkeys(session_ids)), 500):
-                out.update(_views(tx, chunk, types))
+                out.update(_views(tx, chunk, types, newest))
         return {sid: out[sid] for sid in session_ids if sid in out}
 
     def openings(
@@ -126,8 +130,11 @@ class BatchMixin:
         return written
 
 
-def _views(tx: Tx, chunk: Sequence[str], types: Sequence[str]) -> dict[str, RecoveryView]:
-    """`BatchMixin.recovery_views` of up to 500 sessions, in `tx`."""
+def _views(
+    tx: Tx, chunk: Sequence[str], types: Sequence[str], newest: Pending
+) -> dict[str, RecoveryView]:
+    """`BatchMixin.recovery_views` of up to 500 sessions, in `tx`; `newest`: the log's newest
+    event id, sent before (`last_position_query`)."""
     out: dict[str, RecoveryView] = {}
     marks = ", ".join("?" for _ in chunk)
     # Sent before any is read: one round trip on PostgreSQL (the transcripts'
@@ -158,6 +165,7 @@ def _views(tx: Tx, chunk: Sequence[str], types: Sequence[str]) -> dict[str, Reco
         chunk,
     )
     messages = transcripts_in(tx, chunk)
+    seen = position_from(newest.one())[1]
     rows = {str(r[0]): session_row(r) for r in sent_rows.all()}
     facts = _by_session(sent_facts.all())
     states = _by_session(sent_states.all())
@@ -174,7 +182,9 @@ def _views(tx: Tx, chunk: Sequence[str], types: Sequence[str]) -> dict[str, Reco
             events=[stored_event(sid, r) for r in events.get(sid, [])],
             parent_id=row.parent_id,
             created=created[0] if created else None,
-            drive=DriveReads(row, facts_of(facts[sid]), instruction_state_of(states[sid])),
+            drive=DriveReads(
+                row, facts_of(facts[sid]), instruction_state_of(states[sid]), newest_event=seen
+            ),
             instructions=instruction_state_of(states[sid]),
         )
     return out
