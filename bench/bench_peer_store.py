@@ -1,7 +1,7 @@
 """wakeful's store beside the OpenAI Agents SDK's `SQLiteSession` and a raw `sqlite3` floor.
 
     python bench/bench_peer_store.py [--messages N] [--chunk C] [--loads R] [--dir DIR]
-        [--baseline-src TREE]
+        [--baseline-src TREE] [--no-search]
 
 The same N messages (default 5,000, ~300 characters of text each, user and assistant in turn)
 go into three SQLite files in DIR, each message committed before the next (WAL, synchronous
@@ -25,6 +25,8 @@ The children read compiled bytecode from a cache in DIR that an untimed load of 
 fills first, as an installed package's is compiled at install. `--baseline-src TREE` adds the
 typed and plain loads of another source tree (`TREE/src` first on `PYTHONPATH`, e.g. a `git
 archive` of main) of the same file to the rounds, and prints them beside this tree's.
+`--no-search` writes wakeful's two files with the full-text index turned off
+(`SqlStore.set_search(False)` once the store exists; docs/search.md, "Without search").
 """
 
 from __future__ import annotations
@@ -145,12 +147,15 @@ class Peer:
 
 class Ours:
     name = "wakeful append"
+    search = True  # `--no-search`: the store's full-text index turned off before any write
 
     def __init__(self, path: Path) -> None:
         from wakeful.store import open_store
 
         self.path = path
         self.store = open_store(str(path))
+        if not self.search:
+            self.store.set_search(False)
         self.store.create_session(SID)
 
     def write(self, work: Work, j: int) -> None:
@@ -241,11 +246,13 @@ def main() -> None:
     parser.add_argument("--loads", type=int, default=9)
     parser.add_argument("--dir")
     parser.add_argument("--baseline-src", help="another source tree whose loads run beside")
+    parser.add_argument("--no-search", action="store_true", help="wakeful without its index")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(args.child[0], args.child[1], int(args.child[2]))
         return
+    Ours.search = not args.no_search
     from wakeful.events import MessageAdded
     from wakeful.messages import Message, TextBlock, dump_message
 
@@ -315,6 +322,7 @@ def main() -> None:
     print(
         f"{n:,} messages, {json_size:.0f} bytes of JSON each on average; writes in rounds of "
         f"{args.chunk}; loads: median of {args.loads} new processes (wall, and CPU time)"
+        + ("; wakeful's full-text index off" if args.no_search else "")
     )
     print(
         f"{'':<22}{'load ms':>9}{'x floor':>9}{'CPU ms':>9}{'x floor':>9}"

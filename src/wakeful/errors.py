@@ -6,6 +6,7 @@ Callers decide what to do by the *type* of an error, never by its message::
     ├── UsageError                  a developer or user mistake (bad argument, bad config)
     │   ├── InvalidMessageError     a message or wire payload that does not fit the model
     │   ├── AmbiguousIdError        an id prefix that names more than one session
+    │   ├── SearchOffError          a search in a store whose full-text index is turned off
     │   ├── LocationUnavailableError  the session's location is not on this host
     │   ├── FileRestoreError        files a rewind would restore cannot be written (nothing changed)
     │   └── InstructionSourceError  an instruction source (AGENTS.md…) cannot be read (the turn is blocked)
@@ -80,6 +81,11 @@ class FileRestoreError(UsageError):
     def __init__(self, message: str, *, paths: Sequence[str]) -> None:
         super().__init__(message)
         self.paths = tuple(paths)
+
+
+class SearchOffError(UsageError):
+    """A search in a store whose full-text index is turned off (`wakeful store search on`
+    turns it on: docs/search.md, "Without search")."""
 
 
 class AmbiguousIdError(UsageError):
@@ -279,6 +285,7 @@ __all__ = [
     "OverloadedError",
     "ProviderError",
     "RateLimitError",
+    "SearchOffError",
     "StepLimitError",
     "StoreBusyError",
     "StoreError",

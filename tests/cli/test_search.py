@@ -45,3 +45,24 @@ def test_search_output_carries_no_terminal_escapes(wk: Wk, workdir):
     out = wk("session", "search", "alert").stdout
     assert "red" in out and "alert" in out and "colour me" in out
     assert "\x1b" not in out and "\x07" not in out
+
+
+def test_a_store_without_search_refuses_a_search_in_one_line(wk: Wk, db_url: str):
+    store = open_store(db_url)
+    sid = store.create_session(title="pangolin notes").id
+    store.close()
+    assert wk("store", "search").stdout == "search: on\n"
+    assert wk("store", "search", "off").stdout == "search: off\n"
+    assert wk("store", "search", "off").stdout == "search: off (it was already)\n"
+    assert wk("store", "search").stdout == "search: off\n"
+    done = wk("session", "search", "pangolin", check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == (
+        "error: full-text search is off in this store: `wakeful store search on` turns it on "
+        "(it indexes every session from the log)"
+    )
+    assert wk("store", "search", "on").stdout == "search: on\n"
+    hits = json.loads(wk("session", "search", "pangolin", "--format", "json").stdout)
+    assert [h["id"] for h in hits] == [sid]
+    bad = wk("store", "search", "maybe", check=False)
+    assert bad.returncode == 2 and "'maybe' is not one of 'on', 'off'" in bad.stderr

@@ -79,3 +79,15 @@ def test_session_search_works_against_a_server(server: Served, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(sid)
+
+
+def test_a_search_in_a_store_without_search_is_422_naming_how_to_turn_it_on(server: Served):
+    c = server.client()
+    sid = c.post("/sessions", json={"title": "okapi notes"}).json()["session"]["id"]
+    server.store.set_search(False)
+    response = c.get("/sessions", params={"q": "okapi"})
+    assert response.status_code == 422
+    assert "wakeful store search on" in response.json()["reason"]
+    assert [s["id"] for s in c.get("/sessions").json()["sessions"]] == [sid]  # lists as before
+    server.store.set_search(True)
+    assert [s["id"] for s in c.get("/sessions", params={"q": "okapi"}).json()["sessions"]] == [sid]

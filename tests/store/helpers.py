@@ -9,7 +9,7 @@ import pytest
 
 from wakeful.events import MessageAdded, StoredEvent
 from wakeful.messages import Message
-from wakeful.store import ClaimToken, SqlStore, _migrations, _sqlite
+from wakeful.store import ClaimToken, SqlStore, _migrations, _search, _sqlite
 from wakeful.store._migrations import Migration
 
 
@@ -42,3 +42,20 @@ def as_of(patch: pytest.MonkeyPatch, backend: ModuleType, migrations: list[Migra
         patch.setattr(_sqlite, "NUMBERS", tuple(n for n, *_ in migrations))
     else:
         patch.setattr(backend, "MIGRATIONS", migrations)
+
+
+# How code before migration 32 wrote the search index and searched: no `search_indexed` on
+# PostgreSQL, so a title's or a message's row always written and a search never refused.
+INDEX_BEFORE_32 = {
+    "sqlite": "INSERT INTO search_docs (session_id, seq, body) VALUES (?, ?, ?)",
+    "postgres": "INSERT INTO search_docs (session_id, seq, tsv) VALUES (?, ?, wakeful_search_tsv(?))",
+}
+
+
+def index_before_32(patch: pytest.MonkeyPatch, insert: str | None = None) -> None:
+    """Make the search index's writes and reads those of code before migration 32 (`insert`:
+    PostgreSQL's statement, when older still)."""
+    patch.setattr(
+        _search, "_INSERT", {**INDEX_BEFORE_32, "postgres": insert or INDEX_BEFORE_32["postgres"]}
+    )
+    patch.setattr(_search, "SEARCH_ON", "SELECT 1")

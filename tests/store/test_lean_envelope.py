@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.pg import fresh_database
-from tests.store.helpers import as_of
+from tests.store.helpers import as_of, index_before_32
 from wakeful.errors import MigrationError, StoreError
 from wakeful.events import (
     MESSAGE_ADDED_HEAD,
@@ -126,6 +126,7 @@ def _fill_as_before(store: SqlStore, migration: int) -> tuple[str, list[MessageA
 def _upgraded_reads_whole(url: str, backend: Any, migration: int) -> None:
     with pytest.MonkeyPatch.context() as old:
         as_of(old, backend, [m for m in MIGRATIONS if m[0] <= migration])
+        index_before_32(old)
         before = open_store(url)
         try:
             sid, events = _fill_as_before(before, migration)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from tests.pg import fresh_database
-from tests.store.helpers import add_message
+from tests.store.helpers import INDEX_BEFORE_32, add_message, index_before_32
 from tests.store.test_search import expected, indexed, say
 from wakeful.messages import Message, TextBlock, ToolCallBlock, assistant
-from wakeful.store import SqlStore, _postgres, _search, open_store
+from wakeful.store import SqlStore, _postgres, open_store
 from wakeful.store._migrations import LATEST, MIGRATIONS
 
 
@@ -73,7 +73,7 @@ def test_a_database_of_the_previous_schema_upgrades_in_place(
     with fresh_database() as url:
         # The schema before migration 21, as the previous version wrote it: the text in `body`.
         monkeypatch.setattr(_postgres, "MIGRATIONS", [m for m in MIGRATIONS if m[0] < 21])
-        monkeypatch.setitem(_search._INSERT, "postgres", _search._INSERT["sqlite"])
+        index_before_32(monkeypatch, INDEX_BEFORE_32["sqlite"])
         old = open_store(url)
         try:
             sids = _fill(old)

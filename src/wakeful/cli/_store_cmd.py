@@ -1,6 +1,8 @@
 """`wakeful store new-key|encrypt|rotate-key`: encryption at rest of a local store
 (docs/encryption.md). The master key comes from `$WAKEFUL_MASTER_KEY`,
-`$WAKEFUL_MASTER_KEY_FILE` or `[encryption] key_file`; every mistake is one line."""
+`$WAKEFUL_MASTER_KEY_FILE` or `[encryption] key_file`; every mistake is one line.
+`wakeful store search [on|off]`: the store's full-text index kept or dropped
+(docs/search.md, "Without search")."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from ._common import TEXT, db_option, require_store
 
 @click.group()
 def store() -> None:
-    """Encryption at rest of a local store: make a key, encrypt a store, rotate its key."""
+    """A store's settings: encryption at rest (make a key, encrypt a store, rotate its key)
+    and its full-text index (search)."""
 
 
 @store.command("new-key")
@@ -61,3 +64,24 @@ def rotate_key(db: str | None, new_key_file: str) -> None:
     new = parse_master_key(text, f"file {new_key_file}")
     count = rotate_key_at(db, new, load_config().encryption)
     click.echo(f"rotated: {count} data keys now wrapped by master key {new.key_id}")
+
+
+@store.command("search")
+@db_option
+@click.argument("state", required=False, type=click.Choice(["on", "off"]))
+def search(db: str | None, state: str | None) -> None:
+    """Show whether the store keeps its full-text index, or turn it on or off for every
+    process of the store. Off drops the index (a message then writes no index entry, and a
+    search is refused); on fills it from the log again before it returns."""
+    from ..store import open_store
+
+    require_store(db)
+    store = open_store(db, encryption=load_config().encryption)
+    try:
+        if state is None:
+            click.echo("search: on" if store.search_enabled else "search: off")
+            return
+        changed = store.set_search(state == "on")
+    finally:
+        store.close()
+    click.echo(f"search: {state}" + ("" if changed else " (it was already)"))

@@ -15,6 +15,13 @@ matching message. A hit's snippet is cut from the title or the message as the lo
 message's text from the log, kept in step with `messages` by triggers, so `index_message` writes
 nothing there. New messages wait for their batch (`search_indexed.upto`) until a batch or a
 search indexes them (`index_pending`), so a search still finds every committed message.
+
+The index can be turned off (`set_search`): `search_indexed` without its row. Every write of
+the index reads that row in its own statement (the inserts select from it, SQLite's triggers
+compare with its `upto`), so without it nothing is indexed, in every process at once, and a
+search raises `SearchOffError`. Turning it on again puts the row back and fills the index
+from the log (SQLite: FTS5's `rebuild` over the log's text, as migration 25 did; the titles,
+and on PostgreSQL the messages, by the backfill of migration 7).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from ..errors import SearchOffError, UsageError
 from ._backend import Backend, Tx
 from ._cipher import opened
 from ._records import SESSION_COLS, SessionRow, session_row
@@ -48,11 +55,20 @@ BACKFILL_BATCH = 200  # sessions indexed per transaction by the backfill
 
 _WORD = re.compile(r"[^\W_]+\*?")  # letters and digits, as both indexes split words
 # SQLite's FTS5 index takes the text from the row; PostgreSQL keeps only the `tsvector`
-# (migration 21: the text is not stored twice).
+# (migration 21: the text is not stored twice). A row is written only while the index is on
+# (`search_indexed` has its row, `SEARCH_ON`).
 _INSERT = {
-    "sqlite": "INSERT INTO search_docs (session_id, seq, body) VALUES (?, ?, ?)",
-    "postgres": "INSERT INTO search_docs (session_id, seq, tsv) VALUES (?, ?, wakeful_search_tsv(?))",
+    "sqlite": "INSERT INTO search_docs (session_id, seq, body) SELECT ?, ?, ? FROM search_indexed",
+    "postgres": (
+        "INSERT INTO search_docs (session_id, seq, tsv) "
+        "SELECT CAST(? AS TEXT), CAST(? AS BIGINT), wakeful_search_tsv(?) FROM search_indexed"
+    ),
 }
+SEARCH_ON = "SELECT 1 FROM search_indexed"  # a row: the index is on
+SEARCH_OFF_HINT = (
+    "full-text search is off in this store: `wakeful store search on` turns it on "
+    "(it indexes every session from the log)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +263,10 @@ def search_in(
         "LIMIT ? OFFSET ?",
         (_match(kind, _hashed(tx, words)), limit + 1, offset),
     )
+    # Read after the index, as every writer reads `search_indexed` after `search_docs`: the
+    # order `set_search` takes their locks in on PostgreSQL (a read holds its lock too).
+    if tx.one(SEARCH_ON) is None:
+        raise SearchOffError(SEARCH_OFF_HINT)
     hits = []
     for r in rows[:limit]:
         session, seq = session_row(r[:-1]), int(r[-1])
@@ -337,6 +357,58 @@ def _backfill_session(tx: Tx, session_id: str, transcript: Transcript) -> None:
     if TITLE_SEQ not in done:
         title = tx.one("SELECT title FROM sessions WHERE id = ?", (session_id,))
         index_title(tx, session_id, opened(title[0]) if title and title[0] else None)
+    if tx.kind == "sqlite":  # its messages' entries come from the log (`_search_log`)
+        return
     for seq, message in transcript(tx, session_id):
         if seq not in done:
             index_message(tx, session_id, seq, message)
+
+
+# -- the setting: a store with its index, or without ----------------------------------------------
+
+
+def search_enabled(backend: Backend) -> bool:
+    """Whether the store keeps its full-text index (`set_search`)."""
+    with backend.transaction(write=False) as tx:
+        return tx.one(SEARCH_ON) is not None
+
+
+def set_search(backend: Backend, on: bool, transcript: Transcript) -> bool:
+    """Turn the full-text index on or off for every process of the store; False when it
+    already was so.
+
+    Off: the row of `search_indexed` goes and every entry with it (`search_docs`; on SQLite
+    FTS5's `delete-all` after the titles' triggers took theirs out), in one transaction.
+    From its commit no write indexes anything: each reads the row in its own statement, and
+    on PostgreSQL the change's `ACCESS EXCLUSIVE` lock on `search_indexed` first waits for
+    every transaction that read it (an insert holds its lock until it commits). It takes
+    `search_backfill`'s row, `search_docs` and `search_indexed` in that order, the order
+    every transaction that touches them takes them in (the backfill, the projections'
+    writes, a search), so none deadlocks with it.
+
+    On: the row comes back (SQLite: at the log's newest event id, and FTS5 rebuilds every
+    message's entry from the log in that transaction, as migration 25 did), then the
+    backfill of migration 7 indexes the titles, and on PostgreSQL the messages, a batch of
+    sessions per transaction, resumable, leaving alone what writers indexed meanwhile."""
+    with backend.transaction(write=True) as tx:
+        if not on:  # (a backfill's transaction takes this row before the index's tables)
+            tx.run("DELETE FROM search_backfill")
+        if tx.kind == "postgres":  # in the order every transaction takes them: no deadlock
+            tables = "search_indexed" if on else "search_docs, search_indexed"
+            tx.run(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
+        if (tx.one(SEARCH_ON) is not None) == on:
+            return False
+        if not on:
+            tx.run("DELETE FROM search_docs")
+            if tx.kind == "sqlite":
+                tx.run("INSERT INTO search_fts (search_fts) VALUES ('delete-all')")
+            tx.run("DELETE FROM search_indexed")
+            return True
+        if tx.kind == "sqlite":
+            tx.run("INSERT INTO search_indexed (upto) SELECT COALESCE(MAX(id), 0) FROM events")
+            tx.run("INSERT INTO search_fts (search_fts) VALUES ('rebuild')")
+        else:
+            tx.run("INSERT INTO search_indexed (upto) VALUES (0)")
+        tx.run("INSERT INTO search_backfill (after_id) VALUES ('')")
+    backfill(backend, transcript)
+    return True

@@ -502,7 +502,8 @@ class SqlStore(
         holds every word of `text`, ranked by their best matching message, then newest first.
 
         Words are matched whole and case-insensitively; `word*` matches a prefix. Read from the
-        full-text index (SQLite FTS5, PostgreSQL `tsvector`), never by scanning transcripts.
+        full-text index (SQLite FTS5, PostgreSQL `tsvector`), never by scanning transcripts;
+        `SearchOffError` (a `UsageError`) in a store whose index is off (`set_search`).
         """
         _search.index_pending(self.backend)  # SQLite: the rows waiting for their batch
         with self.backend.transaction(write=False) as tx:
@@ -519,6 +520,18 @@ class SqlStore(
             shown = self._shown(tx, [h.session for h in page.hits])
             hits = [replace(h, session=row) for h, row in zip(page.hits, shown, strict=True)]
             return replace(page, hits=hits)
+
+    @property
+    def search_enabled(self) -> bool:
+        """Whether the store keeps its full-text index (`set_search`)."""
+        return _search.search_enabled(self.backend)
+
+    def set_search(self, on: bool) -> bool:
+        """Keep the full-text index (`on`) or drop it, for every process of the store; False
+        when it already was so. Off, a message writes no index entry and `search` raises
+        `SearchOffError`; on again, the index is filled from the log before this returns
+        (docs/search.md, "Without search")."""
+        return _search.set_search(self.backend, on, _transcript.transcript_in)
 
     def fork(
         self,

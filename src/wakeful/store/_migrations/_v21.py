@@ -32,6 +32,11 @@ ALTER TABLE search_docs DROP COLUMN body
 _ENCRYPTION = """CREATE TABLE encryption (id INTEGER PRIMARY KEY CHECK (id = 1),
   store_id TEXT NOT NULL, state TEXT NOT NULL, after_id TEXT)"""
 
+_SEARCH_SETTING_POSTGRES = """
+CREATE TABLE search_indexed (upto BIGINT NOT NULL);
+INSERT INTO search_indexed (upto) VALUES (0)
+"""
+
 ERA: list[Migration] = [
     # The indexed text not kept beside its index on PostgreSQL (`_SEARCH_TEXT_ONCE_POSTGRES`).
     (21, "search_text_once", "", _SEARCH_TEXT_ONCE_POSTGRES),
@@ -52,4 +57,10 @@ ERA: list[Migration] = [
     # from here on (`events/_codec.py`); code of migration 30 reads such a body's message
     # without `aborted` in the plain transcript read, so the number makes it refuse the store.
     (31, "lean_message_aborted", "", ""),
+    # A store can run without its full-text index (`_search.set_search`, docs/search.md):
+    # `search_indexed` having its row is "on", on both backends. SQLite has had the table
+    # since migration 20 (its triggers read the row, and index nothing without it);
+    # PostgreSQL gets it here, on. The number makes older code, which would search a store
+    # without its index and find nothing, refuse it.
+    (32, "search_setting", "", _SEARCH_SETTING_POSTGRES),
 ]
