@@ -53,3 +53,38 @@ def test_counts_a_postgresql_process(tmp_path: Path) -> None:
     assert got["write_commits"] >= 2
     assert got["commits"] > got["write_commits"]
     assert got["round_trips"] >= got["commits"]
+
+
+# Triggers, a trigger firing a trigger, FTS5 behind one, repeated statements and an
+# `executemany` with two equal rows: each statement the process sends is counted once.
+TRIGGERS = (
+    "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+    "for sql in ('CREATE TABLE t(x)', 'CREATE TABLE u(x)', 'CREATE TABLE v(x)',\n"
+    "            'CREATE VIRTUAL TABLE f USING fts5(x)',\n"
+    "            'CREATE TRIGGER t_before BEFORE INSERT ON t BEGIN INSERT INTO u VALUES (new.x); END',\n"
+    "            'CREATE TRIGGER t_after AFTER INSERT ON t BEGIN INSERT INTO u VALUES (new.x);'\n"
+    "            ' INSERT INTO v VALUES (new.x); END',\n"
+    "            'CREATE TRIGGER v_after AFTER INSERT ON v BEGIN INSERT INTO f VALUES (new.x); END'):\n"
+    "    c.execute(sql)\n"
+    "c.execute('BEGIN IMMEDIATE')\n"
+    "c.execute('INSERT INTO t VALUES (?)', ('a b',))\n"
+    "c.execute('INSERT INTO t VALUES (?)', ('a b',))\n"
+    "c.cursor().executemany('INSERT INTO t VALUES (?)', [('c',), ('c',), ('d',)])\n"
+    "c.commit()\n"
+    "assert c.execute('SELECT count(*) FROM u').fetchone() == (10,)\n"
+    "c.execute('SELECT count(*) FROM f').fetchall()\n"
+    "c.execute('SELECT count(*) FROM f').fetchall()\n"
+)
+
+
+def test_an_insert_firing_triggers_counts_once(tmp_path: Path) -> None:
+    folder = tmp_path / "counts"
+    env = counting_env(dict(os.environ), folder)
+    run = [sys.executable, "-c", TRIGGERS, str(tmp_path / "t.db")]
+    subprocess.run(run, env=env, check=True, timeout=120)
+    got = total(folder)
+    # 7 statements of schema, BEGIN, 2 inserts, 3 rows, COMMIT, 3 reads (SQLite's trace
+    # reports each insert into `t` 6 times and FTS5's statements besides).
+    assert got["statements"] == 17
+    assert got["commits"] == 11  # the schema's 7, the COMMIT, the 3 reads
+    assert got["write_commits"] == 1

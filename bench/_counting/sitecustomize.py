@@ -6,10 +6,17 @@ directory, into which the process writes its counts as JSON when it exits (`benc
 sums them). So a bench counts every process it starts (workers, a baseline tree's workers)
 without any code in wakeful itself.
 
-- SQLite: every statement the library runs, through the connection's trace callback (the
-  statements of triggers and of FTS5's shadow tables are left out: they are part of the
-  statement that fired them); a commit is a `COMMIT` (read transactions' included; a group
-  commit is one) or a statement run outside any transaction; no round trips (in process).
+- SQLite: every statement the library runs, through the connection's trace callback, each
+  once: the statements of triggers and of FTS5's shadow tables are left out (they are part of
+  the statement that fired them). FTS5's come with a leading `-- `; a trigger program is
+  reported again with the text of the statement that fired it (Python passes
+  `sqlite3_expanded_sql` of the running statement, not SQLite's `-- TRIGGER name`), so a report
+  repeating the one before it on its connection with no call made in between (`execute`,
+  `executescript`, `commit`, `rollback`) is a trigger's. `executemany` counts its rows itself
+  (two equal rows give two equal reports) and ignores the reports of its call. One limit: in an
+  `executescript`, a statement repeating the one before it verbatim is taken for a trigger's.
+  A commit is a `COMMIT` (read transactions' included; a group commit is one) or a statement
+  run outside any transaction; no round trips (in process).
 - PostgreSQL (psycopg): every `Cursor.execute`/`executemany` (a `COMMIT` is a statement and a
   commit); a statement outside a `BEGIN` block on an autocommit connection is a commit of its
   own, as the server counts it; a round trip is a statement sent outside pipeline mode, or a
@@ -99,21 +106,96 @@ class _Counts:
 COUNTS = _Counts()
 
 
+class _Traced:
+    """One connection's place in its trace reports (see `_sqlite`)."""
+
+    __slots__ = ("key", "last", "many")
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+        self.last: str | None = None  # the text of the last statement counted since a call
+        self.many = False  # in an `executemany`, whose rows are counted by the call
+
+    def report(self, sql: str) -> None:
+        """The trace callback: count `sql` unless it is a trigger's or FTS5's own."""
+        if self.many or sql == self.last or sql.startswith("--") or "'main'.'" in sql:
+            return
+        self.last = sql
+        COUNTS.statement(self.key, sql, implicit_tx=True, round_trip=False)
+
+
+def _counted_classes(base: Any) -> Any:
+    """A subclass of the connection class `base` whose calls mark a new statement in its
+    `_Traced` (and a cursor class doing the same)."""
+    import sqlite3
+
+    def fresh(conn: Any) -> _Traced:
+        traced: _Traced = conn._wakeful_traced
+        traced.last = None
+        return traced
+
+    def many(traced: _Traced, run: Any, sql: str, rows: Any) -> Any:
+        rows = list(rows)
+        for _ in rows:
+            COUNTS.statement(traced.key, sql, implicit_tx=True, round_trip=False)
+        traced.many = True
+        try:
+            return run(sql, rows)
+        finally:
+            traced.many = False
+            traced.last = None
+
+    class Cursor(sqlite3.Cursor):
+        def execute(self, sql: str, *args: Any) -> Any:
+            fresh(self.connection)
+            return super().execute(sql, *args)
+
+        def executemany(self, sql: str, rows: Any) -> Any:
+            return many(fresh(self.connection), super().executemany, sql, rows)
+
+        def executescript(self, script: str) -> Any:
+            fresh(self.connection)
+            return super().executescript(script)
+
+    class Connection(base):  # type: ignore[misc, valid-type]
+        def cursor(self, factory: Any = Cursor) -> Any:
+            return super().cursor(factory)
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            fresh(self)
+            return super().execute(sql, *args)
+
+        def executemany(self, sql: str, rows: Any) -> Any:
+            return many(fresh(self), super().executemany, sql, rows)
+
+        def executescript(self, script: str) -> Any:
+            fresh(self)
+            return super().executescript(script)
+
+        def commit(self) -> None:
+            fresh(self)
+            super().commit()
+
+        def rollback(self) -> None:
+            fresh(self)
+            super().rollback()
+
+    return Connection
+
+
 def _sqlite() -> None:
     import sqlite3
 
     connect = sqlite3.connect
+    classes: dict[Any, Any] = {}
 
     def counted_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        conn = connect(*args, **kwargs)
-        key = id(conn)
-
-        def trace(sql: str) -> None:
-            if sql.startswith("--") or "'main'.'" in sql:  # a trigger's, or FTS5's own
-                return
-            COUNTS.statement(key, sql, implicit_tx=True, round_trip=False)
-
-        conn.set_trace_callback(trace)
+        base = kwargs.pop("factory", sqlite3.Connection)
+        if base not in classes:
+            classes[base] = _counted_classes(base)
+        conn = connect(*args, factory=classes[base], **kwargs)
+        conn._wakeful_traced = traced = _Traced(id(conn))  # type: ignore[attr-defined]
+        conn.set_trace_callback(traced.report)
         return conn
 
     sqlite3.connect = counted_connect
