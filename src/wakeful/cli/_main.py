@@ -12,6 +12,7 @@ from ..errors import WakefulError
 from ._common import USAGE_EXIT
 from ._grammar import root_db
 from ._lazy import LazyGroup
+from ._sigterm import hold, release
 
 # Each command's module, loaded only when the command runs (or `--help` lists it), so a cheap
 # command never pays for what another needs (provider SDKs, prompt_toolkit, the server).
@@ -37,6 +38,9 @@ _COMMANDS = {
     "usage": "._usage",
     "worker": "._run",
 }
+# Commands that stop cleanly on SIGTERM: they release the signal held since `main` started once
+# their handler is in place (`_sigterm`); every other command gets it released before it runs.
+_TAKE_SIGTERM = {"worker"}
 
 
 @click.group(cls=LazyGroup, lazy=_COMMANDS)
@@ -50,15 +54,26 @@ _COMMANDS = {
     is_eager=True,
     help="Store of every command (as each command's own --db; that one wins).",
 )
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """wakeful: durable sessions for LLM agents.
 
     A command acting on one session takes it first (`wakeful log SESSION`; an id or a unique
     prefix of one); see docs/cli.md, "One grammar"."""
+    if ctx.invoked_subcommand not in _TAKE_SIGTERM:
+        release()
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; a wakeful error prints one line on stderr and exits non-zero, no traceback."""
+    hold()  # until the command is ready for SIGTERM (`_sigterm`)
+    try:
+        _main(argv)
+    finally:
+        release()
+
+
+def _main(argv: list[str] | None) -> None:
     # The store replaces connections the server ended and says so once; the pool's own
     # warning per discarded connection would only repeat it. Only a PostgreSQL URL (in the
     # arguments or `$WAKEFUL_DB`) opens the pool, and `logging` stays unloaded otherwise

@@ -33,6 +33,7 @@ from ._common import (
 )
 from ._grammar import session_first
 from ._render import STOPPING, Renderer, run_summary
+from ._sigterm import release
 
 if TYPE_CHECKING:
     from ..execution import WorkerStats
@@ -452,11 +453,12 @@ def worker(
     served = _served(locations)
 
     async def main() -> WorkerStats:
-        rt = Runtime(db)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        release()  # a SIGTERM sent while this worker started stops it now, as a running one
+        rt = Runtime(db)
         try:
             return await run_worker(
                 rt, once=once, concurrency=concurrency, stop=stop, locations=served

@@ -1,0 +1,73 @@
+"""SIGTERM sent to a `wakeful worker` as it starts (importing, opening its store, before its
+handler is in place) stops it as it stops a running one: exit 0, its figures printed. The
+command line holds SIGTERM from the start of `main` until the worker's handler takes it
+(`wakeful.cli._sigterm`); another command killed as it starts still dies of the signal.
+
+Real subprocesses; the signal is sent once the process shows SIGTERM blocked and not yet caught
+(`/proc/PID/status`), i.e. inside the command line's start-up."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .helpers import cli_env, create_session, finish, make_workspace, wakeful, write_script
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads the signal masks in /proc (Linux)"
+)
+
+TERM = 1 << (signal.SIGTERM - 1)
+
+
+def _masks(pid: int) -> dict[str, int]:
+    """The process's signal masks (blocked, caught, ...) from `/proc/PID/status`."""
+    out: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"):
+            out[name] = int(value.strip(), 16)
+    return out
+
+
+def _term_while_starting(proc: subprocess.Popen[str]) -> None:
+    """Send SIGTERM once the process holds it and has no handler for it yet (its start-up)."""
+    deadline = time.monotonic() + 30
+    while True:
+        assert proc.poll() is None, finish(proc)
+        masks = _masks(proc.pid)
+        if masks["SigBlk"] & TERM and not masks["SigCgt"] & TERM:  # held, no handler yet
+            proc.send_signal(signal.SIGTERM)
+            return
+        assert time.monotonic() < deadline, "the process never held SIGTERM"
+        time.sleep(0.001)
+
+
+def test_a_worker_killed_as_it_starts_stops_cleanly(db_url: str, tmp_path: Path) -> None:
+    work = make_workspace(tmp_path)
+    model = write_script(tmp_path / "script.json", [{"match": ".", "replies": [{"text": "ok"}]}])
+    from wakeful.store import open_store
+
+    store = open_store(db_url)
+    create_session(store, "ses_start", model, ["one job"], workspace=work)
+    store.close()
+    proc = wakeful(["worker", "--format", "json"], cli_env(db_url, tmp_path), work)
+    _term_while_starting(proc)
+    code, out, err = finish(proc, timeout=120)
+    assert code == 0, (code, out, err)  # as a running worker's SIGTERM: not -15
+    stats = json.loads(out)
+    assert stats["failed"] == [] and stats["claims_lost"] == 0, stats
+
+
+def test_another_command_killed_as_it_starts_still_ends(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    proc = wakeful(["session", "list"], cli_env(db, tmp_path), tmp_path)
+    _term_while_starting(proc)
+    code, out, err = finish(proc, timeout=120)
+    assert code == -signal.SIGTERM, (code, out, err)
