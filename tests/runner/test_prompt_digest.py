@@ -60,3 +60,38 @@ def test_prefix_memo_reuses_the_shared_start_of_a_history():
     b2 = assistant("2")
     assert memo((a, b2, c2, d)) == [3, 1, 6, 4]
     assert calls[5:] == [b2.id, c2.id, d.id]
+
+
+def test_the_digest_hashed_on_from_the_last_request_is_the_digest_of_the_body() -> None:
+    """A turn's requests: the history grows, its newest message is replaced by an equal copy,
+    a volatile note follows it, the attempt changes, a message in the middle changes, the
+    temperature is -0.0; each digest is the plain one (hashed on where the last request allows
+    it, whole where it does not)."""
+    from wakeful.messages import assistant, user
+
+    provider = ScriptedProvider.from_dict(SCRIPT)
+    history = [user("go")]
+    requests = []
+    note = Message(role="system", blocks=({"type": "text", "text": "work"},))  # type: ignore[arg-type]
+    for k in range(6):
+        history.append(assistant(f"step {k}"))
+        requests.append(ModelRequest(model="m", system="s", messages=tuple(history)))
+        history[-1] = history[-1].model_copy()  # the stored copy: equal, not the same object
+        history.append(user(f"result {k}"))
+        requests.append(ModelRequest(model="m", system="s", messages=tuple(history)))
+        notes = (*history, note)  # a volatile note after the history, as a work state is sent
+        requests.append(ModelRequest(model="m", system="s", messages=notes, volatile=1))
+    requests.append(ModelRequest(model="m", system="s", messages=notes, volatile=99))
+    grown = requests[-1].messages
+    requests.append(ModelRequest(model="m", system="s", messages=grown, attempt=2))
+    changed = (*grown[:3], user("another"), *grown[4:])
+    requests.append(ModelRequest(model="m", system="s", messages=changed))
+    requests.append(ModelRequest(model="m", system="s", messages=grown[:5]))  # = requests[4]
+    requests.append(ModelRequest(model="m", system="s", messages=grown, temperature=-0.0))
+    requests.append(ModelRequest(model="m", system="s", messages=grown, temperature=0.0))
+    requests.append(ModelRequest(model="m", system="s", messages=()))
+    digests = [request_digest(provider, r) for r in requests]
+    assert digests == [plain_digest(provider, r) for r in requests]
+    assert digests[4] == digests[-4]  # the same body: the same digest
+    assert digests[17] == digests[18]  # the same messages, volatile or not
+    assert len(set(digests)) == len(digests) - 2

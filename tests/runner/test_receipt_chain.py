@@ -217,3 +217,35 @@ async def test_whole_receipts_and_receipts_with_a_base_read_side_by_side(
     with pytest.raises(CorruptStateError):
         rt.store.receipts(sid)
     await rt.aclose()
+
+
+def test_a_receipt_names_its_history_whether_it_extends_the_base_or_not() -> None:
+    """`make_receipt` against a chain's base: a history that starts with the base's messages
+    (the same objects, or an equal stored copy) lists the ids after them; one that differs in
+    the middle, is shorter, or starts elsewhere is compared id by id. Expanded through the
+    base, every receipt names exactly its history."""
+    from wakeful.messages import assistant, user
+    from wakeful.runner._prompt import ReceiptChain, make_receipt
+
+    a, b, c, d = user("a"), assistant("b"), user("c"), assistant("d")
+    first = make_receipt(
+        [], [a, b], "0", receipt_id="r0", turn_id="t", step=1, attempt=1, model="m"
+    )
+    chain = ReceiptChain()
+    chain.committed(first, [a, b])
+    histories = [
+        [a, b, c, d],  # extends the base
+        [a, b.model_copy(), c],  # its newest message replaced by an equal copy
+        [a, assistant("other"), c],  # differs in the middle
+        [a],  # shorter
+        [c, d],  # starts elsewhere
+    ]
+    for history in histories:
+        base = chain.last
+        assert base is not None
+        receipt = make_receipt(
+            [], history, "0", receipt_id="r1", turn_id="t", step=2, attempt=1, model="m", base=base
+        )
+        kept = 0 if receipt.base is None else receipt.base[1]
+        assert base.message_ids[:kept] + receipt.message_ids == tuple(m.id for m in history)
+    assert chain.last is not None and chain.last.messages == (a, b)

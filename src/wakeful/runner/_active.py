@@ -106,6 +106,7 @@ class ActiveHistory:
     def __init__(self, port: HistorySource) -> None:
         self.port = port
         self._rows: list[Row] = []
+        self._order: list[Message] = []  # the rows' messages in request order (`messages`)
         self._seqs: list[int] = []
         self._summary: int | None = None  # index in _rows of the newest summary
         self._total = 0  # sum of the rows' token estimates
@@ -144,6 +145,7 @@ class ActiveHistory:
         if not is_summary(message):
             self._rows.append(row)
             self._seqs.append(seq)
+            self._order.append(message)
             self._total += row.tokens
             return
         meta = (message.metadata or {}).get("compaction")
@@ -156,6 +158,7 @@ class ActiveHistory:
                     break
         kept = [r for r in self._rows[start:] if not is_summary(r.message)]
         self._rows = [*kept, row]
+        self._order = [message, *(r.message for r in kept)]
         self._seqs = [r.seq for r in self._rows]
         self._summary = len(self._rows) - 1
         self._total = sum(r.tokens for r in self._rows)
@@ -214,14 +217,9 @@ class ActiveHistory:
     # -- reading ----------------------------------------------------------------------------
 
     def messages(self) -> list[Message]:
-        """The active history in request order (the summary first)."""
-        if self._summary is None:
-            return [r.message for r in self._rows]
-        s = self._summary
-        rows = self._rows
-        return (
-            [rows[s].message] + [r.message for r in rows[:s]] + [r.message for r in rows[s + 1 :]]
-        )
+        """The active history in request order (the summary first): a copy of the list kept
+        as rows are read, so a step costs what it read, not a pass over the history."""
+        return self._order.copy()
 
     @property
     def last_seq(self) -> int:

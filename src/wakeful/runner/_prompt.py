@@ -93,30 +93,46 @@ def request_digest(provider: Provider, request: ModelRequest) -> str:
 
     A provider whose `wire_request` hands out the same read-only object for the same message
     every time (`stable_wire_messages = True`: the scripted one) has each message's JSON encoded
-    once, so a step encodes only what is new; the text hashed is the same either way.
+    once and the body hashed on from the hash of the last request of the same history, so a
+    step encodes and hashes only what is new; the text hashed is the same either way.
     """
     body = provider.wire_request(request)
     if getattr(provider, "stable_wire_messages", False):
-        text = _body_json(body)
-    else:
-        text = canonical_json(body)
-    return hashlib.sha256(text.encode()).hexdigest()
+        return _body_digest(body, request.volatile)
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
 
-def _body_json(body: dict[str, JsonValue]) -> str:
-    """`canonical_json(body)`, composed from memoized encodings of the `messages` entries and
-    of the other list values (the tools, handed out as the same object while they last)."""
-    parts: list[str] = []
+def _body_digest(body: dict[str, JsonValue], volatile: int) -> str:
+    """`sha256(canonical_json(body))`, hashing the `messages` entries on from an earlier
+    request's state (`_messages_hash`) and the other members from memoized encodings (the
+    same scalars and list objects request after request)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):  # no list to hash on: the body's text, hashed whole
+        return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+    head: list[str] = []
+    tail: list[str] = []
     for key in sorted(body):
-        value = body[key]
-        if key == "messages" and isinstance(value, list):
-            text = _messages_json(value)
-        elif isinstance(value, list):
-            text = _entry_json(value)
-        else:
-            text = canonical_json(value)
-        parts.append(f"{canonical_json(key)}:{text}")
-    return "{" + ",".join(parts) + "}"
+        if key != "messages":
+            value = body[key]
+            text = _entry_json(value) if isinstance(value, list) else _member_json(value)
+            (head if key < "messages" else tail).append(f"{_member_json(key)}:{text}")
+    opening = "{" + "".join(f"{part}," for part in head) + '"messages":['
+    digest = _messages_hash(opening, messages, volatile)
+    digest.update(("]" + "".join(f",{part}" for part in tail) + "}").encode())
+    return digest.hexdigest()
+
+
+def _member_json(value: JsonValue) -> str:
+    """`canonical_json(value)`; a string, integer, boolean or null from a memo (a float is
+    encoded each time: -0.0 equals 0.0 as a memo key but not as JSON)."""
+    if value is None or isinstance(value, (str, int)):  # bool is an int
+        return _scalar_json(value)
+    return canonical_json(value)
+
+
+@lru_cache(maxsize=256, typed=True)
+def _scalar_json(value: str | int | None) -> str:
+    return canonical_json(value)
 
 
 # An entry's canonical JSON, once per entry object (the scripted provider hands out the same
@@ -124,25 +140,60 @@ def _body_json(body: dict[str, JsonValue]) -> str:
 _entry_json: IdentityMemo[JsonValue, str] = IdentityMemo(canonical_json)
 
 
-# id(first entry) -> (the entries, their JSON texts): a request whose messages start with an
-# earlier one's (the same objects, as far as both agree: the newest message of a history is
-# replaced by its stored copy each step) encodes only the rest. The entries are kept alive.
-_JOINED: OrderedDict[int, tuple[tuple[JsonValue, ...], list[str]]] = OrderedDict()
+@dataclass(slots=True)
+class _Hashed:
+    """The `messages` entries of a history's last request: the entries (the list as the
+    provider handed it out, read-only; kept alive, so their ids stay theirs), their JSON
+    texts, and the hash of `head` followed by the first `mark` texts joined by commas (the
+    history, without the request's volatile entries after it)."""
+
+    entries: list[JsonValue]
+    texts: list[str]
+    head: str
+    mark: int
+    state: hashlib._Hash
 
 
-def _messages_json(entries: list[JsonValue]) -> str:
-    """`canonical_json(entries)` for the `messages` list, reusing an earlier prefix."""
+# id(first entry) -> the last request of that history (at most 64 histories).
+_HASHED: OrderedDict[int, _Hashed] = OrderedDict()
+
+
+def _messages_hash(head: str, entries: list[JsonValue], volatile: int) -> hashlib._Hash:
+    """The SHA-256 of `head` followed by the JSON texts of `entries` joined by commas (a copy,
+    for the caller to finish); the last `volatile` entries follow the history (a request's
+    `input.` and `note.` messages, `ModelRequest.volatile`). A request whose head and first
+    texts are an earlier request's of the same history (the same entry objects, or entries of
+    the same text: the newest message of a history is replaced by its stored copy each step)
+    hashes only what follows that request's history; the texts kept for the next request
+    change where this one differs (in place)."""
     if not entries:
-        return "[]"
+        return hashlib.sha256(head.encode())
+    settled = max(0, len(entries) - max(0, volatile))
     key = id(entries[0])
-    hit = _JOINED.get(key)
-    kept, texts = (0, []) if hit is None else (shared_prefix(hit[0], entries), hit[1])
-    texts = texts[:kept] + [_entry_json(v) for v in entries[kept:]]
-    _JOINED[key] = (tuple(entries), texts)
-    _JOINED.move_to_end(key)
-    if len(_JOINED) > 64:
-        _JOINED.popitem(last=False)
-    return "[" + ",".join(texts) + "]"
+    last = _HASHED.get(key)
+    if last is None:
+        texts = [_entry_json(v) for v in entries]
+        state = hashlib.sha256((head + ",".join(texts[:settled])).encode())
+        last = _HASHED[key] = _Hashed(entries, texts, head, settled, state)
+    else:
+        kept = len(entries) if entries is last.entries else shared_prefix(last.entries, entries)
+        new = [_entry_json(v) for v in entries[kept:]]
+        mark = last.mark  # texts hashed so far
+        extends = last.head == head and mark <= settled
+        extends = extends and (kept >= mark or new[: mark - kept] == last.texts[kept:mark])
+        last.texts[kept:] = new
+        if not extends:  # the hashed history is not where this one starts: hash it whole
+            last.state = hashlib.sha256((head + ",".join(last.texts[:settled])).encode())
+        elif settled > mark:
+            last.state.update(("," * (mark > 0) + ",".join(last.texts[mark:settled])).encode())
+        last.entries, last.head, last.mark = entries, head, settled
+    _HASHED.move_to_end(key)
+    if len(_HASHED) > 64:
+        _HASHED.popitem(last=False)
+    state = last.state.copy()
+    if len(entries) > settled:
+        state.update(("," * (settled > 0) + ",".join(last.texts[settled:])).encode())
+    return state
 
 
 def tools_section(tools: Sequence[ToolSpec], source: str) -> Section:
@@ -262,8 +313,7 @@ def make_receipt(
     With a `base` (an earlier durable receipt of the session) whose messages start the history,
     the receipt names that base and lists only the ids after the shared prefix; otherwise it
     lists every id. Either way it names exactly `history`."""
-    ids = message_ids(history)
-    kept = 0 if base is None else shared_prefix(base.message_ids, ids, same=eq)
+    ids, kept = _ids_after(history, base)
     return ReceiptRecorded(
         purpose=purpose,
         receipt_id=receipt_id,
@@ -279,13 +329,29 @@ def make_receipt(
     )
 
 
+def _ids_after(history: Sequence[Message], base: ReceiptBase | None) -> tuple[tuple[str, ...], int]:
+    """The ids of `history` and how many of them start `base`'s. A history that starts with
+    the base's very messages (a step's history extends the last step's: compared as tuples, in
+    C, by identity first) reads the ids of the rest only; any other is compared id by id."""
+    if base is None:
+        return message_ids(history), 0
+    n = len(base.messages)
+    if n and len(history) >= n and tuple(history[:n]) == base.messages:
+        return base.message_ids + message_ids(history[n:]), n  # equal messages: equal ids
+    ids = message_ids(history)
+    return ids, shared_prefix(base.message_ids, ids, same=eq)
+
+
 @dataclass(frozen=True, slots=True)
 class ReceiptBase:
     """A receipt already committed to the session, with its complete message ids: what the next
-    receipt of the same runner is recorded against."""
+    receipt of the same runner is recorded against; `messages`, when known, are the messages
+    those ids name, as the receipt's request carried them (the next step's history starts with
+    them)."""
 
     receipt_id: str
     message_ids: tuple[str, ...]
+    messages: tuple[Message, ...] = ()
 
 
 class ReceiptChain:
@@ -305,7 +371,7 @@ class ReceiptChain:
             ids = last.message_ids[: base[1]] + receipt.message_ids  # what make_receipt split
         else:
             ids = message_ids(history)
-        self.last = ReceiptBase(receipt.receipt_id, ids)
+        self.last = ReceiptBase(receipt.receipt_id, ids, tuple(history))
 
 
 _ID = attrgetter("id")
