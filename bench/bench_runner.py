@@ -12,6 +12,13 @@ lists only the new message ids, issue 25) beside the same receipts encoded whole
 receipt was before (all message ids of the request), from the same run.
 
     python bench/bench_runner.py [--steps 300] [--rounds 3]
+
+`--one-turn` runs the loop's turn once and prints nothing, for an instruction count that load
+does not blur (docs/runner.md): the count of a `--steps 250` turn minus a `--steps 50` one,
+over 200, is the instructions per step of every thread of the process:
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        python bench/bench_runner.py --one-turn --steps 250
 """
 
 from __future__ import annotations
@@ -134,8 +141,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--one-turn", action="store_true", help="one turn, nothing printed")
     args = parser.parse_args()
     n = args.steps
+    if args.one_turn:
+        with tempfile.TemporaryDirectory() as tmp:
+            asyncio.run(loop_rate(Path(tmp), write_script(Path(tmp), n), n))
+        return
     loops: list[float] = []
     bares: list[float] = []
     raws: list[float] = []
