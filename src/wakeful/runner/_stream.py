@@ -2,16 +2,20 @@
 and its compaction read a provider's stream.
 
 Deltas go to the caller's `on_delta` (the turn publishes them live and keeps streamed text for
-a cut reply); only the `Finish` is returned. An interrupt cancels the stream and returns None.
+a cut reply); only the `Finish` is returned. An interrupt cancels the stream and returns None
+(`until_interrupted`, which a step's single tool call runs under too).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import TypeVar
 
 from ..errors import IncompleteStreamError
 from ..providers import Finish, ModelRequest, Provider, StreamEvent
+
+T = TypeVar("T")
 
 
 async def stream_to_finish(
@@ -22,21 +26,46 @@ async def stream_to_finish(
 ) -> Finish | None:
     """The request's `Finish` (`IncompleteStreamError` when the stream ends without one);
     None when `interrupt` is set first (the stream is cancelled)."""
+    finished = await until_interrupted(interrupt, _consume(provider, request, on_delta))
+    return None if finished is None else finished[0]
+
+
+async def until_interrupted(
+    interrupt: asyncio.Event, work: Coroutine[object, None, T]
+) -> tuple[T] | None:
+    """`work` awaited in the calling task, its value in a 1-tuple; None when `interrupt` is
+    set first: `work` is then cancelled where it waits, as a task of its own was, and what it
+    does with the cancellation is not waited for beyond its end. One task (the interrupt's
+    waiter) instead of two and an `asyncio.wait`: a step streams and runs its tool call so.
+    A cancellation of the calling task from elsewhere goes through, as before."""
     if interrupt.is_set():
+        work.close()
         return None
-    stream_task = asyncio.ensure_future(_consume(provider, request, on_delta))
-    interrupt_task = asyncio.ensure_future(interrupt.wait())
+    task = asyncio.current_task()
+    if task is None:
+        raise RuntimeError("until_interrupted runs in a task")
+    cut, waiting = False, True
+
+    def stop(waiter: asyncio.Future[object]) -> None:
+        nonlocal cut
+        if waiting and not waiter.cancelled():  # scheduled before `work` ended: too late then
+            cut = True
+            task.cancel()
+
+    waiter: asyncio.Future[object] = asyncio.ensure_future(interrupt.wait())
+    waiter.add_done_callback(stop)
     try:
-        done, _ = await asyncio.wait(
-            {stream_task, interrupt_task}, return_when=asyncio.FIRST_COMPLETED
-        )
+        finished = (await work,)
+    except BaseException:
+        if not cut:
+            raise
+        finished = None  # cut: whatever `work` ended with, it was interrupted (as before)
     finally:
-        interrupt_task.cancel()
-    if stream_task not in done:
-        stream_task.cancel()
-        await asyncio.gather(stream_task, return_exceptions=True)
-        return None
-    return stream_task.result()
+        waiting = False
+        waiter.cancel()
+    if cut and task.uncancel() > 0:  # cancelled from elsewhere too: that goes through
+        raise asyncio.CancelledError
+    return None if cut else finished
 
 
 async def _consume(

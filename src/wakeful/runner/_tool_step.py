@@ -11,17 +11,19 @@ may have partially run.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 
 from ..events import MessageAdded, SessionEvent, ToolCallEnded, ToolCallStarted, WorkStateUpdated
 from ..messages import Message, ToolCallBlock, ToolResultBlock, tool_result_text
 from ..store import artifacts_from_metadata
 from ._crashpoints import crash_point
+from ._stream import until_interrupted
 from .tools import PermissionPolicy, Tool, ToolContext, ToolOutcome, cap_result, run_tool_call
 from .tools._base import RetryCall
 
 LIVE_OUTPUT_CHARS = 2000  # a live `tool_end` carries this much of the output (the message: all)
+Ended = tuple[ToolResultBlock, ToolOutcome]  # a call's result and outcome
 INTERRUPTED_RESULT = (
     "The tool call was interrupted before it finished; it may have partially run. "
     "Check its effects before relying on them."
@@ -59,21 +61,28 @@ async def run_tools(
     calls = message.tool_calls()
     crash_point("tool.started")
     decided = approved or {}
-    tasks = [
-        asyncio.ensure_future(
-            _one(
-                tools,
-                c,
-                replace(tool_context, turn_id=turn_id, call_id=c.id),
-                policy,
-                ask,
-                live,
-                decided.get(c.id),
-                retry,
-            )
-        )
-        for c in calls
-    ]
+
+    def one(call: ToolCallBlock) -> Coroutine[object, None, Ended]:
+        context = replace(tool_context, turn_id=turn_id, call_id=call.id)
+        return _one(tools, call, context, policy, ask, live, decided.get(call.id), retry)
+
+    if len(calls) == 1:  # awaited in this task, the interrupt's waiter beside it
+        finished: list[tuple[Ended] | None] = [await until_interrupted(interrupt, one(calls[0]))]
+    else:
+        finished = await _concurrently([one(c) for c in calls], interrupt)
+    crash_point("tool.done")
+    results, events, blobs = _outcomes(message, finished, turn_id, now_ms)
+    await save(events, blobs)
+    return results
+
+
+async def _concurrently(
+    calls: Sequence[Coroutine[object, None, Ended]], interrupt: asyncio.Event
+) -> list[tuple[Ended] | None]:
+    """Run `calls` as tasks until all end or `interrupt` is set (the unfinished are cancelled);
+    each one's result in a 1-tuple, None for one cancelled (an exception it raised is
+    raised)."""
+    tasks = [asyncio.ensure_future(c) for c in calls]
     waiter = asyncio.ensure_future(interrupt.wait())
     try:
         await asyncio.wait({*tasks, waiter}, return_when=asyncio.FIRST_COMPLETED)
@@ -85,30 +94,27 @@ async def run_tools(
         if not task.done():
             task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    crash_point("tool.done")
-    results, events, blobs = _outcomes(message, tasks, turn_id, now_ms)
-    await save(events, blobs)
-    return results
+    return [None if t.cancelled() else (t.result(),) for t in tasks]
 
 
 def _outcomes(
     message: Message,
-    tasks: Sequence[asyncio.Future[tuple[ToolResultBlock, ToolOutcome]]],
+    finished: Sequence[tuple[Ended] | None],
     turn_id: str,
     now_ms: Callable[[], int],
 ) -> tuple[list[ToolResultBlock], list[SessionEvent], list[bytes]]:
-    """The finished calls of `message` (`tasks`, in call order; a cancelled one was
-    interrupted), each held to the one cap on tool results (`tools/_cap.py`): their results,
-    the events that record them (each call's end, a work-state update, artifacts, then one
-    tool-result message), and the blobs their results carry (a capped result's whole text)."""
+    """The finished calls of `message` (in call order; None: interrupted), each held to the
+    one cap on tool results (`tools/_cap.py`): their results, the events that record them
+    (each call's end, a work-state update, artifacts, then one tool-result message), and the
+    blobs their results carry (a capped result's whole text)."""
     results: list[ToolResultBlock] = []
     events: list[SessionEvent] = []
     blobs: list[bytes] = []
-    for call, task in zip(message.tool_calls(), tasks, strict=True):
-        if task.cancelled():
+    for call, done in zip(message.tool_calls(), finished, strict=True):
+        if done is None:
             result, outcome = _interrupted(call), None
         else:
-            result, outcome = task.result()
+            result, outcome = done[0]
         result, whole = cap_result(result)  # one cap for every tool; the whole text kept
         if whole is not None:
             blobs.append(whole)
@@ -116,7 +122,7 @@ def _outcomes(
         status = "failed" if result.is_error else "completed"
         events.append(
             ToolCallEnded(
-                call_id=call.id, message_id=message.id, status=status, partial=task.cancelled()
+                call_id=call.id, message_id=message.id, status=status, partial=done is None
             )
         )
         if outcome is not None and outcome.work_state is not None:

@@ -1,0 +1,98 @@
+"""`until_interrupted`: a stream or a step's single tool call awaited in the turn's own task,
+cut by the interrupt as a task of its own was, with nothing left behind on the task."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from wakeful.runner._stream import until_interrupted
+
+
+async def test_the_value_comes_back_and_the_task_is_left_as_it_was() -> None:
+    async def work() -> int:
+        await asyncio.sleep(0)
+        return 7
+
+    assert await until_interrupted(asyncio.Event(), work()) == (7,)
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+
+
+async def test_an_interrupt_set_before_runs_nothing() -> None:
+    ran: list[int] = []
+
+    async def work() -> int:
+        ran.append(1)
+        return 1
+
+    interrupt = asyncio.Event()
+    interrupt.set()
+    assert await until_interrupted(interrupt, work()) is None
+    assert ran == []
+
+
+@pytest.mark.parametrize("swallow", [False, True])
+async def test_an_interrupt_cancels_the_work_where_it_waits(swallow: bool) -> None:
+    """Cut mid-wait: the work sees the cancellation; None either way (also when it swallows
+    the cancellation and returns), and the task is not left cancelling."""
+    interrupt = asyncio.Event()
+    seen: list[str] = []
+
+    async def work() -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            if not swallow:
+                raise
+        return "late"
+
+    asyncio.get_running_loop().call_later(0.01, interrupt.set)
+    assert await until_interrupted(interrupt, work()) is None
+    assert seen == ["cancelled"]
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+    await asyncio.sleep(0.01)  # nothing cancels the task afterwards
+
+
+async def test_an_interrupt_as_the_work_ends_leaves_no_cancel_behind() -> None:
+    """The interrupt set in the same loop pass the work ends in: the value stands, and the
+    waiter's callback, already scheduled, does not cancel the task afterwards."""
+    interrupt = asyncio.Event()
+
+    async def work() -> int:
+        interrupt.set()  # the waiter wakes next pass, after `work` has returned
+        return 3
+
+    assert await until_interrupted(interrupt, work()) == (3,)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+
+
+async def test_a_cancellation_from_elsewhere_goes_through() -> None:
+    interrupt = asyncio.Event()
+
+    async def work() -> int:
+        await asyncio.sleep(10)
+        return 1
+
+    async def outer() -> tuple[int] | None:
+        return await until_interrupted(interrupt, work())
+
+    task = asyncio.ensure_future(outer())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_an_error_of_the_work_is_raised() -> None:
+    async def work() -> int:
+        raise ValueError("bad")
+
+    with pytest.raises(ValueError, match="bad"):
+        await until_interrupted(asyncio.Event(), work())
