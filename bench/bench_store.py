@@ -206,10 +206,19 @@ class Postgres:
             with cur.copy(f"COPY sessions ({cols}) FROM STDIN") as copy:
                 for r in rows:
                     copy.write_row(r)
-            ecols = EVENT_INSERT.split("(", 1)[1].split(")", 1)[0]
-            with cur.copy(f"COPY events ({ecols}) FROM STDIN") as copy:
+            # (the events name their session by its key since migration 31: copied by text id
+            # into a scratch table, then keyed in one statement)
+            cur.execute(
+                "CREATE TEMP TABLE bulk_events "
+                "(session_id TEXT, seq BIGINT, type TEXT, at_ms BIGINT, data TEXT)"
+            )
+            with cur.copy("COPY bulk_events FROM STDIN") as copy:
                 for e in events:
                     copy.write_row(e)
+            cur.execute(
+                "INSERT INTO event_log (sk, seq, type, at_ms, data) SELECT s.k, b.seq, b.type, "
+                "b.at_ms, b.data FROM bulk_events b JOIN sessions s ON s.id = b.session_id"
+            )
             cur.execute("ANALYZE sessions")  # what autovacuum does after a bulk load
 
     def close(self) -> None:
@@ -225,7 +234,10 @@ SESSION_INSERT = (
     "INSERT INTO sessions (id, parent_id, root_id, title, archived_ms, created_ms, updated_ms, "
     "listed_ms, last_seq) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
-EVENT_INSERT = "INSERT INTO events (session_id, seq, type, at_ms, data) VALUES (%s, %s, %s, %s, %s)"
+EVENT_INSERT = (  # (the session's key from its text id: `store/_session_key.py`)
+    "INSERT INTO event_log (sk, seq, type, at_ms, data) "
+    "VALUES ((SELECT k FROM sessions WHERE id = %s), %s, %s, %s, %s)"
+)
 
 Backend = Sqlite | Postgres
 

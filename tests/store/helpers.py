@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+import psycopg
 import pytest
 
 from wakeful.events import MessageAdded, StoredEvent
 from wakeful.messages import Message
-from wakeful.store import ClaimToken, SqlStore, _migrations, _search, _sqlite
+from wakeful.store import ClaimToken, SqlStore, _migrations, _postgres, _sqlite, open_store
 from wakeful.store._migrations import Migration
 
 
@@ -44,18 +49,53 @@ def as_of(patch: pytest.MonkeyPatch, backend: ModuleType, migrations: list[Migra
         patch.setattr(backend, "MIGRATIONS", migrations)
 
 
-# How code before migration 32 wrote the search index and searched: no `search_indexed` on
-# PostgreSQL, so a title's or a message's row always written and a search never refused.
-INDEX_BEFORE_32 = {
-    "sqlite": "INSERT INTO search_docs (session_id, seq, body) VALUES (?, ?, ?)",
-    "postgres": "INSERT INTO search_docs (session_id, seq, tsv) VALUES (?, ?, wakeful_search_tsv(?))",
-}
+def load_pg_rows(url: str, dump: dict[str, Any]) -> None:
+    """Put a frozen database's rows (`tests/fixtures/make_schema_v30.py`: each table's rows as
+    `json_agg` wrote them, its sequences' values) into the database at `url`, whose schema is
+    the one they were dumped from."""
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        for table, rows in dump["rows"].items():
+            if rows and table != "schema_migrations":
+                stored = conn.execute(  # (a generated column is computed again)
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+                    "AND is_generated = 'NEVER' ORDER BY ordinal_position",
+                    (table,),
+                ).fetchall()
+                cols = ", ".join(c for (c,) in stored)
+                conn.execute(
+                    f"INSERT INTO {table} ({cols}) SELECT {cols} "
+                    f"FROM json_populate_recordset(NULL::{table}, %s)",
+                    (json.dumps(rows),),
+                )
+        for name, value in dump["sequences"].items():
+            if value is not None:
+                conn.execute("SELECT setval(%s, %s)", (name, value))
 
 
-def index_before_32(patch: pytest.MonkeyPatch, insert: str | None = None) -> None:
-    """Make the search index's writes and reads those of code before migration 32 (`insert`:
-    PostgreSQL's statement, when older still)."""
-    patch.setattr(
-        _search, "_INSERT", {**INDEX_BEFORE_32, "postgres": insert or INDEX_BEFORE_32["postgres"]}
-    )
-    patch.setattr(_search, "SEARCH_ON", "SELECT 1")
+BEFORE_KEY = Path(__file__).resolve().parents[1] / "fixtures" / "before_key"
+
+
+def frozen_before_key(name: str, target: str) -> dict[str, Any]:
+    """Make `target` (a SQLite file's path, or an empty PostgreSQL database's URL) the frozen
+    store `name` of `tests/fixtures/make_before_key.py` and return what its version read back
+    from it (its schema is one before migration 33: today's code cannot write it)."""
+    if not target.startswith("postgresql"):
+        shutil.copyfile(BEFORE_KEY / f"{name}.db", target)
+        return dict(json.loads((BEFORE_KEY / f"{name}.json").read_text()))
+    dump = json.loads((BEFORE_KEY / f"{name}_pg.json").read_text())
+    with pytest.MonkeyPatch.context() as old:
+        as_of(old, _postgres, [m for m in _migrations.MIGRATIONS if m[0] in dump["migrations"]])
+        open_store(target).close()
+    load_pg_rows(target, dump)
+    return dict(dump)
+
+
+def frozen_v30_pg(url: str) -> dict[str, Any]:
+    """Make the empty PostgreSQL database at `url` the frozen one of migration 30
+    (`tests/fixtures/make_schema_v30.py`) and return its dump (`read`: what main read back)."""
+    dump = json.loads((BEFORE_KEY.parent / "schema_v30_pg.json").read_text())
+    with pytest.MonkeyPatch.context() as old:
+        as_of(old, _postgres, [m for m in _migrations.MIGRATIONS if m[0] <= 30])
+        open_store(url).close()
+    load_pg_rows(url, dump)
+    return dict(dump)

@@ -27,6 +27,7 @@ from wakeful.events import (
 )
 from wakeful.messages import assistant, user
 from wakeful.store import SqlStore, open_store
+from wakeful.store._session_key import SESSION_KEY
 
 
 def _same(built: Any, validated: Any) -> None:
@@ -112,7 +113,10 @@ def test_a_refused_body_in_a_session_of_todays_shapes_is_validated_and_named(
             '"role"', '"colour":1,"role"'
         )
         with store.backend.transaction(write=True) as tx:
-            tx.send("UPDATE events SET data = ? WHERE session_id = ? AND seq = 2", (damaged, sid))
+            tx.send(
+                f"UPDATE event_log SET data = ? WHERE sk = {SESSION_KEY} AND seq = 2",
+                (damaged, sid),
+            )
         with pytest.raises(StoreError) as err:
             store.messages(sid)
         with pytest.raises(StoreError) as single:

@@ -217,7 +217,8 @@ _MESSAGE_COLUMNS = "SELECT session_id, seq, message_id, role, turn_id FROM messa
 
 def test_upgraded_messages_are_stored_once(v1_copy: Path, tmp_path: Path):
     """Migration 15: `messages` keeps its rows in its key alone (WITHOUT ROWID, no second
-    copy), on an upgraded file with every row kept, and on a new one."""
+    copy), on an upgraded file with every row kept, and on a new one (since migration 33 in
+    `message_log`, under the session's integer key, read through the view `messages`)."""
     conn = sqlite3.connect(v1_copy)
     before = conn.execute(_MESSAGE_COLUMNS).fetchall()
     conn.close()
@@ -228,8 +229,8 @@ def test_upgraded_messages_are_stored_once(v1_copy: Path, tmp_path: Path):
         conn = sqlite3.connect(path)
         try:
             with pytest.raises(sqlite3.OperationalError, match="rowid"):
-                conn.execute("SELECT rowid FROM messages")
-            indexes = {r[1] for r in conn.execute("PRAGMA index_list(messages)")}
+                conn.execute("SELECT rowid FROM message_log")
+            indexes = {r[1] for r in conn.execute("PRAGMA index_list(message_log)")}
             assert "messages_reverted" in indexes
             if path == v1_copy:
                 assert conn.execute(_MESSAGE_COLUMNS).fetchall() == before

@@ -45,6 +45,7 @@ from wakeful.messages import (
 )
 from wakeful.runner import fold_approvals, run_records, waiting_requests
 from wakeful.store import SqlStore, open_store
+from wakeful.store._session_key import SESSION_KEY
 
 
 def test_the_shapes_module_is_what_the_models_say() -> None:
@@ -438,8 +439,8 @@ def test_a_body_is_read_as_stored_only_in_a_session_of_todays_shapes(tmp_path: P
         store.append(sid, [MessageAdded(message=assistant("old"))])
         with store.backend.transaction(write=True) as tx:
             tx.send(
-                "UPDATE events SET data = replace(data, ',\"aborted\":false', '') "
-                "WHERE session_id = ? AND type = 'message.added'",
+                "UPDATE event_log SET data = replace(data, ',\"aborted\":false', '') "
+                f"WHERE sk = {SESSION_KEY} AND type = 'message.added'",
                 (sid,),
             )
         [typed] = store.messages(sid)
@@ -452,7 +453,7 @@ def test_a_body_is_read_as_stored_only_in_a_session_of_todays_shapes(tmp_path: P
         assert store.plain_messages(sid) == [filled]
         with store.backend.transaction(write=True) as tx:
             tx.send(
-                "UPDATE events SET data = replace(data, ?, ?) WHERE session_id = ?",
+                f"UPDATE event_log SET data = replace(data, ?, ?) WHERE sk = {SESSION_KEY}",
                 ('{"type":"text","text":"old"}', '{"text":"old","type":"text"}', sid),
             )
         [stored] = store.plain_messages(sid)

@@ -50,8 +50,8 @@ def test_a_lone_append_runs_no_savepoint(store: SqlStore) -> None:
         "BEGIN IMMEDIATE",
         "SELECT last_seq, root_id,",
         "SELECT seq FROM",
-        "INSERT INTO events",
-        "INSERT INTO messages",
+        "INSERT INTO event_log",
+        "INSERT INTO message_log",
         "UPDATE sessions SET",
         "COMMIT",
     ]

@@ -102,3 +102,17 @@ QUIET_ADMIT = ADMIT_FUNCTION_11.replace(
     "  IF o_outcome = 'created' THEN\n",
     "  IF o_outcome = 'created' AND p_channel IS NOT NULL THEN\n",
 )
+
+# Migration 31's admission (`_session_key`): the event goes to `event_log` under the session's
+# integer key, which the counting UPDATE returns with the new `seq`. Outcomes, signature and
+# notification unchanged.
+KEYED_ADMIT = QUIET_ADMIT.replace(
+    """RETURNING last_seq
+  ), e AS (
+    INSERT INTO events (session_id, seq, type, at_ms, data)
+    SELECT p_session, s.last_seq, p_type, p_now, p_data FROM s RETURNING events.id, events.seq""",
+    """RETURNING last_seq, k
+  ), e AS (
+    INSERT INTO event_log (sk, seq, type, at_ms, data)
+    SELECT s.k, s.last_seq, p_type, p_now, p_data FROM s RETURNING event_log.id, event_log.seq""",
+)

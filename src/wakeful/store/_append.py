@@ -14,6 +14,7 @@ from ._cipher import sealed
 from ._listing import listed_ms_after
 from ._media import blob_digest
 from ._projections import project
+from ._session_key import SESSION_KEY
 
 if TYPE_CHECKING:
     from ..events import SessionEvent, StoredEvent
@@ -157,8 +158,8 @@ def _insert_events(tx: Tx, rows: Sequence[tuple[object, ...]]) -> None:
     for start in range(0, len(rows), _EVENT_ROWS):
         chunk = rows[start : start + _EVENT_ROWS]
         tx.send(
-            "INSERT INTO events (id, session_id, seq, type, at_ms, data, epoch) VALUES "
-            + ", ".join("(?, ?, ?, ?, ?, ?, ?)" for _ in chunk),
+            "INSERT INTO event_log (id, sk, seq, type, at_ms, data, epoch) VALUES "
+            + ", ".join(f"(?, {SESSION_KEY}, ?, ?, ?, ?, ?)" for _ in chunk),
             tuple(v for row in chunk for v in row),
         )
 

@@ -31,6 +31,7 @@ from ._keys import (
     opens,
     session_context,
 )
+from ._session_key import SESSION_KEY
 
 if TYPE_CHECKING:
     from ..config import EncryptionConfig
@@ -243,7 +244,7 @@ def _seal_session(tx: Tx, cipher: Cipher, sid: str) -> None:
         (sid, SEALED),
     ):
         tx.run(
-            "UPDATE events SET data = ? WHERE session_id = ? AND seq = ?",
+            f"UPDATE event_log SET data = ? WHERE sk = {SESSION_KEY} AND seq = ?",
             (cipher.seal(sid, str(data)), sid, seq),
         )
     if tx.kind == "sqlite":

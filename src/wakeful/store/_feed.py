@@ -45,26 +45,27 @@ _ORDERED = {
     "sqlite": _OrderedSql(
         since=f"SELECT {_COLUMNS}, 0 FROM events WHERE id > ? ORDER BY id LIMIT ?",
         since_known="",
-        last="SELECT 0, MAX(id) FROM events",
-        interrupts="WITH top AS (SELECT MAX(id) AS id FROM events) "
-        "SELECT t.id, e.id, e.session_id FROM top t LEFT JOIN events e ON e.id > ? "
-        "AND e.id <= t.id AND e.type = 'session.interrupt_requested' ORDER BY e.id",
+        last="SELECT 0, MAX(id) FROM event_log",
+        interrupts="WITH top AS (SELECT MAX(id) AS id FROM event_log) "
+        "SELECT t.id, e.id, s.id FROM top t LEFT JOIN event_log e ON e.id > ? "
+        "AND e.id <= t.id AND e.type = 'session.interrupt_requested' "
+        "LEFT JOIN sessions s ON s.k = e.sk ORDER BY e.id",
     ),
     # (tx, id) order, only below the snapshot's xmin: no transaction can commit behind it.
     "postgres": _OrderedSql(
         since=f"SELECT {_COLUMNS}, tx::text::bigint FROM events WHERE (tx, id) > "
-        "(COALESCE((SELECT c.tx FROM events c WHERE c.id = ?), '0'::xid8), ?) "
+        "(COALESCE((SELECT c.tx FROM event_log c WHERE c.id = ?), '0'::xid8), ?) "
         f"AND {_BELOW_XMIN} ORDER BY tx, id LIMIT ?",
         since_known=f"SELECT {_COLUMNS}, tx::text::bigint FROM events WHERE (tx, id) > "
         f"((?::text)::xid8, ?) AND {_BELOW_XMIN} ORDER BY tx, id LIMIT ?",
-        last=f"SELECT tx::text::bigint, id FROM events WHERE {_BELOW_XMIN} "
+        last=f"SELECT tx::text::bigint, id FROM event_log WHERE {_BELOW_XMIN} "
         "ORDER BY tx DESC, id DESC LIMIT 1",
-        interrupts=f"WITH top AS (SELECT tx, id FROM events WHERE {_BELOW_XMIN} "
+        interrupts=f"WITH top AS (SELECT tx, id FROM event_log WHERE {_BELOW_XMIN} "
         "ORDER BY tx DESC, id DESC LIMIT 1) "
-        "SELECT t.id, e.id, e.session_id FROM top t LEFT JOIN events e ON (e.tx, e.id) > "
-        "(COALESCE((SELECT c.tx FROM events c WHERE c.id = ?), '0'::xid8), ?) "
+        "SELECT t.id, e.id, s.id FROM top t LEFT JOIN event_log e ON (e.tx, e.id) > "
+        "(COALESCE((SELECT c.tx FROM event_log c WHERE c.id = ?), '0'::xid8), ?) "
         "AND (e.tx, e.id) <= (t.tx, t.id) AND e.type = 'session.interrupt_requested' "
-        "ORDER BY e.tx, e.id",
+        "LEFT JOIN sessions s ON s.k = e.sk ORDER BY e.tx, e.id",
     ),
 }
 
@@ -142,7 +143,7 @@ class Feed:
         if event_id <= 0 or self.backend.kind != "postgres":
             return (0, event_id)
         with self.backend.transaction(write=False) as tx:
-            row = tx.one("SELECT tx::text::bigint FROM events WHERE id = ?", (event_id,))
+            row = tx.one("SELECT tx::text::bigint FROM event_log WHERE id = ?", (event_id,))
         return (0 if row is None else int(row[0]), event_id)
 
     def interrupts_after(self, after_id: int) -> tuple[int, list[tuple[int, str]]]:

@@ -85,8 +85,8 @@ def send_opening(
         f"AND {types_in(kinds)} ORDER BY seq",
         (session_id, *kinds),
     )
-    usage = tx.query(  # as `recent_events`: the session's row answers for no event
-        f"SELECT {cols} FROM sessions s LEFT JOIN events e ON e.session_id = s.id "
+    usage = tx.query(  # as `recent_events` (by key): the session's row answers for no event
+        f"SELECT {cols} FROM sessions s LEFT JOIN event_log e ON e.sk = s.k "
         "AND e.seq > (SELECT w.last_seq FROM sessions w WHERE w.id = ?) - ? "
         f"AND e.type = ? AND {typed('e.type')} WHERE s.id = ? ORDER BY e.seq",
         (session_id, usage_window, _USAGE, session_id),

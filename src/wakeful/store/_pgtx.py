@@ -246,14 +246,14 @@ class PgTx:
 
     def event_ids(self, n: int) -> _Sent:
         return self.query(
-            "SELECT nextval(pg_get_serial_sequence('events', 'id')) FROM generate_series(1, ?)",
+            "SELECT nextval(pg_get_serial_sequence('event_log', 'id')) FROM generate_series(1, ?)",
             (n,),
         )
 
     def claim_and_ids(self, session_id: str, n: int) -> _Sent:
         return self.query(
             "SELECT c.token, c.epoch, c.released, ARRAY(SELECT nextval(pg_get_serial_sequence("
-            "'events', 'id')) FROM generate_series(1, ?)) FROM (SELECT 1) AS one "
+            "'event_log', 'id')) FROM generate_series(1, ?)) FROM (SELECT 1) AS one "
             "LEFT JOIN claims c ON c.session_id = ?",
             (n, session_id),
         )

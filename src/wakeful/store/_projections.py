@@ -16,6 +16,7 @@ from ._backend import Tx
 from ._cipher import sealed, sealed_or_none
 from ._media import media_refs
 from ._search import index_message, index_title, unindex_messages
+from ._session_key import SESSION_KEY
 
 if TYPE_CHECKING:
     from ..events import (
@@ -46,7 +47,8 @@ Projection = Callable[[Tx, str, int, Any], None]
 
 def _message_added(tx: Tx, sid: str, seq: int, ev: MessageAdded) -> None:
     tx.send(
-        "INSERT INTO messages (session_id, seq, message_id, role, turn_id) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO message_log (sk, seq, message_id, role, turn_id) "
+        f"VALUES ({SESSION_KEY}, ?, ?, ?, ?)",
         (sid, seq, ev.message.id, ev.message.role, ev.turn_id),
     )
     index_message(tx, sid, seq, ev.message)
@@ -68,7 +70,7 @@ def _delivered(tx: Tx, sid: str, seq: int, ev: InputDelivered) -> None:
     )
     if message_id is not None:
         tx.send(
-            "INSERT INTO messages (session_id, seq, message_id, role) VALUES (?, ?, ?, 'user')",
+            f"INSERT INTO message_log (sk, seq, message_id, role) VALUES ({SESSION_KEY}, ?, ?, 'user')",
             (sid, seq, message_id),
         )
         _shaped.commit_revert(tx, sid)  # a new input makes a pending revert final
@@ -244,7 +246,10 @@ def _hidden(tx: Tx, sid: str, seq: int, ev: MessagesHidden) -> None:
     """Hidden messages leave the transcript and search projections; their events stay in the log."""
     for message_id in ev.message_ids:
         unindex_messages(tx, sid, "session_id = ? AND message_id = ?", (sid, message_id))
-        tx.send("DELETE FROM messages WHERE session_id = ? AND message_id = ?", (sid, message_id))
+        tx.send(
+            f"DELETE FROM message_log WHERE sk = {SESSION_KEY} AND message_id = ?",
+            (sid, message_id),
+        )
 
 
 PROJECTIONS: dict[str, Projection] = {

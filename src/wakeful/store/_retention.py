@@ -18,6 +18,7 @@ from ._backend import Tx
 from ._cipher import opened
 from ._listing import LIST_SLACK_MS
 from ._records import ROW_COLS, Page, PruneCounts, session_row
+from ._session_key import session_keys
 from ._sessions import get_row, insert_session
 from ._transcript import transcript_in
 from ._typed_events import typed
@@ -25,8 +26,10 @@ from ._typed_events import typed
 if TYPE_CHECKING:
     from ..events import CompactionTail, SessionEvent
 
+# A session's rows, in the order they go: `message_log` before `inbox` and `event_log`, which
+# SQLite's search triggers read for the entry a deleted row takes out (`_search_log`).
 _TABLES = (
-    "messages",
+    "message_log",
     "inbox",
     "tool_calls",
     "turns",
@@ -40,8 +43,9 @@ _TABLES = (
     "reverts",
     "artifacts",
     "extension_state",
-    "events",
+    "event_log",
 )
+_KEYED = ("message_log", "event_log")  # by the session's integer key (`_session_key`)
 
 
 def list_page(
@@ -192,7 +196,10 @@ def delete_trees(
         for r in tx.all(f"SELECT DISTINCT digest FROM blob_refs WHERE session_id IN ({marks})", ids)
     ]
     for table in (*_TABLES, "blob_refs"):
-        tx.run(f"DELETE FROM {table} WHERE session_id IN ({marks})", ids)
+        column = (
+            f"sk IN {session_keys(len(ids))}" if table in _KEYED else f"session_id IN ({marks})"
+        )
+        tx.run(f"DELETE FROM {table} WHERE {column}", ids)
     tx.run(f"DELETE FROM sessions WHERE id IN ({marks})", ids)
     if tx.cipher is not None:  # their data keys go: what any copy holds of them is unreadable
         tx.cipher.forget(ids)

@@ -6,6 +6,20 @@ them against the era modules (13, 14 and 16 were never released)."""
 from __future__ import annotations
 
 NUMBERS: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15, 17, 18, 19, 20)
-NUMBERS += (21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32)  # `_v21`: a new number goes at the end
+NUMBERS += (
+    21,
+    22,
+    23,
+    24,
+    25,
+    26,
+    27,
+    28,
+    29,
+    30,
+    31,
+    32,
+    33,
+)  # `_v21`: a new number goes at the end
 
 LATEST = NUMBERS[-1]

@@ -200,9 +200,10 @@ def _match(kind: str, words: Sequence[str]) -> str:
 # word's hits grows with the index (61 ms instead of 0.6 on 100,000 sessions, bench_search.py).
 _BEST = {
     "sqlite": (  # (a message's entry is at its event's id, a title's at its row's, negated)
-        "SELECT COALESCE(e.session_id, d.session_id) AS sid, "
+        "SELECT COALESCE(es.id, d.session_id) AS sid, "
         f"CASE WHEN f.rowid < 0 THEN {TITLE_SEQ} ELSE e.seq END AS seq, MIN(f.rank) AS score "
-        "FROM search_fts f LEFT JOIN events e ON f.rowid > 0 AND e.id = f.rowid "
+        "FROM search_fts f LEFT JOIN event_log e ON f.rowid > 0 AND e.id = f.rowid "
+        "LEFT JOIN sessions es ON es.k = e.sk "
         "LEFT JOIN search_docs d ON f.rowid < 0 AND d.id = -f.rowid "
         "WHERE search_fts MATCH ? GROUP BY sid"
     ),
@@ -405,7 +406,7 @@ def set_search(backend: Backend, on: bool, transcript: Transcript) -> bool:
             tx.run("DELETE FROM search_indexed")
             return True
         if tx.kind == "sqlite":
-            tx.run("INSERT INTO search_indexed (upto) SELECT COALESCE(MAX(id), 0) FROM events")
+            tx.run("INSERT INTO search_indexed (upto) SELECT COALESCE(MAX(id), 0) FROM event_log")
             tx.run("INSERT INTO search_fts (search_fts) VALUES ('rebuild')")
         else:
             tx.run("INSERT INTO search_indexed (upto) VALUES (0)")

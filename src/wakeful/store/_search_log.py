@@ -20,39 +20,72 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from ._session_key import SESSION_KEY
+
 SEARCH_TEXT_FUNCTION = "wakeful_search_text"
 SEARCH_BATCH = 64  # events between two batches (part of migration 25)
 
-# The event holding a `messages` row's message (`b`: its own, or the edit that replaced its
-# text) and the input a version-2 delivery derives it from (`q`), for the row `{m}` whose own
-# event is `e`.
-_SOURCES = (
-    "JOIN events b ON b.session_id = e.session_id AND b.seq = COALESCE({m}.body_seq, {m}.seq) "
-    "LEFT JOIN inbox i ON b.type = 'inbox.delivered' AND i.session_id = e.session_id "
-    "AND i.settled_seq = {m}.seq "
-    "LEFT JOIN events q ON q.session_id = i.session_id AND q.seq = i.seq"
-)
+# The two shapes of the tables the index reads. Migration 25 wrote its view and triggers over
+# `events` and `messages` keyed by the text session id (`_TEXT_KEYED`, frozen: a store migrating
+# from before 25 runs them as written); since migration 33 they read the tables that hold the
+# rows, keyed by the session's integer key (`_session_key`), and every statement of this module
+# run today is built for that shape (`_INT_KEYED`). `{E}`/`{M}`: the event and message tables,
+# `{K}`: their session column, `{SID}`: the text id of the session of the event `e`.
+_TEXT_KEYED = {"E": "events", "M": "messages", "K": "session_id", "SID": "e.session_id"}
+_INT_KEYED = {
+    "E": "event_log",
+    "M": "message_log",
+    "K": "sk",
+    "SID": "(SELECT id FROM sessions WHERE k = e.sk)",
+}
+
+
+def _sources(shape: dict[str, str], m: str) -> str:
+    """The event holding a `messages` row's message (`b`: its own, or the edit that replaced
+    its text) and the input a version-2 delivery derives it from (`q`), for the row `m` whose
+    own event is `e`."""
+    e, k, sid = shape["E"], shape["K"], shape["SID"]
+    q = "q.session_id = i.session_id" if k == "session_id" else "q.sk = e.sk"
+    return (
+        f"JOIN {e} b ON b.{k} = e.{k} AND b.seq = COALESCE({m}.body_seq, {m}.seq) "
+        f"LEFT JOIN inbox i ON b.type = 'inbox.delivered' AND i.session_id = {sid} "
+        f"AND i.settled_seq = {m}.seq "
+        f"LEFT JOIN {e} q ON {q} AND q.seq = i.seq"
+    )
+
+
 _TEXT = f"{SEARCH_TEXT_FUNCTION}(b.data, q.data)"
-_EVENT_ID = "(SELECT id FROM events WHERE session_id = {m}.session_id AND seq = {m}.seq)"
+
+
+def _event_id(shape: dict[str, str], m: str) -> str:
+    """The id of the event at the row `m`'s `seq`."""
+    e, k = shape["E"], shape["K"]
+    return f"(SELECT id FROM {e} WHERE {k} = {m}.{k} AND seq = {m}.seq)"
+
+
+def _flush_range(shape: dict[str, str], low: str, high: str) -> str:
+    e, m, k = shape["E"], shape["M"], shape["K"]
+    return (
+        f"INSERT INTO search_fts (rowid, body) SELECT e.id, {_TEXT} "
+        f"FROM {e} e CROSS JOIN {m} m ON m.{k} = e.{k} AND m.seq = e.seq "
+        f"{_sources(shape, 'm')} WHERE e.id > {low} AND e.id <= {high} ORDER BY e.id"
+    )
 
 
 def flush_range(low: str, high: str) -> str:
     """The statement that indexes the `messages` rows whose own event id is in
     `(low, high]` (two SQL expressions), in id order: events lead (their rowid range), each
     finds its row by key."""
-    return (
-        f"INSERT INTO search_fts (rowid, body) SELECT e.id, {_TEXT} "
-        f"FROM events e CROSS JOIN messages m ON m.session_id = e.session_id AND m.seq = e.seq "
-        f"{_SOURCES.format(m='m')} WHERE e.id > {low} AND e.id <= {high} ORDER BY e.id"
-    )
+    return _flush_range(_INT_KEYED, low, high)
 
 
-def _unindex(row: str) -> str:
+def _unindex(shape: dict[str, str], row: str) -> str:
     """The statement that takes the entry of the `messages` row `row` (`old` or `new`) out."""
+    e, k = shape["E"], shape["K"]
     return (
         f"INSERT INTO search_fts (search_fts, rowid, body) SELECT 'delete', e.id, {_TEXT} "
-        f"FROM events e {_SOURCES.format(m=row)} "
-        f"WHERE e.session_id = {row}.session_id AND e.seq = {row}.seq"
+        f"FROM {e} e {_sources(shape, row)} "
+        f"WHERE e.{k} = {row}.{k} AND e.seq = {row}.seq"
     )
 
 
@@ -66,24 +99,56 @@ def session_entries(action: str) -> str:
         else "(search_fts, rowid, body) SELECT 'delete',"
     )
     return (
-        f"INSERT INTO search_fts {head} e.id, {_TEXT} FROM messages m "
-        f"JOIN events e ON e.session_id = m.session_id AND e.seq = m.seq {_SOURCES.format(m='m')} "
-        "WHERE m.session_id = ? AND e.id <= (SELECT upto FROM search_indexed)"
+        f"INSERT INTO search_fts {head} e.id, {_TEXT} FROM message_log m "
+        f"JOIN event_log e ON e.sk = m.sk AND e.seq = m.seq {_sources(_INT_KEYED, 'm')} "
+        f"WHERE m.sk = {SESSION_KEY} AND e.id <= (SELECT upto FROM search_indexed)"
     )
 
 
 # What a search indexes first (`_search.index_pending`): every row still waiting.
 SEARCH_FLUSH = (
-    flush_range("(SELECT upto FROM search_indexed)", "(SELECT MAX(id) FROM events)"),
-    "UPDATE search_indexed SET upto = COALESCE((SELECT MAX(id) FROM events), upto)",
+    flush_range("(SELECT upto FROM search_indexed)", "(SELECT MAX(id) FROM event_log)"),
+    "UPDATE search_indexed SET upto = COALESCE((SELECT MAX(id) FROM event_log), upto)",
 )
 SEARCH_WAITING = (
-    "SELECT 1 FROM events e CROSS JOIN messages m ON m.session_id = e.session_id "
+    "SELECT 1 FROM event_log e CROSS JOIN message_log m ON m.sk = e.sk "
     "AND m.seq = e.seq WHERE e.id > (SELECT upto FROM search_indexed) LIMIT 1"
 )
 
-_NEW_ID, _OLD_ID = _EVENT_ID.format(m="new"), _EVENT_ID.format(m="old")
 _UPTO = "(SELECT upto FROM search_indexed)"
+
+
+def _view(shape: dict[str, str]) -> str:
+    """The view the index reads each message's text from, over the tables of `shape`."""
+    e, m, k = shape["E"], shape["M"], shape["K"]
+    return f"""CREATE VIEW search_text (id, body) AS
+  SELECT e.id, {_TEXT} FROM {e} e CROSS JOIN {m} m
+    ON m.{k} = e.{k} AND m.seq = e.seq {_sources(shape, "m")}
+  UNION ALL SELECT -id, body FROM search_docs"""
+
+
+def _triggers(shape: dict[str, str]) -> str:
+    """The triggers on the message table of `shape` that keep the index in step with it."""
+    e, m, k = shape["E"], shape["M"], shape["K"]
+    new_id, old_id = _event_id(shape, "new"), _event_id(shape, "old")
+    low = f"(SELECT MIN(upto, {new_id} - 1) FROM search_indexed)"
+    return f"""CREATE TRIGGER search_messages_added AFTER INSERT ON {m}
+WHEN {new_id} >= {_UPTO} + {SEARCH_BATCH} OR {new_id} <= {_UPTO} BEGIN
+  {_flush_range(shape, low, new_id)};
+  UPDATE search_indexed SET upto = MAX(upto, {new_id});
+END;
+CREATE TRIGGER search_messages_removed AFTER DELETE ON {m}
+WHEN {old_id} <= {_UPTO} BEGIN
+  {_unindex(shape, "old")};
+END;
+CREATE TRIGGER search_messages_edited AFTER UPDATE OF body_seq ON {m}
+WHEN old.body_seq IS NOT new.body_seq AND {new_id} <= {_UPTO} BEGIN
+  {_unindex(shape, "old")};
+  INSERT INTO search_fts (rowid, body) SELECT e.id, {_TEXT}
+    FROM {e} e {_sources(shape, "new")}
+    WHERE e.{k} = new.{k} AND e.seq = new.seq;
+END"""
+
 
 # Migration 25 (SQLite). The title rows keep their text (a title is also `sessions.title`,
 # but the row must hold what the index took in, for its delete); a message's row goes.
@@ -92,10 +157,7 @@ DROP TRIGGER search_docs_added;
 DROP TRIGGER search_docs_removed;
 DROP TABLE search_fts;
 DELETE FROM search_docs WHERE seq <> 0;
-CREATE VIEW search_text (id, body) AS
-  SELECT e.id, {_TEXT} FROM events e CROSS JOIN messages m
-    ON m.session_id = e.session_id AND m.seq = e.seq {_SOURCES.format(m="m")}
-  UNION ALL SELECT -id, body FROM search_docs;
+{_view(_TEXT_KEYED)};
 CREATE VIRTUAL TABLE search_fts USING fts5(
   body, content = 'search_text', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 0'
 );
@@ -105,25 +167,21 @@ END;
 CREATE TRIGGER search_titles_removed AFTER DELETE ON search_docs BEGIN
   INSERT INTO search_fts (search_fts, rowid, body) VALUES ('delete', -old.id, old.body);
 END;
-CREATE TRIGGER search_messages_added AFTER INSERT ON messages
-WHEN {_NEW_ID} >= {_UPTO} + {SEARCH_BATCH} OR {_NEW_ID} <= {_UPTO} BEGIN
-  {flush_range(f"(SELECT MIN(upto, {_NEW_ID} - 1) FROM search_indexed)", _NEW_ID)};
-  UPDATE search_indexed SET upto = MAX(upto, {_NEW_ID});
-END;
-CREATE TRIGGER search_messages_removed AFTER DELETE ON messages
-WHEN {_OLD_ID} <= {_UPTO} BEGIN
-  {_unindex("old")};
-END;
-CREATE TRIGGER search_messages_edited AFTER UPDATE OF body_seq ON messages
-WHEN old.body_seq IS NOT new.body_seq AND {_NEW_ID} <= {_UPTO} BEGIN
-  {_unindex("old")};
-  INSERT INTO search_fts (rowid, body) SELECT e.id, {_TEXT}
-    FROM events e {_SOURCES.format(m="new")}
-    WHERE e.session_id = new.session_id AND e.seq = new.seq;
-END;
+{_triggers(_TEXT_KEYED)};
 UPDATE search_indexed SET upto = (SELECT COALESCE(MAX(id), 0) FROM events);
 INSERT INTO search_fts (search_fts) VALUES ('rebuild')
 """
+
+# Part of migration 33 (`_session_key`): the view and the triggers dropped before the tables
+# they read are rebuilt, and made again over the new ones. The index's entries stay (its
+# rowids are event ids, which the rebuilt `event_log` keeps).
+SEARCH_UNHOOK = """
+DROP TRIGGER search_messages_added;
+DROP TRIGGER search_messages_removed;
+DROP TRIGGER search_messages_edited;
+DROP VIEW search_text
+"""
+SEARCH_REHOOK = f"{_view(_INT_KEYED)};\n{_triggers(_INT_KEYED)}"
 
 
 def register(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ._backend import Tx
 from ._cipher import keyed, opened, sealed, sealed_or_none
 from ._search import index_message, unindex_messages
+from ._session_key import SESSION_KEY
 
 if TYPE_CHECKING:
     from pydantic import JsonValue
@@ -52,7 +53,7 @@ def reverted(tx: Tx, sid: str, seq: int, ev: SessionReverted) -> None:
     """Hide the messages from `from_seq` on (also those an earlier pending revert hid, which
     this one now owns) and restore the state the event names."""
     tx.send(
-        "UPDATE messages SET reverted = ? WHERE session_id = ? AND seq >= ?",
+        f"UPDATE message_log SET reverted = ? WHERE sk = {SESSION_KEY} AND seq >= ?",
         (seq, sid, ev.from_seq),
     )
     tx.send(
@@ -65,7 +66,8 @@ def reverted(tx: Tx, sid: str, seq: int, ev: SessionReverted) -> None:
 def unreverted(tx: Tx, sid: str, seq: int, ev: SessionUnreverted) -> None:
     """Bring the pending revert's messages and state back."""
     tx.send(
-        "UPDATE messages SET reverted = NULL WHERE session_id = ? AND reverted IS NOT NULL", (sid,)
+        f"UPDATE message_log SET reverted = NULL WHERE sk = {SESSION_KEY} AND reverted IS NOT NULL",
+        (sid,),
     )
     tx.send("DELETE FROM reverts WHERE session_id = ?", (sid,))
     _put_state(tx, sid, seq, dict(ev.work_state), dict(ev.instructions))
@@ -75,7 +77,7 @@ def commit_revert(tx: Tx, sid: str) -> None:
     """A new input landed: the pending revert (if any) is final; its hidden messages leave the
     transcript and search projections for good (their events stay in the log)."""
     unindex_messages(tx, sid, "session_id = ? AND reverted IS NOT NULL", (sid,))
-    tx.send("DELETE FROM messages WHERE session_id = ? AND reverted IS NOT NULL", (sid,))
+    tx.send(f"DELETE FROM message_log WHERE sk = {SESSION_KEY} AND reverted IS NOT NULL", (sid,))
     tx.send("DELETE FROM reverts WHERE session_id = ?", (sid,))
 
 
@@ -90,7 +92,7 @@ def history_edited(tx: Tx, sid: str, seq: int, ev: HistoryEdited) -> None:
                 (sid, ev.message.id),
             )
         tx.send(
-            "UPDATE messages SET body_seq = ? WHERE session_id = ? AND message_id = ?",
+            f"UPDATE message_log SET body_seq = ? WHERE sk = {SESSION_KEY} AND message_id = ?",
             (seq, sid, ev.message.id),
         )
         if row is not None:  # the search index follows the new text
@@ -99,7 +101,10 @@ def history_edited(tx: Tx, sid: str, seq: int, ev: HistoryEdited) -> None:
         return
     for message_id in ev.message_ids:
         unindex_messages(tx, sid, "session_id = ? AND message_id = ?", (sid, message_id))
-        tx.send("DELETE FROM messages WHERE session_id = ? AND message_id = ?", (sid, message_id))
+        tx.send(
+            f"DELETE FROM message_log WHERE sk = {SESSION_KEY} AND message_id = ?",
+            (sid, message_id),
+        )
 
 
 def artifact_recorded(tx: Tx, sid: str, seq: int, ev: ArtifactRecorded) -> None:

@@ -121,7 +121,7 @@ class _SqliteTx:
 
     def event_ids(self, n: int) -> Rows:
         """The next ids after the highest ever used (AUTOINCREMENT's own counter)."""
-        row = self.one("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
+        row = self.one("SELECT seq FROM sqlite_sequence WHERE name = 'event_log'")
         base = 0 if row is None else int(row[0])
         return Rows([(base + i,) for i in range(1, n + 1)])
 

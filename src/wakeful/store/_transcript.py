@@ -123,7 +123,7 @@ _LOG_MESSAGE_ROWS = (
     "SELECT e.seq, e.data, q.data FROM events e "
     "LEFT JOIN inbox i ON e.type = 'inbox.delivered' AND i.session_id = e.session_id "
     "AND i.settled_seq = e.seq "
-    "LEFT JOIN events q ON q.session_id = i.session_id AND q.seq = i.seq "
+    "LEFT JOIN event_log q ON q.sk = e.sk AND q.seq = i.seq "
     "WHERE e.session_id = ? AND e.seq < ? "
     "AND e.type IN ('message.added', 'inbox.delivered', 'history.edited') ORDER BY e.seq"
 )

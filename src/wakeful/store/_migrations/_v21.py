@@ -6,9 +6,11 @@ above the last entry of `ERA`). A migration's SQL may live here or in the module
 from __future__ import annotations
 
 from .._access_sql import ACCESS_TABLES, DELETIONS_TABLE
+from .._admit_sql import KEYED_ADMIT
 from .._blob_keys import SEALED_REFS
 from .._rates import RATE_BUCKETS
-from .._search_log import SEARCH_FROM_LOG_SQLITE
+from .._search_log import SEARCH_FROM_LOG_SQLITE, SEARCH_REHOOK, SEARCH_UNHOOK
+from .._session_key import SESSION_KEY_POSTGRES, SESSION_KEY_SQLITE
 from .._typed_events import EVENTS_TYPE_LEAN
 from .._usage_index import USAGE_AT
 from ._statements import Migration
@@ -63,4 +65,11 @@ ERA: list[Migration] = [
     # PostgreSQL gets it here, on. The number makes older code, which would search a store
     # without its index and find nothing, refuse it.
     (32, "search_setting", "", _SEARCH_SETTING_POSTGRES),
+    # An integer session key in the log and the transcript projection (`_session_key`).
+    (
+        33,
+        "session_key",
+        f"{SEARCH_UNHOOK};{SESSION_KEY_SQLITE};{SEARCH_REHOOK}",
+        f"{KEYED_ADMIT};{SESSION_KEY_POSTGRES}",
+    ),
 ]
