@@ -86,7 +86,7 @@ class AdmissionMixin:
                 return admission
         # PostgreSQL: the whole admission is one statement, its own transaction.
         row = self.backend.admit_alone(
-            *_inbox.server_admission(
+            _inbox.server_admission(
                 session_id, iid, kind, payload, delivery, now, prepared, self.backend.cipher
             )
         )

@@ -10,13 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from ._cipher import Cipher
 
 Row = tuple[Any, ...]
 Params = Sequence[Any]
+
+
+class ServerAdmission(NamedTuple):
+    """A whole admission as a server-side call takes it (`Tx.admit_on_server`,
+    `Backend.admit_alone`; built by `_inbox.server_admission`): the content digest and the
+    event's JSON as stored (keyed and sealed in an encrypted store)."""
+
+    session_id: str
+    input_id: str
+    kind: str
+    delivery: str
+    digest: str
+    event_type: str
+    data: str
+    now_ms: int
+
+
 _T = TypeVar("_T")
 
 
@@ -110,17 +127,7 @@ class Tx(Protocol):
         lock was granted (a takeover that committed meanwhile is seen)."""
         ...
 
-    def admit_on_server(
-        self,
-        session_id: str,
-        input_id: str,
-        kind: str,
-        delivery: str,
-        digest: str,
-        event_type: str,
-        data: str,
-        now_ms: int,
-    ) -> Pending | None:
+    def admit_on_server(self, admission: ServerAdmission) -> Pending | None:
         """Send a whole admission as one server-side call (`_admit_sql.ADMIT_FUNCTION`) whose
         row `(outcome, seq, event_id)` is read later; None when the database has no such call
         (SQLite: no round trips to save, the store runs the statements itself)."""
@@ -156,17 +163,7 @@ class Backend(Protocol):
         travel together (one round trip on PostgreSQL; nothing changes on SQLite)."""
         ...
 
-    def admit_alone(
-        self,
-        session_id: str,
-        input_id: str,
-        kind: str,
-        delivery: str,
-        digest: str,
-        event_type: str,
-        data: str,
-        now_ms: int,
-    ) -> Row | None:
+    def admit_alone(self, admission: ServerAdmission) -> Row | None:
         """Run a whole admission as one statement that is its own transaction (PostgreSQL's
         `wakeful_admit`) and return its `(outcome, seq, event_id)`; None, having written
         nothing, when the database has no such statement (SQLite: the store admits in a

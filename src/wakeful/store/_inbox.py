@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, InvalidMessageError, NotFoundError
 from ._append import append_events, put_blobs_in
-from ._backend import Pending, Row, Tx, sha256_hex
+from ._backend import Pending, Row, ServerAdmission, Tx, sha256_hex
 from ._cipher import Cipher, keyed, sealed
 from ._records import AdmissionRequest, Delivered, InboxItem, Prelude
 
@@ -133,15 +133,15 @@ def server_admission(
     now_ms: int,
     prepared: Enqueued | None = None,
     cipher: Cipher | None = None,
-) -> tuple[str, str, str, str, str, str, str, int]:
-    """The arguments of a server-side admission (`Tx.admit_on_server`, `Backend.admit_alone`):
-    session, input id, kind, delivery, content digest, event type, event JSON (sealed by
-    `cipher`, an encrypted store's), time. `prepared` is `enqueued` of the same input when the
-    caller built it already."""
+) -> ServerAdmission:
+    """What a server-side admission takes (`Tx.admit_on_server`, `Backend.admit_alone`), the
+    content digest keyed and the event's JSON sealed by `cipher` (an encrypted store's); the
+    store's own admission writes the same two values. `prepared` is `enqueued` of the same
+    input when the caller built it already."""
     p = prepared or enqueued(input_id, kind, payload, delivery)
     data = sealed(cipher, session_id, p.data)
     digest = keyed(cipher, DIGEST_PURPOSE, p.digest)
-    return (session_id, input_id, kind, delivery, digest, p.event.type, data, now_ms)
+    return ServerAdmission(session_id, input_id, kind, delivery, digest, p.event.type, data, now_ms)
 
 
 def admission_outcome(
@@ -199,11 +199,11 @@ def admit_in(
     `prepared` is `enqueued` of the same input when the caller built it already.
     """
     made = prepared or enqueued(input_id, kind, payload, delivery)
-    digest = keyed(tx.cipher, DIGEST_PURPOSE, made.digest)  # keyed in an encrypted store
-    data = sealed(tx.cipher, session_id, made.data)
-    sent = tx.admit_on_server(
-        session_id, input_id, kind, delivery, digest, made.event.type, data, now_ms
+    admission = server_admission(
+        session_id, input_id, kind, payload, delivery, now_ms, made, tx.cipher
     )
+    digest, data = admission.digest, admission.data  # keyed and sealed in an encrypted store
+    sent = tx.admit_on_server(admission)
     if sent is not None:
         return admission_outcome(
             sent.one(),
@@ -250,7 +250,7 @@ def admit_all_in(
 
     def call(r: AdmissionRequest, p: Enqueued) -> Pending | None:
         return tx.admit_on_server(
-            *server_admission(
+            server_admission(
                 r.session_id, r.input_id or "", r.kind, r.payload, r.delivery, now_ms, p, tx.cipher
             )
         )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from ._backend import Params, Row
+from ._backend import Params, Row, ServerAdmission
 from ._pgwire import Slot, Wire, pg_sql
 
 if TYPE_CHECKING:
@@ -28,29 +28,9 @@ NO_CHANNEL = None  # `wakeful_admit` notifies on none (migration 17): the notifi
 ADMIT = "SELECT o_outcome, o_seq, o_id FROM wakeful_admit(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
-def admit_params(
-    session_id: str,
-    input_id: str,
-    kind: str,
-    delivery: str,
-    digest: str,
-    event_type: str,
-    data: str,
-    now_ms: int,
-) -> Params:
+def admit_params(admission: ServerAdmission) -> Params:
     """`ADMIT`'s parameters for one admission (a unit's and the one-statement admission's)."""
-    return (
-        NO_LOCK,
-        NO_CHANNEL,
-        session_id,
-        input_id,
-        kind,
-        delivery,
-        digest,
-        event_type,
-        data,
-        now_ms,
-    )
+    return (NO_LOCK, NO_CHANNEL, *admission)
 
 
 @contextmanager
@@ -258,23 +238,11 @@ class PgTx:
             (n, session_id),
         )
 
-    def admit_on_server(
-        self,
-        session_id: str,
-        input_id: str,
-        kind: str,
-        delivery: str,
-        digest: str,
-        event_type: str,
-        data: str,
-        now_ms: int,
-    ) -> _Sent:
+    def admit_on_server(self, admission: ServerAdmission) -> _Sent:
+        session_id = admission.session_id
         self.notified.add(session_id)  # (also when nothing is created: a spurious wake-up)
         self.admitted.add(session_id)
-        return self.query(
-            ADMIT,
-            admit_params(session_id, input_id, kind, delivery, digest, event_type, data, now_ms),
-        )
+        return self.query(ADMIT, admit_params(admission))
 
     def notify(self, session_id: str) -> None:
         self.notified.add(session_id)

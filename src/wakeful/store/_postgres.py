@@ -43,7 +43,7 @@ from ..errors import (
     StoreUnavailableError,
     UsageError,
 )
-from ._backend import Row
+from ._backend import Row, ServerAdmission
 from ._migrations import MIGRATIONS, statements
 from ._pgnotify import Notifier
 from ._pgtx import ADMIT, PgTx, admit_params, pipelined, reading
@@ -270,17 +270,7 @@ class PostgresBackend:
             f"whether it committed cannot be told ({problem}); read the store before retrying"
         )
 
-    def admit_alone(
-        self,
-        session_id: str,
-        input_id: str,
-        kind: str,
-        delivery: str,
-        digest: str,
-        event_type: str,
-        data: str,
-        now_ms: int,
-    ) -> Row | None:
+    def admit_alone(self, admission: ServerAdmission) -> Row | None:
         """A whole admission as one statement outside any transaction block: the server runs
         a single statement as its own transaction, so it commits or not as one, and nothing
         else travels (no BEGIN, no COMMIT: the statement and a Sync). Returns `(outcome, seq, event_id)`;
@@ -289,16 +279,13 @@ class PostgresBackend:
             wire = self._wire(conn)
             wire.begin()
             try:
-                params = admit_params(
-                    session_id, input_id, kind, delivery, digest, event_type, data, now_ms
-                )
-                slot = wire.send(pg_sql(ADMIT), params)
+                slot = wire.send(pg_sql(ADMIT), admit_params(admission))
                 wire.sync()
             finally:
                 wire.end()
             row = slot.one()
         if row is not None and row[0] == "created":
-            self._notifier.send((session_id,), work=(session_id,))
+            self._notifier.send((admission.session_id,), work=(admission.session_id,))
         return row
 
     @contextmanager

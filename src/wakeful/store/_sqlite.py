@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from .._defaults import SQLITE_BUSY_TIMEOUT_MS
 from .._ids import random_hex
 from ..errors import MigrationError, StoreBusyError, StoreError, StoreFullError
-from ._backend import Params, Row, Rows
+from ._backend import Params, Row, Rows, ServerAdmission
 from ._schema_version import NUMBERS
 from ._search_log import register as register_search_text
 
@@ -140,17 +140,7 @@ class _SqliteTx:
         """Nothing: BEGIN IMMEDIATE already serializes every writer."""
         return ""
 
-    def admit_on_server(
-        self,
-        session_id: str,
-        input_id: str,
-        kind: str,
-        delivery: str,
-        digest: str,
-        event_type: str,
-        data: str,
-        now_ms: int,
-    ) -> None:
+    def admit_on_server(self, admission: ServerAdmission) -> None:
         """None: no round trips to save, the store runs the admission's statements."""
         return None
 
@@ -453,17 +443,7 @@ class SqliteBackend:
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
 
-    def admit_alone(
-        self,
-        session_id: str,
-        input_id: str,
-        kind: str,
-        delivery: str,
-        digest: str,
-        event_type: str,
-        data: str,
-        now_ms: int,
-    ) -> None:
+    def admit_alone(self, admission: ServerAdmission) -> None:
         """None (nothing written): the store admits in one transaction here."""
         return None
 
