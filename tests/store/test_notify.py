@@ -20,9 +20,20 @@ from tests.pg import fresh_database
 from wakeful.events import SessionCreated, SessionUpdated
 from wakeful.store import SqlStore
 from wakeful.store._inbox import server_admission
+from wakeful.store._pgnotify import FOLLOW_LOCK, FOLLOW_SQL
 from wakeful.store._postgres import CHANNEL, WORK_CHANNEL, PostgresBackend
 
 pytestmark = pytest.mark.postgres
+
+
+def _follower(url: str, *channels: str) -> psycopg.Connection[Any]:
+    """A connection LISTENing on `channels` (default: the events channel) as a follower does:
+    holding `FOLLOW_LOCK`, without which the notifiers announce no events."""
+    conn = psycopg.connect(url, autocommit=True)
+    for channel in channels or (CHANNEL,):
+        conn.execute(f"LISTEN {channel}")
+    conn.execute(FOLLOW_SQL, FOLLOW_LOCK)
+    return conn
 
 
 def _announced(listener: psycopg.Connection[Any], session_id: str) -> list[int]:
@@ -38,9 +49,8 @@ def _announced(listener: psycopg.Connection[Any], session_id: str) -> list[int]:
 def test_writes_are_announced_after_commit_from_another_connection():
     with fresh_database() as url:
         store = SqlStore(PostgresBackend(url, max_size=1))  # every write on one connection
-        listener = psycopg.connect(url, autocommit=True)
+        listener = _follower(url)
         try:
-            listener.execute(f"LISTEN {CHANNEL}")
             with store.backend.transaction(write=False) as tx:
                 row = tx.one("SELECT pg_backend_pid()")
             assert row is not None
@@ -64,9 +74,8 @@ def test_a_process_from_before_the_change_still_notifies_from_the_admission():
     admission function, which then still notifies (inside, as it did)."""
     with fresh_database() as url:
         store = SqlStore(PostgresBackend(url))
-        listener = psycopg.connect(url, autocommit=True)
+        listener = _follower(url)
         try:
-            listener.execute(f"LISTEN {CHANNEL}")
             store.create_session("ses_a")
             assert _announced(listener, "ses_a")  # (by the notifier, after the commit)
             with psycopg.connect(url, autocommit=True) as old:
@@ -87,9 +96,8 @@ def test_a_process_from_before_the_change_still_notifies_from_the_admission():
 def test_the_notifier_reconnects_after_losing_its_connection():
     with fresh_database() as url:
         store = SqlStore(PostgresBackend(url))
-        listener = psycopg.connect(url, autocommit=True)
+        listener = _follower(url)
         try:
-            listener.execute(f"LISTEN {CHANNEL}")
             store.create_session("ses_a")
             [first] = _announced(listener, "ses_a")
             with psycopg.connect(url, autocommit=True) as admin:
@@ -134,8 +142,7 @@ def test_a_stream_of_commits_is_announced_in_a_few_batches_and_nothing_is_lost()
     from wakeful.store._pgnotify import GAP_S, Notifier
 
     with fresh_database() as url:
-        listener = psycopg.connect(url, autocommit=True)
-        listener.execute(f"LISTEN {CHANNEL}")
+        listener = _follower(url)
         notifier = Notifier(CHANNEL, WORK_CHANNEL, lambda: psycopg.connect(url, autocommit=True))
         try:
             sids = [f"ses_{n:03d}" for n in range(100)]
@@ -178,8 +185,7 @@ def test_a_batch_with_admissions_is_one_statement_on_both_channels():
             return super().execute(query, params, **kw)
 
     with fresh_database() as url:
-        listener = psycopg.connect(url, autocommit=True)
-        listener.execute(f"LISTEN {CHANNEL}")
+        listener = _follower(url)
         listener.execute(f"LISTEN {WORK_CHANNEL}")
         notifier = Notifier(CHANNEL, WORK_CHANNEL, lambda: Counting.connect(url, autocommit=True))
         seen: list[tuple[str, str]] = []
@@ -194,3 +200,56 @@ def test_a_batch_with_admissions_is_one_statement_on_both_channels():
             listener.close()
     assert seen == [(CHANNEL, "ses_a"), (CHANNEL, "ses_b"), (WORK_CHANNEL, "ses_b")]
     assert len(statements) == 1
+
+
+def test_events_are_announced_only_while_someone_follows():
+    """On PostgreSQL 15 every LISTENing backend of the database runs a transaction for each
+    NOTIFY, on any channel: batches of events nobody followed cost a commit in every worker's
+    work listener (the fleet's commits grew with its hosts). Without a follower the notifier
+    sends a batch at most once per `RECHECK_S` (to look again), and nothing but admissions;
+    once a follower holds the lock (as the store's own listening connection does), events are
+    announced again within `RECHECK_S`. Before, a batch went out every `GAP_S`, on both."""
+    from wakeful.store._pgnotify import GAP_S, RECHECK_S, Notifier
+
+    def held(conn: psycopg.Connection[Any]) -> int:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+            "AND objid = %s AND objsubid = 2",
+            FOLLOW_LOCK,
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    with fresh_database() as url:
+        bystander = psycopg.connect(url, autocommit=True)  # listens, follows nothing
+        bystander.execute(f"LISTEN {CHANNEL}")
+        bystander.execute(f"LISTEN {WORK_CHANNEL}")
+        notifier = Notifier(CHANNEL, WORK_CHANNEL, lambda: psycopg.connect(url, autocommit=True))
+        store = SqlStore(PostgresBackend(url))
+        try:
+            start = time.monotonic()
+            while time.monotonic() - start < 3 * RECHECK_S:
+                notifier.send(["ses_unfollowed"])
+                time.sleep(0.002)
+            spent, batches = time.monotonic() - start, notifier.sent
+            notifier.send(["ses_work"], work=["ses_work"])
+            unfollowed = [(n.channel, n.payload) for n in bystander.notifies(timeout=1.0)]
+            before = held(bystander)
+            store.backend.wait_for_change(0)  # the store's follower registers
+            registered = held(bystander)
+            follower = _follower(url)
+            start = time.monotonic()
+            while time.monotonic() - start < 5.0:
+                notifier.send(["ses_followed"])
+                if any(n.payload == "ses_followed" for n in follower.notifies(timeout=0.01)):
+                    break
+            late = time.monotonic() - start
+            follower.close()
+        finally:
+            notifier.close(5.0)
+            store.close()
+        released = held(bystander)
+        bystander.close()
+    assert batches <= spent / RECHECK_S + 2, (batches, spent)  # (~spent / GAP_S before)
+    assert unfollowed == [(WORK_CHANNEL, "ses_work")]
+    assert (before, registered, released) == (0, 1, 0)
+    assert late < RECHECK_S + GAP_S + 0.3, late

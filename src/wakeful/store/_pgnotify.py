@@ -14,6 +14,15 @@ ids recorded while a batch was just sent wait for the rest of the gap and go tog
 worker committed ~300 times a second, and sent ~3.5 notify transactions per recovered session
 (each a statement, a commit and a turn of the notify lock); now at most 1/`GAP_S` a second,
 whatever the write rate, for a wake-up at most `GAP_S` later under load.
+
+Only while someone follows (issue 36): on PostgreSQL 15 every LISTENing backend of the database
+runs a transaction for every NOTIFY, on any channel, so each batch of events nobody reads cost a
+commit in every worker's work listener as well as its own: the commits of a fleet grew with its
+hosts. A follower's listening connection holds `FOLLOW_LOCK` (a shared advisory lock, released
+with the connection) while it listens; the batch's statement announces on the events channel
+only when some connection holds it, and says so. Told nobody follows, the notifier drops events
+ids (admissions still go out on the work channel) and looks again with the next batch after
+`RECHECK_S`, so a new follower gets its hints at most that much later; it polls meanwhile.
 """
 
 from __future__ import annotations
@@ -29,9 +38,20 @@ import psycopg
 
 log = logging.getLogger("wakeful.store")
 
+# The advisory lock (two-key form) a follower holds, shared, on its listening connection.
+FOLLOW_LOCK = (0x57414B46, 1)
+FOLLOW_SQL = "SELECT pg_advisory_lock_shared(%s, %s)"
 # One statement per batch, its two channels' notifications together (two transactions when
-# some ids were given new input, before): the channel and the session id of each, in order.
-NOTIFY_BATCH_SQL = "SELECT pg_notify(c, s) FROM unnest(%s::text[], %s::text[]) AS n(c, s)"
+# some ids were given new input, before): the channel and the session id of each, in order,
+# those on the events channel only when some connection holds `FOLLOW_LOCK`; its row says
+# whether one did.
+NOTIFY_BATCH_SQL = (
+    "SELECT f.followed, (SELECT count(pg_notify(c, s))"
+    " FROM unnest(%s::text[], %s::text[]) AS n(c, s) WHERE f.followed OR c = %s)"
+    " FROM (SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory'"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND classid = %s AND objid = %s AND objsubid = 2) AS followed) AS f"
+)
 _RETRY_S = 0.5  # after a failed send, before reconnecting
 _BATCH = 1000  # session ids per statement
 # The least time between two batches' starts (see the module docstring): at most 20 notify
@@ -39,6 +59,9 @@ _BATCH = 1000  # session ids per statement
 # made ~1.8 of a fleet worker's ~11 commits per step at 20 steps/s), for a wake-up at most 50 ms
 # later. A driver's own sessions need none (their live events are in process).
 GAP_S = 0.05
+# How long "nobody follows" is believed: events ids are dropped meanwhile (see the module
+# docstring). A follower polls every 0.5 s (`wait_for_change`), so it waits no longer for that.
+RECHECK_S = 0.5
 
 
 class Notifier:
@@ -46,7 +69,8 @@ class Notifier:
     from a daemon thread, started by the first `send`.
 
     `send` never blocks on the database: it records the ids (duplicates coalesce until the next
-    batch goes out) and returns. `connect` opens the notifier's connection (autocommit, with the
+    batch goes out) and returns; while the last batch found nobody following (`FOLLOW_LOCK`),
+    for `RECHECK_S`, it records only the `work` ids. `connect` opens the notifier's connection (autocommit, with the
     store's timeouts); a failed send drops it, waits `_RETRY_S` and reconnects, keeping the ids.
     """
 
@@ -59,6 +83,7 @@ class Notifier:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._unfollowed_until = 0.0  # (monotonic) nobody followed at the last batch: until then
         self.sent = 0  # batches sent (for tests and benchmarks)
 
     def send(self, session_ids: Iterable[str], work: Iterable[str] = ()) -> None:
@@ -68,6 +93,8 @@ class Notifier:
             if self._closed:
                 return
             admitted = set(work)
+            if time.monotonic() < self._unfollowed_until:
+                session_ids = [sid for sid in session_ids if sid in admitted]
             for sid in session_ids:
                 self._pending[sid] = self._pending.get(sid, False) or sid in admitted
             if not self._pending:
@@ -109,9 +136,14 @@ class Notifier:
                     events, work = self._channels
                     admitted = [sid for sid, also in batch.items() if also]
                     channels = [events] * len(batch) + [work] * len(admitted)
-                    conn.execute(NOTIFY_BATCH_SQL, (channels, [*batch, *admitted]))
+                    row = conn.execute(
+                        NOTIFY_BATCH_SQL, (channels, [*batch, *admitted], work, *FOLLOW_LOCK)
+                    ).fetchone()
                     self.sent += 1
                     failing = False
+                    with self._cond:
+                        followed = row is None or bool(row[0])
+                        self._unfollowed_until = 0.0 if followed else last + RECHECK_S
                 except psycopg.Error as err:
                     if not failing:  # (once per outage)
                         log.warning("NOTIFY failed (%s); followers poll meanwhile", err)

@@ -45,7 +45,7 @@ from ..errors import (
 )
 from ._backend import Row, ServerAdmission
 from ._migrations import MIGRATIONS, statements
-from ._pgnotify import Notifier
+from ._pgnotify import FOLLOW_LOCK, FOLLOW_SQL, Notifier
 from ._pgtx import ADMIT, PgTx, admit_params, pipelined, reading
 from ._pgwire import Wire, pg_sql
 
@@ -89,10 +89,13 @@ def _redact(url: str) -> str:
 
 
 class _Listener:
-    """A LISTENing connection on one channel, opened on first use (one waiter at a time)."""
+    """A LISTENing connection on one channel, opened on first use (one waiter at a time); a
+    `follows` one (the events channel) holds `FOLLOW_LOCK` too, for as long as it is open, so
+    that notifiers announce events (`_pgnotify`: only while someone follows)."""
 
-    def __init__(self, channel: str) -> None:
+    def __init__(self, channel: str, *, follows: bool) -> None:
         self.channel = channel
+        self.follows = follows
         self.conn: psycopg.Connection[Any] | None = None
         self.lock = threading.Lock()
 
@@ -130,7 +133,10 @@ class PostgresBackend:
             self._lock_ms = options.lock_timeout_ms
             self._statement_ms = options.statement_timeout_ms
             self._idle_ms = options.idle_in_transaction_timeout_ms
-        self._listeners = {name: _Listener(name) for name in (CHANNEL, WORK_CHANNEL)}
+        self._listeners = {
+            CHANNEL: _Listener(CHANNEL, follows=True),
+            WORK_CHANNEL: _Listener(WORK_CHANNEL, follows=False),
+        }
         # A pooled connection serves one thread at a time, and so does its wire.
         self._wires: dict[psycopg.Connection[Any], Wire] = {}
         self._wires_lock = threading.Lock()
@@ -314,7 +320,9 @@ class PostgresBackend:
             raise UsageError(f"PostgreSQL cannot store a value: {_first_line(err)}") from None
 
     def wait_for_change(self, timeout_s: float) -> None:
-        """Block on LISTEN until a NOTIFY of any commit arrives or the timeout passes. A lost
+        """Block on LISTEN until a NOTIFY of any commit arrives or the timeout passes; the
+        listening connection is a follower's (`FOLLOW_LOCK`), so other processes announce their
+        commits while it is open (the first ones at most `_pgnotify.RECHECK_S` late). A lost
         listening connection is dropped and reopened by the next call; meanwhile the wait is a
         sleep (callers read the store after every wait, so nothing is missed, only noticed
         later)."""
@@ -332,6 +340,8 @@ class PostgresBackend:
                         self.url, autocommit=True, connect_timeout=int(self._connect_timeout_s)
                     )
                     listener.conn.execute(f"LISTEN {listener.channel}")
+                    if listener.follows:
+                        listener.conn.execute(FOLLOW_SQL, FOLLOW_LOCK)
                 for _ in listener.conn.notifies(timeout=max(timeout_s, 0.001), stop_after=1):
                     break
                 # Drain what else is queued so one burst wakes us once.
