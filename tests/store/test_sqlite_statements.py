@@ -49,7 +49,7 @@ def test_a_lone_append_runs_no_savepoint(store: SqlStore) -> None:
     assert sent == [
         "BEGIN IMMEDIATE",
         "SELECT last_seq, root_id,",
-        "SELECT seq FROM",
+        "SELECT MAX upto,",
         "INSERT INTO event_log",
         "INSERT INTO message_log",
         "UPDATE sessions SET",

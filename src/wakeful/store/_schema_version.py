@@ -20,6 +20,7 @@ NUMBERS += (
     31,
     32,
     33,
+    34,
 )  # `_v21`: a new number goes at the end
 
 LATEST = NUMBERS[-1]

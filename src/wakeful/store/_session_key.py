@@ -35,14 +35,20 @@ def session_keys(count: int) -> str:
 # (and its key, for a statement that joins a table to them). A view is never the right side of
 # a LEFT JOIN: SQLite does not flatten a view that is a join there and copies all of it
 # (`MATERIALIZE`) for each statement; such a statement joins the table and `sessions` itself.
-_VIEWS = """
+_EVENTS_VIEW = """
 CREATE VIEW events (id, session_id, seq, type, at_ms, data, epoch{TX}, sk) AS
   SELECT e.id, s.id, e.seq, e.type, e.at_ms, e.data, e.epoch{E_TX}, e.sk
-  FROM event_log e JOIN sessions s ON s.k = e.sk;
+  FROM event_log e JOIN sessions s ON s.k = e.sk
+"""
+EVENTS_VIEW_SQLITE = _EVENTS_VIEW.format(TX="", E_TX="")  # made again by migration 34
+_VIEWS = (
+    _EVENTS_VIEW
+    + """;
 CREATE VIEW messages (session_id, seq, message_id, role, turn_id, reverted, body_seq, sk) AS
   SELECT s.id, m.seq, m.message_id, m.role, m.turn_id, m.reverted, m.body_seq, m.sk
   FROM message_log m JOIN sessions s ON s.k = m.sk
 """
+)
 
 # The transcript projection keyed by the session's key (SQLite: WITHOUT ROWID, as since
 # migration 15), its rows copied with their session's key. A row whose session is gone has no
@@ -66,10 +72,22 @@ DROP TABLE messages;
 CREATE INDEX messages_reverted ON message_log (sk) WHERE reverted IS NOT NULL
 """
 
-_EVENT_INDEXES = """
+EVENT_INDEXES = """
 CREATE INDEX events_type ON event_log (sk, type, seq) WHERE type <> 'message.added';
 CREATE INDEX events_usage_at ON event_log (at_ms) WHERE type = 'usage.recorded'
 """
+
+# SQLite's log (named `NAME`, its ids `ID`): migration 33 made it, migration 34 again.
+EVENT_LOG_SQLITE = """CREATE TABLE {NAME} (
+  id {ID},
+  sk INTEGER NOT NULL,
+  seq BIGINT NOT NULL,
+  type TEXT NOT NULL,
+  at_ms BIGINT NOT NULL,
+  data TEXT NOT NULL,
+  epoch BIGINT,
+  UNIQUE (sk, seq)
+)"""
 
 # Migration 33, SQLite (between `_search_log.SEARCH_UNHOOK` and `SEARCH_REHOOK`: the search
 # index's view and triggers read the tables and are made again over the new ones).
@@ -83,16 +101,9 @@ CREATE UNIQUE INDEX sessions_k ON sessions (k);
 CREATE TRIGGER sessions_k AFTER INSERT ON sessions WHEN new.k IS NULL BEGIN
   UPDATE sessions SET k = (SELECT COALESCE(MAX(k), 0) + 1 FROM sessions) WHERE rowid = new.rowid;
 END;
-CREATE TABLE event_log (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  sk INTEGER NOT NULL,
-  seq BIGINT NOT NULL,
-  type TEXT NOT NULL,
-  at_ms BIGINT NOT NULL,
-  data TEXT NOT NULL,
-  epoch BIGINT,
-  UNIQUE (sk, seq)
-);
+"""
+    + EVENT_LOG_SQLITE.format(NAME="event_log", ID="INTEGER PRIMARY KEY AUTOINCREMENT")
+    + """;
 INSERT INTO event_log (id, sk, seq, type, at_ms, data, epoch)
   SELECT e.id, s.k, e.seq, e.type, e.at_ms, e.data, e.epoch
   FROM events e LEFT JOIN sessions s ON s.id = e.session_id ORDER BY e.id;
@@ -102,7 +113,7 @@ INSERT INTO sqlite_sequence (name, seq) SELECT 'event_log', seq FROM sqlite_sequ
   WHERE name = 'events' AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'event_log');
 DROP TABLE events;
 """
-    + _EVENT_INDEXES
+    + EVENT_INDEXES
     + """;
 """
     + _MESSAGES.format(INT="INTEGER", WITHOUT=" WITHOUT ROWID")
@@ -136,7 +147,7 @@ ALTER TABLE event_log ALTER COLUMN id SET DEFAULT nextval('events_id_seq');
 DROP TABLE events;
 CREATE INDEX events_position ON event_log (tx, id);
 """
-    + _EVENT_INDEXES
+    + EVENT_INDEXES
     + """;
 """
     + _MESSAGES.format(INT="BIGINT", WITHOUT="")

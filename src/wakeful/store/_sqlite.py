@@ -27,6 +27,7 @@ from .._defaults import SQLITE_BUSY_TIMEOUT_MS
 from .._ids import random_hex
 from ..errors import MigrationError, StoreBusyError, StoreError, StoreFullError
 from ._backend import Params, Row, Rows, ServerAdmission
+from ._event_ids import LAST_EVENT_ID
 from ._schema_version import NUMBERS
 from ._search_log import register as register_search_text
 
@@ -120,8 +121,9 @@ class _SqliteTx:
         return Rows([] if (row := self.lock_session(session_id)) is None else [row])
 
     def event_ids(self, n: int) -> Rows:
-        """The next ids after the highest ever used (AUTOINCREMENT's own counter)."""
-        row = self.one("SELECT seq FROM sqlite_sequence WHERE name = 'event_log'")
+        """The next ids after the highest ever given (`_event_ids`: the log's largest, or a
+        larger one deleted since)."""
+        row = self.one(LAST_EVENT_ID)
         base = 0 if row is None else int(row[0])
         return Rows([(base + i,) for i in range(1, n + 1)])
 

@@ -8,9 +8,15 @@ from __future__ import annotations
 from .._access_sql import ACCESS_TABLES, DELETIONS_TABLE
 from .._admit_sql import KEYED_ADMIT
 from .._blob_keys import SEALED_REFS
+from .._event_ids import EVENT_IDS_SQLITE
 from .._rates import RATE_BUCKETS
 from .._search_log import SEARCH_FROM_LOG_SQLITE, SEARCH_REHOOK, SEARCH_UNHOOK
-from .._session_key import SESSION_KEY_POSTGRES, SESSION_KEY_SQLITE
+from .._session_key import (
+    EVENT_INDEXES,
+    EVENTS_VIEW_SQLITE,
+    SESSION_KEY_POSTGRES,
+    SESSION_KEY_SQLITE,
+)
 from .._typed_events import EVENTS_TYPE_LEAN
 from .._usage_index import USAGE_AT
 from ._statements import Migration
@@ -71,5 +77,13 @@ ERA: list[Migration] = [
         "session_key",
         f"{SEARCH_UNHOOK};{SESSION_KEY_SQLITE};{SEARCH_REHOOK}",
         f"{KEYED_ADMIT};{SESSION_KEY_POSTGRES}",
+    ),
+    # SQLite: event ids without AUTOINCREMENT's counter, a WAL page less per commit
+    # (`_event_ids`). PostgreSQL's ids come from a sequence, which writes no page per commit.
+    (
+        34,
+        "event_ids",
+        f"{SEARCH_UNHOOK};{EVENT_IDS_SQLITE};{EVENT_INDEXES};{EVENTS_VIEW_SQLITE};{SEARCH_REHOOK}",
+        "",
     ),
 ]
