@@ -165,13 +165,8 @@ async def test_by_default_sessions_waiting_on_their_model_are_driven_together(
     await rt.aclose()
 
 
-async def test_drives_ending_are_one_look_per_batch_not_one_per_session(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    """A worker looks at the store again when drives end only if its last look left work
-    behind for want of slots, and then once a batch of slots is free (issue 36 item 1:
-    wakeups per process, not per session). With room for every session, 12 drives ending
-    cost no look beyond the last one, which finds nothing (the poll is long here)."""
+def counted_looks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one at each of the workers' looks at the store (`_worker.look`)."""
     looks: list[int] = []
     real = _worker.look
 
@@ -180,6 +175,17 @@ async def test_drives_ending_are_one_look_per_batch_not_one_per_session(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(_worker, "look", counted)
+    return looks
+
+
+async def test_drives_ending_are_one_look_per_batch_not_one_per_session(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A worker looks at the store again when drives end only if its last look left work
+    behind for want of slots, and then once a batch of slots is free (issue 36 item 1:
+    wakeups per process, not per session). With room for every session, 12 drives ending
+    cost no look beyond the last one, which finds nothing (the poll is long here)."""
+    looks = counted_looks(monkeypatch)
     config = CONFIG.model_copy(
         update={"execution": ExecutionConfig(poll_interval_ms=5_000, lease_ms=30_000)}
     )
@@ -206,14 +212,7 @@ async def test_an_idle_worker_looks_once_per_poll_interval(
     """With nothing to do, a worker looks at the store once per `poll_interval_ms` (here
     200 ms), on SQLite too, where nothing announces an admission (its backend's own 50 ms poll
     made it look twenty times a second)."""
-    looks: list[int] = []
-    real = _worker.look
-
-    def counted(*args: Any, **kwargs: Any) -> tuple[bool, bool]:
-        looks.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(_worker, "look", counted)
+    looks = counted_looks(monkeypatch)
     config = CONFIG.model_copy(
         update={"execution": ExecutionConfig(poll_interval_ms=200, lease_ms=30_000)}
     )
@@ -224,4 +223,23 @@ async def test_an_idle_worker_looks_once_per_poll_interval(
     stop.set()
     await worker
     assert 2 <= len(looks) <= 8  # ~5 in a second, with slack for a loaded machine
+    await rt.aclose()
+
+
+async def test_a_full_worker_does_not_look_until_a_drive_ends(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A worker whose every slot is driving has no room for what a look would find, so it
+    waits for a drive to end, not for a change or its poll (issue 36: each look is a read
+    and a commit; a fleet's workers are full all the time). Two slots, two sessions whose
+    turn streams for about a second, a 10 ms poll: a look before and a few after, where
+    before it looked at every poll (~100)."""
+    looks = counted_looks(monkeypatch)
+    rt = runtime(db_url, tmp_path, delay_ms=10)
+    sids = [rt.send(f"slow {n}", resume=False).session_id for n in range(2)]
+    stats = await run_worker(rt, once=True, concurrency=2)
+    assert stats.turns == 2
+    for sid in sids:
+        check_session(rt.store, sid)
+    assert len(looks) <= 6, len(looks)
     await rt.aclose()

@@ -256,6 +256,9 @@ class _Worker:
             while not self.stop.is_set():
                 self._unstall()
                 slots = self.concurrency - len(self.inflight)
+                if slots <= 0:  # full: a look could start nothing, so none until a drive ends
+                    change = await self._wait(change)
+                    continue
                 looked = await self._attempt(look, self.rt, self.placement, sorted(self.stalled))
                 if looked is None:
                     continue  # the store is unavailable: look again (after the backoff)
@@ -365,20 +368,28 @@ class _Worker:
         left = await self._attempt(self.rt.store.claims.any_orphaned, self.placement.places())
         return left is False
 
-    async def _wait(self, change: asyncio.Future[None] | None) -> asyncio.Future[None]:
+    async def _wait(self, change: asyncio.Future[None] | None) -> asyncio.Future[None] | None:
         """Wait for a stop, a change in the store (or the poll interval), or drives' ends that
-        make a look worth it (`_refill`): one look per process and change, not per session."""
+        make a look worth it (`_refill`): one look per process and change, not per session.
+        A full worker (every slot driving) waits for no change and no poll, only for a drive to
+        end: a look could start nothing (issue 36: its polls were a commit each, 4 a second)."""
         while True:
-            if change is None or change.done():
+            room = len(self.inflight) < self.concurrency
+            if room and (change is None or change.done()):
                 wait_for_work = self.rt.store.feed.wait_for_work
                 change = asyncio.ensure_future(wait_off_loop(wait_for_work, self.poll_s))
-            waiting: set[asyncio.Future[Any]] = {self.stopper, change, *self.inflight.values()}
+            watched = change if change is not None and not change.done() else None
+            waiting: set[asyncio.Future[Any]] = {self.stopper, *self.inflight.values()}
+            if watched is not None:
+                waiting.add(watched)
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if change.done() and (err := change.exception()) is not None:
+            changed = watched is not None and watched.done()
+            if watched is not None and changed and (err := watched.exception()) is not None:
                 if not is_transient(err):  # (a backend's wait retries its own connection)
                     raise err
                 await asyncio.wait({self.stopper}, timeout=self.outage.failed(err))
-            if self.stopper.done() or change.done() or self._refill():
+            room = len(self.inflight) < self.concurrency
+            if self.stopper.done() or (changed and room) or self._refill():
                 return change
 
     def _refill(self) -> bool:
