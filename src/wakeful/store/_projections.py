@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from . import _shaped
 from ._backend import Tx
 from ._cipher import sealed, sealed_or_none
+from ._compact_ids import BY_MESSAGE_ID, stored_message_id, stored_turn_id
 from ._media import media_refs
 from ._search import index_message, index_title, unindex_messages
 from ._session_key import SESSION_KEY
@@ -49,7 +50,13 @@ def _message_added(tx: Tx, sid: str, seq: int, ev: MessageAdded) -> None:
     tx.send(
         "INSERT INTO message_log (sk, seq, message_id, role, turn_id) "
         f"VALUES ({SESSION_KEY}, ?, ?, ?, ?)",
-        (sid, seq, ev.message.id, ev.message.role, ev.turn_id),
+        (
+            sid,
+            seq,
+            stored_message_id(tx.kind, ev.message.id),
+            ev.message.role,
+            stored_turn_id(tx.kind, ev.turn_id),
+        ),
     )
     index_message(tx, sid, seq, ev.message)
     _ref_media(tx, sid, ev.message)
@@ -71,7 +78,7 @@ def _delivered(tx: Tx, sid: str, seq: int, ev: InputDelivered) -> None:
     if message_id is not None:
         tx.send(
             f"INSERT INTO message_log (sk, seq, message_id, role) VALUES ({SESSION_KEY}, ?, ?, 'user')",
-            (sid, seq, message_id),
+            (sid, seq, stored_message_id(tx.kind, message_id)),
         )
         _shaped.commit_revert(tx, sid)  # a new input makes a pending revert final
     if ev.message is not None:  # version 2 names its message: its promotion indexes it
@@ -247,8 +254,8 @@ def _hidden(tx: Tx, sid: str, seq: int, ev: MessagesHidden) -> None:
     for message_id in ev.message_ids:
         unindex_messages(tx, sid, "session_id = ? AND message_id = ?", (sid, message_id))
         tx.send(
-            f"DELETE FROM message_log WHERE sk = {SESSION_KEY} AND message_id = ?",
-            (sid, message_id),
+            f"DELETE FROM message_log WHERE sk = {SESSION_KEY} AND {BY_MESSAGE_ID}",
+            (sid, sid, message_id),
         )
 
 

@@ -21,6 +21,7 @@ NUMBERS += (
     32,
     33,
     34,
+    35,
 )  # `_v21`: a new number goes at the end
 
 LATEST = NUMBERS[-1]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ._backend import Tx
 from ._cipher import keyed, opened, sealed, sealed_or_none
+from ._compact_ids import BY_MESSAGE_ID
 from ._search import index_message, unindex_messages
 from ._session_key import SESSION_KEY
 
@@ -92,8 +93,8 @@ def history_edited(tx: Tx, sid: str, seq: int, ev: HistoryEdited) -> None:
                 (sid, ev.message.id),
             )
         tx.send(
-            f"UPDATE message_log SET body_seq = ? WHERE sk = {SESSION_KEY} AND message_id = ?",
-            (seq, sid, ev.message.id),
+            f"UPDATE message_log SET body_seq = ? WHERE sk = {SESSION_KEY} AND {BY_MESSAGE_ID}",
+            (seq, sid, sid, ev.message.id),
         )
         if row is not None:  # the search index follows the new text
             tx.send("DELETE FROM search_docs WHERE session_id = ? AND seq = ?", (sid, row[0]))
@@ -102,8 +103,8 @@ def history_edited(tx: Tx, sid: str, seq: int, ev: HistoryEdited) -> None:
     for message_id in ev.message_ids:
         unindex_messages(tx, sid, "session_id = ? AND message_id = ?", (sid, message_id))
         tx.send(
-            f"DELETE FROM message_log WHERE sk = {SESSION_KEY} AND message_id = ?",
-            (sid, message_id),
+            f"DELETE FROM message_log WHERE sk = {SESSION_KEY} AND {BY_MESSAGE_ID}",
+            (sid, sid, message_id),
         )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from .._access_sql import ACCESS_TABLES, DELETIONS_TABLE
 from .._admit_sql import KEYED_ADMIT
 from .._blob_keys import SEALED_REFS
+from .._compact_ids import COMPACT_IDS_SQLITE
 from .._event_ids import EVENT_IDS_SQLITE
 from .._rates import RATE_BUCKETS
 from .._search_log import SEARCH_FROM_LOG_SQLITE, SEARCH_REHOOK, SEARCH_UNHOOK
@@ -86,4 +87,8 @@ ERA: list[Migration] = [
         f"{SEARCH_UNHOOK};{EVENT_IDS_SQLITE};{EVENT_INDEXES};{EVENTS_VIEW_SQLITE};{SEARCH_REHOOK}",
         "",
     ),
+    # SQLite's `message_log` holds a minted message or turn id as the bytes of its hex digits
+    # (`_compact_ids`); its view gives back the text. Code of migration 34 would read those
+    # bytes as ids, so the number makes it refuse the store. PostgreSQL: no statement.
+    (35, "compact_message_ids", COMPACT_IDS_SQLITE, ""),
 ]
