@@ -52,6 +52,21 @@ def leave(store: SqlStore, sid: str, model: str, kind: str, owner: str = DEAD) -
     store.append(sid, events, token)
 
 
+def orphaned(
+    db_url: str, model: str, tmp_path: Path, sids: list[str]
+) -> tuple[Runtime, Counter[str]]:
+    """`sids` left `running` by a dead driver, and a runtime over them whose store's units
+    are counted from now on (`test_step_units._count_units_of`)."""
+    from .test_step_units import _count_units_of
+
+    setup = open_store(db_url)
+    for sid in sids:
+        leave(setup, sid, model, "running")
+    setup.close()
+    rt = Runtime(db_url, model=model, workspace=tmp_path, config=CONFIG)
+    return rt, _count_units_of(rt.store)
+
+
 async def test_two_workers_settle_every_orphan_once_and_leave_live_claims(
     db_url: str, tmp_path: Path
 ):
@@ -133,19 +148,12 @@ async def test_a_recovered_drive_reads_nothing_of_its_own(db_url: str, tmp_path:
     """Issue 36 item 4: what a batch-recovered session's drive reads first (its context's row
     and facts, the instruction state its first sync plans from, its turn's opening and
     history) is read for the whole batch, so its drive opens write units only."""
-    from .test_step_units import _count_units_of
-
     model = write_script(
         tmp_path / "script.json",
         [{"match": ".", "replies": [{"text": "done"}]}],
     )
     sids = [f"ses_orphan_{n}" for n in range(4)]
-    setup = open_store(db_url)
-    for sid in sids:
-        leave(setup, sid, model, "running")
-    setup.close()
-    rt = Runtime(db_url, model=model, workspace=tmp_path, config=CONFIG)
-    units = _count_units_of(rt.store)
+    rt, units = orphaned(db_url, model, tmp_path, sids)
     stats = await run_worker(rt, once=True, concurrency=8)
     units = Counter(units)
     assert stats.taken_over == len(sids) and stats.turns == len(sids)

@@ -36,6 +36,7 @@ from ..runner import (
     crash_point,
 )
 from ..store import Claim, ClaimToken, Delivered, InstructionState, LocalStore, fence
+from ._first_writes import FirstWrites
 from ._leases import LeaseKeeper
 from ._move import rebind
 from ._off_loop import off_loop
@@ -110,8 +111,8 @@ async def drain(
             return result
     state = ahead if recovered is not None and recovered.turn is None else None
     crash_point("drain.claimed")
-    opened = recovered.opening if recovered is not None else None
-    port = _port(store, session_id, fence(claim), setup, sync, opened)
+    opened, first_writes = (recovered.opening, recovered.first) if recovered else (None, None)
+    port = _port(store, session_id, fence(claim), setup, sync, opened, first_writes)
     port.read_ahead(opening)
     held = _Held(claim, port)
     leases.hold(claim, held.on_lost(ctx.interrupt.set))
@@ -133,6 +134,7 @@ async def drain(
         await _free_unused(store, claim, reserved and not result.delivered, err)
         raise
     finally:
+        port.leave_batch()  # (a drive that never committed alone: its batch waits no more)
         leases.drop(claim)
         await _close(store, claim, held.port, result, release)
     return result
@@ -197,10 +199,12 @@ def _port(
     setup: SessionSetup,
     sync: InstructionSync | None = None,
     opened: Opened | None = None,
+    first: FirstWrites | None = None,
 ) -> StorePort:
     """The session's port under `claim`, for the context and hooks of `setup`; its turns'
     instruction sync is `sync` (the one that planned the claim's prelude) when given, its
-    first turn's opening `opened` when a batch recovery read it."""
+    first turn's opening `opened` when a batch recovery read it, and `first` the batch whose
+    first commits its own first commit joins."""
     sources = setup.ctx.instruction_sources
     return StorePort(
         store,
@@ -212,6 +216,7 @@ def _port(
         sync=sync,
         opened=opened,
         hold_end=True,  # a completed turn's end goes with the drain's next unit
+        first=first,
     )
 
 

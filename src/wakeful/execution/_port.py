@@ -53,6 +53,7 @@ from ..store import (
     RetryState,
     TurnOpening,
 )
+from ._first_writes import FirstWrites
 from ._off_loop import off_loop
 from ._refresh import KnownFacts
 from ._writes import (
@@ -108,6 +109,7 @@ class StorePort(HeldEvents):
         sync: InstructionSync | None = None,
         opened: Opened | None = None,
         hold_end: bool = False,
+        first: FirstWrites | None = None,
     ) -> None:
         self.store = store
         self.claim = claim
@@ -135,6 +137,8 @@ class StorePort(HeldEvents):
         self._ahead: tuple[int, list[tuple[int, Message]]] | None = None
         self._opening: dict[str, object] = {}
         self._read_opening = opened  # the first turn's opening, read ahead (`approvals`)
+        # A recovery batch's drive: its first commit goes with the batch's (`FirstWrites`).
+        self._first = first
 
     @property
     def session_id(self) -> str:
@@ -152,13 +156,14 @@ class StorePort(HeldEvents):
         if not (self.holding or events or fresh or self._delta or self._end):
             return
         self._drop_reads_ahead()
-        await off_loop(
-            self.store.append,
-            self._sid,
-            self._with_held(events),
-            self.claim,
-            blobs=[*self._delta_blobs(), *fresh.values()],
-        )
+        blob_list = [*self._delta_blobs(), *fresh.values()]
+        if self._first is not None:  # with the first commits of its recovery batch
+            first, self._first = self._first, None
+            await first.write(self._sid, self._with_held(events), self.claim, blob_list)
+        else:
+            await off_loop(
+                self.store.append, self._sid, self._with_held(events), self.claim, blobs=blob_list
+            )
         self._written_held()
         self._flush_queued()
         self._stored_blobs.update(fresh)
@@ -187,6 +192,7 @@ class StorePort(HeldEvents):
         """`promote_steers`, with `then` (the next step's receipt) last in its transaction
         when nothing is delivered and the instruction sources read as at the last sync."""
         self._drop_reads_ahead()
+        self.leave_batch()
         fresh = {d: b for d, b in then_blobs.items() if d not in self._stored_blobs}
         delivered, wrote = await off_loop(self._promote, epoch, then, list(fresh.values()))
         self._flush_queued()
@@ -241,6 +247,7 @@ class StorePort(HeldEvents):
         A completed turn's, on a port that holds ends (the drain's), is kept with the held
         events for the drain's next unit (`ended`): one commit per drive less."""
         self._drop_reads_ahead()
+        self.leave_batch()  # (its end is written through the drain's next unit, or settled)
         if self._hooks.settle is None and self._hold_end and end.outcome == "completed":
             self._end = self._with_held([end])
             super()._written_held()  # (now in `_end`; the delta too, if any was pending)
@@ -251,6 +258,13 @@ class StorePort(HeldEvents):
             return
         await self.commit([])
         await self._hooks.settle(end, result, self.claim)
+
+    def leave_batch(self) -> None:
+        """This port's next write is not a plain commit (or none comes): its recovery batch's
+        other first commits stop waiting for it (`FirstWrites.leave`)."""
+        if self._first is not None:
+            first, self._first = self._first, None
+            first.leave(self._sid)
 
     @property
     def ended(self) -> list[SessionEvent]:

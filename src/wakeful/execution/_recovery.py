@@ -36,6 +36,7 @@ from ..store import (
     fence,
 )
 from ._delegation import delegation_from, delegation_of
+from ._first_writes import FirstWrites
 from ._port import Opened
 from ._writes import compaction_boundary
 
@@ -222,6 +223,7 @@ class Recovered:
     drive: DriveReads | None = None
     instructions: InstructionState | None = None
     opening: Opened | None = None  # the resumed turn's opening, read after the batch's write
+    first: FirstWrites | None = None  # where the resumed turn's first commit goes (its batch's)
 
 
 def recover_batch(
@@ -231,8 +233,10 @@ def recover_batch(
     transaction for all of them (`LocalStore.recovery_views`, which reads what their drives
     read first too), the rules above for each, and one write transaction
     (`LocalStore.append_batch`) for every session's healing results and continuation, each
-    fenced by its own claim. Returns the sessions recovered; a session whose
-    claim was lost meanwhile (or that is gone) is left out and must not be driven."""
+    fenced by its own claim. The resumed turns' first commits (their first receipts) are
+    written together too, by their drives (`Recovered.first`, `_first_writes.py`). Returns
+    the sessions recovered; a session whose claim was lost meanwhile (or that is gone) is left
+    out and must not be driven."""
     views = store.recovery_views([c.session_id for c in claims], APPROVAL_TYPES)
     out: dict[str, Recovered] = {}
     writes: list[tuple[str, Sequence[SessionEvent], ClaimToken]] = []
@@ -258,8 +262,12 @@ def recover_batch(
     lost = {sid for sid, events, _ in writes if events and sid not in written}
     if written:
         crash_point("drain.healed")
-    kept = {sid: r for sid, r in out.items() if sid not in lost}
-    return _with_openings(store, kept)
+    kept = _with_openings(store, {sid: r for sid, r in out.items() if sid not in lost})
+    resumed = [sid for sid, r in kept.items() if r.opening is not None]
+    if len(resumed) < 2:
+        return kept
+    first = FirstWrites(store, resumed)
+    return {sid: replace(r, first=first) if sid in resumed else r for sid, r in kept.items()}
 
 
 def _with_openings(store: LocalStore, recovered: dict[str, Recovered]) -> dict[str, Recovered]:

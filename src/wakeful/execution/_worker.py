@@ -419,7 +419,18 @@ class _Worker:
     ) -> None:
         """One session's drain, at most `concurrency` at a time; a session whose drain made no
         progress (paused, blocked, held elsewhere) is left alone for one lease period, one
-        whose drain hit a transient store fault is tried again after the backoff."""
+        whose drain hit a transient store fault is tried again after the backoff. However it
+        ends, its recovery batch's first commits wait for it no more (`FirstWrites.leave`)."""
+        try:
+            await self._drive_gated(sid, claim, recovered, seen)
+        finally:
+            if recovered is not None and recovered.first is not None:
+                recovered.first.leave(sid)
+
+    async def _drive_gated(
+        self, sid: str, claim: Claim | None, recovered: Recovered | None, seen: int | None
+    ) -> None:
+        """`_drive` (the drain, under the concurrency gate)."""
         async with self.gate:
             if self.stop.is_set():  # a claim taken over stays held, like a shutdown's
                 if claim is not None and not claim.taken_over:  # a reservation: nothing ran

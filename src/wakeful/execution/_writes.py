@@ -20,6 +20,10 @@ policy, and it all lives here, so a newcomer reads in one place why each group i
   (`turn_opening_and_history`: with the step's history read too).
 - `drive_reads`: what a drive's context is built from (row, facts, `/mcp` state), one read.
 
+Across sessions, a worker's recovery batch heals its sessions in one write
+(`_recovery.recover_batch`) and writes its drives' first commits in one more
+(`_first_writes.FirstWrites`), each session fenced by its own claim.
+
 Every function here is synchronous and runs in a worker thread (`off_loop`): no transaction
 ever spans an `await`.
 """

@@ -14,12 +14,12 @@ are locked in id order, so two batches never wait on each other in a cycle.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ClaimLostError, NotFoundError
-from ._append import ClaimToken, append_events
+from ._append import ClaimToken, append_events, put_blobs_in
 from ._backend import Row, iter_chunks
 from ._facts import facts_of, facts_sql
 from ._feed import last_position_query, position_from
@@ -111,11 +111,14 @@ class BatchMixin:
         return out
 
     def append_batch(
-        self, batches: Sequence[tuple[str, Sequence[SessionEvent], ClaimToken]]
+        self,
+        batches: Sequence[tuple[str, Sequence[SessionEvent], ClaimToken]],
+        blobs: Mapping[str, Sequence[bytes]] | None = None,
     ) -> set[str]:
-        """Append each session's events, fenced by its claim, all in one transaction; return
-        the sessions written. A session whose claim is gone (or that no longer exists) is left
-        out; the others are written. Sessions are locked in id order."""
+        """Append each session's events, fenced by its claim, all in one transaction, with
+        the session's `blobs` (by session id) stored and referenced as `append` stores them;
+        return the sessions written. A session whose claim is gone (or that no longer exists)
+        is left out, its blobs too; the others are written. Sessions are locked in id order."""
         written: set[str] = set()
         now = self.clock.now_ms()
         with self.backend.transaction(write=True) as tx:
@@ -126,6 +129,8 @@ class BatchMixin:
                     append_events(tx, sid, events, now, claim)
                 except (ClaimLostError, NotFoundError):
                     continue  # checked before anything of it was sent: nothing to undo
+                if blobs and blobs.get(sid):
+                    put_blobs_in(tx, blobs[sid], sid, now)
                 written.add(sid)
         return written
 

@@ -17,7 +17,7 @@ without building models (a local store has them; `isinstance(store, PlainReads)`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -514,10 +514,13 @@ class LocalStore(Store, PlainReads, ReceiptReads, Protocol):
         ...
 
     def append_batch(
-        self, batches: Sequence[tuple[str, Sequence[SessionEvent], ClaimToken]]
+        self,
+        batches: Sequence[tuple[str, Sequence[SessionEvent], ClaimToken]],
+        blobs: Mapping[str, Sequence[bytes]] | None = None,
     ) -> set[str]:
-        """Append each session's events, fenced by its claim, in one transaction; return the
-        sessions written (one whose claim is gone is left out)."""
+        """Append each session's events, fenced by its claim, in one transaction, with its
+        `blobs` (by session id) stored and referenced; return the sessions written (one whose
+        claim is gone is left out)."""
         ...
 
     def put_blob(self, data: bytes, session_id: str | None = None) -> str:
