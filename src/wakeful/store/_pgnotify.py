@@ -144,6 +144,8 @@ class Notifier:
                     with self._cond:
                         followed = row is None or bool(row[0])
                         self._unfollowed_until = 0.0 if followed else last + RECHECK_S
+                        if not followed:  # (those recorded meanwhile go the same way)
+                            self._pending = {s: True for s, also in self._pending.items() if also}
                 except psycopg.Error as err:
                     if not failing:  # (once per outage)
                         log.warning("NOTIFY failed (%s); followers poll meanwhile", err)
