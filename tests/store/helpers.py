@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import shutil
-from collections.abc import Sequence
+import sqlite3
+import struct
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -36,6 +39,24 @@ def recent_events(
     """`SessionRead.recent_events` of one read."""
     with store.read(session_id) as r:
         return r.recent_events(window, types)
+
+
+def wal_pages_by_table(store: SqlStore, path: Path, write: Callable[[], object]) -> dict[str, int]:
+    """The WAL frames `write` adds to the SQLite file `path` of `store`, by the b-tree (table
+    or index) of their page: the WAL emptied first, then not checkpointed while it runs."""
+    conn: sqlite3.Connection = store.backend._conn  # type: ignore[attr-defined]
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    try:
+        write()
+    finally:
+        conn.execute("PRAGMA wal_autocheckpoint = 1000")
+    data = Path(f"{path}-wal").read_bytes()
+    size = struct.unpack(">I", data[8:12])[0]
+    owner = {int(p): str(name) for name, p in conn.execute("SELECT name, pageno FROM dbstat")}
+    frames = range(32, len(data) - 23, 24 + size)
+    pages = collections.Counter(owner.get(struct.unpack(">I", data[f : f + 4])[0]) for f in frames)
+    return {str(name): count for name, count in pages.items()}
 
 
 def as_of(patch: pytest.MonkeyPatch, backend: ModuleType, migrations: list[Migration]) -> None:

@@ -5,16 +5,14 @@ version whose ids came from `sqlite_sequence`."""
 
 from __future__ import annotations
 
-import collections
 import shutil
 import sqlite3
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.store.helpers import add_message
+from tests.store.helpers import add_message, wal_pages_by_table
 from wakeful.messages import assistant, user
 from wakeful.store import SqlStore, open_store
 
@@ -30,29 +28,20 @@ def store(tmp_path: Path) -> Iterator[SqlStore]:
     opened.close()
 
 
-def _wal_pages_by_table(path: Path, conn: sqlite3.Connection) -> collections.Counter[str]:
-    """The b-tree (table or index) of every frame in the WAL of `path`."""
-    data = Path(f"{path}-wal").read_bytes()
-    size = struct.unpack(">I", data[8:12])[0]
-    owner = {int(p): str(name) for name, p in conn.execute("SELECT name, pageno FROM dbstat")}
-    frames = range(32, len(data) - 23, 24 + size)
-    return collections.Counter(owner.get(struct.unpack(">I", data[f : f + 4])[0]) for f in frames)
-
-
 def test_an_append_writes_no_page_for_the_next_id(store: SqlStore, tmp_path: Path) -> None:
     """The next id is read from the log's own last page: no counter's page in the WAL (with
     AUTOINCREMENT, `sqlite_sequence` was one page of every commit)."""
     sid = store.create_session().id
     add_message(store, sid, user("warm"))
-    conn: sqlite3.Connection = store.backend._conn  # type: ignore[attr-defined]
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
-    for i in range(20):
-        add_message(store, sid, user(f"message {i}"))
-        store.admit(sid, None, "user", {"text": f"input {i}"})
-    pages = _wal_pages_by_table(tmp_path / "s.db", conn)
+
+    def write() -> None:
+        for i in range(20):
+            add_message(store, sid, user(f"message {i}"))
+            store.admit(sid, None, "user", {"text": f"input {i}"})
+
+    pages = wal_pages_by_table(store, tmp_path / "s.db", write)
     assert pages["event_log"] >= 40  # (the WAL holds the commits counted)
-    assert pages["sqlite_sequence"] == pages["event_ids"] == 0
+    assert "sqlite_sequence" not in pages and "event_ids" not in pages
 
 
 def test_an_id_is_never_given_twice_after_the_newest_are_deleted(store: SqlStore) -> None:
