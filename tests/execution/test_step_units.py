@@ -250,23 +250,32 @@ async def test_a_three_step_drive_on_postgres_costs_eighteen_round_trips(
     claim and a running call; the append's claim check and ids; the commit, with the turn's
     opening answered by it: 3, 9 before); the first receipt (2); three step boundaries (the
     lock, the append, the commit with the next history: 3 each, 4 before); the turn's end
-    with the release (3, the release's answer and the inbox look in the commit's: 5 before)."""
+    with the release (3, the release's answer and the inbox look in the commit's: 5 before).
+    Statements sent, BEGIN and COMMIT included: 96 (112 before a transcript read was one
+    statement, an append's rows one statement per table and its session row one update)."""
     from wakeful.store._pgwire import Wire
 
     syncs: list[int] = []
-    sync = Wire.sync
+    sent: list[str] = []
+    sync, send = Wire.sync, Wire.send
 
     def counted(wire: Wire) -> None:
         syncs.append(1)
         sync(wire)
+
+    def sending(wire: Wire, sql: str, params: Any = ()) -> Any:
+        sent.append(sql)
+        return send(wire, sql, params)
 
     config = Config(execution=ExecutionConfig(poll_interval_ms=60_000))  # no watcher polls
     with _url("postgres", tmp_path) as url:
         rt = Runtime(url, model=_script(tmp_path), workspace=tmp_path, config=config)
         sid = rt.send("work", resume=False).session_id
         monkeypatch.setattr(Wire, "sync", counted)
+        monkeypatch.setattr(Wire, "send", sending)
         [turn] = await rt.resume(sid)
         monkeypatch.undo()
         await rt.aclose()
         assert turn.outcome == "completed" and turn.steps == 3
         assert len(syncs) <= 18, len(syncs)
+        assert len(sent) <= 96, len(sent)

@@ -17,8 +17,12 @@ from wakeful.events import (
     InstructionsUpdated,
     InterruptRequested,
     MessageAdded,
+    MessagesHidden,
     SessionCreated,
+    ToolCallEnded,
+    ToolCallStarted,
     TurnEnded,
+    TurnStarted,
     UsageRecorded,
 )
 from wakeful.messages import assistant
@@ -304,6 +308,104 @@ def test_a_units_last_reads_are_read_once_it_ended(store: SqlStore):
     assert [m.text() for _, m in history()] == ["two"]
     opened = opening()
     assert opened is not None and [m.text() for _, m in opened.history or []] == ["one", "two"]
+
+
+def _sent_statements(store: SqlStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements sent to PostgreSQL from now on (empty on SQLite: nothing is counted)."""
+    sent: list[str] = []
+    if store.backend.kind == "postgres":
+        from wakeful.store._pgwire import Wire
+
+        send = Wire.send
+
+        def counted(wire: Wire, sql: str, params: object = ()) -> object:
+            sent.append(sql)
+            return send(wire, sql, params)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(Wire, "send", counted)
+    return sent
+
+
+def test_a_units_transcript_read_derives_a_delivered_input_from_one_statement(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+):
+    """A unit's last transcript read finds a delivered input's message (derived from its
+    enqueued event) with the rows that name it: on PostgreSQL the read is one statement (the
+    rows and the enqueued events were two)."""
+    store.admit("ses_a", "i1", "user", {"text": "hi"}, create=NEW)
+    start = store.high_water("ses_a")
+    sent = _sent_statements(store, monkeypatch)
+    with store.write("ses_a") as w:
+        w.promote(idle=True)
+        w.append([said("one")])
+        w.flush()
+        before = len(sent)
+        history = w.messages_after(start)
+        assert len(sent) - before == (1 if store.backend.kind == "postgres" else 0)
+    assert [(m.role, m.text()) for _, m in history()] == [("user", "hi"), ("assistant", "one")]
+
+
+def test_an_appends_changes_to_its_sessions_row_are_one_update(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+):
+    """A turn's start, its usage and its end change the session's status and counters with
+    the append's own update of the row (on PostgreSQL one `UPDATE sessions`, four before); the
+    status is the last event's, the counters the sum."""
+    store.create_session("ses_a")
+    sent = _sent_statements(store, monkeypatch)
+    store.append(
+        "ses_a",
+        [
+            TurnStarted(turn_id="t1"),
+            UsageRecorded(input_tokens=10, output_tokens=2, cost_usd=0.5),
+            UsageRecorded(input_tokens=5, output_tokens=1, cache_read_tokens=3),
+            TurnEnded(turn_id="t1", outcome="completed"),
+        ],
+    )
+    if store.backend.kind == "postgres":
+        assert sum(sql.startswith("UPDATE sessions") for sql in sent) == 1, sent
+    row = store.get_session("ses_a")
+    assert (row.status, row.input_tokens, row.output_tokens) == ("idle", 15, 3)
+    assert (row.cost_usd, row.cache_read_tokens) == (0.5, 3)
+    store.append("ses_a", [TurnStarted(turn_id="t2"), TurnEnded(turn_id="t2", outcome="failed")])
+    assert store.get_session("ses_a").status == "failed"
+
+
+def test_an_appends_transcript_and_tool_rows_are_a_statement_per_table(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+):
+    """A step's reply, its tool call started and ended, and its result add their transcript
+    rows, index entries and tool call row with one statement per table on PostgreSQL (a
+    statement per row before, and an update for the call's end); an event that changes those
+    rows (a hide) goes after the rows the append gathered before it; a call that ended in a
+    later append is updated."""
+    store.create_session("ses_a")
+    reply, result, gone = assistant("calling"), assistant("result"), assistant("gone")
+    sent = _sent_statements(store, monkeypatch)
+    store.append(
+        "ses_a",
+        [
+            MessageAdded(message=reply),
+            ToolCallStarted(call_id="c1", message_id=reply.id, name="goal_set"),
+            ToolCallEnded(call_id="c1", message_id=reply.id, status="completed"),
+            ToolCallStarted(call_id="c2", message_id=reply.id, name="goal_set"),
+            MessageAdded(message=result),
+            MessageAdded(message=gone),
+            MessagesHidden(message_ids=(gone.id,)),
+        ],
+    )
+    if store.backend.kind == "postgres":
+        for table in ("message_log", "search_docs", "tool_calls"):
+            assert sum(f"INSERT INTO {table}" in sql for sql in sent) == 1, (table, sent)
+        assert not any(sql.startswith("UPDATE tool_calls") for sql in sent), sent
+    assert texts(store, "ses_a") == ["calling", "result"]
+    calls = {c.call_id: c.status for c in store.tool_calls("ses_a")}
+    assert calls == {"c1": "completed", "c2": "running"}
+    store.append("ses_a", [ToolCallEnded(call_id="c2", message_id=reply.id, status="failed")])
+    assert {c.call_id: c.status for c in store.tool_calls("ses_a")}["c2"] == "failed"
+    if store.search_enabled:
+        assert [h.seq for h in store.search("result").hits] == [6]
+        assert store.search("gone").hits == []
 
 
 def test_interrupts_after_reads_the_requests_and_the_newest_id_together(store: SqlStore):

@@ -13,7 +13,7 @@ from ._backend import Pending, Row, Tx
 from ._cipher import sealed
 from ._listing import listed_ms_after
 from ._media import blob_digest
-from ._projections import project
+from ._projections import AppendRows, project
 from ._session_key import SESSION_KEY
 
 if TYPE_CHECKING:
@@ -113,19 +113,23 @@ def append_events(
         rows.append((event_id, session_id, seq, event.type, now_ms, body, epoch))
         stored.append(StoredEvent(int(event_id), session_id, seq, now_ms, event))
     _insert_events(tx, rows)
+    changes = AppendRows()  # (the rows its events add, written together)
     for item in stored:
-        project(tx, session_id, item.seq, item.event)
+        project(tx, session_id, item.seq, item.event, changes)
+    changes.write(tx, session_id)
     # `listed_ms` is only assigned when it moves: an unchanged listing index is left untouched.
     moves = listed_ms_after(int(locked[2]), now_ms) != int(locked[2])
     shapes = SHAPES_DIGEST if any(_has_body(e) for e in events) else None
+    changed, changed_params = changes.assignments()
     tx.send(
         f"UPDATE sessions SET last_seq = ?, updated_ms = ?{', listed_ms = ?' if moves else ''}"
-        f"{_SHAPES_KEPT if shapes else ''} WHERE id = ?",
+        f"{_SHAPES_KEPT if shapes else ''}{changed} WHERE id = ?",
         (
             seq,
             now_ms,
             *((now_ms,) if moves else ()),
             *((shapes, shapes) if shapes else ()),
+            *changed_params,
             session_id,
         ),
     )

@@ -110,7 +110,7 @@ class SentOpening:
     usage: Pending
     retry: Pending
     work: Pending
-    transcript: tuple[Pending, Pending] | None = None  # (`transcript_query`, uncompacted)
+    transcript: Pending | None = None  # (`transcript_query`, uncompacted)
 
     def read_uncompacted(self) -> TurnOpening | None:
         """`read`, or None for a session with a compaction: the visible ones are a read of

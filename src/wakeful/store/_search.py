@@ -135,13 +135,36 @@ def _clean(text: str) -> str:
 def index_message(tx: Tx, session_id: str, seq: int, message: Message) -> None:
     """Index one transcript message at its `seq` (nothing when it has no searchable text; on
     SQLite nothing at all: its `messages` row is the index's row, `_search_log`)."""
+    body = indexed_body(tx, message)
+    if body:
+        tx.send(_INSERT[tx.kind], (session_id, seq, body))
+
+
+def indexed_body(tx: Tx, message: Message) -> str:
+    """What `index_message` writes to the index for `message` ("": nothing, as on SQLite,
+    whose `messages` row is the index's row)."""
     if tx.kind == "sqlite":
-        return
+        return ""
     body = searchable_text(message)
     if body and tx.cipher is not None:  # an encrypted store indexes keyed hashes of words
         body = tx.cipher.word_tokens(body)
-    if body:
-        tx.send(_INSERT[tx.kind], (session_id, seq, body))
+    return body
+
+
+def index_bodies(tx: Tx, session_id: str, rows: Sequence[tuple[int, str]]) -> None:
+    """`index_message` of several messages, given as their `(seq, indexed_body)` (none
+    empty), in one statement (PostgreSQL: SQLite indexes none)."""
+    if not rows:
+        return
+    values = ", ".join(
+        "(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT))" if i == 0 else "(?, ?, ?)"
+        for i in range(len(rows))
+    )
+    tx.send(
+        "INSERT INTO search_docs (session_id, seq, tsv) SELECT v.s, v.q, wakeful_search_tsv(v.b) "
+        f"FROM (VALUES {values}) AS v (s, q, b), search_indexed",
+        tuple(v for seq, body in rows for v in (session_id, seq, body)),
+    )
 
 
 def unindex_messages(tx: Tx, session_id: str, rows: str, params: tuple[object, ...]) -> None:

@@ -23,16 +23,17 @@ if TYPE_CHECKING:
 from ._inbox import input_fields, input_message
 
 
-def _message_rows(sessions: str, columns: str, also: str = "") -> str:
+def _message_rows(sessions: str, columns: str, also: str = "", joins: str = "") -> str:
     """The transcript's rows of the sessions `sessions` (a condition on `m.session_id`) with
     `seq` in a range, by session, in log order: `columns` of each visible message row `m`, of
     the event `e` that holds its message (its own, or the history edit that replaced its
-    text) and of its session `s` (and the condition `also`, when given)."""
+    text) and of its session `s` (and the condition `also` and the tables `joins`, when
+    given)."""
     return (
         f"SELECT {columns} FROM messages m JOIN sessions s ON s.id = m.session_id "
         "JOIN events e ON e.session_id = m.session_id AND e.seq = COALESCE(m.body_seq, m.seq) "
-        f"WHERE m.session_id {sessions} AND m.seq > ? AND m.seq <= ? AND m.reverted IS NULL "
-        f"{also}ORDER BY m.session_id, m.seq"
+        f"{joins}WHERE m.session_id {sessions} AND m.seq > ? AND m.seq <= ? "
+        f"AND m.reverted IS NULL {also}ORDER BY m.session_id, m.seq"
     )
 
 
@@ -65,35 +66,40 @@ _UNCOMPACTED = (
     f"AND c.type = 'compaction.ended' AND {typed('c.type')}) "
 )
 
+# A version-2 delivery's enqueued event, joined to its transcript row (`q.data`: NULL for any
+# other row): the lookup `_enqueued_rows` makes in a statement of its own.
+_ENQUEUED_JOIN = (
+    "LEFT JOIN inbox i ON e.type = 'inbox.delivered' AND i.session_id = m.session_id "
+    "AND i.settled_seq = m.seq LEFT JOIN event_log q ON q.sk = m.sk AND q.seq = i.seq "
+)
+_JOINED_COLUMNS = f"{_TYPED_COLUMNS}, q.data"
+
 
 def transcript_query(
     tx: Tx, session_id: str, after_seq: int = 0, *, uncompacted: bool = False
-) -> tuple[Pending, Pending]:
-    """Send the statements of the session's transcript after `after_seq` (its rows and the
-    enqueued events its deliveries derive from: both, the second not waiting for the first)
-    and read nothing yet: read them with `transcript_from`. `uncompacted`: they find rows only
-    when the session has no `compaction.ended` event (its history's boundary is 0 then); a
-    turn's opening sends them with its own (`_opening.opening_in`), so the first step's
-    history read is in that round trip."""
+) -> Pending:
+    """Send the statement of the session's transcript after `after_seq` (its rows, each with
+    the enqueued event a delivery derives its message from: one statement, where a whole
+    transcript's read makes that lookup only when a row needs it) and read nothing yet: read
+    it with `transcript_from`. `uncompacted`: it finds rows only when the session has no
+    `compaction.ended` event (its history's boundary is 0 then); a turn's opening sends it
+    with its own (`_opening.opening_in`), so the first step's history read is in that round
+    trip. Meant for the few rows a unit's last read or an opening finds."""
     from ..events import SHAPES_DIGEST
 
     also = _UNCOMPACTED if uncompacted else ""
     bounds = (session_id, after_seq, 2**62) + ((session_id,) if uncompacted else ())
-    rows = tx.query(_message_rows("= ?", _TYPED_COLUMNS, also), (SHAPES_DIGEST, *bounds))
-    enqueued = tx.query(_enqueued_rows("= ?", " " + also.strip() if also else ""), bounds)
-    return rows, enqueued
+    sql = _message_rows("= ?", _JOINED_COLUMNS, also, _ENQUEUED_JOIN)
+    return tx.query(sql, (SHAPES_DIGEST, *bounds))
 
 
-def transcript_from(
-    tx: Tx, session_id: str, sent: tuple[Pending, Pending]
-) -> list[tuple[int, Message]]:
+def transcript_from(tx: Tx, session_id: str, sent: Pending) -> list[tuple[int, Message]]:
     """The messages `transcript_query` read, as `transcript_in(tx, session_id, after_seq)`
     would return them."""
-    rows = sent[0].all()
-    enqueued = sent[1].all()
+    rows = sent.all()
     if tx.cipher is not None:  # an encrypted store: the bodies opened once, here
         rows = [tuple(opened(v) if isinstance(v, str) else v for v in row) for row in rows]
-    found = {(str(sid), int(seq)): opened(data) for sid, seq, data in enqueued}
+    found = {(session_id, int(row[0])): str(row[4]) for row in rows if row[4] is not None}
     messages = _row_messages(session_id, rows, found)
     return list(zip([int(row[0]) for row in rows], messages, strict=True))
 
