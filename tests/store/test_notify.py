@@ -214,7 +214,8 @@ def test_events_are_announced_only_while_someone_follows():
     def held(conn: psycopg.Connection[Any]) -> int:
         row = conn.execute(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
-            "AND objid = %s AND objsubid = 2",
+            "AND objid = %s AND objsubid = 2 AND database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database())",
             FOLLOW_LOCK,
         ).fetchone()
         return 0 if row is None else int(row[0])
