@@ -150,13 +150,21 @@ def test_export_then_import_gives_an_equal_transcript(wk, workdir: Path):
 def test_log_follow_sees_events_from_another_process(wk, spawn, workdir: Path):
     model = write_script(workdir, HELLO)
     sid = json.loads(wk("run", "--model", model, "--format", "json", "first").stdout)["session_id"]
+    # The follower stops once it has printed the second input (read as it comes), not after an
+    # idle time: under load a `run` can take longer to start than any short idle timeout.
     follower = spawn(
-        "log", "--session", sid, "--follow", "--format", "jsonl", "--idle-timeout", "3"
+        "log", "--session", sid, "--follow", "--format", "jsonl", "--idle-timeout", "60"
     )
     time.sleep(0.5)
     wk("run", "--model", model, "--session", sid, "second")
-    out, _ = follower.communicate(timeout=30)
-    lines = [json.loads(line) for line in out.splitlines()]
+    assert follower.stdout is not None
+    lines = []
+    for raw in follower.stdout:
+        lines.append(json.loads(raw))
+        if lines[-1].get("data", {}).get("payload") == {"text": "second"}:
+            break
+    follower.terminate()
+    follower.wait(timeout=30)
     seqs = [x["seq"] for x in lines if x.get("type") != "sync"]
     assert seqs == list(range(1, len(seqs) + 1))
     assert sum(1 for x in lines if x.get("type") == "sync") == 1
