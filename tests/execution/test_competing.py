@@ -154,7 +154,15 @@ def test_a_paused_driver_loses_its_claim_and_writes_nothing(db: str, tmp_path: P
         assert paused is not None and f"/{first.pid}/" in paused.owner
         first.send_signal(signal.SIGSTOP)
         time.sleep(1.0)  # past the lease
-        code, _out, err = finish(wakeful(["worker", "--once"], env, work), timeout=60)
+        # The successor holds its own claim on the default lease: with the paused driver's 600 ms
+        # its renewals came late on a loaded machine, its claim lapsed mid-drive and it left the
+        # turn running.
+        steady = tmp_path / "steady.toml"
+        steady.write_text(
+            (work / "wakeful.toml").read_text().replace("lease_ms = 600", "lease_ms = 30000")
+        )
+        successor = wakeful(["worker", "--once"], {**env, "WAKEFUL_CONFIG": str(steady)}, work)
+        code, _out, err = finish(successor, timeout=60)
         assert code == 0, err
         [turn] = store.turns("ses_p")
         assert turn.status == "completed"
