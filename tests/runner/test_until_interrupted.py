@@ -1,5 +1,6 @@
 """`until_interrupted`: a stream or a step's single tool call awaited in the turn's own task,
-cut by the interrupt as a task of its own was, with nothing left behind on the task."""
+cut by the interrupt as a task of its own was, with nothing left behind on the task; the same
+for a plain `asyncio.Event` (a waiter task) and a turn's `Interrupt` (no task at all)."""
 
 from __future__ import annotations
 
@@ -7,37 +8,48 @@ import asyncio
 
 import pytest
 
+from wakeful.runner._interrupt import Interrupt
 from wakeful.runner._stream import until_interrupted
 
 
-async def test_the_value_comes_back_and_the_task_is_left_as_it_was() -> None:
+@pytest.fixture(params=[asyncio.Event, Interrupt], ids=["event", "interrupt"])
+def event(request: pytest.FixtureRequest) -> type[asyncio.Event]:
+    kind: type[asyncio.Event] = request.param
+    return kind
+
+
+async def test_the_value_comes_back_and_the_task_is_left_as_it_was(
+    event: type[asyncio.Event],
+) -> None:
     async def work() -> int:
         await asyncio.sleep(0)
         return 7
 
-    assert await until_interrupted(asyncio.Event(), work()) == (7,)
+    assert await until_interrupted(event(), work()) == (7,)
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
 
 
-async def test_an_interrupt_set_before_runs_nothing() -> None:
+async def test_an_interrupt_set_before_runs_nothing(event: type[asyncio.Event]) -> None:
     ran: list[int] = []
 
     async def work() -> int:
         ran.append(1)
         return 1
 
-    interrupt = asyncio.Event()
+    interrupt = event()
     interrupt.set()
     assert await until_interrupted(interrupt, work()) is None
     assert ran == []
 
 
 @pytest.mark.parametrize("swallow", [False, True])
-async def test_an_interrupt_cancels_the_work_where_it_waits(swallow: bool) -> None:
+async def test_an_interrupt_cancels_the_work_where_it_waits(
+    swallow: bool, event: type[asyncio.Event]
+) -> None:
     """Cut mid-wait: the work sees the cancellation; None either way (also when it swallows
     the cancellation and returns), and the task is not left cancelling."""
-    interrupt = asyncio.Event()
+    interrupt = event()
     seen: list[str] = []
 
     async def work() -> str:
@@ -57,10 +69,12 @@ async def test_an_interrupt_cancels_the_work_where_it_waits(swallow: bool) -> No
     await asyncio.sleep(0.01)  # nothing cancels the task afterwards
 
 
-async def test_an_interrupt_as_the_work_ends_leaves_no_cancel_behind() -> None:
+async def test_an_interrupt_as_the_work_ends_leaves_no_cancel_behind(
+    event: type[asyncio.Event],
+) -> None:
     """The interrupt set in the same loop pass the work ends in: the value stands, and the
     waiter's callback, already scheduled, does not cancel the task afterwards."""
-    interrupt = asyncio.Event()
+    interrupt = event()
 
     async def work() -> int:
         interrupt.set()  # the waiter wakes next pass, after `work` has returned
@@ -73,8 +87,8 @@ async def test_an_interrupt_as_the_work_ends_leaves_no_cancel_behind() -> None:
     assert task is not None and task.cancelling() == 0
 
 
-async def test_a_cancellation_from_elsewhere_goes_through() -> None:
-    interrupt = asyncio.Event()
+async def test_a_cancellation_from_elsewhere_goes_through(event: type[asyncio.Event]) -> None:
+    interrupt = event()
 
     async def work() -> int:
         await asyncio.sleep(10)
@@ -90,9 +104,28 @@ async def test_a_cancellation_from_elsewhere_goes_through() -> None:
         await task
 
 
-async def test_an_error_of_the_work_is_raised() -> None:
+async def test_an_error_of_the_work_is_raised(event: type[asyncio.Event]) -> None:
     async def work() -> int:
         raise ValueError("bad")
 
     with pytest.raises(ValueError, match="bad"):
-        await until_interrupted(asyncio.Event(), work())
+        await until_interrupted(event(), work())
+
+
+async def test_an_interrupt_is_watched_without_a_task() -> None:
+    """The turn's `Interrupt`: no task runs beside the work, and nothing watches it after."""
+    interrupt = Interrupt()
+    tasks: list[int] = []
+
+    async def work() -> int:
+        tasks.append(len(asyncio.all_tasks()))
+        await asyncio.sleep(0)
+        return 5
+
+    assert await until_interrupted(interrupt, work()) == (5,)
+    assert tasks == [1]
+    assert interrupt._watching == []
+    interrupt.set()  # nothing watches it any more: nothing is scheduled, nothing cancelled
+    await asyncio.sleep(0)
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import NotFoundError
+from ..runner import Interrupt
 from ..store import Claim, DriveReads, LocalStore, is_transient
 from ._drain import STOP_OUTCOMES, DrainOptions, DrainResult, drain
 from ._leases import LeaseKeeper
@@ -47,7 +48,7 @@ _UNREAD = sys.maxsize
 @dataclass
 class _Active:
     task: asyncio.Task[list[DrainResult]]
-    interrupt: asyncio.Event = field(default_factory=asyncio.Event)
+    interrupt: asyncio.Event = field(default_factory=Interrupt)  # watched without a task
     again: bool = False
     seen_request: int = 0  # newest durable interrupt request already applied here
     # The newest global event id the drain's context read (`DriveReads.newest_event`; None:

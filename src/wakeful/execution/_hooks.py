@@ -131,11 +131,13 @@ class Hooks:
             registered = self._hooks.get(kind, [])
             if hook in registered:
                 registered.remove(hook)
+            if not registered:  # no kind without hooks: `emit_live` looks at `_hooks` alone
+                self._hooks.pop(kind, None)
 
         return off
 
     def __bool__(self) -> bool:
-        return any(self._hooks.values())
+        return bool(self._hooks)
 
     def emit(self, event: HookEvent) -> None:
         """Queue `event` for its hooks; never blocks and never raises."""
@@ -157,7 +159,10 @@ class Hooks:
         self._enqueue(event)
 
     def emit_live(self, live: LiveEvent) -> None:
-        """Queue the hook event a live event fires (the runtime's port listener)."""
+        """Queue the hook event a live event fires (the runtime's port listener); nothing is
+        built when no hook is registered (a step publishes about eight live events)."""
+        if not self._hooks:
+            return
         event = hook_event(live, int(time.time() * 1000))
         if event is not None:
             self.emit(event)

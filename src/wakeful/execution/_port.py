@@ -328,13 +328,14 @@ class StorePort(HeldEvents):
     def publish(self, kind: LiveKind, data: dict[str, JsonValue]) -> None:
         """Hand a live event to the runtime's listener, if any (after a held turn end has
         committed: `end_written`)."""
-        if self._hooks.listener is None:
+        listener = self._hooks.listener
+        if listener is None:
             return
         event = LiveEvent(self._sid, kind, data)
         if self._end:
             self._queued.append(event)
         else:
-            self._emit(event)
+            listener(event)
 
     def _emit(self, event: LiveEvent) -> None:
         if self._hooks.listener is not None:

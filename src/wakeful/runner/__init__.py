@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     )
     from ._costs import CostSum, format_cost
     from ._crashpoints import crash_point
+    from ._interrupt import Interrupt
     from ._live import LEGACY_KINDS, LiveEvent, LiveKind, LiveListener
     from ._memory_port import MemoryPort
     from ._otel_env import configure_from_env
@@ -89,6 +90,7 @@ _LAZY = {
     "Compactor": "wakeful.runner._compaction",
     "FunctionTool": "wakeful.runner.tools",
     "HeldEvents": "wakeful.runner._port",
+    "Interrupt": "wakeful.runner._interrupt",
     "Interrupted": "wakeful.runner._context",
     "LEGACY_KINDS": "wakeful.runner._live",
     "LiveEvent": "wakeful.runner._live",
@@ -162,6 +164,7 @@ __all__ = [
     "CompactionResult",
     "Compactor",
     "FunctionTool",
+    "Interrupt",
     "Interrupted",
     "LEGACY_KINDS",
     "HeldEvents",

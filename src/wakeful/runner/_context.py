@@ -25,6 +25,7 @@ from ..instructions import Source
 from ..providers import Provider, Usage, make_provider
 from ._agents import Agent
 from ._budget_gate import Scopes, Spend
+from ._interrupt import Interrupt
 from ._pricing import PriceTable, default_table
 from .tools import PermissionPolicy, Tool, ToolContext
 
@@ -108,7 +109,7 @@ class RunContext:
     retry: RetryConfig = field(default_factory=RetryConfig)
     clock: Clock = field(default_factory=SystemClock)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    interrupt: asyncio.Event = field(default_factory=asyncio.Event)
+    interrupt: asyncio.Event = field(default_factory=Interrupt)
     # Someone present to answer `ask` permissions (a terminal); None: such calls pause the turn
     # durably until a decision is admitted (`docs/approvals.md`).
     ask: Ask | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -61,6 +61,9 @@ class PriceTable:
 
     shipped: Mapping[str, Price]
     configured: Mapping[str, Price]
+    # `price`'s answers by model: a turn prices the same model step after step (both tables
+    # are read-only; a changed `[prices]` makes a new table).
+    _found: dict[str, Price | None] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, prices: Mapping[str, PriceConfig] | None = None) -> PriceTable:
@@ -70,6 +73,15 @@ class PriceTable:
 
     def price(self, model: str) -> Price | None:
         """The price of `model` (a bare name or a model spec); None when nothing prices it."""
+        try:
+            return self._found[model]
+        except KeyError:
+            if len(self._found) >= 1024:  # model specs name paths and servers: bounded
+                self._found.clear()
+            found = self._found[model] = self._lookup(model)
+            return found
+
+    def _lookup(self, model: str) -> Price | None:
         if model in self.configured:
             return self.configured[model]
         _, at, server = model.partition("@")

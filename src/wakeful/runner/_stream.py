@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from ..errors import IncompleteStreamError
 from ..providers import Finish, ModelRequest, Provider, StreamEvent
+from ._interrupt import on_interrupt
 
 T = TypeVar("T")
 
@@ -35,9 +36,10 @@ async def until_interrupted(
 ) -> tuple[T] | None:
     """`work` awaited in the calling task, its value in a 1-tuple; None when `interrupt` is
     set first: `work` is then cancelled where it waits, as a task of its own was, and what it
-    does with the cancellation is not waited for beyond its end. One task (the interrupt's
-    waiter) instead of two and an `asyncio.wait`: a step streams and runs its tool call so.
-    A cancellation of the calling task from elsewhere goes through, as before."""
+    does with the cancellation is not waited for beyond its end. No task at all when
+    `interrupt` is an `Interrupt` (`_interrupt.py`; a waiter task for any other event), instead
+    of two and an `asyncio.wait`: a step streams and runs its tool call so. A cancellation of
+    the calling task from elsewhere goes through, as before."""
     if interrupt.is_set():
         work.close()
         return None
@@ -46,14 +48,13 @@ async def until_interrupted(
         raise RuntimeError("until_interrupted runs in a task")
     cut, waiting = False, True
 
-    def stop(waiter: asyncio.Future[object]) -> None:
+    def stop() -> None:
         nonlocal cut
-        if waiting and not waiter.cancelled():  # scheduled before `work` ended: too late then
+        if waiting:  # scheduled before `work` ended: too late then
             cut = True
             task.cancel()
 
-    waiter: asyncio.Future[object] = asyncio.ensure_future(interrupt.wait())
-    waiter.add_done_callback(stop)
+    unwatch = on_interrupt(interrupt, stop)
     try:
         finished = (await work,)
     except BaseException:
@@ -62,7 +63,7 @@ async def until_interrupted(
         finished = None  # cut: whatever `work` ended with, it was interrupted (as before)
     finally:
         waiting = False
-        waiter.cancel()
+        unwatch()
     if cut and task.uncancel() > 0:  # cancelled from elsewhere too: that goes through
         raise asyncio.CancelledError
     return None if cut else finished

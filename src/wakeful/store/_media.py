@@ -9,7 +9,8 @@ sent twice is stored once. Invariant: a ref is exactly the digest `put_blob_in` 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from functools import cache
+from typing import TYPE_CHECKING, TypeAlias
 
 from ._backend import sha256_hex
 
@@ -17,8 +18,15 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from ..messages import (
+        AudioBlock,
+        DocumentBlock,
+        ImageBlock,
         Message,
+        ToolResultBlock,
+        VideoBlock,
     )
+
+    MediaBlock: TypeAlias = ImageBlock | AudioBlock | VideoBlock | DocumentBlock
 
 
 def blob_digest(data: bytes) -> str:
@@ -68,13 +76,20 @@ def _inline_bytes(block: JsonValue) -> bytes | None:
 
 def media_refs(message: Message) -> Iterator[str]:
     """The blob digests the media of `message` refer to (tool results' parts included)."""
-    from ..messages import AudioBlock, DocumentBlock, ImageBlock, ToolResultBlock, VideoBlock
-
-    media = (ImageBlock, AudioBlock, VideoBlock, DocumentBlock)
+    media, result = _block_types()
     for block in message.blocks:
         if isinstance(block, media) and block.ref is not None:
             yield block.ref
-        elif isinstance(block, ToolResultBlock) and not isinstance(block.output, str):
+        elif isinstance(block, result) and not isinstance(block.output, str):
             for part in block.output:
                 if isinstance(part, media) and part.ref is not None:
                     yield part.ref
+
+
+@cache
+def _block_types() -> tuple[tuple[type[MediaBlock], ...], type[ToolResultBlock]]:
+    """The media block types and the tool result's, imported once, on first use (the store
+    does not import `messages` when it is imported; a step reads the refs of its messages)."""
+    from ..messages import AudioBlock, DocumentBlock, ImageBlock, ToolResultBlock, VideoBlock
+
+    return (ImageBlock, AudioBlock, VideoBlock, DocumentBlock), ToolResultBlock
