@@ -5,11 +5,15 @@ for a plain `asyncio.Event` (a waiter task) and a turn's `Interrupt` (no task at
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from typing import cast
 
 import pytest
 
+from wakeful.messages import Message, TextBlock
+from wakeful.providers import Finish, ModelRequest, Provider, StreamEvent, TextDelta, Usage
 from wakeful.runner._interrupt import Interrupt
-from wakeful.runner._stream import until_interrupted
+from wakeful.runner._stream import stream_to_finish, until_interrupted
 
 
 @pytest.fixture(params=[asyncio.Event, Interrupt], ids=["event", "interrupt"])
@@ -129,3 +133,31 @@ async def test_an_interrupt_is_watched_without_a_task() -> None:
     await asyncio.sleep(0)
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
+
+
+class _Closing:
+    """A provider's stream that says when it was closed (its `finally`)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        try:
+            yield TextDelta("hi")
+            message = Message(role="assistant", blocks=(TextBlock(text="hi"),))
+            yield Finish("stop", message, Usage(1, 1))
+            yield TextDelta("never read")
+        finally:
+            self.closed = True
+
+
+async def test_the_stream_is_closed_at_its_finish() -> None:
+    """Closed before the finish comes back, in the caller's task: left to the garbage
+    collector, the loop's finalizer closed it later in a task of its own."""
+    provider = _Closing()
+    request = ModelRequest(model="m", system="", messages=())
+    deltas: list[StreamEvent] = []
+    finish = await stream_to_finish(cast(Provider, provider), request, Interrupt(), deltas.append)
+    assert finish is not None and finish.message.text() == "hi"
+    assert provider.closed
+    assert deltas == [TextDelta("hi")]

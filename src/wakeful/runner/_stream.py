@@ -72,9 +72,18 @@ async def until_interrupted(
 async def _consume(
     provider: Provider, request: ModelRequest, on_delta: Callable[[StreamEvent], None] | None
 ) -> Finish:
-    async for event in provider.stream(request):
-        if isinstance(event, Finish):
-            return event
-        if on_delta is not None:
-            on_delta(event)
+    """The stream's `Finish`, its deltas handed to `on_delta`. The stream is closed here, at
+    its `Finish` (an async generator's `aclose`): left to the garbage collector, the event
+    loop's finalizer closed it in a task of its own, a task per request."""
+    stream = provider.stream(request)
+    try:
+        async for event in stream:
+            if isinstance(event, Finish):
+                return event
+            if on_delta is not None:
+                on_delta(event)
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
     raise IncompleteStreamError("the provider stream ended without a finish")
