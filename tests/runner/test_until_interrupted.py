@@ -5,6 +5,7 @@ for a plain `asyncio.Event` (a waiter task) and a turn's `Interrupt` (no task at
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from typing import cast
 
@@ -133,6 +134,25 @@ async def test_an_interrupt_is_watched_without_a_task() -> None:
     await asyncio.sleep(0)
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
+
+
+async def test_an_interrupt_set_from_another_thread_cuts_the_work() -> None:
+    """`Interrupt.set` from a thread without a loop schedules the cut on the watching loop."""
+    interrupt = Interrupt()
+    seen: list[str] = []
+
+    async def work() -> int:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return 1
+
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.01, lambda: threading.Thread(target=interrupt.set).start())
+    assert await until_interrupted(interrupt, work()) is None
+    assert seen == ["cancelled"]
 
 
 class _Closing:

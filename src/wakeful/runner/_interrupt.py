@@ -17,31 +17,33 @@ from collections.abc import Callable
 
 
 class Interrupt(asyncio.Event):
-    """An `asyncio.Event` whose `set` also calls the callbacks watching it (once each, in the
-    running loop's next pass); set it, clear it and wait on it as on any event."""
+    """An `asyncio.Event` whose `set` also calls the callbacks watching it (once each, in a
+    later pass of the loop each watches from); set it, clear it and wait on it as on any
+    event."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._watching: list[Callable[[], None]] = []
+        self._watching: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
 
     def set(self) -> None:
-        """Set the event (waking its waiters) and schedule every watching callback once;
+        """Set the event (waking its waiters) and schedule every watching callback once, on
+        the loop it watches from (`set` may come from another thread, as an event's may);
         each is then no longer watching."""
         super().set()
         if self._watching:
             watching, self._watching = self._watching, []
-            loop = asyncio.get_running_loop()
-            for callback in watching:
-                loop.call_soon(callback)
+            for loop, callback in watching:
+                loop.call_soon_threadsafe(callback)
 
     def watch(self, callback: Callable[[], None]) -> None:
-        """Call `callback` when the event is set next (it is not set now: the caller checked)."""
-        self._watching.append(callback)
+        """Call `callback` on the running loop when the event is set next (it is not set now:
+        the caller checked)."""
+        self._watching.append((asyncio.get_running_loop(), callback))
 
     def unwatch(self, callback: Callable[[], None]) -> None:
         """Stop watching with `callback` (nothing when it was called or never watched)."""
-        if callback in self._watching:
-            self._watching.remove(callback)
+        if self._watching:  # empty once `set` took them
+            self._watching = [w for w in self._watching if w[1] is not callback]
 
 
 def on_interrupt(interrupt: asyncio.Event, callback: Callable[[], None]) -> Callable[[], None]:
