@@ -70,6 +70,11 @@ def test_revert_hides_and_restores_state_and_a_delivery_makes_it_final(store: Sq
     turn(store, sid, 3)
     assert texts(store, sid) == ["prompt 1", "answer 1", "prompt 3", "answer 3"]
     assert store.pending_revert(sid) is None
+    if store.backend.kind == "postgres":  # the final revert's messages left the index too
+        with store.backend.transaction(write=False) as tx:
+            indexed = tx.all("SELECT seq FROM search_docs WHERE session_id = ? AND seq > 0", (sid,))
+            shown = tx.all("SELECT seq FROM messages WHERE session_id = ?", (sid,))
+        assert indexed and {r[0] for r in indexed} <= {r[0] for r in shown}
     with pytest.raises(UsageError):
         store.shaping.unrevert(sid)
     assert is_wire_valid(store.messages(sid))
