@@ -104,7 +104,9 @@ def test_send_steers_into_a_running_session_and_queue_waits(wk, spawn, workdir: 
 def test_interrupt_from_another_process(wk, spawn, workdir: Path, db_url: str):
     model = write_script(
         workdir,
-        [{"match": ".", "replies": [{"text": "x" * 400}]}],
+        # about 18 s of streaming: under load the interrupt took 2-8 s to arrive, longer than
+        # the 6 s the answer streamed before
+        [{"match": ".", "replies": [{"text": "x" * 1200}]}],
         chunk_chars=2,
         chunk_delay_ms=30,
     )
@@ -115,7 +117,7 @@ def test_interrupt_from_another_process(wk, spawn, workdir: Path, db_url: str):
             lambda: (p := store.list_sessions().sessions) and p[0].status == "running" and p[0].id
         )
         wk("interrupt", "--session", sid)
-        out, _ = runner.communicate(timeout=30)
+        out, _ = runner.communicate(timeout=60)
         assert runner.returncode == 130
         assert json.loads(out)["outcome"] == "interrupted"
         assert store.get_session(sid).status == "idle"
