@@ -62,15 +62,10 @@ def make_workspace(root: Path, *, lease_ms: int = 30_000, poll_ms: int = 20) -> 
 def wakeful(
     args: Sequence[str], env: dict[str, str], cwd: Path, **popen: object
 ) -> subprocess.Popen[str]:
-    """Start the installed `wakeful` command."""
+    """Start the installed `wakeful` command (output piped unless `popen` says otherwise)."""
+    pipes: dict[str, object] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     return subprocess.Popen(  # type: ignore[call-overload]
-        [WAKEFUL, *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **popen,
+        [WAKEFUL, *args], cwd=cwd, env=env, text=True, **{**pipes, **popen}
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -444,7 +445,7 @@ def worker(
     work was left undone (the warnings above say why), else 3 when a turn ended blocked (e.g.
     the session's model can no longer be built).
     """
-    from ..execution import run_worker
+    from ..execution import WorkerStats, run_worker
 
     if once and no_default_store(db):  # before the first run nothing has work: none is made
         click.echo("worker done: no store yet, so no session has work (nothing written)", err=True)
@@ -458,7 +459,9 @@ def worker(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         release()  # a SIGTERM sent while this worker started stops it now, as a running one
-        rt = Runtime(db)
+        rt = await _open_patiently(db, stop)
+        if rt is None:  # stopped while the store could not be opened
+            return WorkerStats()
         try:
             return await run_worker(
                 rt, once=once, concurrency=concurrency, stop=stop, locations=served
@@ -467,6 +470,31 @@ def worker(
             await rt.aclose()
 
     _report_worker(asyncio.run(main()), once, fmt)
+
+
+async def _open_patiently(db: str | None, stop: asyncio.Event) -> Runtime | None:
+    """The worker's `Runtime` on `db`, a transient store fault while opening it (another
+    writer holding the store past the busy timeout, a connection the server ended) waited out
+    as a running worker waits one out (`Outage`: paced, logged when it begins and ends); None
+    when `stop` is set first. Anything else raises: an unreachable server or a bad URL is the
+    user's to fix, not a fault to wait for."""
+    import logging
+
+    from ..store import Outage, is_transient
+
+    outage = Outage(logging.getLogger("wakeful.worker"), "opening the store")
+    while not stop.is_set():
+        try:
+            rt = Runtime(db)
+        except WakefulError as err:
+            if not is_transient(err):
+                raise
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), outage.failed(err))
+            continue
+        outage.ok()
+        return rt
+    return None
 
 
 def _report_worker(stats: WorkerStats, once: bool, fmt: str) -> None:
