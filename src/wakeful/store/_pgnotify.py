@@ -70,8 +70,9 @@ class Notifier:
 
     `send` never blocks on the database: it records the ids (duplicates coalesce until the next
     batch goes out) and returns; while the last batch found nobody following (`FOLLOW_LOCK`),
-    for `RECHECK_S`, it records only the `work` ids. `connect` opens the notifier's connection (autocommit, with the
-    store's timeouts); a failed send drops it, waits `_RETRY_S` and reconnects, keeping the ids.
+    for `RECHECK_S`, it records only the `work` ids. `connect` opens the notifier's connection
+    (autocommit, with the store's timeouts); a failed send drops it, waits `_RETRY_S` and
+    reconnects, keeping the ids.
     """
 
     def __init__(

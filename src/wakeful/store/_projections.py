@@ -204,15 +204,15 @@ def _turn_ended(tx: Tx, sid: str, seq: int, ev: TurnEnded) -> None:
     tx.send("DELETE FROM retry_state WHERE session_id = ?", (sid,))
 
 
-def _row_turn_started(tx: Tx, sid: str, seq: int, ev: TurnStarted, row: AppendRows) -> None:
-    row.status = "running"
+def _row_turn_started(tx: Tx, sid: str, seq: int, ev: TurnStarted, rows: AppendRows) -> None:
+    rows.status = "running"
 
 
-def _row_turn_ended(tx: Tx, sid: str, seq: int, ev: TurnEnded, row: AppendRows) -> None:
+def _row_turn_ended(tx: Tx, sid: str, seq: int, ev: TurnEnded, rows: AppendRows) -> None:
     if ev.error_kind == "awaiting_approval":  # paused until someone decides (`wakeful approve`)
-        row.status = "awaiting_approval"
+        rows.status = "awaiting_approval"
     else:
-        row.status = "idle" if ev.outcome in ("completed", "interrupted") else ev.outcome
+        rows.status = "idle" if ev.outcome in ("completed", "interrupted") else ev.outcome
 
 
 def _tool_started(tx: Tx, sid: str, seq: int, ev: ToolCallStarted, rows: AppendRows) -> None:
@@ -262,7 +262,7 @@ def _ref_blobs(tx: Tx, sid: str, digests: list[str]) -> None:
     )
 
 
-def _row_usage(tx: Tx, sid: str, seq: int, ev: UsageRecorded, row: AppendRows) -> None:
+def _row_usage(tx: Tx, sid: str, seq: int, ev: UsageRecorded, rows: AppendRows) -> None:
     added = (
         ev.input_tokens,
         ev.output_tokens,
@@ -270,8 +270,8 @@ def _row_usage(tx: Tx, sid: str, seq: int, ev: UsageRecorded, row: AppendRows) -
         ev.cache_read_tokens,
         ev.cache_write_tokens,
     )
-    had = row.usage
-    row.usage = added if had is None else tuple(a + b for a, b in zip(had, added, strict=True))
+    had = rows.usage
+    rows.usage = added if had is None else tuple(a + b for a, b in zip(had, added, strict=True))
 
 
 def _retry(tx: Tx, sid: str, seq: int, ev: RetryScheduled) -> None:
