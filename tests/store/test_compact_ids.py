@@ -24,6 +24,7 @@ from wakeful._ids import new_turn_id
 from wakeful.events import MessageAdded, MessagesHidden
 from wakeful.messages import assistant, user
 from wakeful.store import SqlStore, _compact_ids, _migrations, _postgres, _sqlite, open_store
+from wakeful.store._migrations import LATEST
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BEFORE = [m for m in _migrations.MIGRATIONS if m[0] < 35]
@@ -128,7 +129,7 @@ def _upgraded_reads_whole(store: SqlStore, read: dict[str, Any]) -> None:
     text ids and new ones are held as bytes (SQLite); lookups by id find both."""
     sids: list[str] = read["sessions"]
     with store.backend.transaction(write=False) as tx:
-        assert tx.one("SELECT MAX(version) FROM schema_migrations") == (35,)
+        assert tx.one("SELECT MAX(version) FROM schema_migrations") == (LATEST,)
     assert _json(reads(store, sids)) == read
     turns = sids[-1]
     assert {f for f, _ in _forms(store, turns).values()} == {"text"}

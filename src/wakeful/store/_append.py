@@ -117,24 +117,38 @@ def append_events(
     for item in stored:
         project(tx, session_id, item.seq, item.event, changes)
     changes.write(tx, session_id)
-    # `listed_ms` is only assigned when it moves: an unchanged listing index is left untouched.
-    moves = listed_ms_after(int(locked[2]), now_ms) != int(locked[2])
     shapes = SHAPES_DIGEST if any(_has_body(e) for e in events) else None
-    changed, changed_params = changes.assignments()
-    tx.send(
-        f"UPDATE sessions SET last_seq = ?, updated_ms = ?{', listed_ms = ?' if moves else ''}"
-        f"{_SHAPES_KEPT if shapes else ''}{changed} WHERE id = ?",
-        (
-            seq,
-            now_ms,
-            *((now_ms,) if moves else ()),
-            *((shapes, shapes) if shapes else ()),
-            *changed_params,
-            session_id,
-        ),
-    )
+    _update_row(tx, session_id, locked, shapes, seq, now_ms, changes)
     tx.notify(session_id)
     return stored
+
+
+def _update_row(
+    tx: Tx,
+    session_id: str,
+    locked: Row,
+    shapes: str | None,
+    seq: int,
+    now_ms: int,
+    changes: AppendRows,
+) -> None:
+    """Write what the append changes of its session's row (`locked`, as `lock_session` read
+    it; `shapes` those of the message bodies it stores, if any; `seq` the last event's).
+    PostgreSQL: `last_seq` and `updated_ms` always. SQLite: they are the log's
+    (`_records.last_seq_sql`), so an append that changes nothing else of the row (a message,
+    an admission) writes no page of it (migration 37)."""
+    sqlite = tx.kind == "sqlite"
+    sql, params = ("", ()) if sqlite else (", last_seq = ?, updated_ms = ?", (seq, now_ms))
+    # `listed_ms` is only assigned when it moves: an unchanged listing index is left untouched.
+    if listed_ms_after(int(locked[2]), now_ms) != int(locked[2]):
+        sql, params = f"{sql}, listed_ms = ?", (*params, now_ms)
+    changed, changed_params = changes.assignments()
+    # (SQLite's lock row ends with them: assigned only when they would change)
+    if shapes and not (sqlite and locked[4] in (shapes, "-")):
+        sql, params = sql + _SHAPES_KEPT, (*params, shapes, shapes)
+    sql, params = sql + changed, (*params, *changed_params)
+    if sql:
+        tx.send(f"UPDATE sessions SET {sql[2:]} WHERE id = ?", (*params, session_id))
 
 
 # A write that stores message bodies sets its session's `message_shapes` (migration 19) to the

@@ -103,7 +103,7 @@ class Tx(Protocol):
 
     def lock_session(self, session_id: str) -> Row | None:
         """Lock a session row for this transaction; return (last_seq, root_id, listed_ms,
-        status) or None."""
+        status, ...) or None (SQLite's ends with `message_shapes`)."""
         ...
 
     def lock_query(self, session_id: str) -> Pending:

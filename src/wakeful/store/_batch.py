@@ -36,7 +36,7 @@ from ._reads import (
     tool_call_row,
     turn_row,
 )
-from ._records import ROW_COLS, DriveReads, InstructionState, session_row
+from ._records import DriveReads, InstructionState, row_cols, session_row
 from ._transcript import transcripts_in
 from ._typed_events import types_in
 
@@ -144,9 +144,9 @@ def _views(
     marks = ", ".join("?" for _ in chunk)
     # Sent before any is read: one round trip on PostgreSQL (the transcripts'
     # statement, read first, brings the others' rows along).
-    sent_rows = tx.query(f"SELECT {ROW_COLS} FROM sessions WHERE id IN ({marks})", chunk)
+    sent_rows = tx.query(f"SELECT {row_cols(tx.kind)} FROM sessions WHERE id IN ({marks})", chunk)
     sent_facts = tx.query(facts_sql(f"s.id IN ({marks})"), chunk)
-    sent_states = tx.query(instruction_state_sql(f"s.id IN ({marks})"), chunk)
+    sent_states = tx.query(instruction_state_sql(tx.kind, f"s.id IN ({marks})"), chunk)
     sent_first = tx.query(
         f"SELECT session_id, {EVENT_COLS} FROM events e WHERE session_id IN ({marks}) "
         "AND seq = (SELECT MIN(f.seq) FROM events f WHERE f.session_id = e.session_id)",

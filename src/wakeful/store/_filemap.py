@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import StoreBusyError, StoreError
-from ._records import ROW_COLS, session_row
+from ._records import row_cols, session_row
 from ._sqlite import SqliteBackend, _applied, _migrate, _SqliteTx
 from ._transcript import plain_transcript_in
 from ._typed_events import types_in
@@ -200,7 +200,7 @@ class FileMapBackend(SqliteBackend):
         """`meta.json` and `turns.jsonl` of the database (None: it holds no session)."""
         rows = [
             session_row(r)
-            for r in tx.all(f"SELECT {ROW_COLS} FROM sessions ORDER BY created_ms, id")
+            for r in tx.all(f"SELECT {row_cols(tx.kind)} FROM sessions ORDER BY created_ms, id")
         ]
         if not rows:
             return None

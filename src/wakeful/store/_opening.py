@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ..errors import NotFoundError
 from ._cipher import opened
 from ._reads import EVENT_COLS, RETRY_SQL, RetryState, retry_state_row, stored_event
+from ._records import last_seq_sql
 from ._rewind import visible_compactions
 from ._transcript import transcript_from, transcript_query
 from ._typed_events import typed, types_in
@@ -87,7 +88,7 @@ def send_opening(
     )
     usage = tx.query(  # as `recent_events` (by key): the session's row answers for no event
         f"SELECT {cols} FROM sessions s LEFT JOIN event_log e ON e.sk = s.k "
-        "AND e.seq > (SELECT w.last_seq FROM sessions w WHERE w.id = ?) - ? "
+        f"AND e.seq > (SELECT {last_seq_sql(tx.kind, 'w')} FROM sessions w WHERE w.id = ?) - ? "
         f"AND e.type = ? AND {typed('e.type')} WHERE s.id = ? ORDER BY e.seq",
         (session_id, usage_window, _USAGE, session_id),
     )

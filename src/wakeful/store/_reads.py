@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AmbiguousIdError, CorruptStateError, NotFoundError
 from ._cipher import opened, opened_or_none
-from ._records import InstructionState
+from ._records import InstructionState, last_seq_sql
 from ._summaries import summaries_in
 from ._transcript import message_bodies_in
 from ._typed_events import typed, types_in
@@ -294,18 +294,19 @@ class ReadsMixin:
         instruction delta is planned from: `instructions._sync`; all of it from one snapshot);
         `NotFoundError` if there is no such session."""
         with self.backend.transaction(write=False) as tx:
-            rows = tx.all(instruction_state_sql("s.id = ?"), (session_id,))
+            rows = tx.all(instruction_state_sql(tx.kind, "s.id = ?"), (session_id,))
         if not rows:
             raise NotFoundError(f"no session {session_id}")
         return instruction_state_of([r[1:] for r in rows])
 
 
-def instruction_state_sql(where: str) -> str:
+def instruction_state_sql(kind: str, where: str) -> str:
     """The statement `instruction_state` reads with, for the sessions `where` selects (over
     `sessions s`): one row per instruction value (one without when there is none), each
-    beginning with the session's id (`instruction_state_of` reads the rest)."""
+    beginning with the session's id (`instruction_state_of` reads the rest), on a backend
+    of `kind`."""
     return (
-        "SELECT s.id, s.last_seq, s.forked_from, CASE WHEN EXISTS (SELECT 1 FROM events e "
+        f"SELECT s.id, {last_seq_sql(kind, 's')}, s.forked_from, CASE WHEN EXISTS (SELECT 1 FROM events e "
         f"WHERE e.session_id = s.id AND e.type = 'instructions.updated' AND {typed('e.type')}) "
         "THEN 1 ELSE 0 END, i.source_key, i.digest FROM sessions s LEFT JOIN instruction_state i "
         f"ON i.session_id = s.id WHERE {where}"
@@ -331,7 +332,7 @@ def recent_events_in(
     cols = ", ".join(f"e.{c}" for c in EVENT_COLS.split(", "))
     rows = tx.all(
         f"SELECT {cols} FROM sessions s LEFT JOIN event_log e ON e.sk = s.k "
-        "AND e.seq > (SELECT w.last_seq FROM sessions w WHERE w.id = ?) - ? "
+        f"AND e.seq > (SELECT {last_seq_sql(tx.kind, 'w')} FROM sessions w WHERE w.id = ?) - ? "
         f"AND {types_in(types, 'e.type')} WHERE s.id = ? ORDER BY e.seq",
         (session_id, window, *types, session_id),
     )

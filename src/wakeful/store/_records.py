@@ -1,5 +1,5 @@
 """Plain records the store returns: sessions, inbox items, claims, pages and prune counts;
-and the columns a `SessionRow` is selected with (`ROW_COLS`, `session_row`)."""
+and the columns a `SessionRow` is selected with (`row_cols`, `session_row`)."""
 
 from __future__ import annotations
 
@@ -271,19 +271,55 @@ class SyncMarker:
     watermark: int
 
 
-SESSION_COLS = (
+def last_seq_sql(kind: str, alias: str = "sessions") -> str:
+    """The newest seq of the session of the row `alias` of `sessions`, as SQL on a backend of
+    `kind` (a `Tx.kind`). PostgreSQL: the row's `last_seq`, which every append sets. SQLite
+    (migration 37, issue 36): the log's own, its `(sk, seq)` key's last entry for the session,
+    a page every append writes anyway; the row's `last_seq` is only what it was when the row
+    was inserted (its first event not yet written), and an append that changes nothing else
+    of the row leaves its page alone (a WAL page less per commit: docs/store.md)."""
+    if kind != "sqlite":
+        return f"{alias}.last_seq"
+    return f"COALESCE((SELECT MAX(seq) FROM event_log WHERE sk = {alias}.k), {alias}.last_seq)"
+
+
+def updated_ms_sql(kind: str, alias: str = "sessions") -> str:
+    """When the session of the row `alias` last changed, as SQL (see `last_seq_sql`): on
+    SQLite the time of its newest event (an append sets `updated_ms` to its events' `at_ms`,
+    and every event is appended)."""
+    if kind != "sqlite":
+        return f"{alias}.updated_ms"
+    return (
+        "COALESCE((SELECT at_ms FROM event_log WHERE sk = "
+        f"{alias}.k ORDER BY seq DESC LIMIT 1), {alias}.updated_ms)"
+    )
+
+
+_BEFORE = (
     "id, parent_id, root_id, forked_from, fork_seq, title, agent, model, status, archived_ms, "
-    "created_ms, updated_ms, last_seq, input_tokens, output_tokens, cost_usd, location, "
-    "cache_read_tokens, cache_write_tokens"
+    "created_ms"
 )
-# The location a worker left the session waiting for (`session_waits`), after `SESSION_COLS`.
-WAITING_COL = "(SELECT w.location FROM session_waits w WHERE w.session_id = sessions.id)"
-ROW_COLS = f"{SESSION_COLS}, {WAITING_COL}"
+_AFTER = "input_tokens, output_tokens, cost_usd, location, cache_read_tokens, cache_write_tokens"
+
+
+def session_cols(kind: str, alias: str = "sessions") -> str:
+    """The columns a `SessionRow` is built from (`session_row`), of the row `alias`."""
+    before = ", ".join(f"{alias}.{c}" for c in _BEFORE.split(", "))
+    after = ", ".join(f"{alias}.{c}" for c in _AFTER.split(", "))
+    head = f"{updated_ms_sql(kind, alias)}, {last_seq_sql(kind, alias)}"
+    return f"{before}, {head}, {after}"
+
+
+def row_cols(kind: str) -> str:
+    """`session_cols` of `sessions`, then the location a worker left the session waiting for
+    (`session_waits`)."""
+    waiting = "(SELECT w.location FROM session_waits w WHERE w.session_id = sessions.id)"
+    return f"{session_cols(kind)}, {waiting}"
 
 
 def session_row(row: Sequence[Any]) -> SessionRow:
-    """Build a `SessionRow` from a row selected with `SESSION_COLS` (then, optionally,
-    `WAITING_COL`: `ROW_COLS`)."""
+    """Build a `SessionRow` from a row selected with `session_cols` (then, optionally, the
+    waiting location: `row_cols`)."""
     return SessionRow(
         row[0],
         row[1],

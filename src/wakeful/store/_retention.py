@@ -17,7 +17,7 @@ from ._append import append_events
 from ._backend import Tx
 from ._cipher import opened
 from ._listing import LIST_SLACK_MS
-from ._records import ROW_COLS, Page, PruneCounts, session_row
+from ._records import Page, PruneCounts, row_cols, session_row, updated_ms_sql
 from ._session_key import session_keys
 from ._sessions import get_row, insert_session
 from ._transcript import transcript_in
@@ -83,7 +83,8 @@ def list_page(
         except ValueError:
             raise UsageError(f"bad cursor {cursor!r}") from None
         # listed_ms <= updated_ms: the bound lets the index skip everything newer.
-        where.append("listed_ms <= ? AND (updated_ms < ? OR (updated_ms = ? AND id < ?))")
+        updated = updated_ms_sql(tx.kind)
+        where.append(f"listed_ms <= ? AND ({updated} < ? OR ({updated} = ? AND id < ?))")
         params += [at_ms, at_ms, at_ms, sid]
     cond = " AND ".join(where) if where else "1 = 1"
     bound = tx.one(
@@ -91,11 +92,12 @@ def list_page(
         "LIMIT 1 OFFSET ?",
         [*params, limit],
     )
-    sql = f"SELECT {ROW_COLS} FROM sessions WHERE {cond}"
+    sql = f"SELECT {row_cols(tx.kind)} FROM sessions WHERE {cond}"
     if bound is not None:  # else at most `limit` rows match at all
         sql += " AND listed_ms > ?"
         params.append(int(bound[0]) - LIST_SLACK_MS)
-    rows = tx.all(sql + " ORDER BY updated_ms DESC, id DESC LIMIT ?", [*params, limit + 1])
+    order = f" ORDER BY {updated_ms_sql(tx.kind)} DESC, id DESC LIMIT ?"
+    rows = tx.all(sql + order, [*params, limit + 1])
     sessions = [session_row(r) for r in rows[:limit]]
     more = len(rows) > limit
     return Page(sessions, f"{sessions[-1].updated_ms}:{sessions[-1].id}" if more else None)
@@ -222,8 +224,8 @@ def prune_in(
         r[0]
         for r in tx.all(
             # listed_ms <= updated_ms: the index range below the cutoff holds every such root.
-            "SELECT id FROM sessions WHERE parent_id IS NULL AND listed_ms < ? AND updated_ms < ? "
-            "ORDER BY id",
+            "SELECT id FROM sessions WHERE parent_id IS NULL AND listed_ms < ? "
+            f"AND {updated_ms_sql(tx.kind)} < ? ORDER BY id",
             (older_than_ms, older_than_ms),
         )
     ]

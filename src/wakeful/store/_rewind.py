@@ -20,6 +20,7 @@ from ._append import append_events
 from ._backend import Tx
 from ._cipher import opened
 from ._claims import _alive
+from ._records import last_seq_sql
 from ._transcript import transcript_in
 from ._typed_events import typed, types_in
 
@@ -233,7 +234,9 @@ class RewindMixin:
 
 
 def _check_writable(tx: Tx, session_id: str, revision: int | None, now: int) -> None:
-    row = tx.one("SELECT last_seq FROM sessions WHERE id = ?" + tx.row_lock(), (session_id,))
+    row = tx.one(
+        f"SELECT {last_seq_sql(tx.kind)} FROM sessions WHERE id = ?" + tx.row_lock(), (session_id,)
+    )
     if row is None:
         raise NotFoundError(f"no session {session_id}")
     if revision is not None and int(row[0]) != revision:
@@ -352,7 +355,7 @@ def _turn_start(tx: Tx, session_id: str, turn_id: str) -> int:
 def _plan(
     tx: Tx, session_id: str, turn_id: str | None, input_id: str | None, message_id: str | None
 ) -> RevertPlan:
-    last = tx.one("SELECT last_seq FROM sessions WHERE id = ?", (session_id,))
+    last = tx.one(f"SELECT {last_seq_sql(tx.kind)} FROM sessions WHERE id = ?", (session_id,))
     if last is None:
         raise NotFoundError(f"no session {session_id}")
     from_seq, turn, iid = _target(tx, session_id, turn_id, input_id, message_id)

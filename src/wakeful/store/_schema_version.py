@@ -22,6 +22,8 @@ NUMBERS += (
     33,
     34,
     35,
+    36,
+    37,
 )  # `_v21`: a new number goes at the end
 
 LATEST = NUMBERS[-1]

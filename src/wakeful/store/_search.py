@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from ..errors import SearchOffError, UsageError
 from ._backend import Backend, Tx
 from ._cipher import opened
-from ._records import SESSION_COLS, SessionRow, session_row
+from ._records import SessionRow, session_cols, session_row, updated_ms_sql
 from ._search_log import SEARCH_FLUSH, SEARCH_WAITING
 
 if TYPE_CHECKING:
@@ -280,10 +280,10 @@ def search_in(
         where.append("s.parent_id IS NULL")
     if archived is not None:
         where.append("s.archived_ms IS NOT NULL" if archived else "s.archived_ms IS NULL")
-    cols = ", ".join(f"s.{c.strip()}" for c in SESSION_COLS.split(","))
     rows = tx.all(
-        f"SELECT {cols}, b.seq FROM ({_BEST[kind]}) b {_SESSION[kind]} "
-        f"WHERE {' AND '.join(where)} ORDER BY b.score, s.updated_ms DESC, s.id DESC "
+        f"SELECT {session_cols(tx.kind, 's')}, b.seq FROM ({_BEST[kind]}) b {_SESSION[kind]} "
+        f"WHERE {' AND '.join(where)} "
+        f"ORDER BY b.score, {updated_ms_sql(tx.kind, 's')} DESC, s.id DESC "
         "LIMIT ? OFFSET ?",
         (_match(kind, _hashed(tx, words)), limit + 1, offset),
     )

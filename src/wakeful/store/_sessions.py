@@ -1,6 +1,6 @@
 """Reading one session row and inserting a session: shared by `SqlStore` and retention.
 
-The row's columns are `_records.ROW_COLS`.
+The row's columns are `_records.row_cols`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from ..errors import ConflictError, NotFoundError
 from ._append import append_events
 from ._backend import Tx
 from ._cipher import sealed, sealed_or_none
-from ._records import ROW_COLS, SessionRow, session_row
+from ._records import SessionRow, row_cols, session_row
 
 if TYPE_CHECKING:
     from ..events import SessionCreated
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def get_row(tx: Tx, session_id: str) -> SessionRow | None:
     """The session's row as stored (see `SqlStore.find_session` for the row readers see)."""
-    row = tx.one(f"SELECT {ROW_COLS} FROM sessions WHERE id = ?", (session_id,))
+    row = tx.one(f"SELECT {row_cols(tx.kind)} FROM sessions WHERE id = ?", (session_id,))
     return None if row is None else session_row(row)
 
 

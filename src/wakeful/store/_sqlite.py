@@ -28,6 +28,7 @@ from .._ids import random_hex
 from ..errors import MigrationError, StoreBusyError, StoreError, StoreFullError
 from ._backend import Params, Row, Rows, ServerAdmission
 from ._event_ids import LAST_EVENT_ID
+from ._records import last_seq_sql
 from ._schema_version import NUMBERS
 from ._search_log import register as register_search_text
 
@@ -88,6 +89,14 @@ def _writable(path: str) -> bool:
     return os.access(path, os.W_OK) and (os.access(folder, os.W_OK) or wal_files)
 
 
+# The session's row as an append reads it first: its newest seq is the log's (`last_seq_sql`),
+# and its `message_shapes` last (`_append._update_row` assigns them only when they change).
+_LOCK_ROW = (
+    f"SELECT {last_seq_sql('sqlite')}, root_id, listed_ms, status, message_shapes "
+    "FROM sessions WHERE id = ?"
+)
+
+
 class _SqliteTx:
     kind = "sqlite"
 
@@ -113,9 +122,7 @@ class _SqliteTx:
 
     def lock_session(self, session_id: str) -> Row | None:
         # BEGIN IMMEDIATE already holds the database write lock.
-        return self.one(
-            "SELECT last_seq, root_id, listed_ms, status FROM sessions WHERE id = ?", (session_id,)
-        )
+        return self.one(_LOCK_ROW, (session_id,))
 
     def lock_query(self, session_id: str) -> Rows:
         return Rows([] if (row := self.lock_session(session_id)) is None else [row])

@@ -29,14 +29,15 @@ from ._listing import LIST_SLACK_MS
 from ._rates import RateBuckets
 from ._reads import ReadsMixin, events_in, plain_events_in
 from ._records import (
-    ROW_COLS,
     Claim,
     Delivered,
     InboxItem,
     Page,
     PruneCounts,
     SessionRow,
+    row_cols,
     session_row,
+    updated_ms_sql,
 )
 from ._schedules import Schedules
 from ._sessions import get_row, insert_session
@@ -183,7 +184,7 @@ class SqlStore(
                 return None
             best = tx.one(
                 f"SELECT id FROM sessions WHERE {cond} AND listed_ms > ? "
-                "ORDER BY updated_ms DESC, id DESC LIMIT 1",
+                f"ORDER BY {updated_ms_sql(tx.kind)} DESC, id DESC LIMIT 1",
                 [*params, int(top[0]) - LIST_SLACK_MS],
             )
             return None if best is None else self._get(tx, best[0])
@@ -192,7 +193,8 @@ class SqlStore(
         """The session's child sessions, oldest first, from the `sessions_parent` index."""
         with self.backend.transaction(write=False) as tx:
             rows = tx.all(
-                f"SELECT {ROW_COLS} FROM sessions WHERE parent_id = ? ORDER BY created_ms, id",
+                f"SELECT {row_cols(tx.kind)} FROM sessions WHERE parent_id = ? "
+                "ORDER BY created_ms, id",
                 (session_id,),
             )
         return [session_row(r) for r in rows]

@@ -40,7 +40,6 @@ from ._feed import last_position_query, position_from
 from ._opening import TurnOpening, opening_in, send_opening
 from ._reads import instruction_state_of, instruction_state_sql, recent_events_in
 from ._records import (
-    ROW_COLS,
     Admission,
     Claim,
     ClaimState,
@@ -48,6 +47,7 @@ from ._records import (
     DriveReads,
     InboxItem,
     Prelude,
+    row_cols,
     session_row,
 )
 from ._search import index_deliveries
@@ -329,9 +329,11 @@ class SqlSessionRead:
         instruction state and the log's newest event id (`DriveReads`), sent together: one
         round trip; `NotFoundError` for an unknown session. (Five reads of their own before:
         the row, the facts, the switches, the instruction state, the newest event id.)"""
-        row = self._tx.query(f"SELECT {ROW_COLS} FROM sessions WHERE id = ?", (self._sid,))
+        row = self._tx.query(
+            f"SELECT {row_cols(self._tx.kind)} FROM sessions WHERE id = ?", (self._sid,)
+        )
         facts = facts_query(self._tx, self._sid)
-        state = self._tx.query(instruction_state_sql("s.id = ?"), (self._sid,))
+        state = self._tx.query(instruction_state_sql(self._tx.kind, "s.id = ?"), (self._sid,))
         newest = last_position_query(self._tx, self._kind)
         found, seen, states = row.one(), facts_from(facts), state.all()
         if found is None or seen is None or not states:

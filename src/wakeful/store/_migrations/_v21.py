@@ -46,6 +46,36 @@ CREATE TABLE search_indexed (upto BIGINT NOT NULL);
 INSERT INTO search_indexed (upto) VALUES (0)
 """
 
+# SQLite's inbox keyed by its primary key alone (issue 36): as a rowid table its key
+# `(session_id, input_id)` was a second b-tree beside the rows, two pages of every admission
+# (1.04 + 1.29 of its 7.98; docs/store.md, "WAL pages per commit"). WITHOUT ROWID, the rows are
+# that key's b-tree. Nothing reads an inbox row's rowid. Between `SEARCH_UNHOOK` and
+# `SEARCH_REHOOK`: the search index's view and triggers read the inbox (a rename checks them).
+_INBOX_KEYED_SQLITE = f"""
+{SEARCH_UNHOOK};
+CREATE TABLE inbox_keyed (
+  session_id TEXT NOT NULL,
+  input_id TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  kind TEXT NOT NULL,
+  delivery TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  status TEXT NOT NULL,
+  settled_seq BIGINT,
+  message_id TEXT,
+  PRIMARY KEY (session_id, input_id)
+) WITHOUT ROWID;
+INSERT INTO inbox_keyed (session_id, input_id, seq, kind, delivery, digest, status,
+  settled_seq, message_id)
+  SELECT session_id, input_id, seq, kind, delivery, digest, status, settled_seq, message_id
+  FROM inbox;
+DROP TABLE inbox;
+ALTER TABLE inbox_keyed RENAME TO inbox;
+CREATE INDEX inbox_pending ON inbox (session_id, seq) WHERE status = 'pending';
+CREATE INDEX inbox_settled ON inbox (session_id, settled_seq) WHERE settled_seq IS NOT NULL;
+{SEARCH_REHOOK}
+"""
+
 ERA: list[Migration] = [
     # The indexed text not kept beside its index on PostgreSQL (`_SEARCH_TEXT_ONCE_POSTGRES`).
     (21, "search_text_once", "", _SEARCH_TEXT_ONCE_POSTGRES),
@@ -91,4 +121,12 @@ ERA: list[Migration] = [
     # (`_compact_ids`); its view gives back the text. Code of migration 34 would read those
     # bytes as ids, so the number makes it refuse the store. PostgreSQL: no statement.
     (35, "compact_message_ids", COMPACT_IDS_SQLITE, ""),
+    # SQLite's inbox WITHOUT ROWID (`_INBOX_KEYED_SQLITE`): a WAL page less per admission.
+    # PostgreSQL: no statement (its heap and key are two structures either way).
+    (36, "inbox_keyed", _INBOX_KEYED_SQLITE, ""),
+    # No statement: on SQLite a session's `last_seq` and `updated_ms` are its log's newest
+    # event's from here on (`_records.last_seq_sql`), and an append leaves the row's columns
+    # as they were; code of migration 36 would read them stale, so the number makes it refuse
+    # the store. PostgreSQL still sets them at every append.
+    (37, "session_head_from_log", "", ""),
 ]
