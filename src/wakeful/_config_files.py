@@ -29,10 +29,18 @@ def _regular(path: str) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None
 
 
+@functools.lru_cache(maxsize=64)
+def _resolved(cwd: str) -> str:
+    """`cwd` with its symbolic links resolved, once per process and directory: a driver
+    stamps its place's files before every step, from the same few roots (each already
+    resolved when its session was created), and `realpath` is a `lstat` per component."""
+    return os.path.realpath(cwd)
+
+
 def _project_found(cwd: str) -> tuple[str, os.stat_result] | None:
-    """The nearest `wakeful.toml` from `cwd` (resolved) upwards, with its `stat`, stopping at
-    the directory holding `.git` (the project root) or at the filesystem root."""
-    folder = os.path.realpath(cwd)
+    """The nearest `wakeful.toml` from `cwd` (resolved, `_resolved`) upwards, with its `stat`,
+    stopping at the directory holding `.git` (the project root) or at the filesystem root."""
+    folder = _resolved(cwd)
     while True:
         candidate = os.path.join(folder, FILENAME)
         if (st := _regular(candidate)) is not None:

@@ -88,6 +88,9 @@ class Toolbox:
 
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self.registered: dict[str, Tool] = {}
+        # How many times `register` ran: a runtime keeps what it resolved for an agent
+        # (`_setup.Equipment`) until this changes.
+        self.generation = 0
         self.mcp = McpPool()
         self._loaded: dict[tuple[str, str, str], Tool] = {}  # (root, name, path) -> tool
         self._warned: set[tuple[Path, str, str]] = set()  # (root, server, error) told once
@@ -98,6 +101,7 @@ class Toolbox:
         """Offer `tool` to sessions this process drives (`UsageError`: a bad or built-in name)."""
         _check_name(tool)
         self.registered[tool.name] = tool
+        self.generation += 1
 
     def configured(self, root: Path, config: Config) -> dict[str, Tool]:
         """The `[tools]` of `config`, loaded once per process (`UsageError` naming the entry
