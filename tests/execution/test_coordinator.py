@@ -7,6 +7,7 @@ memory with the first, so whatever reaches the first one went through the store.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,11 @@ from typing import Any
 import pytest
 
 from tests.allow import ALLOW_WRITES
+from tests.pg import fresh_database
 from wakeful.config import Config, ExecutionConfig, RetryConfig
-from wakeful.execution import Runtime, SessionNotFoundError
+from wakeful.execution import Runtime, SessionNotFoundError, _coordinator
 from wakeful.runner import LiveEvent
+from wakeful.store._feed import Feed
 
 from .helpers import check_session, write_script
 
@@ -101,6 +104,48 @@ async def test_interrupt_from_another_process_reaches_the_driver(db_url: str, tm
     check_session(driver.store, sid)
     await driver.aclose()
     await other.aclose()
+
+
+@pytest.mark.postgres
+async def test_an_interrupt_from_another_process_is_heard_without_polling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """On PostgreSQL the watcher hears a request announced by the process that wrote it
+    (LISTEN): over a drive polled every 10 ms it reads the store once, as it starts listening
+    (it read it every poll interval before, ~30 times here), and the request stops the turn
+    although the safety poll would come only after a minute."""
+    monkeypatch.setattr(_coordinator, "SAFETY_POLL_S", 60.0)
+    reads: list[int] = []
+    read = Feed.interrupts_after
+
+    def counted(self: Feed, after_id: int) -> tuple[int, list[tuple[int, str]]]:
+        reads.append(after_id)
+        return read(self, after_id)
+
+    monkeypatch.setattr(Feed, "interrupts_after", counted)
+    with fresh_database() as url:
+        model = script(tmp_path, delay_ms=5)
+        driver = runtime(url, tmp_path, model)
+        other = runtime(url, tmp_path, model)
+        sid = driver.send("slow please", resume=False).session_id
+        chunks: list[LiveEvent] = []
+        asked: list[float] = []
+
+        def remote(ev: LiveEvent) -> None:
+            chunks.append(ev)
+            if len(chunks) == 60:  # (~0.3 s into the turn)
+                asked.append(time.monotonic())
+                assert other.interrupt(sid) is False  # not driven there: announced
+
+        driver.listener = on("text", remote, times=60)
+        [turn] = await driver.resume(sid)
+        stopped = time.monotonic() - asked[0]
+        assert turn.outcome == "interrupted"
+        assert len(reads) == 1, reads  # the read as listening began, no poll
+        assert stopped < 30, stopped  # heard, not polled (the safety poll: a minute)
+        check_session(driver.store, sid)
+        await driver.aclose()
+        await other.aclose()
 
 
 async def test_a_local_interrupt_is_not_applied_twice_by_the_store_watcher(

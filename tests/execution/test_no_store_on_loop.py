@@ -40,7 +40,13 @@ FAST = Config(
     execution=ExecutionConfig(poll_interval_ms=10, lease_ms=2_000),
 )
 # Every way the store reaches its database (`store/_backend.py`, `Backend`).
-BLOCKING = ("transaction", "admit_alone", "wait_for_change", "wait_for_work")
+BLOCKING = (
+    "transaction",
+    "admit_alone",
+    "wait_for_change",
+    "wait_for_work",
+    "wait_for_interrupts",
+)
 
 
 class OnLoop:

@@ -256,3 +256,32 @@ def test_events_are_announced_only_while_someone_follows():
     assert unfollowed == [(WORK_CHANNEL, "ses_work")]
     assert (before, registered, released) == (0, 1, 0)
     assert late < RECHECK_S + GAP_S + 0.3, late
+
+
+def test_interrupt_requests_are_announced_whoever_follows():
+    """A coordinator's watcher hears interrupt requests (`Feed.wait_for_interrupts`) instead of
+    polling for them, so a request is announced on its own channel, with its event id, whether
+    or not anyone follows events; a listener's first wait says it began listening (what was
+    announced before it is read from the store). Before, nothing announced a request."""
+    with fresh_database() as url:
+        writer = SqlStore(PostgresBackend(url))
+        watcher = SqlStore(PostgresBackend(url))
+        try:
+            writer.create_session("ses_a")
+            first = watcher.feed.wait_for_interrupts(0)
+            writer.feed.announce_interrupt("ses_a", 7)
+            heard = watcher.feed.wait_for_interrupts(5.0)
+            writer.feed.announce_interrupt("ses_a", 9)
+            writer.feed.announce_interrupt("ses_b", 8)
+            later: list[tuple[int, str]] = []
+            deadline = time.monotonic() + 5.0
+            while len(later) < 2 and time.monotonic() < deadline:
+                fresh, requests = watcher.feed.wait_for_interrupts(1.0) or (True, [])
+                assert not fresh
+                later += requests
+        finally:
+            writer.close()
+            watcher.close()
+    assert first == (True, [])
+    assert heard == (False, [(7, "ses_a")])
+    assert later == [(9, "ses_a"), (8, "ses_b")]

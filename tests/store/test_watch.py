@@ -29,3 +29,11 @@ def test_a_commit_elsewhere_reaches_the_watcher_on_postgres_only(store: SqlStore
         stop()
     assert announced is (store.backend.kind == "postgres")
     assert {t.ident for t in threading.enumerate()} <= before  # the watcher ended
+
+
+def test_interrupt_requests_are_announced_on_postgres_only(store: SqlStore):
+    """SQLite announces no interrupt request: its wait says so at once (None), and a watcher
+    polls; PostgreSQL's first wait begins listening (`tests/store/test_notify.py`)."""
+    store.feed.announce_interrupt("ses_a", 1)  # (SQLite: nothing to tell)
+    heard = store.feed.wait_for_interrupts(0)
+    assert heard == (None if store.backend.kind == "sqlite" else (True, []))

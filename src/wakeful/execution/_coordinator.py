@@ -8,7 +8,11 @@ Interrupts are linearizable across the turn handoff: an interrupt stops the turn
 it arrives; one that arrives after a turn ended and before the next one started arms that next
 turn, which ends at once as `interrupted` without a provider request. Either way it is consumed
 by exactly one turn. Interrupts requested through the store by any process reach local drains
-through one watcher per coordinator (one cheap query per poll interval for every session).
+through one watcher per coordinator, for every session: on PostgreSQL it hears each request
+announced (LISTEN, `Feed.wait_for_interrupts`: the payload names the request and its session, so
+no read is needed) and reads the store only every `SAFETY_POLL_S`, for an announcement lost with
+a process or a connection; on SQLite, where nothing is announced, it reads the requests committed
+since its last look once per poll interval (one cheap query).
 
 A drain that ends normally looks at the inbox once more after releasing its claim: an input
 admitted by another process whose wake found the claim still held is driven, never stranded.
@@ -20,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +34,7 @@ from ..runner import Interrupt
 from ..store import Claim, DriveReads, LocalStore, is_transient
 from ._drain import STOP_OUTCOMES, DrainOptions, DrainResult, drain
 from ._leases import LeaseKeeper
-from ._off_loop import off_loop
+from ._off_loop import off_loop, wait_off_loop
 from ._port import SessionSetup
 from ._recovery import Recovered
 
@@ -43,6 +48,10 @@ class SessionNotFoundError(NotFoundError):
 # A drain's `seen_request` until it has read the newest event id (`Coordinator.wake`): above
 # every request id, so the watcher applies none to it before then (it keeps them: `early`).
 _UNREAD = sys.maxsize
+# How often a watcher that hears interrupt requests announced (PostgreSQL) reads them from the
+# store all the same: only an announcement lost with the process that wrote the request (between
+# its commit and its notifier's batch) or with the listening connection waits this long.
+SAFETY_POLL_S = 5.0
 
 
 @dataclass
@@ -78,6 +87,8 @@ class Coordinator:
         self.leases = LeaseKeeper(store, self.options.lease_ms)
         self._active: dict[str, _Active] = {}
         self._watcher: asyncio.Future[None] | None = None
+        self._failing = False  # the watcher's last read failed (logged once per run)
+        self._read_at = -SAFETY_POLL_S  # (monotonic) when a listening watcher last read
 
     def active(self) -> list[str]:
         """Session ids this process is driving right now."""
@@ -251,32 +262,86 @@ class Coordinator:
         """Apply interrupts requested through the store to the drains of this process, those
         after `after_id` (None: after the newest event as the drain `first`, started with
         the watcher, read it as it began; or as read here, when that drain read none)."""
-        failing = False  # logged once per run of failures
         if after_id is None:
             started: set[asyncio.Future[Any]] = {first.read, first.task}
             await asyncio.wait(started, return_when=asyncio.FIRST_COMPLETED)
             after_id = first.read.result() if first.read.done() else None
         if after_id is None:
             after_id = await self._newest_id()
-        while self._active and after_id is not None:
+        if after_id is None:
+            return
+        # Listening begins before the first read, so no request falls between the two.
+        heard = await self._hear(0)
+        if heard is None:
+            await self._poll(after_id)
+        else:
+            await self._listen(after_id, heard)
+
+    async def _hear(self, timeout_s: float) -> tuple[bool, list[tuple[int, str]]] | None:
+        """The interrupt requests announced within `timeout_s` (`Feed.wait_for_interrupts`),
+        waited for in a thread of the loop's executor; a failed wait counts as a fresh start
+        (read the store). None: nothing is announced here (SQLite), poll."""
+        try:
+            return await wait_off_loop(self.store.feed.wait_for_interrupts, timeout_s)
+        except Exception as err:  # a store fault must not end the watcher: read the store
+            if not is_transient(err):
+                log.warning("interrupt watcher: %s: %s", type(err).__name__, err)
+            await asyncio.sleep(self.options.poll_interval_ms / 1000)
+            return True, []
+
+    async def _listen(self, after_id: int, heard: tuple[bool, list[tuple[int, str]]]) -> None:
+        """Apply the requests announced as they are heard; read the store when listening
+        (re)started, and every `SAFETY_POLL_S` for an announcement that was lost. A watcher
+        started again while the store still listens reads nothing: what was announced
+        meanwhile waits in the listening connection. Each wait lasts at most a poll interval,
+        so the watcher ends soon after the last drain."""
+        while self._active:
+            fresh, requests = heard
+            self._apply(requests)
+            if fresh or time.monotonic() - self._read_at >= SAFETY_POLL_S:
+                read = await self._read(after_id)
+                if read is not None:
+                    (after_id, requests), self._read_at = read, time.monotonic()
+                    self._apply(requests)
+            if not self._active:
+                return
+            heard = await self._hear(self.options.poll_interval_ms / 1000) or (True, [])
+
+    async def _poll(self, after_id: int) -> None:
+        """Read the requests committed since the last look once per poll interval (a store
+        that announces none, SQLite)."""
+        while self._active:
             await asyncio.sleep(self.options.poll_interval_ms / 1000)
             if not self._active:
                 return
-            try:
-                after_id, requests = await off_loop(self.store.feed.interrupts_after, after_id)
-            except Exception as err:  # a store fault must not end the watcher: poll again
-                if not failing and not is_transient(err):
-                    log.warning("interrupt watcher: %s: %s", type(err).__name__, err)
-                failing = True
-                continue
-            failing = False
-            for request_id, session_id in requests:
-                entry = self._active.get(session_id)
-                if entry is not None and entry.seen_request == _UNREAD:
-                    entry.early.append(request_id)  # applied once it read the newest id
-                elif entry is not None and request_id > entry.seen_request:
-                    entry.seen_request = request_id
-                    entry.interrupt.set()
+            read = await self._read(after_id)
+            if read is not None:
+                after_id, requests = read
+                self._apply(requests)
+
+    async def _read(self, after_id: int) -> tuple[int, list[tuple[int, str]]] | None:
+        """`Feed.interrupts_after(after_id)` off the loop; None after a store fault (logged
+        once per run of failures)."""
+        try:
+            read = await off_loop(self.store.feed.interrupts_after, after_id)
+        except Exception as err:  # a store fault must not end the watcher: read again later
+            if not self._failing and not is_transient(err):
+                log.warning("interrupt watcher: %s: %s", type(err).__name__, err)
+            self._failing = True
+            return None
+        self._failing = False
+        return read
+
+    def _apply(self, requests: list[tuple[int, str]]) -> None:
+        """Stop the drains the requests (request id, session id) are for: those after what
+        each drain had read as it began; kept for a drain that has not read that yet."""
+        for request_id, session_id in requests:
+            entry = self._active.get(session_id)
+            if entry is not None and entry.seen_request == _UNREAD:
+                entry.early.append(request_id)  # applied once it read the newest id
+            elif entry is not None and request_id > entry.seen_request:
+                entry.seen_request = request_id
+                entry.interrupt.set()
 
     async def wait_idle(self) -> None:
         """Wait until every local drain has finished (and the store watcher with them)."""

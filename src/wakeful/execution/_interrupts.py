@@ -28,8 +28,9 @@ class InterruptMixin:
     def interrupt(self, session_id: str, *, actor: str | None = None) -> bool:
         """Hard-interrupt the session's turn, here or in whichever process drives it.
 
-        Writes a durable `session.interrupt_requested` (another process's driver sees it within
-        its poll interval) and stops a local drain at once. Returns whether one ran here. On an
+        Writes a durable `session.interrupt_requested`, announced to the other processes
+        (PostgreSQL: their drivers hear it at once; SQLite: within their poll interval), and
+        stops a local drain at once. Returns whether one ran here. On an
         idle session (`busy` is false) nothing is written and nothing happens: an interrupt
         stops a turn, it is never kept for a later one. The request names `actor` (who
         asked; default: this runtime's).
@@ -38,6 +39,7 @@ class InterruptMixin:
             return False
         asked = InterruptRequested(actor=actor or self.actor)
         [request] = self.store.append(session_id, [asked])
+        self.store.feed.announce_interrupt(session_id, request.id)
         return self.coordinator.interrupt(session_id, request.id)
 
     async def ainterrupt(self, session_id: str, *, actor: str | None = None) -> bool:
@@ -47,4 +49,5 @@ class InterruptMixin:
             return False
         asked = InterruptRequested(actor=actor or self.actor)
         [request] = await off_loop(self.store.append, session_id, [asked])
+        self.store.feed.announce_interrupt(session_id, request.id)  # (hands it over, no I/O)
         return self.coordinator.interrupt(session_id, request.id)

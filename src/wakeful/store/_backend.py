@@ -179,6 +179,18 @@ class Backend(Protocol):
         startable), or the timeout."""
         ...
 
+    def announce_interrupt(self, session_id: str, request_id: int) -> None:
+        """Tell other processes of the committed interrupt request `request_id` (PostgreSQL:
+        NOTIFY on the interrupt channel, whoever follows; SQLite: nothing, watchers poll)."""
+        ...
+
+    def wait_for_interrupts(self, timeout_s: float) -> tuple[bool, list[tuple[int, str]]] | None:
+        """Block until an interrupt request is announced or the timeout passes; return whether
+        listening began in this call (what was announced before may have been missed) and the
+        requests heard as (request event id, session id). None at once when nothing is
+        announced (SQLite): a watcher polls the store."""
+        ...
+
     def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
         """Call `on_commit` (from another thread) whenever any process may have committed,
         as far as the database can tell without polling; return the function that stops

@@ -2,7 +2,8 @@
 
 What a follower of the whole store reads (the server's hub, a coordinator's interrupt watcher,
 a worker waiting for work): events after a position, the newest position, interrupt requests
-since a poll, and the commit announcements to wait on (docs/store.md, "Instance-wide order").
+since a poll, and the announcements to wait on: commits, admissions, interrupt requests
+(docs/store.md, "Instance-wide order").
 """
 
 from __future__ import annotations
@@ -120,6 +121,20 @@ class Feed:
         startable), or `timeout_s` passes (PostgreSQL: LISTEN on the admissions' channel, so
         appends to sessions do not wake a worker; SQLite: one poll interval)."""
         self.backend.wait_for_work(timeout_s)
+
+    def announce_interrupt(self, session_id: str, request_id: int) -> None:
+        """Tell the watchers of other processes that the interrupt request `request_id` (the
+        global id of a committed `session.interrupt_requested`) asks to stop `session_id`
+        (PostgreSQL: a NOTIFY on the interrupt channel, whoever follows; SQLite: nothing)."""
+        self.backend.announce_interrupt(session_id, request_id)
+
+    def wait_for_interrupts(self, timeout_s: float) -> tuple[bool, list[tuple[int, str]]] | None:
+        """Block until an interrupt request is announced (`announce_interrupt`) or `timeout_s`
+        passes; return whether listening began with this call (requests announced before it
+        may have been missed: read them, `interrupts_after`) and the requests heard, as
+        (request id, session id). None at once where nothing is announced (SQLite): poll
+        `interrupts_after` instead."""
+        return self.backend.wait_for_interrupts(timeout_s)
 
     def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
         """Call `on_commit` from another thread whenever a commit of any process is announced

@@ -23,6 +23,13 @@ with the connection) while it listens; the batch's statement announces on the ev
 only when some connection holds it, and says so. Told nobody follows, the notifier drops events
 ids (admissions still go out on the work channel) and looks again with the next batch after
 `RECHECK_S`, so a new follower gets its hints at most that much later; it polls meanwhile.
+
+Interrupt requests go out whoever follows, on a channel of their own (`interrupt_channel`), each
+with its request's global event id in the payload (`"<id> <session id>"`): a coordinator's
+watcher LISTENs there and applies the request from the payload, with no read of the store
+(`execution/_coordinator.py`); it polls only every few seconds, for a notification lost with a
+process or a connection. Requests are few, so the channel costs a listening backend next to
+nothing; the batch that carries one is a batch that went anyway or one of its own.
 """
 
 from __future__ import annotations
@@ -38,16 +45,18 @@ import psycopg
 
 log = logging.getLogger("wakeful.store")
 
+# Interrupt requests, announced whoever follows (see the module docstring).
+INTERRUPT_CHANNEL = "wakeful_interrupts"
 # The advisory lock (two-key form) a follower holds, shared, on its listening connection.
 FOLLOW_LOCK = (0x57414B46, 1)
 FOLLOW_SQL = "SELECT pg_advisory_lock_shared(%s, %s)"
-# One statement per batch, its two channels' notifications together (two transactions when
-# some ids were given new input, before): the channel and the session id of each, in order,
-# those on the events channel only when some connection holds `FOLLOW_LOCK`; its row says
-# whether one did.
+# One statement per batch, its channels' notifications together (two transactions when some
+# ids were given new input, before): the channel and the payload of each, in order, those on
+# the events channel only when some connection holds `FOLLOW_LOCK`; its row says whether one
+# did.
 NOTIFY_BATCH_SQL = (
     "SELECT f.followed, (SELECT count(pg_notify(c, s))"
-    " FROM unnest(%s::text[], %s::text[]) AS n(c, s) WHERE f.followed OR c = %s)"
+    " FROM unnest(%s::text[], %s::text[]) AS n(c, s) WHERE f.followed OR c <> %s)"
     " FROM (SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory'"
     " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
     " AND classid = %s AND objid = %s AND objsubid = 2) AS followed) AS f"
@@ -65,8 +74,9 @@ RECHECK_S = 0.5
 
 
 class Notifier:
-    """Announces session ids on `channel` (and those given new input also on `work_channel`)
-    from a daemon thread, started by the first `send`.
+    """Announces session ids on `channel` (and those given new input also on `work_channel`),
+    and interrupt requests on `interrupt_channel`, from a daemon thread, started by the first
+    `send`.
 
     `send` never blocks on the database: it records the ids (duplicates coalesce until the next
     batch goes out) and returns; while the last batch found nobody following (`FOLLOW_LOCK`),
@@ -76,20 +86,32 @@ class Notifier:
     """
 
     def __init__(
-        self, channel: str, work_channel: str, connect: Callable[[], psycopg.Connection[Any]]
+        self,
+        channel: str,
+        work_channel: str,
+        connect: Callable[[], psycopg.Connection[Any]],
+        *,
+        interrupt_channel: str = INTERRUPT_CHANNEL,
     ) -> None:
-        self._channels = (channel, work_channel)
+        self._channels = (channel, work_channel, interrupt_channel)
         self._connect = connect
         self._pending: dict[str, bool] = {}  # session id -> also on the work channel (in order)
+        self._interrupts: list[str] = []  # payloads for the interrupt channel (in order)
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
         self._unfollowed_until = 0.0  # (monotonic) nobody followed at the last batch: until then
         self.sent = 0  # batches sent (for tests and benchmarks)
 
-    def send(self, session_ids: Iterable[str], work: Iterable[str] = ()) -> None:
+    def send(
+        self,
+        session_ids: Iterable[str],
+        work: Iterable[str] = (),
+        interrupts: Iterable[tuple[int, str]] = (),
+    ) -> None:
         """Queue `session_ids` to be announced soon, `work` (some of them) also on the work
-        channel; a no-op once closed or when empty."""
+        channel, and `interrupts` (request event id, session id) on the interrupt channel,
+        whoever follows; a no-op once closed or when empty."""
         with self._cond:
             if self._closed:
                 return
@@ -98,7 +120,8 @@ class Notifier:
                 session_ids = [sid for sid in session_ids if sid in admitted]
             for sid in session_ids:
                 self._pending[sid] = self._pending.get(sid, False) or sid in admitted
-            if not self._pending:
+            self._interrupts += [f"{request_id} {sid}" for request_id, sid in interrupts]
+            if not self._pending and not self._interrupts:
                 return
             if self._thread is None or not self._thread.is_alive():  # (also after a fork)
                 self._thread = threading.Thread(
@@ -123,22 +146,25 @@ class Notifier:
         try:
             while True:
                 with self._cond:
-                    while not self._pending and not self._closed:
+                    while not self._pending and not self._interrupts and not self._closed:
                         self._cond.wait()
-                    if not self._pending:
+                    if not self._pending and not self._interrupts:
                         return  # closed, everything sent
                     # (closing sends at once; `send` notifies, `wait_for` keeps the deadline)
                     self._cond.wait_for(lambda: self._closed, last + GAP_S - time.monotonic())
                     last = time.monotonic()
                     batch = {sid: self._pending.pop(sid) for sid in list(self._pending)[:_BATCH]}
+                    asked, self._interrupts = self._interrupts, []
                 try:
                     if conn is None:
                         conn = self._connect()
-                    events, work = self._channels
+                    events, work, interrupt = self._channels
                     admitted = [sid for sid, also in batch.items() if also]
                     channels = [events] * len(batch) + [work] * len(admitted)
+                    channels += [interrupt] * len(asked)
+                    payloads = [*batch, *admitted, *asked]
                     row = conn.execute(
-                        NOTIFY_BATCH_SQL, (channels, [*batch, *admitted], work, *FOLLOW_LOCK)
+                        NOTIFY_BATCH_SQL, (channels, payloads, events, *FOLLOW_LOCK)
                     ).fetchone()
                     self.sent += 1
                     failing = False
@@ -159,6 +185,7 @@ class Notifier:
                         for sid, also in self._pending.items():  # (sent again, in order)
                             batch[sid] = batch.get(sid, False) or also
                         self._pending = batch
+                        self._interrupts = asked + self._interrupts
                         self._cond.wait_for(lambda: self._closed, _RETRY_S)  # (sends don't end it)
         finally:
             _dropped(conn)

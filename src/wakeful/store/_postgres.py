@@ -45,7 +45,7 @@ from ..errors import (
 )
 from ._backend import Row, ServerAdmission
 from ._migrations import MIGRATIONS, statements
-from ._pgnotify import FOLLOW_LOCK, FOLLOW_SQL, Notifier
+from ._pgnotify import FOLLOW_LOCK, FOLLOW_SQL, INTERRUPT_CHANNEL, Notifier
 from ._pgtx import ADMIT, PgTx, admit_params, pipelined, reading
 from ._pgwire import Wire, pg_sql
 
@@ -136,6 +136,7 @@ class PostgresBackend:
         self._listeners = {
             CHANNEL: _Listener(CHANNEL, follows=True),
             WORK_CHANNEL: _Listener(WORK_CHANNEL, follows=False),
+            INTERRUPT_CHANNEL: _Listener(INTERRUPT_CHANNEL, follows=False),
         }
         # A pooled connection serves one thread at a time, and so does its wire.
         self._wires: dict[psycopg.Connection[Any], Wire] = {}
@@ -332,24 +333,49 @@ class PostgresBackend:
         """`wait_for_change` for admissions only (`WORK_CHANNEL`)."""
         self._wait(self._listeners[WORK_CHANNEL], timeout_s)
 
-    def _wait(self, listener: _Listener, timeout_s: float) -> None:
+    def announce_interrupt(self, session_id: str, request_id: int) -> None:
+        """Announce the committed interrupt request `request_id` of `session_id` on the
+        interrupt channel, whoever follows (`Notifier`)."""
+        self._notifier.send((), interrupts=[(request_id, session_id)])
+
+    def wait_for_interrupts(self, timeout_s: float) -> tuple[bool, list[tuple[int, str]]]:
+        """Block on LISTEN on the interrupt channel until a request is announced or the
+        timeout passes; return whether the LISTEN began in this call (a first call, or one
+        after a lost connection: what was announced before it was missed, read the store)
+        and the requests heard, as (request event id, session id)."""
+        fresh, heard = self._wait(self._listeners[INTERRUPT_CHANNEL], timeout_s)
+        requests = []
+        for payload in heard:
+            request_id, _, session_id = payload.partition(" ")
+            if request_id.isdigit() and session_id:
+                requests.append((int(request_id), session_id))
+        return fresh, requests
+
+    def _wait(self, listener: _Listener, timeout_s: float) -> tuple[bool, list[str]]:
+        """Wait on `listener`; return whether its LISTEN began (or failed) in this call, so
+        that what was announced before may have been missed, and the payloads heard."""
+        heard: list[str] = []
+        fresh = False
         with listener.lock:
             try:
                 if listener.conn is None:
+                    fresh = True
                     listener.conn = psycopg.connect(
                         self.url, autocommit=True, connect_timeout=int(self._connect_timeout_s)
                     )
                     listener.conn.execute(f"LISTEN {listener.channel}")
                     if listener.follows:
                         listener.conn.execute(FOLLOW_SQL, FOLLOW_LOCK)
-                for _ in listener.conn.notifies(timeout=max(timeout_s, 0.001), stop_after=1):
-                    break
+                for note in listener.conn.notifies(timeout=max(timeout_s, 0.001), stop_after=1):
+                    heard.append(note.payload)
                 # Drain what else is queued so one burst wakes us once.
-                for _ in listener.conn.notifies(timeout=0.001):
-                    pass
+                for note in listener.conn.notifies(timeout=0.001):
+                    heard.append(note.payload)
             except psycopg.Error:
                 listener.drop()
                 time.sleep(max(timeout_s, 0.0))
+                fresh = True
+        return fresh, heard
 
     def watch_commits(self, on_commit: Callable[[], None]) -> Callable[[], None]:
         """A daemon thread LISTENs (`wait_for_change`) and calls `on_commit` after every NOTIFY

@@ -471,6 +471,14 @@ class SqliteBackend:
         worker look at the store twenty times a second (issue 36 item 1)."""
         time.sleep(max(timeout_s, 0.0))
 
+    def announce_interrupt(self, session_id: str, request_id: int) -> None:
+        """Nothing to announce to: a watcher polls (`wait_for_interrupts`)."""
+
+    def wait_for_interrupts(self, timeout_s: float) -> None:
+        """None at once: nothing announces an interrupt request here, a watcher polls the
+        store (`Feed.interrupts_after`)."""
+        return None
+
     def vacuum(self) -> None:
         """Rewrite the file without its free pages (`VACUUM`, with `secure_delete` so no page
         keeps what was deleted) and move the WAL into it, emptied (`wakeful store encrypt`)."""
