@@ -466,3 +466,74 @@ async def test_text_deltas_always_rebuild_the_text(text, chunk):
     assert "".join(deltas) == text
     assert all(0 < len(d) <= chunk for d in deltas)
     assert finish_of(events).message.text() == text
+
+
+# -- the turn located from what is new (`TurnLocator`) ----------------------------------------
+
+_POOL = [
+    user("first"),
+    user("second"),
+    assistant("reply"),
+    assistant("another reply"),
+    Message(role="user", blocks=(ToolResultBlock(call_id="c1", output="ok"),)),
+    Message(
+        role="user",
+        blocks=(TextBlock(text="go on", origin=TextOrigin(kind="event", source="wakeful")),),
+    ),
+    Message(role="system", blocks=(TextBlock(text="a note"),)),
+]
+
+_edits = st.one_of(
+    st.tuples(st.just("extend"), st.lists(st.integers(0, len(_POOL) - 1), max_size=4)),
+    st.tuples(st.just("cut"), st.integers(0, 8)),
+    st.tuples(st.just("swap"), st.integers(0, 8), st.integers(0, len(_POOL) - 1)),
+    st.tuples(st.just("copy"), st.integers(0, 8)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    start=st.lists(st.integers(0, len(_POOL) - 1), max_size=6),
+    edits=st.lists(_edits),
+    opens_with_input=st.booleans(),
+)
+def test_the_turn_located_from_what_is_new_is_the_one_a_whole_walk_finds(
+    start, edits, opens_with_input
+):
+    """A request after request of one history, each an edit of the last (messages added, the
+    end cut, one replaced by another or by an equal copy): `TurnLocator`, which reads only what
+    a request does not share with the last, locates what `locate_turn` does, errors included."""
+    from wakeful.providers._scripted import TurnLocator, locate_turn
+
+    # one history: its first message stays (a user input or not)
+    head = user("the first message") if opens_with_input else assistant("the first message")
+    messages = [head, *(_POOL[i] for i in start)]
+    locator = TurnLocator()
+    for edit in [("extend", []), *edits]:
+        if edit[0] == "extend":
+            messages += [_POOL[i] for i in edit[1]]
+        elif edit[0] == "cut":
+            del messages[max(1, len(messages) - edit[1]) :]
+        elif edit[0] == "swap" and len(messages) > 1:
+            messages[1 + edit[1] % (len(messages) - 1)] = _POOL[edit[2]]
+        elif edit[0] == "copy" and len(messages) > 1:
+            i = 1 + edit[1] % (len(messages) - 1)
+            messages[i] = messages[i].model_copy()
+        request_messages = tuple(messages)
+        try:
+            expected = locate_turn(request_messages)
+        except InvalidRequestError:
+            with pytest.raises(InvalidRequestError):
+                locator(request_messages)
+            continue
+        assert locator(request_messages) == expected
+
+
+def test_a_request_without_user_input_located_from_what_is_new_is_an_invalid_request():
+    from wakeful.providers._scripted import TurnLocator
+
+    locator = TurnLocator()
+    with pytest.raises(InvalidRequestError):
+        locator((assistant("alone"),))
+    with pytest.raises(InvalidRequestError):
+        locator(())

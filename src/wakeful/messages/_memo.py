@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from operator import is_
+from itertools import compress, count
+from operator import eq, is_, is_not, ne, not_
 from typing import Any, Generic, TypeVar
 
 from ._blocks import Message
@@ -83,9 +84,11 @@ def shared_prefix(
     a: Sequence[object], b: Sequence[object], same: Callable[[Any, Any], bool] = is_
 ) -> int:
     """How many leading items `a` and `b` share: the same objects, or equal ones with `same=eq`.
-    Compared in C (`map`): a Python loop over a long history cost more than `fn` itself."""
-    agree = list(map(same, a, b))
-    try:
-        return agree.index(False)
-    except ValueError:
-        return len(agree)
+    Compared in C, in one pass that stops at the first difference and builds no list (`map`,
+    `compress`): a Python loop over a long history cost more than `fn` itself."""
+    differ = _DIFFER.get(same)
+    differs = map(differ, a, b) if differ is not None else map(not_, map(same, a, b))
+    return next(compress(count(), differs), min(len(a), len(b)))
+
+
+_DIFFER: dict[Callable[[Any, Any], bool], Callable[[Any, Any], bool]] = {is_: is_not, eq: ne}

@@ -9,11 +9,11 @@ events, call ids included.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias
@@ -41,6 +41,7 @@ from ..messages import (
     ThinkingBlock,
     ToolCallBlock,
     dump_message,
+    shared_prefix,
 )
 from ._base import (
     Finish,
@@ -101,6 +102,9 @@ class ScriptedUsage(_Strict):
     output_tokens: int | None = Field(default=None, ge=0)
     cache_read_tokens: int = Field(default=0, ge=0)
     cache_write_tokens: int = Field(default=0, ge=0)
+
+
+_NO_USAGE = ScriptedUsage()  # a reply without `usage`: every count estimated
 
 
 class ScriptedReply(_Strict):
@@ -201,7 +205,7 @@ def _user_input_text(message: Message) -> str | None:
     return "".join(texts) if texts else None
 
 
-def locate_turn(messages: tuple[Message, ...]) -> ScriptedTurn:
+def locate_turn(messages: Sequence[Message]) -> ScriptedTurn:
     """Find the newest user input and count the assistant messages after it."""
     k = 0
     for message in reversed(messages):
@@ -211,6 +215,60 @@ def locate_turn(messages: tuple[Message, ...]) -> ScriptedTurn:
         if message.role == "assistant":
             k += 1
     raise InvalidRequestError("scripted provider: the request holds no user input")
+
+
+@dataclass(slots=True)
+class _Inputs:
+    """Where the user inputs of one history stand: the messages last read (by identity), the
+    positions of their user inputs with their texts, and `replies[i]`, the assistant messages
+    among the first `i` (so the replies after an input are a difference)."""
+
+    seen: Sequence[Message]
+    inputs: list[tuple[int, str]]
+    replies: list[int]
+
+
+class TurnLocator:
+    """`locate_turn` for requests whose messages extend an earlier request's (a turn's steps):
+    the messages a request shares with the last one of its history (the same objects, compared
+    in C) are not read again, so a step reads what is new, not the whole request. Returns
+    exactly what `locate_turn` returns; one entry per first message, at most `size`."""
+
+    __slots__ = ("_entries", "_size")
+
+    def __init__(self, size: int = 64) -> None:
+        self._entries: OrderedDict[int, _Inputs] = OrderedDict()
+        self._size = size
+
+    def __call__(self, messages: Sequence[Message]) -> ScriptedTurn:
+        if not messages:
+            return locate_turn(messages)
+        key = id(messages[0])
+        last = self._entries.get(key)
+        if last is None or last.seen[0] is not messages[0]:
+            last = _Inputs((), [], [0])
+            kept = 0
+        else:
+            kept = shared_prefix(last.seen, messages)
+            del last.replies[kept + 1 :]
+            while last.inputs and last.inputs[-1][0] >= kept:
+                last.inputs.pop()
+        replies = last.replies
+        for i in range(kept, len(messages)):
+            message = messages[i]
+            text = _user_input_text(message)
+            if text is not None:
+                last.inputs.append((i, text))
+            replies.append(replies[-1] + (message.role == "assistant"))
+        last.seen = messages
+        self._entries[key] = last
+        self._entries.move_to_end(key)
+        if len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        if not last.inputs:
+            raise InvalidRequestError("scripted provider: the request holds no user input")
+        at, text = last.inputs[-1]
+        return ScriptedTurn(message_id=messages[at].id, text=text, k=replies[-1] - replies[at + 1])
 
 
 def _error_for(spec: ScriptedError, attempt: int) -> ProviderError:
@@ -291,6 +349,7 @@ class ScriptedProvider:
         self._sleep = sleep
         self._patterns = [re.compile(rule.match) for rule in script.rules]
         self._wire_messages = PrefixMemo(_wire_message)  # each step's request extends the last
+        self._locate = TurnLocator()  # likewise: only a request's new messages are read
 
     @classmethod
     def from_file(cls, path: str | Path, *, sleep: Sleep = asyncio.sleep) -> ScriptedProvider:
@@ -328,7 +387,7 @@ class ScriptedProvider:
                 f"scripted provider: request of ~{estimate} tokens exceeds the context window "
                 f"of {self.context_window}"
             )
-        turn = locate_turn(request.messages)
+        turn = self._locate(request.messages)
         for pattern, rule in zip(self._patterns, self.script.rules, strict=True):
             if pattern.search(turn.text):
                 return turn, rule.replies[min(turn.k, len(rule.replies) - 1)]
@@ -350,8 +409,7 @@ class ScriptedProvider:
         size = self.script.chunk_chars
         # The input side first, as Anthropic's `message_start` reports it: a stream cut short
         # still says what its request cost (output counted at the end).
-        early = self._usage(request, reply, [])
-        yield UsageReport(usage=dataclasses.replace(early, output_tokens=0))
+        yield UsageReport(usage=self._usage(request, reply, None))
         for chunk in _chunks(reply.reasoning or "", size):
             await pacer.tick()
             yield ReasoningDelta(text=chunk)
@@ -384,22 +442,21 @@ class ScriptedProvider:
         )
 
     def _usage(
-        self, request: ModelRequest, reply: ScriptedReply, calls: list[ToolCallBlock]
+        self, request: ModelRequest, reply: ScriptedReply, calls: list[ToolCallBlock] | None
     ) -> Usage:
-        given = reply.usage or ScriptedUsage()
-        output = (reply.reasoning or "") + (reply.text or "")
-        output += "".join(c.name + json.dumps(c.input, ensure_ascii=False) for c in calls)
+        """The reply's usage; `calls` None: the input side only (output 0, reported first)."""
+        given = reply.usage or _NO_USAGE
+        output_tokens = given.output_tokens
+        if calls is None:
+            output_tokens = 0
+        elif output_tokens is None:
+            output = (reply.reasoning or "") + (reply.text or "")
+            output += "".join(c.name + json.dumps(c.input, ensure_ascii=False) for c in calls)
+            output_tokens = estimate_text_tokens(output)
+        input_tokens = given.input_tokens
         return Usage(
-            input_tokens=(
-                given.input_tokens
-                if given.input_tokens is not None
-                else estimate_request_tokens(request)
-            ),
-            output_tokens=(
-                given.output_tokens
-                if given.output_tokens is not None
-                else estimate_text_tokens(output)
-            ),
+            input_tokens=estimate_request_tokens(request) if input_tokens is None else input_tokens,
+            output_tokens=output_tokens,
             cache_read_tokens=given.cache_read_tokens,
             cache_write_tokens=given.cache_write_tokens,
         )

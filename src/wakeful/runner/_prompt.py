@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from operator import attrgetter, eq
+from operator import attrgetter, eq, is_
 from typing import Literal
 
 from pydantic import JsonValue
@@ -85,7 +85,12 @@ def note_message(section: Section) -> Message:
 
 def canonical_json(value: object) -> str:
     """The one canonical JSON encoding used for digests."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
+
+
+# What `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)` builds on
+# each call, built once (an encoder keeps no state between calls).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def request_digest(provider: Provider, request: ModelRequest) -> str:
@@ -109,6 +114,29 @@ def _body_digest(body: dict[str, JsonValue], volatile: int) -> str:
     messages = body.get("messages")
     if not isinstance(messages, list):  # no list to hash on: the body's text, hashed whole
         return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+    opening, closing = _frame(body)
+    digest = _messages_hash(opening, messages, volatile)
+    digest.update(closing)
+    return digest.hexdigest()
+
+
+# The last body's members besides `messages` (the very objects) and the texts around its
+# messages: a session's next request has the same ones (its system prompt, tools and
+# parameters), so they are encoded once, not every step.
+_FRAMED: list[tuple[tuple[str, ...], tuple[object, ...], str, bytes]] = []
+
+
+def _frame(body: dict[str, JsonValue]) -> tuple[str, bytes]:
+    """The canonical JSON of `body` before its `messages` entries (through `"messages":[`) and
+    after them (encoded), from the last body's when every other member is the same object."""
+    keys = tuple(body)
+    values = tuple(body.values())
+    at = keys.index("messages")
+    values = values[:at] + values[at + 1 :]
+    if _FRAMED:
+        last_keys, last_values, opening, closing = _FRAMED[0]
+        if last_keys == keys and all(map(is_, last_values, values)):
+            return opening, closing
     head: list[str] = []
     tail: list[str] = []
     for key in sorted(body):
@@ -117,9 +145,9 @@ def _body_digest(body: dict[str, JsonValue], volatile: int) -> str:
             text = _entry_json(value) if isinstance(value, list) else _member_json(value)
             (head if key < "messages" else tail).append(f"{_member_json(key)}:{text}")
     opening = "{" + "".join(f"{part}," for part in head) + '"messages":['
-    digest = _messages_hash(opening, messages, volatile)
-    digest.update(("]" + "".join(f",{part}" for part in tail) + "}").encode())
-    return digest.hexdigest()
+    closing = ("]" + "".join(f",{part}" for part in tail) + "}").encode()
+    _FRAMED[:] = [(keys, values, opening, closing)]
+    return opening, closing
 
 
 def _member_json(value: JsonValue) -> str:
@@ -205,10 +233,13 @@ def tools_section(tools: Sequence[ToolSpec], source: str) -> Section:
     return Section("tools", source, canonical_json(specs))
 
 
+@lru_cache(maxsize=256)
 def params_section(
     model: str, max_output_tokens: int | None, attempt: int, cache_key: str | None = None
 ) -> Section:
-    """Request parameters as a section (`cache_key`: the prompt-cache key, the session id)."""
+    """Request parameters as a section (`cache_key`: the prompt-cache key, the session id);
+    the same section object while the same parameters stay in the cache (every step of a
+    session asks for its first attempt's)."""
     params: dict[str, JsonValue] = {
         "model": model,
         "max_output_tokens": max_output_tokens,
@@ -231,7 +262,7 @@ def build_request(
     The history is the cacheable prefix; `input.` messages and then `note.` system messages
     follow it, counted in `ModelRequest.volatile`. A `tail` section hides the tool results
     before its hide point (`_tail.py`)."""
-    system = "\n\n".join(s.content for s in sections if s.id.startswith(SYSTEM_PREFIX))
+    system = _system_prompt(tuple(s.content for s in sections if s.id.startswith(SYSTEM_PREFIX)))
     tools: tuple[ToolSpec, ...] = ()
     params: dict[str, JsonValue] = {}
     for s in sections:
@@ -259,6 +290,13 @@ def build_request(
         volatile=len(extra) + len(notes),
         cache_key=key if isinstance(key, str) else None,
     )
+
+
+@lru_cache(maxsize=64)
+def _system_prompt(contents: tuple[str, ...]) -> str:
+    """The system prompt of the `system.` sections' contents (the same text object step after
+    step: a digest then finds it by identity, `_frame`)."""
+    return "\n\n".join(contents)
 
 
 @lru_cache(maxsize=64)

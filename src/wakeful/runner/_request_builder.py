@@ -67,8 +67,12 @@ class RequestBuilder:
         self._blobs: dict[str, bytes] = {}  # media blobs read through the port, by digest
         self._scanned: set[str] = set()  # messages whose media refs were read
         self._scanned_history: tuple[Message, ...] = ()  # the history `_resolved` last read
+        self._with_refs = [0]  # [i]: how many of its first i messages hold media refs
         self._media = MediaResolver(self._blob)  # media refs, resolved for the wire
         self._options: dict[str, JsonValue] | None = None  # the run options last put in a receipt
+        # The system sections, kept while the context and the instruction baseline are the same
+        # objects (the port hands out the same baseline while the sources read the same).
+        self._head: tuple[RunContext, Baseline, list[Section]] | None = None
 
     def use(self, ctx: RunContext) -> None:
         """Build requests under `ctx` from now on (the session's agent or model was switched):
@@ -186,10 +190,16 @@ class RequestBuilder:
         """The sections of an attempt's request; `base`: the instruction baseline, when the
         caller has it (else it is read, after a delta when a source changed)."""
         ctx = self.ctx
-        sections = [Section("system.agent", f"agent:{ctx.agent.name}", ctx.agent.system_prompt)]
         if base is None:
             base = await self.port.instructions(self.compaction.generation)
-        sections += [Section(f"system.instructions.{key}", key, text) for key, text in base.values]
+        head = self._head
+        if head is None or head[0] is not ctx or head[1] is not base:  # a switch, a new baseline
+            system = [Section("system.agent", f"agent:{ctx.agent.name}", ctx.agent.system_prompt)]
+            system += [
+                Section(f"system.instructions.{key}", key, text) for key, text in base.values
+            ]
+            head = self._head = (ctx, base, system)
+        sections = list(head[2])
         if self._work is None:  # read once: after that only this runner's tool steps change it
             self._work = await self.port.work_state()
         work = render_work_state(self._work)
@@ -213,13 +223,19 @@ class RequestBuilder:
         """`history` with media refs resolved for the wire (`_media.py`): the blobs the messages
         refer to are read through the port first, each once per runner."""
         kept = shared_prefix(self._scanned_history, history)  # in C; only what is new is read
+        with_refs = self._with_refs
+        del with_refs[kept + 1 :]
         for message in history[kept:]:
+            refs = list(media_refs(message))
+            with_refs.append(with_refs[-1] + bool(refs))
             if message.id not in self._scanned:
                 self._scanned.add(message.id)
-                for ref in media_refs(message):
+                for ref in refs:
                     if ref not in self._blobs and (data := await self.port.blob(ref)) is not None:
                         self._blobs[ref] = data
         self._scanned_history = tuple(history)
+        if not with_refs[-1]:  # no media by reference: the messages go as they are
+            return list(history)
         return self._media(history)
 
     def _blob(self, digest: str) -> bytes:
