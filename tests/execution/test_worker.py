@@ -178,6 +178,19 @@ def counted_looks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return looks
 
 
+def long_poll_runtime(db_url: str, tmp_path: Path) -> Runtime:
+    """A runtime whose worker looks for work every 5 s only (its poll, on either backend),
+    with a model that answers at once."""
+    config = CONFIG.model_copy(
+        update={"execution": ExecutionConfig(poll_interval_ms=5_000, lease_ms=30_000)}
+    )
+    model = write_script(tmp_path / "s.json", [{"match": ".", "replies": [{"text": "ok"}]}])
+    rt = Runtime(db_url, model=model, workspace=tmp_path, config=config)
+    if rt.store.backend.kind == "sqlite":  # its wait for work is a sleep of its own poll
+        rt.store.backend.poll_s = 5.0  # type: ignore[attr-defined]
+    return rt
+
+
 async def test_drives_ending_are_one_look_per_batch_not_one_per_session(
     db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -186,13 +199,7 @@ async def test_drives_ending_are_one_look_per_batch_not_one_per_session(
     wakeups per process, not per session). With room for every session, 12 drives ending
     cost no look beyond the last one, which finds nothing (the poll is long here)."""
     looks = counted_looks(monkeypatch)
-    config = CONFIG.model_copy(
-        update={"execution": ExecutionConfig(poll_interval_ms=5_000, lease_ms=30_000)}
-    )
-    model = write_script(tmp_path / "s.json", [{"match": ".", "replies": [{"text": "ok"}]}])
-    rt = Runtime(db_url, model=model, workspace=tmp_path, config=config)
-    if rt.store.backend.kind == "sqlite":  # its wait for work is a sleep of its own poll
-        rt.store.backend.poll_s = 5.0  # type: ignore[attr-defined]
+    rt = long_poll_runtime(db_url, tmp_path)
     for n in range(12):
         rt.send(f"task {n}", resume=False)
     stats = await run_worker(rt, once=True, concurrency=16)
@@ -203,6 +210,25 @@ async def test_drives_ending_are_one_look_per_batch_not_one_per_session(
         rt.send(f"more {n}", resume=False)
     stats = await run_worker(rt, once=True, concurrency=2)
     assert stats.turns == 12
+    await rt.aclose()
+
+
+async def test_a_refill_takes_the_work_left_behind_without_looking_again(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A look that left work behind for want of slots is not repeated when drives' ends free
+    a batch of slots: the next takeover or reservation takes what it found (a look per
+    refill before, a read and on PostgreSQL a commit each). Two slots, 24 sessions, a long
+    poll: the first look, and a few where a reservation found fewer than the slots or none
+    (6-9 here, where it made 19-21 before)."""
+    looks = counted_looks(monkeypatch)
+    rt = long_poll_runtime(db_url, tmp_path)
+    sids = [rt.send(f"task {n}", resume=False).session_id for n in range(24)]
+    stats = await run_worker(rt, once=True, concurrency=2)
+    assert stats.turns == 24
+    assert len(looks) <= 12, len(looks)
+    for sid in sids:
+        check_session(rt.store, sid)
     await rt.aclose()
 
 
