@@ -14,7 +14,7 @@ the message right after its assistant message.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
@@ -59,17 +59,14 @@ class _Plan:
     dropped: set[tuple[int, int]] = field(default_factory=set)
     answer: dict[str, tuple[int, int, ToolResultBlock]] = field(default_factory=dict)
     repairs: list[Repair] = field(default_factory=list)
+    callers: set[str] = field(default_factory=set)  # the call ids found (not `settled`'s)
 
 
-def _plan(
-    messages: Sequence[Message],
-    callers: set[str] | None = None,
-    answered: frozenset[str] = frozenset(),
-) -> _Plan:
-    """Decide drops and answers; `callers` and `answered` are the call ids a settled prefix
-    already holds (so `messages` continue it), and `callers` grows with what is found."""
+def _plan(messages: Sequence[Message], settled: Set[str] = frozenset()) -> _Plan:
+    """Decide drops and answers; `settled` holds the call ids of a settled prefix, each
+    answered in place (so `messages` continue it; read, never copied or changed)."""
     plan = _Plan(live=[(i, m) for i, m in enumerate(messages) if not m.aborted])
-    callers = set() if callers is None else callers
+    callers = plan.callers
     for pos, (index, message) in enumerate(plan.live):
         for j, block in enumerate(message.blocks):
             kind: RepairKind | None = None
@@ -77,16 +74,16 @@ def _plan(
             if isinstance(block, ToolCallBlock):
                 if message.role != "assistant":
                     kind = "misplaced-tool-call"
-                elif block.id in callers:
+                elif block.id in callers or block.id in settled:
                     kind = "duplicate-tool-call"
                 else:
                     callers.add(block.id)
                 call_id = block.id
             elif isinstance(block, ToolResultBlock):
                 call_id = block.call_id
-                if call_id not in callers:
+                if call_id not in callers and call_id not in settled:
                     kind = "orphan-tool-result"
-                elif call_id in plan.answer or call_id in answered:
+                elif call_id in plan.answer or call_id in settled:
                     kind = "duplicate-tool-result"
                 else:
                     plan.answer[call_id] = (pos, j, block)
@@ -268,15 +265,16 @@ class WireBuilder:
             self._prefix, self._out, self._callers, self._last_origin = [], [], set(), []
             n = 0
         rest = messages[n:]
-        callers = set(self._callers)
-        plan = _plan(rest, callers, frozenset(self._callers))
+        plan = _plan(rest, self._callers)
         out, origins, open_calls = _emit(plan)
         repairs = [Repair(r.kind, r.call_id, r.index + n) for r in plan.repairs]
-        whole = [*self._out, *out]
+        whole = self._out + out  # the one copy of the history a call makes (its answer's)
         # Of the positions, only the last one is read (the user tail's repair index).
         last_origin = [origins[-1] + n] if origins else self._last_origin
-        if not repairs and not open_calls:
-            self._prefix, self._out, self._callers = list(messages), list(whole), callers
+        if not repairs and not open_calls:  # settled: kept by extending, not by copies
+            self._prefix += rest
+            self._out += out
+            self._callers |= plan.callers
             self._last_origin = last_origin
         return _finish(whole, last_origin, repairs, provider, on_repair, user_tail_directive)
 

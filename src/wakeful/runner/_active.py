@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..messages import CompactSummaryBlock, Message, TextBlock, ToolResultBlock
+from ..messages import CompactSummaryBlock, Message, TextBlock, ToolResultBlock, shared_prefix
 from ..providers import estimate_message_tokens
 from ._tail import hidden_results, hide_results
 
@@ -220,6 +220,12 @@ class ActiveHistory:
         """The active history in request order (the summary first): a copy of the list kept
         as rows are read, so a step costs what it read, not a pass over the history."""
         return self._order.copy()
+
+    def reads(self, messages: Sequence[Message]) -> bool:
+        """Whether the active history is, message for message, the very objects of `messages`
+        (compared in C, without the copy `messages()` makes)."""
+        order = self._order
+        return len(order) == len(messages) == shared_prefix(order, messages)
 
     @property
     def last_seq(self) -> int:

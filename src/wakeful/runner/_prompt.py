@@ -369,13 +369,13 @@ def make_receipt(
 
 def _ids_after(history: Sequence[Message], base: ReceiptBase | None) -> tuple[tuple[str, ...], int]:
     """The ids of `history` and how many of them start `base`'s. A history that starts with
-    the base's very messages (a step's history extends the last step's: compared as tuples, in
-    C, by identity first) reads the ids of the rest only; any other is compared id by id."""
+    the base's very messages (a step's history extends the last step's: compared by identity,
+    in C) reads the ids of the rest only; any other is compared id by id."""
     if base is None:
         return message_ids(history), 0
     n = len(base.messages)
-    if n and len(history) >= n and tuple(history[:n]) == base.messages:
-        return base.message_ids + message_ids(history[n:]), n  # equal messages: equal ids
+    if n and len(history) >= n and shared_prefix(base.messages, history) == n:
+        return base.message_ids + message_ids(history[n:]), n  # the same messages: their ids
     ids = message_ids(history)
     return ids, shared_prefix(base.message_ids, ids, same=eq)
 

@@ -129,7 +129,8 @@ class RequestBuilder:
         fresh = tuple(e.message for e in held if isinstance(e, MessageAdded))
         if await self.compaction.due(sections, fresh):
             return None
-        history = [*self.history.messages(), *fresh]
+        history = self.history.messages()  # a copy: the held messages go on its end
+        history += fresh
         return await self._prepare(turn_id, step, 1, sections, history, fresh)
 
     async def written(self, ahead: Prepared | None) -> Prepared | None:
@@ -139,8 +140,8 @@ class RequestBuilder:
         interrupt after `receipt.after` does, and the attempt is built again (None)."""
         if ahead is None:
             return None
-        history = await self.messages()
-        if len(history) == len(ahead.history) == shared_prefix(history, ahead.history):
+        await self.history.refresh()
+        if self.history.reads(ahead.history):
             return ahead
         sid = self.port.session_id
         log.warning("the receipt %s written ahead does not match %s", ahead.receipt.receipt_id, sid)
@@ -235,7 +236,7 @@ class RequestBuilder:
                         self._blobs[ref] = data
         self._scanned_history = tuple(history)
         if not with_refs[-1]:  # no media by reference: the messages go as they are
-            return list(history)
+            return history if isinstance(history, list) else list(history)
         return self._media(history)
 
     def _blob(self, digest: str) -> bytes:
