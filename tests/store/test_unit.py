@@ -103,8 +103,11 @@ def test_an_error_in_the_unit_writes_none_of_it(store: SqlStore):
         store.get_blob(hashlib.sha256(b"gone").hexdigest())
 
 
-def test_a_unit_under_a_lost_claim_writes_nothing(store: SqlStore):
-    store.create_session("ses_a")
+@pytest.mark.parametrize("read_first", [False, True])
+def test_a_unit_under_a_lost_claim_writes_nothing(store: SqlStore, read_first: bool):
+    """Also when the unit reads under its lock first (`read_first`): the claim is then checked
+    with that lock (on PostgreSQL in its round trip, with the ids its events take)."""
+    store.admit("ses_a", "i1", "user", {"text": "hi"}, create=NEW)
     old = store.claims.acquire("ses_a", "me", 1000)
     assert old is not None
     store.claims.release(old)
@@ -112,12 +115,38 @@ def test_a_unit_under_a_lost_claim_writes_nothing(store: SqlStore):
     assert new is not None
     before = store.high_water("ses_a")
     with pytest.raises(ClaimLostError), store.write("ses_a", fence(old)) as w:
+        if read_first:
+            w.facts()
         w.append([said("stale")])
+        w.promote(idle=True, start_turn="t1")
     assert store.high_water("ses_a") == before
+    assert [i.input_id for i in store.pending("ses_a")] == ["i1"]
     with store.write("ses_a", fence(new)) as w:
         assert w.claim == fence(new)
+        if read_first:
+            w.facts()
         w.append([said("fresh")])
     assert texts(store, "ses_a") == ["fresh"]
+
+
+def test_a_units_event_ids_grow_with_its_seqs(store: SqlStore):
+    """However many events a unit writes after its lock (more than the ids it reserved with
+    it), and with an admission to its own session between them, ids grow with seqs."""
+    store.admit("ses_a", "i1", "user", {"text": "hi"}, create=NEW)
+    claim = store.claims.acquire("ses_a", "me", 60_000)
+    assert claim is not None
+    with store.write("ses_a", fence(claim)) as w:
+        w.facts()
+        w.append([said(f"a{n}") for n in range(3)])
+        w.promote(idle=True, start_turn="t1")
+        w.append([said(f"b{n}") for n in range(20)])
+        w.flush()
+        w.admit("i2", "user", {"text": "again"})
+        w.append([said("c")])
+    events = store.events("ses_a")
+    assert [e.id for e in events] == sorted(e.id for e in events)
+    assert len({e.id for e in events}) == len(events)
+    assert texts(store, "ses_a")[-1] == "c"
 
 
 def test_a_unit_takes_the_claim_and_starts_the_turn_or_finds_it_busy(store: SqlStore):

@@ -38,10 +38,11 @@ MESSAGE_MAX_BYTES = 4 * 1024 * 1024
 
 def check_claim(tx: Tx, session_id: str, claim: ClaimToken) -> None:
     """Raise `ClaimLostError` unless `claim` is the session's live claim."""
-    _check_claim_row(session_id, claim, tx.one(_CLAIM_ROW, (session_id,)))
+    check_claim_row(session_id, claim, tx.one(_CLAIM_ROW, (session_id,)))
 
 
-def _check_claim_row(session_id: str, claim: ClaimToken, row: Row | None) -> None:
+def check_claim_row(session_id: str, claim: ClaimToken, row: Row | None) -> None:
+    """Raise `ClaimLostError` unless the claims `row` (token, epoch, released) is `claim`."""
     if row is None or row[0] != claim.token or row[1] != claim.epoch or row[2]:
         raise ClaimLostError(
             f"session {session_id}: this driver's claim (epoch {claim.epoch}) is gone"
@@ -71,10 +72,10 @@ def _lock_and_ids(
         assert claim is not None
         fenced = both.one()
         assert fenced is not None
-        _check_claim_row(session_id, claim, fenced)
+        check_claim_row(session_id, claim, fenced)
         return locked, [int(i) for i in fenced[3]]
     if claim is not None and held is not None:
-        _check_claim_row(session_id, claim, held.one())
+        check_claim_row(session_id, claim, held.one())
     assert reserved is not None
     return locked, [int(r[0]) for r in reserved.all()]
 
@@ -89,6 +90,7 @@ def append_events(
     locked: Row | None = None,
     ids: Pending | None = None,
     data: Sequence[str] | None = None,
+    checked: bool = False,
 ) -> list[StoredEvent]:
     """Append events to an existing session inside `tx`; return them as stored.
 
@@ -100,7 +102,8 @@ def append_events(
     """
     from ..events import SHAPES_DIGEST, StoredEvent, dump_event
 
-    locked, event_ids = _lock_and_ids(tx, session_id, len(events), claim, locked, ids)
+    fenced = None if checked else claim
+    locked, event_ids = _lock_and_ids(tx, session_id, len(events), fenced, locked, ids)
     seq = int(locked[0])
     epoch = claim and claim.epoch
     stored: list[StoredEvent] = []

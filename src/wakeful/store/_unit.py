@@ -7,10 +7,13 @@ business (`wakeful.execution._writes`); the store only keeps each unit whole and
 
 Events are buffered in the unit and written with one append when it ends (or before a write
 that must see them), so a unit that appends, promotes and appends again costs one lock, one
-claim check and one id reservation, as a single store method doing all three did. The claim
-is checked with the unit's first write of events, in the same round trip as the session lock
-(`Tx.claim_and_ids`): nothing the unit wrote commits unless the claim was live at that point,
-and the session lock it holds from then on keeps a takeover out until it commits.
+claim check and one id reservation, as a single store method doing all three did. On
+PostgreSQL the claim check and the reservation (`Tx.claim_and_ids`, `IDS_AHEAD` ids more than
+the events buffered) are sent right after the unit's session lock, in its round trip, so
+writing the events later costs none (it was a round trip of its own in every unit that read
+something under the lock first); ids reserved and not written are left unused (a sequence
+has gaps anyway). Nothing the unit wrote commits unless the claim was live when it was read,
+after the lock was granted, as before. A claim the unit takes itself needs no check.
 
 The unit is synchronous: it lives in one worker thread and never spans an `await`.
 """
@@ -24,8 +27,8 @@ from typing import TYPE_CHECKING, Literal
 
 from ..errors import NotFoundError
 from . import _inbox, _transcript
-from ._append import ClaimToken, append_events, put_blobs_in
-from ._backend import Row, Tx
+from ._append import ClaimToken, append_events, check_claim_row, put_blobs_in
+from ._backend import Pending, Row, Rows, Tx
 from ._claims import (
     IsDead,
     claim_in,
@@ -61,6 +64,11 @@ if TYPE_CHECKING:
     from ._backend import Backend
 
 
+# Event ids reserved with the unit's lock beyond the events it has buffered by then (a step
+# boundary's unit writes up to ~7 events after its lock: the reply, its calls, the receipt).
+IDS_AHEAD = 8
+
+
 class SqlSessionWrite:
     """A `SessionWrite` over one open write transaction of a `SqlStore` (see the module)."""
 
@@ -75,6 +83,11 @@ class SqlSessionWrite:
         self._claim_row: Row | None | Literal[False] = False  # `claim_state`'s (False: none)
         self._pending: list[InboxItem] | None = None  # read with the lock by `facts`
         self._facts: SessionFacts | None = None
+        # Sent with the first lock (PostgreSQL): the claim row and ids (`_send_lock`).
+        self._reserved: Pending | None = None
+        self._reserved_claim = False  # `_reserved` is `claim_and_ids`' (else `event_ids`')
+        self._ids: list[int] = []  # reserved ids not written yet
+        self._checked = False  # the claim was checked under the lock (or taken by the unit)
         self.stored: list[StoredEvent] = []
         """The events this unit wrote, as stored (complete once the unit has ended)."""
 
@@ -108,7 +121,8 @@ class SqlSessionWrite:
         of messages or decisions starts that turn; a `prelude` planned at the session's seq as
         this unit found it goes just before delivered messages (`_inbox.plan_promotion`)."""
         if self._locked is None:
-            self._locked, pending = _inbox.lock_with_pending(self._tx, self._sid)
+            lock = self._send_lock()
+            self._locked, pending = _inbox.lock_with_pending(self._tx, self._sid, lock)
         elif self._pending is not None:  # read with the lock (`facts`), nothing changed since
             pending = self._pending
         else:
@@ -148,6 +162,7 @@ class SqlSessionWrite:
             raise NotFoundError(f"no session {target}")
         if target == self._sid:
             self._locked = self._pending = None  # the admission moved the session's seq
+            self._ids = []  # (its event took a newer id: later events take newer ones still)
         return Admission(*admitted)
 
     def facts(self) -> SessionFacts:
@@ -157,7 +172,7 @@ class SqlSessionWrite:
         session."""
         if self._facts is None:
             if self._locked is None:
-                lock = self._tx.lock_query(self._sid)
+                lock = self._send_lock()
                 sent = facts_query(self._tx, self._sid)
                 self._locked, self._pending = _inbox.lock_with_pending(self._tx, self._sid, lock)
             else:
@@ -174,7 +189,7 @@ class SqlSessionWrite:
         together (the lock, the facts, the pending items, the claim, a running call: one
         round trip where there were four); the session's status is the lock's row's."""
         tx, sid = self._tx, self._sid
-        lock = tx.lock_query(sid) if self._locked is None else None
+        lock = self._send_lock() if self._locked is None else None
         facts = facts_query(tx, sid) if self._facts is None else None
         claim = claim_query(tx, sid)
         running = running_call_query(tx, sid)
@@ -203,6 +218,7 @@ class SqlSessionWrite:
         claim = claim_in(self._tx, self._sid, row, owner, lease_ms, self._now, is_dead)
         if claim is not None:
             self._claim = fence(claim)
+            self._checked = True  # (this transaction wrote it)
         return claim
 
     def release_and_look(self) -> Callable[[], tuple[bool, bool]]:
@@ -222,9 +238,40 @@ class SqlSessionWrite:
 
         return answer
 
+    def _send_lock(self) -> Pending:
+        """Send the session lock; the first time, on PostgreSQL, with the claim check and the
+        ids the unit's events will take right after it (see the module)."""
+        lock = self._tx.lock_query(self._sid)
+        if self._reserved is None and self._tx.kind == "postgres":
+            n = len(self._events) + IDS_AHEAD
+            if self._claim is not None and not self._checked:
+                self._reserved = self._tx.claim_and_ids(self._sid, n)
+                self._reserved_claim = True
+            else:
+                self._reserved = self._tx.event_ids(n)
+        return lock
+
+    def _take_ids(self, n: int) -> Pending | None:
+        """`n` of the ids reserved with the lock (the claim checked first, when it was read
+        with them), or None when fewer are left (the append reserves its own)."""
+        if self._reserved is not None:
+            rows, self._reserved = self._reserved.all(), Rows([])
+            if not self._reserved_claim:
+                self._ids = [int(r[0]) for r in rows]
+            else:  # (one row, the ids a list)
+                if self._claim is not None and not self._checked:
+                    check_claim_row(self._sid, self._claim, rows[0])
+                    self._checked = True
+                self._ids = [int(i) for i in rows[0][3]]
+                self._reserved_claim = False
+        if len(self._ids) < n:
+            return None
+        taken, self._ids = self._ids[:n], self._ids[n:]
+        return Rows([(i,) for i in taken])
+
     def _lock(self) -> Row:
         if self._locked is None:
-            self._locked = self._tx.lock_session(self._sid)
+            self._locked = self._send_lock().one()
             if self._locked is None:
                 raise NotFoundError(f"no session {self._sid}")
         return self._locked
@@ -254,8 +301,16 @@ class SqlSessionWrite:
         if not self._events:
             return
         events, self._events = self._events, []
+        ids = self._take_ids(len(events))
         stored = append_events(
-            self._tx, self._sid, events, self._now, self._claim, locked=self._locked
+            self._tx,
+            self._sid,
+            events,
+            self._now,
+            self._claim,
+            locked=self._locked,
+            ids=ids,
+            checked=self._checked,
         )
         self._locked = self._pending = None  # the session row moved on
         if self._named:
