@@ -21,7 +21,7 @@ in order, no side effect twice).
 
     python bench/bench_fleet.py [--sessions 1000] [--hosts 1,2,4] [--workers 1] [--steps 3]
         [--latency-ms 200] [--lease-ms 10000] [--concurrency N] [--no-kill] [--plain] [--pg URL]
-        [--baseline-src DIR]
+        [--baseline-src DIR] [--profile DIR]
 
 `--pg` is an administrative URL (default: $WAKEFUL_TEST_PG or postgres@127.0.0.1); every run
 uses a fresh database made and dropped by the bench. Run it as root for namespaces.
@@ -30,7 +30,9 @@ Every worker's statements, commits and round trips are counted on its client
 (`bench/_counting`) and printed per step beside the server's commits. `--baseline-src DIR` runs
 each fleet a second time, right after, with the workers of another source tree (`DIR/src`, e.g.
 a `git worktree` of main before a change; its own code creates the sessions, so a tree with an
-older schema works), and prints both. Each side's workers import wakeful from a copy of its
+older schema works), and prints both. `--profile DIR` profiles every worker, each thread
+(`bench/_counting/_profile.py`), and prints its Python calls per step by thread and module.
+Each side's workers import wakeful from a copy of its
 tree's package compiled beforehand (as in bench_execution.py).
 """
 
@@ -60,6 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._counting import counting_env, per  # noqa: E402
 from bench._counting import total as counted  # noqa: E402
+from bench._counting._profile import report as profile_report  # noqa: E402
 from bench._fleet import Fleet, cpu_seconds, machine_busy_seconds, netns_usable  # noqa: E402
 from bench._trees import compiled_copy  # noqa: E402
 from wakeful._checks import LEDGER, check_session, create_session, ledger_lines  # noqa: E402
@@ -261,10 +264,12 @@ def run_fleet(
     timeout: float = 900,
     code: str | None = None,
     own: bool = True,
+    profile: Path | None = None,
 ) -> Run:
     """Drive `load` with a fleet of `hosts` x `workers`; kill host 0 at `kill_at` of the steps,
     or later once it holds a session (a host whose workers started late may hold none). The workers import wakeful from `code` first (a `compiled_copy`) when given; unless `own`
-    (it is this tree's), that code also creates the sessions."""
+    (it is this tree's), that code also creates the sessions. With `profile`, a folder, every
+    worker is profiled into it (`bench/_counting/_profile.py`)."""
     with tempfile.TemporaryDirectory() as tmp, fresh_database(admin) as db, ExitStack() as cleanup:
         root = Path(tmp)
         work = make_workspace(root, load)
@@ -272,6 +277,9 @@ def run_fleet(
         sids = [f"ses_fleet_{load.tag(n)}" for n in range(load.sessions)]
         create_sessions(db, sids, model, work, load, None if own else code)
         env = counting_env({"PYTHONPATH": _path(code)}, root / "counts")
+        if profile is not None:
+            profile.mkdir(parents=True, exist_ok=True)
+            env["WAKEFUL_PROFILE_DIR"] = str(profile)
         probe, watch = Probe(db), Probe(db)
         cleanup.callback(probe.conn.close)  # (also when the run fails: no connection is left to
         cleanup.callback(watch.conn.close)  # the garbage collector, which warns in a later test)
@@ -495,6 +503,12 @@ def main() -> None:
     parser.add_argument("--plain", action="store_true", help="no namespaces even when possible")
     parser.add_argument("--pg", default=DEFAULT_PG)
     parser.add_argument("--baseline-src", default=None, help="another source tree to compare")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="profile every worker (each thread, exact call counts) into this folder",
+    )
     args = parser.parse_args()
     netns = not args.plain and netns_usable()
     counts = [int(h) for h in args.hosts.split(",")]
@@ -512,7 +526,8 @@ def main() -> None:
             sides.append((f"baseline {args.baseline_src}", there, False))
         base: dict[str, float] = {}
         for hosts in counts:
-            for name, code, own in sides:
+            for side, (name, code, own) in enumerate(sides):
+                folder = None if args.profile is None else args.profile / f"{hosts}h-{side}"
                 r = run_fleet(
                     args.pg,
                     load,
@@ -522,9 +537,12 @@ def main() -> None:
                     netns=netns,
                     code=code,
                     own=own,
+                    profile=folder,
                 )
                 base.setdefault(name, r.per_s())
                 print(f"{name}: {hosts} host(s): {figures(r, load, base[name], counts[0])}")
+                if folder is not None:
+                    print(f"profile of the workers ({folder}):\n{profile_report(folder, r.steps)}")
         if not args.no_kill and max(counts) > 1:
             kill_run(args, load, netns, counts, here)
 

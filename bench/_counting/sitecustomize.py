@@ -283,3 +283,6 @@ if _DIR:
     _sqlite()
     sys.meta_path.insert(0, _PatchOnImport())
     atexit.register(COUNTS.dump)
+
+if os.environ.get("WAKEFUL_PROFILE_DIR"):  # `bench_fleet.py --profile`: see `_profile.py`
+    import _profile  # noqa: F401  (this folder is on the path; it starts profiling)

@@ -165,6 +165,31 @@ async def test_by_default_sessions_waiting_on_their_model_are_driven_together(
     await rt.aclose()
 
 
+async def test_a_drive_ending_wakes_the_worker_through_one_future_not_one_per_drive(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Between its looks the worker waits for a stop, a change and the next drive to end:
+    three futures, however many drives are in flight. It used to wait on every drive in
+    flight, so each drive's end added and removed a callback on each of the others (O(in
+    flight) per drive: ~1,000 per step with a fleet's 1,000 sessions)."""
+    sizes: list[int] = []
+    real = asyncio.wait
+
+    async def counted(fs: Any, **kwargs: Any) -> Any:
+        sizes.append(len(fs))
+        return await real(fs, **kwargs)
+
+    monkeypatch.setattr(_worker.asyncio, "wait", counted)
+    rt = runtime(db_url, tmp_path, delay_ms=20)
+    sids = [rt.send(f"task {n}", resume=False).session_id for n in range(24)]
+    stats = await run_worker(rt, once=True)
+    assert stats.turns == 24
+    for sid in sids:
+        check_session(rt.store, sid)
+    assert sizes and max(sizes) <= 3, sizes  # (a tool step waits on its call and a waiter)
+    await rt.aclose()
+
+
 def counted_looks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """A list that grows by one at each of the workers' looks at the store (`_worker.look`)."""
     looks: list[int] = []

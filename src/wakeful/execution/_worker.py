@@ -246,6 +246,9 @@ class _Worker:
         # look would have), one read less per refill (issue 36: a commit each on PostgreSQL).
         self.found: tuple[bool, bool] | None = None
         self.refilled = False  # the last wait ended for drives' ends only (`_wait`)
+        # Set by the next drive to end (`_ended`): `_wait` waits on it, not on every drive in
+        # flight, so a drive's end costs the loop one callback, not one per drive in flight.
+        self.ended: asyncio.Future[None] = self.loop.create_future()
 
     async def run(self) -> WorkerStats:
         """Look at the store, start drives, wait for a change; until `stop` (or `once` done)."""
@@ -395,7 +398,9 @@ class _Worker:
                 wait_for_work = self.rt.store.feed.wait_for_work
                 change = asyncio.ensure_future(wait_off_loop(wait_for_work, self.poll_s))
             watched = change if change is not None and not change.done() else None
-            waiting: set[asyncio.Future[Any]] = {self.stopper, *self.inflight.values()}
+            if self.ended.done():
+                self.ended = self.loop.create_future()
+            waiting: set[asyncio.Future[Any]] = {self.stopper, self.ended}
             if watched is not None:
                 waiting.add(watched)
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -425,7 +430,13 @@ class _Worker:
         seen: int | None = None,
     ) -> None:
         self.inflight[sid] = asyncio.ensure_future(self._drive(sid, claim, recovered, seen))
-        self.inflight[sid].add_done_callback(lambda _t: self.inflight.pop(sid, None))
+        self.inflight[sid].add_done_callback(lambda _t: self._ended(sid))
+
+    def _ended(self, sid: str) -> None:
+        """A drive ended: its slot is free, and a waiting `_wait` looks at why it should wake."""
+        self.inflight.pop(sid, None)
+        if not self.ended.done():
+            self.ended.set_result(None)
 
     async def _drive(
         self,
