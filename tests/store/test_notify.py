@@ -285,3 +285,23 @@ def test_interrupt_requests_are_announced_whoever_follows():
     assert first == (True, [])
     assert heard == (False, [(7, "ses_a")])
     assert later == [(9, "ses_a"), (8, "ses_b")]
+
+
+def test_closing_the_store_ends_a_wait_for_interrupts_at_once():
+    """A coordinator's watcher waits on its listening connection a poll interval at a time,
+    in a thread: closing the store wakes that wait instead of waiting it out (`Runtime.aclose`
+    took 130-210 ms longer on PostgreSQL before)."""
+    import threading
+
+    with fresh_database() as url:
+        store = SqlStore(PostgresBackend(url))
+        store.feed.wait_for_interrupts(0)  # (listening)
+        waiter = threading.Thread(target=store.feed.wait_for_interrupts, args=(30.0,))
+        waiter.start()
+        time.sleep(0.2)  # (waiting)
+        start = time.monotonic()
+        store.close()
+        closed = time.monotonic() - start
+        waiter.join(5.0)
+        ended = not waiter.is_alive()
+    assert ended and closed < 5.0, closed

@@ -36,4 +36,7 @@ def test_interrupt_requests_are_announced_on_postgres_only(store: SqlStore):
     polls; PostgreSQL's first wait begins listening (`tests/store/test_notify.py`)."""
     store.feed.announce_interrupt("ses_a", 1)  # (SQLite: nothing to tell)
     heard = store.feed.wait_for_interrupts(0)
-    assert heard == (None if store.backend.kind == "sqlite" else (True, []))
+    if store.backend.kind == "sqlite":
+        assert heard is None
+    else:  # (the announcement may come after listening began, or before)
+        assert heard is not None and heard[0] is True and set(heard[1]) <= {(1, "ses_a")}

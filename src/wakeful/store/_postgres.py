@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import select
 import threading
@@ -98,6 +99,41 @@ class _Listener:
         self.follows = follows
         self.conn: psycopg.Connection[Any] | None = None
         self.lock = threading.Lock()
+        # A pipe whose byte ends a wait early (`wake`), open while `conn` is: closing the
+        # store does not wait out a waiter's timeout (a coordinator's watcher waits a poll
+        # interval at a time, and `Runtime.aclose` closed its store that much later).
+        self._pipe: tuple[int, int] | None = None
+        self._pipe_lock = threading.Lock()
+
+    def open(self, conn: psycopg.Connection[Any]) -> None:
+        """Take `conn` (under `lock`), LISTENing already."""
+        self.conn = conn
+        with self._pipe_lock:
+            if self._pipe is None:
+                self._pipe = os.pipe()
+                for end in self._pipe:
+                    os.set_blocking(end, False)
+
+    def heard(self, timeout_s: float) -> list[str]:
+        """(under `lock`, `conn` open) The payloads received already, or else those of the
+        first notifications that arrive within `timeout_s`; none once `wake` is called."""
+        assert self.conn is not None and self._pipe is not None
+        heard = [n.payload for n in self.conn.notifies(timeout=0)]
+        if heard:
+            return heard
+        poller = select.poll()  # (not select(): it fails for descriptors above 1023)
+        poller.register(self.conn.fileno(), select.POLLIN)
+        poller.register(self._pipe[0], select.POLLIN)
+        poller.poll(max(timeout_s, 0.001) * 1000)
+        with contextlib.suppress(OSError):  # (empty: BlockingIOError)
+            os.read(self._pipe[0], 4096)
+        return [n.payload for n in self.conn.notifies(timeout=0)]
+
+    def wake(self) -> None:
+        """End the current wait, if any, early (from any thread)."""
+        with self._pipe_lock, contextlib.suppress(OSError):
+            if self._pipe is not None:
+                os.write(self._pipe[1], b"\0")
 
     def drop(self) -> None:
         """Close the connection (under `lock`): the next wait opens another."""
@@ -105,6 +141,11 @@ class _Listener:
             with contextlib.suppress(psycopg.Error):
                 self.conn.close()
             self.conn = None
+        with self._pipe_lock:
+            if self._pipe is not None:
+                for end in self._pipe:
+                    os.close(end)
+                self._pipe = None
 
 
 class PostgresBackend:
@@ -360,17 +401,14 @@ class PostgresBackend:
             try:
                 if listener.conn is None:
                     fresh = True
-                    listener.conn = psycopg.connect(
+                    conn = psycopg.connect(
                         self.url, autocommit=True, connect_timeout=int(self._connect_timeout_s)
                     )
-                    listener.conn.execute(f"LISTEN {listener.channel}")
+                    listener.open(conn)
+                    conn.execute(f"LISTEN {listener.channel}")
                     if listener.follows:
-                        listener.conn.execute(FOLLOW_SQL, FOLLOW_LOCK)
-                for note in listener.conn.notifies(timeout=max(timeout_s, 0.001), stop_after=1):
-                    heard.append(note.payload)
-                # Drain what else is queued so one burst wakes us once.
-                for note in listener.conn.notifies(timeout=0.001):
-                    heard.append(note.payload)
+                        conn.execute(FOLLOW_SQL, FOLLOW_LOCK)
+                heard = listener.heard(timeout_s)  # (a burst wakes us once)
             except psycopg.Error:
                 listener.drop()
                 time.sleep(max(timeout_s, 0.0))
@@ -413,6 +451,8 @@ class PostgresBackend:
         self._notifier.close(self._connect_timeout_s)
         self._pool.close()
         self._wires.clear()
+        for listener in self._listeners.values():
+            listener.wake()  # (a waiter returns now, not at its timeout)
         for listener in self._listeners.values():
             with listener.lock:
                 listener.drop()
