@@ -111,9 +111,9 @@ async def test_an_interrupt_from_another_process_is_heard_without_polling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """On PostgreSQL the watcher hears a request announced by the process that wrote it
-    (LISTEN): over a drive polled every 10 ms it reads the store once, as it starts listening
-    (it read it every poll interval before, ~30 times here), and the request stops the turn
-    although the safety poll would come only after a minute."""
+    (LISTEN): over a drive polled every 10 ms it reads the store once, a poll interval after
+    it began to listen (it read it every poll interval before, ~30 times here), and the
+    request stops the turn although the safety poll would come only after a minute."""
     monkeypatch.setattr(_coordinator, "SAFETY_POLL_S", 60.0)
     reads: list[int] = []
     read = Feed.interrupts_after
@@ -141,7 +141,7 @@ async def test_an_interrupt_from_another_process_is_heard_without_polling(
         [turn] = await driver.resume(sid)
         stopped = time.monotonic() - asked[0]
         assert turn.outcome == "interrupted"
-        assert len(reads) == 1, reads  # the read as listening began, no poll
+        assert len(reads) == 1, reads  # the read owed as listening began, no poll
         assert stopped < 30, stopped  # heard, not polled (the safety poll: a minute)
         check_session(driver.store, sid)
         await driver.aclose()

@@ -88,7 +88,7 @@ class Coordinator:
         self._active: dict[str, _Active] = {}
         self._watcher: asyncio.Future[None] | None = None
         self._failing = False  # the watcher's last read failed (logged once per run)
-        self._read_at = -SAFETY_POLL_S  # (monotonic) when a listening watcher last read
+        self._read_at = time.monotonic()  # when a listening watcher last read (or began)
 
     def active(self) -> list[str]:
         """Session ids this process is driving right now."""
@@ -290,22 +290,29 @@ class Coordinator:
             return True, []
 
     async def _listen(self, after_id: int, heard: tuple[bool, list[tuple[int, str]]]) -> None:
-        """Apply the requests announced as they are heard; read the store when listening
-        (re)started, and every `SAFETY_POLL_S` for an announcement that was lost. A watcher
-        started again while the store still listens reads nothing: what was announced
-        meanwhile waits in the listening connection. Each wait lasts at most a poll interval,
-        so the watcher ends soon after the last drain."""
+        """Apply the requests announced as they are heard; read the store one wait after
+        listening (re)started (a request committed before it began is applied as late as the
+        poll applied it: a drain that ends sooner reads nothing), and every `SAFETY_POLL_S`
+        for an announcement that was lost. A watcher started again while the store still
+        listens owes no read: what was announced meanwhile waits in the listening connection.
+        Each wait lasts at most a poll interval (and a second), so the watcher ends soon after
+        the last drain."""
+        wait_s = min(self.options.poll_interval_ms / 1000, 1.0)
+        due: float | None = None  # (monotonic) when the read owed since listening began is due
         while self._active:
             fresh, requests = heard
             self._apply(requests)
-            if fresh or time.monotonic() - self._read_at >= SAFETY_POLL_S:
+            now = time.monotonic()
+            if fresh and due is None:
+                due = now + wait_s
+            if (due is not None and now >= due) or now - self._read_at >= SAFETY_POLL_S:
                 read = await self._read(after_id)
                 if read is not None:
-                    (after_id, requests), self._read_at = read, time.monotonic()
+                    (after_id, requests), self._read_at, due = read, now, None
                     self._apply(requests)
             if not self._active:
                 return
-            heard = await self._hear(self.options.poll_interval_ms / 1000) or (True, [])
+            heard = await self._hear(wait_s) or (True, [])
 
     async def _poll(self, after_id: int) -> None:
         """Read the requests committed since the last look once per poll interval (a store
