@@ -134,6 +134,41 @@ def test_a_drains_last_promotion_delivers_or_releases_in_one_unit(tmp_path: Path
         store.close()
 
 
+@pytest.mark.postgres
+def test_a_workers_first_delivery_is_two_round_trips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A reserved session's first delivery (`promote_or_release` with nothing written first,
+    its facts wanted): the lock with the facts, the pending items, the claim and the ids, then
+    the commit; the facts read after the promotion were a round trip of their own (3)."""
+    from wakeful.events import SessionCreated
+    from wakeful.execution._refresh import KnownFacts
+    from wakeful.execution._writes import promote_or_release
+    from wakeful.store import SessionFacts, fence, open_store
+    from wakeful.store._pgwire import Wire
+
+    syncs: list[int] = []
+    sync = Wire.sync
+
+    def counted(wire: Wire) -> None:
+        syncs.append(1)
+        sync(wire)
+
+    with _url("postgres", tmp_path) as url:
+        store = open_store(url)
+        store.admit("ses_a", "i1", "user", {"text": "one"}, create=SessionCreated(agent="a"))
+        claim = store.claims.acquire("ses_a", "host/1/x", 60_000)
+        assert claim is not None
+        known = KnownFacts(SessionFacts(None, None))
+        monkeypatch.setattr(Wire, "sync", counted)
+        idle = promote_or_release(store, "ses_a", fence(claim), start_turn="t1", known=known)
+        monkeypatch.undo()
+        assert [d.item.input_id for d in idle.delivered] == ["i1"]
+        assert known.facts.agent == "a"
+        assert len(syncs) == 2, len(syncs)
+        store.close()
+
+
 @pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )

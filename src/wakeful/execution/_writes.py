@@ -246,11 +246,15 @@ def promote_or_release(
     input admitted meanwhile is either delivered here or finds the claim free. With
     `opening`, the turn a delivery starts has its opening read last in the unit."""
     with store.write(session_id, claim) as w:
+        # With nothing to write first (a worker's first delivery), the facts go with the lock
+        # and the pending items: a promotion changes none of them, and read after it they
+        # were a round trip of their own. After `first` they are read as it leaves them.
+        facts = w.facts() if known is not None and not first else None
         w.append(first)  # (a prelude planned at the seq before it still goes: `promote`)
         delivered = w.promote(idle=True, start_turn=start_turn, prelude=prelude)
         look = None if delivered else w.release_and_look()  # the drain ends: no turn follows
         if delivered and known is not None:  # (the turn starting here is built from these)
-            known.noticed(w.facts())
+            known.noticed(facts if facts is not None else w.facts())
         if delivered and opening is not None:
             opening.take(w)
     if look is not None:
