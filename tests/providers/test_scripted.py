@@ -491,6 +491,19 @@ _edits = st.one_of(
 )
 
 
+def _edit(messages: list[Message], edit: tuple) -> None:
+    """Apply one of `_edits` to a history (its first message stays); other edits change nothing."""
+    if edit[0] == "extend":
+        messages += [_POOL[i] for i in edit[1]]
+    elif edit[0] == "cut":
+        del messages[max(1, len(messages) - edit[1]) :]
+    elif edit[0] == "swap" and len(messages) > 1:
+        messages[1 + edit[1] % (len(messages) - 1)] = _POOL[edit[2]]
+    elif edit[0] == "copy" and len(messages) > 1:
+        i = 1 + edit[1] % (len(messages) - 1)
+        messages[i] = messages[i].model_copy()
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     start=st.lists(st.integers(0, len(_POOL) - 1), max_size=6),
@@ -510,15 +523,7 @@ def test_the_turn_located_from_what_is_new_is_the_one_a_whole_walk_finds(
     messages = [head, *(_POOL[i] for i in start)]
     locator = TurnLocator()
     for edit in [("extend", []), *edits]:
-        if edit[0] == "extend":
-            messages += [_POOL[i] for i in edit[1]]
-        elif edit[0] == "cut":
-            del messages[max(1, len(messages) - edit[1]) :]
-        elif edit[0] == "swap" and len(messages) > 1:
-            messages[1 + edit[1] % (len(messages) - 1)] = _POOL[edit[2]]
-        elif edit[0] == "copy" and len(messages) > 1:
-            i = 1 + edit[1] % (len(messages) - 1)
-            messages[i] = messages[i].model_copy()
+        _edit(messages, edit)
         request_messages = tuple(messages)
         try:
             expected = locate_turn(request_messages)
@@ -537,3 +542,44 @@ def test_a_request_without_user_input_located_from_what_is_new_is_an_invalid_req
         locator((assistant("alone"),))
     with pytest.raises(InvalidRequestError):
         locator(())
+
+
+# -- the size estimate from what is new (`PrefixTotal`) ---------------------------------------
+
+_TOOLS = (
+    ToolSpec(name="read", description="reads", input_schema={"type": "object"}),
+    ToolSpec(name="write", description="w" * 30, input_schema={"properties": {"x": {}}}),
+)
+
+
+def _whole_estimate(request: ModelRequest) -> int:
+    """The estimate's rule applied to the whole request, with no memo."""
+    from wakeful.providers._base import _tool_chars, block_chars
+
+    chars = len(request.system) + sum(_tool_chars(tool) for tool in request.tools)
+    chars += sum(block_chars(block) for message in request.messages for block in message.blocks)
+    return -(-chars // 4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    start=st.lists(st.integers(0, len(_POOL) - 1), max_size=6),
+    edits=st.lists(st.one_of(_edits, st.just(("retry",)), st.just(("tools",)))),
+)
+def test_the_estimate_kept_per_history_is_the_whole_requests(start, edits):
+    """Request after request of one history, each an edit of the last (messages added, the end
+    cut as a compaction does, one replaced by another or by its stored copy, the same messages
+    sent again as a retry, the tools changed): the running estimate is the whole walk's."""
+    messages = [user("the first message"), *(_POOL[i] for i in start)]
+    tools: tuple[ToolSpec, ...] = _TOOLS
+    last: tuple[Message, ...] = ()
+    for attempt, edit in enumerate([("extend", []), *edits], start=1):
+        _edit(messages, edit)
+        if edit[0] == "tools":
+            tools = tools[1:] if tools else _TOOLS
+        sent = last if edit[0] == "retry" and last else tuple(messages)
+        req = ModelRequest(
+            model="m", system="s" * attempt, messages=sent, tools=tools, attempt=attempt
+        )
+        assert estimate_request_tokens(req) == _whole_estimate(req)
+        last = sent

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
         load_messages,
         message_from_dict,
     )
-    from ._memo import IdentityMemo, PrefixMemo, shared_prefix
+    from ._memo import IdentityMemo, PrefixMemo, PrefixTotal, shared_prefix
     from ._openai_chat import from_openai_chat, to_openai_chat
     from ._openai_responses import from_openai_responses, to_openai_responses
     from ._pairing import PairingDrop, PairingDropKind, drop_invalid_pairings
@@ -117,6 +117,7 @@ _LAZY = {
     "auto_detect": "wakeful.messages._autodetect",
     "IdentityMemo": "wakeful.messages._memo",
     "PrefixMemo": "wakeful.messages._memo",
+    "PrefixTotal": "wakeful.messages._memo",
     "shared_prefix": "wakeful.messages._memo",
     "from_openai_chat": "wakeful.messages._openai_chat",
     "to_openai_chat": "wakeful.messages._openai_chat",
@@ -173,6 +174,7 @@ __all__ = [
     "drop_invalid_pairings",
     "IdentityMemo",
     "PrefixMemo",
+    "PrefixTotal",
     "shared_prefix",
     "dump_message",
     "dump_messages",

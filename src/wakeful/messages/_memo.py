@@ -80,6 +80,45 @@ class PrefixMemo(Generic[T]):
         return out
 
 
+class PrefixTotal:
+    """`total(messages)` is `sum(fn(m) for m in messages)`, kept as running totals per history
+    (one entry per first message, at most `size`): a request that extends the last one of its
+    history (the same objects, as far as both agree) costs its new messages and one pass in C
+    to find where they start, not a copy and a sum of the whole history. `fn` must be pure and
+    return an int."""
+
+    __slots__ = ("_fn", "_entries", "_size")
+
+    def __init__(self, fn: Callable[[Message], int], size: int = 64) -> None:
+        self._fn = fn
+        # id(first message) -> (the last messages of that history, totals[i]: the first i's)
+        self._entries: OrderedDict[int, tuple[tuple[Message, ...], list[int]]] = OrderedDict()
+        self._size = size
+
+    def __call__(self, messages: tuple[Message, ...]) -> int:
+        """The sum of `fn` over `messages`."""
+        if not messages:
+            return 0
+        key = id(messages[0])
+        hit = self._entries.get(key)
+        if hit is None:
+            totals, kept = [0], 0
+        else:
+            seen, totals = hit
+            kept = len(seen) if seen is messages else shared_prefix(seen, messages)
+            del totals[kept + 1 :]
+        fn = self._fn
+        total = totals[kept]
+        for message in messages[kept:]:
+            total += fn(message)
+            totals.append(total)
+        self._entries[key] = (messages, totals)
+        self._entries.move_to_end(key)
+        if len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        return total
+
+
 def shared_prefix(
     a: Sequence[object], b: Sequence[object], same: Callable[[Any, Any], bool] = is_
 ) -> int:

@@ -26,7 +26,7 @@ from ..messages import (
     IdentityMemo,
     ImageBlock,
     Message,
-    PrefixMemo,
+    PrefixTotal,
     ProviderReasoningBlock,
     RedactedThinkingBlock,
     ServerToolResultBlock,
@@ -216,13 +216,20 @@ _TOOL_SIZES = IdentityMemo(_tool_chars, size=4096)
 CHARS_PER_TOKEN = 4  # the local estimate's rule: a token is about four characters
 
 # A request's messages extend the previous request's of the session (the very same objects):
-# their sizes are kept per history, and only the new messages are measured.
-_HISTORY_SIZES = PrefixMemo(message_chars, size=1024)
+# a running total of their sizes is kept per history, and only the new messages are measured.
+_HISTORY_CHARS = PrefixTotal(message_chars, size=1024)
+
+
+def _tools_chars(tools: tuple[ToolSpec, ...]) -> int:
+    return sum(_TOOL_SIZES(tool) for tool in tools)
+
+
+# The tools of a session's requests are the same tuple step after step: summed once.
+_TOOLS_CHARS = IdentityMemo(_tools_chars, size=1024)
 
 
 def _estimate(request: ModelRequest) -> int:
-    chars = len(request.system) + sum(_HISTORY_SIZES(request.messages))
-    chars += sum(_TOOL_SIZES(tool) for tool in request.tools)
+    chars = len(request.system) + _HISTORY_CHARS(request.messages) + _TOOLS_CHARS(request.tools)
     return math.ceil(chars / CHARS_PER_TOKEN)
 
 
