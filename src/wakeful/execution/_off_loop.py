@@ -14,12 +14,8 @@ same semantics (the context is copied, an exception is raised in the caller, a c
 does not stop a call that has started) for about half the CPU per hop
 (`bench/bench_runner.py`).
 
-Threads start on demand up to `MIN_THREADS` (12), or the default executor's bound,
-`min(32, cpus + 4)`, where that is more: a store call waits on the server's round trips and on
-the GIL, not on a core, so the bound is how many sessions' round trips overlap, not the cores
-(a fleet worker with 1,000 sessions in flight on 2 cores made 20% more steps/s with 12 than
-with 6 at the same CPU per step, docs/execution.md "Where a fleet worker's CPU goes"); they
-are daemons, and the pool drains its queue and
+Threads start on demand up to the default executor's bound, `min(32, cpus + 4)`, so as many
+sessions' round trips overlap as before; they are daemons, and the pool drains its queue and
 joins them at interpreter exit (`atexit`), so a store call that was started is finished before
 the process ends, as the default executor's are. Calls that block for long on purpose (a
 worker's wait for work, closing tool processes) go through `wait_off_loop`, on the default
@@ -41,8 +37,6 @@ from typing import Any, ParamSpec, TypeVar
 P = ParamSpec("P")
 T = TypeVar("T")
 
-MIN_THREADS = 12  # store calls in flight at once, whatever the cores (module docstring)
-
 _Call = tuple[
     asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[[], Any]
 ]
@@ -62,7 +56,7 @@ class StoreThreads:
     """A pool of threads for blocking store calls (see the module docstring)."""
 
     def __init__(self, max_threads: int | None = None) -> None:
-        self.max_threads = max_threads or max(MIN_THREADS, min(32, (os.cpu_count() or 1) + 4))
+        self.max_threads = max_threads or min(32, (os.cpu_count() or 1) + 4)
         self._calls: SimpleQueue[_Call | None] = SimpleQueue()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
