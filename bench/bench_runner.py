@@ -7,8 +7,10 @@ same disk, the floor under each of a step's commits (two per step here: the rece
 reply with the results of its read-only call). Each figure is the median of `--rounds` runs.
 
 It counts the statements and commits the turn sends on the store's write connection (as SQLite
-traces them, FTS5's own left out), and prints the bytes of the turn's receipts as stored (each names the previous receipt and
-lists only the new message ids, issue 25) beside the same receipts encoded whole, as every
+traces them, FTS5's own left out) in a turn of their own, untimed (the tracer writes every bound
+parameter into each statement's text: ~18% of the store thread's instructions), and prints the
+bytes of the turn's receipts as stored (each names the previous receipt and lists only the new
+message ids, issue 25) beside the same receipts encoded whole, as every
 receipt was before (all message ids of the request), from the same run.
 
     python bench/bench_runner.py [--steps 300] [--rounds 3]
@@ -64,15 +66,21 @@ class ReceiptBytes:
     commits: int
 
 
-async def loop_rate(folder: Path, model: str, steps: int) -> tuple[float, ReceiptBytes]:
+async def loop_rate(
+    folder: Path, model: str, steps: int, *, traced: bool = False
+) -> tuple[float, ReceiptBytes]:
+    """The turn's seconds and its receipts; with `traced`, its statements are counted (the
+    tracer makes SQLite write every bound parameter into the statement's text and costs the
+    store's thread ~18% of its instructions: a timed turn runs without it)."""
     config = Config.model_validate(
         {"agents": {"build": {"max_steps": steps + 5}}, "loop_guard": {"enabled": False}}
     )  # the same call step after step, on purpose
     rt = Runtime(str(folder / "bench.db"), model=model, workspace=folder, config=config)
     sent: list[str] = []
-    rt.store.backend._conn.set_trace_callback(  # type: ignore[attr-defined]
-        lambda sql: None if sql.startswith("--") else sent.append(sql.split()[0].upper())
-    )
+    if traced:
+        rt.store.backend._conn.set_trace_callback(  # type: ignore[attr-defined]
+            lambda sql: None if sql.startswith("--") else sent.append(sql.split(None, 1)[0].upper())
+        )
     start = time.perf_counter()
     [turn] = await rt.run("go")
     elapsed = time.perf_counter() - start
@@ -159,6 +167,9 @@ def main() -> None:
             loops.append(elapsed)
             bares.append(asyncio.run(provider_only(model, n)))
             raws.append(raw_commit_ms(folder))
+    with tempfile.TemporaryDirectory() as tmp:  # the statements counted in a turn of their own
+        folder = Path(tmp)
+        _, sizes = asyncio.run(loop_rate(folder, write_script(folder, n), n, traced=True))
     loop, bare, raw = statistics.median(loops), statistics.median(bares), statistics.median(raws)
     print(f"{'measure':<44}{'steps/s':>10}{'ms/step':>10}")
     print(f"{'whole loop (store, receipts, tools)':<44}{n / loop:>10.0f}{loop / n * 1000:>10.2f}")
@@ -168,10 +179,10 @@ def main() -> None:
     print(f"rounds: {args.rounds}, medians; target: at least 200 steps/s for the whole loop")
     print(
         f"write statements per step {sizes.statements / n:.2f}, commits per step "
-        f"{sizes.commits / n:.2f} (the last round, counted on the write connection)"
+        f"{sizes.commits / n:.2f} (a turn of their own, counted on the write connection)"
     )
     c = sizes.count
-    print(f"\nreceipts of the {n}-step turn (the last round; bytes of the event JSON)")
+    print(f"\nreceipts of the {n}-step turn (the counted one; bytes of the event JSON)")
     print(f"{'encoding':<44}{'total KB':>10}{'B/receipt':>10}{'largest':>10}")
     print(
         f"{'stored: a base and the new ids':<44}{sizes.stored / 1000:>10.1f}"
